@@ -1,0 +1,40 @@
+// Command kubectl-crdver is the kubectl plugin `kubectl crdver`. Installed on PATH as
+// kubectl-crdver it is found by kubectl; installed (or linked) as kubectl_complete-crdver it
+// answers kubectl's plugin shell completion.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/crdver/kubectl-crdver/plugin"
+)
+
+func main() {
+	os.Exit(run(os.Args))
+}
+
+func run(argv []string) int {
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	args := argv[1:]
+	if name := strings.TrimSuffix(filepath.Base(argv[0]), ".exe"); name == "kubectl_complete-crdver" {
+		args = append([]string{"__complete"}, args...)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	root := plugin.NewRootCmd(streams)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintln(streams.ErrOut, plugin.ErrorLine(err))
+	}
+	return plugin.ExitCode(err)
+}

@@ -1,0 +1,269 @@
+// Package explain holds the schema-side logic of kubectl-crdver: version priority, the
+// per-version report behind `kubectl crdver versions`, and (in later files) structural-schema
+// analysis and the prune/default/validate preview. It has no command-line code in it.
+package explain
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/version"
+)
+
+// Stability is how Kubernetes classifies a version name.
+type Stability string
+
+const (
+	GA      Stability = "GA"
+	Beta    Stability = "beta"
+	Alpha   Stability = "alpha"
+	NonKube Stability = "other"
+)
+
+// kubeVersion is the pattern CompareKubeAwareVersionStrings treats as a Kubernetes version.
+var kubeVersion = regexp.MustCompile(`^v\d+(?:(alpha|beta)\d+)?$`)
+
+// StabilityOf classifies a version string as GA, beta, alpha or other (not a Kubernetes-style
+// version such as "foo1" or "v1.2", which sorts after every Kubernetes-style one).
+func StabilityOf(v string) Stability {
+	m := kubeVersion.FindStringSubmatch(v)
+	switch {
+	case m == nil:
+		return NonKube
+	case m[1] == "alpha":
+		return Alpha
+	case m[1] == "beta":
+		return Beta
+	default:
+		return GA
+	}
+}
+
+// SortByPriority sorts version strings in place, highest Kubernetes priority first, using the
+// API server's own comparison (k8s.io/apimachinery/pkg/version.CompareKubeAwareVersionStrings).
+func SortByPriority(versions []string) {
+	sort.SliceStable(versions, func(i, j int) bool {
+		return version.CompareKubeAwareVersionStrings(versions[i], versions[j]) > 0
+	})
+}
+
+// VersionsReport is what `kubectl crdver versions` shows for one CRD. Its JSON form is part of
+// the command's stable output: fields may be added, never renamed or removed.
+type VersionsReport struct {
+	Name             string        `json:"name"`
+	Group            string        `json:"group"`
+	Kind             string        `json:"kind"`
+	StorageVersion   string        `json:"storageVersion"`
+	PreferredVersion string        `json:"preferredVersion"`
+	StoredVersions   []string      `json:"storedVersions"`
+	MigrationPending bool          `json:"migrationPending"`
+	Versions         []VersionInfo `json:"versions"`
+	// Notes about the CRD as a whole (for example a pending storage migration).
+	Notes []string `json:"notes"`
+}
+
+// VersionInfo is one row of the versions report.
+type VersionInfo struct {
+	Name               string    `json:"name"`
+	Rank               int       `json:"rank"`
+	Stability          Stability `json:"stability"`
+	Served             bool      `json:"served"`
+	Storage            bool      `json:"storage"`
+	Stored             bool      `json:"stored"`
+	Deprecated         bool      `json:"deprecated"`
+	DeprecationWarning string    `json:"deprecationWarning"`
+	Preferred          bool      `json:"preferred"`
+	HasSchema          bool      `json:"hasSchema"`
+	SafeToRemove       bool      `json:"safeToRemove"`
+	Notes              []string  `json:"notes"`
+}
+
+// PreferredVersions returns, for every API group, the version that the API server's discovery
+// reports as preferred: the highest-priority version served by any of the group's CRDs (the
+// storage flag plays no part). Pass every established CRD that is known (the whole cluster, or
+// all the CRDs of the files read) so that CRDs sharing a group are taken into account.
+func PreferredVersions(crds []*apiextensionsv1.CustomResourceDefinition) map[string]string {
+	preferred := map[string]string{}
+	for _, crd := range crds {
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			cur, ok := preferred[crd.Spec.Group]
+			if !ok || version.CompareKubeAwareVersionStrings(v.Name, cur) > 0 {
+				preferred[crd.Spec.Group] = v.Name
+			}
+		}
+	}
+	return preferred
+}
+
+// StorageVersion returns the version marked storage: true, or "" when there is none.
+func StorageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			return v.Name
+		}
+	}
+	return ""
+}
+
+// MigrationPending reports whether status.storedVersions lists anything but the storage
+// version: objects may still be stored in etcd at an older version.
+func MigrationPending(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	storage := StorageVersion(crd)
+	for _, s := range crd.Status.StoredVersions {
+		if s != storage {
+			return true
+		}
+	}
+	return false
+}
+
+// AnalyzeVersions builds the versions report of crd. groupPreferred is the group's preferred
+// version as discovery reports it (see PreferredVersions); "" means "work it out from this CRD
+// alone".
+func AnalyzeVersions(crd *apiextensionsv1.CustomResourceDefinition, groupPreferred string) VersionsReport {
+	if groupPreferred == "" {
+		groupPreferred = PreferredVersions([]*apiextensionsv1.CustomResourceDefinition{crd})[crd.Spec.Group]
+	}
+	storage := StorageVersion(crd)
+	stored := map[string]bool{}
+	for _, s := range crd.Status.StoredVersions {
+		stored[s] = true
+	}
+	names := make([]string, 0, len(crd.Spec.Versions))
+	byName := map[string]apiextensionsv1.CustomResourceDefinitionVersion{}
+	served := 0
+	for _, v := range crd.Spec.Versions {
+		names = append(names, v.Name)
+		byName[v.Name] = v
+		if v.Served {
+			served++
+		}
+	}
+	SortByPriority(names)
+
+	// What kubectl uses for this resource when no version is given: the first version in the
+	// group's priority order that this CRD serves.
+	kubectlDefault := ""
+	for _, n := range names {
+		if byName[n].Served {
+			kubectlDefault = n
+			break
+		}
+	}
+
+	r := VersionsReport{
+		Name:             crd.Name,
+		Group:            crd.Spec.Group,
+		Kind:             crd.Spec.Names.Kind,
+		StorageVersion:   storage,
+		PreferredVersion: groupPreferred,
+		StoredVersions:   append([]string{}, crd.Status.StoredVersions...),
+		MigrationPending: MigrationPending(crd),
+		Versions:         make([]VersionInfo, 0, len(names)),
+		Notes:            []string{},
+	}
+	if r.MigrationPending {
+		r.Notes = append(r.Notes, fmt.Sprintf("migration pending: status.storedVersions is [%s] but the storage version is %s; run `kubectl crdver migrate %s`",
+			strings.Join(crd.Status.StoredVersions, ", "), storage, crd.Name))
+	}
+	if groupPreferred != "" && kubectlDefault != "" && !byName[groupPreferred].Served {
+		r.Notes = append(r.Notes, fmt.Sprintf("the group's preferred version %s is served by another CRD of group %s, not this one; kubectl uses %s for this resource", groupPreferred, crd.Spec.Group, kubectlDefault))
+	}
+	if served == 0 {
+		r.Notes = append(r.Notes, "no version is served: the resource is not reachable through the API")
+	}
+	for _, s := range crd.Status.StoredVersions {
+		if _, ok := byName[s]; !ok {
+			r.Notes = append(r.Notes, fmt.Sprintf("status.storedVersions lists %s, which is not in spec.versions", s))
+		}
+	}
+
+	for i, n := range names {
+		v := byName[n]
+		info := VersionInfo{
+			Name:       n,
+			Rank:       i + 1,
+			Stability:  StabilityOf(n),
+			Served:     v.Served,
+			Storage:    v.Storage,
+			Stored:     stored[n],
+			Deprecated: v.Deprecated,
+			Preferred:  n == groupPreferred,
+			HasSchema:  v.Schema != nil && v.Schema.OpenAPIV3Schema != nil,
+			Notes:      []string{},
+		}
+		if v.DeprecationWarning != nil {
+			info.DeprecationWarning = *v.DeprecationWarning
+		}
+		if info.Stored && !info.Served {
+			info.Notes = append(info.Notes, "stored but not served")
+		}
+		if info.Deprecated && info.Storage {
+			info.Notes = append(info.Notes, "deprecated storage version")
+		}
+		if info.Stored && !info.Storage {
+			info.Notes = append(info.Notes, "migration pending")
+		}
+		var why []string
+		if info.Storage {
+			why = append(why, "storage version")
+		}
+		if info.Stored {
+			why = append(why, "in status.storedVersions (migrate first)")
+		}
+		if info.Served && served == 1 {
+			why = append(why, "only served version")
+		}
+		info.SafeToRemove = len(why) == 0
+		if info.SafeToRemove {
+			info.Notes = append(info.Notes, "safe to remove")
+		} else {
+			info.Notes = append(info.Notes, "not safe to remove: "+strings.Join(why, ", "))
+		}
+		r.Versions = append(r.Versions, info)
+	}
+	return r
+}
+
+// Summary is one row of `kubectl crdver versions --all`.
+type Summary struct {
+	Name             string   `json:"name"`
+	Group            string   `json:"group"`
+	StorageVersion   string   `json:"storageVersion"`
+	PreferredVersion string   `json:"preferredVersion"`
+	StoredVersions   []string `json:"storedVersions"`
+	Versions         int      `json:"versions"`
+	Served           int      `json:"served"`
+	MigrationPending bool     `json:"migrationPending"`
+}
+
+// Summarize builds the --all rows, sorted by CRD name.
+func Summarize(crds []*apiextensionsv1.CustomResourceDefinition) []Summary {
+	preferred := PreferredVersions(crds)
+	out := make([]Summary, 0, len(crds))
+	for _, crd := range crds {
+		s := Summary{
+			Name:             crd.Name,
+			Group:            crd.Spec.Group,
+			StorageVersion:   StorageVersion(crd),
+			PreferredVersion: preferred[crd.Spec.Group],
+			StoredVersions:   append([]string{}, crd.Status.StoredVersions...),
+			Versions:         len(crd.Spec.Versions),
+			MigrationPending: MigrationPending(crd),
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Served {
+				s.Served++
+			}
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

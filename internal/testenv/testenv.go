@@ -1,0 +1,214 @@
+// Package testenv starts a real kube-apiserver and etcd for integration tests (through
+// controller-runtime's envtest), with binaries built from the Go module proxy by
+// hack/build-test-binaries.sh and cached. One environment per test package: call Main from
+// TestMain.
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Env is a running API server and etcd.
+type Env struct {
+	env *envtest.Environment
+	// Config is an admin client configuration.
+	Config *rest.Config
+	// Kubeconfig is the path of a kubeconfig file for Config (for --kubeconfig).
+	Kubeconfig string
+	// EtcdURL is the client URL of etcd, for tests that read storage directly.
+	EtcdURL string
+	// Assets is the folder the binaries came from.
+	Assets string
+	dir    string
+}
+
+// Options tune the control plane.
+type Options struct {
+	// APIServerArgs are extra kube-apiserver flags ("--flag=value").
+	APIServerArgs []string
+	// Binaries to build besides kube-apiserver and etcd (e.g. "kube-controller-manager").
+	ExtraBinaries []string
+}
+
+// RepoRoot is the folder holding the module's go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/crdver/kubectl-crdver\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("cannot find the kubectl-crdver module root above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Assets returns the folder with the control-plane binaries: $KUBEBUILDER_ASSETS, or the cache
+// that hack/build-test-binaries.sh fills (building what is missing, which takes minutes the
+// first time only).
+func Assets(extra ...string) (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, nil
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	args := append([]string{filepath.Join(root, "hack", "build-test-binaries.sh"), "kube-apiserver", "etcd"}, extra...)
+	cmd := exec.Command("bash", args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("building the test control plane (hack/build-test-binaries.sh): %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}
+
+// Start starts etcd and kube-apiserver.
+func Start(opts Options) (*Env, error) {
+	assets, err := Assets(opts.ExtraBinaries...)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "crdver-testenv-")
+	if err != nil {
+		return nil, err
+	}
+	te := &envtest.Environment{
+		BinaryAssetsDirectory:    assets,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	api := te.ControlPlane.GetAPIServer()
+	for _, a := range opts.APIServerArgs {
+		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		api.Configure().Append(name, value)
+	}
+	cfg, err := te.Start()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, te.KubeConfig, 0o600); err != nil {
+		_ = te.Stop()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	return &Env{env: te, Config: cfg, Kubeconfig: kubeconfig, EtcdURL: te.ControlPlane.Etcd.URL.String(), Assets: assets, dir: dir}, nil
+}
+
+// Stop stops the control plane and removes its files.
+func (e *Env) Stop() {
+	if e == nil {
+		return
+	}
+	_ = e.env.Stop()
+	os.RemoveAll(e.dir)
+}
+
+// ControlPlane exposes envtest's environment (to add users, for instance).
+func (e *Env) ControlPlane() *envtest.Environment { return e.env }
+
+// Main starts one environment for the test package, runs its tests and stops it. Use it as
+//
+//	var env *testenv.Env
+//	func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.Options{}) }
+func Main(m *testing.M, env **Env, opts Options) {
+	e, err := Start(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
+	}
+	*env = e
+	code := m.Run()
+	e.Stop()
+	os.Exit(code)
+}
+
+// CreateCRD creates crd and waits until it is established and its versions are in discovery.
+func (e *Env) CreateCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (*apiextensionsv1.CustomResourceDefinition, error) {
+	c, err := apiextensionsclient.NewForConfig(e.Config)
+	if err != nil {
+		return nil, err
+	}
+	status := crd.Status
+	created, err := c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if len(status.StoredVersions) > 0 {
+		created.Status.StoredVersions = status.StoredVersions
+		if created, err = c.ApiextensionsV1().CustomResourceDefinitions().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	return e.WaitEstablished(ctx, crd.Name)
+}
+
+// WaitEstablished waits (at most 30 s) until the named CRD has the Established condition.
+func (e *Env) WaitEstablished(ctx context.Context, name string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	c, err := apiextensionsclient.NewForConfig(e.Config)
+	if err != nil {
+		return nil, err
+	}
+	var got *apiextensionsv1.CustomResourceDefinition
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		crd, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				got = crd
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
+	}
+	return got, nil
+}
+
+// DeleteCRD deletes the named CRD and waits (at most 60 s) until it is gone.
+func (e *Env) DeleteCRD(ctx context.Context, name string) error {
+	c, err := apiextensionsclient.NewForConfig(e.Config)
+	if err != nil {
+		return err
+	}
+	if err := c.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+}

@@ -1,0 +1,108 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Exit codes, the same for every command (README "Exit codes").
+const (
+	ExitOK          = 0 // all good
+	ExitProblems    = 1 // the check ran and found problems
+	ExitUsage       = 2 // bad flags, arguments or input files
+	ExitUnavailable = 3 // could not complete: cluster or webhook unreachable, forbidden, interrupted
+)
+
+// ExitError carries the exit code for an error. Code 1 errors usually follow a report that has
+// already been printed; their message is a one-line summary.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// UsageErrorf reports bad input (flags, arguments, files): exit code 2.
+func UsageErrorf(format string, args ...any) error {
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
+}
+
+// Usage marks err as bad input: exit code 2.
+func Usage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ExitError{Code: ExitUsage, Err: err}
+}
+
+// ProblemsFound reports that a check found problems: exit code 1.
+func ProblemsFound(format string, args ...any) error {
+	return &ExitError{Code: ExitProblems, Err: fmt.Errorf(format, args...)}
+}
+
+// Unavailable marks err as "could not complete": exit code 3.
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ExitError{Code: ExitUnavailable, Err: err}
+}
+
+// ExitCode maps an error returned by the root command to the process exit code.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	// Every command's own errors carry a code (see runE), so this is one of cobra's: an
+	// unknown command or flag, or the wrong number of arguments.
+	return ExitUsage
+}
+
+// ErrorLine renders err as the one line printed on stderr, kubectl style: "error: ...".
+func ErrorLine(err error) string {
+	msg := strings.TrimSpace(err.Error())
+	msg = strings.ReplaceAll(msg, "\n", "; ")
+	return "error: " + msg
+}
+
+// clusterError turns an error from talking to the API server into one that says what to do,
+// with exit code 3 unless it is the user's input that is wrong.
+func clusterError(what string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsForbidden(err):
+		return Unavailable(fmt.Errorf("%s: %s (check your RBAC rights, or --as)", what, statusMessage(err)))
+	case apierrors.IsUnauthorized(err):
+		return Unavailable(fmt.Errorf("%s: unauthorized: check your credentials for this context (kubectl auth whoami)", what))
+	case errors.Is(err, context.DeadlineExceeded), apierrors.IsTimeout(err), apierrors.IsServerTimeout(err):
+		return Unavailable(fmt.Errorf("%s: timed out talking to the API server: %w", what, err))
+	}
+	var ue *url.Error
+	var ne net.Error
+	if errors.As(err, &ue) || errors.As(err, &ne) {
+		return Unavailable(fmt.Errorf("%s: cannot reach the API server: %w (check --kubeconfig and --context)", what, err))
+	}
+	return Unavailable(fmt.Errorf("%s: %w", what, err))
+}
+
+func statusMessage(err error) string {
+	var s apierrors.APIStatus
+	if errors.As(err, &s) {
+		return s.Status().Message
+	}
+	return err.Error()
+}
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }

@@ -1,0 +1,89 @@
+package plugin
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
+)
+
+// update rewrites golden files: go test ./plugin/ -update
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+
+// env is the package's real kube-apiserver + etcd.
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	testenv.Main(m, &env, testenv.Options{})
+}
+
+// result is what one run of the root command produced.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// run runs a fresh root command with args, as main does, and returns its output and exit code.
+func run(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	streams, in, out, errOut := genericiooptions.NewTestIOStreams()
+	in.WriteString(stdin)
+	root := NewRootCmd(streams)
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	if err != nil {
+		errOut.WriteString(ErrorLine(err) + "\n")
+	}
+	return result{stdout: out.String(), stderr: errOut.String(), code: ExitCode(err)}
+}
+
+// runCluster runs the command against the test API server.
+func runCluster(t *testing.T, args ...string) result {
+	t.Helper()
+	return run(t, "", append(args, "--kubeconfig", env.Kubeconfig)...)
+}
+
+// golden compares got with testdata/golden/name, or rewrites the file with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run go test ./plugin/ -update to create it): %v", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("output differs from %s (-want +got; go test ./plugin/ -update rewrites it):\n%s", path, diff)
+	}
+}
+
+// repoFile is a path relative to the repository root.
+func repoFile(parts ...string) string {
+	return filepath.Join(append([]string{"..", ""}, parts...)...)
+}
+
+func mustContain(t *testing.T, what, got string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s does not contain %q:\n%s", what, w, got)
+		}
+	}
+}
+

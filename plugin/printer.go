@@ -1,0 +1,137 @@
+package plugin
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+)
+
+// Output formats accepted by -o.
+const (
+	outputTable = ""
+	outputWide  = "wide"
+	outputJSON  = "json"
+	outputYAML  = "yaml"
+)
+
+// outputFlags is -o/--output and --no-headers, shared by every command that prints a report.
+type outputFlags struct {
+	format    string
+	noHeaders bool
+	allowed   []string
+}
+
+func addOutputFlags(cmd *cobra.Command, allowed ...string) *outputFlags {
+	f := &outputFlags{allowed: allowed}
+	cmd.Flags().StringVarP(&f.format, "output", "o", "", "Output format: one of "+strings.Join(allowed, ", ")+" (default: a table)")
+	cmd.Flags().BoolVar(&f.noHeaders, "no-headers", false, "Print tables without the header row")
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return allowed, cobra.ShellCompDirectiveNoFileComp
+	})
+	return f
+}
+
+func (f *outputFlags) validate() error {
+	if f.format == outputTable {
+		return nil
+	}
+	for _, a := range f.allowed {
+		if f.format == a {
+			return nil
+		}
+	}
+	return UsageErrorf("--output %q is not supported: use one of %s", f.format, strings.Join(f.allowed, ", "))
+}
+
+func (f *outputFlags) structured() bool { return f.format == outputJSON || f.format == outputYAML }
+
+// printStructured writes v as indented JSON or as YAML, depending on -o.
+func (f *outputFlags) printStructured(w io.Writer, v any) error {
+	return printData(w, f.format, v)
+}
+
+func printData(w io.Writer, format string, v any) error {
+	js, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if format == outputYAML {
+		y, err := yaml.JSONToYAML(js)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(y)
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", js)
+	return err
+}
+
+// table is a human-readable table printed the way kubectl prints: upper-case headers, no
+// borders, columns separated by three spaces. It is the only user of tablewriter.
+type table struct {
+	header []string
+	rows   [][]string
+}
+
+func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+func (t *table) print(w io.Writer, noHeaders bool) error {
+	var buf bytes.Buffer
+	tbl := tablewriter.NewTable(&buf,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
+			Borders: tw.BorderNone,
+			Symbols: tw.NewSymbols(tw.StyleNone),
+			Settings: tw.Settings{
+				Separators: tw.Separators{BetweenColumns: tw.Off, BetweenRows: tw.Off},
+				Lines:      tw.Lines{ShowHeaderLine: tw.Off, ShowFooterLine: tw.Off, ShowTop: tw.Off, ShowBottom: tw.Off},
+			},
+		})),
+		tablewriter.WithConfig(tablewriter.Config{
+			Header: tw.CellConfig{
+				Alignment:  tw.CellAlignment{Global: tw.AlignLeft},
+				Formatting: tw.CellFormatting{AutoFormat: tw.Off, AutoWrap: tw.WrapNone},
+				Padding:    tw.CellPadding{Global: tw.Padding{Left: "", Right: "   ", Overwrite: true}},
+			},
+			Row: tw.CellConfig{
+				Alignment:  tw.CellAlignment{Global: tw.AlignLeft},
+				Formatting: tw.CellFormatting{AutoFormat: tw.Off, AutoWrap: tw.WrapNone},
+				Padding:    tw.CellPadding{Global: tw.Padding{Left: "", Right: "   ", Overwrite: true}},
+			},
+		}),
+		tablewriter.WithTrimSpace(tw.Off),
+	)
+	if !noHeaders {
+		h := make([]any, len(t.header))
+		for i, c := range t.header {
+			h[i] = strings.ToUpper(c)
+		}
+		tbl.Header(h...)
+	}
+	for _, r := range t.rows {
+		if err := tbl.Append(r); err != nil {
+			return err
+		}
+	}
+	if err := tbl.Render(); err != nil {
+		return err
+	}
+	// Padding leaves trailing blanks after the last column; kubectl prints none.
+	for _, line := range strings.SplitAfter(buf.String(), "\n") {
+		if line == "" {
+			continue
+		}
+		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+// Package plugin turns the explain, convert and migrate libraries into the `kubectl crdver`
+// commands. It is the only package that knows about cobra: shared flags (cli-runtime's
+// ConfigFlags), loading CRDs from the cluster or from files, printers and exit codes.
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
+
+	// Auth plugins (exec, OIDC) so that every kubeconfig kubectl accepts works here too.
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+)
+
+// Globals are what every subcommand shares: the streams and cli-runtime's connection flags.
+type Globals struct {
+	genericiooptions.IOStreams
+	ConfigFlags *genericclioptions.ConfigFlags
+}
+
+// RESTConfig returns the client configuration for the selected kubeconfig context. Client-side
+// rate limiting is left to each command (the defaults of 5 QPS would throttle bulk work).
+func (g *Globals) RESTConfig() (*rest.Config, error) {
+	cfg, err := g.ConfigFlags.ToRESTConfig()
+	if err != nil {
+		return nil, Unavailable(fmt.Errorf("cannot load the kubeconfig: %w (check --kubeconfig and --context)", err))
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 100, 200
+	cfg.UserAgent = "kubectl-crdver/" + Version
+	return cfg, nil
+}
+
+// Namespace returns -n or the context's namespace.
+func (g *Globals) Namespace() (string, error) {
+	ns, _, err := g.ConfigFlags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return "", Usage(fmt.Errorf("cannot work out the namespace: %w", err))
+	}
+	return ns, nil
+}
+
+// NewRootCmd builds the `kubectl crdver` command tree. Every call returns a fresh tree with
+// its own flags, so tests can build as many as they like.
+func NewRootCmd(streams genericiooptions.IOStreams) *cobra.Command {
+	g := &Globals{IOStreams: streams, ConfigFlags: genericclioptions.NewConfigFlags(true)}
+	cmd := &cobra.Command{
+		Use:   "kubectl-crdver",
+		Short: "Work with the versions of CustomResourceDefinitions",
+		Long: `kubectl crdver helps the owners of CustomResourceDefinitions with more than one version:
+which version wins, whether the conversion webhook really works, what the API server will do
+to an object, and how to get rid of an old version safely.`,
+		Annotations: map[string]string{
+			cobra.CommandDisplayNameAnnotation: "kubectl crdver",
+		},
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		CompletionOptions: cobra.CompletionOptions{
+			// kubectl's plugin completion (kubectl_complete-crdver) calls __complete directly.
+			DisableDefaultCmd: true,
+		},
+	}
+	cmd.SetIn(streams.In)
+	cmd.SetOut(streams.Out)
+	cmd.SetErr(streams.ErrOut)
+	g.ConfigFlags.AddFlags(cmd.PersistentFlags())
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return UsageErrorf("%v (see %s --help)", err, c.CommandPath())
+	})
+
+	cmd.AddCommand(
+		NewCmdVersions(g),
+		NewCmdVersion(g),
+	)
+	return cmd
+}
+
+// runE adapts an Options value with Complete, Validate and Run to cobra, marking whatever Run
+// returns as a run-time error (exit 3 unless it carries its own code).
+func runE(o interface {
+	Complete(cmd *cobra.Command, args []string) error
+	Validate() error
+	Run(ctx context.Context) error
+}) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(cmd, args); err != nil {
+			return markRun(err, ExitUsage)
+		}
+		if err := o.Validate(); err != nil {
+			return markRun(err, ExitUsage)
+		}
+		return markRun(o.Run(cmd.Context()), ExitUnavailable)
+	}
+}
+
+func markRun(err error, code int) error {
+	var ee *ExitError
+	if err == nil || errors.As(err, &ee) {
+		return err
+	}
+	return &ExitError{Code: code, Err: err}
+}

@@ -1,0 +1,72 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// Version and Commit are stamped at build time:
+//
+//	go build -ldflags "-X github.com/crdver/kubectl-crdver/plugin.Version=v0.1.0 -X github.com/crdver/kubectl-crdver/plugin.Commit=$(git rev-parse HEAD)"
+var (
+	Version = "dev"
+	Commit  = ""
+)
+
+// BuildInfo is what `kubectl crdver version` prints.
+type BuildInfo struct {
+	Version           string `json:"version"`
+	Commit            string `json:"commit,omitempty"`
+	GoVersion         string `json:"goVersion"`
+	Platform          string `json:"platform"`
+	KubernetesLibrary string `json:"kubernetesLibraries"`
+}
+
+func buildInfo() BuildInfo {
+	bi := BuildInfo{Version: Version, Commit: Commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range info.Deps {
+			if d.Path == "k8s.io/client-go" {
+				bi.KubernetesLibrary = d.Version
+			}
+		}
+	}
+	return bi
+}
+
+type versionOptions struct {
+	g   *Globals
+	out *outputFlags
+}
+
+// NewCmdVersion builds `kubectl crdver version`.
+func NewCmdVersion(g *Globals) *cobra.Command {
+	o := &versionOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of kubectl-crdver",
+		Args:  cobra.NoArgs,
+		RunE:  runE(o),
+	}
+	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	return cmd
+}
+
+func (o *versionOptions) Complete(*cobra.Command, []string) error { return nil }
+func (o *versionOptions) Validate() error                         { return o.out.validate() }
+func (o *versionOptions) Run(context.Context) error {
+	bi := buildInfo()
+	if o.out.structured() {
+		return o.out.printStructured(o.g.Out, bi)
+	}
+	commit := ""
+	if bi.Commit != "" {
+		commit = " commit " + bi.Commit
+	}
+	_, err := fmt.Fprintf(o.g.Out, "kubectl-crdver %s%s (%s, %s, Kubernetes libraries %s)\n", bi.Version, commit, bi.GoVersion, bi.Platform, bi.KubernetesLibrary)
+	return err
+}

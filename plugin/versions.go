@@ -1,0 +1,271 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+
+	"github.com/crdver/kubectl-crdver/explain"
+)
+
+const versionsExample = `  # Versions of a CRD in the cluster, in priority order
+  kubectl crdver versions crontabs.stable.example.com
+
+  # The same for a CRD in a file (no cluster needed), with deprecation warnings
+  kubectl crdver versions -f crontab-crd.yaml -o wide
+
+  # Every CRD in the cluster, and whether a storage migration is pending
+  kubectl crdver versions --all
+
+  # Sort version strings the way Kubernetes does (no cluster needed)
+  kubectl crdver versions --sort v1 v2beta1 v1alpha1 v2
+
+  # In a runbook: exit 1 unless v1beta1 can be removed from spec.versions
+  kubectl crdver versions crontabs.stable.example.com --can-remove v1beta1`
+
+// VersionsOptions are the options of `kubectl crdver versions`.
+type VersionsOptions struct {
+	g      *Globals
+	source *crdSource
+	out    *outputFlags
+
+	Name      string
+	All       bool
+	Sort      bool
+	SortArgs  []string
+	CanRemove string
+}
+
+// NewCmdVersions builds `kubectl crdver versions`.
+func NewCmdVersions(g *Globals) *cobra.Command {
+	o := &VersionsOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "versions [CRD] [-f FILE] | --all | --sort VERSION...",
+		Short: "Show a CRD's versions in priority order: served, storage, stored, deprecated, preferred, safe to remove",
+		Long: `Show a CRD's versions in Kubernetes' version-priority order (GA > beta > alpha, then by
+number; other names last, alphabetically), with what is served, which version is the storage
+version, which are still listed in status.storedVersions, what is deprecated, and the
+preferred version that discovery reports for the group and kubectl uses by default.
+
+Notes say what needs attention and, for every version, whether it is safe to remove from
+spec.versions: it is not when it is the storage version, is still listed in
+status.storedVersions (migrate first), or is the only served version.`,
+		Example:           versionsExample,
+		ValidArgsFunction: completeCRDNames(g),
+		RunE:              runE(o),
+	}
+	o.source = addCRDFileFlag(cmd, g, "filename", "f")
+	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
+	cmd.Flags().BoolVarP(&o.All, "all", "A", false, "Summarise every CRD (of the cluster, or of the files given with -f)")
+	cmd.Flags().BoolVar(&o.Sort, "sort", false, "Sort the version strings given as arguments, highest priority first, one per line (no cluster needed)")
+	cmd.Flags().StringVar(&o.CanRemove, "can-remove", "", "Exit 1 (and say why) unless this version is safe to remove from spec.versions")
+	return cmd
+}
+
+// Complete takes the arguments.
+func (o *VersionsOptions) Complete(_ *cobra.Command, args []string) error {
+	if o.Sort {
+		o.SortArgs = args
+		return nil
+	}
+	if len(args) > 1 {
+		return UsageErrorf("versions takes one CRD name, got %d (%s)", len(args), strings.Join(args, " "))
+	}
+	if len(args) == 1 {
+		o.Name = args[0]
+	}
+	return nil
+}
+
+// Validate checks that the flags fit together. It does no I/O.
+func (o *VersionsOptions) Validate() error {
+	if err := o.out.validate(); err != nil {
+		return err
+	}
+	switch {
+	case o.Sort && (o.All || o.source.offline() || o.CanRemove != ""):
+		return UsageErrorf("--sort takes only version strings: it cannot be combined with --all, -f or --can-remove")
+	case o.Sort && len(o.SortArgs) == 0:
+		return UsageErrorf("--sort needs version strings to sort, e.g. kubectl crdver versions --sort v1 v2beta1")
+	case o.All && o.Name != "":
+		return UsageErrorf("--all shows every CRD: do not name one (%q)", o.Name)
+	case o.All && o.CanRemove != "":
+		return UsageErrorf("--can-remove needs one CRD, not --all")
+	case o.All && o.out.format == outputWide:
+		return UsageErrorf("--all has no wide output: use -o json or -o yaml for every field")
+	case !o.All && !o.Sort && o.Name == "" && !o.source.offline():
+		return UsageErrorf("name a CRD (e.g. crontabs.stable.example.com), or use -f FILE, --all or --sort")
+	}
+	return nil
+}
+
+// Run prints the report.
+func (o *VersionsOptions) Run(ctx context.Context) error {
+	switch {
+	case o.Sort:
+		return o.runSort()
+	case o.All:
+		return o.runAll(ctx)
+	}
+	crd, err := o.source.one(ctx, o.Name)
+	if err != nil {
+		return err
+	}
+	preferred, err := o.groupPreferred(ctx, crd)
+	if err != nil {
+		return err
+	}
+	report := explain.AnalyzeVersions(crd, preferred)
+	if o.CanRemove != "" {
+		if _, err := explain.LookupVersion(crd, o.CanRemove); err != nil {
+			return Usage(err)
+		}
+	}
+	if o.out.structured() {
+		if err := o.out.printStructured(o.g.Out, report); err != nil {
+			return err
+		}
+	} else if err := printVersionsTable(o.g.Out, report, o.out.format == outputWide, o.out.noHeaders); err != nil {
+		return err
+	}
+	if o.CanRemove != "" {
+		for _, v := range report.Versions {
+			if v.Name == o.CanRemove && !v.SafeToRemove {
+				return ProblemsFound("%s: version %q is %s", crd.Name, v.Name, v.Notes[len(v.Notes)-1])
+			}
+		}
+	}
+	return nil
+}
+
+func (o *VersionsOptions) runSort() error {
+	sorted := append([]string{}, o.SortArgs...)
+	explain.SortByPriority(sorted)
+	if o.out.structured() {
+		return o.out.printStructured(o.g.Out, sorted)
+	}
+	var b strings.Builder
+	for _, v := range sorted {
+		b.WriteString(v)
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(o.g.Out, b.String())
+	return err
+}
+
+// groupPreferred returns the preferred version of crd's group. From the cluster it is what the
+// API server's discovery reports for the group (GET /apis/<group>); from files it is worked
+// out the same way over every CRD of the files.
+func (o *VersionsOptions) groupPreferred(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (string, error) {
+	if o.source.offline() {
+		crds, err := o.source.fromFiles()
+		if err != nil {
+			return "", err
+		}
+		return explain.PreferredVersions(crds)[crd.Spec.Group], nil
+	}
+	cfg, err := o.g.RESTConfig()
+	if err != nil {
+		return "", err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return "", Unavailable(err)
+	}
+	body, err := dc.RESTClient().Get().AbsPath("/apis", crd.Spec.Group).Do(ctx).Raw()
+	if err != nil {
+		if isNotFound(err) {
+			return "", nil // no served version: the group is not in discovery
+		}
+		return "", clusterError(fmt.Sprintf("reading discovery for group %q", crd.Spec.Group), err)
+	}
+	var group metav1.APIGroup
+	if err := json.Unmarshal(body, &group); err != nil {
+		return "", Unavailable(fmt.Errorf("reading discovery for group %q: %w", crd.Spec.Group, err))
+	}
+	return group.PreferredVersion.Version, nil
+}
+
+func (o *VersionsOptions) runAll(ctx context.Context) error {
+	crds, err := o.source.all(ctx)
+	if err != nil {
+		return err
+	}
+	if !o.source.offline() {
+		// Discovery only counts established CRDs.
+		established := crds[:0]
+		for _, crd := range crds {
+			if apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+				established = append(established, crd)
+			}
+		}
+		crds = established
+	}
+	rows := explain.Summarize(crds)
+	if o.out.structured() {
+		return o.out.printStructured(o.g.Out, struct {
+			Items []explain.Summary `json:"items"`
+		}{Items: rows})
+	}
+	t := &table{header: []string{"name", "storage", "preferred", "stored versions", "served", "migration pending"}}
+	for _, r := range rows {
+		t.add(r.Name, dash(r.StorageVersion), dash(r.PreferredVersion), dash(strings.Join(r.StoredVersions, ",")),
+			fmt.Sprintf("%d/%d", r.Served, r.Versions), yesNo(r.MigrationPending))
+	}
+	return t.print(o.g.Out, o.out.noHeaders)
+}
+
+func printVersionsTable(w io.Writer, r explain.VersionsReport, wide, noHeaders bool) error {
+	t := &table{header: []string{"rank", "version", "stability", "served", "storage", "stored", "deprecated", "preferred"}}
+	if wide {
+		t.header = append(t.header, "schema", "deprecation warning")
+	}
+	t.header = append(t.header, "notes")
+	for _, v := range r.Versions {
+		row := []string{strconv.Itoa(v.Rank), v.Name, string(v.Stability), yesNo(v.Served), yesNo(v.Storage), yesNo(v.Stored), yesNo(v.Deprecated), mark(v.Preferred)}
+		if wide {
+			row = append(row, yesNo(v.HasSchema), dash(v.DeprecationWarning))
+		}
+		row = append(row, strings.Join(v.Notes, "; "))
+		t.add(row...)
+	}
+	if err := t.print(w, noHeaders); err != nil {
+		return err
+	}
+	for _, n := range r.Notes {
+		if _, err := fmt.Fprintf(w, "note: %s\n", n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func mark(b bool) string {
+	if b {
+		return "*"
+	}
+	return ""
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
