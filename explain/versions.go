@@ -214,7 +214,7 @@ func AnalyzeVersions(crd *apiextensionsv1.CustomResourceDefinition, groupPreferr
 		if info.Storage {
 			why = append(why, "storage version")
 		}
-		if info.Stored {
+		if info.Stored && !info.Storage {
 			why = append(why, "in status.storedVersions (migrate first)")
 		}
 		if info.Served && served == 1 {

@@ -23,6 +23,8 @@ type crdSource struct {
 	g     *Globals
 	files []string
 	flag  string // the flag name, for messages
+	// loaded caches what fromFiles read: stdin can be read only once.
+	loaded []*apiextensionsv1.CustomResourceDefinition
 }
 
 func addCRDFileFlag(cmd *cobra.Command, g *Globals, name, shorthand string) *crdSource {
@@ -126,6 +128,9 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 
 // fromFiles reads and decodes every document of the files; each must be a CRD.
 func (s *crdSource) fromFiles() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	if s.loaded != nil {
+		return s.loaded, nil
+	}
 	docs, err := ReadDocuments(s.files, s.g.In)
 	if err != nil {
 		return nil, err
@@ -133,7 +138,8 @@ func (s *crdSource) fromFiles() ([]*apiextensionsv1.CustomResourceDefinition, er
 	if len(docs) == 0 {
 		return nil, UsageErrorf("%s: no documents found", strings.Join(s.files, ", "))
 	}
-	return decodeCRDs(docs)
+	s.loaded, err = decodeCRDs(docs)
+	return s.loaded, err
 }
 
 func decodeCRDs(docs []Document) ([]*apiextensionsv1.CustomResourceDefinition, error) {

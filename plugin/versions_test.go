@@ -1,0 +1,200 @@
+package plugin
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/explain"
+)
+
+var crontabFile = filepath.Join("..", "testdata", "crds", "crontab.yaml")
+
+// TestVersionsGolden runs offline command lines and compares their output with golden files,
+// one per output mode.
+func TestVersionsGolden(t *testing.T) {
+	for _, tc := range []struct {
+		golden string
+		args   []string
+		code   int
+	}{
+		{"versions-crontab.txt", []string{"versions", "-f", crontabFile}, 0},
+		{"versions-crontab-wide.txt", []string{"versions", "-f", crontabFile, "-o", "wide"}, 0},
+		{"versions-crontab.json", []string{"versions", "-f", crontabFile, "-o", "json"}, 0},
+		{"versions-crontab.yaml", []string{"versions", "-f", crontabFile, "-o", "yaml"}, 0},
+		{"versions-crontab-no-headers.txt", []string{"versions", "-f", crontabFile, "--no-headers"}, 0},
+		{"versions-widgets-v1beta1.txt", []string{"versions", "-f", filepath.Join("..", "testdata", "crds", "widgets-v1beta1.yaml")}, 0},
+		{"versions-gizmos.txt", []string{"versions", "gizmos", "-f", filepath.Join("..", "testdata", "crds", "group-mixed.yaml")}, 0},
+		{"versions-all-files.txt", []string{"versions", "--all", "-f", filepath.Join("..", "testdata", "crds")}, 0},
+		{"versions-all-files.json", []string{"versions", "--all", "-f", filepath.Join("..", "testdata", "crds"), "-o", "json"}, 0},
+		{"versions-sort.txt", append([]string{"versions", "--sort"}, strings.Fields("foo10 v1 v11alpha2 v2 foo1 v12alpha1 v10beta3 v10 v3beta1 v11beta2")...), 0},
+		{"versions-can-remove-v1beta1.txt", []string{"versions", "-f", crontabFile, "--can-remove", "v1beta1"}, 1},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			r := run(t, "", tc.args...)
+			if r.code != tc.code {
+				t.Fatalf("exit code %d, want %d; stderr: %s", r.code, tc.code, r.stderr)
+			}
+			golden(t, tc.golden, r.stdout)
+		})
+	}
+}
+
+func TestVersionsSortIssueOrder(t *testing.T) {
+	want := "v10 v2 v1 v11beta2 v10beta3 v3beta1 v12alpha1 v11alpha2 foo1 foo10"
+	// Reverse order and one other permutation must both come out in exactly the issue's order.
+	for _, in := range []string{
+		"foo10 foo1 v11alpha2 v12alpha1 v3beta1 v10beta3 v11beta2 v1 v2 v10",
+		"v3beta1 foo1 v1 v12alpha1 v10 foo10 v11beta2 v2 v11alpha2 v10beta3",
+	} {
+		r := run(t, "", append([]string{"versions", "--sort"}, strings.Fields(in)...)...)
+		if got := strings.Join(strings.Fields(r.stdout), " "); got != want || r.code != 0 {
+			t.Errorf("versions --sort %s = %q (exit %d), want %q", in, got, r.code, want)
+		}
+	}
+}
+
+// TestVersionsJSONShape pins the documented JSON field names: scripts depend on them.
+func TestVersionsJSONShape(t *testing.T) {
+	r := run(t, "", "versions", "-f", crontabFile, "-o", "json")
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
+	}
+	for _, k := range []string{"name", "storageVersion", "preferredVersion", "storedVersions", "versions"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("top-level field %q missing", k)
+		}
+	}
+	versions := doc["versions"].([]any)
+	for i, v := range versions {
+		row := v.(map[string]any)
+		for _, k := range []string{"name", "rank", "stability", "served", "storage", "stored", "deprecated", "deprecationWarning", "preferred", "safeToRemove", "notes"} {
+			if _, ok := row[k]; !ok {
+				t.Errorf("versions[%d] lacks %q", i, k)
+			}
+		}
+		if rank := int(row["rank"].(float64)); rank != i+1 {
+			t.Errorf("versions[%d].rank = %d, want %d", i, rank, i+1)
+		}
+	}
+}
+
+func TestVersionsYAMLEqualsJSON(t *testing.T) {
+	j := run(t, "", "versions", "-f", crontabFile, "-o", "json")
+	y := run(t, "", "versions", "-f", crontabFile, "-o", "yaml")
+	var a, b explain.VersionsReport
+	if err := json.Unmarshal([]byte(j.stdout), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(y.stdout), &b); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(a, b); diff != "" {
+		t.Errorf("-o yaml and -o json differ:\n%s", diff)
+	}
+}
+
+func TestVersionsInputs(t *testing.T) {
+	crontab, err := os.ReadFile(crontabFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("stdin", func(t *testing.T) {
+		r := run(t, string(crontab), "versions", "-f", "-", "-o", "json")
+		mustContain(t, "stdout", r.stdout, `"name": "crontabs.stable.example.com"`)
+	})
+	t.Run("List document", func(t *testing.T) {
+		js, err := yaml.YAMLToJSON(crontab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list := `{"apiVersion": "v1", "kind": "List", "items": [` + string(js) + `]}`
+		r := run(t, list, "versions", "-f", "-", "ct", "-o", "json")
+		mustContain(t, "stdout", r.stdout, `"storageVersion": "v1"`)
+	})
+	for _, alias := range []string{"crontabs", "crontab", "ct", "CronTab", "crontabs.stable.example.com", "crontabs.stable.example.com"} {
+		t.Run("alias "+alias, func(t *testing.T) {
+			r := run(t, "", "versions", alias, "-f", filepath.Join("..", "testdata", "crds"), "-o", "json")
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			mustContain(t, "stdout", r.stdout, `"name": "crontabs.stable.example.com"`)
+		})
+	}
+}
+
+// TestVersionsErrors: bad input gives one clear line naming the object, the right exit code,
+// nothing on stdout, and never a stack trace.
+func TestVersionsErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	malformed := write("malformed.yaml", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: a\n")
+	notCRD := write("deploy.yaml", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: x.y.z}\nspec: {group: y.z, names: {plural: x, kind: X}, scope: Namespaced, versions: [{name: v1, served: true, storage: true}]}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n")
+	empty := write("empty.yaml", "# nothing here\n---\n")
+	scalar := write("scalar.yaml", "just a string\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"malformed YAML", []string{"versions", "-f", malformed}, 2, malformed + " (document 1): malformed YAML"},
+		{"not a CRD", []string{"versions", "-f", notCRD}, 2, notCRD + " (document 2): apps/v1 Deployment is not a CustomResourceDefinition"},
+		{"empty file", []string{"versions", "-f", empty}, 2, empty + ": no documents found"},
+		{"scalar document", []string{"versions", "-f", scalar}, 2, scalar + " (document 1): not a Kubernetes object"},
+		{"missing file", []string{"versions", "-f", filepath.Join(dir, "nope.yaml")}, 2, "nope.yaml: no such file or directory"},
+		{"unknown name", []string{"versions", "nosuch", "-f", crontabFile}, 2, `no CustomResourceDefinition matches "nosuch"`},
+		{"ambiguous short name", []string{"versions", "gd", "-f", filepath.Join("..", "testdata", "crds", "group-mixed.yaml")}, 2, `"gd" is ambiguous: it matches gadgets.mixed.example.com, gizmos.mixed.example.com; use the full name`},
+		{"several CRDs, none named", []string{"versions", "-f", filepath.Join("..", "testdata", "crds", "group-mixed.yaml")}, 2, "holds 3 CustomResourceDefinitions (doodads.mixed.example.com, gadgets.mixed.example.com, gizmos.mixed.example.com): name the one you mean"},
+		{"unknown version", []string{"versions", "-f", crontabFile, "--can-remove", "v3"}, 2, `crontabs.stable.example.com: version "v3" is not in spec.versions (have: v1, v1beta1, v1alpha1)`},
+		{"bad output", []string{"versions", "-f", crontabFile, "-o", "xml"}, 2, `--output "xml" is not supported: use one of wide, json, yaml`},
+		{"unknown flag", []string{"versions", "--bogus"}, 2, "unknown flag: --bogus"},
+		{"unknown command", []string{"verzions"}, 2, `unknown command "verzions"`},
+		{"two names", []string{"versions", "a", "b"}, 2, "versions takes one CRD name, got 2"},
+		{"sort with -f", []string{"versions", "--sort", "v1", "-f", crontabFile}, 2, "--sort takes only version strings"},
+		{"sort without args", []string{"versions", "--sort"}, 2, "--sort needs version strings"},
+		{"nothing named", []string{"versions"}, 2, "name a CRD"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, "", tc.args...)
+			if r.code != tc.code {
+				t.Errorf("exit code %d, want %d", r.code, tc.code)
+			}
+			if r.stdout != "" && tc.code == 2 {
+				t.Errorf("stdout not empty on a usage error: %q", r.stdout)
+			}
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "error: ") {
+				t.Errorf("stderr is not one error line: %q", r.stderr)
+			}
+			mustContain(t, "stderr", r.stderr, tc.want)
+			for _, bad := range []string{"panic", "goroutine ", ".go:"} {
+				if strings.Contains(r.stderr, bad) {
+					t.Errorf("stderr contains %q: %s", bad, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestVersionCommand(t *testing.T) {
+	r := run(t, "", "version", "-o", "json")
+	var bi BuildInfo
+	// (The Kubernetes library version comes from the binary's build info, which test binaries
+	// lack; cmd/kubectl-crdver's tests check it on the built binary.)
+	if err := json.Unmarshal([]byte(r.stdout), &bi); err != nil || bi.Version != Version || bi.GoVersion == "" {
+		t.Errorf("version -o json = %s (err %v); want version %q", r.stdout, err, Version)
+	}
+}
