@@ -43,6 +43,10 @@ func (g *Globals) crdClient() (apiextensionsclient.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
+	return g.crdClientFor(cfg)
+}
+
+func (g *Globals) crdClientFor(cfg *rest.Config) (apiextensionsclient.Interface, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON

@@ -73,11 +73,6 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-// repoFile is a path relative to the repository root.
-func repoFile(parts ...string) string {
-	return filepath.Join(append([]string{"..", ""}, parts...)...)
-}
-
 func mustContain(t *testing.T, what, got string, wants ...string) {
 	t.Helper()
 	for _, w := range wants {
@@ -86,4 +81,3 @@ func mustContain(t *testing.T, what, got string, wants ...string) {
 		}
 	}
 }
-

@@ -156,7 +156,7 @@ func TestVersionsErrors(t *testing.T) {
 		{"scalar document", []string{"versions", "-f", scalar}, 2, scalar + " (document 1): not a Kubernetes object"},
 		{"missing file", []string{"versions", "-f", filepath.Join(dir, "nope.yaml")}, 2, "nope.yaml: no such file or directory"},
 		{"unknown name", []string{"versions", "nosuch", "-f", crontabFile}, 2, `no CustomResourceDefinition matches "nosuch"`},
-		{"ambiguous short name", []string{"versions", "gd", "-f", filepath.Join("..", "testdata", "crds", "group-mixed.yaml")}, 2, `"gd" is ambiguous: it matches gadgets.mixed.example.com, gizmos.mixed.example.com; use the full name`},
+		{"ambiguous short name", []string{"versions", "ct", "-f", crontabFile, "-f", filepath.Join("testdata", "versions-cluster.yaml")}, 2, `"ct" is ambiguous: it matches crontabs.other.example.com, crontabs.stable.example.com, crontabs.third.example.com; use the full name`},
 		{"several CRDs, none named", []string{"versions", "-f", filepath.Join("..", "testdata", "crds", "group-mixed.yaml")}, 2, "holds 3 CustomResourceDefinitions (doodads.mixed.example.com, gadgets.mixed.example.com, gizmos.mixed.example.com): name the one you mean"},
 		{"unknown version", []string{"versions", "-f", crontabFile, "--can-remove", "v3"}, 2, `crontabs.stable.example.com: version "v3" is not in spec.versions (have: v1, v1beta1, v1alpha1)`},
 		{"bad output", []string{"versions", "-f", crontabFile, "-o", "xml"}, 2, `--output "xml" is not supported: use one of wide, json, yaml`},
