@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// binDir holds the built kubectl-crdver and its kubectl_complete-crdver link.
+var binDir string
+
+const testVersion = "v9.9.9-test"
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "crdver-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-crdver"),
+		"-ldflags", "-X github.com/crdver/kubectl-crdver/plugin.Version="+testVersion, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building kubectl-crdver:", err)
+		os.Exit(1)
+	}
+	if err := os.Symlink("kubectl-crdver", filepath.Join(dir, "kubectl_complete-crdver")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// kubectl returns the path of the real kubectl, or skips the test.
+func kubectl(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not on PATH: the plugin-discovery tests need the real kubectl")
+	}
+	return p
+}
+
+// runKubectl runs the real kubectl with the built plugin first on PATH.
+func runKubectl(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(kubectl(t), args...)
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+filepath.Join(binDir, "no-kubeconfig"))
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// TestThroughKubectl runs the built plugin as `kubectl crdver ...`, through the real kubectl's
+// plugin discovery, and checks output and exit codes survive the trip.
+func TestThroughKubectl(t *testing.T) {
+	golden := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "..", "plugin", "testdata", "golden", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stdout string // exact, when set
+		stderr string // contained, when set
+	}{
+		{args: []string{"crdver", "versions", "-f", "testdata/crds/crontab.yaml"}, stdout: golden("versions-crontab.txt")},
+		{args: []string{"crdver", "versions", "-f", "testdata/crds/crontab.yaml", "-o", "json"}, stdout: golden("versions-crontab.json")},
+		{args: []string{"crdver", "versions", "--sort", "v1", "v2beta1", "foo", "v2"}, stdout: "v2\nv1\nv2beta1\nfoo\n"},
+		{args: []string{"crdver", "versions", "-f", "testdata/crds/crontab.yaml", "--can-remove", "v1beta1"}, code: 1, stderr: `error: crontabs.stable.example.com: version "v1beta1" is not safe to remove`},
+		{args: []string{"crdver", "versions", "--bogus"}, code: 2, stderr: "error: unknown flag: --bogus"},
+		{args: []string{"crdver", "versions", "-f", "testdata/nope.yaml"}, code: 2, stderr: "error: testdata/nope.yaml: no such file or directory"},
+		{args: []string{"crdver", "version"}, stdout: ""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			stdout, stderr, code := runKubectl(t, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d (stderr %q)", code, tc.code, stderr)
+			}
+			if tc.stdout != "" {
+				if diff := cmp.Diff(tc.stdout, stdout); diff != "" {
+					t.Errorf("stdout (-want +got):\n%s", diff)
+				}
+			}
+			if tc.stderr != "" && !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("stderr %q does not contain %q", stderr, tc.stderr)
+			}
+			if strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic") {
+				t.Errorf("stack trace on stderr: %s", stderr)
+			}
+		})
+	}
+}
+
+// TestVersionStamped: the version set with -ldflags at build time, and the Kubernetes library
+// version from the build info, are what `kubectl crdver version` prints.
+func TestVersionStamped(t *testing.T) {
+	stdout, stderr, code := runKubectl(t, "crdver", "version")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"kubectl-crdver " + testVersion, "Kubernetes libraries v0.37."} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("version output %q lacks %q", stdout, want)
+		}
+	}
+}
+
+// TestPluginList: kubectl's plugin discovery finds the binary (and raises no warning about it).
+func TestPluginList(t *testing.T) {
+	stdout, stderr, _ := runKubectl(t, "plugin", "list")
+	if !strings.Contains(stdout, filepath.Join(binDir, "kubectl-crdver")) {
+		t.Errorf("kubectl plugin list does not show the plugin:\n%s\n%s", stdout, stderr)
+	}
+	if strings.Contains(stderr, "kubectl-crdver") && strings.Contains(stderr, "warning") {
+		t.Errorf("kubectl warns about the plugin: %s", stderr)
+	}
+}
+
+// TestKubectlCompletion: kubectl (>= 1.26) completes `kubectl crdver ...` by calling
+// kubectl_complete-crdver, here a link to the plugin binary that answers by its name.
+func TestKubectlCompletion(t *testing.T) {
+	stdout, stderr, code := runKubectl(t, "__complete", "crdver", "ver")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var words []string
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if !strings.HasPrefix(l, ":") {
+			words = append(words, strings.SplitN(l, "\t", 2)[0])
+		}
+	}
+	sort.Strings(words)
+	if diff := cmp.Diff([]string{"version", "versions"}, words); diff != "" {
+		t.Errorf("completions of `kubectl crdver ver` (-want +got):\n%s\nfull output:\n%s", diff, stdout)
+	}
+	stdout, _, _ = runKubectl(t, "__complete", "crdver", "versions", "-o", "")
+	for _, want := range []string{"wide", "json", "yaml"} {
+		if !strings.Contains(stdout, want+"\n") {
+			t.Errorf("completions of -o lack %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// BenchmarkVersionsSortProcess measures `kubectl-crdver versions --sort ...` from process start
+// to exit (the figure in docs/benchmarks.md; target: median under 50 ms).
+func BenchmarkVersionsSortProcess(b *testing.B) {
+	bin := filepath.Join(binDir, "kubectl-crdver")
+	args := append([]string{"versions", "--sort"}, strings.Fields("v10 v2 v1 v11beta2 v10beta3 v3beta1 v12alpha1 v11alpha2 foo1 foo10")...)
+	durations := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if out, err := exec.Command(bin, args...).Output(); err != nil || len(out) == 0 {
+			b.Fatalf("run failed: %v", err)
+		}
+		durations = append(durations, time.Since(start))
+	}
+	b.StopTimer()
+	sort.Slice(durations, func(i, j int) bool { return durations[i] < durations[j] })
+	b.ReportMetric(float64(durations[len(durations)/2].Microseconds())/1000, "median-ms")
+	b.ReportMetric(float64(durations[len(durations)*9/10].Microseconds())/1000, "p90-ms")
+}
