@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -124,10 +125,10 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 		crds[i] = &list.Items[i]
 	}
 	crd, err := matchCRD(crds, name)
-	if err != nil {
+	if errors.Is(err, errNoMatch) {
 		return nil, Usage(fmt.Errorf("%w (kubectl get crds lists them)", err))
 	}
-	return crd, nil
+	return crd, Usage(err)
 }
 
 // fromFiles reads and decodes every document of the files; each must be a CRD.
@@ -168,6 +169,8 @@ func decodeCRDs(docs []Document) ([]*apiextensionsv1.CustomResourceDefinition, e
 	return crds, nil
 }
 
+var errNoMatch = errors.New("no CustomResourceDefinition matches")
+
 // matchCRD finds the CRD called name: its full name, or (case-insensitively) its plural,
 // singular, a short name or its kind, optionally followed by ".<group>". More than one match is
 // an error that lists them.
@@ -197,7 +200,7 @@ func matchCRD(crds []*apiextensionsv1.CustomResourceDefinition, name string) (*a
 	case 1:
 		return found[0], nil
 	case 0:
-		return nil, fmt.Errorf("no CustomResourceDefinition matches %q", name)
+		return nil, fmt.Errorf("%w %q", errNoMatch, name)
 	default:
 		return nil, fmt.Errorf("%q is ambiguous: it matches %s; use the full name", name, strings.Join(crdNames(found), ", "))
 	}

@@ -32,7 +32,7 @@ type result struct {
 }
 
 // run runs a fresh root command with args, as main does, and returns its output and exit code.
-func run(t *testing.T, stdin string, args ...string) result {
+func run(t testing.TB, stdin string, args ...string) result {
 	t.Helper()
 	streams, in, out, errOut := genericiooptions.NewTestIOStreams()
 	in.WriteString(stdin)
@@ -46,7 +46,7 @@ func run(t *testing.T, stdin string, args ...string) result {
 }
 
 // runCluster runs the command against the test API server.
-func runCluster(t *testing.T, args ...string) result {
+func runCluster(t testing.TB, args ...string) result {
 	t.Helper()
 	return run(t, "", append(args, "--kubeconfig", env.Kubeconfig)...)
 }

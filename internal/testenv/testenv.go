@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -161,9 +162,18 @@ func (e *Env) CreateCRD(ctx context.Context, crd *apiextensionsv1.CustomResource
 		return nil, err
 	}
 	if len(status.StoredVersions) > 0 {
-		created.Status.StoredVersions = status.StoredVersions
-		if created, err = c.ApiextensionsV1().CustomResourceDefinitions().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			return nil, err
+		// The API server updates the status (conditions) meanwhile: retry on conflict.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, created.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Status.StoredVersions = status.StoredVersions
+			_, err = c.ApiextensionsV1().CustomResourceDefinitions().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("setting storedVersions of %s: %w", created.Name, err)
 		}
 	}
 	return e.WaitEstablished(ctx, crd.Name)
