@@ -62,6 +62,10 @@ func BenchmarkVersionsAll200(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	raw, err := cs.ApiextensionsV1().RESTClient().Get().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions").SetHeader("Accept", "application/json").DoRaw(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		r := runCluster(b, "versions", "--all")
@@ -69,4 +73,5 @@ func BenchmarkVersionsAll200(b *testing.B) {
 			b.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
 	}
+	b.ReportMetric(float64(len(raw))/1e6, "list-MB-json")
 }
