@@ -4,6 +4,7 @@
 # that folder. Prebuilt downloads are not used.
 #
 #   hack/build-test-binaries.sh [kube-apiserver] [etcd] [kube-controller-manager]
+#   hack/build-test-binaries.sh --dir     # print the cache folder, build nothing
 #
 # With no arguments it builds kube-apiserver and etcd. It does nothing when KUBEBUILDER_ASSETS
 # is set, or when every requested binary is already in the folder.
@@ -22,6 +23,10 @@ if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
 fi
 
 dir=${CRDVER_TEST_ASSETS:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-crdver/testbin/k8s-${kube_version}-etcd-${etcd_version}}
+if [[ "${1:-}" == "--dir" ]]; then
+  echo "$dir"
+  exit 0
+fi
 mkdir -p "$dir"
 
 wanted=("$@")
