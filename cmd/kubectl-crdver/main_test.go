@@ -56,9 +56,12 @@ func kubectl(t testing.TB) string {
 // runKubectl runs the real kubectl with the built plugin first on PATH.
 func runKubectl(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(kubectl(t), args...)
+	k := kubectl(t)
+	cmd := exec.Command(k, args...)
 	cmd.Dir = filepath.Join("..", "..")
-	cmd.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+filepath.Join(binDir, "no-kubeconfig"))
+	// Only the built plugin and kubectl on PATH: an installed kubectl-crdver elsewhere on the
+	// user's PATH must neither shadow it nor make kubectl warn.
+	cmd.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+filepath.Dir(k), "KUBECONFIG="+filepath.Join(binDir, "no-kubeconfig"))
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
