@@ -67,6 +67,11 @@ func (s *crdSource) all(ctx context.Context) ([]*apiextensionsv1.CustomResourceD
 	if err != nil {
 		return nil, err
 	}
+	return listCRDs(ctx, c)
+}
+
+// listCRDs lists every CRD of the cluster in one call.
+func listCRDs(ctx context.Context, c apiextensionsclient.Interface) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	list, err := c.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, clusterError("listing CustomResourceDefinitions", err)
@@ -116,13 +121,9 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 			return nil, clusterError(fmt.Sprintf("getting CustomResourceDefinition %q", name), err)
 		}
 	}
-	list, err := c.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+	crds, err := listCRDs(ctx, c)
 	if err != nil {
-		return nil, clusterError("listing CustomResourceDefinitions", err)
-	}
-	crds := make([]*apiextensionsv1.CustomResourceDefinition, len(list.Items))
-	for i := range list.Items {
-		crds[i] = &list.Items[i]
+		return nil, err
 	}
 	crd, err := matchCRD(crds, name)
 	if errors.Is(err, errNoMatch) {
