@@ -226,12 +226,12 @@ func completeCRDNames(g *Globals) cobra.CompletionFunc {
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		list, err := c.ApiextensionsV1().CustomResourceDefinitions().List(cmd.Context(), metav1.ListOptions{})
+		crds, err := listCRDs(cmd.Context(), c)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		var out []string
-		for _, crd := range list.Items {
+		for _, crd := range crds {
 			if strings.HasPrefix(crd.Name, toComplete) {
 				out = append(out, crd.Name)
 			}
