@@ -1,0 +1,792 @@
+package convert
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsv1beta1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
+)
+
+// DefaultBatchSize is how many objects go in one ConversionReview: the API server converts a
+// list page in one request, and kubectl pages by 500.
+const DefaultBatchSize = 500
+
+// Object is one custom resource to convert.
+type Object struct {
+	// Source names the object in findings: "file.yaml (document 2)" or "namespace/name".
+	Source string
+	Object map[string]any
+}
+
+// Options of a run.
+type Options struct {
+	CRD *apiextensionsv1.CustomResourceDefinition
+	// To is the target version (a name in spec.versions).
+	To string
+	// ReviewVersion is the ConversionReview version to send (v1 or v1beta1); empty: the
+	// first of spec.conversion.webhook.conversionReviewVersions that is supported, as the
+	// API server does.
+	ReviewVersion string
+	// BatchSize is the number of objects per request (0: DefaultBatchSize).
+	BatchSize int
+	// RoundTrip converts every object back to its own version and diffs the result.
+	RoundTrip bool
+	// Transport reaches the webhook; unused (may be nil) for strategy None.
+	Transport Transport
+	// NewUID makes request UIDs (nil: random UUIDs, like the API server).
+	NewUID func() types.UID
+}
+
+// ReviewVersionFor returns the ConversionReview version the API server would send for crd:
+// the first of conversionReviewVersions that it supports.
+func ReviewVersionFor(crd *apiextensionsv1.CustomResourceDefinition) (string, error) {
+	c := crd.Spec.Conversion
+	if c == nil || c.Webhook == nil {
+		return "", fmt.Errorf("%s: spec.conversion.webhook is not set", crd.Name)
+	}
+	for _, v := range c.Webhook.ConversionReviewVersions {
+		if v == "v1" || v == "v1beta1" {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("%s: spec.conversion.webhook.conversionReviewVersions %v holds no supported version (v1, v1beta1): the API server cannot call this webhook either", crd.Name, c.Webhook.ConversionReviewVersions)
+}
+
+// Strategy returns spec.conversion.strategy (None when unset).
+func Strategy(crd *apiextensionsv1.CustomResourceDefinition) string {
+	if crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy == "" {
+		return string(apiextensionsv1.NoneConverter)
+	}
+	return string(crd.Spec.Conversion.Strategy)
+}
+
+// BuildReview marshals a ConversionReview request of the given version (v1 or v1beta1).
+// objects are JSON objects.
+func BuildReview(reviewVersion string, uid types.UID, desiredAPIVersion string, objects [][]byte) ([]byte, error) {
+	raws := make([]runtime.RawExtension, len(objects))
+	for i, o := range objects {
+		raws[i] = runtime.RawExtension{Raw: o}
+	}
+	switch reviewVersion {
+	case "v1":
+		return json.Marshal(&apiextensionsv1.ConversionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: apiextensionsv1.SchemeGroupVersion.String(), Kind: "ConversionReview"},
+			Request:  &apiextensionsv1.ConversionRequest{UID: uid, DesiredAPIVersion: desiredAPIVersion, Objects: raws},
+		})
+	case "v1beta1":
+		return json.Marshal(&apiextensionsv1beta1.ConversionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: apiextensionsv1beta1.SchemeGroupVersion.String(), Kind: "ConversionReview"},
+			Request:  &apiextensionsv1beta1.ConversionRequest{UID: uid, DesiredAPIVersion: desiredAPIVersion, Objects: raws},
+		})
+	}
+	return nil, fmt.Errorf("ConversionReview version %q is not supported: use v1 or v1beta1", reviewVersion)
+}
+
+// reviewResponse is the part of a ConversionReview response that is checked. It is decoded
+// case-sensitively with integers preserved, like the API server's decoder.
+type reviewResponse struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Response   *struct {
+		UID              types.UID         `json:"uid"`
+		ConvertedObjects []json.RawMessage `json:"convertedObjects"`
+		Result           metav1.Status     `json:"result"`
+	} `json:"response"`
+}
+
+// item is one object on its way through the checks.
+type item struct {
+	index   int // position in the input
+	source  string
+	version string // its own version (for round trips)
+	orig    map[string]any
+	raw     []byte
+	failed  bool
+}
+
+type runner struct {
+	opts     Options
+	crd      *apiextensionsv1.CustomResourceDefinition
+	group    string
+	kind     string
+	review   string
+	schemas  map[string]*versionSchema
+	tally    *tally
+	report   *Report
+	none     bool
+	newUID   func() types.UID
+	stop     bool
+	requests int
+}
+
+// Run converts objects to opts.To (and back with opts.RoundTrip) and checks everything. The
+// error is for a run that cannot start (unknown version, object of another kind); what goes
+// wrong with the webhook is in the report (Unreachable when it could not be reached).
+func Run(ctx context.Context, opts Options, objects []Object) (*Report, error) {
+	r, err := newRunner(opts)
+	if err != nil {
+		return nil, err
+	}
+	return r.run(ctx, objects)
+}
+
+func newRunner(opts Options) (*runner, error) {
+	crd := opts.CRD
+	if crd == nil {
+		return nil, errors.New("no CustomResourceDefinition given")
+	}
+	r := &runner{opts: opts, crd: crd, group: crd.Spec.Group, kind: crd.Spec.Names.Kind, schemas: map[string]*versionSchema{}, tally: newTally(), newUID: opts.NewUID}
+	if r.newUID == nil {
+		r.newUID = uuid.NewUUID
+	}
+	if r.opts.BatchSize <= 0 {
+		r.opts.BatchSize = DefaultBatchSize
+	}
+	if !r.hasVersion(opts.To) {
+		return nil, fmt.Errorf("%s: version %q is not in spec.versions (have: %s)", crd.Name, opts.To, strings.Join(r.versionNames(), ", "))
+	}
+	for _, v := range crd.Spec.Versions {
+		s, err := newVersionSchema(crd, v.Name)
+		if err != nil {
+			return nil, err
+		}
+		r.schemas[v.Name] = s
+	}
+	r.report = &Report{CRD: crd.Name, Strategy: Strategy(crd), To: opts.To, RoundTrip: opts.RoundTrip, Findings: []Finding{}}
+	if r.report.Strategy == string(apiextensionsv1.NoneConverter) {
+		r.none = true
+		r.report.Notes = append(r.report.Notes,
+			"spec.conversion.strategy is None: there is no webhook; the API server converts by changing apiVersion only, then prunes what the target version's schema does not know")
+		return r, nil
+	}
+	if opts.Transport == nil {
+		return nil, fmt.Errorf("%s: no way to reach the conversion webhook was given", crd.Name)
+	}
+	r.review = opts.ReviewVersion
+	if r.review == "" {
+		rv, err := ReviewVersionFor(crd)
+		if err != nil {
+			return nil, err
+		}
+		r.review = rv
+	} else if r.review != "v1" && r.review != "v1beta1" {
+		return nil, fmt.Errorf("ConversionReview version %q is not supported: use v1 or v1beta1", r.review)
+	}
+	r.report.ReviewVersion = r.review
+	r.report.Webhook = opts.Transport.Describe()
+	return r, nil
+}
+
+func (r *runner) hasVersion(v string) bool {
+	_, ok := r.versionOf(v)
+	return ok
+}
+
+func (r *runner) versionOf(v string) (*apiextensionsv1.CustomResourceDefinitionVersion, bool) {
+	for i := range r.crd.Spec.Versions {
+		if r.crd.Spec.Versions[i].Name == v {
+			return &r.crd.Spec.Versions[i], true
+		}
+	}
+	return nil, false
+}
+
+func (r *runner) versionNames() []string {
+	var out []string
+	for _, v := range r.crd.Spec.Versions {
+		out = append(out, v.Name)
+	}
+	return out
+}
+
+func (r *runner) apiVersion(v string) string { return r.group + "/" + v }
+
+func (r *runner) run(ctx context.Context, objects []Object) (*Report, error) {
+	r.report.Objects = len(objects)
+	// Group by the objects' own version, keeping the input order within each group.
+	groups := map[string][]*item{}
+	var order []string
+	inputPruned := 0
+	for i, o := range objects {
+		av, _ := o.Object["apiVersion"].(string)
+		kind, _ := o.Object["kind"].(string)
+		g, v, _ := strings.Cut(av, "/")
+		if g != r.group || !r.hasVersion(v) {
+			return nil, fmt.Errorf("%s: apiVersion %q is not a version of %s (have: %s)", o.Source, av, r.crd.Name, r.joinAPIVersions())
+		}
+		if kind != r.kind {
+			return nil, fmt.Errorf("%s: kind %q is not %s's kind %q", o.Source, kind, r.crd.Name, r.kind)
+		}
+		if v == r.opts.To {
+			r.report.Skipped++
+			continue
+		}
+		// What the API server would have stored: pruned and defaulted in the object's version.
+		obj := runtime.DeepCopyJSON(o.Object)
+		if len(r.schemas[v].pruneObject(obj)) > 0 {
+			inputPruned++
+		}
+		r.schemas[v].defaultObject(obj)
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Source, err)
+		}
+		if _, ok := groups[v]; !ok {
+			order = append(order, v)
+		}
+		groups[v] = append(groups[v], &item{index: i, source: o.Source, version: v, orig: obj, raw: raw})
+	}
+	if inputPruned > 0 {
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%d input object(s) had fields their own version's schema does not know: they were pruned before sending, as the API server would on create", inputPruned))
+	}
+	if r.report.Skipped > 0 {
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%d object(s) already at %s were not sent (the API server never sends them)", r.report.Skipped, r.opts.To))
+	}
+	var failed []*item
+	for _, v := range order {
+		items := groups[v]
+		for start := 0; start < len(items) && !r.stop; start += r.opts.BatchSize {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			end := min(start+r.opts.BatchSize, len(items))
+			batch := items[start:end]
+			out := r.convertBatch(ctx, batch, r.opts.To, v)
+			if r.opts.RoundTrip && !r.stop {
+				var back []*item
+				var backOrig []*item
+				for i, o := range out {
+					if o == nil {
+						continue
+					}
+					raw, err := json.Marshal(o)
+					if err != nil {
+						return nil, err
+					}
+					back = append(back, &item{index: batch[i].index, source: batch[i].source, version: r.opts.To, orig: o, raw: raw})
+					backOrig = append(backOrig, batch[i])
+				}
+				if len(back) > 0 {
+					res := r.convertBatch(ctx, back, v, r.opts.To)
+					for i, o := range res {
+						if o == nil {
+							backOrig[i].failed = true
+							continue
+						}
+						r.compareRoundTrip(backOrig[i], o)
+					}
+				}
+			}
+			for _, it := range batch {
+				if it.failed {
+					failed = append(failed, it)
+				} else {
+					r.report.Converted++
+				}
+			}
+		}
+		if r.stop {
+			break
+		}
+	}
+	sort.SliceStable(failed, func(i, j int) bool { return failed[i].index < failed[j].index })
+	for _, it := range failed {
+		r.report.Failed = append(r.report.Failed, FailedObject{Source: it.source, Object: it.orig})
+	}
+	r.report.Requests = r.requests
+	r.report.Checks = r.tally.checks()
+	r.report.Findings = append(r.report.Findings, r.tally.findings...)
+	r.report.Latency = latencySummary(r.tally.latencies)
+	return r.report, nil
+}
+
+func (r *runner) joinAPIVersions() string {
+	var out []string
+	for _, v := range r.versionNames() {
+		out = append(out, r.apiVersion(v))
+	}
+	return strings.Join(out, ", ")
+}
+
+// convertBatch converts items (all at version from) to version to and runs every check. The
+// result is aligned with items: the converted object as the API server would use it
+// (metadata restored, pruned in the target schema), or nil where the API server would have
+// failed the conversion. Failing items are marked.
+func (r *runner) convertBatch(ctx context.Context, items []*item, to, from string) []map[string]any {
+	dir := from + " -> " + to
+	if r.none {
+		return r.convertNone(items, to, dir)
+	}
+	out := make([]map[string]any, len(items))
+	failAll := func(f Finding) []map[string]any {
+		f.Direction = dir
+		if f.Object == "" {
+			f.Object = batchName(items)
+		}
+		r.tally.fail(f)
+		for _, it := range items {
+			it.failed = true
+		}
+		return out
+	}
+	uid := r.newUID()
+	raws := make([][]byte, len(items))
+	for i, it := range items {
+		raws[i] = it.raw
+	}
+	body, err := BuildReview(r.review, uid, r.apiVersion(to), raws)
+	if err != nil {
+		return failAll(Finding{Check: CheckResponseJSON, Detail: "building the request: " + err.Error()})
+	}
+	r.requests++
+	start := time.Now()
+	resp, err := r.opts.Transport.Post(ctx, body)
+	elapsed := time.Since(start)
+	if err != nil {
+		var te *TransportError
+		if errors.As(err, &te) && te.Timeout {
+			r.tally.pass(CheckConnection)
+			return failAll(Finding{Check: CheckTimeout, Detail: err.Error()})
+		}
+		r.stop = true
+		r.report.Unreachable = err.Error()
+		return failAll(Finding{Check: CheckConnection, Detail: err.Error()})
+	}
+	r.tally.pass(CheckConnection)
+	r.tally.pass(CheckTimeout)
+	r.tally.latencies = append(r.tally.latencies, elapsed)
+
+	if resp.StatusCode != 200 {
+		return failAll(Finding{Check: CheckHTTPStatus, Detail: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, snippet(resp.Body))})
+	}
+	r.tally.pass(CheckHTTPStatus)
+	if mt, _, err := mime.ParseMediaType(resp.ContentType); err != nil || mt != "application/json" {
+		return failAll(Finding{Check: CheckContentType, Detail: fmt.Sprintf("Content-Type %q: the API server decodes only application/json", resp.ContentType)})
+	}
+	r.tally.pass(CheckContentType)
+	var rev reviewResponse
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(resp.Body, &rev); err != nil {
+		return failAll(Finding{Check: CheckResponseJSON, Detail: fmt.Sprintf("malformed response: %v: %s", err, snippet(resp.Body))})
+	}
+	r.tally.pass(CheckResponseJSON)
+	if r.review == "v1" {
+		if rev.APIVersion != "apiextensions.k8s.io/v1" || rev.Kind != "ConversionReview" {
+			return failAll(Finding{Check: CheckReviewKind, Detail: fmt.Sprintf("expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got %s, Kind=%s", rev.APIVersion, rev.Kind)})
+		}
+		r.tally.pass(CheckReviewKind)
+	}
+	if rev.Response == nil {
+		return failAll(Finding{Check: CheckResponsePresent, Detail: "no response provided (.response is missing)"})
+	}
+	r.tally.pass(CheckResponsePresent)
+	if r.review == "v1" {
+		if rev.Response.UID != uid {
+			return failAll(Finding{Check: CheckResponseUID, Detail: fmt.Sprintf("expected response.uid=%q, got %q", uid, rev.Response.UID)})
+		}
+		r.tally.pass(CheckResponseUID)
+	}
+	if rev.Response.Result.Status != metav1.StatusSuccess {
+		msg := rev.Response.Result.Message
+		if msg == "" {
+			msg = fmt.Sprintf("response.result.status was %q, not \"Success\"", rev.Response.Result.Status)
+		} else {
+			msg = "the webhook failed the conversion: " + msg
+		}
+		return failAll(Finding{Check: CheckResultStatus, Detail: msg})
+	}
+	r.tally.pass(CheckResultStatus)
+	conv := rev.Response.ConvertedObjects
+	if len(conv) != len(items) {
+		return failAll(Finding{Check: CheckObjectCount, Detail: fmt.Sprintf("returned %d objects, expected %d", len(conv), len(items))})
+	}
+	r.tally.pass(CheckObjectCount)
+
+	// Decode the converted objects and pair each with the original it belongs to: at the
+	// same index, or (when the webhook reordered them) the one with the same uid or
+	// namespace/name.
+	objs := make([]map[string]any, len(conv))
+	for i, raw := range conv {
+		var m map[string]any
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &m); err != nil || m == nil {
+			items[i].failed = true
+			r.tally.fail(Finding{Object: items[i].source, Direction: dir, Check: CheckObjectJSON, Detail: fmt.Sprintf("converted object at index %d is not a JSON object: %s", i, snippet(raw))})
+			continue
+		}
+		r.tally.pass(CheckObjectJSON)
+		objs[i] = m
+	}
+	pair := make([]int, len(objs)) // converted index -> original index
+	used := make([]bool, len(items))
+	for i := range pair {
+		pair[i] = -1
+		if objs[i] != nil && sameIdentity(items[i].orig, objs[i]) {
+			pair[i], used[i] = i, true
+		}
+	}
+	reordered := false
+	for i := range pair {
+		if pair[i] >= 0 || objs[i] == nil {
+			continue
+		}
+		for j := range items {
+			if !used[j] && sameIdentity(items[j].orig, objs[i]) {
+				pair[i], used[j], reordered = j, true, true
+				break
+			}
+		}
+	}
+	for i := range pair { // what is left stays at its index (and fails name/uid checks)
+		if pair[i] < 0 && !used[i] {
+			pair[i], used[i] = i, true
+		}
+	}
+	if reordered {
+		var moved []string
+		for i, j := range pair {
+			if j >= 0 && j != i {
+				moved = append(moved, fmt.Sprintf("%d→%d", j, i))
+			}
+		}
+		r.tally.fail(Finding{Object: batchName(items), Direction: dir, Check: CheckObjectOrder,
+			Detail: fmt.Sprintf("converted objects are not in the order they were sent (moved: %s); the API server pairs them by index and fails the conversion", strings.Join(moved, ", "))})
+		for i, j := range pair {
+			if j >= 0 && j != i {
+				items[j].failed = true
+			}
+		}
+	} else {
+		r.tally.pass(CheckObjectOrder)
+	}
+	for i, m := range objs {
+		j := pair[i]
+		if m == nil || j < 0 {
+			continue
+		}
+		out[j] = r.checkObject(items[j], m, to, dir)
+	}
+	return out
+}
+
+// sameIdentity: converted belongs to orig when their uids match (if orig has one), or else
+// their namespace and name.
+func sameIdentity(orig, converted map[string]any) bool {
+	ou := nestedString(orig, "metadata", "uid")
+	if ou != "" {
+		return ou == nestedString(converted, "metadata", "uid")
+	}
+	return nestedString(orig, "metadata", "name") == nestedString(converted, "metadata", "name") &&
+		nestedString(orig, "metadata", "namespace") == nestedString(converted, "metadata", "namespace")
+}
+
+func nestedString(m map[string]any, path ...string) string {
+	var cur any = m
+	for _, p := range path {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return ""
+		}
+		cur = mm[p]
+	}
+	s, _ := cur.(string)
+	return s
+}
+
+// checkObject runs the per-object checks on one converted object, in the API server's
+// order, and returns it as the API server would use it (nil when it would fail).
+func (r *runner) checkObject(it *item, conv map[string]any, to, dir string) map[string]any {
+	fail := func(check, path, detail string) {
+		it.failed = true
+		r.tally.fail(Finding{Object: it.source, Direction: dir, Check: check, Path: path, Detail: detail})
+	}
+	ok := true
+	want := r.apiVersion(to)
+	if got, _ := conv["apiVersion"].(string); got != want {
+		fail(CheckAPIVersion, ".apiVersion", fmt.Sprintf("invalid groupVersion (expected %s, received %q)", want, got))
+		ok = false
+	} else {
+		r.tally.pass(CheckAPIVersion)
+	}
+	for _, c := range []struct{ check, path string }{
+		{CheckKindUnchanged, "kind"},
+		{CheckNameUnchanged, "metadata.name"},
+		{CheckNamespaceUnchanged, "metadata.namespace"},
+		{CheckUIDUnchanged, "metadata.uid"},
+	} {
+		p := strings.Split(c.path, ".")
+		if e, a := nestedString(it.orig, p...), nestedString(conv, p...); e != a {
+			fail(c.check, "."+c.path, fmt.Sprintf("must be unchanged: %q became %q", e, a))
+			ok = false
+		} else {
+			r.tally.pass(c.check)
+		}
+	}
+	meta, isMap := conv["metadata"].(map[string]any)
+	if !isMap {
+		if _, found := conv["metadata"]; !found {
+			fail(CheckMetadataPresent, ".metadata", "missing metadata in converted object")
+		} else {
+			fail(CheckMetadataPresent, ".metadata", fmt.Sprintf("invalid metadata of type %T in converted object", conv["metadata"]))
+		}
+		return nil
+	}
+	r.tally.pass(CheckMetadataPresent)
+
+	// Metadata other than labels and annotations: the API server restores it from the
+	// original, silently.
+	origMeta, _ := it.orig["metadata"].(map[string]any)
+	var changed []string
+	keys := map[string]bool{}
+	for k := range origMeta {
+		keys[k] = true
+	}
+	for k := range meta {
+		keys[k] = true
+	}
+	for _, k := range sortedKeys(keys) {
+		switch k {
+		case "labels", "annotations", "name", "namespace", "uid": // checked on their own
+			continue
+		}
+		if !jsonEqual(origMeta[k], meta[k]) {
+			changed = append(changed, k)
+			r.tally.fail(Finding{Object: it.source, Direction: dir, Check: CheckMetadataUnchanged, Severity: SeverityWarning, Path: ".metadata." + k,
+				Detail: fmt.Sprintf("changed %s → %s: the API server discards changes to metadata other than labels and annotations", compact(origMeta[k]), compact(meta[k]))})
+		}
+	}
+	if len(changed) > 0 {
+		it.failed = true
+	} else {
+		r.tally.pass(CheckMetadataUnchanged)
+	}
+
+	restored := map[string]any{}
+	for k, v := range conv {
+		restored[k] = v
+	}
+	newMeta := runtime.DeepCopyJSONValue(origMeta)
+	if newMeta == nil {
+		newMeta = map[string]any{}
+	}
+	nm := newMeta.(map[string]any)
+	laOK := true
+	for _, fld := range []string{"labels", "annotations"} {
+		v, found := meta[fld]
+		if !found || v == nil {
+			delete(nm, fld)
+			continue
+		}
+		resp, isMap := v.(map[string]any)
+		if !isMap {
+			fail(CheckLabelsAnnotations, ".metadata."+fld, fmt.Sprintf("invalid metadata.%s of type %T in converted object", fld, v))
+			laOK = false
+			continue
+		}
+		orig, _ := origMeta[fld].(map[string]any)
+		somethingChanged := len(orig) != len(resp)
+		strs := make(map[string]string, len(resp))
+		bad := false
+		for _, k := range sortedKeysAny(resp) {
+			s, isStr := resp[k].(string)
+			if !isStr {
+				fail(CheckLabelsAnnotations, fmt.Sprintf(".metadata.%s[%s]", fld, k), fmt.Sprintf("metadata.%s[%s] must be a string, but is %T in converted object", fld, k, resp[k]))
+				bad = true
+				continue
+			}
+			strs[k] = s
+			if orig[k] != any(s) {
+				somethingChanged = true
+			}
+		}
+		if bad {
+			laOK = false
+			continue
+		}
+		if somethingChanged {
+			var errs field.ErrorList
+			if fld == "labels" {
+				errs = metav1validation.ValidateLabels(strs, field.NewPath("metadata", "labels"))
+			} else {
+				errs = apivalidation.ValidateAnnotations(strs, field.NewPath("metadata", "annotations"))
+			}
+			for _, e := range errs {
+				fail(CheckLabelsAnnotations, "."+e.Field, e.ErrorBody())
+				laOK = false
+			}
+		}
+		nm[fld] = resp
+	}
+	if !laOK {
+		ok = false
+	} else {
+		r.tally.pass(CheckLabelsAnnotations)
+	}
+	if !ok {
+		return nil
+	}
+	restored["metadata"] = nm
+	return r.checkInTarget(it, restored, to, dir)
+}
+
+// checkInTarget prunes obj in the target version's schema (what is pruned is data the API
+// server would lose) and validates it there.
+func (r *runner) checkInTarget(it *item, obj map[string]any, to, dir string) map[string]any {
+	s := r.schemas[to]
+	pruned := s.pruneObject(obj)
+	for _, p := range pruned {
+		it.failed = true
+		r.tally.fail(Finding{Object: it.source, Direction: dir, Check: CheckPruned, Path: p,
+			Detail: fmt.Sprintf("not in the %s schema: the API server prunes it (data loss)", to)})
+	}
+	if len(pruned) == 0 {
+		r.tally.pass(CheckPruned)
+	}
+	errs := s.validate(obj)
+	for _, e := range errs {
+		it.failed = true
+		r.tally.fail(Finding{Object: it.source, Direction: dir, Check: CheckTargetSchema, Path: "." + e.Field, Detail: e.ErrorBody()})
+	}
+	if len(errs) == 0 {
+		r.tally.pass(CheckTargetSchema)
+	}
+	return obj
+}
+
+// convertNone does what the API server does for strategy None: change apiVersion, then
+// prune in the target schema.
+func (r *runner) convertNone(items []*item, to, dir string) []map[string]any {
+	out := make([]map[string]any, len(items))
+	for i, it := range items {
+		obj := runtime.DeepCopyJSON(it.orig)
+		obj["apiVersion"] = r.apiVersion(to)
+		out[i] = r.checkInTarget(it, obj, to, dir)
+	}
+	return out
+}
+
+// compareRoundTrip diffs the original with the object that came back from A → V → A.
+func (r *runner) compareRoundTrip(it *item, back map[string]any) {
+	diffs := Diff(it.orig, back)
+	for _, d := range diffs {
+		it.failed = true
+		r.tally.fail(Finding{Object: it.source, Direction: it.version + " -> " + r.opts.To + " -> " + it.version, Check: CheckRoundTrip, Path: d.Path, Detail: d.Detail})
+	}
+	if len(diffs) == 0 {
+		r.tally.pass(CheckRoundTrip)
+	}
+}
+
+func batchName(items []*item) string {
+	if len(items) == 1 {
+		return items[0].source
+	}
+	return fmt.Sprintf("%s … %s (%d objects)", items[0].source, items[len(items)-1].source, len(items))
+}
+
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	if s == "" {
+		return "(empty body)"
+	}
+	return s
+}
+
+func compact(v any) string {
+	if v == nil {
+		return "(none)"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	s := string(b)
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return s
+}
+
+func jsonEqual(a, b any) bool {
+	if an, ok := number(a); ok {
+		bn, ok := number(b)
+		return ok && an == bn
+	}
+	switch av := a.(type) {
+	case map[string]any:
+		bv, ok := b.(map[string]any)
+		if !ok || len(av) != len(bv) {
+			return false
+		}
+		for k, x := range av {
+			y, found := bv[k]
+			if !found || !jsonEqual(x, y) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		bv, ok := b.([]any)
+		if !ok || len(av) != len(bv) {
+			return false
+		}
+		for i := range av {
+			if !jsonEqual(av[i], bv[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedKeysAny(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
