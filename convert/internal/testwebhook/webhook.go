@@ -336,12 +336,17 @@ func Convert(obj map[string]any, desiredAPIVersion string, lossy bool) (map[stri
 	}
 	switch {
 	case from == "stable.example.com/v1beta1" && desiredAPIVersion == "stable.example.com/v1":
-		if hp, ok := ns["hostPort"].(string); ok {
-			delete(ns, "hostPort")
-			if i := strings.LastIndex(hp, ":"); i >= 0 {
-				ns["host"], ns["port"] = hp[:i], hp[i+1:]
-			} else {
-				ns["host"] = hp
+		hp, hasHP := ns["hostPort"].(string)
+		delete(ns, "hostPort")
+		if saved, ok := takeAnnotation(out, hp); ok {
+			// The v1 fields "host:port" cannot represent, saved by the v1 -> v1beta1 conversion.
+			for k, v := range saved {
+				ns[k] = v
+			}
+		} else if hasHP {
+			ns["host"], ns["port"] = splitHostPort(hp)
+			if ns["port"] == nil {
+				delete(ns, "port")
 			}
 		}
 	case from == "stable.example.com/v1" && desiredAPIVersion == "stable.example.com/v1beta1":
@@ -349,15 +354,104 @@ func Convert(obj map[string]any, desiredAPIVersion string, lossy bool) (map[stri
 		port, hasPort := ns["port"].(string)
 		delete(ns, "host")
 		delete(ns, "port")
+		hp, hasHP := "", false
 		switch {
 		case hasPort && !lossy:
-			ns["hostPort"] = host + ":" + port
+			hp, hasHP = host+":"+port, true
 		case hasHost:
-			ns["hostPort"] = host
+			hp, hasHP = host, true
+		}
+		if hasHP {
+			ns["hostPort"] = hp
+		}
+		if !lossy {
+			// Keep what "host:port" cannot say in an annotation (the API server keeps
+			// annotations), so that v1 -> v1beta1 -> v1 gives back the same object.
+			bh, bp := splitHostPort(hp)
+			_, backHasPort := bp.(string)
+			if !hasHP || bh != host || backHasPort != hasPort || (hasPort && bp != port) || !hasHost {
+				saved := map[string]any{}
+				if hasHost {
+					saved["host"] = host
+				}
+				if hasPort {
+					saved["port"] = port
+				}
+				if len(saved) > 0 {
+					putAnnotation(out, hp, saved)
+				}
+			}
 		}
 	}
 	out["spec"] = ns
 	return out, nil
+}
+
+const savedAnnotation = "crontab.stable.example.com/v1-host-port"
+
+// splitHostPort splits at the last colon; without one, everything is the host and port is
+// nil (absent).
+func splitHostPort(hp string) (host string, port any) {
+	if i := strings.LastIndex(hp, ":"); i >= 0 {
+		return hp[:i], hp[i+1:]
+	}
+	return hp, nil
+}
+
+func putAnnotation(obj map[string]any, hostPort string, saved map[string]any) {
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		return
+	}
+	m := map[string]any{}
+	for k, v := range meta {
+		m[k] = v
+	}
+	ann := map[string]any{}
+	if a, ok := m["annotations"].(map[string]any); ok {
+		for k, v := range a {
+			ann[k] = v
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"hostPort": hostPort, "v1": saved})
+	ann[savedAnnotation] = string(b)
+	m["annotations"] = ann
+	obj["metadata"] = m
+}
+
+// takeAnnotation removes the saved-fields annotation and returns what it holds if it was
+// written for this hostPort.
+func takeAnnotation(obj map[string]any, hostPort string) (map[string]any, bool) {
+	meta, _ := obj["metadata"].(map[string]any)
+	ann, _ := meta["annotations"].(map[string]any)
+	raw, ok := ann[savedAnnotation].(string)
+	if !ok {
+		return nil, false
+	}
+	m := map[string]any{}
+	for k, v := range meta {
+		m[k] = v
+	}
+	a := map[string]any{}
+	for k, v := range ann {
+		if k != savedAnnotation {
+			a[k] = v
+		}
+	}
+	if len(a) > 0 {
+		m["annotations"] = a
+	} else {
+		delete(m, "annotations")
+	}
+	obj["metadata"] = m
+	var saved struct {
+		HostPort string         `json:"hostPort"`
+		V1       map[string]any `json:"v1"`
+	}
+	if json.Unmarshal([]byte(raw), &saved) != nil || saved.HostPort != hostPort {
+		return nil, false
+	}
+	return saved.V1, true
 }
 
 // CA is a test certificate authority.
