@@ -309,11 +309,7 @@ func (r *runner) run(ctx context.Context, objects []Object) (*Report, error) {
 	for _, it := range failed {
 		r.report.Failed = append(r.report.Failed, FailedObject{Source: it.source, Object: it.orig})
 	}
-	r.report.Requests = r.requests
-	r.report.Checks = r.tally.checks()
-	r.report.Findings = append(r.report.Findings, r.tally.findings...)
-	r.report.Latency = latencySummary(r.tally.latencies)
-	return r.report, nil
+	return r.finish(), nil
 }
 
 func (r *runner) joinAPIVersions() string {
