@@ -333,7 +333,7 @@ func (r *runner) convertBatch(ctx context.Context, items []*item, to, from strin
 	failAll := func(f Finding) []map[string]any {
 		f.Direction = dir
 		if f.Object == "" {
-			f.Object = batchName(items)
+			f.Object = r.batchName(items)
 		}
 		r.tally.fail(f)
 		for _, it := range items {
@@ -459,7 +459,7 @@ func (r *runner) convertBatch(ctx context.Context, items []*item, to, from strin
 				moved = append(moved, fmt.Sprintf("%d→%d", j, i))
 			}
 		}
-		r.tally.fail(Finding{Object: batchName(items), Direction: dir, Check: CheckObjectOrder,
+		r.tally.fail(Finding{Object: r.batchName(items), Direction: dir, Check: CheckObjectOrder,
 			Detail: fmt.Sprintf("converted objects are not in the order they were sent (moved: %s); the API server pairs them by index and fails the conversion", strings.Join(moved, ", "))})
 		for i, j := range pair {
 			if j >= 0 && j != i {
@@ -687,11 +687,12 @@ func (r *runner) compareRoundTrip(it *item, back map[string]any) {
 	}
 }
 
-func batchName(items []*item) string {
+// batchName names a request in findings that concern the whole request.
+func (r *runner) batchName(items []*item) string {
 	if len(items) == 1 {
 		return items[0].source
 	}
-	return fmt.Sprintf("%s … %s (%d objects)", items[0].source, items[len(items)-1].source, len(items))
+	return fmt.Sprintf("request #%d (%d objects)", r.requests, len(items))
 }
 
 func snippet(b []byte) string {

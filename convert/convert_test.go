@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
-	"github.com/crdver/kubectl-crdver/convert/internal/testwebhook"
+	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/explain"
 )
 

@@ -10,7 +10,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/crdver/kubectl-crdver/convert/internal/testwebhook"
+	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
 func objectsJSON(t *testing.T, objs []Object) string {

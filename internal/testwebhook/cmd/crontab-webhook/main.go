@@ -2,7 +2,7 @@
 // 127.0.0.1 and writes a copy of testdata/crds/crontab-webhook.yaml pointed at it (url and
 // caBundle), for trying `kubectl crdver convert` by hand:
 //
-//	go run ./convert/internal/testwebhook/cmd/crontab-webhook -crd-out /tmp/crontab-crd.yaml -behaviour lossy
+//	go run ./internal/testwebhook/cmd/crontab-webhook -crd-out /tmp/crontab-crd.yaml -behaviour lossy
 package main
 
 import (
@@ -16,7 +16,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/crdver/kubectl-crdver/convert/internal/testwebhook"
+	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/explain"
 )
 

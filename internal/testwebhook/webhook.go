@@ -248,7 +248,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	case WrongAPIVersion:
 		for i := range objs {
-			objs[i]["apiVersion"] = "stable.example.com/v1alpha1"
+			g, _, _ := strings.Cut(fmt.Sprint(objs[i]["apiVersion"]), "/")
+			objs[i]["apiVersion"] = g + "/v1alpha1"
 		}
 	case WrongKind:
 		for i := range objs {
@@ -299,7 +300,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	case InvalidInTarget:
 		for i := range objs {
-			if spec, ok := objs[i]["spec"].(map[string]any); ok && objs[i]["apiVersion"] == "stable.example.com/v1" {
+			if spec, ok := objs[i]["spec"].(map[string]any); ok && version(objs[i]["apiVersion"]) == "v1" {
 				spec["replicas"] = int64(0)
 			}
 		}
@@ -317,8 +318,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(js)
 }
 
+// version is the version part of an apiVersion.
+func version(apiVersion any) string {
+	s, _ := apiVersion.(string)
+	_, v, _ := strings.Cut(s, "/")
+	return v
+}
+
 // Convert converts one CronTab to desiredAPIVersion: v1beta1 spec.hostPort "host:port" ↔ v1
-// spec.host and spec.port. With lossy, v1 -> v1beta1 forgets the port.
+// spec.host and spec.port (in any group, so that tests can rename the CRD). With lossy, v1 -> v1beta1 forgets the port.
 func Convert(obj map[string]any, desiredAPIVersion string, lossy bool) (map[string]any, error) {
 	from, _ := obj["apiVersion"].(string)
 	out := map[string]any{}
@@ -335,7 +343,7 @@ func Convert(obj map[string]any, desiredAPIVersion string, lossy bool) (map[stri
 		ns[k] = v
 	}
 	switch {
-	case from == "stable.example.com/v1beta1" && desiredAPIVersion == "stable.example.com/v1":
+	case version(from) == "v1beta1" && version(desiredAPIVersion) == "v1":
 		hp, hasHP := ns["hostPort"].(string)
 		delete(ns, "hostPort")
 		if saved, ok := takeAnnotation(out, hp); ok {
@@ -349,7 +357,7 @@ func Convert(obj map[string]any, desiredAPIVersion string, lossy bool) (map[stri
 				delete(ns, "port")
 			}
 		}
-	case from == "stable.example.com/v1" && desiredAPIVersion == "stable.example.com/v1beta1":
+	case version(from) == "v1" && version(desiredAPIVersion) == "v1beta1":
 		host, hasHost := ns["host"].(string)
 		port, hasPort := ns["port"].(string)
 		delete(ns, "host")
