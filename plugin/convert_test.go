@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/explain"
+	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
 // startConvertWebhook starts the test conversion webhook (stopped at the end of the test).
