@@ -3,6 +3,7 @@ package convert
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -295,6 +297,15 @@ func (t *serviceProxyTransport) Post(ctx context.Context, body []byte) (*HTTPRes
 	raw, err := res.Raw()
 	if code == 0 && err != nil {
 		return nil, classify(ctx, err, t.timeout)
+	}
+	if code >= 400 {
+		// The proxy's own errors (no such service, no endpoints, forbidden) come back as a
+		// Status: the webhook was not reached.
+		var st metav1.Status
+		if json.Unmarshal(raw, &st) == nil && st.Kind == "Status" && st.APIVersion == "v1" {
+			return nil, &TransportError{Err: fmt.Errorf("the API server's service proxy answered %d: %s", code, st.Message),
+				Advice: "check that the service exists and has ready endpoints, and that you may create services/proxy in its namespace"}
+		}
 	}
 	return &HTTPResponse{StatusCode: code, ContentType: ct, Body: raw}, nil
 }

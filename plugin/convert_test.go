@@ -71,12 +71,14 @@ var (
 	portRE    = regexp.MustCompile(`127\.0\.0\.1:\d+`)
 	latencyRE = regexp.MustCompile(`(?m)^Latency: .*$`)
 	msJSONRE  = regexp.MustCompile(`"(p50Ms|p99Ms|maxMs)": [0-9.e+-]+`)
+	msYAMLRE  = regexp.MustCompile(`(?m)^(\s+)(p50Ms|p99Ms|maxMs): [0-9.e+-]+$`)
 )
 
 // stable replaces what changes from run to run (ports, latencies) for golden files.
 func stable(s string) string {
 	s = portRE.ReplaceAllString(s, "127.0.0.1:PORT")
 	s = latencyRE.ReplaceAllString(s, "Latency:    (varies)")
+	s = msYAMLRE.ReplaceAllString(s, "${1}${2}: 0")
 	return msJSONRE.ReplaceAllString(s, `"$1": 0`)
 }
 
@@ -213,3 +215,10 @@ func TestConvertUsage(t *testing.T) {
 }
 
 var _ = time.Second
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
