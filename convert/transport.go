@@ -3,9 +3,9 @@ package convert
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
