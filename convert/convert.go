@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -118,6 +120,11 @@ type item struct {
 	orig    map[string]any
 	raw     []byte
 	failed  bool
+	// convRaw is the webhook's bytes for this object; reusable says they are what the API
+	// server would use (no metadata restored, nothing pruned), so a round trip can send them
+	// back as they are instead of encoding the object again.
+	convRaw  []byte
+	reusable bool
 }
 
 type runner struct {
@@ -258,51 +265,26 @@ func (r *runner) run(ctx context.Context, objects []Object) (*Report, error) {
 	if r.report.Skipped > 0 {
 		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%d object(s) already at %s were not sent (the API server never sends them)", r.report.Skipped, r.opts.To))
 	}
-	var failed []*item
+	var batches []*batch
 	for _, v := range order {
 		items := groups[v]
-		for start := 0; start < len(items) && !r.stop; start += r.opts.BatchSize {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			end := min(start+r.opts.BatchSize, len(items))
-			batch := items[start:end]
-			out := r.convertBatch(ctx, batch, r.opts.To, v)
-			if r.opts.RoundTrip && !r.stop {
-				var back []*item
-				var backOrig []*item
-				for i, o := range out {
-					if o == nil {
-						continue
-					}
-					raw, err := json.Marshal(o)
-					if err != nil {
-						return nil, err
-					}
-					back = append(back, &item{index: batch[i].index, source: batch[i].source, version: r.opts.To, orig: o, raw: raw})
-					backOrig = append(backOrig, batch[i])
-				}
-				if len(back) > 0 {
-					res := r.convertBatch(ctx, back, v, r.opts.To)
-					for i, o := range res {
-						if o == nil {
-							backOrig[i].failed = true
-							continue
-						}
-						r.compareRoundTrip(backOrig[i], o)
-					}
-				}
-			}
-			for _, it := range batch {
-				if it.failed {
-					failed = append(failed, it)
-				} else {
-					r.report.Converted++
-				}
-			}
+		for start := 0; start < len(items); start += r.opts.BatchSize {
+			batches = append(batches, &batch{items: items[start:min(start+r.opts.BatchSize, len(items))], from: v, t1: newTally(), t2: newTally()})
 		}
-		if r.stop {
-			break
+	}
+	if err := r.pipeline(ctx, batches); err != nil {
+		return nil, err
+	}
+	var failed []*item
+	for _, b := range batches {
+		r.tally.merge(b.t1)
+		r.tally.merge(b.t2)
+		for _, it := range b.items {
+			if it.failed {
+				failed = append(failed, it)
+			} else {
+				r.report.Converted++
+			}
 		}
 	}
 	sort.SliceStable(failed, func(i, j int) bool { return failed[i].index < failed[j].index })
@@ -320,82 +302,205 @@ func (r *runner) joinAPIVersions() string {
 	return strings.Join(out, ", ")
 }
 
-// convertBatch converts items (all at version from) to version to and runs every check. The
-// result is aligned with items: the converted object as the API server would use it
-// (metadata restored, pruned in the target schema), or nil where the API server would have
-// failed the conversion. Failing items are marked.
-func (r *runner) convertBatch(ctx context.Context, items []*item, to, from string) []map[string]any {
+// batch is one group of objects on its way there (leg 1) and, for round trips, back (leg 2).
+type batch struct {
+	items    []*item
+	from     string
+	x1, x2   *exchange
+	out      []map[string]any // leg 1 results, aligned with items
+	back     []*item          // leg 2 items
+	backOrig []*item          // the original of each leg 2 item
+	t1, t2   *tally
+	checked1 chan struct{}
+	err      error
+}
+
+// exchange is one ConversionReview request and what came back.
+type exchange struct {
+	items    []*item
+	from, to string
+	number   int
+	uid      types.UID
+	resp     *HTTPResponse
+	err      error
+	buildErr error
+}
+
+// pipeline sends the requests one at a time, in order, as the API server does for a list,
+// while the responses already received are checked on other goroutines: leg 1 of batch i+1
+// goes out while batch i is checked; leg 2 of batch i goes out once its leg 1 is checked.
+func (r *runner) pipeline(ctx context.Context, batches []*batch) error {
+	sem := make(chan struct{}, 2) // checks in flight besides the requests
+	var wg sync.WaitGroup
+	check := func(fn func()) {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn()
+		}()
+	}
+	sendLeg2 := func(b *batch) {
+		<-b.checked1
+		if len(b.back) == 0 || r.stop {
+			return
+		}
+		b.x2 = r.post(ctx, b.back, b.from, r.opts.To)
+		check(func() {
+			res := r.check(b.x2, b.t2)
+			for i, o := range res {
+				if o == nil {
+					b.backOrig[i].failed = true
+					continue
+				}
+				r.compareRoundTrip(b.t2, b.backOrig[i], o)
+			}
+		})
+	}
+	var prev *batch
+	for _, b := range batches {
+		if err := ctx.Err(); err != nil {
+			wg.Wait()
+			return err
+		}
+		if r.stop {
+			break
+		}
+		b.checked1 = make(chan struct{})
+		b.x1 = r.post(ctx, b.items, r.opts.To, b.from)
+		check(func() {
+			defer close(b.checked1)
+			b.out = r.check(b.x1, b.t1)
+			if !r.opts.RoundTrip {
+				return
+			}
+			for i, o := range b.out {
+				if o == nil {
+					continue
+				}
+				raw := b.items[i].convRaw
+				if !b.items[i].reusable {
+					var err error
+					if raw, err = json.Marshal(o); err != nil {
+						b.items[i].failed = true
+						continue
+					}
+				}
+				b.back = append(b.back, &item{index: b.items[i].index, source: b.items[i].source, version: r.opts.To, orig: o, raw: raw})
+				b.backOrig = append(b.backOrig, b.items[i])
+			}
+		})
+		if r.opts.RoundTrip && prev != nil {
+			sendLeg2(prev)
+		}
+		prev = b
+	}
+	if r.opts.RoundTrip && prev != nil && prev.checked1 != nil {
+		sendLeg2(prev)
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// post sends one ConversionReview (not for strategy None). It runs on the requesting
+// goroutine only: requests go one at a time.
+func (r *runner) post(ctx context.Context, items []*item, to, from string) *exchange {
+	x := &exchange{items: items, from: from, to: to}
+	if r.none {
+		return x
+	}
+	x.uid = r.newUID()
+	raws := make([][]byte, len(items))
+	for i, it := range items {
+		raws[i] = it.raw
+	}
+	body, err := BuildReview(r.review, x.uid, r.apiVersion(to), raws)
+	if err != nil {
+		x.buildErr = err
+		return x
+	}
+	r.requests++
+	x.number = r.requests
+	start := time.Now()
+	x.resp, x.err = r.opts.Transport.Post(ctx, body)
+	if x.err == nil {
+		r.tally.latencies = append(r.tally.latencies, time.Since(start))
+		return x
+	}
+	var te *TransportError
+	if !errors.As(x.err, &te) || !te.Timeout {
+		r.stop = true
+		r.report.Unreachable = x.err.Error()
+	}
+	return x
+}
+
+// check runs every check on the response of x into t. The result is aligned with
+// x.items: the converted object as the API server would use it (metadata restored, pruned
+// in the target schema), or nil where the API server would have failed the conversion.
+// Failing items are marked.
+func (r *runner) check(x *exchange, t *tally) []map[string]any {
+	items, to, from := x.items, x.to, x.from
 	dir := from + " -> " + to
 	if r.none {
-		return r.convertNone(items, to, dir)
+		return r.convertNone(t, items, to, dir)
 	}
 	out := make([]map[string]any, len(items))
 	failAll := func(f Finding) []map[string]any {
 		f.Direction = dir
 		if f.Object == "" {
-			f.Object = r.batchName(items)
+			f.Object = batchName(x)
 		}
-		r.tally.fail(f)
+		t.fail(f)
 		for _, it := range items {
 			it.failed = true
 		}
 		return out
 	}
-	uid := r.newUID()
-	raws := make([][]byte, len(items))
-	for i, it := range items {
-		raws[i] = it.raw
+	if x.buildErr != nil {
+		return failAll(Finding{Check: CheckResponseJSON, Detail: "building the request: " + x.buildErr.Error()})
 	}
-	body, err := BuildReview(r.review, uid, r.apiVersion(to), raws)
-	if err != nil {
-		return failAll(Finding{Check: CheckResponseJSON, Detail: "building the request: " + err.Error()})
-	}
-	r.requests++
-	start := time.Now()
-	resp, err := r.opts.Transport.Post(ctx, body)
-	elapsed := time.Since(start)
-	if err != nil {
+	uid, resp := x.uid, x.resp
+	if x.err != nil {
 		var te *TransportError
-		if errors.As(err, &te) && te.Timeout {
-			r.tally.pass(CheckConnection)
-			return failAll(Finding{Check: CheckTimeout, Detail: err.Error()})
+		if errors.As(x.err, &te) && te.Timeout {
+			t.pass(CheckConnection)
+			return failAll(Finding{Check: CheckTimeout, Detail: x.err.Error()})
 		}
-		r.stop = true
-		r.report.Unreachable = err.Error()
-		return failAll(Finding{Check: CheckConnection, Detail: err.Error()})
+		return failAll(Finding{Check: CheckConnection, Detail: x.err.Error()})
 	}
-	r.tally.pass(CheckConnection)
-	r.tally.pass(CheckTimeout)
-	r.tally.latencies = append(r.tally.latencies, elapsed)
+	t.pass(CheckConnection)
+	t.pass(CheckTimeout)
 
 	if resp.StatusCode != 200 {
 		return failAll(Finding{Check: CheckHTTPStatus, Detail: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, snippet(resp.Body))})
 	}
-	r.tally.pass(CheckHTTPStatus)
+	t.pass(CheckHTTPStatus)
 	if mt, _, err := mime.ParseMediaType(resp.ContentType); err != nil || mt != "application/json" {
 		return failAll(Finding{Check: CheckContentType, Detail: fmt.Sprintf("Content-Type %q: the API server decodes only application/json", resp.ContentType)})
 	}
-	r.tally.pass(CheckContentType)
+	t.pass(CheckContentType)
 	var rev reviewResponse
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(resp.Body, &rev); err != nil {
 		return failAll(Finding{Check: CheckResponseJSON, Detail: fmt.Sprintf("malformed response: %v: %s", err, snippet(resp.Body))})
 	}
-	r.tally.pass(CheckResponseJSON)
+	t.pass(CheckResponseJSON)
 	if r.review == "v1" {
 		if rev.APIVersion != "apiextensions.k8s.io/v1" || rev.Kind != "ConversionReview" {
 			return failAll(Finding{Check: CheckReviewKind, Detail: fmt.Sprintf("expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got %s, Kind=%s", rev.APIVersion, rev.Kind)})
 		}
-		r.tally.pass(CheckReviewKind)
+		t.pass(CheckReviewKind)
 	}
 	if rev.Response == nil {
 		return failAll(Finding{Check: CheckResponsePresent, Detail: "no response provided (.response is missing)"})
 	}
-	r.tally.pass(CheckResponsePresent)
+	t.pass(CheckResponsePresent)
 	if r.review == "v1" {
 		if rev.Response.UID != uid {
 			return failAll(Finding{Check: CheckResponseUID, Detail: fmt.Sprintf("expected response.uid=%q, got %q", uid, rev.Response.UID)})
 		}
-		r.tally.pass(CheckResponseUID)
+		t.pass(CheckResponseUID)
 	}
 	if rev.Response.Result.Status != metav1.StatusSuccess {
 		msg := rev.Response.Result.Message
@@ -406,12 +511,12 @@ func (r *runner) convertBatch(ctx context.Context, items []*item, to, from strin
 		}
 		return failAll(Finding{Check: CheckResultStatus, Detail: msg})
 	}
-	r.tally.pass(CheckResultStatus)
+	t.pass(CheckResultStatus)
 	conv := rev.Response.ConvertedObjects
 	if len(conv) != len(items) {
 		return failAll(Finding{Check: CheckObjectCount, Detail: fmt.Sprintf("returned %d objects, expected %d", len(conv), len(items))})
 	}
-	r.tally.pass(CheckObjectCount)
+	t.pass(CheckObjectCount)
 
 	// Decode the converted objects and pair each with the original it belongs to: at the
 	// same index, or (when the webhook reordered them) the one with the same uid or
@@ -421,10 +526,10 @@ func (r *runner) convertBatch(ctx context.Context, items []*item, to, from strin
 		var m map[string]any
 		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &m); err != nil || m == nil {
 			items[i].failed = true
-			r.tally.fail(Finding{Object: items[i].source, Direction: dir, Check: CheckObjectJSON, Detail: fmt.Sprintf("converted object at index %d is not a JSON object: %s", i, snippet(raw))})
+			t.fail(Finding{Object: items[i].source, Direction: dir, Check: CheckObjectJSON, Detail: fmt.Sprintf("converted object at index %d is not a JSON object: %s", i, snippet(raw))})
 			continue
 		}
-		r.tally.pass(CheckObjectJSON)
+		t.pass(CheckObjectJSON)
 		objs[i] = m
 	}
 	pair := make([]int, len(objs)) // converted index -> original index
@@ -459,7 +564,7 @@ func (r *runner) convertBatch(ctx context.Context, items []*item, to, from strin
 				moved = append(moved, fmt.Sprintf("%d→%d", j, i))
 			}
 		}
-		r.tally.fail(Finding{Object: r.batchName(items), Direction: dir, Check: CheckObjectOrder,
+		t.fail(Finding{Object: batchName(x), Direction: dir, Check: CheckObjectOrder,
 			Detail: fmt.Sprintf("converted objects are not in the order they were sent (moved: %s); the API server pairs them by index and fails the conversion", strings.Join(moved, ", "))})
 		for i, j := range pair {
 			if j >= 0 && j != i {
@@ -467,14 +572,15 @@ func (r *runner) convertBatch(ctx context.Context, items []*item, to, from strin
 			}
 		}
 	} else {
-		r.tally.pass(CheckObjectOrder)
+		t.pass(CheckObjectOrder)
 	}
 	for i, m := range objs {
 		j := pair[i]
 		if m == nil || j < 0 {
 			continue
 		}
-		out[j] = r.checkObject(items[j], m, to, dir)
+		items[j].convRaw = conv[i]
+		out[j] = r.checkObject(t, items[j], m, to, dir)
 	}
 	return out
 }
@@ -505,10 +611,10 @@ func nestedString(m map[string]any, path ...string) string {
 
 // checkObject runs the per-object checks on one converted object, in the API server's
 // order, and returns it as the API server would use it (nil when it would fail).
-func (r *runner) checkObject(it *item, conv map[string]any, to, dir string) map[string]any {
+func (r *runner) checkObject(t *tally, it *item, conv map[string]any, to, dir string) map[string]any {
 	fail := func(check, path, detail string) {
 		it.failed = true
-		r.tally.fail(Finding{Object: it.source, Direction: dir, Check: check, Path: path, Detail: detail})
+		t.fail(Finding{Object: it.source, Direction: dir, Check: check, Path: path, Detail: detail})
 	}
 	ok := true
 	want := r.apiVersion(to)
@@ -516,7 +622,7 @@ func (r *runner) checkObject(it *item, conv map[string]any, to, dir string) map[
 		fail(CheckAPIVersion, ".apiVersion", fmt.Sprintf("invalid groupVersion (expected %s, received %q)", want, got))
 		ok = false
 	} else {
-		r.tally.pass(CheckAPIVersion)
+		t.pass(CheckAPIVersion)
 	}
 	for _, c := range []struct{ check, path string }{
 		{CheckKindUnchanged, "kind"},
@@ -529,7 +635,7 @@ func (r *runner) checkObject(it *item, conv map[string]any, to, dir string) map[
 			fail(c.check, "."+c.path, fmt.Sprintf("must be unchanged: %q became %q", e, a))
 			ok = false
 		} else {
-			r.tally.pass(c.check)
+			t.pass(c.check)
 		}
 	}
 	meta, isMap := conv["metadata"].(map[string]any)
@@ -541,34 +647,35 @@ func (r *runner) checkObject(it *item, conv map[string]any, to, dir string) map[
 		}
 		return nil
 	}
-	r.tally.pass(CheckMetadataPresent)
+	t.pass(CheckMetadataPresent)
 
 	// Metadata other than labels and annotations: the API server restores it from the
 	// original, silently.
 	origMeta, _ := it.orig["metadata"].(map[string]any)
 	var changed []string
-	keys := map[string]bool{}
-	for k := range origMeta {
-		keys[k] = true
-	}
-	for k := range meta {
-		keys[k] = true
-	}
-	for _, k := range sortedKeys(keys) {
-		switch k {
-		case "labels", "annotations", "name", "namespace", "uid": // checked on their own
-			continue
+	if !metadataEqual(origMeta, meta) { // the common case allocates nothing
+		keys := map[string]bool{}
+		for k := range origMeta {
+			keys[k] = true
 		}
-		if !jsonEqual(origMeta[k], meta[k]) {
-			changed = append(changed, k)
-			r.tally.fail(Finding{Object: it.source, Direction: dir, Check: CheckMetadataUnchanged, Severity: SeverityWarning, Path: ".metadata." + k,
-				Detail: fmt.Sprintf("changed %s → %s: the API server discards changes to metadata other than labels and annotations", compact(origMeta[k]), compact(meta[k]))})
+		for k := range meta {
+			keys[k] = true
+		}
+		for _, k := range sortedKeys(keys) {
+			if ownCheck(k) {
+				continue
+			}
+			if !jsonEqual(origMeta[k], meta[k]) {
+				changed = append(changed, k)
+				t.fail(Finding{Object: it.source, Direction: dir, Check: CheckMetadataUnchanged, Severity: SeverityWarning, Path: ".metadata." + k,
+					Detail: fmt.Sprintf("changed %s → %s: the API server discards changes to metadata other than labels and annotations", compact(origMeta[k]), compact(meta[k]))})
+			}
 		}
 	}
 	if len(changed) > 0 {
 		it.failed = true
 	} else {
-		r.tally.pass(CheckMetadataUnchanged)
+		t.pass(CheckMetadataUnchanged)
 	}
 
 	restored := map[string]any{}
@@ -597,7 +704,14 @@ func (r *runner) checkObject(it *item, conv map[string]any, to, dir string) map[
 		somethingChanged := len(orig) != len(resp)
 		strs := make(map[string]string, len(resp))
 		bad := false
-		for _, k := range sortedKeysAny(resp) {
+		keys := make([]string, 0, len(resp))
+		for k := range resp {
+			keys = append(keys, k)
+		}
+		if len(keys) > 1 {
+			sort.Strings(keys)
+		}
+		for _, k := range keys {
 			s, isStr := resp[k].(string)
 			if !isStr {
 				fail(CheckLabelsAnnotations, fmt.Sprintf(".metadata.%s[%s]", fld, k), fmt.Sprintf("metadata.%s[%s] must be a string, but is %T in converted object", fld, k, resp[k]))
@@ -630,69 +744,99 @@ func (r *runner) checkObject(it *item, conv map[string]any, to, dir string) map[
 	if !laOK {
 		ok = false
 	} else {
-		r.tally.pass(CheckLabelsAnnotations)
+		t.pass(CheckLabelsAnnotations)
 	}
 	if !ok {
 		return nil
 	}
 	restored["metadata"] = nm
-	return r.checkInTarget(it, restored, to, dir)
+	obj, pruned := r.checkInTarget(t, it, restored, to, dir)
+	it.reusable = len(changed) == 0 && pruned == 0 && !bytes.Contains(it.convRaw, []byte("null"))
+	return obj
+}
+
+// ownCheck: metadata fields with checks of their own, or that may change.
+func ownCheck(k string) bool {
+	switch k {
+	case "labels", "annotations", "name", "namespace", "uid":
+		return true
+	}
+	return false
+}
+
+// metadataEqual compares metadata except the fields ownCheck names.
+func metadataEqual(a, b map[string]any) bool {
+	for k, v := range a {
+		if !ownCheck(k) && !jsonEqual(v, b[k]) {
+			return false
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok && !ownCheck(k) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkInTarget prunes obj in the target version's schema (what is pruned is data the API
 // server would lose) and validates it there.
-func (r *runner) checkInTarget(it *item, obj map[string]any, to, dir string) map[string]any {
+func (r *runner) checkInTarget(t *tally, it *item, obj map[string]any, to, dir string) (map[string]any, int) {
 	s := r.schemas[to]
 	pruned := s.pruneObject(obj)
 	for _, p := range pruned {
 		it.failed = true
-		r.tally.fail(Finding{Object: it.source, Direction: dir, Check: CheckPruned, Path: p,
+		t.fail(Finding{Object: it.source, Direction: dir, Check: CheckPruned, Path: p,
 			Detail: fmt.Sprintf("not in the %s schema: the API server prunes it (data loss)", to)})
 	}
 	if len(pruned) == 0 {
-		r.tally.pass(CheckPruned)
+		t.pass(CheckPruned)
 	}
 	errs := s.validate(obj)
 	for _, e := range errs {
 		it.failed = true
-		r.tally.fail(Finding{Object: it.source, Direction: dir, Check: CheckTargetSchema, Path: "." + e.Field, Detail: e.ErrorBody()})
+		t.fail(Finding{Object: it.source, Direction: dir, Check: CheckTargetSchema, Path: "." + e.Field, Detail: e.ErrorBody()})
 	}
 	if len(errs) == 0 {
-		r.tally.pass(CheckTargetSchema)
+		t.pass(CheckTargetSchema)
 	}
-	return obj
+	return obj, len(pruned)
 }
 
 // convertNone does what the API server does for strategy None: change apiVersion, then
 // prune in the target schema.
-func (r *runner) convertNone(items []*item, to, dir string) []map[string]any {
+func (r *runner) convertNone(t *tally, items []*item, to, dir string) []map[string]any {
 	out := make([]map[string]any, len(items))
 	for i, it := range items {
 		obj := runtime.DeepCopyJSON(it.orig)
 		obj["apiVersion"] = r.apiVersion(to)
-		out[i] = r.checkInTarget(it, obj, to, dir)
+		out[i], _ = r.checkInTarget(t, it, obj, to, dir)
 	}
 	return out
 }
 
 // compareRoundTrip diffs the original with the object that came back from A → V → A.
-func (r *runner) compareRoundTrip(it *item, back map[string]any) {
+func (r *runner) compareRoundTrip(t *tally, it *item, back map[string]any) {
+	if jsonEqual(it.orig, back) {
+		t.pass(CheckRoundTrip)
+		return
+	}
 	diffs := Diff(it.orig, back)
 	for _, d := range diffs {
 		it.failed = true
-		r.tally.fail(Finding{Object: it.source, Direction: it.version + " -> " + r.opts.To + " -> " + it.version, Check: CheckRoundTrip, Path: d.Path, Detail: d.Detail})
+		t.fail(Finding{Object: it.source, Direction: it.version + " -> " + r.opts.To + " -> " + it.version, Check: CheckRoundTrip, Path: d.Path, Detail: d.Detail})
 	}
 	if len(diffs) == 0 {
-		r.tally.pass(CheckRoundTrip)
+		t.pass(CheckRoundTrip)
 	}
 }
 
 // batchName names a request in findings that concern the whole request.
-func (r *runner) batchName(items []*item) string {
-	if len(items) == 1 {
-		return items[0].source
+func batchName(x *exchange) string {
+	if len(x.items) == 1 {
+		return x.items[0].source
 	}
-	return fmt.Sprintf("request #%d (%d objects)", r.requests, len(items))
+	return fmt.Sprintf("request #%d (%d objects)", x.number, len(x.items))
 }
 
 func snippet(b []byte) string {
@@ -771,15 +915,6 @@ func number(v any) (float64, bool) {
 }
 
 func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func sortedKeysAny(m map[string]any) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

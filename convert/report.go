@@ -151,6 +151,19 @@ func (t *tally) fail(f Finding) {
 	t.findings = append(t.findings, f)
 }
 
+// merge adds o's counts, findings and latencies to t.
+func (t *tally) merge(o *tally) {
+	for _, name := range AllChecks {
+		if c, ok := o.counts[name]; ok {
+			mine := t.count(name)
+			mine.Passed += c.Passed
+			mine.Failed += c.Failed
+		}
+	}
+	t.findings = append(t.findings, o.findings...)
+	t.latencies = append(t.latencies, o.latencies...)
+}
+
 func (t *tally) checks() []CheckCount {
 	var out []CheckCount
 	for _, name := range AllChecks {

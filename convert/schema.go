@@ -13,6 +13,8 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kube-openapi/pkg/validation/strfmt"
+	"k8s.io/kube-openapi/pkg/validation/validate"
 )
 
 // versionSchema is one version's schema, as the API server builds it: the structural schema
@@ -20,7 +22,7 @@ import (
 type versionSchema struct {
 	name       string
 	structural *structuralschema.Structural // nil: no schema, or pruning off (preserveUnknownFields)
-	validator  apiservervalidation.SchemaValidator
+	validator  apiservervalidation.SchemaCreateValidator
 	prune      bool
 }
 
@@ -53,12 +55,20 @@ func newVersionSchema(crd *apiextensionsv1.CustomResourceDefinition, v string) (
 		}
 	}
 	vs.structural = s
-	validator, _, err := apiservervalidation.NewSchemaValidator(internal.OpenAPIV3Schema)
+	_, openapiSchema, err := apiservervalidation.NewSchemaValidator(internal.OpenAPIV3Schema)
 	if err != nil {
 		return nil, fmt.Errorf("%s: version %q: building the validator: %w", crd.Name, v, err)
 	}
-	vs.validator = validator
+	// The API server's create validation without ratcheting (its basicSchemaValidator), built
+	// once: the ratcheting validator rebuilds it on every call.
+	vs.validator = createValidator{validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default)}
 	return vs, nil
+}
+
+type createValidator struct{ sv *validate.SchemaValidator }
+
+func (c createValidator) Validate(obj any, _ ...apiservervalidation.ValidationOption) *validate.Result {
+	return c.sv.Validate(obj)
 }
 
 // pruneObject prunes obj (a whole custom resource) in this version's schema, as the API

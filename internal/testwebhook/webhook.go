@@ -71,6 +71,7 @@ type Server struct {
 	mu        sync.Mutex
 	behaviour Behaviour
 	delay     time.Duration
+	latency   time.Duration
 	requests  int
 }
 
@@ -141,6 +142,14 @@ func (s *Server) SetDelay(d time.Duration) {
 	s.mu.Unlock()
 }
 
+// SetLatency delays every answer by d, to stand for the network between the API server and a
+// webhook running in a pod (benchmarks).
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	s.latency = d
+	s.mu.Unlock()
+}
+
 // Requests returns how many requests were served.
 func (s *Server) Requests() int {
 	s.mu.Lock()
@@ -183,9 +192,12 @@ type response struct {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	b, delay := s.behaviour, s.delay
+	b, delay, latency := s.behaviour, s.delay, s.latency
 	s.requests++
 	s.mu.Unlock()
+	if latency > 0 {
+		time.Sleep(latency)
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
