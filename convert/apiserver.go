@@ -53,7 +53,7 @@ func DryRunRoundTrip(ctx context.Context, opts ViaAPIServerOptions, objects []Ob
 			continue
 		}
 		expected := runtime.DeepCopyJSON(o.Object)
-		r.schemas[v].pruneObject(expected)
+		r.schemas[v].pruneObject(expected, true)
 		r.schemas[v].defaultObject(expected)
 		u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(expected)}
 		for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink"} {

@@ -72,14 +72,17 @@ func (c createValidator) Validate(obj any, _ ...apiservervalidation.ValidationOp
 }
 
 // pruneObject prunes obj (a whole custom resource) in this version's schema, as the API
-// server does when it reads or writes, and drops non-nullable nulls without defaults. It
-// returns the pruned JSON paths (".spec.foo"), sorted.
-func (vs *versionSchema) pruneObject(obj map[string]any) []string {
+// server does when it reads or writes, and (unless the caller knows there is no null in it)
+// drops non-nullable nulls without defaults. It returns the pruned JSON paths (".spec.foo"),
+// sorted.
+func (vs *versionSchema) pruneObject(obj map[string]any, mayHaveNulls bool) []string {
 	if vs.structural == nil || !vs.prune {
 		return nil
 	}
 	paths := pruning.PruneWithOptions(obj, vs.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
-	defaulting.PruneNonNullableNullsWithoutDefaults(obj, vs.structural)
+	if mayHaveNulls {
+		defaulting.PruneNonNullableNullsWithoutDefaults(obj, vs.structural)
+	}
 	out := make([]string, len(paths))
 	for i, p := range paths {
 		out[i] = "." + p
