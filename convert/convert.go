@@ -53,6 +53,10 @@ type Options struct {
 	Transport Transport
 	// NewUID makes request UIDs (nil: random UUIDs, like the API server).
 	NewUID func() types.UID
+	// Progress, when set, is called after each batch has been sent (and sent back, for
+	// round trips) with the number of objects done so far and the number to send. It is
+	// called from one goroutine.
+	Progress func(done, total int)
 }
 
 // ReviewVersionFor returns the ConversionReview version the API server would send for crd:
@@ -360,6 +364,16 @@ func (r *runner) pipeline(ctx context.Context, batches []*batch) error {
 			}
 		})
 	}
+	total, done := 0, 0
+	for _, b := range batches {
+		total += len(b.items)
+	}
+	progress := func(b *batch) {
+		done += len(b.items)
+		if r.opts.Progress != nil {
+			r.opts.Progress(done, total)
+		}
+	}
 	var prev *batch
 	for _, b := range batches {
 		if err := ctx.Err(); err != nil {
@@ -393,13 +407,17 @@ func (r *runner) pipeline(ctx context.Context, batches []*batch) error {
 				b.backOrig = append(b.backOrig, b.items[i])
 			}
 		})
-		if r.opts.RoundTrip && prev != nil {
+		if !r.opts.RoundTrip {
+			progress(b)
+		} else if prev != nil {
 			sendLeg2(prev)
+			progress(prev)
 		}
 		prev = b
 	}
 	if r.opts.RoundTrip && prev != nil && prev.checked1 != nil {
 		sendLeg2(prev)
+		progress(prev)
 	}
 	wg.Wait()
 	return ctx.Err()

@@ -238,9 +238,12 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 			}
 		}
 		if !o.Quiet && len(objects) > o.BatchSize {
-			fmt.Fprintf(o.g.ErrOut, "converting %d objects in batches of %d...\n", len(objects), o.BatchSize)
+			opts.Progress = progressLines(o.g.ErrOut, time.Now())
 		}
 		report, err = convert.Run(ctx, opts, objects)
+		if ctx.Err() != nil {
+			return Unavailable(fmt.Errorf("interrupted: nothing was written"))
+		}
 		if err != nil {
 			return Usage(err)
 		}
@@ -267,6 +270,25 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 		return ProblemsFound("%s: %d failed check(s) converting to %s", crd.Name, n, o.To)
 	}
 	return nil
+}
+
+// progressLines prints "converted 1500/10000 objects (2400/s, about 4s left)" at most once a
+// second, and the last one.
+func progressLines(w io.Writer, start time.Time) func(done, total int) {
+	var last time.Time
+	return func(done, total int) {
+		now := time.Now()
+		if done < total && now.Sub(last) < time.Second {
+			return
+		}
+		last = now
+		rate := float64(done) / now.Sub(start).Seconds()
+		line := fmt.Sprintf("converted %d/%d objects (%.0f/s", done, total, rate)
+		if done < total && rate > 0 {
+			line += fmt.Sprintf(", about %s left", (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second))
+		}
+		fmt.Fprintln(w, line+")")
+	}
 }
 
 // defaultFrom is the highest-priority served version other than to.

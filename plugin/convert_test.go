@@ -130,6 +130,18 @@ func TestConvertCommand(t *testing.T) {
 		}
 		golden(t, "convert/none.txt", stable(got.stdout))
 	})
+	t.Run("progress on stderr", func(t *testing.T) {
+		got := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1beta1", "--generate", "30", "--batch-size", "10", "--round-trip")
+		if got.code != 0 {
+			t.Fatalf("exit %d\n%s%s", got.code, got.stdout, got.stderr)
+		}
+		mustContain(t, "stderr", got.stderr, "converted 30/30 objects (")
+		mustContain(t, "stdout", got.stdout, "30 given, 0 skipped, 30 passed every check, 0 failed; 6 request(s)")
+		quiet := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1beta1", "--generate", "30", "--batch-size", "10", "-q")
+		if quiet.stderr != "" {
+			t.Errorf("--quiet printed %q", quiet.stderr)
+		}
+	})
 	t.Run("unreachable", func(t *testing.T) {
 		gone := startConvertWebhook(t, testwebhook.Options{})
 		file := writeCRD(t, webhookCRD(t, gone, ""))
