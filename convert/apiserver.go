@@ -24,6 +24,15 @@ type ViaAPIServerOptions struct {
 	Client dynamic.Interface
 	// Namespace for objects that have none (namespaced CRDs).
 	Namespace string
+	// To is the version the user asked for; through the API server only round trips via the
+	// storage version can be made without writing, and the report says so when they differ.
+	To string
+}
+
+func (r *runner) noteTarget(to, storage string) {
+	if to != "" && to != storage {
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("--to %s is not the storage version (%s): through the API server, without writing anything, only round trips through the storage version can be checked", to, storage))
+	}
 }
 
 // DryRunRoundTrip creates every object with a server-side dry run in its own version A. The
@@ -34,12 +43,11 @@ type ViaAPIServerOptions struct {
 func DryRunRoundTrip(ctx context.Context, opts ViaAPIServerOptions, objects []Object) (*Report, error) {
 	crd := opts.CRD
 	storage := explain.StorageVersion(crd)
-	r, err := newRunner(Options{CRD: crd, To: storage, RoundTrip: true, Transport: apiserverTransport{}})
+	r, err := newRunner(Options{CRD: crd, To: storage, RoundTrip: true}, true)
 	if err != nil {
 		return nil, err
 	}
 	rep := r.report
-	rep.ReviewVersion = ""
 	rep.Webhook = fmt.Sprintf("the API server (server-side dry-run create in each object's version, converted to the storage version %s and back)", storage)
 	rep.Objects = len(objects)
 	for _, o := range objects {
@@ -87,9 +95,7 @@ func DryRunRoundTrip(ctx context.Context, opts ViaAPIServerOptions, objects []Ob
 	if rep.Skipped > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d object(s) at the storage version %s were not sent: a dry-run create in the storage version converts nothing", rep.Skipped, storage))
 	}
-	if r.opts.To != "" {
-		rep.Notes = append(rep.Notes, "through the API server only the round trip via the storage version can be checked without writing anything")
-	}
+	r.noteTarget(opts.To, storage)
 	return r.finish(), nil
 }
 
@@ -100,12 +106,11 @@ func DryRunRoundTrip(ctx context.Context, opts ViaAPIServerOptions, objects []Ob
 func LiveRoundTrip(ctx context.Context, opts ViaAPIServerOptions, list metav1.ListOptions, allNamespaces bool) (*Report, error) {
 	crd := opts.CRD
 	storage := explain.StorageVersion(crd)
-	r, err := newRunner(Options{CRD: crd, To: storage, RoundTrip: true, Transport: apiserverTransport{}})
+	r, err := newRunner(Options{CRD: crd, To: storage, RoundTrip: true}, true)
 	if err != nil {
 		return nil, err
 	}
 	rep := r.report
-	rep.ReviewVersion = ""
 	rep.Webhook = fmt.Sprintf("the API server (GET in every served version, then a server-side dry-run update in each: W -> %s -> W)", storage)
 	ns := opts.Namespace
 	if allNamespaces || crd.Spec.Scope == apiextensionsv1.ClusterScoped {
@@ -156,6 +161,7 @@ func LiveRoundTrip(ctx context.Context, opts ViaAPIServerOptions, list metav1.Li
 			}
 		}
 	}
+	r.noteTarget(opts.To, storage)
 	rep.Converted = rep.Objects - len(failed)
 	for k := range failed {
 		rep.Failed = append(rep.Failed, FailedObject{Source: k})
@@ -230,11 +236,3 @@ func (r *runner) finish() *Report {
 	r.report.Latency = latencySummary(r.tally.latencies)
 	return r.report
 }
-
-// apiserverTransport stands for "the API server calls the webhook" in newRunner.
-type apiserverTransport struct{}
-
-func (apiserverTransport) Post(context.Context, []byte) (*HTTPResponse, error) {
-	return nil, &TransportError{Err: fmt.Errorf("not used")}
-}
-func (apiserverTransport) Describe() string { return "the API server" }

@@ -152,14 +152,16 @@ type runner struct {
 // error is for a run that cannot start (unknown version, object of another kind); what goes
 // wrong with the webhook is in the report (Unreachable when it could not be reached).
 func Run(ctx context.Context, opts Options, objects []Object) (*Report, error) {
-	r, err := newRunner(opts)
+	r, err := newRunner(opts, false)
 	if err != nil {
 		return nil, err
 	}
 	return r.run(ctx, objects)
 }
 
-func newRunner(opts Options) (*runner, error) {
+// newRunner prepares a run. viaServer: the API server calls the webhook (no transport, no
+// review version of our own).
+func newRunner(opts Options, viaServer bool) (*runner, error) {
 	crd := opts.CRD
 	if crd == nil {
 		return nil, errors.New("no CustomResourceDefinition given")
@@ -186,6 +188,9 @@ func newRunner(opts Options) (*runner, error) {
 		r.none = true
 		r.report.Notes = append(r.report.Notes,
 			"spec.conversion.strategy is None: there is no webhook; the API server converts by changing apiVersion only, then prunes what the target version's schema does not know")
+		return r, nil
+	}
+	if viaServer {
 		return r, nil
 	}
 	if opts.Transport == nil {

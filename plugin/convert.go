@@ -210,7 +210,7 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		report, err = convert.LiveRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns},
+		report, err = convert.LiveRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To},
 			metav1.ListOptions{LabelSelector: o.Selector, Limit: o.Limit}, o.AllNamespaces)
 		if err != nil {
 			return clusterError("round trip through the API server", err)
@@ -225,7 +225,7 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			report, err = convert.DryRunRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns}, objects)
+			report, err = convert.DryRunRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To}, objects)
 			if err != nil {
 				return clusterError("round trip through the API server", err)
 			}

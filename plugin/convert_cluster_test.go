@@ -181,11 +181,12 @@ func TestConvertAgainstAPIServer(t *testing.T) {
 		}
 	})
 	t.Run("via the API server: live objects", func(t *testing.T) {
-		got := runCluster(t, "convert", name, "--to", "v1", "--from-cluster", "--via-apiserver", "-n", "default")
+		got := runCluster(t, "convert", name, "--to", "v1beta1", "--from-cluster", "--via-apiserver", "-n", "default")
 		if got.code != 0 {
 			t.Fatalf("exit %d\n%s%s", got.code, got.stdout, got.stderr)
 		}
-		mustContain(t, "stdout", got.stdout, "GET in every served version", "4 given", "No findings.")
+		mustContain(t, "stdout", got.stdout, "GET in every served version", "4 given", "No findings.",
+			"--to v1beta1 is not the storage version (v1)")
 		srv.Set(testwebhook.Failed)
 		defer srv.Set(testwebhook.Good)
 		got = runCluster(t, "convert", name, "--to", "v1", "--from-cluster", "--via-apiserver", "-n", "default", "-o", "json")
