@@ -511,12 +511,17 @@ func (r *runner) check(x *exchange, t *tally) []map[string]any {
 		return failAll(Finding{Check: CheckResponseJSON, Detail: fmt.Sprintf("malformed response: %v: %s", err, snippet(resp.Body))})
 	}
 	t.pass(CheckResponseJSON)
-	if r.review == "v1" {
-		if rev.APIVersion != "apiextensions.k8s.io/v1" || rev.Kind != "ConversionReview" {
-			return failAll(Finding{Check: CheckReviewKind, Detail: fmt.Sprintf("expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got %s, Kind=%s", rev.APIVersion, rev.Kind)})
-		}
-		t.pass(CheckReviewKind)
+	wantAPIVersion := "apiextensions.k8s.io/" + r.review
+	switch {
+	case r.review == "v1" && (rev.APIVersion != wantAPIVersion || rev.Kind != "ConversionReview"):
+		// The API server's explicit check for v1 reviews.
+		return failAll(Finding{Check: CheckReviewKind, Detail: fmt.Sprintf("expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got %s, Kind=%s", rev.APIVersion, rev.Kind)})
+	case r.review == "v1beta1" && (rev.APIVersion != "" || rev.Kind != "") && (rev.APIVersion != wantAPIVersion || rev.Kind != "ConversionReview"):
+		// v1beta1 has no explicit check, but the API server's decoder fails on any other
+		// registered-or-not kind (an empty one defaults to the request's).
+		return failAll(Finding{Check: CheckReviewKind, Detail: fmt.Sprintf("the API server cannot decode a %s, Kind=%s as the apiextensions.k8s.io/v1beta1 ConversionReview it asked for", rev.APIVersion, rev.Kind)})
 	}
+	t.pass(CheckReviewKind)
 	if rev.Response == nil {
 		return failAll(Finding{Check: CheckResponsePresent, Detail: "no response provided (.response is missing)"})
 	}

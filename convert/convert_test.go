@@ -119,6 +119,7 @@ func TestWebhookMisbehaviour(t *testing.T) {
 		{testwebhook.WrongContentType, false, []string{CheckContentType}},
 		{testwebhook.MalformedJSON, false, []string{CheckResponseJSON}},
 		{testwebhook.WrongReviewKind, false, []string{CheckReviewKind}},
+		{testwebhook.NoReviewKind, false, []string{CheckReviewKind}},
 		{testwebhook.NoResponse, false, []string{CheckResponsePresent}},
 		{testwebhook.Slow, false, []string{CheckTimeout}},
 		{testwebhook.Lossy, true, []string{CheckRoundTrip}},

@@ -20,7 +20,7 @@ const (
 	CheckHTTPStatus         = "http-status"         // HTTP 200
 	CheckContentType        = "content-type"        // a JSON content type
 	CheckResponseJSON       = "response-json"       // the body is a JSON ConversionReview
-	CheckReviewKind         = "review-kind"         // apiVersion/kind of the review (v1 only, like the API server)
+	CheckReviewKind         = "review-kind"         // apiVersion/kind of the review (v1: exact; v1beta1: decodable, as the API server)
 	CheckResponsePresent    = "response-present"    // .response is set
 	CheckResponseUID        = "response-uid"        // .response.uid equals the request's (v1 only, like the API server)
 	CheckResultStatus       = "result-status"       // .response.result.status is Success

@@ -88,77 +88,7 @@ func TestConvertAgainstAPIServer(t *testing.T) {
 		}
 		mustContain(t, "stdout", got.stdout, "2 object(s) read from the cluster at v1", "default/crontab-0", "v1 -> v1beta1 -> v1", ".spec.port", `lost: was "5432"`)
 	})
-	t.Run("the API server agrees", func(t *testing.T) {
-		// The oracle: a server-side dry-run create at v1beta1 makes the API server convert
-		// each object to v1 (storage) and back, calling the webhook both ways with one object
-		// per request. (Reads are no oracle: each version's watch cache holds objects
-		// converted when they last changed.) We convert the same objects to v1 and back, one
-		// per request too.
-		gvr := schema.GroupVersionResource{Group: group, Version: "v1beta1", Resource: "crontabs"}
-		var objs []convert.Object
-		for i, hp := range []string{"db.example.com:5432", "cache.example.com", "a:b/c,d=e"} {
-			objs = append(objs, convert.Object{Source: fmt.Sprint(i), Object: map[string]any{
-				"apiVersion": group + "/v1beta1", "kind": "CronTab",
-				"metadata": map[string]any{"name": fmt.Sprintf("oracle-%d", i), "namespace": "default", "labels": map[string]any{"app": "backup"}},
-				"spec":     map[string]any{"cronSpec": "*/5 * * * *", "hostPort": hp},
-			}})
-		}
-		tr, err := convert.NewHTTPTransport(crd, convert.TransportOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range []testwebhook.Behaviour{
-			testwebhook.Good, testwebhook.WrongUID, testwebhook.WrongCount, testwebhook.WrongAPIVersion,
-			testwebhook.WrongKind, testwebhook.Rename, testwebhook.ChangeNamespace, testwebhook.ChangeUID, testwebhook.NoMetadata,
-			testwebhook.BadLabel, testwebhook.Failed, testwebhook.Non200, testwebhook.MalformedJSON, testwebhook.WrongReviewKind,
-			testwebhook.NoResponse, testwebhook.ChangeMetadata, testwebhook.Lossy,
-		} {
-			t.Run(string(b)+"-", func(t *testing.T) {
-				srv.Set(b)
-				defer srv.Set(testwebhook.Good)
-				var serverErr error
-				for _, o := range objs {
-					u := &unstructured.Unstructured{Object: o.Object}
-					if _, err := dyn.Resource(gvr).Namespace("default").Create(context.Background(), u.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
-						serverErr = err
-						break
-					}
-				}
-				rep, err := convert.Run(context.Background(), convert.Options{CRD: crd, To: "v1", BatchSize: 1, RoundTrip: true, Transport: tr}, objs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var errorChecks, warningChecks []string
-				for _, f := range rep.Findings {
-					switch {
-					case f.Check == convert.CheckRoundTrip:
-						// Lossy, yet the API server accepts it: that is what round trips are for.
-					case f.Severity == convert.SeverityError:
-						errorChecks = append(errorChecks, f.Check)
-					default:
-						warningChecks = append(warningChecks, f.Check)
-					}
-				}
-				sort.Strings(errorChecks)
-				if (serverErr != nil) != (len(errorChecks) > 0) {
-					t.Errorf("API server: %v; our error findings: %v", serverErr, errorChecks)
-				}
-				switch b {
-				case testwebhook.ChangeMetadata:
-					if len(warningChecks) == 0 {
-						t.Errorf("the API server silently discards metadata changes: we must warn")
-					}
-				case testwebhook.Lossy:
-					if rep.Problems() == 0 {
-						t.Errorf("the lossy webhook passed the round trip")
-					}
-				}
-				if serverErr != nil {
-					t.Logf("API server: %s; we: %v", firstLine(serverErr.Error()), errorChecks)
-				}
-			})
-		}
-	})
+	t.Run("the API server agrees", func(t *testing.T) { agreeWithAPIServer(t, dyn, srv, crd) })
 	t.Run("via the API server: dry-run create", func(t *testing.T) {
 		got := runCluster(t, "convert", name, "--to", "v1", "--generate", "12", "--from", "v1beta1", "--via-apiserver", "-n", "default")
 		if got.code != 0 {
@@ -282,4 +212,91 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// agreeWithAPIServer is the oracle test: a server-side dry-run create at v1beta1 makes the
+// API server convert each object to v1 (storage) and back, calling the webhook both ways with
+// one object per request. (Reads are no oracle: each version's watch cache holds objects
+// converted when they last changed.) We convert the same objects to v1 and back, one per
+// request too. For every misbehaviour, the API server fails iff one of our error checks does.
+func agreeWithAPIServer(t *testing.T, dyn dynamic.Interface, srv *testwebhook.Server, crd *apiextensionsv1.CustomResourceDefinition) {
+	group := crd.Spec.Group
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1beta1", Resource: "crontabs"}
+	var objs []convert.Object
+	for i, hp := range []string{"db.example.com:5432", "cache.example.com", "a:b/c,d=e"} {
+		objs = append(objs, convert.Object{Source: fmt.Sprint(i), Object: map[string]any{
+			"apiVersion": group + "/v1beta1", "kind": "CronTab",
+			"metadata": map[string]any{"name": fmt.Sprintf("oracle-%d", i), "namespace": "default", "labels": map[string]any{"app": "backup"}},
+			"spec":     map[string]any{"cronSpec": "*/5 * * * *", "hostPort": hp},
+		}})
+	}
+	tr, err := convert.NewHTTPTransport(crd, convert.TransportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []testwebhook.Behaviour{
+		testwebhook.Good, testwebhook.WrongUID, testwebhook.WrongCount, testwebhook.WrongAPIVersion,
+		testwebhook.WrongKind, testwebhook.Rename, testwebhook.ChangeNamespace, testwebhook.ChangeUID, testwebhook.NoMetadata,
+		testwebhook.BadLabel, testwebhook.Failed, testwebhook.Non200, testwebhook.MalformedJSON, testwebhook.WrongReviewKind,
+		testwebhook.NoReviewKind, testwebhook.NoResponse, testwebhook.ChangeMetadata, testwebhook.Lossy,
+	} {
+		t.Run(string(b)+"-", func(t *testing.T) {
+			srv.Set(b)
+			defer srv.Set(testwebhook.Good)
+			var serverErr error
+			for _, o := range objs {
+				u := &unstructured.Unstructured{Object: o.Object}
+				if _, err := dyn.Resource(gvr).Namespace("default").Create(context.Background(), u.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+					serverErr = err
+					break
+				}
+			}
+			rep, err := convert.Run(context.Background(), convert.Options{CRD: crd, To: "v1", BatchSize: 1, RoundTrip: true, Transport: tr}, objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var errorChecks, warningChecks []string
+			for _, f := range rep.Findings {
+				switch {
+				case f.Check == convert.CheckRoundTrip:
+					// Lossy, yet the API server accepts it: that is what round trips are for.
+				case f.Severity == convert.SeverityError:
+					errorChecks = append(errorChecks, f.Check)
+				default:
+					warningChecks = append(warningChecks, f.Check)
+				}
+			}
+			sort.Strings(errorChecks)
+			if (serverErr != nil) != (len(errorChecks) > 0) {
+				t.Errorf("API server: %v; our error findings: %v", serverErr, errorChecks)
+			}
+			switch b {
+			case testwebhook.ChangeMetadata:
+				if len(warningChecks) == 0 {
+					t.Errorf("the API server silently discards metadata changes: we must warn")
+				}
+			case testwebhook.Lossy:
+				if rep.Problems() == 0 {
+					t.Errorf("the lossy webhook passed the round trip")
+				}
+			}
+			if serverErr != nil {
+				t.Logf("API server: %s; we: %v", firstLine(serverErr.Error()), errorChecks)
+			}
+		})
+	}
+}
+
+// TestConvertAgreesV1beta1Review: the same oracle with a CRD that asks for v1beta1
+// ConversionReviews.
+func TestConvertAgreesV1beta1Review(t *testing.T) {
+	srv := startConvertWebhook(t, testwebhook.Options{})
+	crd := webhookCRD(t, srv, "convert-beta.example.com")
+	crd.Spec.Conversion.Webhook.ConversionReviewVersions = []string{"v1beta1"}
+	registerCRD(t, crd)
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agreeWithAPIServer(t, dyn, srv, crd)
 }

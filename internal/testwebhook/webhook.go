@@ -49,6 +49,7 @@ const (
 	WrongContentType Behaviour = "wrong-content-type" // text/plain
 	MalformedJSON    Behaviour = "malformed-json"     // body is not JSON
 	WrongReviewKind  Behaviour = "wrong-review-kind"  // response kind AdmissionReview
+	NoReviewKind     Behaviour = "no-review-kind"     // response without apiVersion and kind
 	NoResponse       Behaviour = "no-response"        // .response missing
 	Slow             Behaviour = "slow"               // answers after Delay
 	Lossy            Behaviour = "lossy"              // v1 -> v1beta1 drops spec.port
@@ -174,8 +175,8 @@ func (s *Server) WebhookConversion(reviewVersions ...string) *apiextensionsv1.Cu
 
 // review is both ConversionReview versions (same shape).
 type review struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
 	Request    *struct {
 		UID               string            `json:"uid"`
 		DesiredAPIVersion string            `json:"desiredAPIVersion"`
@@ -302,6 +303,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: "conversion refused: spec.hostPort is required"}
 	case WrongReviewKind:
 		out.Kind = "AdmissionReview"
+	case NoReviewKind:
+		out.APIVersion, out.Kind = "", ""
 	case NoResponse:
 		out.Response = nil
 	case UnknownField:
