@@ -36,9 +36,9 @@ func diffValue(path string, a, b any, out *[]Difference) {
 			bv, inB := bm[k]
 			switch {
 			case inA && !inB:
-				*out = append(*out, Difference{Path: p, Detail: fmt.Sprintf("lost: was %s, missing after the round trip", compact(av))})
+				*out = append(*out, Difference{Path: p, Detail: fmt.Sprintf("lost: was %s, missing after the round trip", jsonText(av))})
 			case !inA && inB:
-				*out = append(*out, Difference{Path: p, Detail: fmt.Sprintf("added: %s appeared after the round trip", compact(bv))})
+				*out = append(*out, Difference{Path: p, Detail: fmt.Sprintf("added: %s appeared after the round trip", jsonText(bv))})
 			default:
 				diffValue(p, av, bv, out)
 			}
@@ -60,7 +60,7 @@ func diffValue(path string, a, b any, out *[]Difference) {
 		if path == "" {
 			path = "."
 		}
-		*out = append(*out, Difference{Path: path, Detail: fmt.Sprintf("changed: %s became %s", compact(a), compact(b))})
+		*out = append(*out, Difference{Path: path, Detail: fmt.Sprintf("changed: %s became %s", jsonText(a), jsonText(b))})
 	}
 }
 
@@ -76,4 +76,12 @@ func pathKey(k string) string {
 		}
 	}
 	return "." + k
+}
+
+// jsonText shows a value as compact JSON (null for null), cut at 80 characters.
+func jsonText(v any) string {
+	if v == nil {
+		return "null"
+	}
+	return compact(v)
 }
