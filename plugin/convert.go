@@ -17,6 +17,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/convert"
@@ -312,6 +313,9 @@ func (o *ConvertOptions) dynamic() (dynamic.Interface, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	cfg = rest.CopyConfig(cfg)
+	// Deprecation warnings (reading a deprecated version) go to our stderr, once each.
+	cfg.WarningHandler = rest.NewWarningWriter(o.g.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, "", Unavailable(fmt.Errorf("cannot build a client: %w", err))

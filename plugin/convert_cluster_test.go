@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
@@ -65,7 +66,7 @@ func TestConvertAgainstAPIServer(t *testing.T) {
 	const group = "convert-it.example.com"
 	crd := webhookCRD(t, srv, group)
 	registerCRD(t, crd)
-	dyn, err := dynamic.NewForConfig(env.Config)
+	dyn, err := dynamic.NewForConfig(quietConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +118,10 @@ func TestConvertAgainstAPIServer(t *testing.T) {
 		}
 		mustContain(t, "stdout", got.stdout, "GET in every served version", "4 given", "No findings.",
 			"--to v1beta1 is not the storage version (v1)")
+		// Reading the deprecated v1beta1: the API server's warning, on our stderr, once.
+		if n := strings.Count(got.stderr, "Warning: stable.example.com/v1beta1 CronTab is deprecated"); n != 1 {
+			t.Errorf("deprecation warning %d times on stderr:\n%s", n, got.stderr)
+		}
 		srv.Set(testwebhook.Failed)
 		defer srv.Set(testwebhook.Good)
 		got = runCluster(t, "convert", name, "--to", "v1", "--from-cluster", "--via-apiserver", "-n", "default", "-o", "json")
@@ -139,7 +144,7 @@ func TestConvertLiveLossViaAPIServer(t *testing.T) {
 		v.Storage = v.Name == "v1beta1"
 	}
 	registerCRD(t, crd)
-	dyn, err := dynamic.NewForConfig(env.Config)
+	dyn, err := dynamic.NewForConfig(quietConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,9 +305,17 @@ func TestConvertAgreesV1beta1Review(t *testing.T) {
 	crd := webhookCRD(t, srv, "convert-beta.example.com")
 	crd.Spec.Conversion.Webhook.ConversionReviewVersions = []string{"v1beta1"}
 	registerCRD(t, crd)
-	dyn, err := dynamic.NewForConfig(env.Config)
+	dyn, err := dynamic.NewForConfig(quietConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	agreeWithAPIServer(t, dyn, srv, crd)
+}
+
+// quietConfig is the admin configuration without client-go's warning log lines (the tests
+// read the deprecated v1beta1 on purpose).
+func quietConfig() *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = rest.NoWarnings{}
+	return cfg
 }
