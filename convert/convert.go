@@ -290,10 +290,24 @@ func (r *runner) run(ctx context.Context, objects []Object) (*Report, error) {
 	for _, b := range batches {
 		r.tally.merge(b.t1)
 		r.tally.merge(b.t2)
+		// Left unsent when the webhook became unreachable: neither passed nor failed.
+		unsent := map[*item]bool{}
+		if b.x1 == nil {
+			for _, it := range b.items {
+				unsent[it] = true
+			}
+		} else if r.opts.RoundTrip && b.x2 == nil {
+			for _, it := range b.backOrig {
+				unsent[it] = true
+			}
+		}
 		for _, it := range b.items {
-			if it.failed {
+			switch {
+			case it.failed:
 				failed = append(failed, it)
-			} else {
+			case unsent[it]:
+				r.report.NotSent++
+			default:
 				r.report.Converted++
 			}
 		}
@@ -323,7 +337,6 @@ type batch struct {
 	backOrig []*item          // the original of each leg 2 item
 	t1, t2   *tally
 	checked1 chan struct{}
-	err      error
 }
 
 // exchange is one ConversionReview request and what came back.

@@ -352,6 +352,14 @@ func TestTransports(t *testing.T) {
 		if !strings.Contains(rep.Unreachable, "cannot connect") || rep.Requests != 1 {
 			t.Errorf("unreachable = %q after %d requests", rep.Unreachable, rep.Requests)
 		}
+		// Three batches: the first failed to connect, the others were never sent.
+		rep, err := Run(context.Background(), Options{CRD: crd, To: "v1", BatchSize: 1, RoundTrip: true, Transport: transport(t, crd, TransportOptions{})}, cronTabs(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Requests != 1 || len(rep.Failed) != 1 || rep.NotSent != 2 || rep.Converted != 0 {
+			t.Errorf("requests %d, failed %d, not sent %d, converted %d; want 1, 1, 2, 0", rep.Requests, len(rep.Failed), rep.NotSent, rep.Converted)
+		}
 	})
 	t.Run("client certificate", func(t *testing.T) {
 		mtls := startWebhook(t, testwebhook.Options{RequireClientCert: true})

@@ -69,6 +69,7 @@ type Report struct {
 	Objects   int `json:"objects"`   // objects given
 	Skipped   int `json:"skipped"`   // already at the target version: not sent (the API server never sends them)
 	Converted int `json:"converted"` // objects that came back converted and passed every check
+	NotSent   int `json:"notSent"`   // objects not sent (or not sent back) because the webhook became unreachable
 	Requests  int `json:"requests"`  // ConversionReview requests sent
 
 	Checks   []CheckCount `json:"checks"`

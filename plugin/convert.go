@@ -477,8 +477,12 @@ func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
 		what += ", ConversionReview " + r.ReviewVersion
 	}
 	fmt.Fprintf(&b, "Converted:  %s\n", what)
-	fmt.Fprintf(&b, "Objects:    %d given, %d skipped, %d passed every check, %d failed; %d request(s)\n",
-		r.Objects, r.Skipped, r.Converted, len(r.Failed), r.Requests)
+	notSent := ""
+	if r.NotSent > 0 {
+		notSent = fmt.Sprintf(", %d not sent", r.NotSent)
+	}
+	fmt.Fprintf(&b, "Objects:    %d given, %d skipped, %d passed every check, %d failed%s; %d request(s)\n",
+		r.Objects, r.Skipped, r.Converted, len(r.Failed), notSent, r.Requests)
 	if r.Latency.Requests > 0 {
 		fmt.Fprintf(&b, "Latency:    p50 %s, p99 %s, max %s over %d request(s)\n", ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.Max), r.Latency.Requests)
 	}
