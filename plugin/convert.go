@@ -124,6 +124,30 @@ error; 3 the webhook (or the cluster) could not be reached.`,
 	f.StringVar(&o.ClientKey, "webhook-client-key", "", "PEM key of --webhook-client-cert")
 	f.BoolVar(&o.Insecure, "webhook-insecure-skip-tls-verify", false, "Do not verify the webhook's certificate (never the default)")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
+	completeVersions := func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		name := ""
+		if len(args) > 0 {
+			name = args[0]
+		}
+		// During completion cobra parses the flags twice, so slice flags hold every file twice.
+		src := *o.source
+		src.files = nil
+		seen := map[string]bool{}
+		for _, f := range o.source.files {
+			if !seen[f] {
+				seen[f] = true
+				src.files = append(src.files, f)
+			}
+		}
+		crd, err := src.one(cmd.Context(), name)
+		if err != nil {
+			cobra.CompDebugln(err.Error(), true)
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return explain.VersionNames(crd), cobra.ShellCompDirectiveNoFileComp
+	}
+	_ = cmd.RegisterFlagCompletionFunc("to", completeVersions)
+	_ = cmd.RegisterFlagCompletionFunc("from", completeVersions)
 	_ = cmd.RegisterFlagCompletionFunc("review-version", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"v1", "v1beta1"}, cobra.ShellCompDirectiveNoFileComp
 	})

@@ -234,3 +234,9 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestConvertCompletion: --to completes the CRD's versions.
+func TestConvertCompletion(t *testing.T) {
+	got := run(t, "", "__complete", "convert", "--crd-file", repoFile("testdata", "crds", "crontab.yaml"), "--to", "")
+	mustContain(t, "completion", got.stdout, "v1\n", "v1beta1\n", "v1alpha1\n", ":4")
+}
