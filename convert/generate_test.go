@@ -3,6 +3,8 @@ package convert
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -234,4 +236,24 @@ spec:
 	}
 	_ = cmp.Diff
 	return crd
+}
+
+// TestFromPattern: strings generated from regular expressions match them.
+func TestFromPattern(t *testing.T) {
+	for _, p := range []string{
+		`^ab-[0-9]{2,3}$`,
+		`^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$`,
+		`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`,
+		`^(Always|Never|IfNotPresent)$`,
+		`^\d+(m|Mi|Gi)?$`,
+	} {
+		re := regexp.MustCompile(p)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for range 20 {
+			s, ok := fromPattern(p, rng)
+			if !ok || !re.MatchString(s) {
+				t.Errorf("pattern %s: generated %q (ok %v)", p, s, ok)
+			}
+		}
+	}
 }
