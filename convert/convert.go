@@ -911,7 +911,7 @@ func snippet(b []byte) string {
 
 func compact(v any) string {
 	if v == nil {
-		return "(none)"
+		return "(absent)"
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
