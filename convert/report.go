@@ -1,0 +1,196 @@
+// Package convert sends ConversionReview requests to a CRD's live conversion webhook, checks
+// every response the way kube-apiserver checks it (k8s.io/apiextensions-apiserver
+// pkg/apiserver/conversion/webhook_converter.go), round-trips objects (A → V → A) to find
+// lossy conversions, and synthesises sample objects from a version's structural schema.
+//
+// It has no command-line code: it takes plain values and returns a Report; package plugin
+// prints it.
+package convert
+
+import (
+	"sort"
+	"time"
+)
+
+// Check names: stable identifiers, one per check the API server makes (plus the
+// round-trip and schema checks of this tool). They appear in reports and in -o json|yaml.
+const (
+	CheckConnection         = "connection"          // the webhook was reached and its TLS certificate verified
+	CheckTimeout            = "timeout"             // it answered within --timeout
+	CheckHTTPStatus         = "http-status"         // HTTP 200
+	CheckContentType        = "content-type"        // a JSON content type
+	CheckResponseJSON       = "response-json"       // the body is a JSON ConversionReview
+	CheckReviewKind         = "review-kind"         // apiVersion/kind of the review (v1: exact; v1beta1: decodable, as the API server)
+	CheckResponsePresent    = "response-present"    // .response is set
+	CheckResponseUID        = "response-uid"        // .response.uid equals the request's (v1 only, like the API server)
+	CheckResultStatus       = "result-status"       // .response.result.status is Success
+	CheckObjectCount        = "object-count"        // as many converted objects as sent
+	CheckObjectOrder        = "object-order"        // in the order they were sent
+	CheckObjectJSON         = "object-json"         // each converted object is a JSON object
+	CheckAPIVersion         = "api-version"         // apiVersion is the desired one
+	CheckKindUnchanged      = "kind-unchanged"      // kind unchanged
+	CheckNameUnchanged      = "name-unchanged"      // metadata.name unchanged
+	CheckNamespaceUnchanged = "namespace-unchanged" // metadata.namespace unchanged
+	CheckUIDUnchanged       = "uid-unchanged"       // metadata.uid unchanged
+	CheckMetadataPresent    = "metadata-present"    // metadata is present and an object
+	CheckMetadataUnchanged  = "metadata-unchanged"  // only labels and annotations changed (others are discarded by the API server)
+	CheckLabelsAnnotations  = "labels-annotations"  // changed labels and annotations are valid strings
+	CheckPruned             = "pruned-fields"       // nothing the API server would prune in the target schema (data loss)
+	CheckTargetSchema       = "target-schema"       // the converted object is valid in the target version's schema
+	CheckRoundTrip          = "round-trip"          // A → V → A gives back the original
+	CheckAPIServer          = "apiserver"           // the API server's own conversion (--via-apiserver) succeeded
+)
+
+// AllChecks lists every check in report order.
+var AllChecks = []string{
+	CheckConnection, CheckTimeout, CheckHTTPStatus, CheckContentType, CheckResponseJSON,
+	CheckReviewKind, CheckResponsePresent, CheckResponseUID, CheckResultStatus, CheckObjectCount,
+	CheckObjectOrder, CheckObjectJSON, CheckAPIVersion, CheckKindUnchanged, CheckNameUnchanged,
+	CheckNamespaceUnchanged, CheckUIDUnchanged, CheckMetadataPresent, CheckMetadataUnchanged,
+	CheckLabelsAnnotations, CheckPruned, CheckTargetSchema, CheckRoundTrip, CheckAPIServer,
+}
+
+// Severities of findings.
+const (
+	SeverityError   = "error"   // the API server would fail the conversion, or data is lost
+	SeverityWarning = "warning" // the API server silently repairs it (e.g. discards metadata changes)
+)
+
+// Report is the result of a run. Its JSON shape is stable (README "convert").
+type Report struct {
+	CRD           string   `json:"crd"`
+	Strategy      string   `json:"strategy"`                // Webhook or None
+	Webhook       string   `json:"webhook,omitempty"`       // how the webhook was reached
+	ReviewVersion string   `json:"reviewVersion,omitempty"` // ConversionReview version sent
+	To            string   `json:"to"`                      // target version
+	RoundTrip     bool     `json:"roundTrip"`
+	Notes         []string `json:"notes,omitempty"`
+
+	Objects   int `json:"objects"`   // objects given
+	Skipped   int `json:"skipped"`   // already at the target version: not sent (the API server never sends them)
+	Converted int `json:"converted"` // objects that came back converted and passed every check
+	NotSent   int `json:"notSent"`   // objects not sent (or not sent back) because the webhook became unreachable
+	Requests  int `json:"requests"`  // ConversionReview requests sent
+
+	Checks   []CheckCount `json:"checks"`
+	Findings []Finding    `json:"findings"`
+	Latency  Latency      `json:"latency"`
+
+	// Unreachable is set when the webhook could not be reached (connection or TLS error): the
+	// run stopped early.
+	Unreachable string `json:"unreachable,omitempty"`
+
+	// Failed lists the objects that failed a check, with their JSON (for --keep).
+	Failed []FailedObject `json:"-"`
+}
+
+// CheckCount is how many times a check passed and failed.
+type CheckCount struct {
+	Name   string `json:"name"`
+	Passed int    `json:"passed"`
+	Failed int    `json:"failed"`
+}
+
+// Finding is one failed check.
+type Finding struct {
+	Object    string `json:"object,omitempty"` // where the object came from, or namespace/name
+	Direction string `json:"direction"`        // e.g. "v1beta1 -> v1"
+	Check     string `json:"check"`
+	Severity  string `json:"severity"`
+	Path      string `json:"path,omitempty"` // JSON path in the object, e.g. .spec.port
+	Detail    string `json:"detail"`
+}
+
+// Latency summarises the webhook's response times, in milliseconds.
+type Latency struct {
+	Requests int     `json:"requests"`
+	P50      float64 `json:"p50Ms"`
+	P99      float64 `json:"p99Ms"`
+	Max      float64 `json:"maxMs"`
+}
+
+// FailedObject is an input object that failed at least one check.
+type FailedObject struct {
+	Source string
+	Object map[string]any
+}
+
+// Problems counts the failed checks (errors and warnings).
+func (r *Report) Problems() int {
+	n := 0
+	for _, c := range r.Checks {
+		n += c.Failed
+	}
+	return n
+}
+
+// tally collects check counts and findings while a run goes.
+type tally struct {
+	counts    map[string]*CheckCount
+	findings  []Finding
+	latencies []time.Duration
+}
+
+func newTally() *tally { return &tally{counts: map[string]*CheckCount{}} }
+
+func (t *tally) count(name string) *CheckCount {
+	c, ok := t.counts[name]
+	if !ok {
+		c = &CheckCount{Name: name}
+		t.counts[name] = c
+	}
+	return c
+}
+
+func (t *tally) pass(name string) { t.count(name).Passed++ }
+
+func (t *tally) fail(f Finding) {
+	t.count(f.Check).Failed++
+	if f.Severity == "" {
+		f.Severity = SeverityError
+	}
+	t.findings = append(t.findings, f)
+}
+
+// merge adds o's counts, findings and latencies to t.
+func (t *tally) merge(o *tally) {
+	for _, name := range AllChecks {
+		if c, ok := o.counts[name]; ok {
+			mine := t.count(name)
+			mine.Passed += c.Passed
+			mine.Failed += c.Failed
+		}
+	}
+	t.findings = append(t.findings, o.findings...)
+	t.latencies = append(t.latencies, o.latencies...)
+}
+
+func (t *tally) checks() []CheckCount {
+	var out []CheckCount
+	for _, name := range AllChecks {
+		if c, ok := t.counts[name]; ok {
+			out = append(out, *c)
+		}
+	}
+	return out
+}
+
+func latencySummary(ds []time.Duration) Latency {
+	if len(ds) == 0 {
+		return Latency{}
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	pct := func(p float64) time.Duration {
+		i := int(float64(len(s))*p+0.999999) - 1 // nearest rank
+		if i < 0 {
+			i = 0
+		}
+		if i >= len(s) {
+			i = len(s) - 1
+		}
+		return s[i]
+	}
+	return Latency{Requests: len(s), P50: ms(pct(0.50)), P99: ms(pct(0.99)), Max: ms(s[len(s)-1])}
+}

@@ -1,0 +1,547 @@
+// Package testwebhook is a real HTTPS conversion webhook for tests, benchmarks and the README
+// example: the CronTab seed example (stable.example.com v1beta1 spec.hostPort "host:port" ↔
+// v1 spec.host and spec.port), served on 127.0.0.1 with a generated CA and serving
+// certificate. Switches make it misbehave one way at a time.
+package testwebhook
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kjson "sigs.k8s.io/json"
+)
+
+// Behaviour is one way to misbehave ("" is well-behaved).
+type Behaviour string
+
+// The misbehaviours.
+const (
+	Good             Behaviour = ""
+	WrongUID         Behaviour = "wrong-uid"          // response.uid differs
+	WrongCount       Behaviour = "wrong-count"        // one object too few
+	Reorder          Behaviour = "reorder"            // objects in reverse order
+	WrongAPIVersion  Behaviour = "wrong-apiversion"   // converted objects keep the old apiVersion
+	WrongKind        Behaviour = "wrong-kind"         // kind changed
+	Rename           Behaviour = "rename"             // metadata.name changed
+	ChangeNamespace  Behaviour = "change-namespace"   // metadata.namespace changed
+	ChangeUID        Behaviour = "change-uid"         // metadata.uid changed
+	ChangeMetadata   Behaviour = "change-metadata"    // metadata.generateName and finalizers changed (discarded by the API server)
+	BadLabel         Behaviour = "bad-label"          // an invalid label added
+	NoMetadata       Behaviour = "no-metadata"        // metadata dropped
+	Failed           Behaviour = "failed"             // result.status Failure with a message
+	Non200           Behaviour = "non-200"            // HTTP 500
+	WrongContentType Behaviour = "wrong-content-type" // text/plain
+	MalformedJSON    Behaviour = "malformed-json"     // body is not JSON
+	WrongReviewKind  Behaviour = "wrong-review-kind"  // response kind AdmissionReview
+	NoReviewKind     Behaviour = "no-review-kind"     // response without apiVersion and kind
+	NoResponse       Behaviour = "no-response"        // .response missing
+	Slow             Behaviour = "slow"               // answers after Delay
+	Lossy            Behaviour = "lossy"              // v1 -> v1beta1 drops spec.port
+	UnknownField     Behaviour = "unknown-field"      // adds spec.extra, which no schema has
+	InvalidInTarget  Behaviour = "invalid-in-target"  // v1 gets replicas 0 (minimum 1)
+)
+
+// Server is a running webhook.
+type Server struct {
+	// URL of the conversion endpoint (https://127.0.0.1:PORT/convert).
+	URL string
+	// Addr is HOST:PORT.
+	Addr string
+	// CABundle is the PEM CA that signed the serving certificate.
+	CABundle []byte
+	// ClientCAFile etc. are set when client certificates are required.
+	ClientCert, ClientKey []byte
+
+	srv       *http.Server
+	mu        sync.Mutex
+	behaviour Behaviour
+	delay     time.Duration
+	latency   time.Duration
+	requests  int
+}
+
+// Options of the server.
+type Options struct {
+	// DNSNames the serving certificate carries besides 127.0.0.1 and localhost (e.g.
+	// "crontab-conversion.default.svc").
+	DNSNames []string
+	// RequireClientCert makes the server demand a client certificate signed by its CA;
+	// Server.ClientCert/ClientKey hold one.
+	RequireClientCert bool
+}
+
+// Start starts the webhook on 127.0.0.1 on a free port.
+func Start(opts Options) (*Server, error) {
+	ca, err := NewCA()
+	if err != nil {
+		return nil, err
+	}
+	certPEM, keyPEM, err := ca.Issue("crontab-conversion", append([]string{"localhost"}, opts.DNSNames...), []net.IP{net.ParseIP("127.0.0.1")}, false)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{CABundle: ca.CertPEM, delay: 2 * time.Second}
+	tlsConfig := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if opts.RequireClientCert {
+		s.ClientCert, s.ClientKey, err = ca.Issue("crdver-test-client", nil, nil, true)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(ca.CertPEM)
+		tlsConfig.ClientCAs = pool
+		tlsConfig.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/convert", s.serve)
+	s.srv = &http.Server{Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	s.srv.ErrorLog = newQuietLogger()
+	s.Addr = l.Addr().String()
+	s.URL = "https://" + s.Addr + "/convert"
+	go func() { _ = s.srv.ServeTLS(l, "", "") }()
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close() { _ = s.srv.Close() }
+
+// Set switches the behaviour.
+func (s *Server) Set(b Behaviour) {
+	s.mu.Lock()
+	s.behaviour = b
+	s.mu.Unlock()
+}
+
+// SetDelay sets how long Slow waits.
+func (s *Server) SetDelay(d time.Duration) {
+	s.mu.Lock()
+	s.delay = d
+	s.mu.Unlock()
+}
+
+// SetLatency delays every answer by d, to stand for the network between the API server and a
+// webhook running in a pod (benchmarks).
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	s.latency = d
+	s.mu.Unlock()
+}
+
+// Requests returns how many requests were served.
+func (s *Server) Requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
+}
+
+// WebhookConversion returns a conversion section that points the CRD at this server by url.
+func (s *Server) WebhookConversion(reviewVersions ...string) *apiextensionsv1.CustomResourceConversion {
+	if len(reviewVersions) == 0 {
+		reviewVersions = []string{"v1"}
+	}
+	url := s.URL
+	return &apiextensionsv1.CustomResourceConversion{
+		Strategy: apiextensionsv1.WebhookConverter,
+		Webhook: &apiextensionsv1.WebhookConversion{
+			ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: s.CABundle},
+			ConversionReviewVersions: reviewVersions,
+		},
+	}
+}
+
+// review is both ConversionReview versions (same shape).
+type review struct {
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
+	Request    *struct {
+		UID               string            `json:"uid"`
+		DesiredAPIVersion string            `json:"desiredAPIVersion"`
+		Objects           []json.RawMessage `json:"objects"`
+	} `json:"request,omitempty"`
+	Response *response `json:"response,omitempty"`
+}
+
+type response struct {
+	UID              string           `json:"uid"`
+	ConvertedObjects []map[string]any `json:"convertedObjects"`
+	Result           metav1.Status    `json:"result"`
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	b, delay, latency := s.behaviour, s.delay, s.latency
+	s.requests++
+	s.mu.Unlock()
+	if latency > 0 {
+		time.Sleep(latency)
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var in review
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &in); err != nil || in.Request == nil {
+		http.Error(w, fmt.Sprintf("not a ConversionReview: %v", err), http.StatusBadRequest)
+		return
+	}
+	switch b {
+	case Non200:
+		http.Error(w, "internal error: conversion crashed", http.StatusInternalServerError)
+		return
+	case MalformedJSON:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","response":{`)
+		return
+	case Slow:
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	out := review{APIVersion: in.APIVersion, Kind: "ConversionReview", Response: &response{UID: in.Request.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}}
+	for _, raw := range in.Request.Objects {
+		var obj map[string]any
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &obj); err != nil {
+			out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: "cannot decode object: " + err.Error()}
+			break
+		}
+		converted, err := Convert(obj, in.Request.DesiredAPIVersion, b == Lossy)
+		if err != nil {
+			out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
+			out.Response.ConvertedObjects = nil
+			break
+		}
+		out.Response.ConvertedObjects = append(out.Response.ConvertedObjects, converted)
+	}
+	objs := out.Response.ConvertedObjects
+	meta := func(i int) map[string]any {
+		m, _ := objs[i]["metadata"].(map[string]any)
+		if m == nil {
+			m = map[string]any{}
+			objs[i]["metadata"] = m
+		}
+		return m
+	}
+	switch b {
+	case WrongUID:
+		out.Response.UID = "00000000-0000-0000-0000-000000000000"
+	case WrongCount:
+		if len(objs) > 0 {
+			out.Response.ConvertedObjects = objs[:len(objs)-1]
+		}
+	case Reorder:
+		for i, j := 0, len(objs)-1; i < j; i, j = i+1, j-1 {
+			objs[i], objs[j] = objs[j], objs[i]
+		}
+	case WrongAPIVersion:
+		for i := range objs {
+			g, _, _ := strings.Cut(fmt.Sprint(objs[i]["apiVersion"]), "/")
+			objs[i]["apiVersion"] = g + "/v1alpha1"
+		}
+	case WrongKind:
+		for i := range objs {
+			objs[i]["kind"] = "CronJob"
+		}
+	case Rename:
+		for i := range objs {
+			meta(i)["name"] = fmt.Sprint(meta(i)["name"], "-converted")
+		}
+	case ChangeNamespace:
+		for i := range objs {
+			meta(i)["namespace"] = "elsewhere"
+		}
+	case ChangeUID:
+		for i := range objs {
+			meta(i)["uid"] = "11111111-1111-1111-1111-111111111111"
+		}
+	case ChangeMetadata:
+		for i := range objs {
+			meta(i)["generateName"] = "converted-"
+			meta(i)["finalizers"] = []any{"example.com/converted"}
+		}
+	case BadLabel:
+		for i := range objs {
+			labels, _ := meta(i)["labels"].(map[string]any)
+			if labels == nil {
+				labels = map[string]any{}
+				meta(i)["labels"] = labels
+			}
+			labels["converted-by"] = "crontab webhook!"
+		}
+	case NoMetadata:
+		for i := range objs {
+			delete(objs[i], "metadata")
+		}
+	case Failed:
+		out.Response.ConvertedObjects = nil
+		out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: "conversion refused: spec.hostPort is required"}
+	case WrongReviewKind:
+		out.Kind = "AdmissionReview"
+	case NoReviewKind:
+		out.APIVersion, out.Kind = "", ""
+	case NoResponse:
+		out.Response = nil
+	case UnknownField:
+		for i := range objs {
+			if spec, ok := objs[i]["spec"].(map[string]any); ok {
+				spec["extra"] = "not in any schema"
+			}
+		}
+	case InvalidInTarget:
+		for i := range objs {
+			if spec, ok := objs[i]["spec"].(map[string]any); ok && version(objs[i]["apiVersion"]) == "v1" {
+				spec["replicas"] = int64(0)
+			}
+		}
+	}
+	js, err := json.Marshal(out)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if b == WrongContentType {
+		w.Header().Set("Content-Type", "text/plain")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	_, _ = w.Write(js)
+}
+
+// version is the version part of an apiVersion.
+func version(apiVersion any) string {
+	s, _ := apiVersion.(string)
+	_, v, _ := strings.Cut(s, "/")
+	return v
+}
+
+// Convert converts one CronTab to desiredAPIVersion: v1beta1 spec.hostPort "host:port" ↔ v1
+// spec.host and spec.port (in any group, so that tests can rename the CRD). With lossy, v1 -> v1beta1 forgets the port.
+func Convert(obj map[string]any, desiredAPIVersion string, lossy bool) (map[string]any, error) {
+	from, _ := obj["apiVersion"].(string)
+	out := map[string]any{}
+	for k, v := range obj {
+		out[k] = v
+	}
+	out["apiVersion"] = desiredAPIVersion
+	spec, ok := obj["spec"].(map[string]any)
+	if !ok || from == desiredAPIVersion {
+		return out, nil
+	}
+	ns := map[string]any{}
+	for k, v := range spec {
+		ns[k] = v
+	}
+	switch {
+	case version(from) == "v1beta1" && version(desiredAPIVersion) == "v1":
+		hp, hasHP := ns["hostPort"].(string)
+		delete(ns, "hostPort")
+		if saved, ok := takeAnnotation(out, hp); ok {
+			// The v1 fields "host:port" cannot represent, saved by the v1 -> v1beta1 conversion.
+			for k, v := range saved {
+				ns[k] = v
+			}
+		} else if hasHP {
+			ns["host"], ns["port"] = splitHostPort(hp)
+			if ns["port"] == nil {
+				delete(ns, "port")
+			}
+		}
+	case version(from) == "v1" && version(desiredAPIVersion) == "v1beta1":
+		host, hasHost := ns["host"].(string)
+		port, hasPort := ns["port"].(string)
+		delete(ns, "host")
+		delete(ns, "port")
+		hp, hasHP := "", false
+		switch {
+		case hasPort && !lossy:
+			hp, hasHP = host+":"+port, true
+		case hasHost:
+			hp, hasHP = host, true
+		}
+		if hasHP {
+			ns["hostPort"] = hp
+		}
+		if !lossy {
+			// Keep what "host:port" cannot say in an annotation (the API server keeps
+			// annotations), so that v1 -> v1beta1 -> v1 gives back the same object.
+			bh, bp := splitHostPort(hp)
+			_, backHasPort := bp.(string)
+			if !hasHP || bh != host || backHasPort != hasPort || (hasPort && bp != port) || !hasHost {
+				saved := map[string]any{}
+				if hasHost {
+					saved["host"] = host
+				}
+				if hasPort {
+					saved["port"] = port
+				}
+				if len(saved) > 0 {
+					putAnnotation(out, hp, saved)
+				}
+			}
+		}
+	}
+	out["spec"] = ns
+	return out, nil
+}
+
+const savedAnnotation = "crontab.stable.example.com/v1-host-port"
+
+// splitHostPort splits at the last colon; without one, everything is the host and port is
+// nil (absent).
+func splitHostPort(hp string) (host string, port any) {
+	if i := strings.LastIndex(hp, ":"); i >= 0 {
+		return hp[:i], hp[i+1:]
+	}
+	return hp, nil
+}
+
+func putAnnotation(obj map[string]any, hostPort string, saved map[string]any) {
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		return
+	}
+	m := map[string]any{}
+	for k, v := range meta {
+		m[k] = v
+	}
+	ann := map[string]any{}
+	if a, ok := m["annotations"].(map[string]any); ok {
+		for k, v := range a {
+			ann[k] = v
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"hostPort": hostPort, "v1": saved})
+	ann[savedAnnotation] = string(b)
+	m["annotations"] = ann
+	obj["metadata"] = m
+}
+
+// takeAnnotation removes the saved-fields annotation and returns what it holds if it was
+// written for this hostPort.
+func takeAnnotation(obj map[string]any, hostPort string) (map[string]any, bool) {
+	meta, _ := obj["metadata"].(map[string]any)
+	ann, _ := meta["annotations"].(map[string]any)
+	raw, ok := ann[savedAnnotation].(string)
+	if !ok {
+		return nil, false
+	}
+	m := map[string]any{}
+	for k, v := range meta {
+		m[k] = v
+	}
+	a := map[string]any{}
+	for k, v := range ann {
+		if k != savedAnnotation {
+			a[k] = v
+		}
+	}
+	if len(a) > 0 {
+		m["annotations"] = a
+	} else {
+		delete(m, "annotations")
+	}
+	obj["metadata"] = m
+	var saved struct {
+		HostPort string         `json:"hostPort"`
+		V1       map[string]any `json:"v1"`
+	}
+	if json.Unmarshal([]byte(raw), &saved) != nil || saved.HostPort != hostPort {
+		return nil, false
+	}
+	return saved.V1, true
+}
+
+// CA is a test certificate authority.
+type CA struct {
+	CertPEM []byte
+	cert    *x509.Certificate
+	key     *ecdsa.PrivateKey
+}
+
+// NewCA makes a fresh CA.
+func NewCA() (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "crdver-test-ca"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), cert: cert, key: key}, nil
+}
+
+// Issue signs a serving (or, with client, a client) certificate and returns it and its key
+// in PEM.
+func (ca *CA) Issue(cn string, dnsNames []string, ips []net.IP, client bool) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return nil, nil, err
+	}
+	usage := x509.ExtKeyUsageServerAuth
+	if client {
+		usage = x509.ExtKeyUsageClientAuth
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		DNSNames:     dnsNames,
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), nil
+}

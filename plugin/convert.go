@@ -1,0 +1,547 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/explain"
+)
+
+const convertExample = `  # Convert the objects of a file to v1 through the live webhook, and back, checking everything
+  kubectl crdver convert crontabs.stable.example.com --to v1 -f crontabs.yaml --round-trip
+
+  # A service-referenced webhook, after kubectl port-forward -n crontab svc/crontab-conversion 9443:443;
+  # TLS is still verified against the CRD's caBundle as crontab-conversion.crontab.svc
+  kubectl crdver convert crontabs.stable.example.com --to v1 --from-cluster -A --webhook-address 127.0.0.1:9443
+
+  # Fuzz the webhook with 500 objects synthesised from the v1beta1 schema; keep the failing ones
+  kubectl crdver convert --crd-file crontab-crd.yaml --to v1 --generate 500 --seed 7 --from v1beta1 --round-trip --keep failing.yaml
+
+  # No network path to the webhook: let the API server call it (server-side dry runs, nothing is written)
+  kubectl crdver convert crontabs.stable.example.com --to v1 --from-cluster -n prod --via-apiserver`
+
+// ConvertOptions are the options of `kubectl crdver convert`.
+type ConvertOptions struct {
+	g      *Globals
+	source *crdSource
+	out    *outputFlags
+
+	Name          string
+	To            string
+	Files         []string
+	FromCluster   bool
+	AllNamespaces bool
+	Selector      string
+	Limit         int64
+	Generate      int
+	Seed          uint64
+	From          string
+	RoundTrip     bool
+	ReviewVersion string
+	BatchSize     int
+	Timeout       time.Duration
+	Keep          string
+	ViaAPIServer  bool
+	Quiet         bool
+
+	WebhookAddress  string
+	ViaServiceProxy bool
+	CAFile          string
+	ClientCert      string
+	ClientKey       string
+	Insecure        bool
+}
+
+// NewCmdConvert builds `kubectl crdver convert`.
+func NewCmdConvert(g *Globals) *cobra.Command {
+	o := &ConvertOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "convert CRD | --crd-file FILE --to VERSION [-f OBJECTS | --from-cluster | --generate N]",
+		Short: "Send real ConversionReviews to a CRD's conversion webhook and check every response like kube-apiserver",
+		Long: `Convert custom resources through the CRD's live conversion webhook and check every response
+the way kube-apiserver does: review kind and version, response uid, result status, object count
+and order, apiVersion, kind, name, namespace and uid unchanged, metadata present, only labels
+and annotations changed (and valid). The converted objects are then pruned and validated in
+the target version's schema: whatever the API server would prune is data loss.
+
+With --round-trip every object goes A -> V -> A and the result is compared with the original
+by JSON path: each difference is a lossy conversion.
+
+Objects come from files (-f), from the cluster (--from-cluster, read in --from), or are
+synthesised from the source version's schema (--generate N --seed S --from V0).
+
+The webhook is reached as the CRD says: its url, or its service through a local address
+(--webhook-address, e.g. after kubectl port-forward) with TLS verified against the caBundle
+and the service's DNS name, or through the API server's service proxy (--via-service-proxy,
+which does not verify the caBundle). --via-apiserver lets the API server call the webhook
+(server-side dry runs; nothing is written).
+
+Exit status: 0 all checks passed; 1 a check failed or a conversion is lossy; 2 usage
+error; 3 the webhook (or the cluster) could not be reached.`,
+		Example:           convertExample,
+		ValidArgsFunction: completeCRDNames(g),
+		RunE:              runE(o),
+	}
+	o.source = addCRDFileFlag(cmd, g, "crd-file", "")
+	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	f := cmd.Flags()
+	f.StringVar(&o.To, "to", "", "Version to convert to (required)")
+	f.StringSliceVarP(&o.Files, "filename", "f", nil, "Objects to convert: files, directories, - for stdin (YAML or JSON, several documents, Lists)")
+	f.BoolVar(&o.FromCluster, "from-cluster", false, "Convert the CRD's objects from the cluster (read in --from)")
+	f.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "With --from-cluster: objects of every namespace")
+	f.StringVarP(&o.Selector, "selector", "l", "", "With --from-cluster: label selector")
+	f.Int64Var(&o.Limit, "limit", 0, "With --from-cluster: at most this many objects (0: all)")
+	f.IntVar(&o.Generate, "generate", 0, "Synthesise this many objects from the --from version's schema")
+	f.Uint64Var(&o.Seed, "seed", 1, "With --generate: the seed; the same seed gives the same objects")
+	f.StringVar(&o.From, "from", "", "Version to read (--from-cluster) or generate (--generate) objects in (default: the highest-priority served version other than --to)")
+	f.BoolVar(&o.RoundTrip, "round-trip", false, "Convert back to each object's version and report every difference as a lossy conversion")
+	f.StringVar(&o.ReviewVersion, "review-version", "", "ConversionReview version to send: v1 or v1beta1 (default: the first supported one in conversionReviewVersions, as the API server does)")
+	f.IntVar(&o.BatchSize, "batch-size", convert.DefaultBatchSize, "Objects per ConversionReview (the API server converts a list page in one request)")
+	f.DurationVar(&o.Timeout, "timeout", convert.DefaultTimeout, "Timeout per webhook request")
+	f.StringVar(&o.Keep, "keep", "", "Write the objects that failed a check to this file (YAML), for a bug report")
+	f.BoolVar(&o.ViaAPIServer, "via-apiserver", false, "Let the API server call the webhook: dry-run create of -f/--generate objects in their version (A -> storage -> A); for --from-cluster, read in every served version and dry-run update in each")
+	f.StringVar(&o.WebhookAddress, "webhook-address", "", "HOST:PORT to connect to instead of the webhook's service (or url host); TLS is still verified as the clientConfig's name")
+	f.BoolVar(&o.ViaServiceProxy, "via-service-proxy", false, "Reach a service-referenced webhook through the API server's service proxy (the caBundle is NOT verified on this path)")
+	f.StringVar(&o.CAFile, "webhook-ca-file", "", "PEM CA to verify the webhook with, instead of the CRD's caBundle")
+	f.StringVar(&o.ClientCert, "webhook-client-cert", "", "PEM client certificate for webhooks that demand one (with --webhook-client-key)")
+	f.StringVar(&o.ClientKey, "webhook-client-key", "", "PEM key of --webhook-client-cert")
+	f.BoolVar(&o.Insecure, "webhook-insecure-skip-tls-verify", false, "Do not verify the webhook's certificate (never the default)")
+	f.BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
+	completeVersions := func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		name := ""
+		if len(args) > 0 {
+			name = args[0]
+		}
+		// During completion cobra parses the flags twice, so slice flags hold every file twice.
+		src := *o.source
+		src.files = nil
+		seen := map[string]bool{}
+		for _, f := range o.source.files {
+			if !seen[f] {
+				seen[f] = true
+				src.files = append(src.files, f)
+			}
+		}
+		crd, err := src.one(cmd.Context(), name)
+		if err != nil {
+			cobra.CompDebugln(err.Error(), true)
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return explain.VersionNames(crd), cobra.ShellCompDirectiveNoFileComp
+	}
+	_ = cmd.RegisterFlagCompletionFunc("to", completeVersions)
+	_ = cmd.RegisterFlagCompletionFunc("from", completeVersions)
+	_ = cmd.RegisterFlagCompletionFunc("review-version", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"v1", "v1beta1"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
+}
+
+// Complete takes the arguments.
+func (o *ConvertOptions) Complete(_ *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return UsageErrorf("convert takes one CRD name, got %d (%s)", len(args), strings.Join(args, " "))
+	}
+	if len(args) == 1 {
+		o.Name = args[0]
+	}
+	return nil
+}
+
+// Validate checks that the flags fit together. It does no I/O.
+func (o *ConvertOptions) Validate() error {
+	if err := o.out.validate(); err != nil {
+		return err
+	}
+	sources := 0
+	for _, b := range []bool{len(o.Files) > 0, o.FromCluster, o.Generate > 0} {
+		if b {
+			sources++
+		}
+	}
+	switch {
+	case o.To == "":
+		return UsageErrorf("--to is required: the version to convert to")
+	case o.Name == "" && !o.source.offline():
+		return UsageErrorf("name a CRD (e.g. crontabs.stable.example.com), or read one with --crd-file")
+	case sources != 1:
+		return UsageErrorf("give exactly one source of objects: -f FILE, --from-cluster or --generate N")
+	case o.Generate < 0:
+		return UsageErrorf("--generate %d: want a positive number of objects", o.Generate)
+	case !o.FromCluster && (o.AllNamespaces || o.Selector != "" || o.Limit != 0):
+		return UsageErrorf("-A, -l and --limit select objects in the cluster: they need --from-cluster")
+	case o.Limit < 0:
+		return UsageErrorf("--limit %d: want 0 (all) or more", o.Limit)
+	case o.From != "" && len(o.Files) > 0:
+		return UsageErrorf("--from is for --from-cluster and --generate: objects from files keep their own apiVersion")
+	case o.ReviewVersion != "" && o.ReviewVersion != "v1" && o.ReviewVersion != "v1beta1":
+		return UsageErrorf("--review-version %q: use v1 or v1beta1", o.ReviewVersion)
+	case o.BatchSize < 1:
+		return UsageErrorf("--batch-size %d: want at least 1", o.BatchSize)
+	case o.Timeout <= 0:
+		return UsageErrorf("--timeout %s: want a positive duration, e.g. 10s", o.Timeout)
+	case o.ViaServiceProxy && o.WebhookAddress != "":
+		return UsageErrorf("--via-service-proxy and --webhook-address are two ways to reach the webhook: choose one")
+	case o.ViaAPIServer && (o.ViaServiceProxy || o.WebhookAddress != "" || o.CAFile != "" || o.ClientCert != "" || o.Insecure):
+		return UsageErrorf("--via-apiserver lets the API server call the webhook: the webhook connection flags do not apply")
+	case (o.ClientCert == "") != (o.ClientKey == ""):
+		return UsageErrorf("--webhook-client-cert and --webhook-client-key go together")
+	case o.Insecure && o.CAFile != "":
+		return UsageErrorf("--webhook-insecure-skip-tls-verify and --webhook-ca-file contradict each other: choose one")
+	}
+	return nil
+}
+
+// Run converts and prints the report.
+func (o *ConvertOptions) Run(ctx context.Context) error {
+	crd, err := o.source.one(ctx, o.Name)
+	if err != nil {
+		return err
+	}
+	if _, err := explain.LookupVersion(crd, o.To); err != nil {
+		return Usage(err)
+	}
+	if o.From != "" {
+		if _, err := explain.LookupVersion(crd, o.From); err != nil {
+			return Usage(err)
+		}
+	} else {
+		o.From = defaultFrom(crd, o.To)
+	}
+
+	var report *convert.Report
+	var objects []convert.Object
+	var notes []string
+	switch {
+	case o.ViaAPIServer && o.FromCluster:
+		dyn, ns, err := o.dynamic()
+		if err != nil {
+			return err
+		}
+		report, err = convert.LiveRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To},
+			metav1.ListOptions{LabelSelector: o.Selector, Limit: o.Limit}, o.AllNamespaces)
+		if err != nil {
+			return clusterError("round trip through the API server", err)
+		}
+	default:
+		objects, notes, err = o.objects(ctx, crd)
+		if err != nil {
+			return err
+		}
+		if o.ViaAPIServer {
+			dyn, ns, err := o.dynamic()
+			if err != nil {
+				return err
+			}
+			report, err = convert.DryRunRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To}, objects)
+			if err != nil {
+				return clusterError("round trip through the API server", err)
+			}
+			break
+		}
+		opts := convert.Options{CRD: crd, To: o.To, ReviewVersion: o.ReviewVersion, BatchSize: o.BatchSize, RoundTrip: o.RoundTrip}
+		if convert.Strategy(crd) == string(apiextensionsv1.WebhookConverter) {
+			if opts.Transport, err = o.transport(crd); err != nil {
+				return err
+			}
+		}
+		if !o.Quiet && len(objects) > o.BatchSize {
+			opts.Progress = progressLines(o.g.ErrOut, time.Now())
+		}
+		report, err = convert.Run(ctx, opts, objects)
+		if ctx.Err() != nil {
+			return Unavailable(fmt.Errorf("interrupted: nothing was written"))
+		}
+		if err != nil {
+			return Usage(err)
+		}
+	}
+	report.Notes = append(notes, report.Notes...)
+
+	if o.Keep != "" && len(report.Failed) > 0 {
+		if err := writeKeep(o.Keep, report.Failed); err != nil {
+			return err
+		}
+		report.Notes = append(report.Notes, fmt.Sprintf("%d failing object(s) written to %s", len(report.Failed), o.Keep))
+	}
+	if o.out.structured() {
+		if err := o.out.printStructured(o.g.Out, report); err != nil {
+			return err
+		}
+	} else if err := printConvertReport(o.g.Out, report, o.out.noHeaders); err != nil {
+		return err
+	}
+	if report.Unreachable != "" {
+		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s", crd.Name, report.Unreachable))
+	}
+	if n := report.Problems(); n > 0 {
+		return ProblemsFound("%s: %d failed check(s) converting to %s", crd.Name, n, o.To)
+	}
+	return nil
+}
+
+// progressLines prints "converted 1500/10000 objects (2400/s, about 4s left)" at most once a
+// second, and the last one.
+func progressLines(w io.Writer, start time.Time) func(done, total int) {
+	var last time.Time
+	return func(done, total int) {
+		now := time.Now()
+		if done < total && now.Sub(last) < time.Second {
+			return
+		}
+		last = now
+		rate := float64(done) / now.Sub(start).Seconds()
+		line := fmt.Sprintf("converted %d/%d objects (%.0f/s", done, total, rate)
+		if done < total && rate > 0 {
+			line += fmt.Sprintf(", about %s left", (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second))
+		}
+		fmt.Fprintln(w, line+")")
+	}
+}
+
+// defaultFrom is the highest-priority served version other than to.
+func defaultFrom(crd *apiextensionsv1.CustomResourceDefinition, to string) string {
+	for _, v := range explain.VersionNames(crd) {
+		ver, _ := explain.LookupVersion(crd, v)
+		if v != to && ver.Served {
+			return v
+		}
+	}
+	for _, v := range explain.VersionNames(crd) {
+		if v != to {
+			return v
+		}
+	}
+	return to
+}
+
+func (o *ConvertOptions) dynamic() (dynamic.Interface, string, error) {
+	cfg, err := o.g.RESTConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	cfg = rest.CopyConfig(cfg)
+	// Deprecation warnings (reading a deprecated version) go to our stderr, once each.
+	cfg.WarningHandler = rest.NewWarningWriter(o.g.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, "", Unavailable(fmt.Errorf("cannot build a client: %w", err))
+	}
+	ns, err := o.g.Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	return dyn, ns, nil
+}
+
+// objects reads, lists or generates the objects to convert.
+func (o *ConvertOptions) objects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) ([]convert.Object, []string, error) {
+	switch {
+	case len(o.Files) > 0:
+		docs, err := ReadDocuments(o.Files, o.g.In)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(docs) == 0 {
+			return nil, nil, UsageErrorf("%s: no objects found", strings.Join(o.Files, ", "))
+		}
+		out := make([]convert.Object, 0, len(docs))
+		for _, d := range docs {
+			var m map[string]any
+			if err := utiljson.Unmarshal(d.JSON, &m); err != nil || m == nil {
+				return nil, nil, UsageErrorf("%s: not a JSON object", d.Where())
+			}
+			out = append(out, convert.Object{Source: d.Where(), Object: m})
+		}
+		return out, nil, nil
+	case o.Generate > 0:
+		ns, err := o.namespaceOrDefault()
+		if err != nil {
+			return nil, nil, err
+		}
+		g, err := convert.Generate(crd, convert.GenerateOptions{Version: o.From, Count: o.Generate, Seed: o.Seed, Namespace: ns})
+		if err != nil {
+			return nil, nil, Usage(err)
+		}
+		notes := []string{fmt.Sprintf("%d object(s) generated from the %s schema with seed %d (--seed %d reproduces them)", o.Generate, o.From, o.Seed, o.Seed)}
+		if g.Invalid > 0 {
+			notes = append(notes, fmt.Sprintf("%d generated object(s) are not valid in %s (constraints the generator cannot satisfy)", g.Invalid, o.From))
+		}
+		return g.Objects, notes, nil
+	}
+	dyn, ns, err := o.dynamic()
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.AllNamespaces || crd.Spec.Scope == apiextensionsv1.ClusterScoped {
+		ns = ""
+	}
+	gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: o.From, Resource: crd.Spec.Names.Plural}
+	var out []convert.Object
+	opts := metav1.ListOptions{LabelSelector: o.Selector, Limit: 500}
+	for {
+		if o.Limit > 0 && int64(len(out))+opts.Limit > o.Limit {
+			opts.Limit = o.Limit - int64(len(out))
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(gvr)
+		if crd.Spec.Scope == apiextensionsv1.NamespaceScoped {
+			ri = dyn.Resource(gvr).Namespace(ns)
+		}
+		list, err := ri.List(ctx, opts)
+		if err != nil {
+			return nil, nil, clusterError(fmt.Sprintf("listing %s at %s", crd.Name, o.From), err)
+		}
+		for _, item := range list.Items {
+			out = append(out, convert.Object{Source: objectName(item.GetNamespace(), item.GetName()), Object: item.Object})
+		}
+		if list.GetContinue() == "" || (o.Limit > 0 && int64(len(out)) >= o.Limit) {
+			break
+		}
+		opts.Continue = list.GetContinue()
+	}
+	note := fmt.Sprintf("%d object(s) read from the cluster at %s", len(out), o.From)
+	if len(out) == 0 {
+		note += ": nothing to convert"
+	}
+	return out, []string{note}, nil
+}
+
+func (o *ConvertOptions) namespaceOrDefault() (string, error) {
+	ns, err := o.g.Namespace()
+	if err != nil || ns != "" {
+		return ns, err
+	}
+	return "default", nil
+}
+
+func objectName(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+// transport builds the way to the webhook.
+func (o *ConvertOptions) transport(crd *apiextensionsv1.CustomResourceDefinition) (convert.Transport, error) {
+	if o.ViaServiceProxy {
+		cfg, err := o.g.RESTConfig()
+		if err != nil {
+			return nil, err
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, Unavailable(fmt.Errorf("cannot build a client: %w", err))
+		}
+		t, err := convert.NewServiceProxyTransport(crd, cs.CoreV1().RESTClient(), o.Timeout)
+		if err != nil {
+			return nil, Usage(err)
+		}
+		return t, nil
+	}
+	t, err := convert.NewHTTPTransport(crd, convert.TransportOptions{
+		Address: o.WebhookAddress, CAFile: o.CAFile, InsecureSkipVerify: o.Insecure,
+		ClientCert: o.ClientCert, ClientKey: o.ClientKey, Timeout: o.Timeout,
+	})
+	if err != nil {
+		return nil, Usage(err)
+	}
+	return t, nil
+}
+
+// writeKeep writes the failing objects as a multi-document YAML file.
+func writeKeep(path string, failed []convert.FailedObject) error {
+	var b bytes.Buffer
+	for _, f := range failed {
+		if f.Object == nil {
+			fmt.Fprintf(&b, "# %s (live object: get it with kubectl)\n---\n", f.Source)
+			continue
+		}
+		y, err := yaml.Marshal(f.Object)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "# %s\n", f.Source)
+		b.Write(y)
+		b.WriteString("---\n")
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return Unavailable(fmt.Errorf("--keep: %w", err))
+	}
+	return nil
+}
+
+func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CRD:        %s (conversion strategy %s)\n", r.CRD, r.Strategy)
+	if r.Webhook != "" {
+		fmt.Fprintf(&b, "Webhook:    %s\n", r.Webhook)
+	}
+	what := "to " + r.To
+	if r.RoundTrip {
+		what += " and back (round trip)"
+	}
+	if r.ReviewVersion != "" {
+		what += ", ConversionReview " + r.ReviewVersion
+	}
+	fmt.Fprintf(&b, "Converted:  %s\n", what)
+	notSent := ""
+	if r.NotSent > 0 {
+		notSent = fmt.Sprintf(", %d not sent", r.NotSent)
+	}
+	fmt.Fprintf(&b, "Objects:    %d given, %d skipped, %d passed every check, %d failed%s; %d request(s)\n",
+		r.Objects, r.Skipped, r.Converted, len(r.Failed), notSent, r.Requests)
+	if r.Latency.Requests > 0 {
+		fmt.Fprintf(&b, "Latency:    p50 %s, p99 %s, max %s over %d request(s)\n", ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.Max), r.Latency.Requests)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	b.WriteString("\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	t := &table{header: []string{"check", "passed", "failed"}}
+	for _, c := range r.Checks {
+		t.add(c.Name, strconv.Itoa(c.Passed), strconv.Itoa(c.Failed))
+	}
+	if len(r.Checks) > 0 {
+		if err := t.print(w, noHeaders); err != nil {
+			return err
+		}
+	}
+	if len(r.Findings) == 0 {
+		_, err := io.WriteString(w, "\nNo findings.\n")
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "\n%d finding(s):\n", len(r.Findings)); err != nil {
+		return err
+	}
+	ft := &table{header: []string{"object", "direction", "check", "path", "detail"}}
+	for _, f := range r.Findings {
+		check := f.Check
+		if f.Severity == convert.SeverityWarning {
+			check += " (warning)"
+		}
+		ft.add(f.Object, f.Direction, check, dash(f.Path), f.Detail)
+	}
+	return ft.print(w, noHeaders)
+}
+
+func ms(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "ms" }
