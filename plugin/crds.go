@@ -176,10 +176,17 @@ var errNoMatch = errors.New("no CustomResourceDefinition matches")
 // singular, a short name or its kind, optionally followed by ".<group>". More than one match is
 // an error that lists them.
 func matchCRD(crds []*apiextensionsv1.CustomResourceDefinition, name string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	var exact []*apiextensionsv1.CustomResourceDefinition
 	for _, crd := range crds {
 		if crd.Name == name {
-			return crd, nil
+			exact = append(exact, crd)
 		}
+	}
+	switch {
+	case len(exact) == 1:
+		return exact[0], nil
+	case len(exact) > 1:
+		return nil, fmt.Errorf("%s is defined %d times: pass only one file that defines it", name, len(exact))
 	}
 	want := strings.ToLower(name)
 	var found []*apiextensionsv1.CustomResourceDefinition
@@ -197,10 +204,12 @@ func matchCRD(crds []*apiextensionsv1.CustomResourceDefinition, name string) (*a
 			}
 		}
 	}
-	switch len(found) {
-	case 1:
+	switch names := crdNames(found); {
+	case len(found) == 1:
 		return found[0], nil
-	case 0:
+	case len(found) > 1 && names[0] == names[len(names)-1]:
+		return nil, fmt.Errorf("%q matches %s, which is defined %d times: pass only one file that defines it", name, names[0], len(found))
+	case len(found) == 0:
 		return nil, fmt.Errorf("%w %q", errNoMatch, name)
 	default:
 		return nil, fmt.Errorf("%q is ambiguous: it matches %s; use the full name", name, strings.Join(crdNames(found), ", "))

@@ -81,3 +81,8 @@ func mustContain(t *testing.T, what, got string, wants ...string) {
 		}
 	}
 }
+
+// repoFile is a path from the repository root, for tests running in plugin/.
+func repoFile(parts ...string) string {
+	return filepath.Join(append([]string{".."}, parts...)...)
+}

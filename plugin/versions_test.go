@@ -13,7 +13,11 @@ import (
 	"github.com/crdver/kubectl-crdver/explain"
 )
 
-var crontabFile = filepath.Join("..", "testdata", "crds", "crontab.yaml")
+var (
+	crontabFile = filepath.Join("..", "testdata", "crds", "crontab.yaml")
+	// versionsFiles are the CRDs of the offline --all tests.
+	versionsFiles = []string{crontabFile, filepath.Join("..", "testdata", "crds", "group-mixed.yaml"), filepath.Join("..", "testdata", "crds", "widgets-v1beta1.yaml")}
+)
 
 // TestVersionsGolden runs offline command lines and compares their output with golden files,
 // one per output mode.
@@ -30,8 +34,8 @@ func TestVersionsGolden(t *testing.T) {
 		{"versions-crontab-no-headers.txt", []string{"versions", "-f", crontabFile, "--no-headers"}, 0},
 		{"versions-widgets-v1beta1.txt", []string{"versions", "-f", filepath.Join("..", "testdata", "crds", "widgets-v1beta1.yaml")}, 0},
 		{"versions-gizmos.txt", []string{"versions", "gizmos", "-f", filepath.Join("..", "testdata", "crds", "group-mixed.yaml")}, 0},
-		{"versions-all-files.txt", []string{"versions", "--all", "-f", filepath.Join("..", "testdata", "crds")}, 0},
-		{"versions-all-files.json", []string{"versions", "--all", "-f", filepath.Join("..", "testdata", "crds"), "-o", "json"}, 0},
+		{"versions-all-files.txt", append([]string{"versions", "--all"}, fileArgs(versionsFiles)...), 0},
+		{"versions-all-files.json", append([]string{"versions", "--all", "-o", "json"}, fileArgs(versionsFiles)...), 0},
 		{"versions-sort.txt", append([]string{"versions", "--sort"}, strings.Fields("foo10 v1 v11alpha2 v2 foo1 v12alpha1 v10beta3 v10 v3beta1 v11beta2")...), 0},
 		{"versions-can-remove-v1beta1.txt", []string{"versions", "-f", crontabFile, "--can-remove", "v1beta1"}, 1},
 	} {
@@ -120,7 +124,7 @@ func TestVersionsInputs(t *testing.T) {
 	})
 	for _, alias := range []string{"crontabs", "crontab", "ct", "CronTab", "crontabs.stable.example.com", "crontabs.stable.example.com"} {
 		t.Run("alias "+alias, func(t *testing.T) {
-			r := run(t, "", "versions", alias, "-f", filepath.Join("..", "testdata", "crds"), "-o", "json")
+			r := run(t, "", "versions", alias, "-f", crontabFile, "-f", filepath.Join("..", "testdata", "crds", "group-mixed.yaml"), "-o", "json")
 			if r.code != 0 {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
 			}
@@ -156,6 +160,8 @@ func TestVersionsErrors(t *testing.T) {
 		{"scalar document", []string{"versions", "-f", scalar}, 2, scalar + " (document 1): not a Kubernetes object"},
 		{"missing file", []string{"versions", "-f", filepath.Join(dir, "nope.yaml")}, 2, "nope.yaml: no such file or directory"},
 		{"unknown name", []string{"versions", "nosuch", "-f", crontabFile}, 2, `no CustomResourceDefinition matches "nosuch"`},
+		{"same CRD in two files", []string{"versions", "ct", "-f", crontabFile, "-f", filepath.Join("..", "testdata", "crds", "crontab-webhook.yaml")}, 2, `"ct" matches crontabs.stable.example.com, which is defined 2 times: pass only one file that defines it`},
+		{"same CRD in two files, full name", []string{"versions", "crontabs.stable.example.com", "-f", crontabFile, "-f", crontabFile}, 2, `crontabs.stable.example.com is defined 2 times: pass only one file that defines it`},
 		{"ambiguous short name", []string{"versions", "ct", "-f", crontabFile, "-f", filepath.Join("testdata", "versions-cluster.yaml")}, 2, `"ct" is ambiguous: it matches crontabs.other.example.com, crontabs.stable.example.com, crontabs.third.example.com; use the full name`},
 		{"several CRDs, none named", []string{"versions", "-f", filepath.Join("..", "testdata", "crds", "group-mixed.yaml")}, 2, "holds 3 CustomResourceDefinitions (doodads.mixed.example.com, gadgets.mixed.example.com, gizmos.mixed.example.com): name the one you mean"},
 		{"unknown version", []string{"versions", "-f", crontabFile, "--can-remove", "v3"}, 2, `crontabs.stable.example.com: version "v3" is not in spec.versions (have: v1, v1beta1, v1alpha1)`},

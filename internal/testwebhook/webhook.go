@@ -69,6 +69,7 @@ type Server struct {
 	ClientCert, ClientKey []byte
 
 	srv       *http.Server
+	listener  net.Listener
 	mu        sync.Mutex
 	behaviour Behaviour
 	delay     time.Duration
@@ -122,12 +123,18 @@ func Start(opts Options) (*Server, error) {
 	s.srv.ErrorLog = newQuietLogger()
 	s.Addr = l.Addr().String()
 	s.URL = "https://" + s.Addr + "/convert"
+	s.listener = l
 	go func() { _ = s.srv.ServeTLS(l, "", "") }()
 	return s, nil
 }
 
-// Close stops the server.
-func (s *Server) Close() { _ = s.srv.Close() }
+// Close stops the server. The listener is closed here too: when Close runs before the serving
+// goroutine has started, http.Server.Close does not know the listener yet, and connections
+// would still be accepted by the kernel (and then reset) instead of refused.
+func (s *Server) Close() {
+	_ = s.srv.Close()
+	_ = s.listener.Close()
+}
 
 // Set switches the behaviour.
 func (s *Server) Set(b Behaviour) {
