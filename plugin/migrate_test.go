@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -335,5 +337,54 @@ func TestMigrateUsageErrors(t *testing.T) {
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%v: exit %d (want %d), stderr:\n%s\nwant it to contain %q", tc.args, r.code, tc.code, r.stderr, tc.want)
 		}
+	}
+}
+
+func TestMigrateInterruptedThenResumed(t *testing.T) {
+	name, group, _ := migrateFixture(t, "interrupt", 60)
+	cp := filepath.Join(t.TempDir(), "cp.json")
+
+	// Cancel the command's context (what main does on SIGINT/SIGTERM) once a page is saved.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(cp); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+	root := NewRootCmd(streams)
+	root.SetArgs([]string{"migrate", name, "--to", "v1", "--yes", "--qps", "20", "--concurrency", "2", "--chunk-size", "5", "--checkpoint", cp, "--kubeconfig", env.Kubeconfig})
+	err := root.ExecuteContext(ctx)
+	if code := ExitCode(err); code != ExitUnavailable || err == nil {
+		t.Fatalf("interrupted run: exit %d (%v), want 3:\n%s%s", code, err, out.String(), errOut.String())
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "interrupted:") || !strings.Contains(msg, "resume with: kubectl crdver migrate "+name) {
+		t.Fatalf("interrupted run error = %q, want it to say how to resume", msg)
+	}
+	mid, _ := storedAt(t, group)
+	if mid[group+"/v1beta1"] == 0 {
+		t.Fatalf("etcd after the interruption = %v: the run was not interrupted mid-way", mid)
+	}
+	if got := crdOf(t, name).Status.StoredVersions; len(got) != 2 {
+		t.Fatalf("an interrupted run trimmed storedVersions: %v", got)
+	}
+	// Run the command it printed (minus "kubectl crdver").
+	_, resume, _ := strings.Cut(msg, "resume with: kubectl crdver ")
+	args := append(strings.Fields(resume), "--quiet")
+	r := run(t, "", args...)
+	if r.code != 0 {
+		t.Fatalf("resumed run %v: exit %d:\n%s%s", args, r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "resumed run", r.stdout, "Note: resumed from checkpoint "+cp, "total               60", "status.storedVersions: [v1beta1 v1] -> [v1]")
+	stored, _ := storedAt(t, group)
+	if len(stored) != 1 || stored[group+"/v1"] != 60 {
+		t.Errorf("etcd after the resumed run = %v, want all 60 at v1", stored)
 	}
 }
