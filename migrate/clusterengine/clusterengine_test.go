@@ -76,12 +76,18 @@ func fixture(t *testing.T, group string, n int) *apiextensionsv1.CustomResourceD
 
 func stored(t *testing.T, group string) map[string]int {
 	t.Helper()
+	return storedIn(t, group, "things")
+}
+
+// storedIn reads group/plural's objects straight from etcd: how many at each apiVersion.
+func storedIn(t testing.TB, group, plural string) map[string]int {
+	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{env.EtcdURL}, DialTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	resp, err := cli.Get(context.Background(), "/registry/"+group+"/things/", clientv3.WithPrefix())
+	resp, err := cli.Get(context.Background(), "/registry/"+group+"/"+plural+"/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
