@@ -24,7 +24,12 @@ import (
 // env is the package's real kube-apiserver + etcd.
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.Options{}) }
+// ListFromCacheSnapshot is off so that continued lists are served by etcd: an expired continue
+// token (etcd compacted past it) then gets its 410 Gone at once, as it does on any cluster once
+// the watch cache's snapshots of that revision are gone.
+func TestMain(m *testing.M) {
+	testenv.Main(m, &env, testenv.Options{APIServerArgs: []string{"--feature-gates=ListFromCacheSnapshot=false"}})
+}
 
 // twoVersionCRD is a namespaced CRD with versions v1beta1 (storage) and v1, conversion None and
 // identical schemas: objects written now are stored at v1beta1.

@@ -75,9 +75,12 @@ type Result struct {
 	// Interrupted: the context was cancelled; progress is in the checkpoint.
 	Interrupted bool `json:"interrupted"`
 	// Resumed: the run continued from a checkpoint (Counts include the earlier run's).
-	Resumed        bool    `json:"resumed"`
-	Checkpoint     string  `json:"checkpoint,omitempty"`
-	ElapsedSeconds float64 `json:"elapsedSeconds"`
+	Resumed bool `json:"resumed"`
+	// ExpiredContinues counts list continue tokens that had expired (410 Gone) and were
+	// replaced by the inconsistent continue token the API server returned with the error.
+	ExpiredContinues int64   `json:"expiredContinues"`
+	Checkpoint       string  `json:"checkpoint,omitempty"`
+	ElapsedSeconds   float64 `json:"elapsedSeconds"`
 	// ObjectsPerSecond is this run's rate (objects accounted for in this run per second).
 	ObjectsPerSecond float64  `json:"objectsPerSecond"`
 	Notes            []string `json:"notes,omitempty"`
@@ -95,6 +98,7 @@ type Rewriter struct {
 	// live counters (this run plus what the checkpoint brought), read by Progress.
 	rewritten, current, deleted, failed atomic.Int64
 	base                                Counts
+	expired                             atomic.Int64
 }
 
 // NewRewriter prepares a rewrite of crd's objects. crd must be fresh from the cluster: its
@@ -353,6 +357,7 @@ func (r *Rewriter) Run(ctx context.Context) (*Result, error) {
 	if res.Failures == nil {
 		res.Failures = []Failure{}
 	}
+	res.ExpiredContinues = r.expired.Load()
 	elapsed := time.Since(start)
 	res.ElapsedSeconds = elapsed.Seconds()
 	if s := elapsed.Seconds(); s > 0 {
@@ -392,6 +397,7 @@ func (r *Rewriter) listPage(ctx context.Context, cont string) (*unstructured.Uns
 				return nil, fmt.Errorf("listing %s: %w", r.crd.Name, err)
 			}
 			cont = next // objects changed since are already stored at the storage version
+			r.expired.Add(1)
 		case retryable(err) && attempt < r.opts.MaxAttempts:
 			if err := sleep(ctx, backoff(err, attempt)); err != nil {
 				return nil, err

@@ -296,6 +296,9 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	if report.Cluster != nil && !report.Cluster.Succeeded {
 		return ProblemsFound("%s: the StorageVersionMigration %s failed: %s", crd.Name, report.Cluster.Name, report.Cluster.Message)
 	}
+	if report.Trim != nil && !report.Trim.Safe {
+		return ProblemsFound("%s: status.storedVersions was not trimmed: %s", crd.Name, report.Trim.Reason)
+	}
 	return nil
 }
 
@@ -479,7 +482,11 @@ func printPlan(w io.Writer, p *migrate.Plan, noHeaders bool) error {
 	fmt.Fprintf(w, "  storage version:  %s\n", p.StorageVersion)
 	fmt.Fprintf(w, "  storedVersions:   [%s]\n", strings.Join(p.StoredVersions, " "))
 	fmt.Fprintf(w, "  target version:   %s\n", target)
-	fmt.Fprintf(w, "  objects:          %d in %d namespaces\n", p.Objects, len(p.Namespaces))
+	if p.Namespaced {
+		fmt.Fprintf(w, "  objects:          %d in %d namespaces\n", p.Objects, len(p.Namespaces))
+	} else {
+		fmt.Fprintf(w, "  objects:          %d\n", p.Objects)
+	}
 	for i, s := range p.Steps {
 		fmt.Fprintf(w, "  %d. %s\n", i+1, s)
 	}
