@@ -195,8 +195,12 @@ func BuildPlan(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResou
 	case equalStrings(p.StoredVersions, want):
 		p.Steps = append(p.Steps, fmt.Sprintf("status.storedVersions is already [%s]: nothing to trim", p.TargetVersion))
 	default:
+		from := p.StoredVersions
+		if p.SwitchStorage && !contains(from, p.TargetVersion) {
+			from = append(append([]string{}, from...), p.TargetVersion) // the API server adds the new storage version
+		}
 		p.Steps = append(p.Steps, fmt.Sprintf("if every object is accounted for, set status.storedVersions from [%s] to [%s]",
-			strings.Join(p.StoredVersions, " "), p.TargetVersion))
+			strings.Join(from, " "), p.TargetVersion))
 	}
 	return p, nil
 }
@@ -282,4 +286,13 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

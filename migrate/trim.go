@@ -166,7 +166,7 @@ func GetStatus(crd *apiextensionsv1.CustomResourceDefinition, server, checkpoint
 	}
 	switch {
 	case !st.Pending:
-		st.Reason = fmt.Sprintf("nothing to trim: status.storedVersions is [%s]", strings.Join(st.StoredVersions, " "))
+		st.Reason = fmt.Sprintf("status.storedVersions is [%s], only the storage version", strings.Join(st.StoredVersions, " "))
 	case cp == nil || st.LastRun == nil:
 		st.Reason = fmt.Sprintf("no record of a migration: objects may still be stored at %s; run kubectl crdver migrate %s", strings.Join(older(st), ", "), crd.Name)
 	case cp.State != StateComplete:

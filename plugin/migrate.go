@@ -424,13 +424,14 @@ func (o *MigrateOptions) progressf(format string, args ...any) {
 
 // confirm asks on stderr and reads the answer from stdin.
 func (o *MigrateOptions) confirm(question string) (bool, error) {
-	fmt.Fprint(o.g.ErrOut, question)
+	fmt.Fprint(o.g.ErrOut, "\n"+question)
 	line, err := bufio.NewReader(o.g.In).ReadString('\n')
 	if err != nil && err != io.EOF {
 		return false, Unavailable(fmt.Errorf("reading the answer: %w", err))
 	}
-	if err == io.EOF && line == "" {
-		fmt.Fprintln(o.g.ErrOut)
+	if f, ok := o.g.In.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+		// The answer came from a pipe: show it, so the transcript reads right.
+		fmt.Fprintln(o.g.ErrOut, strings.TrimSpace(line))
 	}
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":

@@ -88,7 +88,11 @@ func (o *MigrateStatusOptions) Run(ctx context.Context) error {
 				st.LastRun.State, st.LastRun.StorageVersion, st.LastRun.Counts.Total(), st.LastRun.Counts.Rewritten, st.LastRun.Counts.Current,
 				st.LastRun.Counts.Deleted, st.LastRun.Counts.Failed, st.LastRun.UpdatedAt.Format(time.RFC3339))
 		}
-		fmt.Fprintf(w, "trim safe:         %s: %s\n", yesNo(st.TrimSafe), st.Reason)
+		if st.Pending {
+			fmt.Fprintf(w, "trim safe:         %s: %s\n", yesNo(st.TrimSafe), st.Reason)
+		} else {
+			fmt.Fprintf(w, "trim needed:       no: %s\n", st.Reason)
+		}
 	}
 	if st.Pending && !st.TrimSafe {
 		return ProblemsFound("%s: a migration is pending: %s", crd.Name, st.Reason)

@@ -182,7 +182,7 @@ func TestMigrateEndToEnd(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("status: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	mustContain(t, "migrate status", r.stdout, "storedVersions:    [v1]", "migration pending: no", "nothing to trim")
+	mustContain(t, "migrate status", r.stdout, "storedVersions:    [v1]", "migration pending: no", "trim needed:       no: status.storedVersions is [v1], only the storage version")
 
 	// Run again, human output: every object is already current.
 	r = runCluster(t, "migrate", name, "--checkpoint", cp)
