@@ -125,6 +125,8 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 	f.StringVar(&o.Engine, "engine", engineClient, "Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration)")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before switching the storage version")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
+	f.DurationVar(&o.ProgressInterval, "progress-interval", 5*time.Second, "How often to print a progress line when stderr is not a terminal")
+	_ = f.MarkHidden("progress-interval")
 	_ = cmd.RegisterFlagCompletionFunc("engine", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{engineClient, engineCluster}, cobra.ShellCompDirectiveNoFileComp
 	})
@@ -153,6 +155,8 @@ func (o *MigrateOptions) Validate() error {
 		return UsageErrorf("--concurrency must be at least 1, got %d", o.Concurrency)
 	case o.QPS < 0:
 		return UsageErrorf("--qps must be 0 (no limit) or more, got %v", o.QPS)
+	case o.ProgressInterval <= 0:
+		return UsageErrorf("--progress-interval must be positive, got %v", o.ProgressInterval)
 	case o.ChunkSize < 1:
 		return UsageErrorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
 	case o.Engine == engineCluster && o.Checkpoint != "":
@@ -444,7 +448,7 @@ func (o *MigrateOptions) confirm(question string) (bool, error) {
 // --to, --yes and --dry-run: the storage switch is done), the same checkpoint.
 func (o *MigrateOptions) resumeCommand(name, checkpoint string) string {
 	parts := []string{"kubectl", "crdver", "migrate", name}
-	skip := map[string]bool{"to": true, "yes": true, "dry-run": true, "checkpoint": true}
+	skip := map[string]bool{"to": true, "yes": true, "dry-run": true, "checkpoint": true, "progress-interval": true}
 	if o.cmd != nil {
 		o.cmd.Flags().Visit(func(f *pflag.Flag) {
 			if skip[f.Name] {

@@ -377,14 +377,62 @@ func TestMigrateInterruptedThenResumed(t *testing.T) {
 	}
 	// Run the command it printed (minus "kubectl crdver").
 	_, resume, _ := strings.Cut(msg, "resume with: kubectl crdver ")
-	args := append(strings.Fields(resume), "--quiet")
+	args := append(strings.Fields(resume), "--progress-interval=100ms")
 	r := run(t, "", args...)
 	if r.code != 0 {
 		t.Fatalf("resumed run %v: exit %d:\n%s%s", args, r.code, r.stdout, r.stderr)
 	}
+	// stderr is not a terminal: plain progress lines, with counts, rate and ETA.
+	mustContain(t, "resumed run's stderr", r.stderr, "resuming from "+cp, "/60 objects (rewritten ", "objects/s, ETA ")
 	mustContain(t, "resumed run", r.stdout, "Note: resumed from checkpoint "+cp, "total               60", "status.storedVersions: [v1beta1 v1] -> [v1]")
 	stored, _ := storedAt(t, group)
 	if len(stored) != 1 || stored[group+"/v1"] != 60 {
 		t.Errorf("etcd after the resumed run = %v, want all 60 at v1", stored)
+	}
+}
+
+func TestMigrateValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*MigrateOptions)
+		want   string
+	}{
+		{"defaults", func(*MigrateOptions) {}, ""},
+		{"engine", func(o *MigrateOptions) { o.Engine = "fast" }, `--engine "fast" is not supported`},
+		{"concurrency", func(o *MigrateOptions) { o.Concurrency = 0 }, "--concurrency must be at least 1"},
+		{"qps", func(o *MigrateOptions) { o.QPS = -1 }, "--qps must be 0 (no limit) or more"},
+		{"chunk", func(o *MigrateOptions) { o.ChunkSize = 0 }, "--chunk-size must be at least 1"},
+		{"checkpoint with cluster", func(o *MigrateOptions) { o.Engine = engineCluster; o.Checkpoint = "x" }, "--checkpoint is for --engine client"},
+		{"output", func(o *MigrateOptions) { o.out.format = "wide" }, `--output "wide" is not supported`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &MigrateOptions{out: &outputFlags{allowed: []string{outputJSON, outputYAML}}, Engine: engineClient, Concurrency: 16, ChunkSize: 500, ProgressInterval: time.Second}
+			tc.mutate(o)
+			err := o.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || ExitCode(err) != ExitUsage):
+				t.Errorf("err = %v (exit %d), want exit 2 with %q", err, ExitCode(err), tc.want)
+			}
+		})
+	}
+}
+
+func TestResumeCommandQuotes(t *testing.T) {
+	streams, _, _, _ := genericiooptions.NewTestIOStreams()
+	root := NewRootCmd(streams)
+	mig, _, err := root.Find([]string{"migrate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mig.ParseFlags([]string{"--to", "v1", "--yes", "--qps", "50", "--no-trim", "--checkpoint", "/tmp/old"}); err != nil {
+		t.Fatal(err)
+	}
+	o := &MigrateOptions{cmd: mig}
+	got := o.resumeCommand("crontabs.stable.example.com", "/home/me/my cache/cp.json")
+	want := "kubectl crdver migrate crontabs.stable.example.com --no-trim --qps=50 --checkpoint='/home/me/my cache/cp.json'"
+	if got != want {
+		t.Errorf("resume command:\n got %s\nwant %s", got, want)
 	}
 }
