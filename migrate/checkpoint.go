@@ -55,7 +55,7 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the checkpoint: %w", err)
+		return nil, fmt.Errorf("reading the checkpoint: %w (give another file with --checkpoint)", err)
 	}
 	var cp Checkpoint
 	if err := json.Unmarshal(b, &cp); err != nil {

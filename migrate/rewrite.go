@@ -200,6 +200,13 @@ func (r *Rewriter) Run(ctx context.Context) (*Result, error) {
 			Generation: r.crd.Generation, State: StateRunning, StartedAt: time.Now().UTC(),
 		}
 	}
+	if !res.Resumed && r.opts.Checkpoint != "" {
+		// Fail now, before any write, if the checkpoint cannot be written.
+		cp.UpdatedAt = time.Now().UTC()
+		if err := cp.Save(r.opts.Checkpoint); err != nil {
+			return nil, fmt.Errorf("%w (give a writable file with --checkpoint)", err)
+		}
+	}
 	r.base = cp.Counts
 	r.rewritten.Store(cp.Counts.Rewritten)
 	r.current.Store(cp.Counts.Current)

@@ -332,6 +332,8 @@ func TestMigrateUsageErrors(t *testing.T) {
 		{[]string{"migrate", name, "--engine", "magic"}, ExitUsage, `--engine "magic" is not supported: use client or cluster`},
 		{[]string{"migrate", name, "--concurrency", "0"}, ExitUsage, "--concurrency must be at least 1"},
 		{[]string{"migrate"}, ExitUsage, "migrate takes one CRD name"},
+		{[]string{"migrate", name, "--checkpoint", "/dev/null/cp.json"}, ExitUnavailable, "the checkpoint: open /dev/null/cp.json: not a directory (give another file with --checkpoint)"},
+		{[]string{"migrate", "nosuchthing"}, ExitUsage, `no CustomResourceDefinition matches "nosuchthing"`},
 	} {
 		r := runCluster(t, tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
@@ -350,9 +352,12 @@ func TestMigrateInterruptedThenResumed(t *testing.T) {
 	go func() {
 		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
-			if _, err := os.Stat(cp); err == nil {
-				cancel()
-				return
+			if b, err := os.ReadFile(cp); err == nil {
+				var saved struct{ Pages int64 }
+				if json.Unmarshal(b, &saved) == nil && saved.Pages > 0 {
+					cancel()
+					return
+				}
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
