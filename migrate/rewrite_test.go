@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -346,6 +347,51 @@ func TestResumeAfterCompactionFollowsInconsistentContinue(t *testing.T) {
 	}
 	stored, _ := etcdVersions(t, f.group, "widgets")
 	if diff := cmp.Diff(map[string]int{f.group + "/v1": n - page + 1, f.group + "/v1beta1": page}, stored); diff != "" {
+		t.Errorf("etcd (-want +got):\n%s", diff)
+	}
+}
+
+func TestRewriteClusterScoped(t *testing.T) {
+	ctx := context.Background()
+	const n = 25
+	crd := twoVersionCRD("scoped.migrate.example.com", "gizmos", "Gizmo")
+	crd.Spec.Scope = apiextensionsv1.ClusterScoped
+	if _, err := env.CreateCRD(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	c, err := NewClients(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := GVR(crd, "v1beta1")
+	for i := 0; i < n; i++ {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": crd.Spec.Group + "/v1beta1", "kind": "Gizmo",
+			"metadata": map[string]any{"name": fmt.Sprintf("gizmo-%02d", i)},
+		}}
+		if _, err := c.Dynamic.Resource(gvr).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	switched, err := SwitchStorage(ctx, c, crd.Name, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := BuildPlan(ctx, c, switched, "", 10, true)
+	if err != nil || plan.Objects != n || plan.Namespaced {
+		t.Fatalf("plan = %+v, %v", plan, err)
+	}
+	r, err := NewRewriter(c, switched, RewriteOptions{ChunkSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(ctx)
+	if err != nil || res.Rewritten != n || !res.Complete {
+		t.Fatalf("result = %+v, %v", res, err)
+	}
+	stored, _ := etcdVersions(t, crd.Spec.Group, "gizmos")
+	if diff := cmp.Diff(map[string]int{crd.Spec.Group + "/v1": n}, stored); diff != "" {
 		t.Errorf("etcd (-want +got):\n%s", diff)
 	}
 }
