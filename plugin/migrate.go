@@ -358,8 +358,8 @@ func (o *MigrateOptions) startProgress(r *migrate.Rewriter, total int64) func() 
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionSetWidth(30),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(o.g.ErrOut) }),
 		)
+		_ = bar.RenderBlank() // starts the bar's clock now, so the first rate is right
 		go func() {
 			defer wg.Done()
 			t := time.NewTicker(200 * time.Millisecond)
