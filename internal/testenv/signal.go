@@ -1,0 +1,5 @@
+package testenv
+
+import "syscall"
+
+var termSignal = syscall.SIGTERM

@@ -1,0 +1,110 @@
+package migrate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Checkpoint states.
+const (
+	StateRunning  = "running"  // pages up to Continue are done; resume from Continue
+	StateComplete = "complete" // every object was accounted for; a record for `migrate status`
+)
+
+// Checkpoint is the progress of a rewrite, saved as pages complete so that an interrupted run
+// resumes where it stopped. It only counts pages whose every object is done: a resumed run
+// redoes the page it was in the middle of (the objects it had already rewritten come back as
+// already current).
+type Checkpoint struct {
+	Server         string    `json:"server"`
+	CRD            string    `json:"crd"`
+	UID            string    `json:"uid"`
+	StorageVersion string    `json:"storageVersion"`
+	Generation     int64     `json:"generation"`
+	State          string    `json:"state"`
+	Continue       string    `json:"continue,omitempty"`
+	Pages          int64     `json:"pages"`
+	Counts         Counts    `json:"counts"`
+	Failures       []Failure `json:"failures,omitempty"`
+	StartedAt      time.Time `json:"startedAt"`
+	UpdatedAt      time.Time `json:"updatedAt"`
+}
+
+// DefaultCheckpointPath is the checkpoint file for a CRD of the cluster at server, in the
+// user's cache folder: <cache>/kubectl-crdver/migrate/<crd>-<hash of server and crd>.json.
+func DefaultCheckpointPath(server, crd string) (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache folder for the checkpoint (%w): give one with --checkpoint", err)
+	}
+	sum := sha256.Sum256([]byte(server + "\x00" + crd))
+	return filepath.Join(dir, "kubectl-crdver", "migrate", crd+"-"+hex.EncodeToString(sum[:6])+".json"), nil
+}
+
+// LoadCheckpoint reads the checkpoint at path; (nil, nil) when there is none.
+func LoadCheckpoint(path string) (*Checkpoint, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the checkpoint: %w (give another file with --checkpoint)", err)
+	}
+	var cp Checkpoint
+	if err := json.Unmarshal(b, &cp); err != nil {
+		return nil, fmt.Errorf("checkpoint %s is not a kubectl-crdver checkpoint (%v): remove it or give another --checkpoint", path, err)
+	}
+	return &cp, nil
+}
+
+// Save writes the checkpoint atomically (a temporary file renamed over path).
+func (cp *Checkpoint) Save(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("saving the checkpoint: %w", err)
+	}
+	b, err := json.MarshalIndent(cp, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".checkpoint-*")
+	if err != nil {
+		return fmt.Errorf("saving the checkpoint: %w", err)
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("saving the checkpoint: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("saving the checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("saving the checkpoint: %w", err)
+	}
+	return nil
+}
+
+// matches reports whether cp was written for the same CRD object, storage version and
+// generation; if not, it says why.
+func (cp *Checkpoint) matches(server, crd, uid, storage string, generation int64) (bool, string) {
+	switch {
+	case cp.Server != server || cp.CRD != crd:
+		return false, fmt.Sprintf("it is for %s on %s", cp.CRD, cp.Server)
+	case cp.UID != uid:
+		return false, "the CRD was deleted and created again since"
+	case cp.StorageVersion != storage:
+		return false, fmt.Sprintf("it was written while %s was the storage version", cp.StorageVersion)
+	case cp.Generation != generation:
+		return false, fmt.Sprintf("the CRD's spec changed since (generation %d, now %d)", cp.Generation, generation)
+	}
+	return true, ""
+}

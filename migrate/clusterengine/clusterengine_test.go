@@ -1,0 +1,212 @@
+package clusterengine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/plugin"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, &env, testenv.Options{
+		APIServerArgs: []string{"--feature-gates=StorageVersionMigrator=true", "--runtime-config=storagemigration.k8s.io/v1beta1=true"},
+		ExtraBinaries: []string{"kube-controller-manager"},
+	})
+}
+
+func fixture(t *testing.T, group string, n int) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	ctx := context.Background()
+	props := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+		Type:       "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: "object", XPreserveUnknownFields: ptr(true)}},
+	}}
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "things." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "things", Singular: "thing", Kind: "Thing", ListKind: "ThingList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+				{Name: "v1beta1", Served: true, Storage: true, Schema: props},
+				{Name: "v1", Served: true, Schema: props.DeepCopy()},
+			},
+			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
+		},
+	}
+	if _, err := env.CreateCRD(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	c, err := migrate.NewClients(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1beta1", Resource: "things"}
+	for i := 0; i < n; i++ {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": group + "/v1beta1", "kind": "Thing",
+			"metadata": map[string]any{"name": fmt.Sprintf("thing-%03d", i), "namespace": "default"},
+			"spec":     map[string]any{"n": int64(i)},
+		}}
+		if _, err := c.Dynamic.Resource(gvr).Namespace("default").Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := migrate.SwitchStorage(ctx, c, crd.Name, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func stored(t *testing.T, group string) map[string]int {
+	t.Helper()
+	return storedIn(t, group, "things")
+}
+
+// storedIn reads group/plural's objects straight from etcd: how many at each apiVersion.
+func storedIn(t testing.TB, group, plural string) map[string]int {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{env.EtcdURL}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(context.Background(), "/registry/"+group+"/"+plural+"/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, kv := range resp.Kvs {
+		var tm metav1.TypeMeta
+		if err := json.Unmarshal(kv.Value, &tm); err != nil {
+			t.Fatal(err)
+		}
+		out[tm.APIVersion]++
+	}
+	return out
+}
+
+func TestClusterEngine(t *testing.T) {
+	ctx := context.Background()
+	c, err := migrate.NewClients(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version, err := migrate.ServedClusterMigrationVersion(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("storagemigration.k8s.io served version: %s", version)
+
+	// Without a controller, the migration never starts: a clear error, and it is deleted again.
+	idle := fixture(t, "idle.cluster.example.com", 3)
+	_, err = migrate.RunCluster(ctx, c, idle, version, 3*time.Second, nil)
+	if err == nil || !strings.Contains(err.Error(), "no controller is processing it") {
+		t.Fatalf("without kube-controller-manager: err = %v, want 'no controller is processing it'", err)
+	}
+
+	cm, err := env.StartControllerManager(
+		"--feature-gates=StorageVersionMigrator=true",
+		"--controllers=storage-version-migrator-controller,garbage-collector-controller",
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Stop()
+
+	const n = 50
+	group := "busy.cluster.example.com"
+	crd := fixture(t, group, n)
+	if got := stored(t, group); got[group+"/v1beta1"] != n {
+		t.Fatalf("before: etcd = %v, want %d at v1beta1", got, n)
+	}
+	var conds []string
+	runCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	res, err := migrate.RunCluster(runCtx, c, crd, version, 2*time.Minute, func(cond, _ string) { conds = append(conds, cond) })
+	if err != nil {
+		t.Fatalf("%v\nkube-controller-manager logs:\n%s", err, tail(cm.Logs(), 4000))
+	}
+	if !res.Succeeded {
+		t.Fatalf("migration %s failed: %s", res.Name, res.Message)
+	}
+	t.Logf("conditions seen: %v; %.1fs", conds, res.ElapsedSeconds)
+	if got := stored(t, group); len(got) != 1 || got[group+"/v1"] != n {
+		t.Errorf("after: etcd = %v, want all %d at v1", got, n)
+	}
+	tr, err := migrate.Trim(ctx, c, res.Evidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tr.Safe || len(tr.After) != 1 || tr.After[0] != "v1" {
+		t.Errorf("trim = %+v, want storedVersions [v1]", tr)
+	}
+	got, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.StoredVersions) != 1 || got.Status.StoredVersions[0] != "v1" {
+		t.Errorf("storedVersions = %v, want [v1]", got.Status.StoredVersions)
+	}
+}
+
+// The command: kubectl crdver migrate --engine cluster, with its JSON report.
+func TestClusterEngineCommand(t *testing.T) {
+	cm, err := env.StartControllerManager(
+		"--feature-gates=StorageVersionMigrator=true",
+		"--controllers=storage-version-migrator-controller,garbage-collector-controller",
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Stop()
+	const n = 20
+	group := "cmd.cluster.example.com"
+	crd := fixture(t, group, n)
+	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+	root := plugin.NewRootCmd(streams)
+	root.SetArgs([]string{"migrate", crd.Name, "--engine", "cluster", "-o", "json", "--kubeconfig", env.Kubeconfig})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("%v\n%s%s\nkube-controller-manager logs:\n%s", err, out, errOut, tail(cm.Logs(), 4000))
+	}
+	var rep plugin.MigrateReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Engine != "cluster" || rep.Cluster == nil || !rep.Cluster.Succeeded || rep.Trim == nil || !rep.Trim.Safe || rep.Plan.Objects != n {
+		t.Errorf("report:\n%s", out)
+	}
+	if !strings.Contains(errOut.String(), "StorageVersionMigration: Succeeded") {
+		t.Errorf("no progress on stderr:\n%s", errOut)
+	}
+	if got := stored(t, group); len(got) != 1 || got[group+"/v1"] != n {
+		t.Errorf("etcd = %v, want all %d at v1", got, n)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,123 @@
+package migrate
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+)
+
+// faultProxy sits between the client and the real API server and answers the first PUT of
+// some objects itself: 503 without Retry-After for names ending in 3, 429 with Retry-After: 1
+// for names ending in 5. Everything else goes to the API server.
+type faultProxy struct {
+	mu       sync.Mutex
+	injected map[string]int
+}
+
+func startFaultProxy(t *testing.T) (*faultProxy, *rest.Config) {
+	t.Helper()
+	target, err := url.Parse(env.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := rest.TransportFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := &faultProxy{injected: map[string]int{}}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = transport
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+			fp.mu.Lock()
+			first := fp.injected[name] == 0
+			if first && (strings.HasSuffix(name, "3") || strings.HasSuffix(name, "5")) {
+				fp.injected[name]++
+				fp.mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				if strings.HasSuffix(name, "5") {
+					w.Header().Set("Retry-After", "1")
+					w.WriteHeader(http.StatusTooManyRequests)
+					_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429,"details":{"retryAfterSeconds":1}}`))
+					return
+				}
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"ServiceUnavailable","code":503}`))
+				return
+			}
+			fp.mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return fp, &rest.Config{Host: srv.URL, QPS: -1}
+}
+
+func TestRewriteBacksOffOnThrottlingAndServerErrors(t *testing.T) {
+	ctx := context.Background()
+	const n = 40
+	f := newFixture(t, "faults", n, false)
+	fp, cfg := startFaultProxy(t)
+	c, err := NewClients(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRewriter(c, f.get(t), RewriteOptions{Concurrency: 4, ChunkSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Counts{Rewritten: n}, res.Counts); diff != "" {
+		t.Fatalf("counts (-want +got):\n%s\nfailures: %v", diff, res.Failures)
+	}
+	// widget-00003, -00005, -00013, … : 8 objects got an error on their first write.
+	if len(fp.injected) != 8 {
+		t.Errorf("faults injected on %d objects, want 8: %v", len(fp.injected), fp.injected)
+	}
+	stored, _ := etcdVersions(t, f.group, "widgets")
+	if diff := cmp.Diff(map[string]int{f.group + "/v1": n}, stored); diff != "" {
+		t.Errorf("etcd (-want +got):\n%s", diff)
+	}
+}
+
+func TestBackoffAndRetryable(t *testing.T) {
+	gr := schema.GroupResource{Group: "g", Resource: "r"}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		retryable bool
+	}{
+		{"429", apierrors.NewTooManyRequests("slow down", 2), true},
+		{"503", apierrors.NewServiceUnavailable("busy"), true},
+		{"500", apierrors.NewInternalError(context.DeadlineExceeded), true},
+		{"server timeout", apierrors.NewServerTimeout(gr, "update", 1), true},
+		{"conflict", apierrors.NewConflict(gr, "x", nil), false},
+		{"invalid", apierrors.NewBadRequest("no"), false},
+		{"forbidden", apierrors.NewForbidden(gr, "x", nil), false},
+		{"cancelled", context.Canceled, false},
+	} {
+		if got := retryable(tc.err); got != tc.retryable {
+			t.Errorf("%s: retryable = %v, want %v", tc.name, got, tc.retryable)
+		}
+	}
+	if d := backoff(apierrors.NewTooManyRequests("slow down", 2), 1); d.Seconds() != 2 {
+		t.Errorf("backoff with Retry-After 2 = %v, want 2s", d)
+	}
+	if d1, d3, d20 := backoff(apierrors.NewServiceUnavailable("busy"), 1), backoff(apierrors.NewServiceUnavailable("busy"), 3), backoff(apierrors.NewServiceUnavailable("busy"), 20); d1.Milliseconds() != 100 || d3.Milliseconds() != 400 || d20.Seconds() != 5 {
+		t.Errorf("exponential backoff = %v, %v, %v; want 100ms, 400ms, 5s", d1, d3, d20)
+	}
+}

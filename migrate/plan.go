@@ -1,0 +1,298 @@
+// Package migrate is the storage-version upgrade engine behind `kubectl crdver migrate`: the
+// plan, the rewrite of every object (paged, concurrent, rate limited, resumable from a
+// checkpoint), the guarded trim of status.storedVersions, and the in-cluster
+// StorageVersionMigration engine. It has no command-line code in it: it takes clients and
+// plain values and returns results as data.
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/endpoints/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+)
+
+// Clients are the API clients the engine uses.
+type Clients struct {
+	CRDs     apiextensionsclient.Interface
+	Dynamic  dynamic.Interface
+	Metadata metadata.Interface
+	Kube     kubernetes.Interface
+	// Server is the API server URL, which keys the default checkpoint file.
+	Server string
+}
+
+// NewClients builds the clients from cfg. Client-go's own rate limiter is switched off: the
+// rewrite has its own (RewriteOptions.QPS), and the client defaults must not be what holds
+// a migration back.
+func NewClients(cfg *rest.Config) (*Clients, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+	c := &Clients{Server: cfg.Host}
+	var err error
+	if c.CRDs, err = apiextensionsclient.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if c.Metadata, err = metadata.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Plan is what a migration will do, worked out before anything is written.
+type Plan struct {
+	CRD            string           `json:"crd"`
+	Group          string           `json:"group"`
+	Resource       string           `json:"resource"`
+	Namespaced     bool             `json:"namespaced"`
+	StorageVersion string           `json:"storageVersion"`
+	StoredVersions []string         `json:"storedVersions"`
+	TargetVersion  string           `json:"targetVersion"`
+	SwitchStorage  bool             `json:"switchStorage"`
+	Objects        int64            `json:"objects"`
+	Namespaces     []NamespaceCount `json:"namespaces,omitempty"`
+	Steps          []string         `json:"steps"`
+}
+
+// NamespaceCount is the number of objects in one namespace ("" for cluster-scoped objects).
+type NamespaceCount struct {
+	Namespace string `json:"namespace"`
+	Objects   int64  `json:"objects"`
+}
+
+// GVR is the resource of crd at version v.
+func GVR(crd *apiextensionsv1.CustomResourceDefinition, v string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: crd.Spec.Group, Version: v, Resource: crd.Spec.Names.Plural}
+}
+
+// StorageVersion is the version crd marks storage: true ("" when none is).
+func StorageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			return v.Name
+		}
+	}
+	return ""
+}
+
+// servedVersion is the version to read and write objects through: the storage version when it
+// is served (no conversion at all), otherwise the first served one.
+func servedVersion(crd *apiextensionsv1.CustomResourceDefinition) (string, error) {
+	storage := StorageVersion(crd)
+	var first string
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		if v.Name == storage {
+			return v.Name, nil
+		}
+		if first == "" {
+			first = v.Name
+		}
+	}
+	if first == "" {
+		return "", fmt.Errorf("%s: no version is served, so its objects cannot be read or written (set served: true on a version)", crd.Name)
+	}
+	return first, nil
+}
+
+// CheckTarget checks that v can become crd's storage version: it exists and is served.
+func CheckTarget(crd *apiextensionsv1.CustomResourceDefinition, v string) error {
+	var names []string
+	for _, ver := range crd.Spec.Versions {
+		names = append(names, ver.Name)
+		if ver.Name == v {
+			if !ver.Served {
+				return fmt.Errorf("%s: version %q is not served: serve it (served: true) before making it the storage version", crd.Name, v)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: version %q is not in spec.versions (have: %s)", crd.Name, v, strings.Join(names, ", "))
+}
+
+// BuildPlan works out what migrating crd to version to ("" = the current storage version)
+// will do, counting the objects per namespace with a paged metadata-only list. trim says
+// whether the run will trim status.storedVersions afterwards.
+func BuildPlan(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, to string, chunkSize int64, trim bool) (*Plan, error) {
+	storage := StorageVersion(crd)
+	p := &Plan{
+		CRD:            crd.Name,
+		Group:          crd.Spec.Group,
+		Resource:       crd.Spec.Names.Plural,
+		Namespaced:     crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
+		StorageVersion: storage,
+		StoredVersions: append([]string{}, crd.Status.StoredVersions...),
+		TargetVersion:  storage,
+	}
+	if to != "" {
+		if err := CheckTarget(crd, to); err != nil {
+			return nil, err
+		}
+		p.TargetVersion = to
+		p.SwitchStorage = to != storage
+	}
+	read, err := servedVersion(crd)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int64{}
+	cont := ""
+	for {
+		list, err := c.Metadata.Resource(GVR(crd, read)).List(ctx, metav1.ListOptions{Limit: chunkSize, Continue: cont})
+		if err != nil {
+			if apierrors.IsResourceExpired(err) && cont != "" {
+				if next := continueFromExpired(err); next != "" {
+					cont = next
+					continue
+				}
+			}
+			return nil, fmt.Errorf("counting %s: %w", crd.Name, err)
+		}
+		for i := range list.Items {
+			counts[list.Items[i].Namespace]++
+			p.Objects++
+		}
+		if cont = list.Continue; cont == "" {
+			break
+		}
+	}
+	for ns, n := range counts {
+		p.Namespaces = append(p.Namespaces, NamespaceCount{Namespace: ns, Objects: n})
+	}
+	sort.Slice(p.Namespaces, func(i, j int) bool { return p.Namespaces[i].Namespace < p.Namespaces[j].Namespace })
+
+	if p.SwitchStorage {
+		p.Steps = append(p.Steps, fmt.Sprintf("make %s the storage version (now %s)", to, storage))
+	}
+	p.Steps = append(p.Steps, fmt.Sprintf("rewrite %d objects so that each is stored at %s", p.Objects, p.TargetVersion))
+	want := []string{p.TargetVersion}
+	switch {
+	case !trim:
+		p.Steps = append(p.Steps, fmt.Sprintf("leave status.storedVersions [%s] as it is (--no-trim)", strings.Join(p.StoredVersions, " ")))
+	case equalStrings(p.StoredVersions, want):
+		p.Steps = append(p.Steps, fmt.Sprintf("status.storedVersions is already [%s]: nothing to trim", p.TargetVersion))
+	default:
+		from := p.StoredVersions
+		if p.SwitchStorage && !contains(from, p.TargetVersion) {
+			from = append(append([]string{}, from...), p.TargetVersion) // the API server adds the new storage version
+		}
+		p.Steps = append(p.Steps, fmt.Sprintf("if every object is accounted for, set status.storedVersions from [%s] to [%s]",
+			strings.Join(from, " "), p.TargetVersion))
+	}
+	return p, nil
+}
+
+// SwitchStorage makes v the storage version of the CRD called name (an update with the CRD's
+// resourceVersion, retried on conflict), then waits until the API server's discovery reports
+// the new storage version, so that the writes that follow are encoded at v.
+func SwitchStorage(ctx context.Context, c *Clients, name, v string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	var updated *apiextensionsv1.CustomResourceDefinition
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := CheckTarget(crd, v); err != nil {
+			return err
+		}
+		if StorageVersion(crd) == v {
+			updated = crd
+			return nil
+		}
+		for i := range crd.Spec.Versions {
+			crd.Spec.Versions[i].Storage = crd.Spec.Versions[i].Name == v
+		}
+		updated, err = c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := WaitStorageVersion(ctx, c, updated, 30*time.Second); err != nil {
+		return nil, err
+	}
+	return updated, nil
+}
+
+// WaitStorageVersion waits (at most timeout) until discovery's storageVersionHash for the
+// CRD's resource is the hash of its storage version: the API server then encodes writes at it.
+func WaitStorageVersion(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, timeout time.Duration) error {
+	storage := StorageVersion(crd)
+	read, err := servedVersion(crd)
+	if err != nil {
+		return err
+	}
+	want := discovery.StorageVersionHash(crd.Spec.Group, storage, crd.Spec.Names.Kind)
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := c.Kube.Discovery().ServerResourcesForGroupVersion(crd.Spec.Group + "/" + read)
+		if err != nil {
+			return false, nil // not in discovery yet
+		}
+		for _, r := range list.APIResources {
+			if r.Name == crd.Spec.Names.Plural {
+				last = r.StorageVersionHash
+				return r.StorageVersionHash == want, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: the API server does not report %s as the storage version yet (discovery storageVersionHash %q, want %q): %w", crd.Name, storage, last, want, err)
+	}
+	return nil
+}
+
+// continueFromExpired returns the continue token a 410 Gone on a paged list carries: the API
+// server's "inconsistent continue" token that resumes after the last key returned.
+func continueFromExpired(err error) string {
+	var s apierrors.APIStatus
+	if !errors.As(err, &s) {
+		return ""
+	}
+	return s.Status().ListMeta.Continue
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,101 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crdver/kubectl-crdver/migrate"
+)
+
+// MigrateStatusOptions are the options of `kubectl crdver migrate status`.
+type MigrateStatusOptions struct {
+	g      *Globals
+	source *crdSource
+	out    *outputFlags
+
+	Name       string
+	Checkpoint string
+}
+
+func newCmdMigrateStatus(g *Globals) *cobra.Command {
+	o := &MigrateStatusOptions{g: g, source: &crdSource{g: g, flag: "filename"}}
+	cmd := &cobra.Command{
+		Use:   "status CRD",
+		Short: "Show status.storedVersions, the storage version and whether a trim is safe",
+		Long: `Show a CRD's storage version and status.storedVersions, whether a migration is pending, and
+whether trimming status.storedVersions to the storage version is safe: it is when the last run
+of kubectl crdver migrate (recorded in its checkpoint file) accounted for every object with
+none failed, and the CRD (storage version, generation) has not changed since.
+
+Exit code 1 when a migration is pending and a trim is not known to be safe.`,
+		Example:           "  kubectl crdver migrate status crontabs.stable.example.com",
+		ValidArgsFunction: completeCRDNames(g),
+		RunE:              runE(o),
+	}
+	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	cmd.Flags().StringVar(&o.Checkpoint, "checkpoint", "", "Checkpoint file of the last run (default: in your cache folder, per cluster and CRD)")
+	return cmd
+}
+
+// Complete takes the argument.
+func (o *MigrateStatusOptions) Complete(_ *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return UsageErrorf("migrate status takes one CRD name, got %d", len(args))
+	}
+	o.Name = args[0]
+	return nil
+}
+
+// Validate checks the flags.
+func (o *MigrateStatusOptions) Validate() error { return o.out.validate() }
+
+// Run prints the status.
+func (o *MigrateStatusOptions) Run(ctx context.Context) error {
+	cfg, err := o.g.RESTConfig()
+	if err != nil {
+		return err
+	}
+	crd, err := o.source.one(ctx, o.Name)
+	if err != nil {
+		return err
+	}
+	path := o.Checkpoint
+	if path == "" {
+		if path, err = migrate.DefaultCheckpointPath(cfg.Host, crd.Name); err != nil {
+			path = ""
+		}
+	}
+	st, err := migrate.GetStatus(crd, cfg.Host, path)
+	if err != nil {
+		return Unavailable(err)
+	}
+	if o.out.structured() {
+		if err := o.out.printStructured(o.g.Out, st); err != nil {
+			return err
+		}
+	} else {
+		w := o.g.Out
+		fmt.Fprintf(w, "CRD:               %s\n", st.CRD)
+		fmt.Fprintf(w, "storage version:   %s\n", st.StorageVersion)
+		fmt.Fprintf(w, "storedVersions:    [%s]\n", strings.Join(st.StoredVersions, " "))
+		fmt.Fprintf(w, "migration pending: %s\n", yesNo(st.Pending))
+		if st.LastRun != nil {
+			fmt.Fprintf(w, "last run:          %s at %s, %d objects (rewritten %d, already current %d, deleted %d, failed %d), %s\n",
+				st.LastRun.State, st.LastRun.StorageVersion, st.LastRun.Counts.Total(), st.LastRun.Counts.Rewritten, st.LastRun.Counts.Current,
+				st.LastRun.Counts.Deleted, st.LastRun.Counts.Failed, st.LastRun.UpdatedAt.Format(time.RFC3339))
+		}
+		if st.Pending {
+			fmt.Fprintf(w, "trim safe:         %s: %s\n", yesNo(st.TrimSafe), st.Reason)
+		} else {
+			fmt.Fprintf(w, "trim needed:       no: %s\n", st.Reason)
+		}
+	}
+	if st.Pending && !st.TrimSafe {
+		return ProblemsFound("%s: a migration is pending: %s", crd.Name, st.Reason)
+	}
+	return nil
+}

@@ -1,0 +1,443 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
+)
+
+// migrateFixture creates a CRD "gadgets.<name>.example.com" with v1beta1 (storage) and v1,
+// conversion None, identical schemas, and n objects (gadget-000 …) in namespaces <name>-a and
+// <name>-b, stored at v1beta1.
+func migrateFixture(t *testing.T, name string, n int) (crdName, group string, nss []string) {
+	t.Helper()
+	ctx := context.Background()
+	group = name + ".example.com"
+	props := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+		Type: "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}},
+		},
+	}}
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "gadgets." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+				{Name: "v1beta1", Served: true, Storage: true, Schema: props},
+				{Name: "v1", Served: true, Schema: props.DeepCopy()},
+			},
+			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
+		},
+	}
+	if _, err := env.CreateCRD(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	nss = []string{name + "-a", name + "-b"}
+	for _, ns := range nss {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1beta1", Resource: "gadgets"}
+	for i := 0; i < n; i++ {
+		ns := nss[i%2]
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": group + "/v1beta1", "kind": "Gadget",
+			"metadata": map[string]any{"name": fmt.Sprintf("gadget-%03d", i), "namespace": ns},
+			"spec":     map[string]any{"size": int64(i)},
+		}}
+		if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return crd.Name, group, nss
+}
+
+// storedAt reads the fixture's objects straight from etcd: how many are stored at each
+// apiVersion, and etcd's revision.
+func storedAt(t *testing.T, group string) (map[string]int, int64) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{env.EtcdURL}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, "/registry/"+group+"/gadgets/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, kv := range resp.Kvs {
+		var tm metav1.TypeMeta
+		if err := json.Unmarshal(kv.Value, &tm); err != nil {
+			t.Fatalf("%s: %v", kv.Key, err)
+		}
+		out[tm.APIVersion]++
+	}
+	return out, resp.Header.Revision
+}
+
+func crdOf(t *testing.T, name string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	crd, err := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return crd
+}
+
+func TestMigrateDryRunWritesNothing(t *testing.T) {
+	name, group, _ := migrateFixture(t, "dryrun", 6)
+	_, rev := storedAt(t, group)
+	r := runCluster(t, "migrate", name, "--to", "v1", "--dry-run", "--checkpoint", filepath.Join(t.TempDir(), "cp"))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	golden(t, "migrate/dry-run.txt", r.stdout)
+	stored, rev2 := storedAt(t, group)
+	if rev2 != rev {
+		t.Errorf("etcd revision moved from %d to %d during --dry-run", rev, rev2)
+	}
+	if stored[group+"/v1beta1"] != 6 {
+		t.Errorf("etcd = %v, want 6 objects still at v1beta1", stored)
+	}
+	if crd := crdOf(t, name); crd.Spec.Versions[0].Name != "v1beta1" || !crd.Spec.Versions[0].Storage {
+		t.Errorf("--dry-run changed the storage version: %+v", crd.Spec.Versions)
+	}
+	r = runCluster(t, "migrate", name, "--dry-run", "-o", "json")
+	var rep MigrateReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 {
+		t.Fatalf("-o json: exit %d, %v:\n%s", r.code, err, r.stdout)
+	}
+	if !rep.DryRun || rep.Plan.Objects != 6 || rep.Result != nil || rep.Trim != nil {
+		t.Errorf("dry-run report = %+v", rep)
+	}
+}
+
+func TestMigrateEndToEnd(t *testing.T) {
+	name, group, _ := migrateFixture(t, "e2e", 40)
+	cp := filepath.Join(t.TempDir(), "cp.json")
+
+	// Declining the question changes nothing.
+	r := run(t, "n\n", "migrate", name, "--to", "v1", "--checkpoint", cp, "--kubeconfig", env.Kubeconfig)
+	if r.code != ExitUnavailable || !strings.Contains(r.stderr, "not confirmed") {
+		t.Fatalf("declined: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if crd := crdOf(t, name); !crd.Spec.Versions[0].Storage {
+		t.Fatalf("declined, yet the storage version changed")
+	}
+
+	r = runCluster(t, "migrate", name, "--to", "v1", "--yes", "--quiet", "--chunk-size", "7", "--checkpoint", cp, "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r.stderr != "" {
+		t.Errorf("--quiet printed on stderr:\n%s", r.stderr)
+	}
+	var rep MigrateReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Result == nil || rep.Result.Rewritten != 40 || rep.Result.Total() != 40 || !rep.Result.Complete || rep.Trim == nil || !rep.Trim.Trimmed {
+		t.Fatalf("report = %s", r.stdout)
+	}
+	stored, _ := storedAt(t, group)
+	if len(stored) != 1 || stored[group+"/v1"] != 40 {
+		t.Errorf("etcd = %v, want every object at %s/v1", stored, group)
+	}
+	if got := crdOf(t, name).Status.StoredVersions; len(got) != 1 || got[0] != "v1" {
+		t.Errorf("storedVersions = %v, want [v1]", got)
+	}
+	r = runCluster(t, "migrate", "status", name, "--checkpoint", cp)
+	if r.code != 0 {
+		t.Fatalf("status: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "migrate status", r.stdout, "storedVersions:    [v1]", "migration pending: no", "trim needed:       no: status.storedVersions is [v1], only the storage version")
+
+	// Run again, human output: every object is already current.
+	r = runCluster(t, "migrate", name, "--checkpoint", cp)
+	if r.code != 0 {
+		t.Fatalf("second run: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "second run", r.stdout, "already current     40", "status.storedVersions: status.storedVersions is already [v1]")
+}
+
+func TestMigrateStatusPending(t *testing.T) {
+	name, _, _ := migrateFixture(t, "pending", 3)
+	r := runCluster(t, "migrate", name, "--to", "v1", "--yes", "--no-trim", "--quiet", "--checkpoint", filepath.Join(t.TempDir(), "unused"))
+	if r.code != 0 {
+		t.Fatalf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "--no-trim run", r.stdout, "status.storedVersions left as it is (--no-trim)")
+	// No record of the run in this checkpoint file: not known to be safe.
+	r = runCluster(t, "migrate", "status", name, "--checkpoint", filepath.Join(t.TempDir(), "none"))
+	if r.code != ExitProblems {
+		t.Fatalf("status: exit %d, want 1:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "status", r.stdout, "storedVersions:    [v1beta1 v1]", "migration pending: yes", "trim safe:         no: no record of a migration: objects may still be stored at v1beta1")
+}
+
+func TestMigrateWebhookRejectsSomeObjects(t *testing.T) {
+	ctx := context.Background()
+	name, group, nss := migrateFixture(t, "webhook", 20)
+	hook, err := testenv.StartAdmissionServer(func(req *admissionv1.AdmissionRequest) error {
+		if req.Operation == admissionv1.Update && strings.HasSuffix(req.Name, "7") {
+			return errors.New("gadgets ending in 7 are frozen")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hook.Close()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	cfgName := "frozen-gadgets"
+	_, err = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: cfgName},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "frozen.gadgets.example.com",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &hook.URL, CABundle: hook.CABundle},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{"gadgets"}}}},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), cfgName, metav1.DeleteOptions{})
+	}()
+	// The API server picks the configuration up asynchronously: wait until it rejects.
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	ri := dyn.Resource(schema.GroupVersionResource{Group: group, Version: "v1beta1", Resource: "gadgets"}).Namespace(nss[1])
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		obj, err := ri.Get(ctx, "gadget-007", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, err = ri.Update(ctx, obj, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "frozen"), nil
+	})
+	if err != nil {
+		t.Fatalf("the webhook never took effect: %v", err)
+	}
+
+	r := runCluster(t, "migrate", name, "--to", "v1", "--yes", "--quiet", "--checkpoint", filepath.Join(t.TempDir(), "cp"))
+	if r.code != ExitProblems {
+		t.Fatalf("exit %d, want 1:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "stdout", r.stdout,
+		"rewritten           18", "failed              2",
+		"Objects that could not be rewritten:",
+		"gadget-007", "gadget-017", "gadgets ending in 7 are frozen",
+		"status.storedVersions not trimmed (still [v1beta1 v1]): 2 objects could not be rewritten")
+	mustContain(t, "stderr", r.stderr, "2 objects could not be rewritten")
+	if got := crdOf(t, name).Status.StoredVersions; len(got) != 2 {
+		t.Errorf("storedVersions = %v, want [v1beta1 v1] untouched", got)
+	}
+	stored, _ := storedAt(t, group)
+	if stored[group+"/v1"] != 18 || stored[group+"/v1beta1"] != 2 {
+		t.Errorf("etcd = %v, want 18 at v1 and the 2 rejected at v1beta1", stored)
+	}
+}
+
+func TestMigrateWithoutUpdateRights(t *testing.T) {
+	ctx := context.Background()
+	name, group, _ := migrateFixture(t, "rbac", 4)
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "gadget-reader"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{group}, Resources: []string{"gadgets"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}},
+		},
+	}
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "gadget-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "reader"}},
+	}
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, rev := storedAt(t, group)
+	crdBefore := crdOf(t, name)
+
+	r := runCluster(t, "migrate", name, "--to", "v1", "--yes", "--as", "reader", "--checkpoint", filepath.Join(t.TempDir(), "cp"))
+	if r.code != ExitUnavailable {
+		t.Fatalf("exit %d, want 3:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "stderr", r.stderr,
+		"you may not update gadgets."+group,
+		"update customresourcedefinitions.apiextensions.k8s.io "+name,
+		"update customresourcedefinitions.apiextensions.k8s.io/status "+name,
+		"nothing was written")
+	if strings.Contains(r.stderr, "list gadgets") {
+		t.Errorf("the reader may list gadgets, yet the error says otherwise:\n%s", r.stderr)
+	}
+	_, rev2 := storedAt(t, group)
+	if rev2 != rev {
+		t.Errorf("etcd revision moved from %d to %d: something was written", rev, rev2)
+	}
+	if crd := crdOf(t, name); crd.ResourceVersion != crdBefore.ResourceVersion {
+		t.Errorf("the CRD changed (resourceVersion %s -> %s)", crdBefore.ResourceVersion, crd.ResourceVersion)
+	}
+}
+
+func TestMigrateUsageErrors(t *testing.T) {
+	name, _, _ := migrateFixture(t, "usage", 1)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"migrate", name, "--to", "v9", "--dry-run"}, ExitUsage, `version "v9" is not in spec.versions (have: v1beta1, v1)`},
+		{[]string{"migrate", name, "--engine", "magic"}, ExitUsage, `--engine "magic" is not supported: use client or cluster`},
+		{[]string{"migrate", name, "--concurrency", "0"}, ExitUsage, "--concurrency must be at least 1"},
+		{[]string{"migrate"}, ExitUsage, "migrate takes one CRD name"},
+		{[]string{"migrate", name, "--checkpoint", "/dev/null/cp.json"}, ExitUnavailable, "the checkpoint: open /dev/null/cp.json: not a directory (give another file with --checkpoint)"},
+		{[]string{"migrate", "nosuchthing"}, ExitUsage, `no CustomResourceDefinition matches "nosuchthing"`},
+	} {
+		r := runCluster(t, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d (want %d), stderr:\n%s\nwant it to contain %q", tc.args, r.code, tc.code, r.stderr, tc.want)
+		}
+	}
+}
+
+func TestMigrateInterruptedThenResumed(t *testing.T) {
+	name, group, _ := migrateFixture(t, "interrupt", 60)
+	cp := filepath.Join(t.TempDir(), "cp.json")
+
+	// Cancel the command's context (what main does on SIGINT/SIGTERM) once a page is saved.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			if b, err := os.ReadFile(cp); err == nil {
+				var saved struct{ Pages int64 }
+				if json.Unmarshal(b, &saved) == nil && saved.Pages > 0 {
+					cancel()
+					return
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+	root := NewRootCmd(streams)
+	root.SetArgs([]string{"migrate", name, "--to", "v1", "--yes", "--qps", "20", "--concurrency", "2", "--chunk-size", "5", "--checkpoint", cp, "--kubeconfig", env.Kubeconfig})
+	err := root.ExecuteContext(ctx)
+	if code := ExitCode(err); code != ExitUnavailable || err == nil {
+		t.Fatalf("interrupted run: exit %d (%v), want 3:\n%s%s", code, err, out.String(), errOut.String())
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "interrupted:") || !strings.Contains(msg, "resume with: kubectl crdver migrate "+name) {
+		t.Fatalf("interrupted run error = %q, want it to say how to resume", msg)
+	}
+	mid, _ := storedAt(t, group)
+	if mid[group+"/v1beta1"] == 0 {
+		t.Fatalf("etcd after the interruption = %v: the run was not interrupted mid-way", mid)
+	}
+	if got := crdOf(t, name).Status.StoredVersions; len(got) != 2 {
+		t.Fatalf("an interrupted run trimmed storedVersions: %v", got)
+	}
+	// Run the command it printed (minus "kubectl crdver").
+	_, resume, _ := strings.Cut(msg, "resume with: kubectl crdver ")
+	args := append(strings.Fields(resume), "--progress-interval=100ms")
+	r := run(t, "", args...)
+	if r.code != 0 {
+		t.Fatalf("resumed run %v: exit %d:\n%s%s", args, r.code, r.stdout, r.stderr)
+	}
+	// stderr is not a terminal: plain progress lines, with counts, rate and ETA.
+	mustContain(t, "resumed run's stderr", r.stderr, "resuming from "+cp, "/60 objects (rewritten ", "objects/s, ETA ")
+	mustContain(t, "resumed run", r.stdout, "Note: resumed from checkpoint "+cp, "total               60", "status.storedVersions: [v1beta1 v1] -> [v1]")
+	stored, _ := storedAt(t, group)
+	if len(stored) != 1 || stored[group+"/v1"] != 60 {
+		t.Errorf("etcd after the resumed run = %v, want all 60 at v1", stored)
+	}
+}
+
+func TestMigrateValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*MigrateOptions)
+		want   string
+	}{
+		{"defaults", func(*MigrateOptions) {}, ""},
+		{"engine", func(o *MigrateOptions) { o.Engine = "fast" }, `--engine "fast" is not supported`},
+		{"concurrency", func(o *MigrateOptions) { o.Concurrency = 0 }, "--concurrency must be at least 1"},
+		{"qps", func(o *MigrateOptions) { o.QPS = -1 }, "--qps must be 0 (no limit) or more"},
+		{"chunk", func(o *MigrateOptions) { o.ChunkSize = 0 }, "--chunk-size must be at least 1"},
+		{"checkpoint with cluster", func(o *MigrateOptions) { o.Engine = engineCluster; o.Checkpoint = "x" }, "--checkpoint is for --engine client"},
+		{"output", func(o *MigrateOptions) { o.out.format = "wide" }, `--output "wide" is not supported`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &MigrateOptions{out: &outputFlags{allowed: []string{outputJSON, outputYAML}}, Engine: engineClient, Concurrency: 16, ChunkSize: 500, ProgressInterval: time.Second}
+			tc.mutate(o)
+			err := o.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || ExitCode(err) != ExitUsage):
+				t.Errorf("err = %v (exit %d), want exit 2 with %q", err, ExitCode(err), tc.want)
+			}
+		})
+	}
+}
+
+func TestResumeCommandQuotes(t *testing.T) {
+	streams, _, _, _ := genericiooptions.NewTestIOStreams()
+	root := NewRootCmd(streams)
+	mig, _, err := root.Find([]string{"migrate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mig.ParseFlags([]string{"--to", "v1", "--yes", "--qps", "50", "--no-trim", "--checkpoint", "/tmp/old"}); err != nil {
+		t.Fatal(err)
+	}
+	o := &MigrateOptions{cmd: mig}
+	got := o.resumeCommand("crontabs.stable.example.com", "/home/me/my cache/cp.json")
+	want := "kubectl crdver migrate crontabs.stable.example.com --no-trim --qps=50 --checkpoint='/home/me/my cache/cp.json'"
+	if got != want {
+		t.Errorf("resume command:\n got %s\nwant %s", got, want)
+	}
+}
