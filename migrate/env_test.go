@@ -2,14 +2,10 @@ package migrate
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,28 +30,10 @@ func TestMain(m *testing.M) {
 // twoVersionCRD is a namespaced CRD with versions v1beta1 (storage) and v1, conversion None and
 // identical schemas: objects written now are stored at v1beta1.
 func twoVersionCRD(group, plural, kind string) *apiextensionsv1.CustomResourceDefinition {
-	schemaProps := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-		Type: "object",
-		Properties: map[string]apiextensionsv1.JSONSchemaProps{
-			"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-				"size":  {Type: "integer"},
-				"color": {Type: "string"},
-			}},
-		},
-	}}
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group,
-			Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
-				{Name: "v1beta1", Served: true, Storage: true, Schema: schemaProps},
-				{Name: "v1", Served: true, Storage: false, Schema: schemaProps.DeepCopy()},
-			},
-			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
-		},
-	}
+	return testenv.TwoVersionCRD(group, plural, kind, apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"size":  {Type: "integer"},
+		"color": {Type: "string"},
+	}})
 }
 
 // fixture is a CRD with objects stored at v1beta1 in a few namespaces.
@@ -153,26 +131,11 @@ func (f *fixture) get(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 // returns how many are stored at each apiVersion, plus etcd's current revision.
 func etcdVersions(t *testing.T, group, plural string) (map[string]int, int64) {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{env.EtcdURL}, DialTimeout: 10 * time.Second})
+	out, rev, err := env.StoredAPIVersions(context.Background(), group, plural)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := cli.Get(ctx, "/registry/"+group+"/"+plural+"/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, kv := range resp.Kvs {
-		var tm metav1.TypeMeta
-		if err := json.Unmarshal(kv.Value, &tm); err != nil {
-			t.Fatalf("%s: stored value is not JSON: %v", kv.Key, err)
-		}
-		out[tm.APIVersion]++
-	}
-	return out, resp.Header.Revision
+	return out, rev
 }
 
 func newRewriter(t *testing.T, f *fixture, opts RewriteOptions) *Rewriter {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -36,24 +35,7 @@ func migrateFixture(t *testing.T, name string, n int) (crdName, group string, ns
 	t.Helper()
 	ctx := context.Background()
 	group = name + ".example.com"
-	props := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-		Type: "object",
-		Properties: map[string]apiextensionsv1.JSONSchemaProps{
-			"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}},
-		},
-	}}
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "gadgets." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
-				{Name: "v1beta1", Served: true, Storage: true, Schema: props},
-				{Name: "v1", Served: true, Schema: props.DeepCopy()},
-			},
-			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
-		},
-	}
+	crd := testenv.TwoVersionCRD(group, "gadgets", "Gadget", apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}})
 	if _, err := env.CreateCRD(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
@@ -85,26 +67,11 @@ func migrateFixture(t *testing.T, name string, n int) (crdName, group string, ns
 // apiVersion, and etcd's revision.
 func storedAt(t *testing.T, group string) (map[string]int, int64) {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{env.EtcdURL}, DialTimeout: 10 * time.Second})
+	out, rev, err := env.StoredAPIVersions(context.Background(), group, "gadgets")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := cli.Get(ctx, "/registry/"+group+"/gadgets/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, kv := range resp.Kvs {
-		var tm metav1.TypeMeta
-		if err := json.Unmarshal(kv.Value, &tm); err != nil {
-			t.Fatalf("%s: %v", kv.Key, err)
-		}
-		out[tm.APIVersion]++
-	}
-	return out, resp.Header.Revision
+	return out, rev
 }
 
 func crdOf(t *testing.T, name string) *apiextensionsv1.CustomResourceDefinition {

@@ -50,24 +50,9 @@ func newBenchFixture(b *testing.B, name string, n int) *benchFixture {
 	b.Helper()
 	ctx := context.Background()
 	group := name + ".bench.example.com"
-	props := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-		Type: "object",
-		Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-			"size": {Type: "integer"}, "color": {Type: "string"}, "labels": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}},
-		}}},
-	}}
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "items." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "items", Singular: "item", Kind: "Item", ListKind: "ItemList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
-				{Name: "v1beta1", Served: true, Storage: true, Schema: props},
-				{Name: "v1", Served: true, Schema: props.DeepCopy()},
-			},
-			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
-		},
-	}
+	crd := testenv.TwoVersionCRD(group, "items", "Item", apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"size": {Type: "integer"}, "color": {Type: "string"}, "labels": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}},
+	}})
 	if _, err := env.CreateCRD(ctx, crd); err != nil {
 		b.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,22 +31,7 @@ func TestMain(m *testing.M) {
 func fixture(t *testing.T, group string, n int) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
 	ctx := context.Background()
-	props := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-		Type:       "object",
-		Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: "object", XPreserveUnknownFields: ptr(true)}},
-	}}
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "things." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "things", Singular: "thing", Kind: "Thing", ListKind: "ThingList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
-				{Name: "v1beta1", Served: true, Storage: true, Schema: props},
-				{Name: "v1", Served: true, Schema: props.DeepCopy()},
-			},
-			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
-		},
-	}
+	crd := testenv.TwoVersionCRD(group, "things", "Thing", apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)})
 	if _, err := env.CreateCRD(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
@@ -82,22 +66,9 @@ func stored(t *testing.T, group string) map[string]int {
 // storedIn reads group/plural's objects straight from etcd: how many at each apiVersion.
 func storedIn(t testing.TB, group, plural string) map[string]int {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{env.EtcdURL}, DialTimeout: 10 * time.Second})
+	out, _, err := env.StoredAPIVersions(context.Background(), group, plural)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer cli.Close()
-	resp, err := cli.Get(context.Background(), "/registry/"+group+"/"+plural+"/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, kv := range resp.Kvs {
-		var tm metav1.TypeMeta
-		if err := json.Unmarshal(kv.Value, &tm); err != nil {
-			t.Fatal(err)
-		}
-		out[tm.APIVersion]++
 	}
 	return out
 }

@@ -1,0 +1,62 @@
+package testenv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// StoredAPIVersions reads the objects of group/plural straight from etcd (bypassing the API
+// server) and counts them by the apiVersion they are encoded at. It also returns etcd's current
+// revision, which moves with every write.
+func (e *Env) StoredAPIVersions(ctx context.Context, group, plural string) (map[string]int, int64, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.EtcdURL}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, "/registry/"+group+"/"+plural+"/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, err
+	}
+	out := map[string]int{}
+	for _, kv := range resp.Kvs {
+		var tm metav1.TypeMeta
+		if err := json.Unmarshal(kv.Value, &tm); err != nil {
+			return nil, 0, fmt.Errorf("%s: stored value is not JSON: %w", kv.Key, err)
+		}
+		out[tm.APIVersion]++
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// TwoVersionCRD is a namespaced CRD with versions v1beta1 (the storage version) and v1, both
+// served with the same schema ({spec: specSchema}) and conversion None: objects written now are
+// stored at v1beta1, the starting point of a storage-version migration.
+func TwoVersionCRD(group, plural, kind string, specSchema apiextensionsv1.JSONSchemaProps) *apiextensionsv1.CustomResourceDefinition {
+	schema := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+		Type:       "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": specSchema},
+	}}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group,
+			Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+				{Name: "v1beta1", Served: true, Storage: true, Schema: schema},
+				{Name: "v1", Served: true, Storage: false, Schema: schema.DeepCopy()},
+			},
+			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
+		},
+	}
+}
