@@ -144,7 +144,6 @@ func runtimeDeepCopy(m map[string]any) map[string]any {
 	return u.Object
 }
 
-
 func sortErrors(errs []PreviewError) []string {
 	out := make([]string, 0, len(errs))
 	for _, e := range errs {
