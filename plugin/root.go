@@ -76,6 +76,7 @@ to an object, and how to get rid of an old version safely.`,
 	cmd.AddCommand(
 		NewCmdVersions(g),
 		NewCmdVersion(g),
+		NewCmdPreview(g),
 	)
 	return cmd
 }
