@@ -77,6 +77,7 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdVersions(g),
 		NewCmdVersion(g),
 		NewCmdPreview(g),
+		NewCmdExplain(g),
 	)
 	return cmd
 }
