@@ -510,7 +510,7 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 		}
 	}
 	if d.obj != nil {
-		r.Name, r.Namespace = d.obj.GetName(), d.obj.GetNamespace()
+		r.Name, r.Namespace = d.obj.GetName(), p.namespaceFor(d.obj, opts)
 	}
 	if len(d.errs) > 0 {
 		r.Verdict, r.Errors = Rejected, d.errs

@@ -187,18 +187,7 @@ func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error
 	for _, v := range e.Structural.Versions {
 		violations = append(violations, v.Violations...)
 	}
-	sort.SliceStable(violations, func(i, j int) bool {
-		rank := func(r int) int {
-			if r == 0 {
-				return 5 // "other" last
-			}
-			return r
-		}
-		if ri, rj := rank(violations[i].Rule), rank(violations[j].Rule); ri != rj {
-			return ri < rj
-		}
-		return violations[i].Field < violations[j].Field
-	})
+	sortViolations(violations)
 	pruneNote := ""
 	if e.Structural.PreserveUnknownFields {
 		pruneNote = " (spec.preserveUnknownFields: true — must be false: nothing is pruned)"
@@ -215,27 +204,8 @@ func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
-	if len(violations) > 0 {
-		t := &table{header: []string{"rule", "field", "problem"}}
-		rules := map[int]bool{}
-		for _, v := range violations {
-			rule := "other"
-			if v.Rule > 0 {
-				rule = fmt.Sprint(v.Rule)
-			}
-			rules[v.Rule] = true
-			t.add(rule, v.Field, v.Message)
-		}
-		if err := t.print(w, noHeaders); err != nil {
-			return err
-		}
-		for r := 0; r <= 4; r++ {
-			if rules[r] {
-				if _, err := fmt.Fprintf(w, "  %s\n", explain.RuleTexts[r]); err != nil {
-					return err
-				}
-			}
-		}
+	if err := printViolations(w, violations, noHeaders); err != nil {
+		return err
 	}
 	b.Reset()
 	f := e.Field
@@ -365,6 +335,51 @@ func printCompare(w io.Writer, d *explain.SchemaDiff, noHeaders bool) error {
 	for _, n := range d.Notes {
 		if _, err := fmt.Fprintf(w, "note: %s\n", n); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// sortViolations orders violations by rule (1 to 4, then the others), then by field.
+func sortViolations(violations []explain.Violation) {
+	rank := func(r int) int {
+		if r == 0 {
+			return 5 // "other" last
+		}
+		return r
+	}
+	sort.SliceStable(violations, func(i, j int) bool {
+		if ri, rj := rank(violations[i].Rule), rank(violations[j].Rule); ri != rj {
+			return ri < rj
+		}
+		return violations[i].Field < violations[j].Field
+	})
+}
+
+// printViolations prints structural-schema violations as a table, then the rules they break.
+func printViolations(w io.Writer, violations []explain.Violation, noHeaders bool) error {
+	if len(violations) == 0 {
+		return nil
+	}
+	sortViolations(violations)
+	t := &table{header: []string{"rule", "field", "problem"}}
+	rules := map[int]bool{}
+	for _, v := range violations {
+		rule := "other"
+		if v.Rule > 0 {
+			rule = fmt.Sprint(v.Rule)
+		}
+		rules[v.Rule] = true
+		t.add(rule, v.Field, v.Message)
+	}
+	if err := t.print(w, noHeaders); err != nil {
+		return err
+	}
+	for r := 1; r <= 5; r++ {
+		if rules[r%5] {
+			if _, err := fmt.Fprintf(w, "  %s\n", explain.RuleTexts[r%5]); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -174,6 +174,12 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 		} else {
 			res, err = p.previewer.Create(ctx, d.JSON, opts)
 			if err != nil {
+				var ns *explain.NonStructuralError
+				if errors.As(err, &ns) {
+					if perr := printViolations(o.g.Out, ns.Violations, o.out.noHeaders); perr != nil {
+						return perr
+					}
+				}
 				return previewInputError(d, p.crd, err)
 			}
 		}
@@ -318,7 +324,8 @@ func previewInputError(d Document, crd *apiextensionsv1.CustomResourceDefinition
 	case errors.As(err, &ie):
 		return UsageErrorf("%s: %v", d.Where(), ie.Err)
 	case errors.As(err, &ns):
-		return UsageErrorf("%s: %v", d.Where(), ns)
+		return UsageErrorf("%s: %s: the schema of version %q is not structural (%s listed above): the API server would neither prune nor default its objects, so there is nothing faithful to preview",
+			d.Where(), ns.CRD, ns.Version, plural(len(ns.Violations), "violation"))
 	}
 	return fmt.Errorf("%s: previewing with %s: %w", d.Where(), crd.Name, err)
 }
@@ -379,7 +386,7 @@ func printPreview(w io.Writer, item PreviewItem, input []byte, diff bool) error 
 	section("warnings", r.Warnings)
 	var errs []string
 	for _, e := range r.Errors {
-		if e.Field != "" {
+		if e.Field != "" && e.Field != "<nil>" {
 			errs = append(errs, e.Field+": "+e.Message)
 		} else {
 			errs = append(errs, e.Message)
