@@ -92,6 +92,9 @@ type PreviewResult struct {
 	Object map[string]any `json:"object,omitempty"`
 	// Pruned lists the unknown fields that were dropped (JSON paths like spec.foo[0].bar).
 	Pruned []string `json:"pruned"`
+	// PrunedOnConversion lists the fields dropped after the object was converted to the storage
+	// version or to the read version (strategy None: fields the other schema does not know).
+	PrunedOnConversion []string `json:"prunedOnConversion"`
 	// DroppedNulls lists null values of non-nullable fields without default that were dropped.
 	DroppedNulls []string `json:"droppedNulls"`
 	// Defaulted lists the fields that were set from a schema default.
@@ -490,7 +493,7 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 	r := &PreviewResult{
 		Operation: "create", APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind,
 		Version: gvk.Version, ReadVersion: gvk.Version, StorageVersion: p.storage,
-		Pruned: nonNil(d.pruned), DroppedNulls: nonNil(d.droppedNulls), Defaulted: nonNil(d.defaulted),
+		Pruned: nonNil(d.pruned), PrunedOnConversion: []string{}, DroppedNulls: nonNil(d.droppedNulls), Defaulted: nonNil(d.defaulted),
 		Warnings: append(p.deprecationWarning(gvk.Version), d.warnings...), Errors: []PreviewError{}, Notes: []string{},
 	}
 	if oldData != nil {
@@ -562,11 +565,12 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 	r.Name, r.Namespace = u.GetName(), u.GetNamespace()
 
 	// The storage round trip (DryRunnableStorage.copyInto, or a real write and read).
-	out, notes, err := p.storageRoundTrip(u, r.ReadVersion)
+	out, notes, converted, err := p.storageRoundTrip(u, r.ReadVersion)
 	if err != nil {
 		return nil, err
 	}
 	r.Notes = append(r.Notes, notes...)
+	r.PrunedOnConversion = nonNil(converted)
 	unstructured.RemoveNestedField(out.Object, "metadata", "uid")
 	unstructured.RemoveNestedField(out.Object, "metadata", "creationTimestamp")
 	if oldData == nil {
@@ -657,58 +661,68 @@ func (p *Previewer) readOld(data []byte, gvk schema.GroupVersionKind, ns string)
 // dropInvalidMetadata and repairGeneration, defaulting in the storage version, conversion to
 // the read version and the coercer there. With conversion strategy None, conversion only sets
 // apiVersion. With a webhook, preview cannot convert: it stops before storage and says so.
-func (p *Previewer) storageRoundTrip(u *unstructured.Unstructured, read string) (*unstructured.Unstructured, []string, error) {
-	var notes []string
+func (p *Previewer) storageRoundTrip(u *unstructured.Unstructured, read string) (*unstructured.Unstructured, []string, []string, error) {
+	var notes, pruned []string
 	cur := u.GetObjectKind().GroupVersionKind().Version
 	if p.webhook && (cur != p.storage || read != cur) {
 		notes = append(notes, fmt.Sprintf("the storage version is %s: the API server converts the object through the conversion webhook before storing it; preview shows it before that conversion (kubectl crdver convert runs the webhook)", p.storage))
 		out := u.DeepCopy()
 		if err := jsonRoundTrip(out); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return out, notes, nil
+		return out, notes, nil, nil
 	}
 	stored := u.DeepCopy()
 	if cur != p.storage {
 		if _, err := p.usable(p.storage); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		stored.SetAPIVersion(schema.GroupVersion{Group: p.crd.Spec.Group, Version: p.storage}.String())
-		if _, err := p.coerce(stored, false, false); err != nil {
-			return nil, nil, err
+		unknown, err := p.coerce(stored, false, false)
+		if err != nil {
+			return nil, nil, nil, err
 		}
-		notes = append(notes, fmt.Sprintf("stored at the storage version %s (conversion strategy None: apiVersion switched, pruned in %s's schema)", p.storage, p.storage))
+		pruned = append(pruned, unknown...)
+		notes = append(notes, fmt.Sprintf("stored at the storage version %s: conversion strategy None switches apiVersion, then the object is pruned in %s's schema (not defaulted)", p.storage, p.storage))
 	}
 	if err := jsonRoundTrip(stored); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	out, err := p.readAt(stored, read)
+	out, unknown, err := p.readAt(stored, read)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if read != cur {
-		notes = append(notes, fmt.Sprintf("shown as read at %s: defaults of the storage version %s applied, converted (strategy None) and pruned in %s's schema; %s's own defaults apply only when it is the storage version", read, p.storage, read, read))
+	pruned = append(pruned, unknown...)
+	switch {
+	case read == cur:
+	case read == p.storage:
+		notes = append(notes, fmt.Sprintf("shown as read at %s, the storage version: defaulted in its schema", read))
+	default:
+		notes = append(notes, fmt.Sprintf("shown as read at %s: defaulted in the storage version %s's schema, then converted (strategy None) and pruned in %s's schema; %s's own defaults are not applied on read", read, p.storage, read, read))
 	}
-	return out, notes, nil
+	return out, notes, sortedCopy(pruned), nil
 }
 
 // readAt is the storage decoder: stored is an object at the storage version.
-func (p *Previewer) readAt(stored *unstructured.Unstructured, read string) (*unstructured.Unstructured, error) {
+func (p *Previewer) readAt(stored *unstructured.Unstructured, read string) (*unstructured.Unstructured, []string, error) {
 	out := stored.DeepCopy()
 	if _, err := p.coerce(out, true, true); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	structuraldefaulting.Default(out.Object, p.schemas[p.storage].Structural)
+	var pruned []string
 	if read != p.storage {
 		out.SetAPIVersion(schema.GroupVersion{Group: p.crd.Spec.Group, Version: read}.String())
-		if _, err := p.coerce(out, false, false); err != nil {
-			return nil, err
+		unknown, err := p.coerce(out, false, false)
+		if err != nil {
+			return nil, nil, err
 		}
+		pruned = unknown
 	}
 	if err := jsonRoundTrip(out); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, pruned, nil
 }
 
 // jsonRoundTrip encodes and decodes u as JSON, as storage does (numbers become int64 or

@@ -345,7 +345,11 @@ func printPreview(w io.Writer, item PreviewItem, input []byte, diff bool) error 
 	if r.Namespace != "" {
 		who = r.Namespace + "/" + r.Name
 	}
-	fmt.Fprintf(&b, "# %s: %s %s, %s in %s: %s\n", item.Source, r.Kind, who, r.Operation, r.Version, strings.ToUpper(r.Verdict))
+	shown := ""
+	if r.ReadVersion != r.Version && r.Object != nil {
+		shown = ", shown as read in " + r.ReadVersion
+	}
+	fmt.Fprintf(&b, "# %s: %s %s, %s in %s%s: %s\n", item.Source, r.Kind, who, r.Operation, r.Version, shown, strings.ToUpper(r.Verdict))
 	if r.Object != nil {
 		out, err := yaml.Marshal(r.Object)
 		if err != nil {
@@ -381,6 +385,7 @@ func printPreview(w io.Writer, item PreviewItem, input []byte, diff bool) error 
 		}
 	}
 	section("pruned (unknown fields)", r.Pruned)
+	section("pruned after conversion (fields the other version's schema does not know)", r.PrunedOnConversion)
 	section("dropped nulls", r.DroppedNulls)
 	section("defaulted", r.Defaulted)
 	section("warnings", r.Warnings)
