@@ -514,6 +514,8 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 	}
 	if d.obj != nil {
 		r.Name, r.Namespace = d.obj.GetName(), p.namespaceFor(d.obj, opts)
+	} else if u := (&unstructured.Unstructured{}); u.UnmarshalJSON(data) == nil {
+		r.Name, r.Namespace = u.GetName(), p.namespaceFor(u, opts)
 	}
 	if len(d.errs) > 0 {
 		r.Verdict, r.Errors = Rejected, d.errs
@@ -602,6 +604,18 @@ func (p *Previewer) reject(r *PreviewResult, err error) *PreviewResult {
 		for _, c := range se.Status().Details.Causes {
 			r.Errors = append(r.Errors, PreviewError{Field: c.Field, Type: string(c.Type), Message: c.Message})
 		}
+		// The validators' order depends on map iteration: sort by field (errors without a
+		// field, such as "some validation rules were not checked", last).
+		sort.SliceStable(r.Errors, func(i, j int) bool {
+			a, b := r.Errors[i], r.Errors[j]
+			if (a.Field == "<nil>") != (b.Field == "<nil>") {
+				return b.Field == "<nil>"
+			}
+			if a.Field != b.Field {
+				return a.Field < b.Field
+			}
+			return a.Message < b.Message
+		})
 		return r
 	}
 	reason := "Invalid"
