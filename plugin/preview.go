@@ -388,6 +388,7 @@ func printPreview(w io.Writer, item PreviewItem, input []byte, diff bool) error 
 	section("pruned after conversion (fields the other version's schema does not know)", r.PrunedOnConversion)
 	section("dropped nulls", r.DroppedNulls)
 	section("defaulted", r.Defaulted)
+	section("defaulted when read back from storage", r.DefaultedOnRead)
 	section("warnings", r.Warnings)
 	var errs []string
 	for _, e := range r.Errors {
