@@ -356,12 +356,10 @@ func (w *warningRecorder) AddWarning(_, text string) { w.warnings = append(w.war
 
 // head is the apiVersion and kind of an object.
 func head(data []byte) (schema.GroupVersionKind, error) {
-	u := &unstructured.Unstructured{}
 	gvk, err := json.DefaultMetaFactory.Interpret(data)
 	if err != nil {
 		return schema.GroupVersionKind{}, fmt.Errorf("not a JSON object: %w", err)
 	}
-	_ = u
 	return *gvk, nil
 }
 
