@@ -81,3 +81,24 @@ func defaultedPaths(before, after any, path string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// hasNull reports whether x holds a null anywhere.
+func hasNull(x any) bool {
+	switch v := x.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		for _, c := range v {
+			if hasNull(c) {
+				return true
+			}
+		}
+	case []any:
+		for _, c := range v {
+			if hasNull(c) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -425,7 +425,10 @@ func (p *Previewer) decode(data []byte, fv FieldValidation) (*decoded, error) {
 		strictErrs = se.Errors()
 	}
 	u := obj.(*unstructured.Unstructured)
-	before := runtime.DeepCopyJSON(u.Object)
+	var before map[string]any
+	if hasNull(u.Object) { // only nulls can be dropped: copy only when there are some
+		before = runtime.DeepCopyJSON(u.Object)
+	}
 	unknown, err := p.coerce(u, false, false)
 	if err != nil {
 		// The API server answers 400 Bad Request.
@@ -433,7 +436,9 @@ func (p *Previewer) decode(data []byte, fv FieldValidation) (*decoded, error) {
 		return d, nil
 	}
 	d.pruned = sortedCopy(unknown)
-	d.droppedNulls = droppedNulls(before, u.Object, "")
+	if before != nil {
+		d.droppedNulls = droppedNulls(before, u.Object, "")
+	}
 	if fv != FieldValidationIgnore {
 		for _, e := range strictErrs {
 			d.warnings = append(d.warnings, e.Error())
