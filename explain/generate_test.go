@@ -327,9 +327,25 @@ func (g *objectGenerator) generate(s *structuralschema.Structural, apiVersion, k
 	if g.chance(g.mutate / 2) {
 		md["finalizers"] = []any{"example.com/finalizer", "nodomain"}
 	}
+	if g.chance(g.mutate) {
+		ref := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "6c1f2a4e-0000-4000-8000-000000000001"}
+		refs := []any{ref, runtimeDeepCopyValue(ref)}
+		if g.chance(0.3) {
+			delete(ref, "uid") // invalid: uid is required
+		}
+		md["ownerReferences"] = refs
+	}
 	obj["metadata"] = md
 	if g.chance(g.mutate) {
 		obj["unknownTopLevel"] = int64(1)
 	}
 	return obj
+}
+
+func runtimeDeepCopyValue(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }

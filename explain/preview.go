@@ -17,6 +17,7 @@ import (
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apiextensions-apiserver/pkg/crdserverscheme"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +25,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/endpoints/handlers"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/warning"
@@ -545,8 +548,9 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 	// handlers/create.go and update.go
 	rest.WipeObjectMetaSystemFields(objectMeta)
 	if err := rest.EnsureObjectNamespaceMatchesRequestNamespace(ns, objectMeta); err != nil {
-		return p.reject(r, err), nil
+		return p.reject(r, rec, err), nil
 	}
+	dedupOwnerReferences(ctx, objectMeta)
 	if oldData == nil {
 		// registry.Store.create
 		rest.FillObjectMetaSystemFields(objectMeta)
@@ -554,7 +558,7 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 			objectMeta.SetName(st.GenerateName(objectMeta.GetGenerateName()))
 		}
 		if err := rest.BeforeCreate(st, ctx, u); err != nil {
-			return p.reject(r, err), nil
+			return p.reject(r, rec, err), nil
 		}
 	} else {
 		old, err := p.readOld(oldData, gvk, ns)
@@ -568,7 +572,7 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 			return nil, inputErrorf("the old object is %q but the new one is %q: an update keeps the name", old.GetName(), objectMeta.GetName())
 		}
 		if err := rest.BeforeUpdate(st, ctx, u, old); err != nil {
-			return p.reject(r, err), nil
+			return p.reject(r, rec, err), nil
 		}
 	}
 	r.Warnings = append(r.Warnings, rec.warnings...)
@@ -607,8 +611,9 @@ func nonNil(s []string) []string {
 }
 
 // reject records the API server's error (a 422 Invalid with causes, or another status).
-func (p *Previewer) reject(r *PreviewResult, err error) *PreviewResult {
+func (p *Previewer) reject(r *PreviewResult, rec *warningRecorder, err error) *PreviewResult {
 	r.Verdict = Rejected
+	r.Warnings = append(r.Warnings, rec.warnings...)
 	var se apierrors.APIStatus
 	if errors.As(err, &se) && se.Status().Details != nil && len(se.Status().Details.Causes) > 0 {
 		for _, c := range se.Status().Details.Causes {
@@ -805,4 +810,34 @@ func (p *Previewer) deprecationWarning(v string) []string {
 		msg += fmt.Sprintf("; use %s/%s %s", p.crd.Spec.Group, newer[0], p.crd.Spec.Names.Kind)
 	}
 	return []string{msg}
+}
+
+// dedupOwnerReferences is the create and update handlers' dedupOwnerReferencesAndAddWarning:
+// duplicate owner references are dropped with a warning.
+func dedupOwnerReferences(ctx context.Context, objectMeta metav1.Object) {
+	refs := objectMeta.GetOwnerReferences()
+	var result []metav1.OwnerReference
+	var duplicates []string
+	seen := map[types.UID]bool{}
+	for _, ref := range refs {
+		dup := false
+		if seen[ref.UID] {
+			for _, r := range result {
+				if apiequality.Semantic.DeepEqual(r, ref) {
+					dup = true
+					break
+				}
+			}
+		}
+		if dup {
+			duplicates = append(duplicates, string(ref.UID))
+			continue
+		}
+		seen[ref.UID] = true
+		result = append(result, ref)
+	}
+	if len(duplicates) > 0 {
+		warning.AddWarning(ctx, "", fmt.Sprintf(handlers.DuplicateOwnerReferencesWarningFormat, strings.Join(duplicates, ", ")))
+		objectMeta.SetOwnerReferences(result)
+	}
 }
