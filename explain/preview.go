@@ -552,6 +552,10 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 	}
 	dedupOwnerReferences(ctx, objectMeta)
 	if oldData == nil {
+		if objectMeta.GetResourceVersion() != "" {
+			// etcd3's store refuses it; a server-side dry-run does not look.
+			r.Notes = append(r.Notes, "metadata.resourceVersion is set: a real create fails with \"resourceVersion should not be set on objects to be created\" (a server-side dry-run does not check it); remove it, or preview an update with --old-file")
+		}
 		// registry.Store.create
 		rest.FillObjectMetaSystemFields(objectMeta)
 		if objectMeta.GetGenerateName() != "" && objectMeta.GetName() == "" {

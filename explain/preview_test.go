@@ -44,3 +44,31 @@ func TestPreviewWebhookStrategy(t *testing.T) {
 		t.Errorf("hostPort was pruned although the webhook (not strategy None) converts: %v", spec)
 	}
 }
+
+// An object with metadata.resourceVersion (e.g. from kubectl get -o yaml): a real create fails,
+// and preview says so, although a server-side dry-run accepts it.
+func TestPreviewResourceVersionOnCreate(t *testing.T) {
+	ctx := context.Background()
+	crd := forServer(readCRDFile(t, filepath.Join("..", "testdata", "crds", "crontab.yaml"))[0])
+	if _, err := env.CreateCRD(ctx, crd.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.DeleteCRD(ctx, crd.Name) }()
+	body := []byte(`{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"rv","namespace":"default","resourceVersion":"5"}}`)
+	srv := newServer(t)
+	_, err := srv.do(ctx, srv.rc.Post().AbsPath(resourcePath(crd, "v1", "default")).SetHeader("Content-Type", "application/json").Body(body))
+	if err == nil || !strings.Contains(err.Error(), "resourceVersion should not be set on objects to be created") {
+		t.Fatalf("the API server did not refuse the create as expected: %v", err)
+	}
+	p, err := NewPreviewer(crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Create(ctx, body, PreviewOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "resourceVersion should not be set on objects to be created") {
+		t.Errorf("preview does not warn about resourceVersion: %v", r.Notes)
+	}
+}
