@@ -52,3 +52,18 @@ func TestCheckStructuralDocsExample(t *testing.T) {
 		t.Errorf("violations (-want +got):\n%s\nall: %+v", diff, r.Versions[0].Violations)
 	}
 }
+
+// The documentation's structural rewrite of the same example has no violation.
+func TestCheckStructuralDocsStructuralExample(t *testing.T) {
+	crd, err := DecodeCRD(mustCRD(t, "testdata", "explain", "structural-docs.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := CheckStructural(crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Structural || len(r.Versions[0].Violations) != 0 {
+		t.Errorf("want structural without violations, got %+v", r)
+	}
+}

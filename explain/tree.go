@@ -42,6 +42,9 @@ type Field struct {
 	ListMapKeys           []string `json:"x-kubernetes-list-map-keys,omitempty"`
 	MapType               string   `json:"x-kubernetes-map-type,omitempty"`
 	Rules                 []Rule   `json:"x-kubernetes-validations,omitempty"`
+	// Junctors names the logical junctors (allOf, anyOf, oneOf, not) that further restrict
+	// the value, with their number of branches.
+	Junctors []string `json:"junctors,omitempty"`
 	Fields                []Field  `json:"fields,omitempty"`
 }
 
@@ -130,6 +133,17 @@ func newField(path, name string, s *apiextensions.JSONSchemaProps, required bool
 		}
 	}
 	addRules(s.XValidations)
+	for _, j := range []struct {
+		name string
+		n    int
+	}{{"allOf", len(s.AllOf)}, {"anyOf", len(s.AnyOf)}, {"oneOf", len(s.OneOf)}} {
+		if j.n > 0 && !s.XIntOrString { // int-or-string's anyOf only spells the type
+			f.Junctors = append(f.Junctors, fmt.Sprintf("%s (%d)", j.name, j.n))
+		}
+	}
+	if s.Not != nil {
+		f.Junctors = append(f.Junctors, "not")
+	}
 	// Rules and markers of arrays' items and maps' values show on the transparent node.
 	if e := element(s); e != s && e != nil {
 		addRules(e.XValidations)
@@ -295,6 +309,7 @@ func (f *Field) Constraints() string {
 	if len(f.Rules) > 0 {
 		parts = append(parts, fmt.Sprintf("%d CEL rule(s)", len(f.Rules)))
 	}
+	parts = append(parts, f.Junctors...)
 	return strings.Join(parts, ", ")
 }
 
