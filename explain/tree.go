@@ -45,7 +45,7 @@ type Field struct {
 	// Junctors names the logical junctors (allOf, anyOf, oneOf, not) that further restrict
 	// the value, with their number of branches.
 	Junctors []string `json:"junctors,omitempty"`
-	Fields                []Field  `json:"fields,omitempty"`
+	Fields   []Field  `json:"fields,omitempty"`
 }
 
 // Rule is one CEL validation rule.
