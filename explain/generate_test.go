@@ -335,6 +335,9 @@ func (g *objectGenerator) generate(s *structuralschema.Structural, apiVersion, k
 		}
 		md["ownerReferences"] = refs
 	}
+	if g.chance(g.mutate / 4) {
+		md["labels"] = "not-a-map" // malformed metadata: the decoder refuses it
+	}
 	obj["metadata"] = md
 	if g.chance(g.mutate) {
 		obj["unknownTopLevel"] = int64(1)

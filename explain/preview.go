@@ -434,8 +434,9 @@ func (p *Previewer) decode(data []byte, fv FieldValidation) (*decoded, error) {
 	}
 	unknown, err := p.coerce(u, false, false)
 	if err != nil {
-		// The API server answers 400 Bad Request.
-		d.errs = append(d.errs, PreviewError{Type: "BadRequest", Message: err.Error()})
+		// The API server answers 400 Bad Request (handlers.transformDecodeError).
+		d.errs = append(d.errs, PreviewError{Type: string(metav1.StatusReasonBadRequest),
+			Message: fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, gvk.Kind, err)})
 		return d, nil
 	}
 	d.pruned = sortedCopy(unknown)

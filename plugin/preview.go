@@ -342,6 +342,9 @@ func printPreview(w io.Writer, item PreviewItem, input []byte, diff bool) error 
 	var b strings.Builder
 	r := item.PreviewResult
 	who := r.Name
+	if who == "" {
+		who = "(no name)"
+	}
 	if r.Namespace != "" {
 		who = r.Namespace + "/" + r.Name
 	}
