@@ -276,6 +276,8 @@ func (d *differential) runCRD(ctx context.Context, crd *apiextensionsv1.CustomRe
 			ns := ""
 			if crd.Spec.Scope == apiextensionsv1.NamespaceScoped && r.Intn(4) > 0 {
 				ns = "default"
+			} else if crd.Spec.Scope == apiextensionsv1.ClusterScoped && r.Intn(8) == 0 {
+				ns = "default" // the API server clears it
 			}
 			obj := gen.generate(s, crd.Spec.Group+"/"+ver.Name, crd.Spec.Names.Kind, fmt.Sprintf("obj-%d", i), ns)
 			body, err := json.Marshal(obj)
