@@ -136,6 +136,9 @@ func bounds(s *structuralschema.Structural, lo, hi float64) (float64, float64) {
 }
 
 func (g *objectGenerator) intValue(s *structuralschema.Structural) any {
+	if g.chance(g.mutate) {
+		return []any{2.5, 1e30, float64(-0.5)}[g.r.Intn(3)] // not integers, or out of int64
+	}
 	lo, hi := bounds(s, 0, 20)
 	if hi-lo > 1000 {
 		hi = lo + 1000

@@ -94,7 +94,7 @@ func TestPreviewReadAndUpdateMatchServer(t *testing.T) {
 					rv, _, _ := unstructured.NestedString(res.object, "metadata", "resourceVersion")
 					_ = unstructured.SetNestedField(next, rv, "metadata", "resourceVersion")
 					nextBody, _ := json.Marshal(next)
-					for _, fv := range []FieldValidation{FieldValidationWarn, FieldValidationStrict} {
+					for _, fv := range []FieldValidation{FieldValidationWarn, FieldValidationStrict, FieldValidationIgnore} {
 						sr, err := srv.do(ctx, srv.rc.Put().AbsPath(resourcePath(crd, ver.Name, "default"), name).Param("dryRun", "All").
 							Param("fieldValidation", string(fv)).SetHeader("Content-Type", "application/json").Body(nextBody))
 						if err != nil {
