@@ -78,6 +78,8 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdVersion(g),
 		NewCmdConvert(g),
 		NewCmdMigrate(g),
+		NewCmdPreview(g),
+		NewCmdExplain(g),
 	)
 	return cmd
 }

@@ -1,0 +1,409 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/explain"
+)
+
+const previewExample = `  # What the API server would store for these objects (no cluster needed)
+  kubectl crdver preview -f widget.yaml --crd-file widget-crd.yaml
+
+  # The CRD from the cluster; only what changed, as a unified diff
+  kubectl crdver preview -f widget.yaml widgets.preview.example.com --diff
+
+  # Like kubectl's default (--validate=strict): unknown or duplicate fields reject the object
+  kubectl crdver preview -f widget.yaml --crd-file widget-crd.yaml --field-validation Strict
+
+  # An update: transition rules (oldSelf) and ratcheting against the stored object
+  kubectl get widget demo -o yaml > old.yaml
+  kubectl crdver preview -f new.yaml --old-file old.yaml --crd-file widget-crd.yaml
+
+  # The object as a client reading version v1beta1 would see it (conversion strategy None)
+  kubectl crdver preview -f widget.yaml --crd-file widget-crd.yaml --version v1beta1 -o json`
+
+// PreviewOptions are the options of `kubectl crdver preview`.
+type PreviewOptions struct {
+	g      *Globals
+	source *crdSource
+	out    *outputFlags
+
+	Files           []string
+	OldFiles        []string
+	CRDName         string
+	Version         string
+	Diff            bool
+	FieldValidation string
+
+	fv explain.FieldValidation
+}
+
+// NewCmdPreview builds `kubectl crdver preview`.
+func NewCmdPreview(g *Globals) *cobra.Command {
+	o := &PreviewOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "preview -f OBJECTS [CRD | --crd-file FILE] [--version V] [--old-file OLD] [--diff]",
+		Short: "Show what the API server would do to objects: pruning, defaulting, validation, offline",
+		Long: `Show each object exactly as the API server would store and return it on create (or, with
+--old-file, on update), without sending anything: unknown fields pruned (also in metadata and
+embedded resources), nulls of non-nullable fields dropped, defaults applied, status dropped when
+the status subresource is on, then validation (OpenAPI schema, list types, embedded resources,
+CEL rules with their messages, transition rules and ratcheting on update) and a verdict.
+
+It runs the API server's own code (k8s.io/apiextensions-apiserver) in the API server's order,
+and a differential test checks it against server-side dry-run on a real API server.
+
+Like a request from client-go or kubectl --validate=warn, unknown fields are pruned and
+reported as warnings (--field-validation Warn); Strict (kubectl's default) rejects them, and
+Ignore drops them silently.
+
+The CRD comes from --crd-file, from the cluster by name, or, when neither is given, from the
+cluster by the objects' kind and group. Exit status 1 when any object would be rejected.`,
+		Example:           previewExample,
+		ValidArgsFunction: completeCRDNames(g),
+		RunE:              runE(o),
+	}
+	cmd.Flags().StringSliceVarP(&o.Files, "filename", "f", nil, "Objects to preview: files, directories (- for stdin); several documents per file")
+	cmd.Flags().StringSliceVar(&o.OldFiles, "old-file", nil, "Preview an update: the objects as currently stored (e.g. kubectl get -o yaml), matched by kind, namespace and name")
+	o.source = addCRDFileFlag(cmd, g, "crd-file", "")
+	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	cmd.Flags().StringVar(&o.Version, "version", "", "Show the result as read in this version (default: each object's own version)")
+	cmd.Flags().BoolVar(&o.Diff, "diff", false, "Print a unified diff from the input to the result instead of the whole result")
+	cmd.Flags().StringVar(&o.FieldValidation, "field-validation", "Warn", "How unknown and duplicate fields are handled, as the API server's fieldValidation: Warn, Strict or Ignore")
+	_ = cmd.RegisterFlagCompletionFunc("field-validation", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"Warn", "Strict", "Ignore"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
+}
+
+// Complete takes the arguments.
+func (o *PreviewOptions) Complete(_ *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return UsageErrorf("preview takes at most one CRD name, got %d (%s)", len(args), strings.Join(args, " "))
+	}
+	if len(args) == 1 {
+		o.CRDName = args[0]
+	}
+	return nil
+}
+
+// Validate checks the flags. It does no I/O.
+func (o *PreviewOptions) Validate() error {
+	if err := o.out.validate(); err != nil {
+		return err
+	}
+	if len(o.Files) == 0 {
+		return UsageErrorf("give the objects to preview with -f FILE (or -f - for stdin)")
+	}
+	fv, err := explain.ParseFieldValidation(o.FieldValidation)
+	if err != nil {
+		return UsageErrorf("--field-validation %q is not supported: use Warn, Strict or Ignore", o.FieldValidation)
+	}
+	o.fv = fv
+	if o.Diff && o.out.structured() {
+		return UsageErrorf("--diff prints a human diff: it cannot be combined with -o %s", o.out.format)
+	}
+	return nil
+}
+
+// PreviewItem is one object's preview in `preview -o json|yaml`.
+type PreviewItem struct {
+	// Source names the file and document the object came from.
+	Source string `json:"source"`
+	explain.PreviewResult
+}
+
+// PreviewReport is the whole output of `preview -o json|yaml`.
+type PreviewReport struct {
+	Items    []PreviewItem `json:"items"`
+	Accepted int           `json:"accepted"`
+	Rejected int           `json:"rejected"`
+}
+
+type gkKey struct{ group, kind string }
+
+type oldKey struct{ kind, namespace, name string }
+
+// Run previews every object.
+func (o *PreviewOptions) Run(ctx context.Context) error {
+	docs, err := ReadDocuments(o.Files, o.g.In)
+	if err != nil {
+		return err
+	}
+	if len(docs) == 0 {
+		return UsageErrorf("%s: no objects found", strings.Join(o.Files, ", "))
+	}
+	olds, err := o.readOld()
+	if err != nil {
+		return err
+	}
+	ns, err := o.g.Namespace()
+	if err != nil || ns == "" {
+		ns = "default"
+	}
+	previewers, err := o.previewers(ctx, docs)
+	if err != nil {
+		return err
+	}
+	report := PreviewReport{Items: []PreviewItem{}}
+	for _, d := range docs {
+		gv, _ := schema.ParseGroupVersion(d.APIVersion)
+		p := previewers[gkKey{gv.Group, d.Kind}]
+		opts := explain.PreviewOptions{FieldValidation: o.fv, ReadVersion: o.Version, Namespace: ns}
+		var res *explain.PreviewResult
+		if olds != nil {
+			old, err := o.findOld(olds, d, ns)
+			if err != nil {
+				return err
+			}
+			res, err = p.previewer.Update(ctx, d.JSON, old, opts)
+			if err != nil {
+				return previewInputError(d, p.crd, err)
+			}
+		} else {
+			res, err = p.previewer.Create(ctx, d.JSON, opts)
+			if err != nil {
+				var ns *explain.NonStructuralError
+				if errors.As(err, &ns) {
+					if perr := printViolations(o.g.Out, ns.Violations, o.out.noHeaders); perr != nil {
+						return perr
+					}
+				}
+				return previewInputError(d, p.crd, err)
+			}
+		}
+		if res.Accepted() {
+			report.Accepted++
+		} else {
+			report.Rejected++
+		}
+		report.Items = append(report.Items, PreviewItem{Source: d.Where(), PreviewResult: *res})
+	}
+	if o.out.structured() {
+		if err := o.out.printStructured(o.g.Out, report); err != nil {
+			return err
+		}
+	} else {
+		for i, item := range report.Items {
+			if err := printPreview(o.g.Out, item, docs[i].JSON, o.Diff); err != nil {
+				return err
+			}
+		}
+		if _, err := fmt.Fprintf(o.g.Out, "%s: %d accepted, %d rejected\n", plural(len(report.Items), "object"), report.Accepted, report.Rejected); err != nil {
+			return err
+		}
+	}
+	if report.Rejected > 0 {
+		return ProblemsFound("%d of %s would be rejected by the API server", report.Rejected, plural(len(report.Items), "object"))
+	}
+	return nil
+}
+
+type crdPreviewer struct {
+	crd       *apiextensionsv1.CustomResourceDefinition
+	previewer *explain.Previewer
+}
+
+// previewers resolves the CRD of every group/kind among the objects.
+func (o *PreviewOptions) previewers(ctx context.Context, docs []Document) (map[gkKey]crdPreviewer, error) {
+	out := map[gkKey]crdPreviewer{}
+	var fromFiles []*apiextensionsv1.CustomResourceDefinition
+	var named *apiextensionsv1.CustomResourceDefinition
+	if o.CRDName != "" {
+		crd, err := o.source.one(ctx, o.CRDName)
+		if err != nil {
+			return nil, err
+		}
+		named = crd
+	} else if o.source.offline() {
+		crds, err := o.source.fromFiles()
+		if err != nil {
+			return nil, err
+		}
+		fromFiles = crds
+	}
+	for _, d := range docs {
+		gv, err := schema.ParseGroupVersion(d.APIVersion)
+		if err != nil || d.Kind == "" || gv.Version == "" {
+			return nil, UsageErrorf("%s: not a Kubernetes object: it needs apiVersion (group/version) and kind", d.Where())
+		}
+		key := gkKey{gv.Group, d.Kind}
+		if _, ok := out[key]; ok {
+			continue
+		}
+		var crd *apiextensionsv1.CustomResourceDefinition
+		switch {
+		case named != nil:
+			if named.Spec.Group != gv.Group || named.Spec.Names.Kind != d.Kind {
+				return nil, UsageErrorf("%s: %s %s does not belong to CustomResourceDefinition %s (group %s, kind %s)",
+					d.Where(), d.APIVersion, d.Kind, named.Name, named.Spec.Group, named.Spec.Names.Kind)
+			}
+			crd = named
+		case fromFiles != nil:
+			for _, c := range fromFiles {
+				if c.Spec.Group == gv.Group && c.Spec.Names.Kind == d.Kind {
+					crd = c
+				}
+			}
+			if crd == nil {
+				return nil, UsageErrorf("%s: no CustomResourceDefinition in %s defines %s %s (have: %s)",
+					d.Where(), strings.Join(o.source.files, ", "), d.APIVersion, d.Kind, strings.Join(crdNames(fromFiles), ", "))
+			}
+		default:
+			c, err := o.source.one(ctx, strings.ToLower(d.Kind)+"."+gv.Group)
+			if err != nil {
+				var ee *ExitError
+				if errors.As(err, &ee) && ee.Code == ExitUsage {
+					return nil, UsageErrorf("%s: %v; name the CRD or give it with --crd-file", d.Where(), err)
+				}
+				return nil, err
+			}
+			crd = c
+		}
+		p, err := explain.NewPreviewer(crd)
+		if err != nil {
+			return nil, Usage(err)
+		}
+		out[key] = crdPreviewer{crd: crd, previewer: p}
+	}
+	return out, nil
+}
+
+func (o *PreviewOptions) readOld() (map[oldKey][]byte, error) {
+	if len(o.OldFiles) == 0 {
+		return nil, nil
+	}
+	docs, err := ReadDocuments(o.OldFiles, o.g.In)
+	if err != nil {
+		return nil, err
+	}
+	out := map[oldKey][]byte{}
+	for _, d := range docs {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(d.JSON); err != nil {
+			return nil, UsageErrorf("%s: %v", d.Where(), err)
+		}
+		out[oldKey{u.GetKind(), u.GetNamespace(), u.GetName()}] = d.JSON
+	}
+	if len(out) == 0 {
+		return nil, UsageErrorf("%s: no objects found", strings.Join(o.OldFiles, ", "))
+	}
+	return out, nil
+}
+
+func (o *PreviewOptions) findOld(olds map[oldKey][]byte, d Document, ns string) ([]byte, error) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(d.JSON); err != nil {
+		return nil, UsageErrorf("%s: %v", d.Where(), err)
+	}
+	for _, k := range []oldKey{{u.GetKind(), u.GetNamespace(), u.GetName()}, {u.GetKind(), ns, u.GetName()}, {u.GetKind(), "", u.GetName()}} {
+		if old, ok := olds[k]; ok {
+			return old, nil
+		}
+	}
+	return nil, UsageErrorf("%s: --old-file has no %s named %q: give the stored object to preview an update", d.Where(), u.GetKind(), u.GetName())
+}
+
+// previewInputError turns a preview error into one line naming the document: input problems
+// and non-structural schemas are usage errors (exit 2).
+func previewInputError(d Document, crd *apiextensionsv1.CustomResourceDefinition, err error) error {
+	var ie *explain.InputError
+	var ns *explain.NonStructuralError
+	switch {
+	case errors.As(err, &ie):
+		return UsageErrorf("%s: %v", d.Where(), ie.Err)
+	case errors.As(err, &ns):
+		return UsageErrorf("%s: %s: the schema of version %q is not structural (%s listed above): the API server would neither prune nor default its objects, so there is nothing faithful to preview",
+			d.Where(), ns.CRD, ns.Version, plural(len(ns.Violations), "violation"))
+	}
+	return fmt.Errorf("%s: previewing with %s: %w", d.Where(), crd.Name, err)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", what)
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// printPreview prints one object's preview for humans.
+func printPreview(w io.Writer, item PreviewItem, input []byte, diff bool) error {
+	var b strings.Builder
+	r := item.PreviewResult
+	who := r.Name
+	if who == "" {
+		who = "(no name)"
+	}
+	if r.Namespace != "" {
+		who = r.Namespace + "/" + r.Name
+	}
+	shown := ""
+	if r.ReadVersion != r.Version && r.Object != nil {
+		shown = ", shown as read in " + r.ReadVersion
+	}
+	fmt.Fprintf(&b, "# %s: %s %s, %s in %s%s: %s\n", item.Source, r.Kind, who, r.Operation, r.Version, shown, strings.ToUpper(r.Verdict))
+	if r.Object != nil {
+		out, err := yaml.Marshal(r.Object)
+		if err != nil {
+			return err
+		}
+		if diff {
+			in, err := yaml.JSONToYAML(input)
+			if err != nil {
+				return err
+			}
+			text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+				A: difflib.SplitLines(string(in)), B: difflib.SplitLines(string(out)),
+				FromFile: "input", ToFile: "result", Context: 3,
+			})
+			if err != nil {
+				return err
+			}
+			if text == "" {
+				text = "(no change)\n"
+			}
+			b.WriteString(text)
+		} else {
+			b.Write(out)
+		}
+	}
+	section := func(title string, lines []string) {
+		if len(lines) == 0 {
+			return
+		}
+		fmt.Fprintf(&b, "%s:\n", title)
+		for _, l := range lines {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
+	section("pruned (unknown fields)", r.Pruned)
+	section("pruned after conversion (fields the other version's schema does not know)", r.PrunedOnConversion)
+	section("dropped nulls", r.DroppedNulls)
+	section("defaulted", r.Defaulted)
+	section("defaulted when read back from storage", r.DefaultedOnRead)
+	section("warnings", r.Warnings)
+	var errs []string
+	for _, e := range r.Errors {
+		if e.Field != "" && e.Field != "<nil>" {
+			errs = append(errs, e.Field+": "+e.Message)
+		} else {
+			errs = append(errs, e.Message)
+		}
+	}
+	section("errors", errs)
+	section("notes", r.Notes)
+	fmt.Fprintf(&b, "verdict: %s\n\n", r.Verdict)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
