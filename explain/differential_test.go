@@ -206,9 +206,12 @@ func readCRDFile(t testing.TB, path string) []*apiextensionsv1.CustomResourceDef
 }
 
 // forServer makes crd installable on the test server: conversion webhooks cannot be reached,
-// so conversion becomes None (preview gets the same CRD), and status is cleared.
+// so conversion becomes None; apiextensions.k8s.io/v1 refuses preserveUnknownFields: true
+// (the default of v1beta1 files), so it becomes false; status is cleared. Preview gets the
+// same CRD.
 func forServer(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
 	c := crd.DeepCopy()
+	c.Spec.PreserveUnknownFields = false
 	c.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
 	c.ResourceVersion, c.UID, c.CreationTimestamp = "", "", metav1.Time{}
 	if c.Spec.Conversion != nil && c.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {

@@ -33,6 +33,9 @@ func (g *Globals) RESTConfig() (*rest.Config, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 100, 200
 	cfg.UserAgent = "kubectl-crdver/" + Version
+	// API server warnings (deprecated versions, unknown fields) go to stderr as kubectl prints
+	// them, once each.
+	cfg.WarningHandler = rest.NewWarningWriter(g.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
 	return cfg, nil
 }
 

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
 
 	"github.com/crdver/kubectl-crdver/plugin"
 )
@@ -27,6 +29,11 @@ func run(argv []string) int {
 	if name := strings.TrimSuffix(filepath.Base(argv[0]), ".exe"); name == "kubectl_complete-crdver" {
 		args = append([]string{"__complete"}, args...)
 	}
+	// The API server's libraries log through klog (e.g. "Found duplicate validation error"
+	// while previewing); what the user needs is in the command's own output, so klog is quiet.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
