@@ -5,8 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
-	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
@@ -15,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
+
+	"github.com/crdver/kubectl-crdver/explain"
 )
 
 // versionSchema is one version's schema, as the API server builds it: the structural schema
@@ -26,36 +26,27 @@ type versionSchema struct {
 	prune      bool
 }
 
-// newVersionSchema builds the schema of version v of crd the way the API server does.
+// newVersionSchema builds the schema of version v of crd the way the API server does: the
+// structural schema from explain.SchemaFor (defaults pruned when pruning is on), plus the
+// OpenAPI validator.
 func newVersionSchema(crd *apiextensionsv1.CustomResourceDefinition, v string) (*versionSchema, error) {
 	vs := &versionSchema{name: v, prune: !crd.Spec.PreserveUnknownFields}
-	val, err := apihelpers.GetSchemaForVersion(crd, v)
+	sch, err := explain.SchemaFor(crd, v)
 	if err != nil {
-		return nil, fmt.Errorf("%s: version %q: %w", crd.Name, v, err)
+		return nil, err
 	}
-	if val == nil || val.OpenAPIV3Schema == nil {
+	if sch.Internal == nil {
 		return vs, nil
 	}
-	internal := &apiextensions.CustomResourceValidation{}
-	if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(val, internal, nil); err != nil {
-		return nil, fmt.Errorf("%s: version %q: converting the schema: %w", crd.Name, v, err)
-	}
-	s, err := structuralschema.NewStructural(internal.OpenAPIV3Schema)
-	if err != nil {
-		return nil, fmt.Errorf("%s: version %q: the schema is not structural: %w", crd.Name, v, err)
-	}
-	if errs := structuralschema.ValidateStructural(field.NewPath("spec", "versions").Key(v).Child("schema", "openAPIV3Schema"), s); len(errs) > 0 {
-		return nil, fmt.Errorf("%s: version %q: the schema is not structural: %v", crd.Name, v, errs.ToAggregate())
-	}
-	if vs.prune {
-		// What the API server prunes and defaults with (its defaults are pruned themselves).
-		s = s.DeepCopy()
-		if err := defaulting.PruneDefaults(s); err != nil {
-			return nil, fmt.Errorf("%s: version %q: pruning the defaults: %w", crd.Name, v, err)
+	if len(sch.Violations) > 0 {
+		msgs := make([]string, len(sch.Violations))
+		for i, viol := range sch.Violations {
+			msgs[i] = viol.Field + ": " + viol.Message
 		}
+		return nil, fmt.Errorf("%s: version %q: the schema is not structural: %s", crd.Name, v, strings.Join(msgs, "; "))
 	}
-	vs.structural = s
-	_, openapiSchema, err := apiservervalidation.NewSchemaValidator(internal.OpenAPIV3Schema)
+	vs.structural = sch.Structural
+	_, openapiSchema, err := apiservervalidation.NewSchemaValidator(sch.Internal)
 	if err != nil {
 		return nil, fmt.Errorf("%s: version %q: building the validator: %w", crd.Name, v, err)
 	}
