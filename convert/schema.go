@@ -1,16 +1,21 @@
 package convert
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
+	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
 
@@ -23,6 +28,7 @@ type versionSchema struct {
 	name       string
 	structural *structuralschema.Structural // nil: no schema, or pruning off (preserveUnknownFields)
 	validator  apiservervalidation.SchemaCreateValidator
+	cel        *cel.Validator // nil: no x-kubernetes-validations rules
 	prune      bool
 }
 
@@ -53,6 +59,8 @@ func newVersionSchema(crd *apiextensionsv1.CustomResourceDefinition, v string) (
 	// The API server's create validation without ratcheting (its basicSchemaValidator), built
 	// once: the ratcheting validator rebuilds it on every call.
 	vs.validator = createValidator{validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default)}
+	// CEL programs are compiled once here, as the API server's strategy does.
+	vs.cel = cel.NewValidator(vs.structural, true, celconfig.PerCallLimit)
 	return vs, nil
 }
 
@@ -89,12 +97,29 @@ func (vs *versionSchema) defaultObject(obj map[string]any) {
 	}
 }
 
-// validate checks obj against this version's OpenAPI schema.
+// validate checks obj against this version's schema the way the API server's
+// customResourceStrategy.Validate does on create, leaving out the root ObjectMeta checks (the
+// metadata is the original object's): OpenAPI, embedded resources, list-type set/map
+// invariants, then the x-kubernetes-validations CEL rules, skipped after a blocking error.
 func (vs *versionSchema) validate(obj map[string]any) field.ErrorList {
 	if vs.validator == nil {
 		return nil
 	}
-	return apiservervalidation.ValidateCustomResource(nil, obj, vs.validator)
+	errs := apiservervalidation.ValidateCustomResource(nil, obj, vs.validator)
+	ctx := context.Background()
+	errs = append(errs, schemaobjectmeta.Validate(ctx, nil, obj, vs.structural, false)...)
+	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, vs.structural, obj)...)
+	if vs.cel == nil {
+		return errs
+	}
+	for _, e := range errs {
+		switch e.Type {
+		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
+			return append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
+		}
+	}
+	celErrs, _ := vs.cel.Validate(ctx, nil, vs.structural, obj, nil, celconfig.RuntimeCELCostBudget)
+	return append(errs, celErrs...)
 }
 
 // errorListStrings renders field errors one per string.
