@@ -18,23 +18,6 @@ import (
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
-// registerCRD creates crd in the test API server (deleted at the end of the test).
-func registerCRD(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) {
-	t.Helper()
-	ctx := context.Background()
-	c := crd.DeepCopy()
-	c.Status = apiextensionsv1.CustomResourceDefinitionStatus{} // storedVersions comes from the server
-	c.ResourceVersion = ""
-	if _, err := env.CreateCRD(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.DeleteCRD(context.Background(), crd.Name); err != nil {
-			t.Errorf("deleting CRD %s: %v", crd.Name, err)
-		}
-	})
-}
-
 // createCronTabs creates n CronTabs at v1beta1 in namespace default: the API server calls
 // the webhook to store them at v1.
 func createCronTabs(t *testing.T, dyn dynamic.Interface, group string, n int) {

@@ -1,12 +1,9 @@
 package plugin
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/explain"
 )
@@ -104,16 +101,7 @@ func TestExplainErrors(t *testing.T) {
 
 // explain reads the CRD from the cluster the same way as from a file.
 func TestExplainFromCluster(t *testing.T) {
-	ctx := context.Background()
-	crd, err := explain.DecodeCRD([]byte(readTestFile(t, td("crds", "crontab.yaml"))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.DeleteCRD(ctx, crd.Name) }()
+	installCRDFile(t, td("crds", "crontab.yaml"))
 	offline := run(t, "", "explain", "--crd-file", td("crds", "crontab.yaml"), "spec", "-r")
 	r := runCluster(t, "explain", "ct", "spec", "-r")
 	if r.code != ExitOK || r.stdout != offline.stdout {

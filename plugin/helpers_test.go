@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/crdver/kubectl-crdver/explain"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
@@ -85,4 +87,42 @@ func mustContain(t *testing.T, what, got string, wants ...string) {
 // repoFile is a path from the repository root, for tests running in plugin/.
 func repoFile(parts ...string) string {
 	return filepath.Join(append([]string{".."}, parts...)...)
+}
+
+// registerCRD creates crd in the test API server (deleted at the end of the test).
+func registerCRD(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	ctx := context.Background()
+	c := crd.DeepCopy()
+	c.Status = apiextensionsv1.CustomResourceDefinitionStatus{} // storedVersions comes from the server
+	c.ResourceVersion = ""
+	if _, err := env.CreateCRD(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.DeleteCRD(context.Background(), crd.Name); err != nil {
+			t.Errorf("deleting CRD %s: %v", crd.Name, err)
+		}
+	})
+}
+
+// installCRDFile decodes the (single) CRD of a testdata file and registers it in the test API
+// server for the duration of the test.
+func installCRDFile(t *testing.T, path string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd, err := explain.DecodeCRD(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registerCRD(t, crd)
+	return crd
+}
+
+// td is a path under the repository's testdata folder.
+func td(parts ...string) string {
+	return repoFile(append([]string{"testdata"}, parts...)...)
 }

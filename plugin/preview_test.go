@@ -1,20 +1,11 @@
 package plugin
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-
-	"github.com/crdver/kubectl-crdver/explain"
 )
-
-func td(parts ...string) string {
-	return filepath.Join(append([]string{"..", "testdata"}, parts...)...)
-}
 
 // Golden files for preview's printed output, one per output mode and feature.
 func TestPreviewGolden(t *testing.T) {
@@ -118,18 +109,7 @@ func TestPreviewInputErrors(t *testing.T) {
 // From the cluster: by CRD name, and found by the objects' kind and group; the output is the
 // same as offline.
 func TestPreviewFromCluster(t *testing.T) {
-	ctx := context.Background()
-	crd, err := explain.DecodeCRD([]byte(readTestFile(t, td("crds", "widget.yaml"))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// DecodeCRD defaults status.storedVersions; testenv.CreateCRD would then race the CRD
-	// controllers with an UpdateStatus, so install it without status.
-	crd.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.DeleteCRD(ctx, crd.Name) }()
+	installCRDFile(t, td("crds", "widget.yaml"))
 	offline := run(t, "", "preview", "-f", td("preview", "widgets.yaml"), "--crd-file", td("crds", "widget.yaml"))
 	for _, args := range [][]string{
 		{"preview", "-f", td("preview", "widgets.yaml"), "widgets.preview.example.com"},
