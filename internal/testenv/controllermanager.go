@@ -69,3 +69,13 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.buf.Write(p)
 }
+
+// StartStorageVersionMigrator starts kube-controller-manager with only what the
+// storagemigration.k8s.io controller needs: its feature gate, and the storage-version-migrator
+// and garbage-collector controllers.
+func (e *Env) StartStorageVersionMigrator() (*ControllerManager, error) {
+	return e.StartControllerManager(
+		"--feature-gates=StorageVersionMigrator=true",
+		"--controllers=storage-version-migrator-controller,garbage-collector-controller",
+	)
+}

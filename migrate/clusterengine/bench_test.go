@@ -203,8 +203,7 @@ func BenchmarkSequentialLoop(b *testing.B) {
 // BenchmarkClusterController is the in-tree StorageVersionMigration controller of
 // kube-controller-manager, with its defaults (client QPS 20).
 func BenchmarkClusterController(b *testing.B) {
-	cm, err := env.StartControllerManager("--feature-gates=StorageVersionMigrator=true",
-		"--controllers=storage-version-migrator-controller,garbage-collector-controller")
+	cm, err := env.StartStorageVersionMigrator()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -92,10 +92,7 @@ func TestClusterEngine(t *testing.T) {
 		t.Fatalf("without kube-controller-manager: err = %v, want 'no controller is processing it'", err)
 	}
 
-	cm, err := env.StartControllerManager(
-		"--feature-gates=StorageVersionMigrator=true",
-		"--controllers=storage-version-migrator-controller,garbage-collector-controller",
-	)
+	cm, err := env.StartStorageVersionMigrator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +136,7 @@ func TestClusterEngine(t *testing.T) {
 
 // The command: kubectl crdver migrate --engine cluster, with its JSON report.
 func TestClusterEngineCommand(t *testing.T) {
-	cm, err := env.StartControllerManager(
-		"--feature-gates=StorageVersionMigrator=true",
-		"--controllers=storage-version-migrator-controller,garbage-collector-controller",
-	)
+	cm, err := env.StartStorageVersionMigrator()
 	if err != nil {
 		t.Fatal(err)
 	}
