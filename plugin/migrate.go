@@ -455,7 +455,11 @@ func (o *MigrateOptions) resumeCommand(name, checkpoint string) string {
 				return
 			}
 			if f.Value.Type() == "bool" {
-				parts = append(parts, "--"+f.Name)
+				if f.Value.String() == "true" {
+					parts = append(parts, "--"+f.Name)
+				} else {
+					parts = append(parts, "--"+f.Name+"=false")
+				}
 				return
 			}
 			parts = append(parts, "--"+f.Name+"="+shellQuote(f.Value.String()))

@@ -398,12 +398,13 @@ func TestResumeCommandQuotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mig.ParseFlags([]string{"--to", "v1", "--yes", "--qps", "50", "--no-trim", "--checkpoint", "/tmp/old"}); err != nil {
+	if err := mig.ParseFlags([]string{"--to", "v1", "--yes", "--qps", "50", "--no-trim", "--quiet=false", "--checkpoint", "/tmp/old"}); err != nil {
 		t.Fatal(err)
 	}
 	o := &MigrateOptions{cmd: mig}
 	got := o.resumeCommand("crontabs.stable.example.com", "/home/me/my cache/cp.json")
-	want := "kubectl crdver migrate crontabs.stable.example.com --no-trim --qps=50 --checkpoint='/home/me/my cache/cp.json'"
+	// A bool flag set to false stays false (not "--quiet", which would mean true).
+	want := "kubectl crdver migrate crontabs.stable.example.com --no-trim --qps=50 --quiet=false --checkpoint='/home/me/my cache/cp.json'"
 	if got != want {
 		t.Errorf("resume command:\n got %s\nwant %s", got, want)
 	}
