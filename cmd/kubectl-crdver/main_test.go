@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if env != nil {
+		env.Stop()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
