@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -41,24 +39,14 @@ func migrateFixture(t *testing.T, name string, n int) (crdName, group string, ns
 	}
 	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
 	kube := kubernetes.NewForConfigOrDie(env.Config)
-	dyn := dynamic.NewForConfigOrDie(env.Config)
 	nss = []string{name + "-a", name + "-b"}
 	for _, ns := range nss {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	gvr := schema.GroupVersionResource{Group: group, Version: "v1beta1", Resource: "gadgets"}
-	for i := 0; i < n; i++ {
-		ns := nss[i%2]
-		obj := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": group + "/v1beta1", "kind": "Gadget",
-			"metadata": map[string]any{"name": fmt.Sprintf("gadget-%03d", i), "namespace": ns},
-			"spec":     map[string]any{"size": int64(i)},
-		}}
-		if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	if err := env.CreateObjects(ctx, crd, nss, n); err != nil {
+		t.Fatal(err)
 	}
 	return crd.Name, group, nss
 }
@@ -188,6 +176,7 @@ func TestMigrateWebhookRejectsSomeObjects(t *testing.T) {
 	}
 	defer hook.Close()
 	kube := kubernetes.NewForConfigOrDie(env.Config)
+	dyn := dynamic.NewForConfigOrDie(env.Config)
 	fail := admissionregistrationv1.Fail
 	none := admissionregistrationv1.SideEffectClassNone
 	cfgName := "frozen-gadgets"
@@ -209,7 +198,6 @@ func TestMigrateWebhookRejectsSomeObjects(t *testing.T) {
 		_ = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), cfgName, metav1.DeleteOptions{})
 	}()
 	// The API server picks the configuration up asynchronously: wait until it rejects.
-	dyn := dynamic.NewForConfigOrDie(env.Config)
 	ri := dyn.Resource(schema.GroupVersionResource{Group: group, Version: "v1beta1", Resource: "gadgets"}).Namespace(nss[1])
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		obj, err := ri.Get(ctx, "gadget-007", metav1.GetOptions{})

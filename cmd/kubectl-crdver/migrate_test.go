@@ -18,10 +18,6 @@ import (
 
 	"github.com/creack/pty"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
@@ -52,17 +48,8 @@ func migrationFixture(t *testing.T, e *testenv.Env, group string, n int) string 
 	if _, err := e.CreateCRD(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	dyn := dynamic.NewForConfigOrDie(e.Config)
-	gvr := schema.GroupVersionResource{Group: group, Version: "v1beta1", Resource: "things"}
-	for i := 0; i < n; i++ {
-		obj := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": group + "/v1beta1", "kind": "Thing",
-			"metadata": map[string]any{"name": fmt.Sprintf("thing-%04d", i), "namespace": "default"},
-			"spec":     map[string]any{"size": int64(i)},
-		}}
-		if _, err := dyn.Resource(gvr).Namespace("default").Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	if err := e.CreateObjects(ctx, crd, []string{"default"}, n); err != nil {
+		t.Fatal(err)
 	}
 	return crd.Name
 }

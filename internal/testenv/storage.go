@@ -10,6 +10,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 )
 
 // StoredAPIVersions reads the objects of group/plural straight from etcd (bypassing the API
@@ -59,4 +62,32 @@ func TwoVersionCRD(group, plural, kind string, specSchema apiextensionsv1.JSONSc
 			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
 		},
 	}
+}
+
+// CreateObjects creates n objects of crd (namespaced) at its storage version, named
+// <singular>-000, <singular>-001, …, spread over namespaces in turn, each with spec.size = i.
+func (e *Env) CreateObjects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, namespaces []string, n int) error {
+	dyn, err := dynamic.NewForConfig(e.Config)
+	if err != nil {
+		return err
+	}
+	var version string
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			version = v.Name
+		}
+	}
+	gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: crd.Spec.Names.Plural}
+	for i := 0; i < n; i++ {
+		ns := namespaces[i%len(namespaces)]
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": crd.Spec.Group + "/" + version, "kind": crd.Spec.Names.Kind,
+			"metadata": map[string]any{"name": fmt.Sprintf("%s-%03d", crd.Spec.Names.Singular, i), "namespace": ns},
+			"spec":     map[string]any{"size": int64(i)},
+		}}
+		if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating %s/%s: %w", ns, obj.GetName(), err)
+		}
+	}
+	return nil
 }

@@ -3,15 +3,12 @@ package clusterengine_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/crdver/kubectl-crdver/internal/testenv"
@@ -40,16 +37,8 @@ func fixture(t *testing.T, group string, n int) *apiextensionsv1.CustomResourceD
 	if err != nil {
 		t.Fatal(err)
 	}
-	gvr := schema.GroupVersionResource{Group: group, Version: "v1beta1", Resource: "things"}
-	for i := 0; i < n; i++ {
-		obj := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": group + "/v1beta1", "kind": "Thing",
-			"metadata": map[string]any{"name": fmt.Sprintf("thing-%03d", i), "namespace": "default"},
-			"spec":     map[string]any{"n": int64(i)},
-		}}
-		if _, err := c.Dynamic.Resource(gvr).Namespace("default").Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	if err := env.CreateObjects(ctx, crd, []string{"default"}, n); err != nil {
+		t.Fatal(err)
 	}
 	got, err := migrate.SwitchStorage(ctx, c, crd.Name, "v1")
 	if err != nil {
