@@ -12,11 +12,7 @@ import (
 func TestExplainGolden(t *testing.T) {
 	widgetCRD := td("crds", "widget.yaml")
 	docs := td("explain", "nonstructural-docs.yaml")
-	cases := []struct {
-		name string
-		args []string
-		code int
-	}{
+	cases := []goldenCase{
 		{"explain-widget.txt", []string{"explain", "--crd-file", widgetCRD}, ExitOK},
 		{"explain-widget-spec.txt", []string{"explain", "--crd-file", widgetCRD, "spec"}, ExitOK},
 		{"explain-widget-recursive.txt", []string{"explain", "--crd-file", widgetCRD, "widgets.preview.example.com", "spec", "-r"}, ExitOK},
@@ -29,15 +25,7 @@ func TestExplainGolden(t *testing.T) {
 		{"explain-compare.json", []string{"explain", "--crd-file", widgetCRD, "--compare", "v1beta1,v1", "-o", "json"}, ExitOK},
 		{"explain-compare-crontab.txt", []string{"explain", "--crd-file", td("crds", "crontab.yaml"), "--compare", "v1beta1,v1"}, ExitOK},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := run(t, "", tc.args...)
-			if r.code != tc.code {
-				t.Errorf("exit code %d, want %d; stderr: %s", r.code, tc.code, r.stderr)
-			}
-			golden(t, tc.name, r.stdout)
-		})
-	}
+	runGoldenCases(t, cases)
 }
 
 // The docs' non-structural example: every listed violation with its rule, in JSON.

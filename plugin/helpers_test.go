@@ -126,3 +126,25 @@ func installCRDFile(t *testing.T, path string) *apiextensionsv1.CustomResourceDe
 func td(parts ...string) string {
 	return repoFile(append([]string{"testdata"}, parts...)...)
 }
+
+// goldenCase is a command line, the exit code it must end with, and the golden file
+// (testdata/golden/<golden>) that its standard output must equal.
+type goldenCase struct {
+	golden string
+	args   []string
+	code   int
+}
+
+// runGoldenCases runs each case as a subtest named after its golden file.
+func runGoldenCases(t *testing.T, cases []goldenCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.golden, func(t *testing.T) {
+			r := run(t, "", tc.args...)
+			if r.code != tc.code {
+				t.Errorf("exit code %d, want %d; stderr: %s", r.code, tc.code, r.stderr)
+			}
+			golden(t, tc.golden, r.stdout)
+		})
+	}
+}

@@ -10,11 +10,7 @@ import (
 // Golden files for preview's printed output, one per output mode and feature.
 func TestPreviewGolden(t *testing.T) {
 	widgetCRD, crontabCRD := td("crds", "widget.yaml"), td("crds", "crontab.yaml")
-	cases := []struct {
-		name string
-		args []string
-		code int
-	}{
+	cases := []goldenCase{
 		{"preview-widgets.txt", []string{"preview", "-f", td("preview", "widgets.yaml"), "--crd-file", widgetCRD}, ExitProblems},
 		{"preview-widgets.json", []string{"preview", "-f", td("preview", "widgets.yaml"), "--crd-file", widgetCRD, "-o", "json"}, ExitProblems},
 		{"preview-widgets.yaml", []string{"preview", "-f", td("preview", "widgets.yaml"), "--crd-file", widgetCRD, "-o", "yaml"}, ExitProblems},
@@ -27,15 +23,7 @@ func TestPreviewGolden(t *testing.T) {
 		{"preview-crontab-v1beta1-as-v1.txt", []string{"preview", "-f", td("preview", "crontab-v1beta1.yaml"), "--crd-file", crontabCRD, "--version", "v1", "--diff"}, ExitOK},
 		{"preview-nonstructural.txt", []string{"preview", "-f", td("preview", "foo.yaml"), "--crd-file", td("explain", "nonstructural-docs.yaml")}, ExitUsage},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := run(t, "", tc.args...)
-			if r.code != tc.code {
-				t.Errorf("exit code %d, want %d; stderr: %s", r.code, tc.code, r.stderr)
-			}
-			golden(t, tc.name, r.stdout)
-		})
-	}
+	runGoldenCases(t, cases)
 }
 
 // The update preview keeps the stored status (status subresource) and reports the transition

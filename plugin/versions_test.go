@@ -22,11 +22,7 @@ var (
 // TestVersionsGolden runs offline command lines and compares their output with golden files,
 // one per output mode.
 func TestVersionsGolden(t *testing.T) {
-	for _, tc := range []struct {
-		golden string
-		args   []string
-		code   int
-	}{
+	runGoldenCases(t, []goldenCase{
 		{"versions-crontab.txt", []string{"versions", "-f", crontabFile}, 0},
 		{"versions-crontab-wide.txt", []string{"versions", "-f", crontabFile, "-o", "wide"}, 0},
 		{"versions-crontab.json", []string{"versions", "-f", crontabFile, "-o", "json"}, 0},
@@ -38,15 +34,7 @@ func TestVersionsGolden(t *testing.T) {
 		{"versions-all-files.json", append([]string{"versions", "--all", "-o", "json"}, fileArgs(versionsFiles)...), 0},
 		{"versions-sort.txt", append([]string{"versions", "--sort"}, strings.Fields("foo10 v1 v11alpha2 v2 foo1 v12alpha1 v10beta3 v10 v3beta1 v11beta2")...), 0},
 		{"versions-can-remove-v1beta1.txt", []string{"versions", "-f", crontabFile, "--can-remove", "v1beta1"}, 1},
-	} {
-		t.Run(tc.golden, func(t *testing.T) {
-			r := run(t, "", tc.args...)
-			if r.code != tc.code {
-				t.Fatalf("exit code %d, want %d; stderr: %s", r.code, tc.code, r.stderr)
-			}
-			golden(t, tc.golden, r.stdout)
-		})
-	}
+	})
 }
 
 func TestVersionsSortIssueOrder(t *testing.T) {
