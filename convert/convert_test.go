@@ -39,16 +39,6 @@ func webhookCRD(t testing.TB, srv *testwebhook.Server, reviewVersions ...string)
 	return crd
 }
 
-func startWebhook(t testing.TB, opts testwebhook.Options) *testwebhook.Server {
-	t.Helper()
-	srv, err := testwebhook.Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // cronTabs makes n v1beta1 CronTabs with uids, like objects read from the cluster.
 func cronTabs(n int) []Object {
 	out := make([]Object, n)
@@ -93,7 +83,7 @@ func transport(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition, opts
 // TestWebhookMisbehaviour: each misbehaviour of the webhook is caught by its own named check,
 // and only by it; the well-behaved webhook passes clean, round trip included.
 func TestWebhookMisbehaviour(t *testing.T) {
-	srv := startWebhook(t, testwebhook.Options{})
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
 	srv.SetDelay(2 * time.Second)
 	crd := webhookCRD(t, srv)
 	tr := transport(t, crd, TransportOptions{Timeout: 300 * time.Millisecond})
@@ -169,7 +159,7 @@ func TestWebhookMisbehaviour(t *testing.T) {
 
 // TestLossyRoundTripFinding: the lossy webhook's loss is reported at the JSON path of the lost data.
 func TestLossyRoundTripFinding(t *testing.T) {
-	srv := startWebhook(t, testwebhook.Options{})
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
 	crd := webhookCRD(t, srv)
 	srv.Set(testwebhook.Lossy)
 	rep, err := Run(context.Background(), Options{CRD: crd, To: "v1", RoundTrip: true, Transport: transport(t, crd, TransportOptions{})}, cronTabs(1))
@@ -188,7 +178,7 @@ func TestLossyRoundTripFinding(t *testing.T) {
 
 // TestRequests: fresh UIDs, batching, objects at the target version not sent, review version.
 func TestRequests(t *testing.T) {
-	srv := startWebhook(t, testwebhook.Options{})
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
 	objs := cronTabs(7)
 	// One object already at v1: never sent.
 	v1 := objs[6].Object
@@ -277,7 +267,7 @@ func TestRequests(t *testing.T) {
 // with the service DNS name, wrong CA, wrong name, unreachable, client certificates.
 func TestTransports(t *testing.T) {
 	svcName := "crontab-conversion.default.svc"
-	srv := startWebhook(t, testwebhook.Options{DNSNames: []string{svcName}})
+	srv := testwebhook.StartForTest(t, testwebhook.Options{DNSNames: []string{svcName}})
 	serviceCRD := func(caBundle []byte) *apiextensionsv1.CustomResourceDefinition {
 		crd := loadCRD(t, "crontab-webhook.yaml")
 		port, path := int32(443), "/convert"
@@ -338,14 +328,14 @@ func TestTransports(t *testing.T) {
 		}
 	})
 	t.Run("certificate without the service name", func(t *testing.T) {
-		plain := startWebhook(t, testwebhook.Options{})
+		plain := testwebhook.StartForTest(t, testwebhook.Options{})
 		rep := run(t, serviceCRD(plain.CABundle), TransportOptions{Address: plain.Addr})
 		if !strings.Contains(rep.Unreachable, "subject alternative name") {
 			t.Errorf("unreachable = %q", rep.Unreachable)
 		}
 	})
 	t.Run("nothing listening", func(t *testing.T) {
-		gone := startWebhook(t, testwebhook.Options{})
+		gone := testwebhook.StartForTest(t, testwebhook.Options{})
 		crd := webhookCRD(t, gone)
 		gone.Close()
 		rep := run(t, crd, TransportOptions{})
@@ -362,7 +352,7 @@ func TestTransports(t *testing.T) {
 		}
 	})
 	t.Run("client certificate", func(t *testing.T) {
-		mtls := startWebhook(t, testwebhook.Options{RequireClientCert: true})
+		mtls := testwebhook.StartForTest(t, testwebhook.Options{RequireClientCert: true})
 		crd := webhookCRD(t, mtls)
 		rep := run(t, crd, TransportOptions{})
 		if rep.Unreachable == "" {

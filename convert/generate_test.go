@@ -120,7 +120,7 @@ func TestGenerateValidAndVaried(t *testing.T) {
 // TestGeneratedRoundTrip: generated objects through the live test webhook: the well-behaved
 // one is lossless, the lossy one is caught.
 func TestGeneratedRoundTrip(t *testing.T) {
-	srv := startWebhook(t, testwebhook.Options{})
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
 	crd := webhookCRD(t, srv)
 	tr := transport(t, crd, TransportOptions{})
 	for _, from := range []string{"v1", "v1beta1"} {

@@ -45,7 +45,7 @@ func createCronTabs(t *testing.T, dyn dynamic.Interface, group string, n int) {
 // server as the oracle, each misbehaviour that makes the API server fail a conversion fails
 // one of our error checks, and none that the API server accepts does.
 func TestConvertAgainstAPIServer(t *testing.T) {
-	srv := startConvertWebhook(t, testwebhook.Options{})
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
 	const group = "convert-it.example.com"
 	crd := webhookCRD(t, srv, group)
 	registerCRD(t, crd)
@@ -119,7 +119,7 @@ func TestConvertAgainstAPIServer(t *testing.T) {
 // loses spec.port going to v1beta1 is caught by reading at v1 and dry-run updating there
 // (v1 -> v1beta1 -> v1).
 func TestConvertLiveLossViaAPIServer(t *testing.T) {
-	srv := startConvertWebhook(t, testwebhook.Options{})
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
 	const group = "convert-live.example.com"
 	crd := webhookCRD(t, srv, group)
 	for i := range crd.Spec.Versions {
@@ -146,7 +146,7 @@ func TestConvertLiveLossViaAPIServer(t *testing.T) {
 // the cluster.
 func TestConvertServiceReference(t *testing.T) {
 	const svcDNS = "crontab-conversion.default.svc"
-	srv := startConvertWebhook(t, testwebhook.Options{DNSNames: []string{svcDNS}})
+	srv := testwebhook.StartForTest(t, testwebhook.Options{DNSNames: []string{svcDNS}})
 	crd := webhookCRD(t, nil, "convert-svc.example.com")
 	port, path := int32(443), "/convert"
 	crd.Spec.Conversion.Webhook.ClientConfig = &apiextensionsv1.WebhookClientConfig{
@@ -174,7 +174,7 @@ func TestConvertServiceReference(t *testing.T) {
 		mustContain(t, "stderr", got.stderr, "give --webhook-address HOST:PORT (e.g. after kubectl port-forward -n default svc/crontab-conversion 9443:443) or use --via-service-proxy")
 	})
 	t.Run("certificate without the service name", func(t *testing.T) {
-		plain := startConvertWebhook(t, testwebhook.Options{})
+		plain := testwebhook.StartForTest(t, testwebhook.Options{})
 		got := runCluster(t, "convert", "crontabs.convert-svc.example.com", "--to", "v1", "--generate", "1", "--webhook-address", plain.Addr)
 		if got.code != 3 {
 			t.Errorf("exit %d, want 3\n%s%s", got.code, got.stdout, got.stderr)
@@ -284,7 +284,7 @@ func agreeWithAPIServer(t *testing.T, dyn dynamic.Interface, srv *testwebhook.Se
 // TestConvertAgreesV1beta1Review: the same oracle with a CRD that asks for v1beta1
 // ConversionReviews.
 func TestConvertAgreesV1beta1Review(t *testing.T) {
-	srv := startConvertWebhook(t, testwebhook.Options{})
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
 	crd := webhookCRD(t, srv, "convert-beta.example.com")
 	crd.Spec.Conversion.Webhook.ConversionReviewVersions = []string{"v1beta1"}
 	registerCRD(t, crd)

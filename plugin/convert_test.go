@@ -17,17 +17,6 @@ import (
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
-// startConvertWebhook starts the test conversion webhook (stopped at the end of the test).
-func startConvertWebhook(t *testing.T, opts testwebhook.Options) *testwebhook.Server {
-	t.Helper()
-	srv, err := testwebhook.Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // webhookCRD reads testdata/crds/crontab-webhook.yaml, points it at srv, and optionally
 // renames its group (so that cluster tests do not collide with other tests' CronTabs).
 func webhookCRD(t *testing.T, srv *testwebhook.Server, group string) *apiextensionsv1.CustomResourceDefinition {
@@ -87,7 +76,7 @@ var cronTabsV1beta1 = repoFile("testdata", "convert", "crontabs-v1beta1.yaml")
 // TestConvertCommand runs the command against the test webhook: reports, exit codes, output
 // formats.
 func TestConvertCommand(t *testing.T) {
-	srv := startConvertWebhook(t, testwebhook.Options{})
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
 	crdFile := writeCRD(t, webhookCRD(t, srv, ""))
 	noneFile := repoFile("testdata", "crds", "crontab.yaml")
 	cases := []struct {
@@ -143,7 +132,7 @@ func TestConvertCommand(t *testing.T) {
 		}
 	})
 	t.Run("unreachable", func(t *testing.T) {
-		gone := startConvertWebhook(t, testwebhook.Options{})
+		gone := testwebhook.StartForTest(t, testwebhook.Options{})
 		file := writeCRD(t, webhookCRD(t, gone, ""))
 		gone.Close()
 		got := run(t, "", "convert", "--crd-file", file, "--to", "v1", "-f", cronTabsV1beta1)
@@ -188,7 +177,7 @@ func TestConvertCommand(t *testing.T) {
 
 // TestConvertUsage: bad flags and input give one error line and exit 2.
 func TestConvertUsage(t *testing.T) {
-	srv := startConvertWebhook(t, testwebhook.Options{})
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
 	crdFile := writeCRD(t, webhookCRD(t, srv, ""))
 	badObj := filepath.Join(t.TempDir(), "cm.yaml")
 	if err := os.WriteFile(badObj, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"), 0o600); err != nil {

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -126,6 +127,17 @@ func Start(opts Options) (*Server, error) {
 	s.listener = l
 	go func() { _ = s.srv.ServeTLS(l, "", "") }()
 	return s, nil
+}
+
+// StartForTest starts the webhook for a test and stops it when the test ends.
+func StartForTest(t testing.TB, opts Options) *Server {
+	t.Helper()
+	srv, err := Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // Close stops the server. The listener is closed here too: when Close runs before the serving
