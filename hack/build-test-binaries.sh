@@ -31,7 +31,7 @@ mkdir -p "$dir"
 
 # Several test runs (or developers' shells) may ask at once: one builds, the others wait for it.
 if command -v flock >/dev/null 2>&1; then
-  exec 9>"$dir/.lock"
+  exec 9>>"$dir/.lock"
   flock 9
 fi
 
