@@ -24,6 +24,8 @@ type crdSource struct {
 	flag  string // the flag name, for messages
 	// loaded caches what fromFiles read: stdin can be read only once.
 	loaded []*apiextensionsv1.CustomResourceDefinition
+	// listed caches the cluster's CRDs: one LIST per run, however many names are resolved.
+	listed []*apiextensionsv1.CustomResourceDefinition
 }
 
 func addCRDFileFlag(cmd *cobra.Command, g *Globals, name, shorthand string) *crdSource {
@@ -44,16 +46,24 @@ func (g *Globals) crdClient() (apiextensionsclient.Interface, error) {
 	return c.CRDs()
 }
 
-// all returns every CRD of the files, or of the cluster.
+// all returns every CRD of the files, or of the cluster (listed once per run).
 func (s *crdSource) all(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	if s.offline() {
 		return s.fromFiles()
+	}
+	if s.listed != nil {
+		return s.listed, nil
 	}
 	c, err := s.g.crdClient()
 	if err != nil {
 		return nil, err
 	}
-	return listCRDs(ctx, c)
+	crds, err := listCRDs(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	s.listed = crds
+	return crds, nil
 }
 
 // listCRDs lists every CRD of the cluster in one call.
@@ -98,7 +108,8 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 	if err != nil {
 		return nil, err
 	}
-	if strings.Contains(name, ".") {
+	if strings.Contains(name, ".") && s.listed == nil {
+		// Most likely a full name: one GET, the cheapest answer.
 		crd, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
 			return crd, nil
@@ -107,7 +118,7 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 			return nil, clusterError(fmt.Sprintf("getting CustomResourceDefinition %q", name), err)
 		}
 	}
-	crds, err := listCRDs(ctx, c)
+	crds, err := s.all(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +127,49 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 		return nil, Usage(fmt.Errorf("%w (kubectl get crds lists them)", err))
 	}
 	return crd, Usage(err)
+}
+
+// byGroupKind finds the CRD that defines kind in group, among the files or the cluster's CRDs
+// (one LIST per run, whatever the number of kinds asked for).
+func (s *crdSource) byGroupKind(ctx context.Context, group, kind string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	crds, err := s.all(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var found *apiextensionsv1.CustomResourceDefinition
+	for _, c := range crds {
+		if c.Spec.Group == group && c.Spec.Names.Kind == kind {
+			found = c
+		}
+	}
+	if found != nil {
+		return found, nil
+	}
+	if s.offline() {
+		return nil, UsageErrorf("no CustomResourceDefinition in %s defines kind %s of group %q (have: %s)", strings.Join(s.files, ", "), kind, group, strings.Join(crdNames(crds), ", "))
+	}
+	return nil, UsageErrorf("%w kind %s of group %q (kubectl get crds lists them)", errNoMatch, kind, group)
+}
+
+// crdOrPath is the one place that decides whether a command's single argument names a CRD or
+// is a field path: with CRD files, it is the CRD when it names one of them, else the path (and
+// the files must hold exactly one CRD); from the cluster it is always the CRD. It returns the
+// CRD and the path.
+func (s *crdSource) crdOrPath(ctx context.Context, name, path string) (*apiextensionsv1.CustomResourceDefinition, string, error) {
+	if s.offline() && path == "" && name != "" {
+		crds, err := s.fromFiles()
+		if err != nil {
+			return nil, "", err
+		}
+		if crd, err := matchCRD(crds, name); err == nil {
+			return crd, "", nil
+		}
+		if len(crds) == 1 {
+			return crds[0], name, nil
+		}
+	}
+	crd, err := s.one(ctx, name)
+	return crd, path, err
 }
 
 // fromFiles reads and decodes every document of the files; each must be a CRD.

@@ -153,23 +153,16 @@ func (o *ExplainOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// resolve finds the CRD. With --crd-file and one argument, the argument is the CRD when it
-// names one of the file's CRDs, else the field path (and the file must hold one CRD).
+// resolve finds the CRD (and, with --crd-file and one argument, whether it is the field path).
 func (o *ExplainOptions) resolve(ctx context.Context) (*apiextensionsv1.CustomResourceDefinition, error) {
-	if o.source.offline() && o.Path == "" && o.CRDName != "" {
-		crds, err := o.source.fromFiles()
-		if err != nil {
-			return nil, err
-		}
-		if crd, err := matchCRD(crds, o.CRDName); err == nil {
-			return crd, nil
-		}
-		if len(crds) == 1 {
-			o.Path, o.CRDName = o.CRDName, ""
-			return crds[0], nil
-		}
+	crd, path, err := o.source.crdOrPath(ctx, o.CRDName, o.Path)
+	if err != nil {
+		return nil, err
 	}
-	return o.source.one(ctx, o.CRDName)
+	if path != o.Path {
+		o.Path, o.CRDName = path, ""
+	}
+	return crd, nil
 }
 
 func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error {

@@ -218,7 +218,6 @@ type crdPreviewer struct {
 // previewers resolves the CRD of every group/kind among the objects.
 func (o *PreviewOptions) previewers(ctx context.Context, docs []Document) (map[gkKey]crdPreviewer, error) {
 	out := map[gkKey]crdPreviewer{}
-	var fromFiles []*apiextensionsv1.CustomResourceDefinition
 	var named *apiextensionsv1.CustomResourceDefinition
 	if o.CRDName != "" {
 		crd, err := o.source.one(ctx, o.CRDName)
@@ -226,12 +225,6 @@ func (o *PreviewOptions) previewers(ctx context.Context, docs []Document) (map[g
 			return nil, err
 		}
 		named = crd
-	} else if o.source.offline() {
-		crds, err := o.source.fromFiles()
-		if err != nil {
-			return nil, err
-		}
-		fromFiles = crds
 	}
 	for _, d := range docs {
 		gv, err := schema.ParseGroupVersion(d.APIVersion)
@@ -242,34 +235,22 @@ func (o *PreviewOptions) previewers(ctx context.Context, docs []Document) (map[g
 		if _, ok := out[key]; ok {
 			continue
 		}
-		var crd *apiextensionsv1.CustomResourceDefinition
-		switch {
-		case named != nil:
+		crd := named
+		if crd != nil {
 			if named.Spec.Group != gv.Group || named.Spec.Names.Kind != d.Kind {
 				return nil, UsageErrorf("%s: %s %s does not belong to CustomResourceDefinition %s (group %s, kind %s)",
 					d.Where(), d.APIVersion, d.Kind, named.Name, named.Spec.Group, named.Spec.Names.Kind)
 			}
-			crd = named
-		case fromFiles != nil:
-			for _, c := range fromFiles {
-				if c.Spec.Group == gv.Group && c.Spec.Names.Kind == d.Kind {
-					crd = c
-				}
-			}
-			if crd == nil {
-				return nil, UsageErrorf("%s: no CustomResourceDefinition in %s defines %s %s (have: %s)",
-					d.Where(), strings.Join(o.source.files, ", "), d.APIVersion, d.Kind, strings.Join(crdNames(fromFiles), ", "))
-			}
-		default:
-			c, err := o.source.one(ctx, strings.ToLower(d.Kind)+"."+gv.Group)
-			if err != nil {
-				var ee *ExitError
-				if errors.As(err, &ee) && ee.Code == ExitUsage {
-					return nil, UsageErrorf("%s: %v; name the CRD or give it with --crd-file", d.Where(), err)
-				}
+		} else if crd, err = o.source.byGroupKind(ctx, gv.Group, d.Kind); err != nil {
+			var ee *ExitError
+			if !errors.As(err, &ee) || ee.Code != ExitUsage {
 				return nil, err
 			}
-			crd = c
+			hint := ""
+			if !o.source.offline() {
+				hint = "; name the CRD or give it with --crd-file"
+			}
+			return nil, UsageErrorf("%s: %v%s", d.Where(), err, hint)
 		}
 		p, err := preview.NewPreviewer(crd)
 		if err != nil {
