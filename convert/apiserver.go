@@ -11,10 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // ViaAPIServerOptions configure a round trip through the API server instead of calling the
@@ -42,7 +41,7 @@ func (r *runner) noteTarget(to, storage string) {
 // defaulted in A). Nothing is written.
 func DryRunRoundTrip(ctx context.Context, opts ViaAPIServerOptions, objects []Object) (*Report, error) {
 	crd := opts.CRD
-	storage := explain.StorageVersion(crd)
+	storage := crdinfo.StorageVersion(crd)
 	r, err := newRunner(Options{CRD: crd, To: storage, RoundTrip: true}, true)
 	if err != nil {
 		return nil, err
@@ -105,7 +104,7 @@ func DryRunRoundTrip(ctx context.Context, opts ViaAPIServerOptions, objects []Ob
 // diffs the response with what was read. Nothing is written.
 func LiveRoundTrip(ctx context.Context, opts ViaAPIServerOptions, list metav1.ListOptions, allNamespaces bool) (*Report, error) {
 	crd := opts.CRD
-	storage := explain.StorageVersion(crd)
+	storage := crdinfo.StorageVersion(crd)
 	r, err := newRunner(Options{CRD: crd, To: storage, RoundTrip: true}, true)
 	if err != nil {
 		return nil, err
@@ -170,7 +169,7 @@ func LiveRoundTrip(ctx context.Context, opts ViaAPIServerOptions, list metav1.Li
 }
 
 func (r *runner) resource(c dynamic.Interface, version, ns string) dynamic.ResourceInterface {
-	gvr := schema.GroupVersionResource{Group: r.crd.Spec.Group, Version: version, Resource: r.crd.Spec.Names.Plural}
+	gvr := crdinfo.GVR(r.crd, version)
 	if r.crd.Spec.Scope == apiextensionsv1.ClusterScoped {
 		return c.Resource(gvr)
 	}

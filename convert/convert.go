@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // DefaultBatchSize is how many objects go in one ConversionReview: the API server converts a
@@ -174,7 +176,7 @@ func newRunner(opts Options, viaServer bool) (*runner, error) {
 		r.opts.BatchSize = DefaultBatchSize
 	}
 	if !r.hasVersion(opts.To) {
-		return nil, fmt.Errorf("%s: version %q is not in spec.versions (have: %s)", crd.Name, opts.To, strings.Join(r.versionNames(), ", "))
+		return nil, crdinfo.NotFound(crd, opts.To)
 	}
 	for _, v := range crd.Spec.Versions {
 		s, err := newVersionSchema(crd, v.Name)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
@@ -25,7 +25,7 @@ func loadCRD(t testing.TB, name string) *apiextensionsv1.CustomResourceDefinitio
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := explain.DecodeCRD(b)
+	crd, err := crdinfo.Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,12 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 const convertExample = `  # Convert the objects of a file to v1 through the live webhook, and back, checking everything
@@ -144,7 +142,7 @@ error; 3 the webhook (or the cluster) could not be reached.`,
 			cobra.CompDebugln(err.Error(), true)
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return explain.VersionNames(crd), cobra.ShellCompDirectiveNoFileComp
+		return crdinfo.VersionNames(crd), cobra.ShellCompDirectiveNoFileComp
 	}
 	_ = cmd.RegisterFlagCompletionFunc("to", completeVersions)
 	_ = cmd.RegisterFlagCompletionFunc("from", completeVersions)
@@ -215,15 +213,15 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := explain.LookupVersion(crd, o.To); err != nil {
+	if _, err := crdinfo.Lookup(crd, o.To); err != nil {
 		return Usage(err)
 	}
 	if o.From != "" {
-		if _, err := explain.LookupVersion(crd, o.From); err != nil {
+		if _, err := crdinfo.Lookup(crd, o.From); err != nil {
 			return Usage(err)
 		}
 	} else {
-		o.From = defaultFrom(crd, o.To)
+		o.From = crdinfo.DefaultSource(crd, o.To)
 	}
 
 	var report *convert.Report
@@ -316,33 +314,14 @@ func progressLines(w io.Writer, start time.Time) func(done, total int) {
 	}
 }
 
-// defaultFrom is the highest-priority served version other than to.
-func defaultFrom(crd *apiextensionsv1.CustomResourceDefinition, to string) string {
-	for _, v := range explain.VersionNames(crd) {
-		ver, _ := explain.LookupVersion(crd, v)
-		if v != to && ver.Served {
-			return v
-		}
-	}
-	for _, v := range explain.VersionNames(crd) {
-		if v != to {
-			return v
-		}
-	}
-	return to
-}
-
 func (o *ConvertOptions) dynamic() (dynamic.Interface, string, error) {
-	cfg, err := o.g.RESTConfig()
+	cs, err := o.g.clients()
 	if err != nil {
 		return nil, "", err
 	}
-	cfg = rest.CopyConfig(cfg)
-	// Deprecation warnings (reading a deprecated version) go to our stderr, once each.
-	cfg.WarningHandler = rest.NewWarningWriter(o.g.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := cs.Dynamic()
 	if err != nil {
-		return nil, "", Unavailable(fmt.Errorf("cannot build a client: %w", err))
+		return nil, "", err
 	}
 	ns, err := o.g.Namespace()
 	if err != nil {
@@ -441,15 +420,15 @@ func objectName(ns, name string) string {
 // transport builds the way to the webhook.
 func (o *ConvertOptions) transport(crd *apiextensionsv1.CustomResourceDefinition) (convert.Transport, error) {
 	if o.ViaServiceProxy {
-		cfg, err := o.g.RESTConfig()
+		cs, err := o.g.clients()
 		if err != nil {
 			return nil, err
 		}
-		cs, err := kubernetes.NewForConfig(cfg)
+		kube, err := cs.Kube()
 		if err != nil {
-			return nil, Unavailable(fmt.Errorf("cannot build a client: %w", err))
+			return nil, err
 		}
-		t, err := convert.NewServiceProxyTransport(crd, cs.CoreV1().RESTClient(), o.Timeout)
+		t, err := convert.NewServiceProxyTransport(crd, kube.CoreV1().RESTClient(), o.Timeout)
 		if err != nil {
 			return nil, Usage(err)
 		}

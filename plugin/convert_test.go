@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
@@ -25,7 +25,7 @@ func webhookCRD(t *testing.T, srv *testwebhook.Server, group string) *apiextensi
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := explain.DecodeCRD(b)
+	crd, err := crdinfo.Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}

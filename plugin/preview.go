@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	"github.com/crdver/kubectl-crdver/preview"
 )
 
 const previewExample = `  # What the API server would store for these objects (no cluster needed)
@@ -46,7 +46,7 @@ type PreviewOptions struct {
 	Diff            bool
 	FieldValidation string
 
-	fv explain.FieldValidation
+	fv preview.FieldValidation
 }
 
 // NewCmdPreview builds `kubectl crdver preview`.
@@ -106,7 +106,7 @@ func (o *PreviewOptions) Validate() error {
 	if len(o.Files) == 0 {
 		return UsageErrorf("give the objects to preview with -f FILE (or -f - for stdin)")
 	}
-	fv, err := explain.ParseFieldValidation(o.FieldValidation)
+	fv, err := preview.ParseFieldValidation(o.FieldValidation)
 	if err != nil {
 		return UsageErrorf("--field-validation %q is not supported: use Warn, Strict or Ignore", o.FieldValidation)
 	}
@@ -121,7 +121,7 @@ func (o *PreviewOptions) Validate() error {
 type PreviewItem struct {
 	// Source names the file and document the object came from.
 	Source string `json:"source"`
-	explain.PreviewResult
+	preview.PreviewResult
 }
 
 // PreviewReport is the whole output of `preview -o json|yaml`.
@@ -160,8 +160,8 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 	for _, d := range docs {
 		gv, _ := schema.ParseGroupVersion(d.APIVersion)
 		p := previewers[gkKey{gv.Group, d.Kind}]
-		opts := explain.PreviewOptions{FieldValidation: o.fv, ReadVersion: o.Version, Namespace: ns}
-		var res *explain.PreviewResult
+		opts := preview.PreviewOptions{FieldValidation: o.fv, ReadVersion: o.Version, Namespace: ns}
+		var res *preview.PreviewResult
 		if olds != nil {
 			old, err := o.findOld(olds, d, ns)
 			if err != nil {
@@ -174,7 +174,7 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 		} else {
 			res, err = p.previewer.Create(ctx, d.JSON, opts)
 			if err != nil {
-				var ns *explain.NonStructuralError
+				var ns *preview.NonStructuralError
 				if errors.As(err, &ns) {
 					if perr := printViolations(o.g.Out, ns.Violations, o.out.noHeaders); perr != nil {
 						return perr
@@ -212,13 +212,12 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 
 type crdPreviewer struct {
 	crd       *apiextensionsv1.CustomResourceDefinition
-	previewer *explain.Previewer
+	previewer *preview.Previewer
 }
 
 // previewers resolves the CRD of every group/kind among the objects.
 func (o *PreviewOptions) previewers(ctx context.Context, docs []Document) (map[gkKey]crdPreviewer, error) {
 	out := map[gkKey]crdPreviewer{}
-	var fromFiles []*apiextensionsv1.CustomResourceDefinition
 	var named *apiextensionsv1.CustomResourceDefinition
 	if o.CRDName != "" {
 		crd, err := o.source.one(ctx, o.CRDName)
@@ -226,12 +225,6 @@ func (o *PreviewOptions) previewers(ctx context.Context, docs []Document) (map[g
 			return nil, err
 		}
 		named = crd
-	} else if o.source.offline() {
-		crds, err := o.source.fromFiles()
-		if err != nil {
-			return nil, err
-		}
-		fromFiles = crds
 	}
 	for _, d := range docs {
 		gv, err := schema.ParseGroupVersion(d.APIVersion)
@@ -242,36 +235,24 @@ func (o *PreviewOptions) previewers(ctx context.Context, docs []Document) (map[g
 		if _, ok := out[key]; ok {
 			continue
 		}
-		var crd *apiextensionsv1.CustomResourceDefinition
-		switch {
-		case named != nil:
+		crd := named
+		if crd != nil {
 			if named.Spec.Group != gv.Group || named.Spec.Names.Kind != d.Kind {
 				return nil, UsageErrorf("%s: %s %s does not belong to CustomResourceDefinition %s (group %s, kind %s)",
 					d.Where(), d.APIVersion, d.Kind, named.Name, named.Spec.Group, named.Spec.Names.Kind)
 			}
-			crd = named
-		case fromFiles != nil:
-			for _, c := range fromFiles {
-				if c.Spec.Group == gv.Group && c.Spec.Names.Kind == d.Kind {
-					crd = c
-				}
-			}
-			if crd == nil {
-				return nil, UsageErrorf("%s: no CustomResourceDefinition in %s defines %s %s (have: %s)",
-					d.Where(), strings.Join(o.source.files, ", "), d.APIVersion, d.Kind, strings.Join(crdNames(fromFiles), ", "))
-			}
-		default:
-			c, err := o.source.one(ctx, strings.ToLower(d.Kind)+"."+gv.Group)
-			if err != nil {
-				var ee *ExitError
-				if errors.As(err, &ee) && ee.Code == ExitUsage {
-					return nil, UsageErrorf("%s: %v; name the CRD or give it with --crd-file", d.Where(), err)
-				}
+		} else if crd, err = o.source.byGroupKind(ctx, gv.Group, d.Kind); err != nil {
+			var ee *ExitError
+			if !errors.As(err, &ee) || ee.Code != ExitUsage {
 				return nil, err
 			}
-			crd = c
+			hint := ""
+			if !o.source.offline() {
+				hint = "; name the CRD or give it with --crd-file"
+			}
+			return nil, UsageErrorf("%s: %v%s", d.Where(), err, hint)
 		}
-		p, err := explain.NewPreviewer(crd)
+		p, err := preview.NewPreviewer(crd)
 		if err != nil {
 			return nil, Usage(err)
 		}
@@ -318,8 +299,8 @@ func (o *PreviewOptions) findOld(olds map[oldKey][]byte, d Document, ns string) 
 // previewInputError turns a preview error into one line naming the document: input problems
 // and non-structural schemas are usage errors (exit 2).
 func previewInputError(d Document, crd *apiextensionsv1.CustomResourceDefinition, err error) error {
-	var ie *explain.InputError
-	var ns *explain.NonStructuralError
+	var ie *preview.InputError
+	var ns *preview.NonStructuralError
 	switch {
 	case errors.As(err, &ie):
 		return UsageErrorf("%s: %v", d.Where(), ie.Err)

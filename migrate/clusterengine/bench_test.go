@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 )
@@ -108,7 +109,7 @@ func (f *benchFixture) flip(b *testing.B) string {
 		b.Fatal(err)
 	}
 	to := "v1"
-	if migrate.StorageVersion(cur) == "v1" {
+	if crdinfo.StorageVersion(cur) == "v1" {
 		to = "v1beta1"
 	}
 	if f.crd, err = migrate.SwitchStorage(ctx, f.c, f.crd.Name, to); err != nil {
@@ -180,7 +181,7 @@ func BenchmarkSequentialLoop(b *testing.B) {
 	f := newBenchFixture(b, "sequential", envInt("CRDVER_BENCH_OBJECTS", 500))
 	f.run(b, func(b *testing.B) {
 		ctx := context.Background()
-		ri := f.c.Dynamic.Resource(migrate.GVR(f.crd, "v1"))
+		ri := f.c.Dynamic.Resource(crdinfo.GVR(f.crd, "v1"))
 		cont := ""
 		for {
 			list, err := ri.List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})

@@ -1,4 +1,4 @@
-package explain
+package preview
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 const ratchetCRD = `apiVersion: apiextensions.k8s.io/v1
@@ -43,11 +45,11 @@ spec:
 func TestPreviewUpdateRatchetingMatchesServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	loose, err := DecodeCRD([]byte(strings.NewReplacer("RULES_CODE", "", "RULES_LEVEL", "").Replace(ratchetCRD)))
+	loose, err := crdinfo.Decode([]byte(strings.NewReplacer("RULES_CODE", "", "RULES_LEVEL", "").Replace(ratchetCRD)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tight, err := DecodeCRD([]byte(strings.NewReplacer(
+	tight, err := crdinfo.Decode([]byte(strings.NewReplacer(
 		"RULES_CODE", ", maxLength: 3",
 		"RULES_LEVEL", `, x-kubernetes-validations: [{rule: "self < 10", message: "level must be below 10"}, {rule: "self >= oldSelf", message: "level cannot go down"}]`,
 	).Replace(ratchetCRD)))

@@ -1,4 +1,13 @@
-package explain
+// Package preview runs the API server's own create, update and read paths for the objects of a
+// CRD, offline: decoding with fieldValidation, pruning, dropped nulls, metadata coercion,
+// defaulting, the status subresource, validation (OpenAPI, list types, embedded resources, CEL
+// with ratcheting) and the storage round trip, each step calling the apiextensions-apiserver
+// code in the API server's order with a comment naming the source. A Previewer is built once per
+// CRD and then used for many objects (the preview command, and the plan command's prediction of
+// what happens to every live object).
+//
+// preview.go is long (~850 lines) because it is one cohesive thing: that pipeline, in order.
+package preview
 
 import (
 	"context"
@@ -31,6 +40,9 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/warning"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/crdschema"
 )
 
 // FieldValidation is the request's fieldValidation directive.
@@ -133,7 +145,7 @@ func inputErrorf(format string, args ...any) error {
 type NonStructuralError struct {
 	CRD        string
 	Version    string
-	Violations []Violation
+	Violations []crdschema.Violation
 }
 
 func (e *NonStructuralError) Error() string {
@@ -167,7 +179,7 @@ type Previewer struct {
 	kind     string
 	storage  string
 	webhook  bool
-	schemas  map[string]*VersionSchema
+	schemas  map[string]*crdschema.VersionSchema
 	strategy map[string]strategy
 	decoder  map[FieldValidation]runtime.Decoder
 
@@ -186,9 +198,9 @@ func NewPreviewer(crd *apiextensionsv1.CustomResourceDefinition) (*Previewer, er
 	p := &Previewer{
 		crd:      crd,
 		kind:     crd.Spec.Names.Kind,
-		storage:  StorageVersion(crd),
+		storage:  crdinfo.StorageVersion(crd),
 		webhook:  crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter,
-		schemas:  map[string]*VersionSchema{},
+		schemas:  map[string]*crdschema.VersionSchema{},
 		strategy: map[string]strategy{},
 		decoder:  map[FieldValidation]runtime.Decoder{},
 	}
@@ -203,7 +215,7 @@ func NewPreviewer(crd *apiextensionsv1.CustomResourceDefinition) (*Previewer, er
 	strict := json.NewSerializerWithOptions(json.DefaultMetaFactory, creator, typer, json.SerializerOptions{Strict: true})
 	p.decoder[FieldValidationWarn], p.decoder[FieldValidationStrict] = strict, strict
 	for _, v := range crd.Spec.Versions {
-		vs, err := SchemaFor(crd, v.Name)
+		vs, err := crdschema.SchemaFor(crd, v.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -225,7 +237,7 @@ func (unstructuredCreator) New(kind schema.GroupVersionKind) (runtime.Object, er
 func (p *Previewer) usable(v string) (*structuralschema.Structural, error) {
 	vs, ok := p.schemas[v]
 	if !ok {
-		_, err := LookupVersion(p.crd, v)
+		_, err := crdinfo.Lookup(p.crd, v)
 		return nil, &InputError{Err: err}
 	}
 	if vs.Internal == nil {
@@ -376,7 +388,7 @@ func (p *Previewer) checkObjectKind(gvk schema.GroupVersionKind) error {
 		return inputErrorf("%s %s does not belong to CustomResourceDefinition %s (group %s, kind %s)",
 			gvk.GroupVersion(), gvk.Kind, p.crd.Name, p.crd.Spec.Group, p.kind)
 	}
-	ver, err := LookupVersion(p.crd, gvk.Version)
+	ver, err := crdinfo.Lookup(p.crd, gvk.Version)
 	if err != nil {
 		return &InputError{Err: err}
 	}
@@ -389,8 +401,8 @@ func (p *Previewer) checkObjectKind(gvk schema.GroupVersionKind) error {
 
 func (p *Previewer) served() []string {
 	var out []string
-	for _, n := range VersionNames(p.crd) {
-		if v, _ := LookupVersion(p.crd, n); v != nil && v.Served {
+	for _, n := range crdinfo.VersionNames(p.crd) {
+		if v, _ := crdinfo.Lookup(p.crd, n); v != nil && v.Served {
 			out = append(out, n)
 		}
 	}
@@ -515,7 +527,7 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 		if _, err := p.usable(opts.ReadVersion); err != nil {
 			return nil, err
 		}
-		if v, _ := LookupVersion(p.crd, opts.ReadVersion); !v.Served {
+		if v, _ := crdinfo.Lookup(p.crd, opts.ReadVersion); !v.Served {
 			return nil, inputErrorf("%s: version %q is not served: it cannot be read (served: %s)", p.crd.Name, opts.ReadVersion, strings.Join(p.served(), ", "))
 		}
 		if p.webhook {
@@ -555,7 +567,7 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 	if oldData == nil {
 		if objectMeta.GetResourceVersion() != "" {
 			// etcd3's store refuses it; a server-side dry-run does not look.
-			r.Notes = append(r.Notes, "metadata.resourceVersion is set: a real create fails with \"resourceVersion should not be set on objects to be created\" (a server-side dry-run does not check it); remove it, or preview an update with --old-file")
+			r.Notes = append(r.Notes, "metadata.resourceVersion is set: a real create fails with \"resourceVersion should not be set on objects to be created\" (a server-side dry-run does not check it); remove it, or preview it as an update of the stored object")
 		}
 		// registry.Store.create
 		rest.FillObjectMetaSystemFields(objectMeta)
@@ -796,7 +808,7 @@ func jsonRoundTrip(u *unstructured.Unstructured) error {
 // deprecationWarning is the warning the API server sends with every request to a deprecated
 // version (customresource_handler.go: the version's deprecationWarning, or its default text).
 func (p *Previewer) deprecationWarning(v string) []string {
-	ver, err := LookupVersion(p.crd, v)
+	ver, err := crdinfo.Lookup(p.crd, v)
 	if err != nil || !ver.Deprecated {
 		return []string{}
 	}
@@ -811,7 +823,7 @@ func (p *Previewer) deprecationWarning(v string) []string {
 		}
 	}
 	if len(newer) > 0 {
-		SortByPriority(newer)
+		crdinfo.SortByPriority(newer)
 		msg += fmt.Sprintf("; use %s/%s %s", p.crd.Spec.Group, newer[0], p.crd.Spec.Names.Kind)
 	}
 	return []string{msg}

@@ -1,7 +1,9 @@
-package explain
+package preview
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -25,7 +27,7 @@ func droppedNulls(before, after any, path string) []string {
 	switch b := before.(type) {
 	case map[string]any:
 		a, _ := after.(map[string]any)
-		for _, k := range sortedKeys(b) {
+		for _, k := range slices.Sorted(maps.Keys(b)) {
 			v := b[k]
 			av, ok := a[k]
 			if v == nil {
@@ -57,7 +59,7 @@ func defaultedPaths(before, after any, path string) []string {
 	switch a := after.(type) {
 	case map[string]any:
 		b, _ := before.(map[string]any)
-		for _, k := range sortedKeys(a) {
+		for _, k := range slices.Sorted(maps.Keys(a)) {
 			bv, ok := b[k]
 			switch {
 			case !ok || (bv == nil && a[k] != nil):

@@ -1,4 +1,4 @@
-package explain
+package crd
 
 import (
 	"fmt"
@@ -22,8 +22,8 @@ func init() {
 	crdCodecs = serializer.NewCodecFactory(crdScheme)
 }
 
-// CRDScheme returns the scheme that knows apiextensions.k8s.io (internal, v1 and v1beta1).
-func CRDScheme() *runtime.Scheme { return crdScheme }
+// Scheme returns the scheme that knows apiextensions.k8s.io (internal, v1 and v1beta1).
+func Scheme() *runtime.Scheme { return crdScheme }
 
 // IsCRD reports whether a document's apiVersion and kind name a CustomResourceDefinition.
 func IsCRD(apiVersion, kind string) bool {
@@ -31,11 +31,11 @@ func IsCRD(apiVersion, kind string) bool {
 		(apiVersion == "apiextensions.k8s.io/v1" || apiVersion == "apiextensions.k8s.io/v1beta1")
 }
 
-// DecodeCRD decodes one CRD document (YAML or JSON, apiextensions.k8s.io/v1 or v1beta1) the way
+// Decode decodes one CRD document (YAML or JSON, apiextensions.k8s.io/v1 or v1beta1) the way
 // the API server does: into the internal type with the version's defaults applied (v1beta1
 // defaults preserveUnknownFields to true and copies spec.validation into every version), then
 // converted to v1.
-func DecodeCRD(data []byte) (*apiextensionsv1.CustomResourceDefinition, error) {
+func Decode(data []byte) (*apiextensionsv1.CustomResourceDefinition, error) {
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("malformed YAML: %w", err)
@@ -72,25 +72,4 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
-}
-
-// VersionNames lists spec.versions[].name in priority order.
-func VersionNames(crd *apiextensionsv1.CustomResourceDefinition) []string {
-	names := make([]string, 0, len(crd.Spec.Versions))
-	for _, v := range crd.Spec.Versions {
-		names = append(names, v.Name)
-	}
-	SortByPriority(names)
-	return names
-}
-
-// LookupVersion returns the named version of crd, or an error that names the CRD and lists the
-// versions it has.
-func LookupVersion(crd *apiextensionsv1.CustomResourceDefinition, name string) (*apiextensionsv1.CustomResourceDefinitionVersion, error) {
-	for i := range crd.Spec.Versions {
-		if crd.Spec.Versions[i].Name == name {
-			return &crd.Spec.Versions[i], nil
-		}
-	}
-	return nil, fmt.Errorf("%s: version %q is not in spec.versions (have: %s)", crd.Name, name, strings.Join(VersionNames(crd), ", "))
 }

@@ -1,4 +1,4 @@
-package explain
+package preview
 
 import (
 	"context"

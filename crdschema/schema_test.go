@@ -1,4 +1,4 @@
-package explain
+package crdschema
 
 import (
 	"os"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 func mustCRD(t *testing.T, parts ...string) []byte {
@@ -20,7 +22,7 @@ func mustCRD(t *testing.T, parts ...string) []byte {
 // The non-structural example of the Kubernetes docs must give exactly the violations the docs
 // list, each with the rule it breaks.
 func TestCheckStructuralDocsExample(t *testing.T) {
-	crd, err := DecodeCRD(mustCRD(t, "testdata", "explain", "nonstructural-docs.yaml"))
+	crd, err := crdinfo.Decode(mustCRD(t, "testdata", "explain", "nonstructural-docs.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,7 @@ func TestCheckStructuralDocsExample(t *testing.T) {
 
 // The documentation's structural rewrite of the same example has no violation.
 func TestCheckStructuralDocsStructuralExample(t *testing.T) {
-	crd, err := DecodeCRD(mustCRD(t, "testdata", "explain", "structural-docs.yaml"))
+	crd, err := crdinfo.Decode(mustCRD(t, "testdata", "explain", "structural-docs.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,12 @@
-package explain
+// Package crdschema builds the schema of a CRD version the way the API server holds it:
+// apihelpers.GetSchemaForVersion, conversion to the internal type, the structural schema
+// (schema.NewStructural, schema.ValidateStructural) with defaults pruned when pruning is on, and
+// the structural-schema violations named by the rule they break. Explaining (package explain),
+// previewing (package preview) and converting (package convert) all start from it.
+package crdschema
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
@@ -11,6 +15,8 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // Violation is one way in which a version's schema is not structural, as the API server's
@@ -79,8 +85,7 @@ func SchemaFor(crd *apiextensionsv1.CustomResourceDefinition, v string) (*Versio
 		}
 	}
 	if index < 0 {
-		_, err := LookupVersion(crd, v)
-		return nil, err
+		return nil, crdinfo.NotFound(crd, v)
 	}
 	out := &VersionSchema{Version: v}
 	val, err := apihelpers.GetSchemaForVersion(crd, v)
@@ -137,7 +142,7 @@ type VersionStructure struct {
 // NonStructuralSchema condition would (spec.preserveUnknownFields: true is a violation too).
 func CheckStructural(crd *apiextensionsv1.CustomResourceDefinition) (StructuralReport, error) {
 	r := StructuralReport{Name: crd.Name, PreserveUnknownFields: crd.Spec.PreserveUnknownFields, Structural: !crd.Spec.PreserveUnknownFields}
-	for _, name := range VersionNames(crd) {
+	for _, name := range crdinfo.VersionNames(crd) {
 		vs, err := SchemaFor(crd, name)
 		if err != nil {
 			return r, err
@@ -152,13 +157,4 @@ func CheckStructural(crd *apiextensionsv1.CustomResourceDefinition) (StructuralR
 		r.Versions = append(r.Versions, line)
 	}
 	return r, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -1,8 +1,7 @@
-package explain
+package preview
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -177,47 +175,12 @@ func compare(p *PreviewResult, s *serverResult) string {
 
 // readCRDFile decodes every CRD of a file.
 func readCRDFile(t testing.TB, path string) []*apiextensionsv1.CustomResourceDefinition {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []*apiextensionsv1.CustomResourceDefinition
-	r := utilyaml.NewYAMLReader(bufioReader(f))
-	for {
-		doc, err := r.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		crd, err := DecodeCRD(doc)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out = append(out, crd)
-	}
-	return out
+	return testenv.ReadCRDs(t, path)
 }
 
-// forServer makes crd installable on the test server: conversion webhooks cannot be reached,
-// so conversion becomes None; apiextensions.k8s.io/v1 refuses preserveUnknownFields: true
-// (the default of v1beta1 files), so it becomes false; status is cleared. Preview gets the
-// same CRD.
+// forServer: see testenv.ForServer. Preview gets the same CRD.
 func forServer(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
-	c := crd.DeepCopy()
-	c.Spec.PreserveUnknownFields = false
-	c.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
-	c.ResourceVersion, c.UID, c.CreationTimestamp = "", "", metav1.Time{}
-	if c.Spec.Conversion != nil && c.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
-		c.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
-	}
-	return c
+	return testenv.ForServer(crd)
 }
 
 // corpusDir is ../shared/corpus/crds beside the repository clone.
