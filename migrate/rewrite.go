@@ -49,8 +49,11 @@ type Failure struct {
 
 // RewriteOptions tune a rewrite.
 type RewriteOptions struct {
-	// Concurrency is the number of concurrent writers (default 16).
+	// Concurrency fixes the number of writes in flight; 0 adapts it to the observed latency
+	// and to 429s (see inflightLimit), up to MaxConcurrency.
 	Concurrency int
+	// MaxConcurrency caps the adaptive limit (default DefaultMaxConcurrency).
+	MaxConcurrency int
 	// QPS limits the requests per second, reads and writes together; 0 means no limit.
 	QPS float64
 	// ChunkSize is the page size of the list (default 500).
@@ -78,9 +81,11 @@ type Result struct {
 	Resumed bool `json:"resumed"`
 	// ExpiredContinues counts list continue tokens that had expired (410 Gone) and were
 	// replaced by the inconsistent continue token the API server returned with the error.
-	ExpiredContinues int64   `json:"expiredContinues"`
-	Checkpoint       string  `json:"checkpoint,omitempty"`
-	ElapsedSeconds   float64 `json:"elapsedSeconds"`
+	ExpiredContinues int64 `json:"expiredContinues"`
+	// InFlight says how many writes were in flight (fixed, or adapted to the latency).
+	InFlight       InFlight `json:"inFlight"`
+	Checkpoint     string   `json:"checkpoint,omitempty"`
+	ElapsedSeconds float64  `json:"elapsedSeconds"`
 	// ObjectsPerSecond is this run's rate (objects accounted for in this run per second).
 	ObjectsPerSecond float64  `json:"objectsPerSecond"`
 	Notes            []string `json:"notes,omitempty"`
@@ -94,6 +99,7 @@ type Rewriter struct {
 	opts RewriteOptions
 	res  dynamic.NamespaceableResourceInterface
 	lim  *rate.Limiter
+	gate *inflightLimit
 
 	// live counters (this run plus what the checkpoint brought), read by Progress.
 	rewritten, current, deleted, failed atomic.Int64
@@ -104,9 +110,6 @@ type Rewriter struct {
 // NewRewriter prepares a rewrite of crd's objects. crd must be fresh from the cluster: its
 // storage version, UID and generation are recorded in the checkpoint and guard the trim.
 func NewRewriter(c *Clients, crd *apiextensionsv1.CustomResourceDefinition, opts RewriteOptions) (*Rewriter, error) {
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 16
-	}
 	if opts.ChunkSize <= 0 {
 		opts.ChunkSize = 500
 	}
@@ -124,11 +127,19 @@ func NewRewriter(c *Clients, crd *apiextensionsv1.CustomResourceDefinition, opts
 	if opts.QPS > 0 {
 		burst := opts.Concurrency
 		if burst < 1 {
-			burst = 1
+			burst = 16
 		}
 		lim = rate.NewLimiter(rate.Limit(opts.QPS), burst)
 	}
-	return &Rewriter{c: c, crd: crd, opts: opts, res: c.Dynamic.Resource(GVR(crd, read)), lim: lim}, nil
+	gate := newFixedLimit(opts.Concurrency)
+	if opts.Concurrency <= 0 {
+		gate = newAdaptiveLimit(adaptiveStart, opts.MaxConcurrency)
+	}
+	if c.throttled != nil {
+		base := c.throttled.Load()
+		gate.seen429 = func() int64 { return c.throttled.Load() - base }
+	}
+	return &Rewriter{c: c, crd: crd, opts: opts, res: c.Dynamic.Resource(GVR(crd, read)), lim: lim, gate: gate}, nil
 }
 
 // Progress is a snapshot of the counts so far (safe to call while Run runs).
@@ -258,7 +269,8 @@ func (r *Rewriter) Run(ctx context.Context) (*Result, error) {
 		}
 	}
 
-	work := make(chan item, r.opts.Concurrency)
+	// A page of buffer: the next page is listed while this one is written.
+	work := make(chan item, r.opts.ChunkSize)
 	listCtx, stopList := context.WithCancel(ctx)
 	defer stopList()
 	var listErr error
@@ -301,7 +313,7 @@ func (r *Rewriter) Run(ctx context.Context) (*Result, error) {
 	}()
 
 	var wg sync.WaitGroup
-	for w := 0; w < r.opts.Concurrency; w++ {
+	for w := 0; w < r.gate.workers(); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -365,6 +377,7 @@ func (r *Rewriter) Run(ctx context.Context) (*Result, error) {
 		res.Failures = []Failure{}
 	}
 	res.ExpiredContinues = r.expired.Load()
+	res.InFlight = r.gate.snapshot()
 	elapsed := time.Since(start)
 	res.ElapsedSeconds = elapsed.Seconds()
 	if s := elapsed.Seconds(); s > 0 {
@@ -436,8 +449,13 @@ func (r *Rewriter) migrateOne(ctx context.Context, obj *unstructured.Unstructure
 		if err := r.lim.Wait(ctx); err != nil {
 			return 0, "", false
 		}
+		if err := r.gate.acquire(ctx); err != nil {
+			return 0, "", false
+		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		sent := time.Now()
 		updated, err := ri.Update(wctx, obj, metav1.UpdateOptions{})
+		r.gate.release(time.Since(sent), apierrors.IsTooManyRequests(err))
 		cancel()
 		switch {
 		case err == nil:
