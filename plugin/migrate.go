@@ -107,7 +107,7 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 	f := cmd.Flags()
 	f.StringVar(&o.To, "to", "", "Make this version the storage version first (it must exist and be served)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "Print the plan and write nothing")
-	f.IntVar(&o.Concurrency, "concurrency", 16, "Concurrent writers")
+	f.IntVar(&o.Concurrency, "concurrency", 0, "Writes in flight; 0 adapts them to the API server's latency and to 429s")
 	f.Float64Var(&o.QPS, "qps", 0, "Limit requests per second (0: no client-side limit; the API server's priority and fairness still applies)")
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page (memory is bounded by it)")
 	f.StringVar(&o.Checkpoint, "checkpoint", "", "Checkpoint file (default: in your cache folder, per cluster and CRD)")
@@ -143,8 +143,8 @@ func (o *MigrateOptions) Validate() error {
 	switch {
 	case o.Engine != engineClient && o.Engine != engineCluster:
 		return UsageErrorf("--engine %q is not supported: use client or cluster", o.Engine)
-	case o.Concurrency < 1:
-		return UsageErrorf("--concurrency must be at least 1, got %d", o.Concurrency)
+	case o.Concurrency < 0:
+		return UsageErrorf("--concurrency must be 0 (adaptive) or more, got %d", o.Concurrency)
 	case o.QPS < 0:
 		return UsageErrorf("--qps must be 0 (no limit) or more, got %v", o.QPS)
 	case o.ChunkSize < 1:
