@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"sync/atomic"
 
@@ -73,6 +74,12 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 		if err != nil {
 			return nil, err
 		}
+		sort.SliceStable(changes, func(i, j int) bool {
+			if changes[i].Version != changes[j].Version {
+				return changes[i].Version < changes[j].Version
+			}
+			return changes[i].Path < changes[j].Path
+		})
 		it.SchemaChanges = changes
 		it.Notes = append(it.Notes, notes...)
 	}

@@ -150,7 +150,9 @@ func TestPlanRemovedStoredVersion(t *testing.T) {
 	if !slices.Equal(it.Versions.Removed, []string{"v1beta1"}) || it.StorageVersion != (StorageChange{"v1beta1", "v1"}) {
 		t.Errorf("versions %+v storage %+v", it.Versions, it.StorageVersion)
 	}
-	if !it.Breaking || !slices.ContainsFunc(it.Steps, func(s string) bool { return strings.HasPrefix(s, "kubectl crdver migrate widgets.plan.example.com --to v1") }) {
+	if !it.Breaking || !slices.ContainsFunc(it.Steps, func(s string) bool {
+		return strings.HasPrefix(s, "kubectl crdver migrate widgets.plan.example.com --to v1")
+	}) {
 		t.Errorf("breaking %v steps %v", it.Breaking, it.Steps)
 	}
 }
