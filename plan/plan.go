@@ -177,6 +177,9 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	if it.Objects.Total < 0 && (opts.Sample == 0 || it.Objects.Evaluated < opts.Sample) {
 		it.Objects.Total = it.Objects.Evaluated
 	}
+	if it.Objects.Total < 0 && opts.Sample > 0 && it.Objects.Evaluated >= opts.Sample {
+		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d objects evaluated (--sample); the total is not known", it.Objects.Evaluated))
+	}
 	if it.Objects.Evaluated < it.Objects.Total {
 		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d of %d objects evaluated", it.Objects.Evaluated, it.Objects.Total))
 	}
