@@ -134,6 +134,16 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		}
 		e.encodings = append(e.encodings, v)
 	}
+	if len(e.encodings) == 0 {
+		// The apply is rejected until a migration rewrites every object at the new storage
+		// version (the runbook's first step): evaluate them as they will be encoded then.
+		if after := explain.StorageVersion(next); after != "" {
+			if _, err := explain.LookupVersion(live, after); err == nil {
+				e.encodings = []string{after}
+				it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("evaluated as encoded at %s, after the migration the runbook starts with", after))
+			}
+		}
+	}
 	e.readVersion = readVersionOf(next)
 	it.Objects.ReadVersion = e.readVersion
 	it.Objects.Total = src.Total()

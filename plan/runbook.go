@@ -71,7 +71,7 @@ func runbook(live, next *apiextensionsv1.CustomResourceDefinition, it *Item, fil
 		return append(steps, "# fix "+file+": the API server would reject the update (see apply errors)")
 	}
 	steps = append(steps, applyCmd, "kubectl crdver versions "+name)
-	if it.MigrationPending {
+	if it.MigrationPending && len(storedRemoved) == 0 {
 		steps = append(steps, fmt.Sprintf("kubectl crdver migrate %s   # rewrite every object at %s and trim status.storedVersions", name, storageAfter))
 	}
 	return steps
