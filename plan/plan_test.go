@@ -228,3 +228,57 @@ func TestPlanInterrupted(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+func TestTighter(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		old, new     *float64
+		oldEx, newEx bool
+		lower, want  bool
+	}{
+		{nil, f(1), false, false, true, true},     // minimum added
+		{f(1), nil, false, false, true, false},    // minimum removed
+		{f(1), f(2), false, false, true, true},    // minimum raised
+		{f(2), f(1), false, false, true, false},   // minimum lowered
+		{f(10), f(5), false, false, false, true},  // maximum lowered
+		{f(5), f(10), false, false, false, false}, // maximum raised
+		{f(5), f(5), false, true, false, true},    // maximum made exclusive
+		{f(5), f(5), true, false, false, false},   // maximum made inclusive
+	} {
+		if got := tighter(tc.old, tc.new, tc.oldEx, tc.newEx, tc.lower); got != tc.want {
+			t.Errorf("tighter(%v, %v, %v, %v, lower=%v) = %v", ptr(tc.old), ptr(tc.new), tc.oldEx, tc.newEx, tc.lower, got)
+		}
+	}
+}
+
+func ptr(f *float64) any {
+	if f == nil {
+		return nil
+	}
+	return *f
+}
+
+// TestSchemaChangesLoosened: loosened constraints and removed rules are listed, not breaking.
+func TestSchemaChangesLoosened(t *testing.T) {
+	next := readCRD(t, filepath.Join("testdata", "widgets-old.yaml"))
+	live := readCRD(t, filepath.Join("testdata", "widgets-new.yaml"))
+	it, err := Plan(context.Background(), live, next, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path, prefix string
+		breaking     bool
+	}{
+		{"spec.size", "maximum 10 → 100", false},
+		{"spec.mode", "enum \"a\"|\"b\" → \"a\"|\"b\"|\"c\"", false},
+		{"spec.mode", "default removed", true},
+		{"spec", "CEL rule removed", false},
+		{"spec.tier", "removed", true},
+		{"spec.legacy", "added (string)", false},
+	} {
+		if !hasChange(it, c.path, c.prefix, c.breaking) {
+			t.Errorf("no schema change %s %q (breaking %v) in %+v", c.path, c.prefix, c.breaking, it.SchemaChanges)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/crdver/kubectl-crdver/explain"
 )
 
 // runbook lists the steps that make the change safe, in order, each a command (lines starting
@@ -50,7 +52,7 @@ func runbook(live, next *apiextensionsv1.CustomResourceDefinition, it *Item, fil
 	}
 	storageAfter := it.StorageVersion.After
 	if len(storedRemoved) > 0 {
-		if _, err := lookup(live, storageAfter); err != nil {
+		if _, err := explain.LookupVersion(live, storageAfter); err != nil {
 			steps = append(steps, fmt.Sprintf("# first apply a CRD with both %s and %s (%s served: true, storage: true; %s kept in spec.versions)",
 				strings.Join(storedRemoved, ", "), storageAfter, storageAfter, strings.Join(storedRemoved, ", ")))
 		}
@@ -75,13 +77,4 @@ func runbook(live, next *apiextensionsv1.CustomResourceDefinition, it *Item, fil
 		steps = append(steps, fmt.Sprintf("kubectl crdver migrate %s   # rewrite every object at %s and trim status.storedVersions", name, storageAfter))
 	}
 	return steps
-}
-
-func lookup(crd *apiextensionsv1.CustomResourceDefinition, v string) (*apiextensionsv1.CustomResourceDefinitionVersion, error) {
-	for i := range crd.Spec.Versions {
-		if crd.Spec.Versions[i].Name == v {
-			return &crd.Spec.Versions[i], nil
-		}
-	}
-	return nil, fmt.Errorf("no version %q", v)
 }

@@ -148,27 +148,16 @@ func intText(i *int64) string {
 	return fmt.Sprint(*i)
 }
 
-// lowerBoundTighter: the new lower bound rejects values the old one accepted.
-func lowerBoundTighter(oldV, newV *float64, oldEx, newEx bool) bool {
+// tighter reports whether the new bound rejects values the old one accepted (lower: a
+// minimum, else a maximum).
+func tighter(oldV, newV *float64, oldEx, newEx, lower bool) bool {
 	switch {
 	case newV == nil:
 		return false
 	case oldV == nil:
 		return true
 	case *newV != *oldV:
-		return *newV > *oldV
-	}
-	return newEx && !oldEx
-}
-
-func upperBoundTighter(oldV, newV *float64, oldEx, newEx bool) bool {
-	switch {
-	case newV == nil:
-		return false
-	case oldV == nil:
-		return true
-	case *newV != *oldV:
-		return *newV < *oldV
+		return (*newV > *oldV) == lower
 	}
 	return newEx && !oldEx
 }
@@ -209,11 +198,11 @@ func compareConstraints(a, b explain.Field, add func(string, bool)) {
 	}
 	if numText(a.Minimum, a.ExclusiveMinimum) != numText(b.Minimum, b.ExclusiveMinimum) {
 		add(fmt.Sprintf("minimum %s → %s", numText(a.Minimum, a.ExclusiveMinimum), numText(b.Minimum, b.ExclusiveMinimum)),
-			lowerBoundTighter(a.Minimum, b.Minimum, a.ExclusiveMinimum, b.ExclusiveMinimum))
+			tighter(a.Minimum, b.Minimum, a.ExclusiveMinimum, b.ExclusiveMinimum, true))
 	}
 	if numText(a.Maximum, a.ExclusiveMaximum) != numText(b.Maximum, b.ExclusiveMaximum) {
 		add(fmt.Sprintf("maximum %s → %s", numText(a.Maximum, a.ExclusiveMaximum), numText(b.Maximum, b.ExclusiveMaximum)),
-			upperBoundTighter(a.Maximum, b.Maximum, a.ExclusiveMaximum, b.ExclusiveMaximum))
+			tighter(a.Maximum, b.Maximum, a.ExclusiveMaximum, b.ExclusiveMaximum, false))
 	}
 	for _, c := range []struct {
 		name       string
@@ -226,11 +215,7 @@ func compareConstraints(a, b explain.Field, add func(string, bool)) {
 		if intText(c.old) == intText(c.new) {
 			continue
 		}
-		tighter := upperBoundTighter(toF(c.old), toF(c.new), false, false)
-		if c.lowerBound {
-			tighter = lowerBoundTighter(toF(c.old), toF(c.new), false, false)
-		}
-		add(fmt.Sprintf("%s %s → %s", c.name, intText(c.old), intText(c.new)), tighter)
+		add(fmt.Sprintf("%s %s → %s", c.name, intText(c.old), intText(c.new)), tighter(toF(c.old), toF(c.new), false, false, c.lowerBound))
 	}
 	if a.Nullable && !b.Nullable {
 		add("no longer nullable: null values are dropped", true)
