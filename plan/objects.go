@@ -166,6 +166,8 @@ type evalOptions struct {
 	sample   int64
 	workers  int
 	progress *atomic.Int64
+	// keep is how many listed objects to keep (for the conversion sample).
+	keep int
 }
 
 // objectsOutcome is the object pass's result.
@@ -174,6 +176,7 @@ type objectsOutcome struct {
 	findings  []Finding
 	managers  map[string]map[string]bool // version → managers
 	objects   map[string]int64           // version → objects with an entry of it
+	kept      []unstructured.Unstructured
 }
 
 // evaluateAll reads src page by page and evaluates each page's objects on a pool of workers
@@ -227,6 +230,9 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 		items := pg.items
 		if o.sample > 0 && out.evaluated+int64(len(items)) > o.sample {
 			items = items[:o.sample-out.evaluated]
+		}
+		for i := 0; i < len(items) && len(out.kept) < o.keep; i++ {
+			out.kept = append(out.kept, *items[i].DeepCopy())
 		}
 		results := make([]objResult, len(items))
 		var next atomic.Int64

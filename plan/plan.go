@@ -12,6 +12,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
+	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/explain"
 )
 
@@ -25,6 +26,10 @@ type Options struct {
 	Workers int
 	// Progress, when set, counts evaluated objects (for a progress display).
 	Progress *atomic.Int64
+	// ConvertSample, for a new CRD with a conversion webhook, round-trips this many live
+	// objects through the new webhook configuration (0: none). ConvertTransport reaches it.
+	ConvertSample    int
+	ConvertTransport convert.Transport
 	// ApplyFile names the new CRDs in the runbook's commands ("" is NEW-CRDS.yaml).
 	ApplyFile string
 }
@@ -100,6 +105,9 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 	for i := range it.Objects.Findings {
 		it.Breaking = it.Breaking || it.Objects.Findings[i].losesOrRejected()
 	}
+	for _, s := range it.ConversionSample {
+		it.Breaking = it.Breaking || s.Problems > 0 || s.Unreachable != ""
+	}
 	it.Steps = runbook(live, next, it, opts.ApplyFile)
 	return it, nil
 }
@@ -166,7 +174,7 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("a migration is pending (status.storedVersions: %s): objects are evaluated as encoded at %s; where another encoding changes the answer, the object says so",
 			strings.Join(live.Status.StoredVersions, ", "), e.encodings[0]))
 	}
-	out, err := e.evaluateAll(ctx, src, evalOptions{sample: opts.Sample, workers: opts.Workers, progress: opts.Progress})
+	out, err := e.evaluateAll(ctx, src, evalOptions{sample: opts.Sample, workers: opts.Workers, progress: opts.Progress, keep: opts.ConvertSample})
 	if out != nil {
 		it.Objects.Evaluated = out.evaluated
 		it.Objects.Findings = out.findings
@@ -186,6 +194,14 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	}
 	if it.Objects.Total < 0 && (opts.Sample == 0 || it.Objects.Evaluated < opts.Sample) {
 		it.Objects.Total = it.Objects.Evaluated
+	}
+	if opts.ConvertSample > 0 {
+		samples, notes, err := sampleConversion(ctx, next, out.kept, opts.ConvertTransport)
+		it.ConversionSample = samples
+		it.Notes = append(it.Notes, notes...)
+		if err != nil {
+			return err
+		}
 	}
 	if it.Objects.Total < 0 && opts.Sample > 0 && it.Objects.Evaluated >= opts.Sample {
 		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d objects evaluated (--sample); the total is not known", it.Objects.Evaluated))

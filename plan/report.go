@@ -47,9 +47,11 @@ type Item struct {
 	Versions         VersionChanges `json:"versions"`
 	SchemaChanges    []SchemaChange `json:"schemaChanges"`
 	// Conversion lists changes of spec.conversion.
-	Conversion    []string               `json:"conversion"`
-	Objects       Objects                `json:"objects"`
-	ManagedFields []ManagedFieldsVersion `json:"managedFields"`
+	Conversion []string `json:"conversion"`
+	// ConversionSample: live objects round-tripped through the new webhook (--convert-sample).
+	ConversionSample []ConversionSample     `json:"conversionSample,omitempty"`
+	Objects          Objects                `json:"objects"`
+	ManagedFields    []ManagedFieldsVersion `json:"managedFields"`
 	// Steps is the runbook: the commands that make the change safe, in order.
 	Steps []string `json:"steps"`
 	// Notes say what the plan could not know or assumed.

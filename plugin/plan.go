@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/explain"
 	"github.com/crdver/kubectl-crdver/plan"
 )
@@ -48,6 +49,8 @@ type PlanOptions struct {
 	Workers          int
 	Quiet            bool
 	ProgressInterval time.Duration
+	ConvertSample    int
+	WebhookAddress   string
 
 	fv explain.FieldValidation
 }
@@ -91,6 +94,8 @@ rejected on create or update, or a schema change is breaking; 3 could not comple
 	f.StringVar(&o.FieldValidation, "field-validation", "Strict", "fieldValidation of the re-create: Strict (kubectl create's default), Warn or Ignore")
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page")
 	f.IntVar(&o.Workers, "workers", 0, "Objects evaluated in parallel (0: one per core)")
+	f.IntVar(&o.ConvertSample, "convert-sample", 0, "For a new CRD with a conversion webhook: round-trip this many live objects through the new webhook configuration, with convert's checks")
+	f.StringVar(&o.WebhookAddress, "webhook-address", "", "With --convert-sample: HOST:PORT to reach the new webhook at (e.g. after kubectl port-forward); TLS is still verified as the clientConfig's name")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
 	f.DurationVar(&o.ProgressInterval, "progress-interval", 5*time.Second, "How often to print a progress line when stderr is not a terminal")
 	_ = f.MarkHidden("progress-interval")
@@ -122,6 +127,10 @@ func (o *PlanOptions) Validate() error {
 		return UsageErrorf("--sample must be 0 (all) or more, got %d", o.Sample)
 	case o.ChunkSize < 1:
 		return UsageErrorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
+	case o.ConvertSample < 0:
+		return UsageErrorf("--convert-sample must be 0 (none) or more, got %d", o.ConvertSample)
+	case o.WebhookAddress != "" && o.ConvertSample == 0:
+		return UsageErrorf("--webhook-address is for --convert-sample")
 	case o.Workers < 0:
 		return UsageErrorf("--workers must be 0 (one per core) or more, got %d", o.Workers)
 	case o.ProgressInterval <= 0:
@@ -198,9 +207,18 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 				return total
 			})
 		}
-		it, err := plan.Plan(ctx, lives[i], crd, src, plan.Options{
-			FieldValidation: o.fv, Sample: o.Sample, Workers: o.Workers, Progress: &counter, ApplyFile: applyFile,
-		})
+		opts := plan.Options{FieldValidation: o.fv, Sample: o.Sample, Workers: o.Workers, Progress: &counter, ApplyFile: applyFile}
+		if o.ConvertSample > 0 && crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+			tr, err := convert.NewHTTPTransport(crd, convert.TransportOptions{Address: o.WebhookAddress})
+			if err != nil {
+				stop()
+				return Usage(fmt.Errorf("--convert-sample: %w", err))
+			}
+			opts.ConvertSample, opts.ConvertTransport = o.ConvertSample, tr
+		} else if o.ConvertSample > 0 {
+			opts.ConvertSample = o.ConvertSample // the plan notes that there is nothing to round-trip
+		}
+		it, err := plan.Plan(ctx, lives[i], crd, src, opts)
 		stop()
 		if it != nil {
 			report.Items = append(report.Items, *it)
@@ -430,6 +448,28 @@ func printPlanItem(w io.Writer, it *plan.Item, wide, noHeaders bool) error {
 	fmt.Fprintf(w, "  Storage: %s; storedVersions after the apply: %s (%s)\n", storage, dashList(it.StoredVersionsAfterApply), pending)
 	if len(it.Conversion) > 0 {
 		fmt.Fprintf(w, "  Conversion: %s\n", strings.Join(it.Conversion, "; "))
+	}
+	if len(it.ConversionSample) > 0 {
+		fmt.Fprintln(w, "  Conversion sample (round trips through the new webhook):")
+		t := &table{header: []string{"to", "objects", "converted", "problems"}}
+		for _, c := range it.ConversionSample {
+			t.add(c.To, fmt.Sprint(c.Objects), fmt.Sprint(c.Converted), fmt.Sprint(c.Problems))
+		}
+		if err := printIndented(w, t, noHeaders); err != nil {
+			return err
+		}
+		for _, c := range it.ConversionSample {
+			if c.Unreachable != "" {
+				fmt.Fprintf(w, "    to %s: webhook unreachable: %s\n", c.To, c.Unreachable)
+			}
+			for i, f := range c.Findings {
+				if !wide && i == findingsShown {
+					fmt.Fprintf(w, "    … and %d more (-o wide lists them)\n", len(c.Findings)-i)
+					break
+				}
+				fmt.Fprintf(w, "    %s: %s %s %s: %s\n", f.Object, f.Direction, f.Check, f.Path, f.Detail)
+			}
+		}
 	}
 	if len(it.SchemaChanges) > 0 {
 		fmt.Fprintln(w, "  Schema changes:")
