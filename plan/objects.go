@@ -98,6 +98,11 @@ func (e *evaluator) evaluate(ctx context.Context, p *explain.Previewer, u *unstr
 			}
 			continue
 		}
+		for _, path := range rr.Pruned {
+			if !slices.Contains(primary.Pruned, path) && !slices.Contains(f.PossiblyPrunedOnRead, path) {
+				f.PossiblyPrunedOnRead = append(f.PossiblyPrunedOnRead, path)
+			}
+		}
 		if i > 0 && (!slices.Equal(rr.Pruned, primary.Pruned) || !slices.Equal(rr.Defaulted, primary.Defaulted)) {
 			f.Notes = append(f.Notes, fmt.Sprintf("depends on the version the object is encoded at in etcd (a migration is pending; the API cannot show it): if %s, the read prunes [%s] and defaults [%s] instead",
 				enc, strings.Join(rr.Pruned, ", "), strings.Join(rr.Defaulted, ", ")))

@@ -121,13 +121,16 @@ type Finding struct {
 	// UpdateWarnings: warnings of the no-op update (CEL rules the object violates that
 	// ratcheting lets pass).
 	UpdateWarnings []string `json:"updateWarnings,omitempty"`
+	// PossiblyPrunedOnRead: fields the next read drops if the object is encoded at another
+	// version in etcd than assumed (a migration is pending: the API cannot show which).
+	PossiblyPrunedOnRead []string `json:"possiblyPrunedOnRead,omitempty"`
 	// Notes: where the answer depends on what the API cannot show (the encoding version).
 	Notes []string `json:"notes,omitempty"`
 }
 
 // losesOrRejected reports whether the finding is breaking.
 func (f *Finding) losesOrRejected() bool {
-	return len(f.PrunedOnRead) > 0 || len(f.CreateErrors) > 0 || len(f.UpdateErrors) > 0
+	return len(f.PrunedOnRead) > 0 || len(f.PossiblyPrunedOnRead) > 0 || len(f.CreateErrors) > 0 || len(f.UpdateErrors) > 0
 }
 
 func (f *Finding) empty() bool {

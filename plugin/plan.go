@@ -500,7 +500,11 @@ func printPlanItem(w io.Writer, it *plan.Item, wide, noHeaders bool) error {
 		}
 		t := &table{header: []string{"namespace", "name", "pruned on read", "defaulted on read", "re-create", "no-op update"}}
 		for _, f := range shown {
-			t.add(dash(f.Namespace), f.Name, dashList(f.PrunedOnRead), dashList(f.DefaultedOnRead), verdict(f.CreateErrors), verdict(f.UpdateErrors))
+			pruned := dashList(f.PrunedOnRead)
+			if len(f.PossiblyPrunedOnRead) > 0 {
+				pruned = strings.TrimPrefix(pruned+" ", "- ") + "(depending on the encoding: " + strings.Join(f.PossiblyPrunedOnRead, ", ") + ")"
+			}
+			t.add(dash(f.Namespace), f.Name, pruned, dashList(f.DefaultedOnRead), verdict(f.CreateErrors), verdict(f.UpdateErrors))
 		}
 		if err := printIndented(w, t, noHeaders); err != nil {
 			return err

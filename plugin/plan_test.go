@@ -69,6 +69,8 @@ func TestPlanUsage(t *testing.T) {
 		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--sample", "-1"}, "--sample must be 0"},
 		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "-f", planFile("widgets-new.yaml")}, "is already defined"},
 		{[]string{"plan", "some-crd"}, "unknown command"},
+		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--webhook-address", "127.0.0.1:9443"}, "--webhook-address is for --convert-sample"},
+		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--convert-sample", "-2"}, "--convert-sample must be 0"},
 	} {
 		r := run(t, "", tc.args...)
 		if r.code != ExitUsage || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
