@@ -323,7 +323,7 @@ func (o *PlanOptions) progressf(format string, args ...any) {
 // startProgress shows how many objects are evaluated: a bar on a terminal, a plain line every
 // ProgressInterval otherwise, nothing with --quiet.
 func (o *PlanOptions) startProgress(name string, n *atomic.Int64, total func() int64) func() {
-	if o.Quiet || o.out.structured() && isTerminal(o.g.Out) {
+	if o.Quiet {
 		return func() {}
 	}
 	done := make(chan struct{})
