@@ -70,6 +70,7 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdMigrate(g),
 		NewCmdPreview(g),
 		NewCmdExplain(g),
+		NewCmdPlan(g),
 	)
 	return cmd
 }
