@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -13,8 +14,6 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/warning"
-
-	"github.com/crdver/kubectl-crdver/explain"
 )
 
 type warningRecorder struct{ warnings []string }
@@ -27,7 +26,7 @@ func (w *warningRecorder) AddWarning(_, text string) { w.warnings = append(w.war
 // storedVersions, then validation.ValidateCustomResourceDefinitionUpdate, which includes the
 // storedVersions rule). It returns the verdict and status.storedVersions after the apply.
 func checkApply(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinition) (Apply, []string, error) {
-	scheme := explain.CRDScheme()
+	scheme := crdinfo.Scheme()
 	st := customresourcedefinition.NewStrategy(scheme)
 	rec := &warningRecorder{}
 	ctx = warning.WithWarningRecorder(genericapirequest.WithNamespace(ctx, metav1.NamespaceNone), rec)
@@ -68,7 +67,7 @@ func checkApply(ctx context.Context, live, next *apiextensionsv1.CustomResourceD
 	stored := append([]string{}, newInternal.Status.StoredVersions...)
 	if live == nil && err == nil {
 		// The CRD controller records the storage version once the CRD is created.
-		stored = []string{explain.StorageVersion(next)}
+		stored = []string{crdinfo.StorageVersion(next)}
 	}
 	return a, stored, nil
 }

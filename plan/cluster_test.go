@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preview"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/crdver/kubectl-crdver/explain"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
@@ -91,13 +92,13 @@ func serverErrors(err error) []string {
 		return []string{err.Error()}
 	}
 	st := se.Status()
-	var pe []explain.PreviewError
+	var pe []preview.PreviewError
 	if st.Details != nil && len(st.Details.Causes) > 0 {
 		for _, c := range st.Details.Causes {
-			pe = append(pe, explain.PreviewError{Field: c.Field, Type: string(c.Type), Message: c.Message})
+			pe = append(pe, preview.PreviewError{Field: c.Field, Type: string(c.Type), Message: c.Message})
 		}
 	} else {
-		pe = append(pe, explain.PreviewError{Type: string(st.Reason), Message: st.Message})
+		pe = append(pe, preview.PreviewError{Type: string(st.Reason), Message: st.Message})
 	}
 	out := errorTexts(pe)
 	sort.Strings(out)
@@ -256,7 +257,7 @@ func runScenario(t *testing.T, sc scenario) *Item {
 			unstructured.RemoveNestedField(c.Object, "metadata", k)
 		}
 		createVersion := listVersion
-		if v, err := explain.LookupVersion(next, listVersion); err != nil || !v.Served {
+		if v, err := crdinfo.Lookup(next, listVersion); err != nil || !v.Served {
 			createVersion = it.Objects.ReadVersion
 		}
 		c.SetAPIVersion(next.Spec.Group + "/" + createVersion)

@@ -3,12 +3,12 @@ package plan
 import (
 	"context"
 	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	"github.com/crdver/kubectl-crdver/explain"
 )
 
 // ConversionSample is the round trip of sampled live objects through the new CRD's
@@ -37,7 +37,7 @@ func sampleConversion(ctx context.Context, next *apiextensionsv1.CustomResourceD
 	own := map[string]bool{}
 	for _, o := range objs {
 		v := o.GroupVersionKind().Version
-		if _, err := explain.LookupVersion(next, v); err != nil {
+		if _, err := crdinfo.Lookup(next, v); err != nil {
 			continue // a version the new CRD removes: nothing to send it from
 		}
 		own[v] = true
@@ -48,8 +48,8 @@ func sampleConversion(ctx context.Context, next *apiextensionsv1.CustomResourceD
 		in = append(in, convert.Object{Source: name, Object: o.Object})
 	}
 	var out []ConversionSample
-	for _, to := range explain.VersionNames(next) {
-		v, _ := explain.LookupVersion(next, to)
+	for _, to := range crdinfo.VersionNames(next) {
+		v, _ := crdinfo.Lookup(next, to)
 		if !v.Served || (own[to] && len(own) == 1) {
 			continue
 		}

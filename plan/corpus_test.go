@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"github.com/crdver/kubectl-crdver/preview"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	"github.com/crdver/kubectl-crdver/explain"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
@@ -44,7 +44,7 @@ func TestPlanCorpusAgainstItself(t *testing.T) {
 		crd := readCRD(t, filepath.Join(dir, e.Name()))
 		t.Run(e.Name(), func(t *testing.T) {
 			version := ListVersion(crd)
-			p, err := explain.NewPreviewer(crd)
+			p, err := preview.NewPreviewer(crd)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +58,7 @@ func TestPlanCorpusAgainstItself(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r, err := p.Create(ctx, body, explain.PreviewOptions{})
+				r, err := p.Create(ctx, body, preview.PreviewOptions{})
 				if err != nil {
 					t.Fatalf("preview: %v", err)
 				}

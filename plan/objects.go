@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preview"
 	"io"
 	"runtime"
 	"slices"
@@ -15,8 +17,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/crdver/kubectl-crdver/explain"
 )
 
 // evaluator evaluates live objects under the new CRD.
@@ -30,7 +30,7 @@ type evaluator struct {
 	// liveWebhook: the live CRD converts through a webhook, so an object listed at one version
 	// cannot be relabelled to another.
 	liveWebhook    bool
-	fv             explain.FieldValidation
+	fv             preview.FieldValidation
 	readDeprecated bool
 }
 
@@ -43,7 +43,7 @@ type objResult struct {
 
 var serverMetadata = []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
 
-func errorTexts(errs []explain.PreviewError) []string {
+func errorTexts(errs []preview.PreviewError) []string {
 	out := make([]string, 0, len(errs))
 	for _, e := range errs {
 		if e.Field != "" && e.Field != "<nil>" && !strings.HasPrefix(e.Message, e.Field) {
@@ -55,7 +55,7 @@ func errorTexts(errs []explain.PreviewError) []string {
 	return out
 }
 
-func (e *evaluator) evaluate(ctx context.Context, p *explain.Previewer, u *unstructured.Unstructured) objResult {
+func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstructured.Unstructured) objResult {
 	f := Finding{Namespace: u.GetNamespace(), Name: u.GetName(), PrunedOnRead: []string{}, DefaultedOnRead: []string{}, CreateErrors: []string{}, UpdateErrors: []string{}}
 	res := objResult{managers: map[string][]string{}}
 	group := e.next.Spec.Group
@@ -72,7 +72,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *explain.Previewer, u *unstr
 	}
 
 	// The next read: the object as stored in etcd, decoded under the new CRD.
-	var primary *explain.ReadResult
+	var primary *preview.ReadResult
 	for i, enc := range e.encodings {
 		if enc != listed && e.liveWebhook {
 			f.Notes = append(f.Notes, fmt.Sprintf("a migration is pending: the object may be encoded at %s in etcd, which the API cannot show; with a conversion webhook plan cannot tell what that copy holds", enc))
@@ -120,7 +120,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *explain.Previewer, u *unstr
 			res.err = err
 			return res
 		}
-		ur, err := p.Update(ctx, body, body, explain.PreviewOptions{FieldValidation: explain.FieldValidationWarn})
+		ur, err := p.Update(ctx, body, body, preview.PreviewOptions{FieldValidation: preview.FieldValidationWarn})
 		if err != nil {
 			res.err = fmt.Errorf("%s: no-op update under the new CRD: %w", where, err)
 			return res
@@ -137,7 +137,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *explain.Previewer, u *unstr
 
 	// A re-create from a backup or a GitOps repository: the object as listed.
 	createVersion := listed
-	if v, err := explain.LookupVersion(e.next, listed); err != nil || !v.Served {
+	if v, err := crdinfo.Lookup(e.next, listed); err != nil || !v.Served {
 		createVersion = e.readVersion
 	}
 	if createVersion != listed && e.liveWebhook {
@@ -153,7 +153,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *explain.Previewer, u *unstr
 			res.err = err
 			return res
 		}
-		cr, err := p.Create(ctx, body, explain.PreviewOptions{FieldValidation: e.fv, Namespace: u.GetNamespace()})
+		cr, err := p.Create(ctx, body, preview.PreviewOptions{FieldValidation: e.fv, Namespace: u.GetNamespace()})
 		if err != nil {
 			res.err = fmt.Errorf("%s: re-create under the new CRD: %w", where, err)
 			return res
@@ -193,9 +193,9 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	prevs := make([]*explain.Previewer, workers)
+	prevs := make([]*preview.Previewer, workers)
 	for i := range prevs {
-		p, err := explain.NewPreviewer(e.next)
+		p, err := preview.NewPreviewer(e.next)
 		if err != nil {
 			return nil, err
 		}
@@ -244,7 +244,7 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 		var wg sync.WaitGroup
 		for w := 0; w < workers && w < len(items); w++ {
 			wg.Add(1)
-			go func(p *explain.Previewer) {
+			go func(p *preview.Previewer) {
 				defer wg.Done()
 				for {
 					i := int(next.Add(1) - 1)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/crdschema"
+	"github.com/crdver/kubectl-crdver/preview"
 	"slices"
 	"sort"
 	"strings"
@@ -13,13 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	"github.com/crdver/kubectl-crdver/explain"
 )
 
 // Options tune a plan.
 type Options struct {
 	// FieldValidation of the re-create ("" is Strict: kubectl create's default).
-	FieldValidation explain.FieldValidation
+	FieldValidation preview.FieldValidation
 	// Sample caps the number of objects evaluated (0: all).
 	Sample int64
 	// Workers evaluating objects (0: one per core).
@@ -41,7 +43,7 @@ type Options struct {
 func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinition, src ObjectSource, opts Options) (*Item, error) {
 	it := &Item{
 		CRD: next.Name, Operation: OperationUpdate,
-		StorageVersion: StorageChange{After: explain.StorageVersion(next)},
+		StorageVersion: StorageChange{After: crdinfo.StorageVersion(next)},
 		Versions:       VersionChanges{Added: []string{}, Removed: []string{}, Unserved: []string{}, Deprecated: []string{}},
 		SchemaChanges:  []SchemaChange{}, Conversion: []string{},
 		Objects:       Objects{Findings: []Finding{}},
@@ -51,7 +53,7 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 		it.Operation = OperationCreate
 	} else {
 		live = live.DeepCopy()
-		it.StorageVersion.Before = explain.StorageVersion(live)
+		it.StorageVersion.Before = crdinfo.StorageVersion(live)
 		if len(live.Status.StoredVersions) == 0 && it.StorageVersion.Before != "" {
 			live.Status.StoredVersions = []string{it.StorageVersion.Before}
 			it.Notes = append(it.Notes, fmt.Sprintf("the live CRD has no status.storedVersions (a file?): taken as [%s]; a cluster may list more", it.StorageVersion.Before))
@@ -125,18 +127,18 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	e := &evaluator{next: next, fv: opts.FieldValidation,
 		liveWebhook: live.Spec.Conversion != nil && live.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter}
 	if e.fv == "" {
-		e.fv = explain.FieldValidationStrict
+		e.fv = preview.FieldValidationStrict
 	}
 	// Where an object can be encoded in etcd: the live storage version, then the other
 	// storedVersions (a pending migration).
-	candidates := []string{explain.StorageVersion(live)}
+	candidates := []string{crdinfo.StorageVersion(live)}
 	for _, v := range live.Status.StoredVersions {
 		if !slices.Contains(candidates, v) {
 			candidates = append(candidates, v)
 		}
 	}
 	for _, v := range candidates {
-		if _, err := explain.LookupVersion(next, v); err != nil {
+		if _, err := crdinfo.Lookup(next, v); err != nil {
 			it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("objects encoded at %s in etcd cannot be read under the new CRD, which removes %s", v, v))
 			continue
 		}
@@ -145,8 +147,8 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	if len(e.encodings) == 0 {
 		// The apply is rejected until a migration rewrites every object at the new storage
 		// version (the runbook's first step): evaluate them as they will be encoded then.
-		if after := explain.StorageVersion(next); after != "" {
-			if _, err := explain.LookupVersion(live, after); err == nil {
+		if after := crdinfo.StorageVersion(next); after != "" {
+			if _, err := crdinfo.Lookup(live, after); err == nil {
 				e.encodings = []string{after}
 				it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("evaluated as encoded at %s, after the migration the runbook starts with", after))
 			}
@@ -163,10 +165,10 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		it.Objects.Notes = append(it.Objects.Notes, "objects not evaluated: the new CRD has none of the versions they are stored at")
 		return nil
 	}
-	if v, _ := explain.LookupVersion(next, e.readVersion); v != nil && v.Deprecated {
+	if v, _ := crdinfo.Lookup(next, e.readVersion); v != nil && v.Deprecated {
 		e.readDeprecated = true
 	}
-	if vs, err := explain.SchemaFor(next, e.readVersion); err == nil && vs.Internal != nil && len(vs.Violations) > 0 {
+	if vs, err := crdschema.SchemaFor(next, e.readVersion); err == nil && vs.Internal != nil && len(vs.Violations) > 0 {
 		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("objects not evaluated: the new schema of %s is not structural (kubectl crdver explain lists why)", e.readVersion))
 		return nil
 	}
@@ -180,7 +182,7 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		it.Objects.Findings = out.findings
 		for _, v := range sortedVersions(out.managers) {
 			mv := ManagedFieldsVersion{Version: v, Managers: sortedSet(out.managers[v]), Objects: out.objects[v]}
-			ver, err := explain.LookupVersion(next, v)
+			ver, err := crdinfo.Lookup(next, v)
 			mv.RemovedByThisChange = err != nil
 			mv.UnservedByThisChange = err == nil && !ver.Served
 			it.ManagedFields = append(it.ManagedFields, mv)
@@ -217,18 +219,18 @@ func sortedVersions[V any](m map[string]V) []string {
 	for k := range m {
 		out = append(out, k)
 	}
-	explain.SortByPriority(out)
+	crdinfo.SortByPriority(out)
 	return out
 }
 
 // readVersionOf is the version reads are evaluated in: the storage version when served
 // (what migrate writes and controllers of the newest API use), else the preferred version.
 func readVersionOf(crd *apiextensionsv1.CustomResourceDefinition) string {
-	if v, err := explain.LookupVersion(crd, explain.StorageVersion(crd)); err == nil && v.Served {
+	if v, err := crdinfo.Lookup(crd, crdinfo.StorageVersion(crd)); err == nil && v.Served {
 		return v.Name
 	}
-	for _, n := range explain.VersionNames(crd) {
-		if v, _ := explain.LookupVersion(crd, n); v.Served {
+	for _, n := range crdinfo.VersionNames(crd) {
+		if v, _ := crdinfo.Lookup(crd, n); v.Served {
 			return n
 		}
 	}
@@ -240,9 +242,9 @@ func readVersionOf(crd *apiextensionsv1.CustomResourceDefinition) string {
 func ListVersion(live *apiextensionsv1.CustomResourceDefinition) string { return readVersionOf(live) }
 
 func versionChanges(live, next *apiextensionsv1.CustomResourceDefinition, out *VersionChanges) {
-	for _, n := range explain.VersionNames(next) {
-		nv, _ := explain.LookupVersion(next, n)
-		lv, err := explain.LookupVersion(live, n)
+	for _, n := range crdinfo.VersionNames(next) {
+		nv, _ := crdinfo.Lookup(next, n)
+		lv, err := crdinfo.Lookup(live, n)
 		switch {
 		case err != nil:
 			out.Added = append(out.Added, n)
@@ -255,8 +257,8 @@ func versionChanges(live, next *apiextensionsv1.CustomResourceDefinition, out *V
 			}
 		}
 	}
-	for _, n := range explain.VersionNames(live) {
-		if _, err := explain.LookupVersion(next, n); err != nil {
+	for _, n := range crdinfo.VersionNames(live) {
+		if _, err := crdinfo.Lookup(next, n); err != nil {
 			out.Removed = append(out.Removed, n)
 		}
 	}

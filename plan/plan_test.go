@@ -2,6 +2,8 @@ package plan
 
 import (
 	"context"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preview"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
-
-	"github.com/crdver/kubectl-crdver/explain"
 )
 
 func readCRD(t testing.TB, path string) *apiextensionsv1.CustomResourceDefinition {
@@ -22,7 +22,7 @@ func readCRD(t testing.TB, path string) *apiextensionsv1.CustomResourceDefinitio
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := explain.DecodeCRD(b)
+	crd, err := crdinfo.Decode(b)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -172,13 +172,13 @@ func TestPlanSelfReportsNothing(t *testing.T) {
 	crd := readCRD(t, filepath.Join("testdata", "widgets-new.yaml"))
 	objs := readObjects(t, filepath.Join("testdata", "widgets-objects.yaml"))
 	var valid []unstructured.Unstructured
-	p, err := explain.NewPreviewer(crd)
+	p, err := preview.NewPreviewer(crd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
 		b, _ := o.MarshalJSON()
-		r, err := p.Create(context.Background(), b, explain.PreviewOptions{})
+		r, err := p.Create(context.Background(), b, preview.PreviewOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,12 +2,11 @@ package plan
 
 import (
 	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-
-	"github.com/crdver/kubectl-crdver/explain"
 )
 
 // runbook lists the steps that make the change safe, in order, each a command (lines starting
@@ -52,7 +51,7 @@ func runbook(live, next *apiextensionsv1.CustomResourceDefinition, it *Item, fil
 	}
 	storageAfter := it.StorageVersion.After
 	if len(storedRemoved) > 0 {
-		if _, err := explain.LookupVersion(live, storageAfter); err != nil {
+		if _, err := crdinfo.Lookup(live, storageAfter); err != nil {
 			steps = append(steps, fmt.Sprintf("# first apply a CRD with both %s and %s (%s served: true, storage: true; %s kept in spec.versions)",
 				strings.Join(storedRemoved, ", "), storageAfter, storageAfter, strings.Join(storedRemoved, ", ")))
 		}

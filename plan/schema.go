@@ -3,12 +3,12 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/explain"
 	"sort"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-
-	"github.com/crdver/kubectl-crdver/explain"
 )
 
 // schemaChanges compares, for every version both CRDs have, the live schema with the new one
@@ -17,8 +17,8 @@ import (
 func schemaChanges(live, next *apiextensionsv1.CustomResourceDefinition) ([]SchemaChange, []string, error) {
 	out := []SchemaChange{}
 	var notes []string
-	for _, v := range explain.VersionNames(next) {
-		if _, err := explain.LookupVersion(live, v); err != nil {
+	for _, v := range crdinfo.VersionNames(next) {
+		if _, err := crdinfo.Lookup(live, v); err != nil {
 			continue
 		}
 		a, errA := fieldsOf(live, v)

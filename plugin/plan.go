@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preview"
 	"io"
 	"strings"
 	"sync"
@@ -15,10 +17,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	"github.com/crdver/kubectl-crdver/explain"
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
@@ -52,7 +52,7 @@ type PlanOptions struct {
 	ConvertSample    int
 	WebhookAddress   string
 
-	fv explain.FieldValidation
+	fv preview.FieldValidation
 }
 
 // NewCmdPlan builds `kubectl crdver plan`.
@@ -113,7 +113,7 @@ func (o *PlanOptions) Validate() error {
 	if err := o.out.validate(); err != nil {
 		return err
 	}
-	fv, err := explain.ParseFieldValidation(o.FieldValidation)
+	fv, err := preview.ParseFieldValidation(o.FieldValidation)
 	if err != nil {
 		return UsageErrorf("--field-validation %q is not supported: use Strict, Warn or Ignore", o.FieldValidation)
 	}
@@ -149,11 +149,11 @@ func (o *PlanOptions) readCRDDocs(files []string, flag string) ([]*apiextensions
 	skipped := 0
 	seen := map[string]string{}
 	for _, d := range docs {
-		if !explain.IsCRD(d.APIVersion, d.Kind) {
+		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
 			skipped++
 			continue
 		}
-		crd, err := explain.DecodeCRD(d.JSON)
+		crd, err := crdinfo.Decode(d.JSON)
 		if err != nil {
 			return nil, 0, UsageErrorf("%s: %v", d.Where(), err)
 		}
@@ -257,7 +257,7 @@ func (o *PlanOptions) runError(err error) error {
 	if errors.Is(err, plan.ErrInterrupted) {
 		return Unavailable(fmt.Errorf("%w: the plan is incomplete (nothing was written)", err))
 	}
-	var ie *explain.InputError
+	var ie *preview.InputError
 	if errors.As(err, &ie) {
 		return Usage(err)
 	}
@@ -285,17 +285,17 @@ func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.Cust
 		}
 		return lives, sources, nil
 	}
-	cfg, err := o.g.RESTConfig()
+	cs, err := o.g.clients()
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := o.g.crdClientFor(cfg)
+	c, err := cs.CRDs()
 	if err != nil {
 		return nil, nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := cs.Dynamic()
 	if err != nil {
-		return nil, nil, Unavailable(fmt.Errorf("cannot build a client: %w", err))
+		return nil, nil, err
 	}
 	for i, n := range next {
 		live, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n.Name, metav1.GetOptions{})

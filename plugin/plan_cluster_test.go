@@ -64,7 +64,7 @@ func TestPlanCluster(t *testing.T) {
 
 	// (spec.tier is unknown to the old CRD, so it was pruned on create: every object lacks it.)
 	// Nothing was written: gizmos do not exist, and the live CRD against itself is clean.
-	c, err := (&Globals{ConfigFlags: nil}).crdClientFor(env.Config)
+	c, err := newCRDClient(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package explain
+package preview
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // ReadResult is what the API server returns when it reads an object from etcd.
@@ -54,7 +56,7 @@ func (p *Previewer) Read(stored []byte, read string) (*ReadResult, error) {
 		if _, err := p.usable(read); err != nil {
 			return nil, err
 		}
-		if v, _ := LookupVersion(p.crd, read); !v.Served {
+		if !crdinfo.IsServed(p.crd, read) {
 			return nil, inputErrorf("%s: version %q is not served: it cannot be read (served: %s)", p.crd.Name, read, strings.Join(p.served(), ", "))
 		}
 	}
