@@ -1,0 +1,412 @@
+package convert
+
+// run.go: the request pipeline: objects grouped by version, batched, sent one request at a
+// time while earlier responses are checked, and the round trip back.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+)
+
+// DefaultBatchSize is how many objects go in one ConversionReview: the API server converts a
+// list page in one request, and kubectl pages by 500.
+const DefaultBatchSize = 500
+
+// Object is one custom resource to convert.
+type Object struct {
+	// Source names the object in findings: "file.yaml (document 2)" or "namespace/name".
+	Source string
+	Object map[string]any
+}
+
+// Options of a run.
+type Options struct {
+	CRD *apiextensionsv1.CustomResourceDefinition
+	// To is the target version (a name in spec.versions).
+	To string
+	// ReviewVersion is the ConversionReview version to send (v1 or v1beta1); empty: the
+	// first of spec.conversion.webhook.conversionReviewVersions that is supported, as the
+	// API server does.
+	ReviewVersion string
+	// BatchSize is the number of objects per request (0: DefaultBatchSize).
+	BatchSize int
+	// RoundTrip converts every object back to its own version and diffs the result.
+	RoundTrip bool
+	// Transport reaches the webhook; unused (may be nil) for strategy None.
+	Transport Transport
+	// NewUID makes request UIDs (nil: random UUIDs, like the API server).
+	NewUID func() types.UID
+	// Progress, when set, is called after each batch has been sent (and sent back, for
+	// round trips) with the number of objects done so far and the number to send. It is
+	// called from one goroutine.
+	Progress func(done, total int)
+}
+
+// item is one object on its way through the checks.
+type item struct {
+	index   int // position in the input
+	source  string
+	version string // its own version (for round trips)
+	orig    map[string]any
+	raw     []byte
+	failed  bool
+	// convRaw is the webhook's bytes for this object; reusable says they are what the API
+	// server would use (no metadata restored, nothing pruned), so a round trip can send them
+	// back as they are instead of encoding the object again.
+	convRaw  []byte
+	reusable bool
+	// original is, for the way back of a round trip, the object as it was first sent.
+	original map[string]any
+}
+
+type runner struct {
+	opts     Options
+	crd      *apiextensionsv1.CustomResourceDefinition
+	group    string
+	kind     string
+	review   string
+	schemas  map[string]*versionSchema
+	tally    *tally
+	report   *Report
+	none     bool
+	newUID   func() types.UID
+	stop     bool
+	requests int
+}
+
+// Run converts objects to opts.To (and back with opts.RoundTrip) and checks everything. The
+// error is for a run that cannot start (unknown version, object of another kind); what goes
+// wrong with the webhook is in the report (Unreachable when it could not be reached).
+func Run(ctx context.Context, opts Options, objects []Object) (*Report, error) {
+	r, err := newRunner(opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return r.run(ctx, objects)
+}
+
+// newRunner prepares a run. viaServer: the API server calls the webhook (no transport, no
+// review version of our own).
+func newRunner(opts Options, viaServer bool) (*runner, error) {
+	crd := opts.CRD
+	if crd == nil {
+		return nil, errors.New("no CustomResourceDefinition given")
+	}
+	r := &runner{opts: opts, crd: crd, group: crd.Spec.Group, kind: crd.Spec.Names.Kind, schemas: map[string]*versionSchema{}, tally: newTally(), newUID: opts.NewUID}
+	if r.newUID == nil {
+		r.newUID = uuid.NewUUID
+	}
+	if r.opts.BatchSize <= 0 {
+		r.opts.BatchSize = DefaultBatchSize
+	}
+	if !r.hasVersion(opts.To) {
+		return nil, fmt.Errorf("%s: version %q is not in spec.versions (have: %s)", crd.Name, opts.To, strings.Join(r.versionNames(), ", "))
+	}
+	for _, v := range crd.Spec.Versions {
+		s, err := newVersionSchema(crd, v.Name)
+		if err != nil {
+			return nil, err
+		}
+		r.schemas[v.Name] = s
+	}
+	r.report = &Report{CRD: crd.Name, Strategy: Strategy(crd), To: opts.To, RoundTrip: opts.RoundTrip, Findings: []Finding{}}
+	if r.report.Strategy == string(apiextensionsv1.NoneConverter) {
+		r.none = true
+		r.report.Notes = append(r.report.Notes,
+			"spec.conversion.strategy is None: there is no webhook; the API server converts by changing apiVersion only, then prunes what the target version's schema does not know")
+		return r, nil
+	}
+	if viaServer {
+		return r, nil
+	}
+	if opts.Transport == nil {
+		return nil, fmt.Errorf("%s: no way to reach the conversion webhook was given", crd.Name)
+	}
+	r.review = opts.ReviewVersion
+	if r.review == "" {
+		rv, err := ReviewVersionFor(crd)
+		if err != nil {
+			return nil, err
+		}
+		r.review = rv
+	} else if r.review != "v1" && r.review != "v1beta1" {
+		return nil, fmt.Errorf("ConversionReview version %q is not supported: use v1 or v1beta1", r.review)
+	}
+	r.report.ReviewVersion = r.review
+	r.report.Webhook = opts.Transport.Describe()
+	return r, nil
+}
+
+func (r *runner) hasVersion(v string) bool {
+	_, ok := r.versionOf(v)
+	return ok
+}
+
+func (r *runner) versionOf(v string) (*apiextensionsv1.CustomResourceDefinitionVersion, bool) {
+	for i := range r.crd.Spec.Versions {
+		if r.crd.Spec.Versions[i].Name == v {
+			return &r.crd.Spec.Versions[i], true
+		}
+	}
+	return nil, false
+}
+
+func (r *runner) versionNames() []string {
+	var out []string
+	for _, v := range r.crd.Spec.Versions {
+		out = append(out, v.Name)
+	}
+	return out
+}
+
+func (r *runner) apiVersion(v string) string { return r.group + "/" + v }
+
+func (r *runner) run(ctx context.Context, objects []Object) (*Report, error) {
+	r.report.Objects = len(objects)
+	// Group by the objects' own version, keeping the input order within each group.
+	groups := map[string][]*item{}
+	var order []string
+	inputPruned := 0
+	for i, o := range objects {
+		av, _ := o.Object["apiVersion"].(string)
+		kind, _ := o.Object["kind"].(string)
+		g, v, _ := strings.Cut(av, "/")
+		if g != r.group || !r.hasVersion(v) {
+			return nil, fmt.Errorf("%s: apiVersion %q is not a version of %s (have: %s)", o.Source, av, r.crd.Name, r.joinAPIVersions())
+		}
+		if kind != r.kind {
+			return nil, fmt.Errorf("%s: kind %q is not %s's kind %q", o.Source, kind, r.crd.Name, r.kind)
+		}
+		if v == r.opts.To {
+			r.report.Skipped++
+			continue
+		}
+		// What the API server would have stored: pruned and defaulted in the object's version.
+		obj := runtime.DeepCopyJSON(o.Object)
+		if len(r.schemas[v].pruneObject(obj, true)) > 0 {
+			inputPruned++
+		}
+		r.schemas[v].defaultObject(obj)
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Source, err)
+		}
+		if _, ok := groups[v]; !ok {
+			order = append(order, v)
+		}
+		groups[v] = append(groups[v], &item{index: i, source: o.Source, version: v, orig: obj, raw: raw})
+	}
+	if inputPruned > 0 {
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%d input object(s) had fields their own version's schema does not know: they were pruned before sending, as the API server would on create", inputPruned))
+	}
+	if r.report.Skipped > 0 {
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%d object(s) already at %s were not sent (the API server never sends them)", r.report.Skipped, r.opts.To))
+	}
+	var batches []*batch
+	for _, v := range order {
+		items := groups[v]
+		for start := 0; start < len(items); start += r.opts.BatchSize {
+			batches = append(batches, &batch{items: items[start:min(start+r.opts.BatchSize, len(items))], from: v, t1: newTally(), t2: newTally()})
+		}
+	}
+	if err := r.pipeline(ctx, batches); err != nil {
+		return nil, err
+	}
+	var failed []*item
+	for _, b := range batches {
+		r.tally.merge(b.t1)
+		r.tally.merge(b.t2)
+		// Left unsent when the webhook became unreachable: neither passed nor failed.
+		unsent := map[*item]bool{}
+		if b.x1 == nil {
+			for _, it := range b.items {
+				unsent[it] = true
+			}
+		} else if r.opts.RoundTrip && b.x2 == nil {
+			for _, it := range b.backOrig {
+				unsent[it] = true
+			}
+		}
+		for _, it := range b.items {
+			switch {
+			case it.failed:
+				failed = append(failed, it)
+			case unsent[it]:
+				r.report.NotSent++
+			default:
+				r.report.Converted++
+			}
+		}
+	}
+	sort.SliceStable(failed, func(i, j int) bool { return failed[i].index < failed[j].index })
+	for _, it := range failed {
+		r.report.Failed = append(r.report.Failed, FailedObject{Source: it.source, Object: it.orig})
+	}
+	return r.finish(), nil
+}
+
+func (r *runner) joinAPIVersions() string {
+	var out []string
+	for _, v := range r.versionNames() {
+		out = append(out, r.apiVersion(v))
+	}
+	return strings.Join(out, ", ")
+}
+
+// batch is one group of objects on its way there (leg 1) and, for round trips, back (leg 2).
+type batch struct {
+	items    []*item
+	from     string
+	x1, x2   *exchange
+	out      []map[string]any // leg 1 results, aligned with items
+	back     []*item          // leg 2 items
+	backOrig []*item          // the original of each leg 2 item
+	t1, t2   *tally
+	checked1 chan struct{}
+}
+
+// exchange is one ConversionReview request and what came back.
+type exchange struct {
+	items    []*item
+	from, to string
+	number   int
+	uid      types.UID
+	resp     *HTTPResponse
+	err      error
+	buildErr error
+}
+
+// pipeline sends the requests one at a time, in order, as the API server does for a list,
+// while the responses already received are checked on other goroutines: leg 1 of batch i+1
+// goes out while batch i is checked; leg 2 of batch i goes out once its leg 1 is checked.
+func (r *runner) pipeline(ctx context.Context, batches []*batch) error {
+	sem := make(chan struct{}, 2) // checks in flight besides the requests
+	var wg sync.WaitGroup
+	check := func(fn func()) {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn()
+		}()
+	}
+	sendLeg2 := func(b *batch) {
+		<-b.checked1
+		if len(b.back) == 0 || r.stop {
+			return
+		}
+		b.x2 = r.post(ctx, b.back, b.from, r.opts.To)
+		check(func() {
+			res := r.check(b.x2, b.t2)
+			for i, o := range res {
+				if o == nil {
+					b.backOrig[i].failed = true
+					continue
+				}
+				r.compareRoundTrip(b.t2, b.backOrig[i], o)
+			}
+		})
+	}
+	total, done := 0, 0
+	for _, b := range batches {
+		total += len(b.items)
+	}
+	progress := func(b *batch) {
+		done += len(b.items)
+		if r.opts.Progress != nil {
+			r.opts.Progress(done, total)
+		}
+	}
+	var prev *batch
+	for _, b := range batches {
+		if err := ctx.Err(); err != nil {
+			wg.Wait()
+			return err
+		}
+		if r.stop {
+			break
+		}
+		b.checked1 = make(chan struct{})
+		b.x1 = r.post(ctx, b.items, r.opts.To, b.from)
+		check(func() {
+			defer close(b.checked1)
+			b.out = r.check(b.x1, b.t1)
+			if !r.opts.RoundTrip {
+				return
+			}
+			for i, o := range b.out {
+				if o == nil {
+					continue
+				}
+				raw := b.items[i].convRaw
+				if !b.items[i].reusable {
+					var err error
+					if raw, err = json.Marshal(o); err != nil {
+						b.items[i].failed = true
+						continue
+					}
+				}
+				b.back = append(b.back, &item{index: b.items[i].index, source: b.items[i].source, version: r.opts.To, orig: o, raw: raw, original: b.items[i].orig})
+				b.backOrig = append(b.backOrig, b.items[i])
+			}
+		})
+		if !r.opts.RoundTrip {
+			progress(b)
+		} else if prev != nil {
+			sendLeg2(prev)
+			progress(prev)
+		}
+		prev = b
+	}
+	if r.opts.RoundTrip && prev != nil && prev.checked1 != nil {
+		sendLeg2(prev)
+		progress(prev)
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// post sends one ConversionReview (not for strategy None). It runs on the requesting
+// goroutine only: requests go one at a time.
+func (r *runner) post(ctx context.Context, items []*item, to, from string) *exchange {
+	x := &exchange{items: items, from: from, to: to}
+	if r.none {
+		return x
+	}
+	x.uid = r.newUID()
+	raws := make([][]byte, len(items))
+	for i, it := range items {
+		raws[i] = it.raw
+	}
+	body, err := BuildReview(r.review, x.uid, r.apiVersion(to), raws)
+	if err != nil {
+		x.buildErr = err
+		return x
+	}
+	r.requests++
+	x.number = r.requests
+	start := time.Now()
+	x.resp, x.err = r.opts.Transport.Post(ctx, body)
+	if x.err == nil {
+		r.tally.latencies = append(r.tally.latencies, time.Since(start))
+		return x
+	}
+	var te *TransportError
+	if !errors.As(x.err, &te) || !te.Timeout {
+		r.stop = true
+		r.report.Unreachable = x.err.Error()
+	}
+	return x
+}
