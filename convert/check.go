@@ -319,7 +319,7 @@ func (r *runner) checkObject(t *tally, it *item, conv map[string]any, to, dir st
 				errs = apivalidation.ValidateAnnotations(strs, field.NewPath("metadata", "annotations"))
 			}
 			for _, e := range errs {
-				fail(CheckLabelsAnnotations, "."+e.Field, e.ErrorBody())
+				fail(CheckLabelsAnnotations, ErrorPath(e.Field, e.ErrorBody()), e.ErrorBody())
 				laOK = false
 			}
 		}
@@ -385,7 +385,7 @@ func (r *runner) checkInTarget(t *tally, it *item, obj map[string]any, to, dir s
 	errs := s.validate(obj)
 	for _, e := range errs {
 		it.failed = true
-		t.fail(Finding{Object: it.source, Direction: dir, Check: CheckTargetSchema, Path: "." + e.Field, Detail: e.ErrorBody()})
+		t.fail(Finding{Object: it.source, Direction: dir, Check: CheckTargetSchema, Path: ErrorPath(e.Field, e.ErrorBody()), Detail: e.ErrorBody()})
 	}
 	if len(errs) == 0 {
 		t.pass(CheckTargetSchema)

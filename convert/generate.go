@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -12,6 +13,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+
+	"github.com/crdver/kubectl-crdver/explain"
 )
 
 // GenerateOptions tune Generate.
@@ -28,11 +31,24 @@ type GenerateOptions struct {
 
 // Generated is the result of Generate.
 type Generated struct {
+	// Objects are valid in the version: the API server's create path (explain's preview
+	// engine: decoding with fieldValidation=Strict, pruning, defaulting, metadata, OpenAPI,
+	// list types, CEL) accepts each of them.
 	Objects []Object
-	// Invalid counts objects that still fail the version's OpenAPI validation after the
-	// retries (e.g. a pattern or oneOf the generator cannot satisfy); they are kept.
-	Invalid int
+	// Dropped counts objects left out because they were still rejected after
+	// GenerateAttempts attempts of GenerateRepairs repairs each (e.g. a pattern, oneOf or CEL
+	// rule the generator cannot satisfy and no optional field to drop).
+	Dropped int
+	// Repaired counts objects that were accepted only after optional fields named in the
+	// rejection were dropped.
+	Repaired int
 }
+
+// Bounds of the search for a valid object: fresh attempts, and repairs per attempt.
+const (
+	GenerateAttempts = 10
+	GenerateRepairs  = 8
+)
 
 // profiles of the first objects, so that even a small --generate N covers the cases
 // conversions get wrong; later objects mix them at random.
@@ -48,8 +64,16 @@ const (
 // formats, minimum/maximum, lengths, required fields and (where feasible) patterns, with the
 // version's defaults applied as the API server would on create. It varies what conversions
 // get wrong: optional fields omitted, present but empty, or set; strings with separators;
-// empty and one-element lists and maps; zero values. CEL rules are not considered.
+// empty and one-element lists and maps; zero values. Each object is checked with the API
+// server's create path (explain.Previewer); a rejected one is repaired by dropping the
+// optional fields the errors name, or generated again, within bounds; what stays rejected is
+// dropped and counted.
 func Generate(crd *apiextensionsv1.CustomResourceDefinition, opts GenerateOptions) (*Generated, error) {
+	return GenerateContext(context.Background(), crd, opts)
+}
+
+// GenerateContext is Generate with a context: it stops with ctx's error when ctx is done.
+func GenerateContext(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, opts GenerateOptions) (*Generated, error) {
 	vs, err := newVersionSchema(crd, opts.Version)
 	if err != nil {
 		return nil, err
@@ -57,18 +81,26 @@ func Generate(crd *apiextensionsv1.CustomResourceDefinition, opts GenerateOption
 	if vs.structural == nil {
 		return nil, fmt.Errorf("%s: version %q has no schema to generate objects from", crd.Name, opts.Version)
 	}
+	previewer, err := explain.NewPreviewer(crd)
+	if err != nil {
+		return nil, err
+	}
 	ns := opts.Namespace
 	if ns == "" {
 		ns = "default"
 	}
 	out := &Generated{}
 	for i := 0; i < opts.Count; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		profile := i
 		if profile > profileRandom {
 			profile = profileRandom
 		}
 		var obj map[string]any
-		for attempt := 0; attempt < 10; attempt++ {
+		accepted, repaired := false, false
+		for attempt := 0; attempt < GenerateAttempts && !accepted; attempt++ {
 			g := &generator{rng: rand.New(rand.NewPCG(opts.Seed, uint64(i)<<8|uint64(attempt))), profile: profile}
 			obj = g.root(vs.structural)
 			obj["apiVersion"] = crd.Spec.Group + "/" + opts.Version
@@ -83,16 +115,52 @@ func Generate(crd *apiextensionsv1.CustomResourceDefinition, opts GenerateOption
 			}
 			obj["metadata"] = meta
 			vs.defaultObject(obj)
-			if len(vs.validate(obj)) == 0 {
-				break
+			for repair := 0; repair <= GenerateRepairs; repair++ {
+				errs, err := previewErrors(ctx, previewer, obj, ns)
+				if err != nil {
+					return nil, fmt.Errorf("%s: checking generated object %d: %w", crd.Name, i, err)
+				}
+				if len(errs) == 0 {
+					accepted = true
+					break
+				}
+				if repair == GenerateRepairs || !repairObject(obj, vs.structural, errs) {
+					break
+				}
+				repaired = true
+				vs.defaultObject(obj)
 			}
-			if attempt == 9 {
-				out.Invalid++
-			}
+		}
+		if !accepted {
+			out.Dropped++
+			continue
+		}
+		if repaired {
+			out.Repaired++
 		}
 		out.Objects = append(out.Objects, Object{Source: fmt.Sprintf("generated #%d (seed %d)", i, opts.Seed), Object: obj})
 	}
 	return out, nil
+}
+
+// previewErrors runs the API server's create path on obj (a strict create, as kubectl sends
+// it) and returns the errors of a rejection.
+func previewErrors(ctx context.Context, p *explain.Previewer, obj map[string]any, ns string) ([]explain.PreviewError, error) {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.Create(ctx, raw, explain.PreviewOptions{FieldValidation: explain.FieldValidationStrict, Namespace: ns})
+	if err != nil {
+		return nil, err
+	}
+	if res.Accepted() {
+		return nil, nil
+	}
+	if len(res.Errors) == 0 {
+		return []explain.PreviewError{{Message: "rejected"}}, nil
+	}
+	return res.Errors, nil
 }
 
 type generator struct {

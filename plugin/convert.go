@@ -376,13 +376,16 @@ func (o *ConvertOptions) objects(ctx context.Context, crd *apiextensionsv1.Custo
 		if err != nil {
 			return nil, nil, err
 		}
-		g, err := convert.Generate(crd, convert.GenerateOptions{Version: o.From, Count: o.Generate, Seed: o.Seed, Namespace: ns})
+		g, err := convert.GenerateContext(ctx, crd, convert.GenerateOptions{Version: o.From, Count: o.Generate, Seed: o.Seed, Namespace: ns})
 		if err != nil {
 			return nil, nil, Usage(err)
 		}
-		notes := []string{fmt.Sprintf("%d object(s) generated from the %s schema with seed %d (--seed %d reproduces them)", o.Generate, o.From, o.Seed, o.Seed)}
-		if g.Invalid > 0 {
-			notes = append(notes, fmt.Sprintf("%d generated object(s) are not valid in %s (constraints the generator cannot satisfy)", g.Invalid, o.From))
+		notes := []string{fmt.Sprintf("%d object(s) generated from the %s schema with seed %d (--seed %d reproduces them), each accepted by the API server's create path", len(g.Objects), o.From, o.Seed, o.Seed)}
+		if g.Repaired > 0 {
+			notes = append(notes, fmt.Sprintf("%d generated object(s) were repaired (optional fields the API server rejected were dropped)", g.Repaired))
+		}
+		if g.Dropped > 0 {
+			notes = append(notes, fmt.Sprintf("%d generated object(s) dropped: the API server still rejected them in %s after %d attempts (constraints the generator cannot satisfy)", g.Dropped, o.From, convert.GenerateAttempts))
 		}
 		return g.Objects, notes, nil
 	}
