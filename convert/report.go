@@ -53,8 +53,28 @@ var AllChecks = []string{
 // Severities of findings.
 const (
 	SeverityError   = "error"   // the API server would fail the conversion, or data is lost
-	SeverityWarning = "warning" // the API server silently repairs it (e.g. discards metadata changes)
+	SeverityWarning = "warning" // the API server does not fail on it (it repairs or ignores it): reported, never fails a run unless strict
 )
+
+// warningChecks are the checks the API server itself does not fail a conversion on:
+//   - content-type: its webhook client decodes any Content-Type as JSON (an unparsable one
+//     fails, and is reported as an error);
+//   - metadata-unchanged: it restores metadata other than labels and annotations from the
+//     original (webhook_converter.go restoreObjectMeta);
+//   - target-schema: it does not validate converted objects; it stores and serves them, and
+//     only a write of the object in that version is rejected.
+//
+// Every other check is an error: the API server fails the conversion, or data is lost
+// (pruned-fields, round-trip).
+var warningChecks = map[string]bool{CheckContentType: true, CheckMetadataUnchanged: true, CheckTargetSchema: true}
+
+// SeverityOf is the default severity of a failed check.
+func SeverityOf(check string) string {
+	if warningChecks[check] {
+		return SeverityWarning
+	}
+	return SeverityError
+}
 
 // Report is the result of a run. Its JSON shape is stable (README "convert").
 type Report struct {
@@ -68,7 +88,7 @@ type Report struct {
 
 	Objects   int `json:"objects"`   // objects given
 	Skipped   int `json:"skipped"`   // already at the target version: not sent (the API server never sends them)
-	Converted int `json:"converted"` // objects that came back converted and passed every check
+	Converted int `json:"converted"` // objects that came back converted with no error (warnings allowed)
 	NotSent   int `json:"notSent"`   // objects not sent (or not sent back) because the webhook became unreachable
 	Requests  int `json:"requests"`  // ConversionReview requests sent
 
@@ -84,11 +104,12 @@ type Report struct {
 	Failed []FailedObject `json:"-"`
 }
 
-// CheckCount is how many times a check passed and failed.
+// CheckCount is how many times a check passed, failed (an error) and warned.
 type CheckCount struct {
-	Name   string `json:"name"`
-	Passed int    `json:"passed"`
-	Failed int    `json:"failed"`
+	Name     string `json:"name"`
+	Passed   int    `json:"passed"`
+	Failed   int    `json:"failed"`
+	Warnings int    `json:"warnings"`
 }
 
 // Finding is one failed check.
@@ -115,11 +136,20 @@ type FailedObject struct {
 	Object map[string]any
 }
 
-// Problems counts the failed checks (errors and warnings).
+// Problems counts the failed checks (errors); warnings are not problems.
 func (r *Report) Problems() int {
 	n := 0
 	for _, c := range r.Checks {
 		n += c.Failed
+	}
+	return n
+}
+
+// Warnings counts the checks that warned: what the API server would not fail on.
+func (r *Report) Warnings() int {
+	n := 0
+	for _, c := range r.Checks {
+		n += c.Warnings
 	}
 	return n
 }
@@ -144,10 +174,15 @@ func (t *tally) count(name string) *CheckCount {
 
 func (t *tally) pass(name string) { t.count(name).Passed++ }
 
+// fail records a finding; its severity, when not given, is the check's (SeverityOf).
 func (t *tally) fail(f Finding) {
-	t.count(f.Check).Failed++
 	if f.Severity == "" {
-		f.Severity = SeverityError
+		f.Severity = SeverityOf(f.Check)
+	}
+	if f.Severity == SeverityWarning {
+		t.count(f.Check).Warnings++
+	} else {
+		t.count(f.Check).Failed++
 	}
 	t.findings = append(t.findings, f)
 }
@@ -159,6 +194,7 @@ func (t *tally) merge(o *tally) {
 			mine := t.count(name)
 			mine.Passed += c.Passed
 			mine.Failed += c.Failed
+			mine.Warnings += c.Warnings
 		}
 	}
 	t.findings = append(t.findings, o.findings...)

@@ -60,6 +60,7 @@ type ConvertOptions struct {
 	Keep          string
 	ViaAPIServer  bool
 	Quiet         bool
+	Strict        bool
 
 	WebhookAddress  string
 	ViaServiceProxy bool
@@ -93,8 +94,12 @@ and the service's DNS name, or through the API server's service proxy (--via-ser
 which does not verify the caBundle). --via-apiserver lets the API server call the webhook
 (server-side dry runs; nothing is written).
 
-Exit status: 0 all checks passed; 1 a check failed or a conversion is lossy; 2 usage
-error; 3 the webhook (or the cluster) could not be reached.`,
+Checks the API server itself does not fail on (a Content-Type other than application/json,
+changes to metadata it restores, a converted object its target schema would reject on a
+write) are warnings: reported and counted, but they do not fail the run unless --strict.
+
+Exit status: 0 no check failed (warnings allowed); 1 a check failed, a conversion is lossy,
+or --strict and a warning; 2 usage error; 3 the webhook (or the cluster) could not be reached.`,
 		Example:           convertExample,
 		ValidArgsFunction: completeCRDNames(g),
 		RunE:              runE(o),
@@ -124,6 +129,7 @@ error; 3 the webhook (or the cluster) could not be reached.`,
 	f.StringVar(&o.ClientKey, "webhook-client-key", "", "PEM key of --webhook-client-cert")
 	f.BoolVar(&o.Insecure, "webhook-insecure-skip-tls-verify", false, "Do not verify the webhook's certificate (never the default)")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
+	f.BoolVar(&o.Strict, "strict", false, "Warnings (what the API server would not fail on, such as a text/plain Content-Type) fail the run too (exit 1)")
 	completeVersions := func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		name := ""
 		if len(args) > 0 {
@@ -291,8 +297,12 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 	if report.Unreachable != "" {
 		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s", crd.Name, report.Unreachable))
 	}
-	if n := report.Problems(); n > 0 {
-		return ProblemsFound("%s: %d failed check(s) converting to %s", crd.Name, n, o.To)
+	errs, warns := report.Problems(), report.Warnings()
+	switch {
+	case errs > 0:
+		return ProblemsFound("%s: %d failed check(s), %d warning(s) converting to %s", crd.Name, errs, warns, o.To)
+	case warns > 0 && o.Strict:
+		return ProblemsFound("%s: %d warning(s) converting to %s, and --strict makes warnings fail", crd.Name, warns, o.To)
 	}
 	return nil
 }
@@ -508,7 +518,7 @@ func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
 	if r.NotSent > 0 {
 		notSent = fmt.Sprintf(", %d not sent", r.NotSent)
 	}
-	fmt.Fprintf(&b, "Objects:    %d given, %d skipped, %d passed every check, %d failed%s; %d request(s)\n",
+	fmt.Fprintf(&b, "Objects:    %d given, %d skipped, %d converted without error, %d failed%s; %d request(s)\n",
 		r.Objects, r.Skipped, r.Converted, len(r.Failed), notSent, r.Requests)
 	if r.Latency.Requests > 0 {
 		fmt.Fprintf(&b, "Latency:    p50 %s, p99 %s, max %s over %d request(s)\n", ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.Max), r.Latency.Requests)
@@ -520,9 +530,9 @@ func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
-	t := &table{header: []string{"check", "passed", "failed"}}
+	t := &table{header: []string{"check", "passed", "failed", "warnings"}}
 	for _, c := range r.Checks {
-		t.add(c.Name, strconv.Itoa(c.Passed), strconv.Itoa(c.Failed))
+		t.add(c.Name, strconv.Itoa(c.Passed), strconv.Itoa(c.Failed), strconv.Itoa(c.Warnings))
 	}
 	if len(r.Checks) > 0 {
 		if err := t.print(w, noHeaders); err != nil {
@@ -533,7 +543,7 @@ func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
 		_, err := io.WriteString(w, "\nNo findings.\n")
 		return err
 	}
-	if _, err := fmt.Fprintf(w, "\n%d finding(s):\n", len(r.Findings)); err != nil {
+	if _, err := fmt.Fprintf(w, "\n%d finding(s): %d failed check(s), %d warning(s):\n", len(r.Findings), r.Problems(), r.Warnings()); err != nil {
 		return err
 	}
 	ft := &table{header: []string{"object", "direction", "check", "path", "detail"}}

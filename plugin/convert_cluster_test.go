@@ -61,7 +61,7 @@ func TestConvertAgainstAPIServer(t *testing.T) {
 		if got.code != 0 {
 			t.Fatalf("exit %d\n%s%s", got.code, got.stdout, got.stderr)
 		}
-		mustContain(t, "stdout", got.stdout, "4 object(s) read from the cluster at v1", "4 given, 0 skipped, 4 passed every check", "No findings.")
+		mustContain(t, "stdout", got.stdout, "4 object(s) read from the cluster at v1", "4 given, 0 skipped, 4 converted without error", "No findings.")
 	})
 	t.Run("from cluster: lossy", func(t *testing.T) {
 		srv.Set(testwebhook.Lossy)
@@ -78,7 +78,7 @@ func TestConvertAgainstAPIServer(t *testing.T) {
 		if got.code != 0 {
 			t.Fatalf("exit %d\n%s%s", got.code, got.stdout, got.stderr)
 		}
-		mustContain(t, "stdout", got.stdout, "server-side dry-run create", "12 given, 0 skipped, 12 passed every check", "No findings.")
+		mustContain(t, "stdout", got.stdout, "server-side dry-run create", "12 given, 0 skipped, 12 converted without error", "No findings.")
 		srv.Set(testwebhook.Lossy)
 		defer srv.Set(testwebhook.Good)
 		dir := t.TempDir()

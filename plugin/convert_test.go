@@ -89,13 +89,17 @@ func TestConvertCommand(t *testing.T) {
 	}{
 		{name: "well-behaved round trip", args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--round-trip"}, code: 0, golden: "convert/good.txt"},
 		{name: "lossy round trip", behaviour: testwebhook.Lossy, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--round-trip"}, code: 1, golden: "convert/lossy.txt",
-			stderr: "error: crontabs.stable.example.com: 1 failed check(s) converting to v1"},
+			stderr: "error: crontabs.stable.example.com: 1 failed check(s), 0 warning(s) converting to v1"},
 		{name: "lossy json", behaviour: testwebhook.Lossy, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--round-trip", "-o", "json"}, code: 1, golden: "convert/lossy.json"},
 		{name: "reordered yaml", behaviour: testwebhook.Reorder, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "-o", "yaml"}, code: 1, golden: "convert/reorder.yaml"},
-		{name: "metadata changed", behaviour: testwebhook.ChangeMetadata, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--batch-size", "2"}, code: 1, golden: "convert/metadata.txt"},
+		{name: "metadata changed is a warning", behaviour: testwebhook.ChangeMetadata, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--batch-size", "2"}, code: 0, golden: "convert/metadata.txt"},
 		{name: "failed status", behaviour: testwebhook.Failed, args: []string{"--to", "v1", "-f", cronTabsV1beta1}, code: 1, golden: "convert/failed.txt"},
 		{name: "slow webhook", behaviour: testwebhook.Slow, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--timeout", "200ms"}, code: 1, golden: "convert/timeout.txt"},
 		{name: "v1beta1 review", args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--review-version", "v1beta1"}, code: 0, golden: "convert/review-v1beta1.txt"},
+		// kube-apiserver decodes a text/plain answer as JSON: a warning, exit 0; --strict fails.
+		{name: "text/plain is a warning", behaviour: testwebhook.WrongContentType, args: []string{"--to", "v1", "-f", cronTabsV1beta1}, code: 0, golden: "convert/content-type.txt"},
+		{name: "text/plain with --strict", behaviour: testwebhook.WrongContentType, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--strict"}, code: 1, golden: "convert/content-type.txt",
+			stderr: "error: crontabs.stable.example.com: 1 warning(s) converting to v1, and --strict makes warnings fail"},
 		{name: "generated", args: []string{"--to", "v1beta1", "--generate", "20", "--seed", "4", "--round-trip"}, code: 0, golden: "convert/generated.txt"},
 	}
 	for _, tc := range cases {
@@ -125,7 +129,7 @@ func TestConvertCommand(t *testing.T) {
 			t.Fatalf("exit %d\n%s%s", got.code, got.stdout, got.stderr)
 		}
 		mustContain(t, "stderr", got.stderr, "converted 30/30 objects (")
-		mustContain(t, "stdout", got.stdout, "30 given, 0 skipped, 30 passed every check, 0 failed; 6 request(s)")
+		mustContain(t, "stdout", got.stdout, "30 given, 0 skipped, 30 converted without error, 0 failed; 6 request(s)")
 		quiet := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1beta1", "--generate", "30", "--batch-size", "10", "-q")
 		if quiet.stderr != "" {
 			t.Errorf("--quiet printed %q", quiet.stderr)
