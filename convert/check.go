@@ -22,7 +22,7 @@ import (
 // check runs every check on the response of x into t. The result is aligned with
 // x.items: the converted object as the API server would use it (metadata restored, pruned
 // in the target schema), or nil where the API server would have failed the conversion.
-// Failing items are marked.
+// Failing items are marked; a failure of the request as a whole is kept in x.whole.
 func (r *runner) check(x *exchange, t *tally) []map[string]any {
 	items, to, from := x.items, x.to, x.from
 	dir := from + " -> " + to
@@ -36,79 +36,16 @@ func (r *runner) check(x *exchange, t *tally) []map[string]any {
 			f.Object = batchName(x)
 		}
 		t.fail(f)
+		x.whole = &f
 		for _, it := range items {
-			it.failed = true
+			it.wholeFailed = true
 		}
 		return out
 	}
-	if x.buildErr != nil {
-		return failAll(Finding{Check: CheckResponseJSON, Detail: "building the request: " + x.buildErr.Error()})
+	rev, whole := r.checkRequest(x, t)
+	if whole != nil {
+		return failAll(*whole)
 	}
-	uid, resp := x.uid, x.resp
-	if x.err != nil {
-		var te *TransportError
-		if errors.As(x.err, &te) && te.Timeout {
-			t.pass(CheckConnection)
-			return failAll(Finding{Check: CheckTimeout, Detail: x.err.Error()})
-		}
-		return failAll(Finding{Check: CheckConnection, Detail: x.err.Error()})
-	}
-	t.pass(CheckConnection)
-	t.pass(CheckTimeout)
-
-	if resp.StatusCode != 200 {
-		return failAll(Finding{Check: CheckHTTPStatus, Detail: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, snippet(resp.Body))})
-	}
-	t.pass(CheckHTTPStatus)
-	switch mt, _, err := mime.ParseMediaType(resp.ContentType); {
-	case resp.ContentType != "" && err != nil:
-		// client-go's transformResponse fails on a Content-Type it cannot parse.
-		return failAll(Finding{Check: CheckContentType, Detail: fmt.Sprintf("Content-Type %q cannot be parsed (%v): the API server's client fails the request", resp.ContentType, err)})
-	case mt != "application/json":
-		// The API server's webhook client (k8s.io/apiserver/pkg/util/webhook.NewClientManager)
-		// registers its JSON codec with no media type, so client-go decodes the body as JSON
-		// whatever the Content-Type says: a warning.
-		t.fail(Finding{Object: batchName(x), Direction: dir, Check: CheckContentType,
-			Detail: fmt.Sprintf("Content-Type %q: a ConversionReview response should be application/json (the API server's client decodes it as JSON anyway)", resp.ContentType)})
-	default:
-		t.pass(CheckContentType)
-	}
-	var rev reviewResponse
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(resp.Body, &rev); err != nil {
-		return failAll(Finding{Check: CheckResponseJSON, Detail: fmt.Sprintf("malformed response: %v: %s", err, snippet(resp.Body))})
-	}
-	t.pass(CheckResponseJSON)
-	wantAPIVersion := "apiextensions.k8s.io/" + r.review
-	switch {
-	case r.review == "v1" && (rev.APIVersion != wantAPIVersion || rev.Kind != "ConversionReview"):
-		// The API server's explicit check for v1 reviews.
-		return failAll(Finding{Check: CheckReviewKind, Detail: fmt.Sprintf("expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got %s, Kind=%s", rev.APIVersion, rev.Kind)})
-	case r.review == "v1beta1" && (rev.APIVersion != "" || rev.Kind != "") && (rev.APIVersion != wantAPIVersion || rev.Kind != "ConversionReview"):
-		// v1beta1 has no explicit check, but the API server's decoder fails on any other
-		// registered-or-not kind (an empty one defaults to the request's).
-		return failAll(Finding{Check: CheckReviewKind, Detail: fmt.Sprintf("the API server cannot decode a %s, Kind=%s as the apiextensions.k8s.io/v1beta1 ConversionReview it asked for", rev.APIVersion, rev.Kind)})
-	}
-	t.pass(CheckReviewKind)
-	if rev.Response == nil {
-		return failAll(Finding{Check: CheckResponsePresent, Detail: "no response provided (.response is missing)"})
-	}
-	t.pass(CheckResponsePresent)
-	if r.review == "v1" {
-		if rev.Response.UID != uid {
-			return failAll(Finding{Check: CheckResponseUID, Detail: fmt.Sprintf("expected response.uid=%q, got %q", uid, rev.Response.UID)})
-		}
-		t.pass(CheckResponseUID)
-	}
-	if rev.Response.Result.Status != metav1.StatusSuccess {
-		msg := rev.Response.Result.Message
-		if msg == "" {
-			msg = fmt.Sprintf("response.result.status was %q, not \"Success\"", rev.Response.Result.Status)
-		} else {
-			msg = "the webhook failed the conversion: " + msg
-		}
-		return failAll(Finding{Check: CheckResultStatus, Detail: msg})
-	}
-	t.pass(CheckResultStatus)
 	conv := rev.Response.ConvertedObjects
 	if len(conv) != len(items) {
 		return failAll(Finding{Check: CheckObjectCount, Detail: fmt.Sprintf("returned %d objects, expected %d", len(conv), len(items))})
@@ -180,6 +117,81 @@ func (r *runner) check(x *exchange, t *tally) []map[string]any {
 		out[j] = r.checkObject(t, items[j], m, to, dir)
 	}
 	return out
+}
+
+// checkRequest runs the checks of the request as a whole, in the API server's order, into
+// t, and returns the decoded review, or the finding that fails the whole request.
+func (r *runner) checkRequest(x *exchange, t *tally) (*reviewResponse, *Finding) {
+	dir := x.from + " -> " + x.to
+	if x.buildErr != nil {
+		return nil, &Finding{Check: CheckResponseJSON, Detail: "building the request: " + x.buildErr.Error()}
+	}
+	uid, resp := x.uid, x.resp
+	if x.err != nil {
+		var te *TransportError
+		if errors.As(x.err, &te) && te.Timeout {
+			t.pass(CheckConnection)
+			return nil, &Finding{Check: CheckTimeout, Detail: x.err.Error()}
+		}
+		return nil, &Finding{Check: CheckConnection, Detail: x.err.Error()}
+	}
+	t.pass(CheckConnection)
+	t.pass(CheckTimeout)
+
+	if resp.StatusCode != 200 {
+		return nil, &Finding{Check: CheckHTTPStatus, Detail: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, snippet(resp.Body))}
+	}
+	t.pass(CheckHTTPStatus)
+	switch mt, _, err := mime.ParseMediaType(resp.ContentType); {
+	case resp.ContentType != "" && err != nil:
+		// client-go's transformResponse fails on a Content-Type it cannot parse.
+		return nil, &Finding{Check: CheckContentType, Detail: fmt.Sprintf("Content-Type %q cannot be parsed (%v): the API server's client fails the request", resp.ContentType, err)}
+	case mt != "application/json":
+		// The API server's webhook client (k8s.io/apiserver/pkg/util/webhook.NewClientManager)
+		// registers its JSON codec with no media type, so client-go decodes the body as JSON
+		// whatever the Content-Type says: a warning.
+		t.fail(Finding{Object: batchName(x), Direction: dir, Check: CheckContentType,
+			Detail: fmt.Sprintf("Content-Type %q: a ConversionReview response should be application/json (the API server's client decodes it as JSON anyway)", resp.ContentType)})
+	default:
+		t.pass(CheckContentType)
+	}
+	rev := &reviewResponse{}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(resp.Body, rev); err != nil {
+		return nil, &Finding{Check: CheckResponseJSON, Detail: fmt.Sprintf("malformed response: %v: %s", err, snippet(resp.Body))}
+	}
+	t.pass(CheckResponseJSON)
+	wantAPIVersion := "apiextensions.k8s.io/" + r.review
+	switch {
+	case r.review == "v1" && (rev.APIVersion != wantAPIVersion || rev.Kind != "ConversionReview"):
+		// The API server's explicit check for v1 reviews.
+		return nil, &Finding{Check: CheckReviewKind, Detail: fmt.Sprintf("expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got %s, Kind=%s", rev.APIVersion, rev.Kind)}
+	case r.review == "v1beta1" && (rev.APIVersion != "" || rev.Kind != "") && (rev.APIVersion != wantAPIVersion || rev.Kind != "ConversionReview"):
+		// v1beta1 has no explicit check, but the API server's decoder fails on any other
+		// registered-or-not kind (an empty one defaults to the request's).
+		return nil, &Finding{Check: CheckReviewKind, Detail: fmt.Sprintf("the API server cannot decode a %s, Kind=%s as the apiextensions.k8s.io/v1beta1 ConversionReview it asked for", rev.APIVersion, rev.Kind)}
+	}
+	t.pass(CheckReviewKind)
+	if rev.Response == nil {
+		return nil, &Finding{Check: CheckResponsePresent, Detail: "no response provided (.response is missing)"}
+	}
+	t.pass(CheckResponsePresent)
+	if r.review == "v1" {
+		if rev.Response.UID != uid {
+			return nil, &Finding{Check: CheckResponseUID, Detail: fmt.Sprintf("expected response.uid=%q, got %q", uid, rev.Response.UID)}
+		}
+		t.pass(CheckResponseUID)
+	}
+	if rev.Response.Result.Status != metav1.StatusSuccess {
+		msg := rev.Response.Result.Message
+		if msg == "" {
+			msg = fmt.Sprintf("response.result.status was %q, not \"Success\"", rev.Response.Result.Status)
+		} else {
+			msg = "the webhook failed the conversion: " + msg
+		}
+		return nil, &Finding{Check: CheckResultStatus, Detail: msg}
+	}
+	t.pass(CheckResultStatus)
+	return rev, nil
 }
 
 // sameIdentity: converted belongs to orig when their uids match (if orig has one), or else

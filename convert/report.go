@@ -100,8 +100,37 @@ type Report struct {
 	// run stopped early.
 	Unreachable string `json:"unreachable,omitempty"`
 
+	// Bisections name the objects to blame for each request the webhook failed as a whole.
+	Bisections []Bisection `json:"bisections,omitempty"`
+
 	// Failed lists the objects that failed a check, with their JSON (for --keep).
 	Failed []FailedObject `json:"-"`
+}
+
+// Keep is what reproduces the failures: the objects that failed a check of their own, and
+// the objects a bisection blamed, instead of every object of a request that failed as a
+// whole.
+func (r *Report) Keep() []FailedObject {
+	var out []FailedObject
+	seen := map[string]bool{}
+	add := func(f FailedObject) {
+		if !seen[f.Source] {
+			seen[f.Source] = true
+			out = append(out, f)
+		}
+	}
+	bisected := len(r.Bisections) > 0
+	for _, f := range r.Failed {
+		if !bisected || !f.WholeRequest {
+			add(f)
+		}
+	}
+	for _, b := range r.Bisections {
+		for _, c := range b.Culprits {
+			add(c)
+		}
+	}
+	return out
 }
 
 // CheckCount is how many times a check passed, failed (an error) and warned.
@@ -134,6 +163,8 @@ type Latency struct {
 type FailedObject struct {
 	Source string
 	Object map[string]any
+	// WholeRequest: it failed only because its request failed as a whole.
+	WholeRequest bool
 }
 
 // Problems counts the failed checks (errors); warnings are not problems.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -48,9 +49,12 @@ type Options struct {
 	// NewUID makes request UIDs (nil: random UUIDs, like the API server).
 	NewUID func() types.UID
 	// Progress, when set, is called after each batch has been sent (and sent back, for
-	// round trips) with the number of objects done so far and the number to send. It is
-	// called from one goroutine.
+	// round trips) with the number of objects done so far and the number to send (0 when
+	// the source does not know it). It is called from one goroutine.
 	Progress func(done, total int)
+	// BisectRequests bounds the extra requests sent, over the whole run, to find the objects
+	// to blame when a request fails as a whole (0: DefaultBisectRequests; negative: none).
+	BisectRequests int
 }
 
 // item is one object on its way through the checks.
@@ -60,14 +64,27 @@ type item struct {
 	version string // its own version (for round trips)
 	orig    map[string]any
 	raw     []byte
-	failed  bool
+	failed  bool // failed a check of its own
+	// wholeFailed: its request failed as a whole (HTTP error, result Failure, ...), which
+	// says nothing about this object by itself; bisection finds the ones to blame.
+	wholeFailed bool
 	// convRaw is the webhook's bytes for this object; reusable says they are what the API
 	// server would use (no metadata restored, nothing pruned), so a round trip can send them
 	// back as they are instead of encoding the object again.
 	convRaw  []byte
 	reusable bool
-	// original is, for the way back of a round trip, the object as it was first sent.
+	// original is, for the way back of a round trip, the object as it was first sent, and
+	// input the item it was sent as.
 	original map[string]any
+	input    *item
+}
+
+// inputObject is the object as given (the way there) for an item of either leg.
+func (it *item) inputObject() map[string]any {
+	if it.input != nil {
+		return it.input.orig
+	}
+	return it.orig
 }
 
 type runner struct {
@@ -83,17 +100,60 @@ type runner struct {
 	newUID   func() types.UID
 	stop     bool
 	requests int
+
+	// Across pages: objects seen, done (for progress) and the total when known (0: unknown).
+	seen, done, total int
+	inputPruned       int
+	failed            []*item
+	bisectLeft        int
 }
 
 // Run converts objects to opts.To (and back with opts.RoundTrip) and checks everything. The
 // error is for a run that cannot start (unknown version, object of another kind); what goes
 // wrong with the webhook is in the report (Unreachable when it could not be reached).
 func Run(ctx context.Context, opts Options, objects []Object) (*Report, error) {
+	return RunSource(ctx, opts, SliceSource(objects))
+}
+
+// RunSource is Run over objects read a page at a time: each page is batched, sent, checked
+// (and bisected) before the next is read, so memory is bounded by a page (and the failed
+// objects kept for the report). An error of src is returned as it is.
+func RunSource(ctx context.Context, opts Options, src Source) (*Report, error) {
 	r, err := newRunner(opts, false)
 	if err != nil {
 		return nil, err
 	}
-	return r.run(ctx, objects)
+	if t, ok := src.(interface{ Total() int }); ok {
+		r.total = t.Total()
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		page, err := src.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := r.page(ctx, page); err != nil {
+			return nil, err
+		}
+		if r.stop {
+			// Unreachable: what is left is not sent. Count it without keeping it.
+			for {
+				rest, err := src.Next(ctx)
+				if err != nil {
+					break
+				}
+				r.seen += len(rest)
+				r.report.NotSent += len(rest)
+			}
+			break
+		}
+	}
+	return r.finishRun(), nil
 }
 
 // newRunner prepares a run. viaServer: the API server calls the webhook (no transport, no
@@ -109,6 +169,10 @@ func newRunner(opts Options, viaServer bool) (*runner, error) {
 	}
 	if r.opts.BatchSize <= 0 {
 		r.opts.BatchSize = DefaultBatchSize
+	}
+	r.bisectLeft = r.opts.BisectRequests
+	if r.bisectLeft == 0 {
+		r.bisectLeft = DefaultBisectRequests
 	}
 	if !r.hasVersion(opts.To) {
 		return nil, fmt.Errorf("%s: version %q is not in spec.versions (have: %s)", crd.Name, opts.To, strings.Join(r.versionNames(), ", "))
@@ -172,21 +236,22 @@ func (r *runner) versionNames() []string {
 
 func (r *runner) apiVersion(v string) string { return r.group + "/" + v }
 
-func (r *runner) run(ctx context.Context, objects []Object) (*Report, error) {
-	r.report.Objects = len(objects)
+// page sends, checks and bisects one page of objects, and keeps only what the report needs.
+func (r *runner) page(ctx context.Context, objects []Object) error {
 	// Group by the objects' own version, keeping the input order within each group.
 	groups := map[string][]*item{}
 	var order []string
-	inputPruned := 0
+	offset := r.seen
+	r.seen += len(objects)
 	for i, o := range objects {
 		av, _ := o.Object["apiVersion"].(string)
 		kind, _ := o.Object["kind"].(string)
 		g, v, _ := strings.Cut(av, "/")
 		if g != r.group || !r.hasVersion(v) {
-			return nil, fmt.Errorf("%s: apiVersion %q is not a version of %s (have: %s)", o.Source, av, r.crd.Name, r.joinAPIVersions())
+			return fmt.Errorf("%s: apiVersion %q is not a version of %s (have: %s)", o.Source, av, r.crd.Name, r.joinAPIVersions())
 		}
 		if kind != r.kind {
-			return nil, fmt.Errorf("%s: kind %q is not %s's kind %q", o.Source, kind, r.crd.Name, r.kind)
+			return fmt.Errorf("%s: kind %q is not %s's kind %q", o.Source, kind, r.crd.Name, r.kind)
 		}
 		if v == r.opts.To {
 			r.report.Skipped++
@@ -195,23 +260,17 @@ func (r *runner) run(ctx context.Context, objects []Object) (*Report, error) {
 		// What the API server would have stored: pruned and defaulted in the object's version.
 		obj := runtime.DeepCopyJSON(o.Object)
 		if len(r.schemas[v].pruneObject(obj, true)) > 0 {
-			inputPruned++
+			r.inputPruned++
 		}
 		r.schemas[v].defaultObject(obj)
 		raw, err := json.Marshal(obj)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", o.Source, err)
+			return fmt.Errorf("%s: %w", o.Source, err)
 		}
 		if _, ok := groups[v]; !ok {
 			order = append(order, v)
 		}
-		groups[v] = append(groups[v], &item{index: i, source: o.Source, version: v, orig: obj, raw: raw})
-	}
-	if inputPruned > 0 {
-		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%d input object(s) had fields their own version's schema does not know: they were pruned before sending, as the API server would on create", inputPruned))
-	}
-	if r.report.Skipped > 0 {
-		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%d object(s) already at %s were not sent (the API server never sends them)", r.report.Skipped, r.opts.To))
+		groups[v] = append(groups[v], &item{index: offset + i, source: o.Source, version: v, orig: obj, raw: raw})
 	}
 	var batches []*batch
 	for _, v := range order {
@@ -221,9 +280,19 @@ func (r *runner) run(ctx context.Context, objects []Object) (*Report, error) {
 		}
 	}
 	if err := r.pipeline(ctx, batches); err != nil {
-		return nil, err
+		return err
 	}
-	var failed []*item
+	// Requests that failed as a whole: find the objects to blame, one request at a time.
+	for _, b := range batches {
+		for _, x := range []*exchange{b.x1, b.x2} {
+			if x != nil && x.whole != nil && bisectable(x.whole.Check) && len(x.items) > 1 && r.opts.BisectRequests >= 0 {
+				r.report.Bisections = append(r.report.Bisections, r.bisect(ctx, x))
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	for _, b := range batches {
 		r.tally.merge(b.t1)
 		r.tally.merge(b.t2)
@@ -240,8 +309,8 @@ func (r *runner) run(ctx context.Context, objects []Object) (*Report, error) {
 		}
 		for _, it := range b.items {
 			switch {
-			case it.failed:
-				failed = append(failed, it)
+			case it.failed || it.wholeFailed:
+				r.failed = append(r.failed, it)
 			case unsent[it]:
 				r.report.NotSent++
 			default:
@@ -249,11 +318,23 @@ func (r *runner) run(ctx context.Context, objects []Object) (*Report, error) {
 			}
 		}
 	}
-	sort.SliceStable(failed, func(i, j int) bool { return failed[i].index < failed[j].index })
-	for _, it := range failed {
-		r.report.Failed = append(r.report.Failed, FailedObject{Source: it.source, Object: it.orig})
+	return nil
+}
+
+// finishRun adds the notes and failed objects of all pages and completes the report.
+func (r *runner) finishRun() *Report {
+	r.report.Objects = r.seen
+	if r.inputPruned > 0 {
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%d input object(s) had fields their own version's schema does not know: they were pruned before sending, as the API server would on create", r.inputPruned))
 	}
-	return r.finish(), nil
+	if r.report.Skipped > 0 {
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%d object(s) already at %s were not sent (the API server never sends them)", r.report.Skipped, r.opts.To))
+	}
+	sort.SliceStable(r.failed, func(i, j int) bool { return r.failed[i].index < r.failed[j].index })
+	for _, it := range r.failed {
+		r.report.Failed = append(r.report.Failed, FailedObject{Source: it.source, Object: it.orig, WholeRequest: !it.failed})
+	}
+	return r.finish()
 }
 
 func (r *runner) joinAPIVersions() string {
@@ -285,6 +366,8 @@ type exchange struct {
 	resp     *HTTPResponse
 	err      error
 	buildErr error
+	// whole is the finding of a failure of the request as a whole (set by check).
+	whole *Finding
 }
 
 // pipeline sends the requests one at a time, in order, as the API server does for a list,
@@ -311,22 +394,30 @@ func (r *runner) pipeline(ctx context.Context, batches []*batch) error {
 		check(func() {
 			res := r.check(b.x2, b.t2)
 			for i, o := range res {
+				back, orig := b.back[i], b.backOrig[i]
+				orig.failed = orig.failed || back.failed
+				orig.wholeFailed = orig.wholeFailed || back.wholeFailed
 				if o == nil {
-					b.backOrig[i].failed = true
 					continue
 				}
 				r.compareRoundTrip(b.t2, b.backOrig[i], o)
 			}
 		})
 	}
-	total, done := 0, 0
-	for _, b := range batches {
-		total += len(b.items)
+	// The total to send, when the source knows it: the objects it holds less those skipped
+	// (all known for a single page).
+	total := 0
+	if r.total > 0 {
+		total = max(r.total-r.report.Skipped, 0)
 	}
 	progress := func(b *batch) {
-		done += len(b.items)
+		r.done += len(b.items)
 		if r.opts.Progress != nil {
-			r.opts.Progress(done, total)
+			t := total
+			if t > 0 && r.done > t {
+				t = r.done
+			}
+			r.opts.Progress(r.done, t)
 		}
 	}
 	var prev *batch
@@ -358,7 +449,7 @@ func (r *runner) pipeline(ctx context.Context, batches []*batch) error {
 						continue
 					}
 				}
-				b.back = append(b.back, &item{index: b.items[i].index, source: b.items[i].source, version: r.opts.To, orig: o, raw: raw, original: b.items[i].orig})
+				b.back = append(b.back, &item{index: b.items[i].index, source: b.items[i].source, version: r.opts.To, orig: o, raw: raw, original: b.items[i].orig, input: b.items[i]})
 				b.backOrig = append(b.backOrig, b.items[i])
 			}
 		})

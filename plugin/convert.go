@@ -3,6 +3,7 @@ package plugin
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,8 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -233,7 +232,6 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 	}
 
 	var report *convert.Report
-	var objects []convert.Object
 	var notes []string
 	switch {
 	case o.ViaAPIServer && o.FromCluster:
@@ -241,22 +239,28 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		report, err = convert.LiveRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To},
-			metav1.ListOptions{LabelSelector: o.Selector, Limit: o.Limit}, o.AllNamespaces)
+		report, err = convert.LiveRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To}, o.selection(ns))
+		if ctx.Err() != nil {
+			return Unavailable(fmt.Errorf("interrupted: nothing was written"))
+		}
 		if err != nil {
 			return clusterError("round trip through the API server", err)
 		}
 	default:
-		objects, notes, err = o.objects(ctx, crd)
+		src, objects, srcNotes, err := o.objects(ctx, crd)
 		if err != nil {
 			return err
 		}
+		notes = srcNotes
 		if o.ViaAPIServer {
 			dyn, ns, err := o.dynamic()
 			if err != nil {
 				return err
 			}
 			report, err = convert.DryRunRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To}, objects)
+			if ctx.Err() != nil {
+				return Unavailable(fmt.Errorf("interrupted: nothing was written"))
+			}
 			if err != nil {
 				return clusterError("round trip through the API server", err)
 			}
@@ -268,24 +272,42 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		if !o.Quiet && len(objects) > o.BatchSize {
+		if !o.Quiet && (objects == nil || len(objects) > o.BatchSize) {
 			opts.Progress = progressLines(o.g.ErrOut, time.Now())
 		}
-		report, err = convert.Run(ctx, opts, objects)
+		if objects != nil {
+			src = convert.SliceSource(objects)
+		}
+		report, err = convert.RunSource(ctx, opts, src)
 		if ctx.Err() != nil {
 			return Unavailable(fmt.Errorf("interrupted: nothing was written"))
+		}
+		var listErr *convert.ListError
+		if errors.As(err, &listErr) {
+			return clusterError(fmt.Sprintf("listing %s at %s", listErr.CRD, listErr.Version), listErr.Err)
 		}
 		if err != nil {
 			return Usage(err)
 		}
+		if cs, ok := src.(*convert.ClusterSource); ok {
+			note := fmt.Sprintf("%d object(s) read from the cluster at %s, in pages of at most %d", cs.Read(), o.From, convert.DefaultPageSize)
+			if cs.Read() == 0 {
+				note = fmt.Sprintf("0 object(s) read from the cluster at %s: nothing to convert", o.From)
+			}
+			notes = append(notes, note)
+		}
 	}
 	report.Notes = append(notes, report.Notes...)
 
-	if o.Keep != "" && len(report.Failed) > 0 {
-		if err := writeKeep(o.Keep, report.Failed); err != nil {
+	if keep := report.Keep(); o.Keep != "" && len(keep) > 0 {
+		if err := writeKeep(o.Keep, keep); err != nil {
 			return err
 		}
-		report.Notes = append(report.Notes, fmt.Sprintf("%d failing object(s) written to %s", len(report.Failed), o.Keep))
+		what := "failing"
+		if len(report.Bisections) > 0 {
+			what = "failing (bisected)"
+		}
+		report.Notes = append(report.Notes, fmt.Sprintf("%d %s object(s) written to %s", len(keep), what, o.Keep))
 	}
 	if o.out.structured() {
 		if err := o.out.printStructured(o.g.Out, report); err != nil {
@@ -308,16 +330,21 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 }
 
 // progressLines prints "converted 1500/10000 objects (2400/s, about 4s left)" at most once a
-// second, and the last one.
+// second, and the last one; "converted 1500 objects (2400/s)" when the total is not known
+// (objects listed from the cluster a page at a time).
 func progressLines(w io.Writer, start time.Time) func(done, total int) {
 	var last time.Time
 	return func(done, total int) {
 		now := time.Now()
-		if done < total && now.Sub(last) < time.Second {
+		if (total <= 0 || done < total) && now.Sub(last) < time.Second {
 			return
 		}
 		last = now
 		rate := float64(done) / now.Sub(start).Seconds()
+		if total <= 0 {
+			fmt.Fprintf(w, "converted %d objects (%.0f/s)\n", done, rate)
+			return
+		}
 		line := fmt.Sprintf("converted %d/%d objects (%.0f/s", done, total, rate)
 		if done < total && rate > 0 {
 			line += fmt.Sprintf(", about %s left", (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second))
@@ -361,34 +388,43 @@ func (o *ConvertOptions) dynamic() (dynamic.Interface, string, error) {
 	return dyn, ns, nil
 }
 
-// objects reads, lists or generates the objects to convert.
-func (o *ConvertOptions) objects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) ([]convert.Object, []string, error) {
+// selection is which live objects --from-cluster reads: -n/-A, -l and --limit, in pages.
+func (o *ConvertOptions) selection(ns string) convert.Selection {
+	return convert.Selection{Namespace: ns, AllNamespaces: o.AllNamespaces, LabelSelector: o.Selector, Limit: o.Limit}
+}
+
+// objects reads or generates the objects to convert, or (--from-cluster) returns the source
+// that lists them a page at a time.
+func (o *ConvertOptions) objects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (convert.Source, []convert.Object, []string, error) {
 	switch {
 	case len(o.Files) > 0:
 		docs, err := ReadDocuments(o.Files, o.g.In)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if len(docs) == 0 {
-			return nil, nil, UsageErrorf("%s: no objects found", strings.Join(o.Files, ", "))
+			return nil, nil, nil, UsageErrorf("%s: no objects found", strings.Join(o.Files, ", "))
 		}
 		out := make([]convert.Object, 0, len(docs))
 		for _, d := range docs {
 			var m map[string]any
 			if err := utiljson.Unmarshal(d.JSON, &m); err != nil || m == nil {
-				return nil, nil, UsageErrorf("%s: not a JSON object", d.Where())
+				return nil, nil, nil, UsageErrorf("%s: not a JSON object", d.Where())
 			}
 			out = append(out, convert.Object{Source: d.Where(), Object: m})
 		}
-		return out, nil, nil
+		return nil, out, nil, nil
 	case o.Generate > 0:
 		ns, err := o.namespaceOrDefault()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		g, err := convert.GenerateContext(ctx, crd, convert.GenerateOptions{Version: o.From, Count: o.Generate, Seed: o.Seed, Namespace: ns})
+		if ctx.Err() != nil {
+			return nil, nil, nil, Unavailable(fmt.Errorf("interrupted: nothing was written"))
+		}
 		if err != nil {
-			return nil, nil, Usage(err)
+			return nil, nil, nil, Usage(err)
 		}
 		notes := []string{fmt.Sprintf("%d object(s) generated from the %s schema with seed %d (--seed %d reproduces them), each accepted by the API server's create path", len(g.Objects), o.From, o.Seed, o.Seed)}
 		if g.Repaired > 0 {
@@ -397,43 +433,16 @@ func (o *ConvertOptions) objects(ctx context.Context, crd *apiextensionsv1.Custo
 		if g.Dropped > 0 {
 			notes = append(notes, fmt.Sprintf("%d generated object(s) dropped: the API server still rejected them in %s after %d attempts (constraints the generator cannot satisfy)", g.Dropped, o.From, convert.GenerateAttempts))
 		}
-		return g.Objects, notes, nil
+		if len(g.Objects) == 0 {
+			return nil, nil, nil, Usage(fmt.Errorf("%s: none of the %d generated object(s) is valid in %s: nothing to convert", crd.Name, o.Generate, o.From))
+		}
+		return nil, g.Objects, notes, nil
 	}
 	dyn, ns, err := o.dynamic()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if o.AllNamespaces || crd.Spec.Scope == apiextensionsv1.ClusterScoped {
-		ns = ""
-	}
-	gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: o.From, Resource: crd.Spec.Names.Plural}
-	var out []convert.Object
-	opts := metav1.ListOptions{LabelSelector: o.Selector, Limit: 500}
-	for {
-		if o.Limit > 0 && int64(len(out))+opts.Limit > o.Limit {
-			opts.Limit = o.Limit - int64(len(out))
-		}
-		var ri dynamic.ResourceInterface = dyn.Resource(gvr)
-		if crd.Spec.Scope == apiextensionsv1.NamespaceScoped {
-			ri = dyn.Resource(gvr).Namespace(ns)
-		}
-		list, err := ri.List(ctx, opts)
-		if err != nil {
-			return nil, nil, clusterError(fmt.Sprintf("listing %s at %s", crd.Name, o.From), err)
-		}
-		for _, item := range list.Items {
-			out = append(out, convert.Object{Source: objectName(item.GetNamespace(), item.GetName()), Object: item.Object})
-		}
-		if list.GetContinue() == "" || (o.Limit > 0 && int64(len(out)) >= o.Limit) {
-			break
-		}
-		opts.Continue = list.GetContinue()
-	}
-	note := fmt.Sprintf("%d object(s) read from the cluster at %s", len(out), o.From)
-	if len(out) == 0 {
-		note += ": nothing to convert"
-	}
-	return out, []string{note}, nil
+	return convert.NewClusterSource(dyn, crd, o.From, o.selection(ns)), nil, nil, nil
 }
 
 func (o *ConvertOptions) namespaceOrDefault() (string, error) {
@@ -442,13 +451,6 @@ func (o *ConvertOptions) namespaceOrDefault() (string, error) {
 		return ns, err
 	}
 	return "default", nil
-}
-
-func objectName(ns, name string) string {
-	if ns == "" {
-		return name
-	}
-	return ns + "/" + name
 }
 
 // transport builds the way to the webhook.
@@ -554,7 +556,33 @@ func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
 		}
 		ft.add(f.Object, f.Direction, check, dash(f.Path), f.Detail)
 	}
-	return ft.print(w, noHeaders)
+	if err := ft.print(w, noHeaders); err != nil {
+		return err
+	}
+	return printBisections(w, r.Bisections)
+}
+
+// printBisections names the objects to blame for each request that failed as a whole.
+func printBisections(w io.Writer, bs []convert.Bisection) error {
+	var b strings.Builder
+	for _, bi := range bs {
+		state := "minimal failing object(s)"
+		if !bi.Complete {
+			state = "smallest failing set found (the search stopped early: request budget, interrupt or unreachable webhook)"
+		}
+		fmt.Fprintf(&b, "\n%s (%s) failed as a whole (%s); bisected with %d more request(s), %s:\n", bi.Request, bi.Direction, bi.Check, bi.Requests, state)
+		const shown = 20
+		for i, o := range bi.Objects {
+			if i == shown {
+				fmt.Fprintf(&b, "  … and %d more (-o json lists them all)\n", len(bi.Objects)-shown)
+				break
+			}
+			fmt.Fprintf(&b, "  %s\n", o)
+		}
+		fmt.Fprintf(&b, "  webhook said: %s\n", bi.Detail)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 func ms(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "ms" }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +178,51 @@ func TestConvertCommand(t *testing.T) {
 			}
 		}
 	})
+}
+
+// badPort is a webhook bug: it cannot parse a hostPort whose port is not a number, and fails
+// the whole ConversionReview.
+func badPort(obj map[string]any) bool {
+	spec, _ := obj["spec"].(map[string]any)
+	hp, _ := spec["hostPort"].(string)
+	i := strings.LastIndex(hp, ":")
+	if i < 0 {
+		return false
+	}
+	_, err := strconv.Atoi(hp[i+1:])
+	return err != nil
+}
+
+// TestConvertBisect: a webhook that fails a whole ConversionReview because of one object in
+// 40: the report names that object, --keep writes only it, and the kept file reproduces the
+// failure on its own.
+func TestConvertBisect(t *testing.T) {
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
+	crdFile := writeCRD(t, webhookCRD(t, srv, ""))
+	srv.Set(testwebhook.FailBatchIf)
+	srv.SetPoison(badPort)
+	keep := filepath.Join(t.TempDir(), "failing.yaml")
+	got := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1", "--from", "v1beta1", "--generate", "40", "--seed", "3", "--keep", keep)
+	if got.code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", got.code, got.stdout, got.stderr)
+	}
+	golden(t, "convert/bisect.txt", strings.ReplaceAll(stable(got.stdout), keep, "KEEP.yaml"))
+	mustContain(t, "stdout", got.stdout, "minimal failing object(s):\n  generated #3 (seed 3)\n", "1 failing (bisected) object(s) written to "+keep)
+	b, err := os.ReadFile(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(b), "\n---\n") != 1 || !strings.Contains(string(b), "hostPort: a:b/c,d=e") {
+		t.Errorf("--keep wrote:\n%s", b)
+	}
+	again := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1", "-f", keep, "-o", "json")
+	var rep convert.Report
+	if err := json.Unmarshal([]byte(again.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s%s", err, again.stdout, again.stderr)
+	}
+	if again.code != 1 || rep.Objects != 1 || rep.Requests != 1 || len(rep.Findings) != 1 || rep.Findings[0].Check != convert.CheckResultStatus {
+		t.Errorf("the kept object alone: exit %d, %d object(s), %d request(s), findings %+v", again.code, rep.Objects, rep.Requests, rep.Findings)
+	}
 }
 
 // TestConvertUsage: bad flags and input give one error line and exit 2.

@@ -1,0 +1,150 @@
+package convert
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/crdver/kubectl-crdver/internal/testwebhook"
+)
+
+// poisoned makes n CronTabs and marks those at the given indexes with the annotation the
+// test webhook's fail-batch-if behaviours fail a whole request on.
+func poisoned(n int, bad ...int) []Object {
+	objs := cronTabs(n)
+	for _, i := range bad {
+		meta := objs[i].Object["metadata"].(map[string]any)
+		meta["annotations"] = map[string]any{testwebhook.PoisonAnnotation: "true"}
+	}
+	return objs
+}
+
+// TestBisectNamesTheFailingObjects: a webhook that fails the whole request (result Failure, or
+// HTTP 500) when any object has some property: the report names exactly the objects that
+// have it, within a bounded number of extra requests, and Keep holds only them.
+func TestBisectNamesTheFailingObjects(t *testing.T) {
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
+	crd := webhookCRD(t, srv)
+	tr := transport(t, crd, TransportOptions{})
+	cases := []struct {
+		name      string
+		behaviour testwebhook.Behaviour
+		bad       []int
+		check     string
+	}{
+		{"result Failure, 1 in 40", testwebhook.FailBatchIf, []int{23}, CheckResultStatus},
+		{"HTTP 500, 1 in 40", testwebhook.Non200BatchIf, []int{0}, CheckHTTPStatus},
+		{"result Failure, 2 in 40", testwebhook.FailBatchIf, []int{5, 30}, CheckResultStatus},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv.Set(tc.behaviour)
+			defer srv.Set(testwebhook.Good)
+			before := srv.Requests()
+			rep, err := Run(context.Background(), Options{CRD: crd, To: "v1", Transport: tr}, poisoned(40, tc.bad...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, i := range tc.bad {
+				want = append(want, cronTabs(40)[i].Source)
+			}
+			if len(rep.Bisections) != 1 {
+				t.Fatalf("bisections: %+v", rep.Bisections)
+			}
+			b := rep.Bisections[0]
+			if diff := cmp.Diff(want, b.Objects); diff != "" {
+				t.Errorf("blamed objects (-want +got):\n%s", diff)
+			}
+			// Two requests per level of halving, per failing object: 2·⌈log2 40⌉ = 12 each.
+			if !b.Complete || b.Check != tc.check || b.Requests == 0 || b.Requests > 12*len(tc.bad) {
+				t.Errorf("bisection %+v: want complete, check %s, 1..%d requests", b, tc.check, 12*len(tc.bad))
+			}
+			if got := srv.Requests() - before; got != 1+b.Requests || rep.Requests != got {
+				t.Errorf("server saw %d requests, report says %d, bisection %d", got, rep.Requests, b.Requests)
+			}
+			var kept []string
+			for _, k := range rep.Keep() {
+				kept = append(kept, k.Source)
+				if k.Object == nil {
+					t.Errorf("kept %s without its object", k.Source)
+				}
+			}
+			if diff := cmp.Diff(want, kept); diff != "" {
+				t.Errorf("kept (-want +got):\n%s", diff)
+			}
+			// The API server fails the whole list: every object of the request failed.
+			if len(rep.Failed) != 40 || rep.Converted != 0 || rep.Problems() != 1 {
+				t.Errorf("failed %d, converted %d, problems %d; want 40, 0, 1", len(rep.Failed), rep.Converted, rep.Problems())
+			}
+		})
+	}
+}
+
+// TestBisectBounded: the request budget stops the search (and says so); a cancelled context
+// stops it at once.
+func TestBisectBounded(t *testing.T) {
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
+	srv.Set(testwebhook.FailBatchIf)
+	crd := webhookCRD(t, srv)
+	tr := transport(t, crd, TransportOptions{})
+	t.Run("budget", func(t *testing.T) {
+		before := srv.Requests()
+		rep, err := Run(context.Background(), Options{CRD: crd, To: "v1", Transport: tr, BisectRequests: 3}, poisoned(40, 17))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := rep.Bisections[0]
+		if b.Complete || b.Requests != 3 || srv.Requests()-before != 4 {
+			t.Errorf("bisection %+v after %d requests: want incomplete after 3 more", b, srv.Requests()-before)
+		}
+		// The smallest failing set found still holds the object.
+		found := false
+		for _, o := range b.Objects {
+			found = found || o == "default/crontab-17"
+		}
+		if !found || len(b.Objects) >= 40 {
+			t.Errorf("objects %v", b.Objects)
+		}
+	})
+	t.Run("no bisection", func(t *testing.T) {
+		rep, err := Run(context.Background(), Options{CRD: crd, To: "v1", Transport: tr, BisectRequests: -1}, poisoned(40, 17))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Bisections) != 0 || len(rep.Keep()) != 40 {
+			t.Errorf("bisections %d, keep %d", len(rep.Bisections), len(rep.Keep()))
+		}
+	})
+	t.Run("interrupt", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ct := &cancelAfter{Transport: tr, n: 3, cancel: cancel}
+		before := srv.Requests()
+		_, err := Run(ctx, Options{CRD: crd, To: "v1", Transport: ct}, poisoned(40, 17))
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+		if got := srv.Requests() - before; got > 3 {
+			t.Errorf("%d requests after the interrupt at the 3rd", got)
+		}
+	})
+}
+
+// cancelAfter cancels the run's context once n requests have been posted.
+type cancelAfter struct {
+	Transport
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Post(ctx context.Context, body []byte) (*HTTPResponse, error) {
+	resp, err := c.Transport.Post(ctx, body)
+	c.n--
+	if c.n == 0 {
+		c.cancel()
+	}
+	return resp, err
+}
