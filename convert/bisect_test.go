@@ -3,6 +3,7 @@ package convert
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -147,4 +148,55 @@ func (c *cancelAfter) Post(ctx context.Context, body []byte) (*HTTPResponse, err
 		c.cancel()
 	}
 	return resp, err
+}
+
+// pagedSource yields objects in pages and records, at each read, how many requests the
+// webhook had served: a page must be sent before the next is read.
+type pagedSource struct {
+	objects  []Object
+	size     int
+	srv      *testwebhook.Server
+	requests []int
+}
+
+func (p *pagedSource) Next(context.Context) ([]Object, error) {
+	p.requests = append(p.requests, p.srv.Requests())
+	if len(p.objects) == 0 {
+		return nil, io.EOF
+	}
+	n := min(p.size, len(p.objects))
+	page := p.objects[:n]
+	p.objects = p.objects[n:]
+	return page, nil
+}
+
+// TestRunSourcePageAtATime: each page is converted before the next is read (memory bounded
+// by a page), and the report adds the pages up.
+func TestRunSourcePageAtATime(t *testing.T) {
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
+	crd := webhookCRD(t, srv)
+	src := &pagedSource{objects: poisoned(7, 4), size: 3, srv: srv}
+	srv.Set(testwebhook.FailBatchIf)
+	defer srv.Set(testwebhook.Good)
+	before := srv.Requests()
+	rep, err := RunSource(context.Background(), Options{CRD: crd, To: "v1", RoundTrip: true, Transport: transport(t, crd, TransportOptions{})}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(src.requests); i++ {
+		if src.requests[i] <= src.requests[i-1] {
+			t.Errorf("page %d read before page %d was sent: requests at each read %v", i, i-1, src.requests)
+		}
+	}
+	if rep.Objects != 7 || rep.Converted != 4 || len(rep.Failed) != 3 {
+		t.Errorf("objects %d, converted %d, failed %d; want 7, 4, 3", rep.Objects, rep.Converted, len(rep.Failed))
+	}
+	// Page 2 (objects 3-5) failed as a whole; its bisection names object 4, with the
+	// object's index in the whole input.
+	if len(rep.Bisections) != 1 || len(rep.Bisections[0].Objects) != 1 || rep.Bisections[0].Objects[0] != "default/crontab-4" {
+		t.Errorf("bisections %+v", rep.Bisections)
+	}
+	if rep.Failed[0].Source != "default/crontab-3" || srv.Requests()-before != rep.Requests {
+		t.Errorf("failed %+v, requests %d/%d", rep.Failed, srv.Requests()-before, rep.Requests)
+	}
 }
