@@ -34,7 +34,7 @@ type ViaAPIServerOptions struct {
 
 func (r *runner) noteTarget(to, storage string) {
 	if to != "" && to != storage {
-		r.report.Notes = append(r.report.Notes, fmt.Sprintf("--to %s is not the storage version (%s): through the API server, without writing anything, only round trips through the storage version can be checked", to, storage))
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("the target version %s is not the storage version (%s): through the API server, without writing anything, only round trips through the storage version can be checked", to, storage))
 	}
 }
 

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -306,8 +307,9 @@ func TestTransports(t *testing.T) {
 	})
 	t.Run("service without an address", func(t *testing.T) {
 		_, err := NewHTTPTransport(serviceCRD(srv.CABundle), TransportOptions{})
-		if err == nil || !strings.Contains(err.Error(), "give --webhook-address") {
-			t.Errorf("err = %v", err)
+		var sa *ServiceAddressError
+		if !errors.As(err, &sa) || sa.Name != "crontab-conversion" || sa.Port != 443 || strings.Contains(err.Error(), "--") {
+			t.Errorf("err = %v, want a ServiceAddressError naming no flag", err)
 		}
 	})
 	t.Run("caBundle of another CA", func(t *testing.T) {

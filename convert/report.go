@@ -99,6 +99,8 @@ type Report struct {
 	// Unreachable is set when the webhook could not be reached (connection or TLS error): the
 	// run stopped early.
 	Unreachable string `json:"unreachable,omitempty"`
+	// UnreachableError is the same failure as a typed error, with its Hint.
+	UnreachableError *TransportError `json:"-"`
 
 	// Bisections name the objects to blame for each request the webhook failed as a whole.
 	Bisections []Bisection `json:"bisections,omitempty"`

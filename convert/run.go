@@ -498,6 +498,9 @@ func (r *runner) post(ctx context.Context, items []*item, to, from string) *exch
 	if !errors.As(x.err, &te) || !te.Timeout {
 		r.stop = true
 		r.report.Unreachable = x.err.Error()
+		if te != nil {
+			r.report.UnreachableError = te
+		}
 	}
 	return x
 }

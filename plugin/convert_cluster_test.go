@@ -146,7 +146,7 @@ func TestConvertAgainstAPIServer(t *testing.T) {
 			t.Fatalf("exit %d\n%s%s", got.code, got.stdout, got.stderr)
 		}
 		mustContain(t, "stdout", got.stdout, "GET in every served version", "4 given", "No findings.",
-			"--to v1beta1 is not the storage version (v1)")
+			"the target version v1beta1 is not the storage version (v1)")
 		// Reading the deprecated v1beta1: the API server's warning, on our stderr, once.
 		if n := strings.Count(got.stderr, "Warning: stable.example.com/v1beta1 CronTab is deprecated"); n != 1 {
 			t.Errorf("deprecation warning %d times on stderr:\n%s", n, got.stderr)
