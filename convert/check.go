@@ -1,7 +1,8 @@
 package convert
 
 // check.go: the response checks, in the API server's order (webhook_converter.go), whole
-// request first, then each converted object.
+// request first, then each converted object. One cohesive thing (the API server's checks in
+// its order), kept in one file.
 
 import (
 	"bytes"

@@ -1,13 +1,9 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,9 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/explain"
@@ -336,30 +330,6 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// progressLines prints "converted 1500/10000 objects (2400/s, about 4s left)" at most once a
-// second, and the last one; "converted 1500 objects (2400/s)" when the total is not known
-// (objects listed from the cluster a page at a time).
-func progressLines(w io.Writer, start time.Time) func(done, total int) {
-	var last time.Time
-	return func(done, total int) {
-		now := time.Now()
-		if (total <= 0 || done < total) && now.Sub(last) < time.Second {
-			return
-		}
-		last = now
-		rate := float64(done) / now.Sub(start).Seconds()
-		if total <= 0 {
-			fmt.Fprintf(w, "converted %d objects (%.0f/s)\n", done, rate)
-			return
-		}
-		line := fmt.Sprintf("converted %d/%d objects (%.0f/s", done, total, rate)
-		if done < total && rate > 0 {
-			line += fmt.Sprintf(", about %s left", (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second))
-		}
-		fmt.Fprintln(w, line+")")
-	}
-}
-
 // defaultFrom is the highest-priority served version other than to.
 func defaultFrom(crd *apiextensionsv1.CustomResourceDefinition, to string) string {
 	for _, v := range explain.VersionNames(crd) {
@@ -459,180 +429,3 @@ func (o *ConvertOptions) namespaceOrDefault() (string, error) {
 	}
 	return "default", nil
 }
-
-// transport builds the way to the webhook.
-func (o *ConvertOptions) transport(crd *apiextensionsv1.CustomResourceDefinition) (convert.Transport, error) {
-	if o.ViaServiceProxy {
-		cfg, err := o.g.RESTConfig()
-		if err != nil {
-			return nil, err
-		}
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, Unavailable(fmt.Errorf("cannot build a client: %w", err))
-		}
-		t, err := convert.NewServiceProxyTransport(crd, cs.CoreV1().RESTClient(), o.Timeout)
-		if err != nil {
-			return nil, Usage(transportError(err))
-		}
-		return t, nil
-	}
-	t, err := convert.NewHTTPTransport(crd, convert.TransportOptions{
-		Address: o.WebhookAddress, CAFile: o.CAFile, InsecureSkipVerify: o.Insecure,
-		ClientCert: o.ClientCert, ClientKey: o.ClientKey, Timeout: o.Timeout,
-	})
-	if err != nil {
-		return nil, Usage(transportError(err))
-	}
-	return t, nil
-}
-
-// webhookFlags are convert's flags for the convert.TransportOptions fields.
-var webhookFlags = map[string]string{
-	"Address":    "--webhook-address",
-	"CAFile":     "--webhook-ca-file",
-	"ClientCert": "--webhook-client-cert",
-	"ClientKey":  "--webhook-client-key",
-}
-
-// transportError words the convert library's typed errors with this command's flags.
-func transportError(err error) error {
-	var oe *convert.OptionError
-	var sa *convert.ServiceAddressError
-	var ns *convert.NotServiceError
-	switch {
-	case errors.As(err, &oe):
-		if oe.Field == "ClientCert" && oe.Value != "" {
-			return fmt.Errorf("--webhook-client-cert %q/--webhook-client-key: %w", oe.Value, oe.Err)
-		}
-		return fmt.Errorf("%s %q: %w", webhookFlags[oe.Field], oe.Value, oe.Err)
-	case errors.As(err, &sa):
-		return fmt.Errorf("%s: the conversion webhook is service %s/%s port %d: give --webhook-address HOST:PORT (e.g. after kubectl port-forward -n %s svc/%s 9443:%d) or use --via-service-proxy",
-			sa.CRD, sa.Namespace, sa.Name, sa.Port, sa.Namespace, sa.Name, sa.Port)
-	case errors.As(err, &ns):
-		return fmt.Errorf("%s: --via-service-proxy needs a service-referenced webhook, but clientConfig has url %q: call it directly", ns.CRD, ns.URL)
-	}
-	return err
-}
-
-// webhookAdvice words a transport failure's hint with this command's flags.
-func webhookAdvice(h convert.Hint) string {
-	switch h {
-	case convert.HintTimeout:
-		return "the API server would fail the conversion too; make the webhook faster, or raise --timeout to measure it"
-	case convert.HintCA:
-		return "fix spec.conversion.webhook.clientConfig.caBundle, or give the right CA with --webhook-ca-file"
-	case convert.HintTLS:
-		return "check the webhook's certificate, the caBundle, and --webhook-client-cert/--webhook-client-key if it demands a client certificate"
-	case convert.HintConnect:
-		return "is the webhook running? for a service, run kubectl port-forward and give --webhook-address, or use --via-service-proxy"
-	}
-	return h.Advice()
-}
-
-// writeKeep writes the failing objects as a multi-document YAML file.
-func writeKeep(path string, failed []convert.FailedObject) error {
-	var b bytes.Buffer
-	for _, f := range failed {
-		if f.Object == nil {
-			fmt.Fprintf(&b, "# %s (live object: get it with kubectl)\n---\n", f.Source)
-			continue
-		}
-		y, err := yaml.Marshal(f.Object)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "# %s\n", f.Source)
-		b.Write(y)
-		b.WriteString("---\n")
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		return Unavailable(fmt.Errorf("--keep: %w", err))
-	}
-	return nil
-}
-
-func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "CRD:        %s (conversion strategy %s)\n", r.CRD, r.Strategy)
-	if r.Webhook != "" {
-		fmt.Fprintf(&b, "Webhook:    %s\n", r.Webhook)
-	}
-	what := "to " + r.To
-	if r.RoundTrip {
-		what += " and back (round trip)"
-	}
-	if r.ReviewVersion != "" {
-		what += ", ConversionReview " + r.ReviewVersion
-	}
-	fmt.Fprintf(&b, "Converted:  %s\n", what)
-	notSent := ""
-	if r.NotSent > 0 {
-		notSent = fmt.Sprintf(", %d not sent", r.NotSent)
-	}
-	fmt.Fprintf(&b, "Objects:    %d given, %d skipped, %d converted without error, %d failed%s; %d request(s)\n",
-		r.Objects, r.Skipped, r.Converted, len(r.Failed), notSent, r.Requests)
-	if r.Latency.Requests > 0 {
-		fmt.Fprintf(&b, "Latency:    p50 %s, p99 %s, max %s over %d request(s)\n", ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.Max), r.Latency.Requests)
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "note: %s\n", n)
-	}
-	b.WriteString("\n")
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
-	}
-	t := &table{header: []string{"check", "passed", "failed", "warnings"}}
-	for _, c := range r.Checks {
-		t.add(c.Name, strconv.Itoa(c.Passed), strconv.Itoa(c.Failed), strconv.Itoa(c.Warnings))
-	}
-	if len(r.Checks) > 0 {
-		if err := t.print(w, noHeaders); err != nil {
-			return err
-		}
-	}
-	if len(r.Findings) == 0 {
-		_, err := io.WriteString(w, "\nNo findings.\n")
-		return err
-	}
-	if _, err := fmt.Fprintf(w, "\n%d finding(s): %d failed check(s), %d warning(s):\n", len(r.Findings), r.Problems(), r.Warnings()); err != nil {
-		return err
-	}
-	ft := &table{header: []string{"object", "direction", "check", "path", "detail"}}
-	for _, f := range r.Findings {
-		check := f.Check
-		if f.Severity == convert.SeverityWarning {
-			check += " (warning)"
-		}
-		ft.add(f.Object, f.Direction, check, dash(f.Path), f.Detail)
-	}
-	if err := ft.print(w, noHeaders); err != nil {
-		return err
-	}
-	return printBisections(w, r.Bisections)
-}
-
-// printBisections names the objects to blame for each request that failed as a whole.
-func printBisections(w io.Writer, bs []convert.Bisection) error {
-	var b strings.Builder
-	for _, bi := range bs {
-		state := "minimal failing object(s)"
-		if !bi.Complete {
-			state = "smallest failing set found (the search stopped early: request budget, interrupt or unreachable webhook)"
-		}
-		fmt.Fprintf(&b, "\n%s (%s) failed as a whole (%s); bisected with %d more request(s), %s:\n", bi.Request, bi.Direction, bi.Check, bi.Requests, state)
-		const shown = 20
-		for i, o := range bi.Objects {
-			if i == shown {
-				fmt.Fprintf(&b, "  … and %d more (-o json lists them all)\n", len(bi.Objects)-shown)
-				break
-			}
-			fmt.Fprintf(&b, "  %s\n", o)
-		}
-		fmt.Fprintf(&b, "  webhook said: %s\n", bi.Detail)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func ms(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "ms" }
