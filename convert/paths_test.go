@@ -2,6 +2,8 @@ package convert
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -9,52 +11,14 @@ import (
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
-// twoSchemasCRD: v1alpha1 takes anything in spec; v1 wants exactly one of spec.a and spec.b
-// (a oneOf, which the API server reports without a field path) and has a root CEL rule.
-const twoSchemasCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.paths.example.com}
-spec:
-  group: paths.example.com
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              a: {type: integer}
-              b: {type: integer}
-  - name: v1
-    served: true
-    storage: false
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-validations:
-        - rule: "!has(self.spec.b) || self.spec.b < 10"
-          message: b must be below 10
-        properties:
-          spec:
-            type: object
-            oneOf:
-            - required: [a]
-            - required: [b]
-            properties:
-              a: {type: integer}
-              b: {type: integer}
-`
-
 // TestFindingPathsAreReal: every finding names a real JSON path, also for the API server's
 // errors that come without one (a oneOf's, a root CEL rule's).
 func TestFindingPathsAreReal(t *testing.T) {
-	crd, err := explain.DecodeCRD([]byte(twoSchemasCRD))
+	b, err := os.ReadFile(filepath.Join("testdata", "widgets-oneof.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd, err := explain.DecodeCRD(b)
 	if err != nil {
 		t.Fatal(err)
 	}
