@@ -84,6 +84,32 @@ func TestBisectNamesTheFailingObjects(t *testing.T) {
 	}
 }
 
+// TestBisectWayBack: a webhook that fails only the way back of a round trip (v1 -> v1beta1)
+// when an object has the property: the bisection of the second request names it, and Keep
+// holds the object as it was given (in v1beta1), so that it replays.
+func TestBisectWayBack(t *testing.T) {
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
+	srv.Set(testwebhook.FailBatchIf)
+	srv.SetPoison(func(obj map[string]any) bool {
+		meta, _ := obj["metadata"].(map[string]any)
+		ann, _ := meta["annotations"].(map[string]any)
+		return obj["apiVersion"] == "stable.example.com/v1" && ann[testwebhook.PoisonAnnotation] != nil
+	})
+	crd := webhookCRD(t, srv)
+	rep, err := Run(context.Background(), Options{CRD: crd, To: "v1", RoundTrip: true, Transport: transport(t, crd, TransportOptions{})}, poisoned(16, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Bisections) != 1 || rep.Bisections[0].Direction != "v1 -> v1beta1" || !rep.Bisections[0].Complete ||
+		len(rep.Bisections[0].Objects) != 1 || rep.Bisections[0].Objects[0] != "default/crontab-9" {
+		t.Fatalf("bisections %+v", rep.Bisections)
+	}
+	keep := rep.Keep()
+	if len(keep) != 1 || keep[0].Object["apiVersion"] != "stable.example.com/v1beta1" {
+		t.Errorf("keep %+v", keep)
+	}
+}
+
 // TestBisectBounded: the request budget stops the search (and says so); a cancelled context
 // stops it at once.
 func TestBisectBounded(t *testing.T) {
