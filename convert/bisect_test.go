@@ -136,6 +136,33 @@ func TestBisectBounded(t *testing.T) {
 			t.Errorf("objects %v", b.Objects)
 		}
 	})
+	t.Run("budget spent: later requests keep all their objects", func(t *testing.T) {
+		rep, err := Run(context.Background(), Options{CRD: crd, To: "v1", Transport: tr, BatchSize: 20, BisectRequests: 4}, poisoned(40, 3, 25))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Bisections) != 1 || rep.Bisections[0].Complete {
+			t.Fatalf("bisections %+v: want one, stopped by the budget", rep.Bisections)
+		}
+		kept := map[string]bool{}
+		for _, k := range rep.Keep() {
+			kept[k.Source] = true
+		}
+		for i, o := range cronTabs(40) {
+			inSecond := i >= 20
+			if inSecond && !kept[o.Source] {
+				t.Errorf("%s (request not bisected) is not kept", o.Source)
+			}
+		}
+		for _, o := range rep.Bisections[0].Objects {
+			if !kept[o] {
+				t.Errorf("blamed %s is not kept", o)
+			}
+		}
+		if len(kept) >= 40 {
+			t.Errorf("kept all %d objects: the bisected request's cleared objects should not be", len(kept))
+		}
+	})
 	t.Run("no bisection", func(t *testing.T) {
 		rep, err := Run(context.Background(), Options{CRD: crd, To: "v1", Transport: tr, BisectRequests: -1}, poisoned(40, 17))
 		if err != nil {

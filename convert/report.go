@@ -109,9 +109,8 @@ type Report struct {
 	Failed []FailedObject `json:"-"`
 }
 
-// Keep is what reproduces the failures: the objects that failed a check of their own, and
-// the objects a bisection blamed, instead of every object of a request that failed as a
-// whole.
+// Keep is what reproduces the failures: the failed objects, except that for a request that
+// failed as a whole and was bisected only the objects the bisection blamed.
 func (r *Report) Keep() []FailedObject {
 	var out []FailedObject
 	seen := map[string]bool{}
@@ -121,9 +120,8 @@ func (r *Report) Keep() []FailedObject {
 			out = append(out, f)
 		}
 	}
-	bisected := len(r.Bisections) > 0
 	for _, f := range r.Failed {
-		if !bisected || !f.WholeRequest {
+		if !f.Bisected {
 			add(f)
 		}
 	}
@@ -165,8 +163,9 @@ type Latency struct {
 type FailedObject struct {
 	Source string
 	Object map[string]any
-	// WholeRequest: it failed only because its request failed as a whole.
-	WholeRequest bool
+	// Bisected: it failed only because its request failed as a whole, and a bisection of
+	// that request looked for the objects to blame (Report.Bisections).
+	Bisected bool
 }
 
 // Problems counts the failed checks (errors); warnings are not problems.

@@ -66,6 +66,8 @@ type item struct {
 	// wholeFailed: its request failed as a whole (HTTP error, result Failure, ...), which
 	// says nothing about this object by itself; bisection finds the ones to blame.
 	wholeFailed bool
+	// bisected: a bisection of its request looked for the objects to blame.
+	bisected bool
 	// convRaw is the webhook's bytes for this object; reusable says they are what the API
 	// server would use (no metadata restored, nothing pruned), so a round trip can send them
 	// back as they are instead of encoding the object again.
@@ -283,8 +285,15 @@ func (r *runner) page(ctx context.Context, objects []Object) error {
 	// Requests that failed as a whole: find the objects to blame, one request at a time.
 	for _, b := range batches {
 		for _, x := range []*exchange{b.x1, b.x2} {
-			if x != nil && x.whole != nil && bisectable(x.whole.Check) && len(x.items) > 1 && r.opts.BisectRequests >= 0 {
-				r.report.Bisections = append(r.report.Bisections, r.bisect(ctx, x))
+			if x == nil || x.whole == nil || !bisectable(x.whole.Check) || len(x.items) < 2 || r.bisectLeft <= 0 || r.opts.BisectRequests < 0 {
+				continue
+			}
+			r.report.Bisections = append(r.report.Bisections, r.bisect(ctx, x))
+			for _, it := range x.items {
+				it.bisected = true
+				if it.input != nil {
+					it.input.bisected = true
+				}
 			}
 		}
 	}
@@ -330,7 +339,7 @@ func (r *runner) finishRun() *Report {
 	}
 	sort.SliceStable(r.failed, func(i, j int) bool { return r.failed[i].index < r.failed[j].index })
 	for _, it := range r.failed {
-		r.report.Failed = append(r.report.Failed, FailedObject{Source: it.source, Object: it.orig, WholeRequest: !it.failed})
+		r.report.Failed = append(r.report.Failed, FailedObject{Source: it.source, Object: it.orig, Bisected: !it.failed && it.bisected})
 	}
 	return r.finish()
 }
