@@ -139,7 +139,7 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 	ro := retire.Options{
 		CRD: crd.Name, Version: o.Version, To: o.To, DryRun: o.DryRun, Unserve: o.Unserve, Remove: o.Remove, Force: o.Force,
 		Rewrite:   migrate.RewriteOptions{Concurrency: o.Concurrency, QPS: o.QPS, ChunkSize: o.ChunkSize, Checkpoint: o.Checkpoint},
-		OnRewrite: mo.startProgress,
+		OnRewrite: func(r *migrate.Rewriter, total int64) func() { return mo.startProgress(r, total) },
 		Notify:    func(s string) { mo.progressf("retire: %s\n", s) },
 	}
 	printed := false
@@ -171,7 +171,7 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 	switch {
 	case err == nil:
 	case errors.Is(err, retire.ErrUsage):
-		return Usage(errors.Unwrap(err))
+		return Usage(errors.New(strings.TrimPrefix(err.Error(), retire.ErrUsage.Error()+": ")))
 	case errors.Is(err, retire.ErrNotConfirmed):
 		return Unavailable(fmt.Errorf("%s: nothing was written: not confirmed (use --yes to skip the question)", crd.Name))
 	case errors.Is(err, retire.ErrInterrupted):
