@@ -26,6 +26,8 @@
 //     that attribution is unambiguous: every vanished leaf is owned by the same set of
 //     managers (one manager, or co-owners that applied the same values). Otherwise the entry
 //     is not moved and the object is reported as unresolved with the reason: we never guess.
+//   - when nothing appeared (the target's schema has no such fields: they are pruned there),
+//     the vanished paths are dropped from every set: they are not in the object at T;
 //   - an owned path that exists neither at F nor at T (ownership of a field no longer in the
 //     object) is kept as it is: it names nothing, in either version.
 //
@@ -122,7 +124,9 @@ func Move(entries []metav1.ManagedFieldsEntry, from, to string, source, target m
 	if len(lost) > 0 {
 		vanished := diffLeaves(source, target, fieldpath.Path{})
 		appeared = diffLeaves(target, source, fieldpath.Path{})
-		if reason := attributable(entries, lost, sets, vanished); reason != "" {
+		// Nothing appeared (the target's schema dropped the fields): there is nothing to
+		// attribute, the lost paths are simply no longer in the object.
+		if reason := attributable(entries, lost, sets, vanished); reason != "" && !appeared.Empty() {
 			res.Unresolved = reason
 			return entries, res, nil
 		}

@@ -199,3 +199,25 @@ func valueOf(t *testing.T, js string) value.Value {
 	}
 	return v
 }
+
+func TestMoveDropsFieldsTheTargetDoesNotHave(t *testing.T) {
+	in := []metav1.ManagedFieldsEntry{
+		entry("a", metav1.ManagedFieldsOperationApply, gOld, `{"f:spec":{"f:gone":{},"f:size":{}}}`, time.Now()),
+		entry("b", metav1.ManagedFieldsOperationUpdate, gOld, `{"f:spec":{"f:alsoGone":{}}}`, time.Now()),
+	}
+	source := obj(t, `{"spec":{"gone":"x","alsoGone":"y","size":1}}`)
+	target := obj(t, `{"spec":{"size":1}}`)
+	out, res, err := Move(in, gOld, gNew, source, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Unresolved != "" || res.Moved != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	if d := cmp.Diff(canonical(t, []byte(`{"f:spec":{"f:size":{}}}`)), canonical(t, out[0].FieldsV1.Raw)); d != "" {
+		t.Fatalf("a's set (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(canonical(t, []byte(`{}`)), canonical(t, out[1].FieldsV1.Raw)); d != "" {
+		t.Fatalf("b's set (-want +got):\n%s", d)
+	}
+}

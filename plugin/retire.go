@@ -176,6 +176,8 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 		return Unavailable(fmt.Errorf("%s: nothing was written: not confirmed (use --yes to skip the question)", crd.Name))
 	case errors.Is(err, retire.ErrInterrupted):
 		return Unavailable(fmt.Errorf("%w; run the same command again to resume", err))
+	case ctx.Err() != nil:
+		return Unavailable(fmt.Errorf("%s: interrupted (%v); run the same command again to resume: the steps done are found in the live state", crd.Name, err))
 	default:
 		return clusterError(fmt.Sprintf("retiring %s of %s", o.Version, crd.Name), err)
 	}
