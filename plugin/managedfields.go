@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
@@ -48,8 +49,10 @@ func managedFieldsNotes(crd *apiextensionsv1.CustomResourceDefinition, c *owners
 	}
 	storage := migrate.StorageVersion(crd)
 	inSpec := map[string]bool{}
+	leaving := map[string]bool{} // versions on their way out: unserved, deprecated, or below the storage version
 	for _, v := range crd.Spec.Versions {
 		inSpec[v.Name] = true
+		leaving[v.Name] = !v.Served || v.Deprecated || version.CompareKubeAwareVersionStrings(v.Name, storage) < 0
 	}
 	var counts []string
 	var out []string
@@ -61,6 +64,9 @@ func managedFieldsNotes(crd *apiextensionsv1.CustomResourceDefinition, c *owners
 		last := ""
 		if len(r.Managers) > 0 && r.Managers[0].LastWrite != nil {
 			last = fmt.Sprintf(", last written by %s at %s", r.Managers[0].Manager, r.Managers[0].LastWrite.UTC().Format(time.RFC3339))
+		}
+		if inSpec[r.Version] && !leaving[r.Version] {
+			continue
 		}
 		if inSpec[r.Version] {
 			out = append(out, fmt.Sprintf("%d of %d objects hold managedFields entries of %s%s: move them before removing %s (kubectl crdver retire %s %s)",
