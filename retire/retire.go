@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -307,7 +308,7 @@ func BuildPlan(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.Cus
 	} else {
 		add(StepSwitch, StateAlready, fmt.Sprintf("the storage version is %s", storage))
 	}
-	stored := contains(crd.Status.StoredVersions, o.Version)
+	stored := slices.Contains(crd.Status.StoredVersions, o.Version)
 	newStorage := storage
 	if storage == o.Version {
 		newStorage = target
@@ -371,7 +372,7 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 		return err
 	}
 	rw, tr := r.step(StepRewrite), r.step(StepTrim)
-	if contains(crd.Status.StoredVersions, o.Version) {
+	if slices.Contains(crd.Status.StoredVersions, o.Version) {
 		if err := migrate.WaitStorageVersion(ctx, r.c, crd, 30*time.Second); err != nil {
 			return err
 		}
@@ -580,7 +581,7 @@ func (r *runner) changeCRD(ctx context.Context, name string, wanted bool) error 
 		case ver.Storage:
 			detail = fmt.Sprintf("%s is the storage version again", v)
 			return nil
-		case name == StepRemove && contains(crd.Status.StoredVersions, v):
+		case name == StepRemove && slices.Contains(crd.Status.StoredVersions, v):
 			detail = fmt.Sprintf("%s is still in status.storedVersions [%s]", v, strings.Join(crd.Status.StoredVersions, " "))
 			return nil
 		}
@@ -812,15 +813,6 @@ func names(crd *apiextensionsv1.CustomResourceDefinition) []string {
 	}
 	sort.Slice(out, func(i, j int) bool { return version.CompareKubeAwareVersionStrings(out[i], out[j]) > 0 })
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func objName(f migrate.Failure) string {
