@@ -258,6 +258,14 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 	if o.DryRun {
 		return r.res, nil
 	}
+	// Every right the pending steps need, before anything is written.
+	needed := migrate.NeededAccess(crd, plan.StorageVersion == o.Version, slices.Contains(crd.Status.StoredVersions, o.Version))
+	if o.Unserve || o.Remove {
+		needed = append(needed, migrate.Access{Verb: "update", Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions", Name: crd.Name})
+	}
+	if err := migrate.CheckAccess(ctx, c, needed); err != nil {
+		return r.res, err
+	}
 	if o.Confirm != nil {
 		ok, err := o.Confirm(plan)
 		if err != nil {
@@ -746,6 +754,11 @@ func (r *runner) tryMove(ctx context.Context, ti, oi dynamic.ResourceInterface, 
 	var source map[string]any
 	if need {
 		s, err := oi.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			// The object is there (read at the target version): the old version is not served.
+			return none, fmt.Sprintf("some owned fields are not in the object at %s, and it cannot be read at %s to convert them (is %s served?): serve it again (served: true) and run retire again",
+				to, from, from), nil
+		}
 		if err != nil {
 			return none, "", err
 		}

@@ -469,3 +469,57 @@ func TestRetireConvertsRenamedFieldsThroughTheWebhook(t *testing.T) {
 		t.Fatalf("spec after the applier's smaller apply: %v; want port gone, host and color kept", s)
 	}
 }
+
+// Entries of the status subresource move too: a controller that updated status at v1beta1
+// keeps its status fields, and applies to /status at v1 work after removal.
+func TestRetireMovesStatusEntries(t *testing.T) {
+	ctx := context.Background()
+	group := "status.retire.example.com"
+	crd := testenv.TwoVersionCRD(group, "widgets", "Widget", apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}})
+	for i := range crd.Spec.Versions {
+		v := &crd.Spec.Versions[i]
+		v.Schema.OpenAPIV3Schema.Properties["status"] = apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"ready": {Type: "boolean"}, "phase": {Type: "string"}}}
+		v.Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
+	}
+	f := createFx(t, crd)
+	if err := f.apply("v1beta1", "applier", "w-00", map[string]any{"size": int64(1)}, true); err != nil {
+		t.Fatal(err)
+	}
+	status := []byte(`{"apiVersion":"` + group + `/v1beta1","kind":"Widget","metadata":{"name":"w-00","namespace":"default"},"status":{"ready":true}}`)
+	force := true
+	if _, err := f.res("v1beta1").Patch(ctx, "w-00", types.ApplyPatchType, status, metav1.PatchOptions{FieldManager: "status-controller", Force: &force}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	o := f.opts("v1beta1")
+	o.Remove = true
+	res, err := Run(ctx, f.c, o)
+	if err != nil || len(res.Problems) > 0 {
+		t.Fatalf("%v %v", err, res.Problems)
+	}
+	obj, err := f.res("v1").Get(ctx, "w-00", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range obj.GetManagedFields() {
+		if e.APIVersion != group+"/v1" {
+			t.Errorf("entry %s %s left at %s", e.Manager, e.Subresource, e.APIVersion)
+		}
+		found = found || (e.Manager == "status-controller" && e.Subresource == "status")
+	}
+	if !found {
+		t.Fatalf("the status entry was lost: %+v", obj.GetManagedFields())
+	}
+	// The status controller applies a smaller status at v1: it owned ready, so ready goes.
+	status = []byte(`{"apiVersion":"` + group + `/v1","kind":"Widget","metadata":{"name":"w-00","namespace":"default"},"status":{"phase":"Running"}}`)
+	if _, err := f.res("v1").Patch(ctx, "w-00", types.ApplyPatchType, status, metav1.PatchOptions{FieldManager: "status-controller"}, "status"); err != nil {
+		t.Fatalf("status apply at v1 after retire: %v", err)
+	}
+	obj, err = f.res("v1").Get(ctx, "w-00", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, has, _ := unstructured.NestedBool(obj.Object, "status", "ready"); has || obj.Object["status"].(map[string]any)["phase"] != "Running" {
+		t.Errorf("status.ready still set after the owner's smaller apply: %v", obj.Object["status"])
+	}
+}
