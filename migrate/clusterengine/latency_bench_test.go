@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/crdver/kubectl-crdver/migrate"
@@ -92,26 +91,7 @@ func BenchmarkRewriteLatency(b *testing.B) {
 			})
 		}
 		b.Run(fmt.Sprintf("delay=%s/sequential", delay), func(b *testing.B) {
-			f.run(b, func(b *testing.B) {
-				ctx := context.Background()
-				ri := c.Dynamic.Resource(migrate.GVR(f.crd, "v1"))
-				cont := ""
-				for {
-					list, err := ri.List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
-					if err != nil {
-						b.Fatal(err)
-					}
-					for i := range list.Items {
-						o := &list.Items[i]
-						if _, err := ri.Namespace(o.GetNamespace()).Update(ctx, o, metav1.UpdateOptions{}); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if cont = list.GetContinue(); cont == "" {
-						return
-					}
-				}
-			})
+			f.run(b, func(b *testing.B) { sequentialRewrite(b, c, f.crd) })
 		})
 	}
 }
