@@ -4,7 +4,8 @@ package clusterengine_test
 // proxy on 127.0.0.1 delays every request by the added round-trip time before handing it to the
 // local API server; the rewriters talk to the proxy. Methods: this engine with its default 16
 // workers, the same engine with more workers (the best of them is the ceiling the server
-// allows at that delay), and the sequential list+update loop. Sizes: CRDVER_BENCH_OBJECTS
+// allows at that delay), the engine with an adaptive number of writes in flight
+// (RewriteOptions.Adaptive), and the sequential list+update loop. Sizes: CRDVER_BENCH_OBJECTS
 // objects (default 500), CRDVER_BENCH_DELAYS added round-trip times in ms (default "0,5,20").
 
 import (
@@ -90,6 +91,21 @@ func BenchmarkRewriteLatency(b *testing.B) {
 				})
 			})
 		}
+		b.Run(fmt.Sprintf("delay=%s/engine-adaptive", delay), func(b *testing.B) {
+			peak := 0
+			f.run(b, func(b *testing.B) {
+				r, err := migrate.NewRewriter(c, f.crd, migrate.RewriteOptions{Adaptive: true, Concurrency: 16, ChunkSize: 500})
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := r.Run(context.Background())
+				if err != nil || !res.Complete || res.Rewritten != int64(f.n) {
+					b.Fatalf("rewrite: %+v, %v", res, err)
+				}
+				peak = max(peak, res.PeakInFlight)
+			})
+			b.ReportMetric(float64(peak), "peak-in-flight")
+		})
 		b.Run(fmt.Sprintf("delay=%s/sequential", delay), func(b *testing.B) {
 			f.run(b, func(b *testing.B) { sequentialRewrite(b, c, f.crd) })
 		})
