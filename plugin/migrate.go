@@ -57,6 +57,7 @@ type MigrateOptions struct {
 	NoTrim      bool
 	Engine      string
 	Yes         bool
+	All         bool // every CRD with a pending migration (migrate_all.go)
 	// ClusterStartTimeout bounds the wait for a controller to pick up a StorageVersionMigration.
 	ClusterStartTimeout time.Duration
 
@@ -114,6 +115,7 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 	f.BoolVar(&o.NoTrim, "no-trim", false, "Do not trim status.storedVersions after the rewrite")
 	f.StringVar(&o.Engine, "engine", engineClient, "Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration)")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before switching the storage version")
+	f.BoolVar(&o.All, "all", false, "Migrate every CRD whose status.storedVersions lists a version other than its storage version: one plan, one question, one progress display")
 	o.progressFlags = addProgressFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("engine", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{engineClient, engineCluster}, cobra.ShellCompDirectiveNoFileComp
@@ -158,6 +160,9 @@ func (o *MigrateOptions) Validate() error {
 // Run builds the Migrator from the flags, with the prompt and the progress display, runs it and
 // prints its report.
 func (o *MigrateOptions) Run(ctx context.Context) error {
+	if o.All {
+		return o.runAll(ctx)
+	}
 	cs, err := o.g.clients()
 	if err != nil {
 		return err
@@ -326,15 +331,18 @@ func checkpointAdvice(err error) error {
 }
 
 // confirm asks on stderr and reads the answer from stdin.
-func (o *MigrateOptions) confirm(question string) (bool, error) {
-	fmt.Fprint(o.g.ErrOut, "\n"+question)
-	line, err := bufio.NewReader(o.g.In).ReadString('\n')
+func (o *MigrateOptions) confirm(question string) (bool, error) { return o.g.confirm(question) }
+
+// confirm asks question on stderr and reads y/yes from stdin; anything else is no.
+func (g *Globals) confirm(question string) (bool, error) {
+	fmt.Fprint(g.ErrOut, "\n"+question)
+	line, err := bufio.NewReader(g.In).ReadString('\n')
 	if err != nil && err != io.EOF {
 		return false, Unavailable(fmt.Errorf("reading the answer: %w", err))
 	}
-	if f, ok := o.g.In.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+	if f, ok := g.In.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
 		// The answer came from a pipe: show it, so the transcript reads right.
-		fmt.Fprintln(o.g.ErrOut, strings.TrimSpace(line))
+		fmt.Fprintln(g.ErrOut, strings.TrimSpace(line))
 	}
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":
