@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 
@@ -143,6 +144,19 @@ func (f *fx) removeVersion(v string) error {
 	})
 }
 
+// waitGone waits (at most 30 s) until the API server no longer serves version v of the
+// fixture (a read at v is 404): its handlers then use the CRD without v.
+func (f *fx) waitGone(v, name string) {
+	f.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := f.res(v).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		f.t.Fatalf("%s is still served: %v", v, err)
+	}
+}
+
 // twoManagers writes n objects: "applier" server-side applies size and color at v1beta1,
 // "updater" sets mode with a plain update at v1.
 func (f *fx) twoManagers(n int) {
@@ -221,6 +235,7 @@ func TestRetireKeepsOwnershipAndPreventsTheConversionError(t *testing.T) {
 		t.Fatalf("etcd: managedFields versions %v, object versions %v", entries, objs)
 	}
 
+	f.waitGone("v1beta1", "w-00")
 	// Each manager applies again at v1. The applier's smaller configuration drops color:
 	// the field it owned is removed, the updater's mode stays.
 	if err := f.apply("v1", "applier", "w-00", map[string]any{"size": int64(0)}, false); err != nil {
@@ -261,6 +276,7 @@ func TestWithoutRetireApplyFailsAfterRemoval(t *testing.T) {
 	if err := f.removeVersion("v1beta1"); err != nil {
 		t.Fatal(err)
 	}
+	f.waitGone("v1beta1", "w-00")
 	err = f.apply("v1", "applier", "w-00", map[string]any{"size": int64(0)}, false)
 	if err == nil || !strings.Contains(err.Error(), "request to convert CR to an invalid group/version") {
 		t.Fatalf("apply after removing v1beta1 without retire: %v; want the conversion error", err)
@@ -457,6 +473,7 @@ func TestRetireConvertsRenamedFieldsThroughTheWebhook(t *testing.T) {
 	if len(res.Problems) > 0 || res.Fields.Converted != 1 || stepState(res, StepRemove) != StateDone {
 		t.Fatalf("problems %v, fields %+v, remove %s", res.Problems, res.Fields, stepState(res, StepRemove))
 	}
+	f.waitGone("v1beta1", "w-00")
 	// Ownership of the renamed fields: another manager setting port without force conflicts
 	// with the applier; the applier applying only host removes port.
 	err = f.apply("v1", "intruder", "w-00", map[string]any{"port": "6543"}, false)
@@ -497,6 +514,7 @@ func TestRetireMovesStatusEntries(t *testing.T) {
 	if err != nil || len(res.Problems) > 0 {
 		t.Fatalf("%v %v", err, res.Problems)
 	}
+	f.waitGone("v1beta1", "w-00")
 	obj, err := f.res("v1").Get(ctx, "w-00", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
