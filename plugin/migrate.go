@@ -126,11 +126,14 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 
 // Complete takes the argument.
 func (o *MigrateOptions) Complete(_ *cobra.Command, args []string) error {
+	o.progress = o.progressFlags.toProgress(o.g.ErrOut)
+	if o.All {
+		return o.completeAll(args)
+	}
 	if len(args) != 1 {
 		return UsageErrorf("migrate takes one CRD name, got %d (e.g. kubectl crdver migrate crontabs.stable.example.com)", len(args))
 	}
 	o.Name = args[0]
-	o.progress = o.progressFlags.toProgress(o.g.ErrOut)
 	return nil
 }
 
