@@ -4,22 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
-	"github.com/crdver/kubectl-crdver/preview"
 	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/preview"
 )
 
 const planExample = `  # What applying an operator release's CRDs would do to the cluster (nothing is written)
@@ -37,20 +34,19 @@ const planExample = `  # What applying an operator release's CRDs would do to th
 
 // PlanOptions are the options of `kubectl crdver plan`.
 type PlanOptions struct {
-	g   *Globals
-	out *outputFlags
+	g        *Globals
+	out      *outputFlags
+	progress *progressFlags
 
-	Files            []string
-	OldFiles         []string
-	ObjectFiles      []string
-	Sample           int64
-	FieldValidation  string
-	ChunkSize        int64
-	Workers          int
-	Quiet            bool
-	ProgressInterval time.Duration
-	ConvertSample    int
-	WebhookAddress   string
+	Files           []string
+	OldFiles        []string
+	ObjectFiles     []string
+	Sample          int64
+	FieldValidation string
+	ChunkSize       int64
+	Workers         int
+	ConvertSample   int
+	WebhookAddress  string
 
 	fv preview.FieldValidation
 }
@@ -96,9 +92,7 @@ rejected on create or update, or a schema change is breaking; 3 could not comple
 	f.IntVar(&o.Workers, "workers", 0, "Objects evaluated in parallel (0: one per core)")
 	f.IntVar(&o.ConvertSample, "convert-sample", 0, "For a new CRD with a conversion webhook: round-trip this many live objects through the new webhook configuration, with convert's checks")
 	f.StringVar(&o.WebhookAddress, "webhook-address", "", "With --convert-sample: HOST:PORT to reach the new webhook at (e.g. after kubectl port-forward); TLS is still verified as the clientConfig's name")
-	f.BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
-	f.DurationVar(&o.ProgressInterval, "progress-interval", 5*time.Second, "How often to print a progress line when stderr is not a terminal")
-	_ = f.MarkHidden("progress-interval")
+	o.progress = addProgressFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("field-validation", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"Strict", "Warn", "Ignore"}, cobra.ShellCompDirectiveNoFileComp
 	})
@@ -133,10 +127,8 @@ func (o *PlanOptions) Validate() error {
 		return UsageErrorf("--webhook-address is for --convert-sample")
 	case o.Workers < 0:
 		return UsageErrorf("--workers must be 0 (one per core) or more, got %d", o.Workers)
-	case o.ProgressInterval <= 0:
-		return UsageErrorf("--progress-interval must be positive, got %v", o.ProgressInterval)
 	}
-	return nil
+	return o.progress.validate()
 }
 
 // readCRDDocs reads the CRDs of files, skipping (and counting) documents that are not CRDs.
@@ -179,9 +171,10 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if skipped > 0 {
-		o.progressf("skipped %d documents that are not CustomResourceDefinitions\n", skipped)
+		o.progress.toProgress(o.g.ErrOut).Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
 	}
-	lives, sources, err := o.liveCRDs(ctx, next)
+	progress := o.progress.toProgress(o.g.ErrOut)
+	lives, sources, totals, err := o.liveCRDs(ctx, next)
 	if err != nil {
 		return err
 	}
@@ -193,19 +186,17 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	var runErr error
 	for i, crd := range next {
 		var counter atomic.Int64
-		var total int64 = -1
 		var src plan.ObjectSource
 		if sources[i] != nil {
 			src = sources[i]
 		}
 		stop := func() {}
 		if src != nil {
-			stop = o.startProgress(crd.Name, &counter, func() int64 {
-				if total = src.Total(); o.Sample > 0 && (total < 0 || total > o.Sample) {
-					return o.Sample
-				}
-				return total
-			})
+			total := totals[i]
+			if o.Sample > 0 && (total < 0 || total > o.Sample) {
+				total = o.Sample
+			}
+			stop = progress.Start(Task{Name: "plan " + crd.Name, Prefix: "plan " + crd.Name, Unit: "objects", Total: total, Done: counter.Load})
 		}
 		opts := plan.Options{FieldValidation: o.fv, Sample: o.Sample, Workers: o.Workers, Progress: &counter, ApplyFile: applyFile}
 		if o.ConvertSample > 0 && crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
@@ -264,14 +255,19 @@ func (o *PlanOptions) runError(err error) error {
 	return clusterError("planning", err)
 }
 
-// liveCRDs finds the live copy of each new CRD (nil: a create) and the source of its objects.
-func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.CustomResourceDefinition) ([]*apiextensionsv1.CustomResourceDefinition, []plan.ObjectSource, error) {
+// liveCRDs finds the live copy of each new CRD (nil: a create), the source of its objects and
+// their number when known (-1 otherwise).
+func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.CustomResourceDefinition) ([]*apiextensionsv1.CustomResourceDefinition, []plan.ObjectSource, []int64, error) {
 	lives := make([]*apiextensionsv1.CustomResourceDefinition, len(next))
 	sources := make([]plan.ObjectSource, len(next))
+	totals := make([]int64, len(next))
+	for i := range totals {
+		totals[i] = -1
+	}
 	if len(o.OldFiles) > 0 {
 		old, _, err := o.readCRDDocs(o.OldFiles, "--old-file")
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		byName := map[string]*apiextensionsv1.CustomResourceDefinition{}
 		for _, c := range old {
@@ -283,19 +279,19 @@ func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.Cust
 				sources[i] = newFileObjectSource(o.ObjectFiles, lives[i].Spec.Group, lives[i].Spec.Names.Kind, int(o.ChunkSize))
 			}
 		}
-		return lives, sources, nil
+		return lives, sources, totals, nil
 	}
 	cs, err := o.g.clients()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	c, err := cs.CRDs()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	dyn, err := cs.Dynamic()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for i, n := range next {
 		live, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n.Name, metav1.GetOptions{})
@@ -303,72 +299,24 @@ func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.Cust
 			continue
 		}
 		if err != nil {
-			return nil, nil, clusterError(fmt.Sprintf("getting CustomResourceDefinition %q", n.Name), err)
+			return nil, nil, nil, clusterError(fmt.Sprintf("getting CustomResourceDefinition %q", n.Name), err)
 		}
 		lives[i] = live
-		if v := plan.ListVersion(live); v != "" {
-			sources[i] = plan.NewClusterSource(dyn, schema.GroupVersionResource{Group: live.Spec.Group, Version: v, Resource: live.Spec.Names.Plural}, o.ChunkSize)
+		v := plan.ListVersion(live)
+		if v == "" {
+			continue
 		}
-	}
-	return lives, sources, nil
-}
-
-// progressf prints a note on stderr (not with --quiet).
-func (o *PlanOptions) progressf(format string, args ...any) {
-	if !o.Quiet {
-		fmt.Fprintf(o.g.ErrOut, format, args...)
-	}
-}
-
-// startProgress shows how many objects are evaluated: a bar on a terminal, a plain line every
-// ProgressInterval otherwise, nothing with --quiet.
-func (o *PlanOptions) startProgress(name string, n *atomic.Int64, total func() int64) func() {
-	if o.Quiet {
-		return func() {}
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	tty := isTerminal(o.g.ErrOut)
-	go func() {
-		defer wg.Done()
-		start := time.Now()
-		var bar *progressbar.ProgressBar
-		interval := o.ProgressInterval
-		if tty {
-			interval = 200 * time.Millisecond
-		}
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				if bar != nil {
-					_ = bar.Set64(n.Load())
-					_ = bar.Exit()
-					fmt.Fprintln(o.g.ErrOut)
-				}
-				return
-			case <-t.C:
-				cur, tot := n.Load(), total()
-				if tty {
-					if bar == nil {
-						bar = progressbar.NewOptions64(tot, progressbar.OptionSetWriter(o.g.ErrOut), progressbar.OptionSetDescription("plan "+name),
-							progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("objects"),
-							progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30))
-					}
-					if tot > 0 && cur > bar.GetMax64() {
-						bar.ChangeMax64(cur)
-					}
-					_ = bar.Set64(cur)
-					continue
-				}
-				rate := float64(cur) / time.Since(start).Seconds()
-				fmt.Fprintf(o.g.ErrOut, "plan %s: %d/%s objects evaluated, %.0f objects/s\n", name, cur, countText(tot), rate)
+		gvr := schema.GroupVersionResource{Group: live.Spec.Group, Version: v, Resource: live.Spec.Names.Plural}
+		sources[i] = plan.NewClusterSource(dyn, gvr, o.ChunkSize)
+		// The number of objects, for the progress display: a one-item list says how many remain.
+		if l, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
+			totals[i] = int64(len(l.Items))
+			if r := l.GetRemainingItemCount(); r != nil {
+				totals[i] += *r
 			}
 		}
-	}()
-	return func() { close(done); wg.Wait() }
+	}
+	return lives, sources, totals, nil
 }
 
 func countText(n int64) string {
