@@ -1,0 +1,137 @@
+package plugin
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/crdver/kubectl-crdver/migrate"
+)
+
+// printMigrateReport prints what a migration did (its plan was printed before, as a part).
+func printMigrateReport(w io.Writer, r *migrate.Report, noHeaders bool) error {
+	if r.DryRun {
+		_, err := fmt.Fprintln(w, "\nDry run: nothing was written.")
+		return err
+	}
+	if r.Result != nil {
+		if err := printResult(w, r.Result, noHeaders); err != nil {
+			return err
+		}
+		if r.Result.Interrupted {
+			return nil
+		}
+	}
+	if r.Cluster != nil {
+		printClusterResult(w, r.Cluster)
+	}
+	printTrim(w, r.Trim, r.StorageVersion())
+	return nil
+}
+
+// printMigrateStatus prints `migrate status`.
+func printMigrateStatus(w io.Writer, st *migrate.Status) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CRD:               %s\n", st.CRD)
+	fmt.Fprintf(&b, "storage version:   %s\n", st.StorageVersion)
+	fmt.Fprintf(&b, "storedVersions:    [%s]\n", strings.Join(st.StoredVersions, " "))
+	fmt.Fprintf(&b, "migration pending: %s\n", yesNo(st.Pending))
+	if st.LastRun != nil {
+		fmt.Fprintf(&b, "last run:          %s at %s, %d objects (rewritten %d, already current %d, deleted %d, failed %d), %s\n",
+			st.LastRun.State, st.LastRun.StorageVersion, st.LastRun.Counts.Total(), st.LastRun.Counts.Rewritten, st.LastRun.Counts.Current,
+			st.LastRun.Counts.Deleted, st.LastRun.Counts.Failed, st.LastRun.UpdatedAt.Format(time.RFC3339))
+	}
+	if st.Pending {
+		fmt.Fprintf(&b, "trim safe:         %s: %s\n", yesNo(st.TrimSafe), st.Reason)
+	} else {
+		fmt.Fprintf(&b, "trim needed:       no: %s\n", st.Reason)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func printPlan(w io.Writer, p *migrate.Plan, noHeaders bool) error {
+	scope := "cluster-scoped"
+	if p.Namespaced {
+		scope = "namespaced"
+	}
+	target := p.TargetVersion
+	if p.SwitchStorage {
+		target += " (switching from " + p.StorageVersion + ")"
+	}
+	fmt.Fprintf(w, "Plan for %s (%s)\n", p.CRD, scope)
+	fmt.Fprintf(w, "  storage version:  %s\n", p.StorageVersion)
+	fmt.Fprintf(w, "  storedVersions:   [%s]\n", strings.Join(p.StoredVersions, " "))
+	fmt.Fprintf(w, "  target version:   %s\n", target)
+	if p.Namespaced {
+		fmt.Fprintf(w, "  objects:          %d in %d namespaces\n", p.Objects, len(p.Namespaces))
+	} else {
+		fmt.Fprintf(w, "  objects:          %d\n", p.Objects)
+	}
+	for i, s := range p.Steps {
+		fmt.Fprintf(w, "  %d. %s\n", i+1, s)
+	}
+	if p.Namespaced && len(p.Namespaces) > 0 {
+		fmt.Fprintln(w)
+		t := &table{header: []string{"namespace", "objects"}}
+		for _, n := range p.Namespaces {
+			t.add(n.Namespace, strconv.FormatInt(n.Objects, 10))
+		}
+		return t.print(w, noHeaders)
+	}
+	return nil
+}
+
+func printResult(w io.Writer, r *migrate.Result, noHeaders bool) error {
+	fmt.Fprintln(w)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "Note: %s\n", n)
+	}
+	t := &table{header: []string{"result", "objects"}}
+	t.add("rewritten", strconv.FormatInt(r.Rewritten, 10))
+	t.add("already current", strconv.FormatInt(r.Current, 10))
+	t.add("deleted meanwhile", strconv.FormatInt(r.Deleted, 10))
+	t.add("failed", strconv.FormatInt(r.Failed, 10))
+	t.add("total", strconv.FormatInt(r.Total(), 10))
+	if err := t.print(w, noHeaders); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n%s at %s: %d objects accounted for in %s (%.0f objects/s this run)\n",
+		r.CRD, r.StorageVersion, r.Total(), (time.Duration(r.ElapsedSeconds * float64(time.Second))).Round(10*time.Millisecond), r.ObjectsPerSecond)
+	if len(r.Failures) > 0 {
+		fmt.Fprintln(w, "\nObjects that could not be rewritten:")
+		ft := &table{header: []string{"namespace", "name", "reason"}}
+		for _, f := range r.Failures {
+			ft.add(f.Namespace, f.Name, f.Reason)
+		}
+		return ft.print(w, noHeaders)
+	}
+	return nil
+}
+
+func printTrim(w io.Writer, tr *migrate.TrimResult, storage string) {
+	switch {
+	case tr == nil:
+		fmt.Fprintln(w, "status.storedVersions left as it is (--no-trim)")
+	case tr.Trimmed:
+		fmt.Fprintf(w, "status.storedVersions: [%s] -> [%s]; the other versions can now be removed from spec.versions\n", strings.Join(tr.Before, " "), strings.Join(tr.After, " "))
+	case tr.Safe:
+		fmt.Fprintf(w, "status.storedVersions: %s\n", tr.Reason)
+	default:
+		fmt.Fprintf(w, "status.storedVersions not trimmed (still [%s]): %s\n", strings.Join(tr.Before, " "), tr.Reason)
+	}
+}
+
+func printClusterResult(w io.Writer, r *migrate.ClusterResult) {
+	state := "Failed"
+	if r.Succeeded {
+		state = "Succeeded"
+	}
+	fmt.Fprintf(w, "\nStorageVersionMigration %s (%s): %s in %s", r.Name, r.APIVersion, state, (time.Duration(r.ElapsedSeconds * float64(time.Second))).Round(10*time.Millisecond))
+	if r.Message != "" {
+		fmt.Fprintf(w, ": %s", r.Message)
+	}
+	fmt.Fprintln(w)
+}
