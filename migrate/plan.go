@@ -9,8 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -35,6 +37,8 @@ type Clients struct {
 	Kube     kubernetes.Interface
 	// Server is the API server URL, which keys the default checkpoint file.
 	Server string
+	// throttled counts 429 answers on any of these clients (including those client-go retried).
+	throttled *atomic.Int64
 }
 
 // NewClients builds the clients from cfg. Client-go's own rate limiter is switched off: the
@@ -43,7 +47,8 @@ type Clients struct {
 func NewClients(cfg *rest.Config) (*Clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
-	c := &Clients{Server: cfg.Host}
+	c := &Clients{Server: cfg.Host, throttled: &atomic.Int64{}}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return throttleCounter{rt: rt, count: c.throttled} })
 	var err error
 	if c.CRDs, err = apiextensionsclient.NewForConfig(cfg); err != nil {
 		return nil, err

@@ -47,8 +47,11 @@ type Failure struct {
 
 // RewriteOptions tune a rewrite.
 type RewriteOptions struct {
-	// Concurrency is the number of concurrent writers (default 16).
+	// Concurrency fixes the number of writes in flight; 0 adapts it to the observed latency
+	// and to 429s (see inflightLimit), up to MaxConcurrency.
 	Concurrency int
+	// MaxConcurrency caps the adaptive limit (default DefaultMaxConcurrency).
+	MaxConcurrency int
 	// QPS limits the requests per second, reads and writes together; 0 means no limit.
 	QPS float64
 	// ChunkSize is the page size of the list (default 500).
@@ -76,9 +79,11 @@ type Result struct {
 	Resumed bool `json:"resumed"`
 	// ExpiredContinues counts list continue tokens that had expired (410 Gone) and were
 	// replaced by the inconsistent continue token the API server returned with the error.
-	ExpiredContinues int64   `json:"expiredContinues"`
-	Checkpoint       string  `json:"checkpoint,omitempty"`
-	ElapsedSeconds   float64 `json:"elapsedSeconds"`
+	ExpiredContinues int64 `json:"expiredContinues"`
+	// InFlight says how many writes were in flight (fixed, or adapted to the latency).
+	InFlight       InFlight `json:"inFlight"`
+	Checkpoint     string   `json:"checkpoint,omitempty"`
+	ElapsedSeconds float64  `json:"elapsedSeconds"`
 	// ObjectsPerSecond is this run's rate (objects accounted for in this run per second).
 	ObjectsPerSecond float64  `json:"objectsPerSecond"`
 	Notes            []string `json:"notes,omitempty"`
@@ -94,6 +99,7 @@ type Rewriter struct {
 	opts RewriteOptions
 	res  dynamic.NamespaceableResourceInterface
 	lim  *rate.Limiter
+	gate *inflightLimit
 
 	// live counters (this run plus what the checkpoint brought), read by Progress.
 	rewritten, current, deleted, failed atomic.Int64
@@ -110,9 +116,6 @@ type Rewriter struct {
 // NewRewriter prepares a rewrite of crd's objects. crd must be fresh from the cluster: its
 // storage version, UID and generation are recorded in the checkpoint and guard the trim.
 func NewRewriter(c *Clients, crd *apiextensionsv1.CustomResourceDefinition, opts RewriteOptions) (*Rewriter, error) {
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 16
-	}
 	if opts.ChunkSize <= 0 {
 		opts.ChunkSize = 500
 	}
@@ -130,11 +133,19 @@ func NewRewriter(c *Clients, crd *apiextensionsv1.CustomResourceDefinition, opts
 	if opts.QPS > 0 {
 		burst := opts.Concurrency
 		if burst < 1 {
-			burst = 1
+			burst = 16
 		}
 		lim = rate.NewLimiter(rate.Limit(opts.QPS), burst)
 	}
-	return &Rewriter{c: c, crd: crd, opts: opts, res: c.Dynamic.Resource(crdinfo.GVR(crd, read)), lim: lim}, nil
+	gate := newFixedLimit(opts.Concurrency)
+	if opts.Concurrency <= 0 {
+		gate = newAdaptiveLimit(adaptiveStart, opts.MaxConcurrency)
+	}
+	if c.throttled != nil {
+		base := c.throttled.Load()
+		gate.seen429 = func() int64 { return c.throttled.Load() - base }
+	}
+	return &Rewriter{c: c, crd: crd, opts: opts, res: c.Dynamic.Resource(crdinfo.GVR(crd, read)), lim: lim, gate: gate}, nil
 }
 
 // Progress is a snapshot of the counts so far (safe to call while Run runs).
@@ -171,7 +182,7 @@ func (r *Rewriter) readCheckpoint() (*Checkpoint, string, error) {
 	return cp, "", nil
 }
 
-// Run lists every object (paged) and writes each back, with Concurrency workers. When ctx is
+// Run lists every object (paged) and writes each back, with the in-flight writes bounded (fixed or adaptive). When ctx is
 // cancelled it stops listing, lets the writes in flight finish, saves the checkpoint and
 // returns a Result with Interrupted set. Errors that stop the whole run (the list fails for a
 // reason other than an expired continue token or a transient error, the checkpoint cannot be
@@ -185,14 +196,15 @@ func (r *Rewriter) Run(ctx context.Context) (*Result, error) {
 	}
 	wm := &watermark{cp: cp, path: r.opts.Checkpoint}
 
-	work := make(chan item, r.opts.Concurrency)
+	// A page of buffer: the next page is listed while this one is written.
+	work := make(chan item, r.opts.ChunkSize)
 	listCtx, stopList := context.WithCancel(ctx)
 	defer stopList()
 	l := &lister{r: r, wm: wm, work: work}
 	go l.run(listCtx, cp.Pages, cp.Continue)
 
 	var wg sync.WaitGroup
-	for w := 0; w < r.opts.Concurrency; w++ {
+	for w := 0; w < r.gate.workers(); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -207,6 +219,7 @@ func (r *Rewriter) Run(ctx context.Context) (*Result, error) {
 
 	wm.report(res)
 	res.ExpiredContinues = r.expired.Load()
+	res.InFlight = r.gate.snapshot()
 	elapsed := time.Since(start)
 	res.ElapsedSeconds = elapsed.Seconds()
 	if s := elapsed.Seconds(); s > 0 {

@@ -149,8 +149,13 @@ func (r *Rewriter) migrateOne(ctx context.Context, obj *unstructured.Unstructure
 		if err := r.lim.Wait(ctx); err != nil {
 			return 0, "", false
 		}
+		if err := r.gate.acquire(ctx); err != nil {
+			return 0, "", false
+		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		sent := time.Now()
 		updated, err := ri.Update(wctx, obj, metav1.UpdateOptions{})
+		r.gate.release(time.Since(sent), apierrors.IsTooManyRequests(err))
 		cancel()
 		switch {
 		case err == nil:

@@ -27,11 +27,8 @@ var foreignFlags = map[string]string{
 	"--validate":       "kubectl",
 }
 
-// knownGaps are wrong flag names that another branch fixes (feature/convert rewords
-// convert/transport.go). They are logged, not failed on, while they are still there.
-var knownGaps = map[string][]string{
-	"convert/transport.go": {"--ca-file", "--client-cert", "--client-key", "--insecure-skip-tls-verify"},
-}
+// knownGaps are wrong flag names that are logged, not failed on. None are left.
+var knownGaps = map[string][]string{}
 
 // commandFlags walks the command tree: the --flags each command really has (its own, inherited
 // and --help), by command path without "kubectl-crdver".

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -8,6 +9,9 @@ import (
 
 	"github.com/crdver/kubectl-crdver/explain"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/ownership"
+	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/retire"
 )
 
 // humanPrinter prints every command's reports for people, the way kubectl does: upper-case
@@ -27,6 +31,12 @@ func (p *humanPrinter) PrintPart(w io.Writer, part any) error { return p.PrintRe
 // PrintReport prints report with the printer of its type.
 func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 	switch r := report.(type) {
+	case withCensus:
+		if err := p.PrintReport(w, r.report); err != nil {
+			return err
+		}
+		printNotes(w, r.notes)
+		return nil
 	case BuildInfo:
 		return printBuildInfo(w, r)
 	case sortedVersions:
@@ -47,10 +57,42 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 		return printPlan(w, r, p.noHeaders)
 	case *migrate.Report:
 		return printMigrateReport(w, r, p.noHeaders)
+	case allPlan:
+		return printAllPlan(w, r.plans, r.crds, r.total, p.noHeaders)
+	case *MigrateAllReport:
+		return printMigrateAllReport(w, r, p.noHeaders)
+	case *plan.Report:
+		return printPlanReport(w, r, p.wide, p.noHeaders)
+	case *retire.Plan:
+		return printRetirePlan(w, r, p.noHeaders)
+	case retireReport:
+		if r.showResult {
+			printRetireResult(w, r.res, p.noHeaders)
+		}
+		return nil
+	case dryRunNote:
+		_, err := fmt.Fprintln(w, "\nDry run: nothing was written.")
+		return err
 	case *migrate.Status:
 		return printMigrateStatus(w, r)
 	}
 	return fmt.Errorf("no human printer for %T", report)
+}
+
+// withCensus is a report with the managedFields census of the CRD's objects: in JSON/YAML the
+// census is the last key "managedFields" (withManagedFields); for people, notes after the report.
+type withCensus struct {
+	report any
+	census *ownership.Census
+	notes  []string
+}
+
+func (r withCensus) MarshalJSON() ([]byte, error) {
+	v, err := withManagedFields(r.report, r.census)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
 }
 
 func printBuildInfo(w io.Writer, bi BuildInfo) error {

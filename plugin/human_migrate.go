@@ -135,3 +135,66 @@ func printClusterResult(w io.Writer, r *migrate.ClusterResult) {
 	}
 	fmt.Fprintln(w)
 }
+
+// printMigrateAllReport prints what migrate --all did (its plan was printed before, as a part).
+func printMigrateAllReport(w io.Writer, r *MigrateAllReport, noHeaders bool) error {
+	switch {
+	case r.DryRun:
+		_, err := fmt.Fprintln(w, "\nDry run: nothing was written.")
+		return err
+	case len(r.Plans) == 0:
+		return nil
+	}
+	return printAllSummary(w, r.Items, noHeaders)
+}
+
+func printAllPlan(w io.Writer, plans []*migrate.Plan, crds int, total int64, noHeaders bool) error {
+	if len(plans) == 0 {
+		_, err := fmt.Fprintf(w, "No pending migration: each of the %d CRDs has only its storage version in status.storedVersions.\n", crds)
+		return err
+	}
+	fmt.Fprintf(w, "%d of %d CRDs have a pending migration (%d objects):\n\n", len(plans), crds, total)
+	t := &table{header: []string{"crd", "storage", "stored versions", "objects", "after the rewrite"}}
+	for _, p := range plans {
+		last := ""
+		if len(p.Steps) > 0 {
+			last = p.Steps[len(p.Steps)-1]
+		}
+		t.add(p.CRD, p.StorageVersion, strings.Join(p.StoredVersions, ","), strconv.FormatInt(p.Objects, 10), last)
+	}
+	return t.print(w, noHeaders)
+}
+
+func printAllSummary(w io.Writer, items []migrate.AllItem, noHeaders bool) error {
+	fmt.Fprintln(w)
+	t := &table{header: []string{"crd", "outcome", "rewritten", "already current", "deleted", "failed", "stored versions", "note"}}
+	for _, it := range items {
+		row := []string{it.CRD, it.Outcome, "-", "-", "-", "-", "-", it.Error}
+		if r := it.Result; r != nil {
+			row[2], row[3], row[4], row[5] = strconv.FormatInt(r.Rewritten, 10), strconv.FormatInt(r.Current, 10), strconv.FormatInt(r.Deleted, 10), strconv.FormatInt(r.Failed, 10)
+		}
+		if tr := it.Trim; tr != nil {
+			row[6] = strings.Join(tr.After, ",")
+			if !tr.Safe && row[7] == "" {
+				row[7] = "not trimmed: " + tr.Reason
+			}
+		}
+		t.add(row...)
+	}
+	if err := t.print(w, noHeaders); err != nil {
+		return err
+	}
+	for _, it := range items {
+		if it.Result != nil && len(it.Result.Failures) > 0 {
+			fmt.Fprintf(w, "\nObjects of %s that could not be rewritten:\n", it.CRD)
+			ft := &table{header: []string{"namespace", "name", "reason"}}
+			for _, f := range it.Result.Failures {
+				ft.add(f.Namespace, f.Name, f.Reason)
+			}
+			if err := ft.print(w, noHeaders); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

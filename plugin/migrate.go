@@ -57,6 +57,7 @@ type MigrateOptions struct {
 	NoTrim      bool
 	Engine      string
 	Yes         bool
+	All         bool // every CRD with a pending migration (migrate_all.go)
 	// ClusterStartTimeout bounds the wait for a controller to pick up a StorageVersionMigration.
 	ClusterStartTimeout time.Duration
 
@@ -107,13 +108,14 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 	f := cmd.Flags()
 	f.StringVar(&o.To, "to", "", "Make this version the storage version first (it must exist and be served)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "Print the plan and write nothing")
-	f.IntVar(&o.Concurrency, "concurrency", 16, "Concurrent writers")
+	f.IntVar(&o.Concurrency, "concurrency", 0, "Writes in flight; 0 adapts them to the API server's latency and to 429s")
 	f.Float64Var(&o.QPS, "qps", 0, "Limit requests per second (0: no client-side limit; the API server's priority and fairness still applies)")
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page (memory is bounded by it)")
 	f.StringVar(&o.Checkpoint, "checkpoint", "", "Checkpoint file (default: in your cache folder, per cluster and CRD)")
 	f.BoolVar(&o.NoTrim, "no-trim", false, "Do not trim status.storedVersions after the rewrite")
 	f.StringVar(&o.Engine, "engine", engineClient, "Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration)")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before switching the storage version")
+	f.BoolVar(&o.All, "all", false, "Migrate every CRD whose status.storedVersions lists a version other than its storage version: one plan, one question, one progress display")
 	o.progressFlags = addProgressFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("engine", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{engineClient, engineCluster}, cobra.ShellCompDirectiveNoFileComp
@@ -123,13 +125,19 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 }
 
 // Complete takes the argument.
-func (o *MigrateOptions) Complete(_ *cobra.Command, args []string) error {
-	if len(args) != 1 {
-		return UsageErrorf("migrate takes one CRD name, got %d (e.g. kubectl crdver migrate crontabs.stable.example.com)", len(args))
+func (o *MigrateOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	switch {
+	case o.All:
+		err = o.completeAll(args)
+	case len(args) != 1:
+		err = UsageErrorf("migrate takes one CRD name, got %d (e.g. kubectl crdver migrate crontabs.stable.example.com)", len(args))
+	default:
+		o.Name = args[0]
 	}
-	o.Name = args[0]
+	if err != nil {
+		return err
+	}
 	o.progress = o.progressFlags.toProgress(o.g.ErrOut)
-	var err error
 	o.printer, err = o.out.toPrinter(humanOptions{})
 	return err
 }
@@ -145,8 +153,8 @@ func (o *MigrateOptions) Validate() error {
 	switch {
 	case o.Engine != engineClient && o.Engine != engineCluster:
 		return UsageErrorf("--engine %q is not supported: use client or cluster", o.Engine)
-	case o.Concurrency < 1:
-		return UsageErrorf("--concurrency must be at least 1, got %d", o.Concurrency)
+	case o.Concurrency < 0:
+		return UsageErrorf("--concurrency must be 0 (adaptive) or more, got %d", o.Concurrency)
 	case o.QPS < 0:
 		return UsageErrorf("--qps must be 0 (no limit) or more, got %v", o.QPS)
 	case o.ChunkSize < 1:
@@ -160,6 +168,9 @@ func (o *MigrateOptions) Validate() error {
 // Run builds the Migrator from the flags, with the prompt and the progress display, runs it and
 // prints its report.
 func (o *MigrateOptions) Run(ctx context.Context) error {
+	if o.All {
+		return o.runAll(ctx)
+	}
 	cs, err := o.g.clients()
 	if err != nil {
 		return err
@@ -297,15 +308,18 @@ func checkpointAdvice(err error) error {
 }
 
 // confirm asks on stderr and reads the answer from stdin.
-func (o *MigrateOptions) confirm(question string) (bool, error) {
-	fmt.Fprint(o.g.ErrOut, "\n"+question)
-	line, err := bufio.NewReader(o.g.In).ReadString('\n')
+func (o *MigrateOptions) confirm(question string) (bool, error) { return o.g.confirm(question) }
+
+// confirm asks question on stderr and reads y/yes from stdin; anything else is no.
+func (g *Globals) confirm(question string) (bool, error) {
+	fmt.Fprint(g.ErrOut, "\n"+question)
+	line, err := bufio.NewReader(g.In).ReadString('\n')
 	if err != nil && err != io.EOF {
 		return false, Unavailable(fmt.Errorf("reading the answer: %w", err))
 	}
-	if f, ok := o.g.In.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+	if f, ok := g.In.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
 		// The answer came from a pipe: show it, so the transcript reads right.
-		fmt.Fprintln(o.g.ErrOut, strings.TrimSpace(line))
+		fmt.Fprintln(g.ErrOut, strings.TrimSpace(line))
 	}
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":

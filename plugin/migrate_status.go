@@ -82,7 +82,8 @@ func (o *MigrateStatusOptions) Run(ctx context.Context) error {
 		return Unavailable(checkpointAdvice(err))
 	}
 	st.Reason = statusReason(st)
-	if err := o.printer.PrintReport(o.g.Out, st); err != nil {
+	census, mfNotes := clusterManagedFields(ctx, o.g, o.source.offline(), crd)
+	if err := o.printer.PrintReport(o.g.Out, withCensus{report: st, census: census, notes: mfNotes}); err != nil {
 		return err
 	}
 	if st.Pending && !st.TrimSafe {

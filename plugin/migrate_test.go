@@ -241,7 +241,7 @@ func TestMigrateUsageErrors(t *testing.T) {
 	}{
 		{[]string{"migrate", name, "--to", "v9", "--dry-run"}, ExitUsage, `version "v9" is not in spec.versions (have: v1, v1beta1)`},
 		{[]string{"migrate", name, "--engine", "magic"}, ExitUsage, `--engine "magic" is not supported: use client or cluster`},
-		{[]string{"migrate", name, "--concurrency", "0"}, ExitUsage, "--concurrency must be at least 1"},
+		{[]string{"migrate", name, "--concurrency", "-1"}, ExitUsage, "--concurrency must be 0 (adaptive) or more"},
 		{[]string{"migrate"}, ExitUsage, "migrate takes one CRD name"},
 		{[]string{"migrate", name, "--checkpoint", "/dev/null/cp.json"}, ExitUnavailable, "the checkpoint: open /dev/null/cp.json: not a directory (give another file with --checkpoint)"},
 		{[]string{"migrate", "nosuchthing"}, ExitUsage, `no CustomResourceDefinition matches "nosuchthing"`},
@@ -319,7 +319,7 @@ func TestMigrateValidate(t *testing.T) {
 	}{
 		{"defaults", func(*MigrateOptions) {}, ""},
 		{"engine", func(o *MigrateOptions) { o.Engine = "fast" }, `--engine "fast" is not supported`},
-		{"concurrency", func(o *MigrateOptions) { o.Concurrency = 0 }, "--concurrency must be at least 1"},
+		{"concurrency", func(o *MigrateOptions) { o.Concurrency = -1 }, "--concurrency must be 0 (adaptive) or more"},
 		{"qps", func(o *MigrateOptions) { o.QPS = -1 }, "--qps must be 0 (no limit) or more"},
 		{"chunk", func(o *MigrateOptions) { o.ChunkSize = 0 }, "--chunk-size must be at least 1"},
 		{"checkpoint with cluster", func(o *MigrateOptions) { o.Engine = engineCluster; o.Checkpoint = "x" }, "--checkpoint is for --engine client"},

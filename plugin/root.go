@@ -70,6 +70,8 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdMigrate(g),
 		NewCmdPreview(g),
 		NewCmdExplain(g),
+		NewCmdPlan(g),
+		NewCmdRetire(g),
 	)
 	return cmd
 }

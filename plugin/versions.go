@@ -141,7 +141,8 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 			return Usage(err)
 		}
 	}
-	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
+	census, mfNotes := clusterManagedFields(ctx, o.g, o.source.offline(), crd)
+	if err := o.printer.PrintReport(o.g.Out, withCensus{report: report, census: census, notes: mfNotes}); err != nil {
 		return err
 	}
 	if o.CanRemove != "" {
