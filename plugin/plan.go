@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preview"
 	"strings"
 	"sync/atomic"
 
@@ -14,9 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/plan"
-	"github.com/crdver/kubectl-crdver/preview"
 )
 
 const planExample = `  # What applying an operator release's CRDs would do to the cluster (nothing is written)
@@ -34,9 +33,9 @@ const planExample = `  # What applying an operator release's CRDs would do to th
 
 // PlanOptions are the options of `kubectl crdver plan`.
 type PlanOptions struct {
-	g        *Globals
-	out      *outputFlags
-	progress *progressFlags
+	g       *Globals
+	out     *outputFlags
+	printer ReportPrinter
 
 	Files           []string
 	OldFiles        []string
@@ -45,6 +44,8 @@ type PlanOptions struct {
 	FieldValidation string
 	ChunkSize       int64
 	Workers         int
+	progressFlags   *progressFlags
+	progress        Progress
 	ConvertSample   int
 	WebhookAddress  string
 
@@ -92,19 +93,26 @@ rejected on create or update, or a schema change is breaking; 3 could not comple
 	f.IntVar(&o.Workers, "workers", 0, "Objects evaluated in parallel (0: one per core)")
 	f.IntVar(&o.ConvertSample, "convert-sample", 0, "For a new CRD with a conversion webhook: round-trip this many live objects through the new webhook configuration, with convert's checks")
 	f.StringVar(&o.WebhookAddress, "webhook-address", "", "With --convert-sample: HOST:PORT to reach the new webhook at (e.g. after kubectl port-forward); TLS is still verified as the clientConfig's name")
-	o.progress = addProgressFlags(cmd)
+	o.progressFlags = addProgressFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("field-validation", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"Strict", "Warn", "Ignore"}, cobra.ShellCompDirectiveNoFileComp
 	})
 	return cmd
 }
 
-// Complete has nothing to take: plan has no arguments.
-func (o *PlanOptions) Complete(_ *cobra.Command, _ []string) error { return nil }
+// Complete resolves the printer: plan has no arguments.
+func (o *PlanOptions) Complete(_ *cobra.Command, _ []string) (err error) {
+	o.progress = o.progressFlags.toProgress(o.g.ErrOut)
+	o.printer, err = o.out.toPrinter(humanOptions{})
+	return err
+}
 
 // Validate checks the flags. It does no I/O.
 func (o *PlanOptions) Validate() error {
 	if err := o.out.validate(); err != nil {
+		return err
+	}
+	if err := o.progressFlags.validate(); err != nil {
 		return err
 	}
 	fv, err := preview.ParseFieldValidation(o.FieldValidation)
@@ -128,7 +136,7 @@ func (o *PlanOptions) Validate() error {
 	case o.Workers < 0:
 		return UsageErrorf("--workers must be 0 (one per core) or more, got %d", o.Workers)
 	}
-	return o.progress.validate()
+	return nil
 }
 
 // readCRDDocs reads the CRDs of files, skipping (and counting) documents that are not CRDs.
@@ -171,10 +179,9 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if skipped > 0 {
-		o.progress.toProgress(o.g.ErrOut).Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
+		o.progress.Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
 	}
-	progress := o.progress.toProgress(o.g.ErrOut)
-	lives, sources, totals, err := o.liveCRDs(ctx, next)
+	lives, sources, err := o.liveCRDs(ctx, next)
 	if err != nil {
 		return err
 	}
@@ -186,17 +193,21 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	var runErr error
 	for i, crd := range next {
 		var counter atomic.Int64
+		var total int64 = -1
 		var src plan.ObjectSource
 		if sources[i] != nil {
 			src = sources[i]
 		}
 		stop := func() {}
 		if src != nil {
-			total := totals[i]
-			if o.Sample > 0 && (total < 0 || total > o.Sample) {
-				total = o.Sample
-			}
-			stop = progress.Start(Task{Name: "plan " + crd.Name, Prefix: "plan " + crd.Name, Unit: "objects", Total: total, Done: counter.Load})
+			stop = o.progress.Start(Task{Name: "plan " + crd.Name, Unit: "objects", Verb: "evaluated",
+				Done: counter.Load,
+				TotalFunc: func() int64 {
+					if total = src.Total(); o.Sample > 0 && (total < 0 || total > o.Sample) {
+						return o.Sample
+					}
+					return total
+				}})
 		}
 		opts := plan.Options{FieldValidation: o.fv, Sample: o.Sample, Workers: o.Workers, Progress: &counter, ApplyFile: applyFile}
 		if o.ConvertSample > 0 && crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
@@ -222,11 +233,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if runErr != nil && len(report.Items) == 0 {
 		return o.runError(runErr)
 	}
-	if o.out.structured() {
-		if err := o.out.printStructured(o.g.Out, report); err != nil {
-			return err
-		}
-	} else if err := printPlanReport(o.g.Out, report, o.out.format == outputWide, o.out.noHeaders); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
 		return err
 	}
 	if runErr != nil {
@@ -255,19 +262,14 @@ func (o *PlanOptions) runError(err error) error {
 	return clusterError("planning", err)
 }
 
-// liveCRDs finds the live copy of each new CRD (nil: a create), the source of its objects and
-// their number when known (-1 otherwise).
-func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.CustomResourceDefinition) ([]*apiextensionsv1.CustomResourceDefinition, []plan.ObjectSource, []int64, error) {
+// liveCRDs finds the live copy of each new CRD (nil: a create) and the source of its objects.
+func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.CustomResourceDefinition) ([]*apiextensionsv1.CustomResourceDefinition, []plan.ObjectSource, error) {
 	lives := make([]*apiextensionsv1.CustomResourceDefinition, len(next))
 	sources := make([]plan.ObjectSource, len(next))
-	totals := make([]int64, len(next))
-	for i := range totals {
-		totals[i] = -1
-	}
 	if len(o.OldFiles) > 0 {
 		old, _, err := o.readCRDDocs(o.OldFiles, "--old-file")
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		byName := map[string]*apiextensionsv1.CustomResourceDefinition{}
 		for _, c := range old {
@@ -279,19 +281,19 @@ func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.Cust
 				sources[i] = newFileObjectSource(o.ObjectFiles, lives[i].Spec.Group, lives[i].Spec.Names.Kind, int(o.ChunkSize))
 			}
 		}
-		return lives, sources, totals, nil
+		return lives, sources, nil
 	}
 	cs, err := o.g.clients()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	c, err := cs.CRDs()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	dyn, err := cs.Dynamic()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	for i, n := range next {
 		live, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n.Name, metav1.GetOptions{})
@@ -299,241 +301,12 @@ func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.Cust
 			continue
 		}
 		if err != nil {
-			return nil, nil, nil, clusterError(fmt.Sprintf("getting CustomResourceDefinition %q", n.Name), err)
+			return nil, nil, clusterError(fmt.Sprintf("getting CustomResourceDefinition %q", n.Name), err)
 		}
 		lives[i] = live
-		v := plan.ListVersion(live)
-		if v == "" {
-			continue
-		}
-		gvr := schema.GroupVersionResource{Group: live.Spec.Group, Version: v, Resource: live.Spec.Names.Plural}
-		sources[i] = plan.NewClusterSource(dyn, gvr, o.ChunkSize)
-		// The number of objects, for the progress display: a one-item list says how many remain.
-		if l, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
-			totals[i] = int64(len(l.Items))
-			if r := l.GetRemainingItemCount(); r != nil {
-				totals[i] += *r
-			}
+		if v := plan.ListVersion(live); v != "" {
+			sources[i] = plan.NewClusterSource(dyn, schema.GroupVersionResource{Group: live.Spec.Group, Version: v, Resource: live.Spec.Names.Plural}, o.ChunkSize)
 		}
 	}
-	return lives, sources, totals, nil
-}
-
-func countText(n int64) string {
-	if n < 0 {
-		return "?"
-	}
-	return fmt.Sprint(n)
-}
-
-// findingsShown is how many objects the default output lists per CRD (-o wide: all).
-const findingsShown = 10
-
-func dashList(s []string) string { return dash(strings.Join(s, ", ")) }
-
-// printPlanReport prints a summary table, then each CRD's details.
-func printPlanReport(w io.Writer, r *plan.Report, wide, noHeaders bool) error {
-	t := &table{header: []string{"crd", "operation", "apply", "storage", "schema changes", "objects", "findings", "breaking"}}
-	for _, it := range r.Items {
-		apply := "allowed"
-		if !it.Apply.Allowed {
-			apply = "rejected"
-		}
-		storage := it.StorageVersion.After
-		if it.StorageVersion.Before != "" && it.StorageVersion.Before != it.StorageVersion.After {
-			storage = it.StorageVersion.Before + " → " + it.StorageVersion.After
-		}
-		breaking := 0
-		for _, c := range it.SchemaChanges {
-			if c.Breaking {
-				breaking++
-			}
-		}
-		objects := fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total))
-		t.add(it.CRD, it.Operation, apply, storage, fmt.Sprintf("%d (%d breaking)", len(it.SchemaChanges), breaking), objects, fmt.Sprint(len(it.Objects.Findings)), yesNo(it.Breaking))
-	}
-	if err := t.print(w, noHeaders); err != nil {
-		return err
-	}
-	for i := range r.Items {
-		fmt.Fprintln(w)
-		if err := printPlanItem(w, &r.Items[i], wide, noHeaders); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func printPlanItem(w io.Writer, it *plan.Item, wide, noHeaders bool) error {
-	fmt.Fprintf(w, "%s (%s)\n", it.CRD, it.Operation)
-	if it.Apply.Allowed {
-		fmt.Fprintln(w, "  Apply: allowed")
-	} else {
-		fmt.Fprintln(w, "  Apply: rejected by the API server:")
-		for _, e := range it.Apply.Errors {
-			fmt.Fprintf(w, "    %s\n", e)
-		}
-	}
-	for _, wn := range it.Apply.Warnings {
-		fmt.Fprintf(w, "    warning: %s\n", wn)
-	}
-	if it.Operation == plan.OperationUpdate {
-		fmt.Fprintf(w, "  Versions: added %s; removed %s; unserved %s; deprecated %s\n",
-			dashList(it.Versions.Added), dashList(it.Versions.Removed), dashList(it.Versions.Unserved), dashList(it.Versions.Deprecated))
-	}
-	storage := it.StorageVersion.After
-	switch it.StorageVersion.Before {
-	case "":
-	case it.StorageVersion.After:
-		storage += " (unchanged)"
-	default:
-		storage = it.StorageVersion.Before + " → " + it.StorageVersion.After
-	}
-	pending := "no migration pending"
-	if it.MigrationPending {
-		pending = fmt.Sprintf("migration pending for %d objects", it.MigrationObjects)
-	}
-	fmt.Fprintf(w, "  Storage: %s; storedVersions after the apply: %s (%s)\n", storage, dashList(it.StoredVersionsAfterApply), pending)
-	if len(it.Conversion) > 0 {
-		fmt.Fprintf(w, "  Conversion: %s\n", strings.Join(it.Conversion, "; "))
-	}
-	if len(it.ConversionSample) > 0 {
-		fmt.Fprintln(w, "  Conversion sample (round trips through the new webhook):")
-		t := &table{header: []string{"to", "objects", "converted", "problems"}}
-		for _, c := range it.ConversionSample {
-			t.add(c.To, fmt.Sprint(c.Objects), fmt.Sprint(c.Converted), fmt.Sprint(c.Problems))
-		}
-		if err := printIndented(w, t, noHeaders); err != nil {
-			return err
-		}
-		for _, c := range it.ConversionSample {
-			if c.Unreachable != "" {
-				fmt.Fprintf(w, "    to %s: webhook unreachable: %s\n", c.To, c.Unreachable)
-			}
-			for i, f := range c.Findings {
-				if !wide && i == findingsShown {
-					fmt.Fprintf(w, "    … and %d more (-o wide lists them)\n", len(c.Findings)-i)
-					break
-				}
-				fmt.Fprintf(w, "    %s: %s %s %s: %s\n", f.Object, f.Direction, f.Check, f.Path, f.Detail)
-			}
-		}
-	}
-	if len(it.SchemaChanges) > 0 {
-		fmt.Fprintln(w, "  Schema changes:")
-		t := &table{header: []string{"version", "path", "change", "breaking"}}
-		for _, c := range it.SchemaChanges {
-			t.add(c.Version, dash(c.Path), c.Change, yesNo(c.Breaking))
-		}
-		if err := printIndented(w, t, noHeaders); err != nil {
-			return err
-		}
-	} else if it.Operation == plan.OperationUpdate {
-		fmt.Fprintln(w, "  Schema changes: none")
-	}
-	if it.Operation == plan.OperationUpdate {
-		at := ""
-		if it.Objects.ReadVersion != "" {
-			at = " at " + it.Objects.ReadVersion
-		}
-		fmt.Fprintf(w, "  Objects: %d of %s evaluated%s, %d with findings\n", it.Objects.Evaluated, countText(it.Objects.Total), at, len(it.Objects.Findings))
-		for _, n := range it.Objects.Notes {
-			fmt.Fprintf(w, "    note: %s\n", n)
-		}
-	}
-	if len(it.Objects.Findings) > 0 {
-		shown := it.Objects.Findings
-		if !wide && len(shown) > findingsShown {
-			shown = shown[:findingsShown]
-		}
-		t := &table{header: []string{"namespace", "name", "pruned on read", "defaulted on read", "re-create", "no-op update"}}
-		for _, f := range shown {
-			pruned := dashList(f.PrunedOnRead)
-			if len(f.PossiblyPrunedOnRead) > 0 {
-				pruned = strings.TrimPrefix(pruned+" ", "- ") + "(depending on the encoding: " + strings.Join(f.PossiblyPrunedOnRead, ", ") + ")"
-			}
-			t.add(dash(f.Namespace), f.Name, pruned, dashList(f.DefaultedOnRead), verdict(f.CreateErrors), verdict(f.UpdateErrors))
-		}
-		if err := printIndented(w, t, noHeaders); err != nil {
-			return err
-		}
-		for _, f := range shown {
-			name := f.Name
-			if f.Namespace != "" {
-				name = f.Namespace + "/" + name
-			}
-			msgs := f.CreateErrors
-			if !wide && len(msgs) > 1 {
-				msgs = msgs[:1]
-			}
-			for _, m := range msgs {
-				fmt.Fprintf(w, "    %s: re-create: %s\n", name, m)
-			}
-			msgs = f.UpdateErrors
-			if !wide && len(msgs) > 1 {
-				msgs = msgs[:1]
-			}
-			for _, m := range msgs {
-				fmt.Fprintf(w, "    %s: update: %s\n", name, m)
-			}
-			for _, m := range f.UpdateWarnings {
-				fmt.Fprintf(w, "    %s: update warning: %s\n", name, m)
-			}
-			for _, m := range f.Notes {
-				fmt.Fprintf(w, "    %s: note: %s\n", name, m)
-			}
-		}
-		if len(shown) < len(it.Objects.Findings) {
-			fmt.Fprintf(w, "    … and %d more objects (-o wide lists every object and every message)\n", len(it.Objects.Findings)-len(shown))
-		}
-	}
-	if len(it.ManagedFields) > 0 {
-		fmt.Fprintln(w, "  Field managers:")
-		t := &table{header: []string{"version", "managers", "objects", "after the apply"}}
-		for _, m := range it.ManagedFields {
-			after := "ok"
-			switch {
-			case m.RemovedByThisChange:
-				after = "version removed: server-side apply fails on these objects"
-			case m.UnservedByThisChange:
-				after = "version no longer served"
-			}
-			t.add(m.Version, strings.Join(m.Managers, ", "), fmt.Sprint(m.Objects), after)
-		}
-		if err := printIndented(w, t, noHeaders); err != nil {
-			return err
-		}
-	}
-	if len(it.Steps) > 0 {
-		fmt.Fprintln(w, "  Steps:")
-		for i, s := range it.Steps {
-			fmt.Fprintf(w, "    %d. %s\n", i+1, s)
-		}
-	}
-	for _, n := range it.Notes {
-		fmt.Fprintf(w, "  note: %s\n", n)
-	}
-	return nil
-}
-
-func verdict(errs []string) string {
-	if len(errs) > 0 {
-		return "rejected"
-	}
-	return "ok"
-}
-
-// printIndented prints a table indented by four spaces.
-func printIndented(w io.Writer, t *table, noHeaders bool) error {
-	var b strings.Builder
-	if err := t.print(&b, noHeaders); err != nil {
-		return err
-	}
-	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-	for _, l := range lines {
-		if _, err := fmt.Fprintf(w, "    %s\n", l); err != nil {
-			return err
-		}
-	}
-	return nil
+	return lives, sources, nil
 }

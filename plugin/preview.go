@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
-	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/preview"
 )
@@ -35,9 +32,10 @@ const previewExample = `  # What the API server would store for these objects (n
 
 // PreviewOptions are the options of `kubectl crdver preview`.
 type PreviewOptions struct {
-	g      *Globals
-	source *crdSource
-	out    *outputFlags
+	g       *Globals
+	source  *crdSource
+	out     *outputFlags
+	printer ReportPrinter
 
 	Files           []string
 	OldFiles        []string
@@ -88,7 +86,16 @@ cluster by the objects' kind and group. Exit status 1 when any object would be r
 }
 
 // Complete takes the arguments.
-func (o *PreviewOptions) Complete(_ *cobra.Command, args []string) error {
+// Complete takes the arguments and resolves the printer.
+func (o *PreviewOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	if err := o.completeArgs(args); err != nil {
+		return err
+	}
+	o.printer, err = o.out.toPrinter(humanOptions{diff: o.Diff})
+	return err
+}
+
+func (o *PreviewOptions) completeArgs(args []string) error {
 	if len(args) > 1 {
 		return UsageErrorf("preview takes at most one CRD name, got %d (%s)", len(args), strings.Join(args, " "))
 	}
@@ -121,6 +128,8 @@ func (o *PreviewOptions) Validate() error {
 type PreviewItem struct {
 	// Source names the file and document the object came from.
 	Source string `json:"source"`
+	// input is the object as read, for --diff.
+	input []byte
 	preview.PreviewResult
 }
 
@@ -176,7 +185,7 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 			if err != nil {
 				var ns *preview.NonStructuralError
 				if errors.As(err, &ns) {
-					if perr := printViolations(o.g.Out, ns.Violations, o.out.noHeaders); perr != nil {
+					if perr := o.printer.PrintPart(o.g.Out, nonStructural(ns.Violations)); perr != nil {
 						return perr
 					}
 				}
@@ -188,21 +197,10 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 		} else {
 			report.Rejected++
 		}
-		report.Items = append(report.Items, PreviewItem{Source: d.Where(), PreviewResult: *res})
+		report.Items = append(report.Items, PreviewItem{Source: d.Where(), PreviewResult: *res, input: d.JSON})
 	}
-	if o.out.structured() {
-		if err := o.out.printStructured(o.g.Out, report); err != nil {
-			return err
-		}
-	} else {
-		for i, item := range report.Items {
-			if err := printPreview(o.g.Out, item, docs[i].JSON, o.Diff); err != nil {
-				return err
-			}
-		}
-		if _, err := fmt.Fprintf(o.g.Out, "%s: %d accepted, %d rejected\n", plural(len(report.Items), "object"), report.Accepted, report.Rejected); err != nil {
-			return err
-		}
+	if err := o.printer.PrintReport(o.g.Out, &report); err != nil {
+		return err
 	}
 	if report.Rejected > 0 {
 		return ProblemsFound("%d of %s would be rejected by the API server", report.Rejected, plural(len(report.Items), "object"))
@@ -316,75 +314,4 @@ func plural(n int, what string) string {
 		return fmt.Sprintf("1 %s", what)
 	}
 	return fmt.Sprintf("%d %ss", n, what)
-}
-
-// printPreview prints one object's preview for humans.
-func printPreview(w io.Writer, item PreviewItem, input []byte, diff bool) error {
-	var b strings.Builder
-	r := item.PreviewResult
-	who := r.Name
-	if who == "" {
-		who = "(no name)"
-	}
-	if r.Namespace != "" {
-		who = r.Namespace + "/" + r.Name
-	}
-	shown := ""
-	if r.ReadVersion != r.Version && r.Object != nil {
-		shown = ", shown as read in " + r.ReadVersion
-	}
-	fmt.Fprintf(&b, "# %s: %s %s, %s in %s%s: %s\n", item.Source, r.Kind, who, r.Operation, r.Version, shown, strings.ToUpper(r.Verdict))
-	if r.Object != nil {
-		out, err := yaml.Marshal(r.Object)
-		if err != nil {
-			return err
-		}
-		if diff {
-			in, err := yaml.JSONToYAML(input)
-			if err != nil {
-				return err
-			}
-			text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-				A: difflib.SplitLines(string(in)), B: difflib.SplitLines(string(out)),
-				FromFile: "input", ToFile: "result", Context: 3,
-			})
-			if err != nil {
-				return err
-			}
-			if text == "" {
-				text = "(no change)\n"
-			}
-			b.WriteString(text)
-		} else {
-			b.Write(out)
-		}
-	}
-	section := func(title string, lines []string) {
-		if len(lines) == 0 {
-			return
-		}
-		fmt.Fprintf(&b, "%s:\n", title)
-		for _, l := range lines {
-			fmt.Fprintf(&b, "  %s\n", l)
-		}
-	}
-	section("pruned (unknown fields)", r.Pruned)
-	section("pruned after conversion (fields the other version's schema does not know)", r.PrunedOnConversion)
-	section("dropped nulls", r.DroppedNulls)
-	section("defaulted", r.Defaulted)
-	section("defaulted when read back from storage", r.DefaultedOnRead)
-	section("warnings", r.Warnings)
-	var errs []string
-	for _, e := range r.Errors {
-		if e.Field != "" && e.Field != "<nil>" {
-			errs = append(errs, e.Field+": "+e.Message)
-		} else {
-			errs = append(errs, e.Message)
-		}
-	}
-	section("errors", errs)
-	section("notes", r.Notes)
-	fmt.Fprintf(&b, "verdict: %s\n\n", r.Verdict)
-	_, err := io.WriteString(w, b.String())
-	return err
 }

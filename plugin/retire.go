@@ -2,9 +2,9 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -27,9 +27,10 @@ const retireExample = `  # What would retiring v1beta1 do? (reads only)
 
 // RetireOptions are the options of `kubectl crdver retire`.
 type RetireOptions struct {
-	g      *Globals
-	source *crdSource
-	out    *outputFlags
+	g       *Globals
+	source  *crdSource
+	out     *outputFlags
+	printer ReportPrinter
 
 	Name, Version, To                   string
 	DryRun, Yes, Unserve, Remove, Force bool
@@ -97,7 +98,9 @@ func (o *RetireOptions) Complete(_ *cobra.Command, args []string) error {
 	}
 	o.Name, o.Version = args[0], args[1]
 	o.progress = o.progressFlags.toProgress(o.g.ErrOut)
-	return nil
+	var err error
+	o.printer, err = o.out.toPrinter(humanOptions{})
+	return err
 }
 
 // Validate checks the flags. It does no I/O.
@@ -142,11 +145,9 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 	}
 	printed := false
 	ro.Confirm = func(p *retire.Plan) (bool, error) {
-		if !o.out.structured() {
-			printed = true
-			if err := printRetirePlan(o.g.Out, p, o.out.noHeaders); err != nil {
-				return false, err
-			}
+		printed = true
+		if err := o.printer.PrintPart(o.g.Out, p); err != nil {
+			return false, err
 		}
 		if o.Yes || !planWrites(p) {
 			return true, nil
@@ -154,17 +155,16 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 		return o.g.confirm(fmt.Sprintf("Carry out the pending steps on %s? [y/N]: ", p.CRD))
 	}
 	res, err := retire.Run(ctx, c, ro)
-	if res != nil && !printed && !o.out.structured() {
-		if perr := printRetirePlan(o.g.Out, res.Plan, o.out.noHeaders); perr != nil {
+	if res != nil {
+		if !printed {
+			if perr := o.printer.PrintPart(o.g.Out, res.Plan); perr != nil {
+				return perr
+			}
+		}
+		// The human report leaves out the result of a dry or unconfirmed run (the plan says it all).
+		if perr := o.printer.PrintReport(o.g.Out, retireReport{res: res, showResult: !o.DryRun && !errors.Is(err, retire.ErrNotConfirmed)}); perr != nil {
 			return perr
 		}
-	}
-	if res != nil && o.out.structured() {
-		if perr := o.out.printStructured(o.g.Out, res); perr != nil {
-			return perr
-		}
-	} else if res != nil && !o.DryRun && !errors.Is(err, retire.ErrNotConfirmed) {
-		printRetireResult(o.g.Out, res, o.out.noHeaders)
 	}
 	switch {
 	case err == nil:
@@ -180,16 +180,24 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 		return clusterError(fmt.Sprintf("retiring %s of %s", o.Version, crd.Name), err)
 	}
 	if o.DryRun {
-		if !o.out.structured() {
-			fmt.Fprintln(o.g.Out, "\nDry run: nothing was written.")
-		}
-		return nil
+		return o.printer.PrintPart(o.g.Out, dryRunNote{})
 	}
 	if len(res.Problems) > 0 {
 		return ProblemsFound("%s: %s cannot be dropped safely yet: %s", crd.Name, o.Version, strings.Join(res.Problems, "; "))
 	}
 	return nil
 }
+
+// retireReport is retire's report: its JSON is the library's result.
+type retireReport struct {
+	res        *retire.Result
+	showResult bool
+}
+
+func (r retireReport) MarshalJSON() ([]byte, error) { return json.Marshal(r.res) }
+
+// dryRunNote ends a dry run's human output.
+type dryRunNote struct{}
 
 func planWrites(p *retire.Plan) bool {
 	for _, s := range p.Steps {
@@ -198,29 +206,6 @@ func planWrites(p *retire.Plan) bool {
 		}
 	}
 	return false
-}
-
-func printRetirePlan(w io.Writer, p *retire.Plan, noHeaders bool) error {
-	fmt.Fprintf(w, "Retire %s of %s\n", p.Version, p.CRD)
-	fmt.Fprintf(w, "  target version:   %s\n", p.Target)
-	fmt.Fprintf(w, "  storage version:  %s\n", p.StorageVersion)
-	fmt.Fprintf(w, "  storedVersions:   [%s]\n", strings.Join(p.StoredVersions, " "))
-	fmt.Fprintf(w, "  objects:          %d, %d with managedFields entries of %s\n", p.Objects, p.EntryObjects, p.Version)
-	if p.ManagedBy != "" {
-		fmt.Fprintf(w, "  managed by:       %s\n", p.ManagedBy)
-	}
-	if len(p.Writers) > 0 {
-		fmt.Fprintf(w, "\nField managers holding entries of %s (most recent first):\n", p.Version)
-		if err := writersTable(p.Writers).print(w, noHeaders); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(w, "\nSteps:")
-	t := &table{header: []string{"step", "state", "detail"}}
-	for i, s := range p.Steps {
-		t.add(fmt.Sprintf("%d. %s", i+1, s.Name), s.State, s.Detail)
-	}
-	return t.print(w, noHeaders)
 }
 
 func writersTable(ws []ownership.Writer) *table {
@@ -237,20 +222,4 @@ func writersTable(ws []ownership.Writer) *table {
 		t.add(m.Manager, op, strconv.FormatInt(m.Objects, 10), last)
 	}
 	return t
-}
-
-func printRetireResult(w io.Writer, r *retire.Result, noHeaders bool) {
-	fmt.Fprintln(w, "\nResult:")
-	t := &table{header: []string{"step", "state", "detail"}}
-	for i, s := range r.Plan.Steps {
-		t.add(fmt.Sprintf("%d. %s", i+1, s.Name), s.State, s.Detail)
-	}
-	_ = t.print(w, noHeaders)
-	if len(r.WritersSinceStart) > 0 {
-		fmt.Fprintf(w, "\nManagers that wrote %s after this run began:\n", r.Plan.Version)
-		_ = writersTable(r.WritersSinceStart).print(w, noHeaders)
-	}
-	for _, p := range r.Problems {
-		fmt.Fprintf(w, "problem: %s\n", p)
-	}
 }
