@@ -61,6 +61,7 @@ type MigrateOptions struct {
 	Engine      string
 	Yes         bool
 	Quiet       bool
+	All         bool // every CRD with a pending migration (migrate_all.go)
 	// ClusterStartTimeout bounds the wait for a controller to pick up a StorageVersionMigration.
 	ClusterStartTimeout time.Duration
 	// ProgressInterval is how often plain progress lines are printed when stderr is not a terminal.
@@ -125,6 +126,7 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 	f.StringVar(&o.Engine, "engine", engineClient, "Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration)")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before switching the storage version")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
+	f.BoolVar(&o.All, "all", false, "Migrate every CRD whose status.storedVersions lists a version other than its storage version: one plan, one question, one progress display")
 	f.DurationVar(&o.ProgressInterval, "progress-interval", 5*time.Second, "How often to print a progress line when stderr is not a terminal")
 	_ = f.MarkHidden("progress-interval")
 	_ = cmd.RegisterFlagCompletionFunc("engine", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -136,6 +138,9 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 
 // Complete takes the argument.
 func (o *MigrateOptions) Complete(_ *cobra.Command, args []string) error {
+	if o.All {
+		return o.completeAll(args)
+	}
 	if len(args) != 1 {
 		return UsageErrorf("migrate takes one CRD name, got %d (e.g. kubectl crdver migrate crontabs.stable.example.com)", len(args))
 	}
@@ -167,6 +172,9 @@ func (o *MigrateOptions) Validate() error {
 
 // Run plans, and unless --dry-run, migrates.
 func (o *MigrateOptions) Run(ctx context.Context) error {
+	if o.All {
+		return o.runAll(ctx)
+	}
 	cfg, err := o.g.RESTConfig()
 	if err != nil {
 		return err
@@ -341,7 +349,7 @@ func (o *MigrateOptions) runClient(ctx context.Context, c *migrate.Clients, crd 
 // startProgress shows the rewrite's progress on stderr until the returned function is called:
 // a bar with count, rate and ETA on a terminal, a plain line every ProgressInterval otherwise,
 // nothing with --quiet.
-func (o *MigrateOptions) startProgress(r *migrate.Rewriter, total int64) func() {
+func (o *MigrateOptions) startProgress(r interface{ Progress() migrate.Counts }, total int64) func() {
 	if o.Quiet {
 		return func() {}
 	}

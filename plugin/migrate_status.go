@@ -73,11 +73,17 @@ func (o *MigrateStatusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return Unavailable(err)
 	}
+	census, mfNotes := clusterManagedFields(ctx, o.g, o.source.offline(), crd)
 	if o.out.structured() {
-		if err := o.out.printStructured(o.g.Out, st); err != nil {
+		js, err := withManagedFields(st, census)
+		if err != nil {
+			return err
+		}
+		if err := o.out.printStructured(o.g.Out, js); err != nil {
 			return err
 		}
 	} else {
+		defer printNotes(o.g.Out, mfNotes)
 		w := o.g.Out
 		fmt.Fprintf(w, "CRD:               %s\n", st.CRD)
 		fmt.Fprintf(w, "storage version:   %s\n", st.StorageVersion)

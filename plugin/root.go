@@ -83,6 +83,7 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdMigrate(g),
 		NewCmdPreview(g),
 		NewCmdExplain(g),
+		NewCmdRetire(g),
 	)
 	return cmd
 }

@@ -130,12 +130,19 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 			return Usage(err)
 		}
 	}
+	census, mfNotes := clusterManagedFields(ctx, o.g, o.source.offline(), crd)
 	if o.out.structured() {
-		if err := o.out.printStructured(o.g.Out, report); err != nil {
+		js, err := withManagedFields(report, census)
+		if err != nil {
+			return err
+		}
+		if err := o.out.printStructured(o.g.Out, js); err != nil {
 			return err
 		}
 	} else if err := printVersionsTable(o.g.Out, report, o.out.format == outputWide, o.out.noHeaders); err != nil {
 		return err
+	} else {
+		printNotes(o.g.Out, mfNotes)
 	}
 	if o.CanRemove != "" {
 		for _, v := range report.Versions {

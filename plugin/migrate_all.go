@@ -1,0 +1,204 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/crdver/kubectl-crdver/migrate"
+)
+
+// MigrateAllReport is the -o json|yaml shape of `kubectl crdver migrate --all`.
+type MigrateAllReport struct {
+	Plans       []*migrate.Plan   `json:"plans"`
+	DryRun      bool              `json:"dryRun"`
+	Items       []migrate.AllItem `json:"items"`
+	Interrupted bool              `json:"interrupted"`
+}
+
+// completeAll checks the arguments and flags of --all (no CRD name; no per-CRD flags).
+func (o *MigrateOptions) completeAll(args []string) error {
+	switch {
+	case len(args) > 0:
+		return UsageErrorf("--all migrates every CRD with a pending migration: do not name one (%s)", strings.Join(args, " "))
+	case o.To != "":
+		return UsageErrorf("--to cannot be combined with --all: each CRD is migrated to its own storage version")
+	case o.Checkpoint != "":
+		return UsageErrorf("--checkpoint cannot be combined with --all: each CRD has its own checkpoint in your cache folder")
+	case o.Engine == engineCluster:
+		return UsageErrorf("--engine cluster cannot be combined with --all yet: run migrate --engine cluster per CRD")
+	}
+	return nil
+}
+
+// runAll plans every pending migration of the cluster, asks once, migrates them one after
+// another with one progress display, and prints a summary. The exit code is the worst one.
+func (o *MigrateOptions) runAll(ctx context.Context) error {
+	cfg, err := o.g.RESTConfig()
+	if err != nil {
+		return err
+	}
+	c, err := migrate.NewClients(cfg)
+	if err != nil {
+		return Unavailable(fmt.Errorf("cannot build a client: %w", err))
+	}
+	cs, err := o.g.crdClient()
+	if err != nil {
+		return err
+	}
+	all, err := listCRDs(ctx, cs)
+	if err != nil {
+		return err
+	}
+	pending := migrate.Pending(all)
+	trim := !o.NoTrim
+	plans, err := migrate.PlanAll(ctx, c, pending, o.ChunkSize, trim)
+	if err != nil {
+		return clusterError("planning the migrations", err)
+	}
+	report := &MigrateAllReport{Plans: plans, DryRun: o.DryRun, Items: []migrate.AllItem{}}
+	if report.Plans == nil {
+		report.Plans = []*migrate.Plan{}
+	}
+	var total int64
+	for _, p := range plans {
+		total += p.Objects
+	}
+	if !o.out.structured() {
+		if err := printAllPlan(o.g.Out, plans, len(all), total, o.out.noHeaders); err != nil {
+			return err
+		}
+	}
+	if o.DryRun || len(plans) == 0 {
+		if o.out.structured() {
+			return o.out.printStructured(o.g.Out, report)
+		}
+		if o.DryRun {
+			fmt.Fprintln(o.g.Out, "\nDry run: nothing was written.")
+		}
+		return nil
+	}
+
+	var needed []migrate.Access
+	for _, crd := range pending {
+		needed = append(needed, migrate.NeededAccess(crd, false, trim)...)
+	}
+	if err := migrate.CheckAccess(ctx, c, needed); err != nil {
+		if errors.Is(err, migrate.ErrAccessDenied) {
+			return Unavailable(err)
+		}
+		return clusterError("checking your rights", err)
+	}
+	if !o.Yes {
+		ok, err := o.confirm(fmt.Sprintf("Migrate %d CRDs (%d objects)? [y/N]: ", len(plans), total))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return Unavailable(errors.New("nothing was written: not confirmed (use --yes to skip the question)"))
+		}
+	}
+
+	progress := &migrate.AllProgress{}
+	stop := o.startProgress(progress, total)
+	res := migrate.RunAll(ctx, c, plans, migrate.AllOptions{
+		Rewrite: migrate.RewriteOptions{Concurrency: o.Concurrency, QPS: o.QPS, ChunkSize: o.ChunkSize},
+		Trim:    trim,
+		OnRewrite: func(crd string, r *migrate.Rewriter) {
+			progress.Start(crd, r)
+		},
+	})
+	stop()
+	report.Items, report.Interrupted = res.Items, res.Interrupted
+	if o.out.structured() {
+		if err := o.out.printStructured(o.g.Out, report); err != nil {
+			return err
+		}
+	} else if err := printAllSummary(o.g.Out, res, o.out.noHeaders); err != nil {
+		return err
+	}
+
+	worst := migrate.OutcomeDone
+	var bad []string
+	for _, it := range res.Items {
+		if it.Outcome != migrate.OutcomeDone {
+			bad = append(bad, it.CRD+" ("+it.Outcome+")")
+		}
+		if rank(it.Outcome) > rank(worst) {
+			worst = it.Outcome
+		}
+	}
+	switch {
+	case res.Interrupted:
+		return Unavailable(fmt.Errorf("interrupted: %s; progress is saved per CRD: run kubectl crdver migrate --all again to resume", strings.Join(bad, ", ")))
+	case worst == migrate.OutcomeFailed:
+		return Unavailable(fmt.Errorf("some migrations could not complete: %s (see the summary)", strings.Join(bad, ", ")))
+	case worst == migrate.OutcomeProblems:
+		return ProblemsFound("some migrations found problems: %s (see the summary)", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+func rank(outcome string) int {
+	switch outcome {
+	case migrate.OutcomeDone:
+		return 0
+	case migrate.OutcomeProblems:
+		return 1
+	}
+	return 2
+}
+
+func printAllPlan(w io.Writer, plans []*migrate.Plan, crds int, total int64, noHeaders bool) error {
+	if len(plans) == 0 {
+		_, err := fmt.Fprintf(w, "No pending migration: each of the %d CRDs has only its storage version in status.storedVersions.\n", crds)
+		return err
+	}
+	fmt.Fprintf(w, "%d of %d CRDs have a pending migration (%d objects):\n\n", len(plans), crds, total)
+	t := &table{header: []string{"crd", "storage", "stored versions", "objects", "after the rewrite"}}
+	for _, p := range plans {
+		last := ""
+		if len(p.Steps) > 0 {
+			last = p.Steps[len(p.Steps)-1]
+		}
+		t.add(p.CRD, p.StorageVersion, strings.Join(p.StoredVersions, ","), strconv.FormatInt(p.Objects, 10), last)
+	}
+	return t.print(w, noHeaders)
+}
+
+func printAllSummary(w io.Writer, res *migrate.AllResult, noHeaders bool) error {
+	fmt.Fprintln(w)
+	t := &table{header: []string{"crd", "outcome", "rewritten", "already current", "deleted", "failed", "stored versions", "note"}}
+	for _, it := range res.Items {
+		row := []string{it.CRD, it.Outcome, "-", "-", "-", "-", "-", it.Error}
+		if r := it.Result; r != nil {
+			row[2], row[3], row[4], row[5] = strconv.FormatInt(r.Rewritten, 10), strconv.FormatInt(r.Current, 10), strconv.FormatInt(r.Deleted, 10), strconv.FormatInt(r.Failed, 10)
+		}
+		if tr := it.Trim; tr != nil {
+			row[6] = strings.Join(tr.After, ",")
+			if !tr.Safe && row[7] == "" {
+				row[7] = "not trimmed: " + tr.Reason
+			}
+		}
+		t.add(row...)
+	}
+	if err := t.print(w, noHeaders); err != nil {
+		return err
+	}
+	for _, it := range res.Items {
+		if it.Result != nil && len(it.Result.Failures) > 0 {
+			fmt.Fprintf(w, "\nObjects of %s that could not be rewritten:\n", it.CRD)
+			ft := &table{header: []string{"namespace", "name", "reason"}}
+			for _, f := range it.Result.Failures {
+				ft.add(f.Namespace, f.Name, f.Reason)
+			}
+			if err := ft.print(w, noHeaders); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
