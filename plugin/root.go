@@ -84,6 +84,7 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdPreview(g),
 		NewCmdExplain(g),
 		NewCmdRetire(g),
+		NewCmdDoctor(g),
 	)
 	return cmd
 }

@@ -503,8 +503,13 @@ type CA struct {
 	key     *ecdsa.PrivateKey
 }
 
-// NewCA makes a fresh CA.
+// NewCA makes a fresh CA, valid from an hour ago for a day.
 func NewCA() (*CA, error) {
+	return NewCAValid(time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+}
+
+// NewCAValid makes a fresh CA valid from notBefore to notAfter.
+func NewCAValid(notBefore, notAfter time.Time) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -512,8 +517,8 @@ func NewCA() (*CA, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "crdver-test-ca"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -529,9 +534,14 @@ func NewCA() (*CA, error) {
 	return &CA{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), cert: cert, key: key}, nil
 }
 
-// Issue signs a serving (or, with client, a client) certificate and returns it and its key
-// in PEM.
+// Issue signs a serving (or, with client, a client) certificate valid from an hour ago for a
+// day and returns it and its key in PEM.
 func (ca *CA) Issue(cn string, dnsNames []string, ips []net.IP, client bool) (certPEM, keyPEM []byte, err error) {
+	return ca.IssueValid(cn, dnsNames, ips, client, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+}
+
+// IssueValid is Issue with the validity period given (e.g. already expired).
+func (ca *CA) IssueValid(cn string, dnsNames []string, ips []net.IP, client bool, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -547,8 +557,8 @@ func (ca *CA) Issue(cn string, dnsNames []string, ips []net.IP, client bool) (ce
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		DNSNames:     dnsNames,
