@@ -127,6 +127,8 @@ func Run(ctx context.Context, opts Options, crds []*apiextensionsv1.CustomResour
 	var err error
 	if opts.Config != nil {
 		cfg := rest.CopyConfig(opts.Config)
+		// Reading deprecated versions is the point here: their warnings are not news.
+		cfg.WarningHandler = rest.NoWarnings{}
 		if c.md, err = metadata.NewForConfig(cfg); err != nil {
 			return nil, err
 		}
