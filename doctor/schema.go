@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apivalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -48,7 +49,7 @@ func (k *checker) checkSchema() {
 				fmt.Sprintf("version %s: schema is not structural (%d violations; first: %s: %s)", name, len(vs.Violations), first.Field, first.Message))
 			continue
 		}
-		if vs.Internal.XPreserveUnknownFields != nil && *vs.Internal.XPreserveUnknownFields {
+		if vs.Internal.XPreserveUnknownFields != nil && *vs.Internal.XPreserveUnknownFields && inUse(crd, name) {
 			k.add(CheckSchema, SeverityWarning, explainFix(name),
 				fmt.Sprintf("version %s: x-kubernetes-preserve-unknown-fields at the root: unknown fields are never pruned anywhere in the object", name))
 		}
@@ -178,4 +179,17 @@ func (k *checker) checkCELCost(version string, schema *apiextensions.JSONSchemaP
 		k.add(CheckSchema, SeverityWarning, fix,
 			fmt.Sprintf("version %s: the CEL rules' estimated total cost %d is %.0f%% of the API server's limit %d for a schema", version, total, 100*float64(total)/float64(crdLimit), crdLimit))
 	}
+}
+
+// inUse reports whether version v is served or may still hold stored objects.
+func inUse(crd *apiextensionsv1.CustomResourceDefinition, v string) bool {
+	if ver, err := explain.LookupVersion(crd, v); err == nil && ver.Served {
+		return true
+	}
+	for _, s := range crd.Status.StoredVersions {
+		if s == v {
+			return true
+		}
+	}
+	return false
 }

@@ -193,7 +193,7 @@ func (k *checker) checkExpiry(what string, cert *x509.Certificate, fix string) {
 	case now.Before(cert.NotBefore):
 		k.add(CheckWebhook, SeverityError, fix, fmt.Sprintf("%s is not valid before %s", what, cert.NotBefore.UTC().Format(time.RFC3339)))
 	case cert.NotAfter.Sub(now) < ExpiryWarning:
-		k.add(CheckWebhook, SeverityWarning, fix, fmt.Sprintf("%s expires in %s (%s)", what, cert.NotAfter.Sub(now).Round(time.Hour), cert.NotAfter.UTC().Format(time.RFC3339)))
+		k.add(CheckWebhook, SeverityWarning, fix, fmt.Sprintf("%s expires in %s (%s)", what, humanDuration(cert.NotAfter.Sub(now)), cert.NotAfter.UTC().Format(time.RFC3339)))
 	}
 }
 
@@ -338,7 +338,7 @@ func (k *checker) checkReads() bool {
 				return false
 			}
 			k.add(CheckWebhook, SeverityError, "kubectl crdver convert "+k.crd.Name+" --to "+v+" --from-cluster",
-				fmt.Sprintf("reading %s at %s through the API server fails: %s", k.crd.Name, v, firstLine(err.Error())))
+				fmt.Sprintf("reading %s at %s through the API server fails: %s", k.crd.Name, v, conversionCause(err.Error())))
 			ok = false
 		}
 	}
@@ -410,4 +410,20 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// conversionCause shortens the API server's storage error to the conversion failure it wraps.
+func conversionCause(msg string) string {
+	msg = firstLine(msg)
+	if i := strings.Index(msg, "conversion webhook for "); i >= 0 {
+		return msg[i:]
+	}
+	return msg
+}
+
+func humanDuration(d time.Duration) string {
+	if d >= 48*time.Hour {
+		return fmt.Sprintf("%d days", int(d.Hours()/24))
+	}
+	return fmt.Sprintf("%dh", int(d.Round(time.Hour).Hours()))
 }
