@@ -5,19 +5,23 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/crdver/kubectl-crdver/explain"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
@@ -222,4 +226,51 @@ func TestDoctorInterrupt(t *testing.T) {
 	if out.Len() != 0 {
 		t.Errorf("stdout after an interrupt: %q (stderr %q)", out.String(), errOut.String())
 	}
+}
+
+// TestDoctorIncomplete: a user who may read CRDs but not their objects gets every check that
+// needs no objects, the others listed as unknown, and exit 3.
+func TestDoctorIncomplete(t *testing.T) {
+	ctx := context.Background()
+	crd := testenv.TwoVersionCRD("rbac.doctorcmd.test", "widgets", "Widget", doctorSpec())
+	registerCRD(t, crd)
+	core, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "doctor-crd-reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}}}}
+	if _, err := core.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "doctor-crd-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "doctor-viewer"}}}
+	if _, err := core.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = core.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		_ = core.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	})
+	user, err := env.ControlPlane().AddUser(envtest.User{Name: "doctor-viewer"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "", "doctor", crd.Name, "--kubeconfig", path)
+	if r.code != 3 {
+		t.Fatalf("exit %d, want 3: %s\n%s", r.code, r.stderr, r.stdout)
+	}
+	mustContain(t, "stderr", r.stderr, "unknown: widgets.rbac.doctorcmd.test storage: counting managedFields", "forbidden",
+		"error: 1 check(s) could not be completed, their answer is unknown")
+	// The checks that need no objects still ran.
+	mustContain(t, "stdout", r.stdout, "widgets.rbac.doctorcmd.test")
 }
