@@ -174,8 +174,8 @@ func oneVersionCRD(group string) *apiextensionsv1.CustomResourceDefinition {
 
 func TestStorageAndVersions(t *testing.T) {
 	ctx := context.Background()
-	// Trips: storage switched from v1beta1 to v1 with objects stored at v1beta1, and then
-	// v1beta1 is deprecated and still the... no: the storage version v1 is deprecated.
+	// Trips: storage switched from v1beta1 to v1 with objects stored at v1beta1 (pending), the
+	// new storage version v1 deprecated, and v1beta1 unserved while still stored.
 	pending := testenv.TwoVersionCRD("pending.doctor.test", "widgets", "Widget", specSchema())
 	create(t, pending)
 	if err := env.CreateObjects(ctx, pending, []string{"default"}, 3); err != nil {
@@ -184,6 +184,7 @@ func TestStorageAndVersions(t *testing.T) {
 	updateCRD(t, pending.Name, func(c *apiextensionsv1.CustomResourceDefinition) {
 		c.Spec.Versions[0].Storage, c.Spec.Versions[1].Storage = false, true
 		c.Spec.Versions[1].Deprecated = true
+		c.Spec.Versions[0].Served = false
 	})
 	// Passes: one version, nothing pending.
 	clean := oneVersionCRD("clean.doctor.test")
@@ -196,6 +197,7 @@ func TestStorageAndVersions(t *testing.T) {
 	fs := findingsOf(r, pending.Name)
 	expect(t, fs, CheckStorage, SeverityWarning, "migration pending", "[v1beta1, v1]")
 	expect(t, fs, CheckStorage, SeverityWarning, "storage version v1 is deprecated")
+	expect(t, fs, CheckStorage, SeverityWarning, "version v1beta1 is in status.storedVersions but not served")
 	for _, f := range fs {
 		if strings.Contains(f.Message, "migration pending") && f.Fix != "kubectl crdver migrate "+pending.Name {
 			t.Errorf("fix of the pending migration: %q", f.Fix)
