@@ -59,6 +59,10 @@ type RewriteOptions struct {
 	Checkpoint string
 	// MaxAttempts bounds the writes of one object on conflicts and on 429/5xx (default 8).
 	MaxAttempts int
+	// Adaptive adapts the number of writes in flight to the observed latency and to 429/5xx,
+	// from a few up to MaxConcurrency (default 256), instead of Concurrency; see window.
+	Adaptive       bool
+	MaxConcurrency int
 }
 
 // Result is what a rewrite did.
@@ -82,8 +86,10 @@ type Result struct {
 	Checkpoint       string  `json:"checkpoint,omitempty"`
 	ElapsedSeconds   float64 `json:"elapsedSeconds"`
 	// ObjectsPerSecond is this run's rate (objects accounted for in this run per second).
-	ObjectsPerSecond float64  `json:"objectsPerSecond"`
-	Notes            []string `json:"notes,omitempty"`
+	ObjectsPerSecond float64 `json:"objectsPerSecond"`
+	// PeakInFlight is the highest adaptive limit of writes in flight (Adaptive only).
+	PeakInFlight int      `json:"peakInFlight,omitempty"`
+	Notes        []string `json:"notes,omitempty"`
 }
 
 // Rewriter writes every object of a CRD back unchanged so that the API server stores it at the
@@ -94,6 +100,7 @@ type Rewriter struct {
 	opts RewriteOptions
 	res  dynamic.NamespaceableResourceInterface
 	lim  *rate.Limiter
+	win  *window // nil unless opts.Adaptive
 
 	// live counters (this run plus what the checkpoint brought), read by Progress.
 	rewritten, current, deleted, failed atomic.Int64
@@ -128,7 +135,14 @@ func NewRewriter(c *Clients, crd *apiextensionsv1.CustomResourceDefinition, opts
 		}
 		lim = rate.NewLimiter(rate.Limit(opts.QPS), burst)
 	}
-	return &Rewriter{c: c, crd: crd, opts: opts, res: c.Dynamic.Resource(GVR(crd, read)), lim: lim}, nil
+	r := &Rewriter{c: c, crd: crd, opts: opts, res: c.Dynamic.Resource(GVR(crd, read)), lim: lim}
+	if opts.Adaptive {
+		if opts.MaxConcurrency <= 0 {
+			opts.MaxConcurrency = 256
+		}
+		r.win = newWindow(startWindow(opts.Concurrency), opts.MaxConcurrency)
+	}
+	return r, nil
 }
 
 // Progress is a snapshot of the counts so far (safe to call while Run runs).
@@ -301,7 +315,11 @@ func (r *Rewriter) Run(ctx context.Context) (*Result, error) {
 	}()
 
 	var wg sync.WaitGroup
-	for w := 0; w < r.opts.Concurrency; w++ {
+	workers := r.opts.Concurrency
+	if r.win != nil {
+		workers = int(r.win.max) // the window decides how many write at once
+	}
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -365,6 +383,9 @@ func (r *Rewriter) Run(ctx context.Context) (*Result, error) {
 		res.Failures = []Failure{}
 	}
 	res.ExpiredContinues = r.expired.Load()
+	if r.win != nil {
+		_, res.PeakInFlight = r.win.stats()
+	}
 	elapsed := time.Since(start)
 	res.ElapsedSeconds = elapsed.Seconds()
 	if s := elapsed.Seconds(); s > 0 {
@@ -436,9 +457,16 @@ func (r *Rewriter) migrateOne(ctx context.Context, obj *unstructured.Unstructure
 		if err := r.lim.Wait(ctx); err != nil {
 			return 0, "", false
 		}
+		if r.win != nil && r.win.acquire(ctx) != nil {
+			return 0, "", false
+		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		sent := time.Now()
 		updated, err := ri.Update(wctx, obj, metav1.UpdateOptions{})
 		cancel()
+		if r.win != nil {
+			r.win.release(time.Since(sent), err != nil && retryable(err))
+		}
 		switch {
 		case err == nil:
 			if updated.GetResourceVersion() != obj.GetResourceVersion() {

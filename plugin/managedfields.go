@@ -130,3 +130,16 @@ func withManagedFields(report any, c *ownership.Census) (any, error) {
 	out := append(append(append(append([]byte{}, r[:len(r)-1]...), sep+`"managedFields":`...), mf...), '}')
 	return json.RawMessage(out), nil
 }
+
+// migrateClients are the migrate engine's clients for the selected kubeconfig context.
+func (g *Globals) migrateClients() (*migrate.Clients, error) {
+	cfg, err := g.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, err := migrate.NewClients(cfg)
+	if err != nil {
+		return nil, Unavailable(fmt.Errorf("cannot build a client: %w", err))
+	}
+	return c, nil
+}

@@ -37,13 +37,9 @@ func (o *MigrateOptions) completeAll(args []string) error {
 // runAll plans every pending migration of the cluster, asks once, migrates them one after
 // another with one progress display, and prints a summary. The exit code is the worst one.
 func (o *MigrateOptions) runAll(ctx context.Context) error {
-	cfg, err := o.g.RESTConfig()
+	c, err := o.g.migrateClients()
 	if err != nil {
 		return err
-	}
-	c, err := migrate.NewClients(cfg)
-	if err != nil {
-		return Unavailable(fmt.Errorf("cannot build a client: %w", err))
 	}
 	cs, err := o.g.crdClient()
 	if err != nil {

@@ -123,13 +123,9 @@ func (o *RetireOptions) Validate() error {
 
 // Run plans, asks, and retires.
 func (o *RetireOptions) Run(ctx context.Context) error {
-	cfg, err := o.g.RESTConfig()
+	c, err := o.g.migrateClients()
 	if err != nil {
 		return err
-	}
-	c, err := migrate.NewClients(cfg)
-	if err != nil {
-		return Unavailable(fmt.Errorf("cannot build a client: %w", err))
 	}
 	crd, err := o.source.one(ctx, o.Name)
 	if err != nil {

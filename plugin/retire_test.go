@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -145,5 +147,51 @@ func TestRetireCommandRefusals(t *testing.T) {
 		if r.code != ExitUsage || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.want)
 		}
+	}
+}
+
+// Without the rights to write, retire says which are missing and writes nothing.
+func TestRetireWithoutRights(t *testing.T) {
+	ctx := context.Background()
+	name, group, _ := migrateFixture(t, "retirerbac", 3)
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "retire-reader"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{group}, Resources: []string{"gadgets"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"selfsubjectaccessreviews"}, Verbs: []string{"create"}},
+		},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "retire-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "retire-reader"}},
+	}
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	})
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+	_, rev := storedAt(t, group)
+	before := crdOf(t, name)
+
+	r := runCluster(t, "retire", name, "v1beta1", "--remove", "--yes", "--as", "retire-reader", "--checkpoint", filepath.Join(t.TempDir(), "cp"))
+	if r.code != ExitUnavailable {
+		t.Fatalf("exit %d, want 3:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "stderr", r.stderr, "you may not update gadgets."+group, "update customresourcedefinitions.apiextensions.k8s.io "+name, "nothing was written")
+	if _, rev2 := storedAt(t, group); rev2 != rev {
+		t.Errorf("etcd revision moved from %d to %d", rev, rev2)
+	}
+	if crd := crdOf(t, name); crd.ResourceVersion != before.ResourceVersion {
+		t.Errorf("the CRD changed")
 	}
 }

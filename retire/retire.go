@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -257,6 +258,14 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 	if o.DryRun {
 		return r.res, nil
 	}
+	// Every right the pending steps need, before anything is written.
+	needed := migrate.NeededAccess(crd, plan.StorageVersion == o.Version, slices.Contains(crd.Status.StoredVersions, o.Version))
+	if o.Unserve || o.Remove {
+		needed = append(needed, migrate.Access{Verb: "update", Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions", Name: crd.Name})
+	}
+	if err := migrate.CheckAccess(ctx, c, needed); err != nil {
+		return r.res, err
+	}
 	if o.Confirm != nil {
 		ok, err := o.Confirm(plan)
 		if err != nil {
@@ -307,7 +316,7 @@ func BuildPlan(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.Cus
 	} else {
 		add(StepSwitch, StateAlready, fmt.Sprintf("the storage version is %s", storage))
 	}
-	stored := contains(crd.Status.StoredVersions, o.Version)
+	stored := slices.Contains(crd.Status.StoredVersions, o.Version)
 	newStorage := storage
 	if storage == o.Version {
 		newStorage = target
@@ -371,7 +380,7 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 		return err
 	}
 	rw, tr := r.step(StepRewrite), r.step(StepTrim)
-	if contains(crd.Status.StoredVersions, o.Version) {
+	if slices.Contains(crd.Status.StoredVersions, o.Version) {
 		if err := migrate.WaitStorageVersion(ctx, r.c, crd, 30*time.Second); err != nil {
 			return err
 		}
@@ -580,7 +589,7 @@ func (r *runner) changeCRD(ctx context.Context, name string, wanted bool) error 
 		case ver.Storage:
 			detail = fmt.Sprintf("%s is the storage version again", v)
 			return nil
-		case name == StepRemove && contains(crd.Status.StoredVersions, v):
+		case name == StepRemove && slices.Contains(crd.Status.StoredVersions, v):
 			detail = fmt.Sprintf("%s is still in status.storedVersions [%s]", v, strings.Join(crd.Status.StoredVersions, " "))
 			return nil
 		}
@@ -745,6 +754,11 @@ func (r *runner) tryMove(ctx context.Context, ti, oi dynamic.ResourceInterface, 
 	var source map[string]any
 	if need {
 		s, err := oi.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			// The object is there (read at the target version): the old version is not served.
+			return none, fmt.Sprintf("some owned fields are not in the object at %s, and it cannot be read at %s to convert them (is %s served?): serve it again (served: true) and run retire again",
+				to, from, from), nil
+		}
 		if err != nil {
 			return none, "", err
 		}
@@ -812,15 +826,6 @@ func names(crd *apiextensionsv1.CustomResourceDefinition) []string {
 	}
 	sort.Slice(out, func(i, j int) bool { return version.CompareKubeAwareVersionStrings(out[i], out[j]) > 0 })
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func objName(f migrate.Failure) string {

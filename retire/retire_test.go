@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 
@@ -142,6 +143,19 @@ func (f *fx) removeVersion(v string) error {
 	})
 }
 
+// waitGone waits (at most 30 s) until the API server no longer serves version v of the
+// fixture (a read at v is 404): its handlers then use the CRD without v.
+func (f *fx) waitGone(v, name string) {
+	f.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := f.res(v).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		f.t.Fatalf("%s is still served: %v", v, err)
+	}
+}
+
 // twoManagers writes n objects: "applier" server-side applies size and color at v1beta1,
 // "updater" sets mode with a plain update at v1.
 func (f *fx) twoManagers(n int) {
@@ -220,6 +234,7 @@ func TestRetireKeepsOwnershipAndPreventsTheConversionError(t *testing.T) {
 		t.Fatalf("etcd: managedFields versions %v, object versions %v", entries, objs)
 	}
 
+	f.waitGone("v1beta1", "w-00")
 	// Each manager applies again at v1. The applier's smaller configuration drops color:
 	// the field it owned is removed, the updater's mode stays.
 	if err := f.apply("v1", "applier", "w-00", map[string]any{"size": int64(0)}, false); err != nil {
@@ -260,6 +275,7 @@ func TestWithoutRetireApplyFailsAfterRemoval(t *testing.T) {
 	if err := f.removeVersion("v1beta1"); err != nil {
 		t.Fatal(err)
 	}
+	f.waitGone("v1beta1", "w-00")
 	err = f.apply("v1", "applier", "w-00", map[string]any{"size": int64(0)}, false)
 	if err == nil || !strings.Contains(err.Error(), "request to convert CR to an invalid group/version") {
 		t.Fatalf("apply after removing v1beta1 without retire: %v; want the conversion error", err)
@@ -456,6 +472,7 @@ func TestRetireConvertsRenamedFieldsThroughTheWebhook(t *testing.T) {
 	if len(res.Problems) > 0 || res.Fields.Converted != 1 || stepState(res, StepRemove) != StateDone {
 		t.Fatalf("problems %v, fields %+v, remove %s", res.Problems, res.Fields, stepState(res, StepRemove))
 	}
+	f.waitGone("v1beta1", "w-00")
 	// Ownership of the renamed fields: another manager setting port without force conflicts
 	// with the applier; the applier applying only host removes port.
 	err = f.apply("v1", "intruder", "w-00", map[string]any{"port": "6543"}, false)
@@ -467,5 +484,60 @@ func TestRetireConvertsRenamedFieldsThroughTheWebhook(t *testing.T) {
 	}
 	if s := f.spec("v1", "w-00"); s["port"] != nil || s["host"] != "db" || s["color"] != "red" {
 		t.Fatalf("spec after the applier's smaller apply: %v; want port gone, host and color kept", s)
+	}
+}
+
+// Entries of the status subresource move too: a controller that updated status at v1beta1
+// keeps its status fields, and applies to /status at v1 work after removal.
+func TestRetireMovesStatusEntries(t *testing.T) {
+	ctx := context.Background()
+	group := "status.retire.example.com"
+	crd := testenv.TwoVersionCRD(group, "widgets", "Widget", apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}})
+	for i := range crd.Spec.Versions {
+		v := &crd.Spec.Versions[i]
+		v.Schema.OpenAPIV3Schema.Properties["status"] = apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"ready": {Type: "boolean"}, "phase": {Type: "string"}}}
+		v.Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
+	}
+	f := createFx(t, crd)
+	if err := f.apply("v1beta1", "applier", "w-00", map[string]any{"size": int64(1)}, true); err != nil {
+		t.Fatal(err)
+	}
+	status := []byte(`{"apiVersion":"` + group + `/v1beta1","kind":"Widget","metadata":{"name":"w-00","namespace":"default"},"status":{"ready":true}}`)
+	force := true
+	if _, err := f.res("v1beta1").Patch(ctx, "w-00", types.ApplyPatchType, status, metav1.PatchOptions{FieldManager: "status-controller", Force: &force}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	o := f.opts("v1beta1")
+	o.Remove = true
+	res, err := Run(ctx, f.c, o)
+	if err != nil || len(res.Problems) > 0 {
+		t.Fatalf("%v %v", err, res.Problems)
+	}
+	f.waitGone("v1beta1", "w-00")
+	obj, err := f.res("v1").Get(ctx, "w-00", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range obj.GetManagedFields() {
+		if e.APIVersion != group+"/v1" {
+			t.Errorf("entry %s %s left at %s", e.Manager, e.Subresource, e.APIVersion)
+		}
+		found = found || (e.Manager == "status-controller" && e.Subresource == "status")
+	}
+	if !found {
+		t.Fatalf("the status entry was lost: %+v", obj.GetManagedFields())
+	}
+	// The status controller applies a smaller status at v1: it owned ready, so ready goes.
+	status = []byte(`{"apiVersion":"` + group + `/v1","kind":"Widget","metadata":{"name":"w-00","namespace":"default"},"status":{"phase":"Running"}}`)
+	if _, err := f.res("v1").Patch(ctx, "w-00", types.ApplyPatchType, status, metav1.PatchOptions{FieldManager: "status-controller"}, "status"); err != nil {
+		t.Fatalf("status apply at v1 after retire: %v", err)
+	}
+	obj, err = f.res("v1").Get(ctx, "w-00", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, has, _ := unstructured.NestedBool(obj.Object, "status", "ready"); has || obj.Object["status"].(map[string]any)["phase"] != "Running" {
+		t.Errorf("status.ready still set after the owner's smaller apply: %v", obj.Object["status"])
 	}
 }

@@ -178,26 +178,29 @@ func BenchmarkRunbookKubectl(b *testing.B) {
 // turn, as kube-storage-version-migrator's migrator does (no client-side rate limit).
 func BenchmarkSequentialLoop(b *testing.B) {
 	f := newBenchFixture(b, "sequential", envInt("CRDVER_BENCH_OBJECTS", 500))
-	f.run(b, func(b *testing.B) {
-		ctx := context.Background()
-		ri := f.c.Dynamic.Resource(migrate.GVR(f.crd, "v1"))
-		cont := ""
-		for {
-			list, err := ri.List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
-			if err != nil {
+	f.run(b, func(b *testing.B) { sequentialRewrite(b, f.c, f.crd) })
+}
+
+// sequentialRewrite lists pages of 500 and updates each object in turn, one at a time.
+func sequentialRewrite(b *testing.B, c *migrate.Clients, crd *apiextensionsv1.CustomResourceDefinition) {
+	ctx := context.Background()
+	ri := c.Dynamic.Resource(migrate.GVR(crd, "v1"))
+	cont := ""
+	for {
+		list, err := ri.List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			if _, err := ri.Namespace(o.GetNamespace()).Update(ctx, o, metav1.UpdateOptions{}); err != nil {
 				b.Fatal(err)
 			}
-			for i := range list.Items {
-				o := &list.Items[i]
-				if _, err := ri.Namespace(o.GetNamespace()).Update(ctx, o, metav1.UpdateOptions{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if cont = list.GetContinue(); cont == "" {
-				return
-			}
 		}
-	})
+		if cont = list.GetContinue(); cont == "" {
+			return
+		}
+	}
 }
 
 // BenchmarkClusterController is the in-tree StorageVersionMigration controller of
