@@ -19,6 +19,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -246,7 +247,7 @@ func TestStaleManagedFields(t *testing.T) {
 	// Deprecated but served and still written: a versions warning naming the manager.
 	updateCRD(t, stale.Name, func(c *apiextensionsv1.CustomResourceDefinition) { c.Spec.Versions[0].Deprecated = true })
 	r := doctorOf(t, Options{}, stale.Name)
-	expect(t, findingsOf(r, stale.Name), CheckVersions, SeverityWarning, "deprecated version v1beta1 is still written", "old-tool (Apply, 3 objects)")
+	expect(t, findingsOf(r, stale.Name), CheckVersions, SeverityWarning, "deprecated version v1beta1 is still written", "old-tool (Apply, 3 objects, last 20")
 	expectNo(t, findingsOf(r, stale.Name), CheckStorage, SeverityError)
 
 	// Unserved: a storage warning.
@@ -256,11 +257,16 @@ func TestStaleManagedFields(t *testing.T) {
 
 	// Removed from spec.versions: an error, and the server indeed refuses the apply.
 	updateCRD(t, stale.Name, func(c *apiextensionsv1.CustomResourceDefinition) { c.Spec.Versions = c.Spec.Versions[1:] })
-	var err error
-	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		err = apply(t, stale, "v1", "w0", "old-tool", 2)
-		return err != nil && strings.Contains(err.Error(), "invalid group/version"), nil
+	// Wait until the API server serves the updated CRD (v1beta1 gone) before applying: an
+	// apply that meets the old CRD succeeds and moves old-tool's entry to v1.
+	gone := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := dynClient(t).Resource(migrate.GVR(stale, "v1beta1")).Namespace("default").Get(ctx, "w0", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
 	})
+	if gone != nil {
+		t.Fatalf("v1beta1 still served 30s after its removal: %v", gone)
+	}
+	err := apply(t, stale, "v1", "w0", "old-tool", 2)
 	if err == nil || !strings.Contains(err.Error(), "invalid group/version") {
 		t.Fatalf("server-side apply after removing v1beta1: %v, want the kubernetes#111937 failure", err)
 	}

@@ -3,6 +3,7 @@ package doctor
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -131,7 +132,11 @@ func (k *checker) checkVersions(census *ownership.Census, groupPreferred string)
 					managers = append(managers, fmt.Sprintf("and %d more", len(row.Managers)-3))
 					break
 				}
-				managers = append(managers, fmt.Sprintf("%s (%s, %d objects)", w.Manager, w.Operation, w.Objects))
+				last := ""
+				if w.LastWrite != nil {
+					last = ", last " + w.LastWrite.UTC().Format(time.RFC3339)
+				}
+				managers = append(managers, fmt.Sprintf("%s (%s, %d objects%s)", w.Manager, w.Operation, w.Objects, last))
 			}
 			to := bestVersion(crd)
 			fix := "move the writers (" + strings.Join(managerNames(row), ", ") + ") to a served non-deprecated version"
