@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/crdver/kubectl-crdver/explain"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/migrate"
@@ -33,28 +32,13 @@ func doctorSpec() apiextensionsv1.JSONSchemaProps {
 	return apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}}
 }
 
-// doctorWebhookCRD is the CronTab webhook CRD renamed into group, pointed at url.
+// doctorWebhookCRD is the CronTab webhook CRD (convert_test.go's webhookCRD) renamed into
+// group, pointed at url.
 func doctorWebhookCRD(t *testing.T, group, url string, caBundle []byte) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	crd := loadTestCRD(t, "crontab-webhook.yaml")
-	crd.Name = "crontabs." + group
-	crd.Spec.Group = group
-	crd.Spec.Names.ShortNames = nil
+	crd := webhookCRD(t, nil, group)
 	crd.Spec.Conversion.Webhook.ClientConfig.URL = &url
 	crd.Spec.Conversion.Webhook.ClientConfig.CABundle = caBundle
-	return crd
-}
-
-func loadTestCRD(t *testing.T, name string) *apiextensionsv1.CustomResourceDefinition {
-	t.Helper()
-	b, err := os.ReadFile(td("crds", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd, err := explain.DecodeCRD(b)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return crd
 }
 
