@@ -26,10 +26,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testca"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
-	"github.com/crdver/kubectl-crdver/migrate"
 )
 
 var env *testenv.Env
@@ -227,7 +227,7 @@ func apply(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, v, name,
 		"metadata": map[string]any{"name": name, "namespace": "default"},
 		"spec":     map[string]any{"size": size},
 	}}
-	_, err := dynClient(t).Resource(migrate.GVR(crd, v)).Namespace("default").Apply(context.Background(), name, obj, metav1.ApplyOptions{FieldManager: manager})
+	_, err := dynClient(t).Resource(crdinfo.GVR(crd, v)).Namespace("default").Apply(context.Background(), name, obj, metav1.ApplyOptions{FieldManager: manager})
 	return err
 }
 
@@ -260,7 +260,7 @@ func TestStaleManagedFields(t *testing.T) {
 	// Wait until the API server serves the updated CRD (v1beta1 gone) before applying: an
 	// apply that meets the old CRD succeeds and moves old-tool's entry to v1.
 	gone := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := dynClient(t).Resource(migrate.GVR(stale, "v1beta1")).Namespace("default").Get(ctx, "w0", metav1.GetOptions{})
+		_, err := dynClient(t).Resource(crdinfo.GVR(stale, "v1beta1")).Namespace("default").Get(ctx, "w0", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if gone != nil {
@@ -317,7 +317,7 @@ func cronTabCRD(t *testing.T, group, url string, caBundle []byte) *apiextensions
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := explain.DecodeCRD(b)
+	crd, err := crdinfo.Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func createCronTab(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, 
 		"metadata": map[string]any{"name": name, "namespace": "default"},
 		"spec":     map[string]any{"cronSpec": "* * * * */5", "image": "app:1", "host": "db", "port": "5432"},
 	}}
-	if _, err := dynClient(t).Resource(migrate.GVR(crd, "v1")).Namespace("default").Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := dynClient(t).Resource(crdinfo.GVR(crd, "v1")).Namespace("default").Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -344,7 +344,7 @@ func createCronTab(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, 
 func TestConversionWebhook(t *testing.T) {
 	backend := testwebhook.StartForTest(t, testwebhook.Options{})
 	now := time.Now()
-	ca, err := testwebhook.NewCAValid(now.Add(-time.Hour), now.Add(365*24*time.Hour))
+	ca, err := testca.NewValid(now.Add(-time.Hour), now.Add(365*24*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,11 +361,11 @@ func TestConversionWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherCA, err := testwebhook.NewCAValid(now.Add(-time.Hour), now.Add(365*24*time.Hour))
+	otherCA, err := testca.NewValid(now.Add(-time.Hour), now.Add(365*24*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	soonCA, err := testwebhook.NewCAValid(now.Add(-time.Hour), now.Add(10*24*time.Hour))
+	soonCA, err := testca.NewValid(now.Add(-time.Hour), now.Add(10*24*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

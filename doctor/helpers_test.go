@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	"github.com/crdver/kubectl-crdver/crdschema"
 )
 
 func newCore(t testing.TB) kubernetes.Interface {
@@ -46,7 +46,7 @@ func createEndpointSlice(ctx context.Context, c kubernetes.Interface, ready bool
 
 func mustInternal(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition) *apiextensions.JSONSchemaProps {
 	t.Helper()
-	vs, err := explain.SchemaFor(crd, crd.Spec.Versions[0].Name)
+	vs, err := crdschema.SchemaFor(crd, crd.Spec.Versions[0].Name)
 	if err != nil || vs.Internal == nil {
 		t.Fatalf("schema of %s: %v", crd.Name, err)
 	}

@@ -14,7 +14,8 @@ import (
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/crdschema"
 )
 
 // CostWarnFraction is the share of the API server's per-rule and per-CRD CEL cost limits from
@@ -32,8 +33,8 @@ func (k *checker) checkSchema() {
 			fmt.Sprintf(`make every version's schema structural, then kubectl patch crd %s --type=merge -p '{"spec":{"preserveUnknownFields":false}}'`, crd.Name),
 			"legacy spec.preserveUnknownFields: true: unknown fields are stored as sent (no pruning), and defaults and webhook conversion cannot be used")
 	}
-	for _, name := range explain.VersionNames(crd) {
-		vs, err := explain.SchemaFor(crd, name)
+	for _, name := range crdinfo.VersionNames(crd) {
+		vs, err := crdschema.SchemaFor(crd, name)
 		if err != nil {
 			k.incomplete(CheckSchema, err)
 			continue
@@ -183,7 +184,7 @@ func (k *checker) checkCELCost(version string, schema *apiextensions.JSONSchemaP
 
 // inUse reports whether version v is served or may still hold stored objects.
 func inUse(crd *apiextensionsv1.CustomResourceDefinition, v string) bool {
-	if ver, err := explain.LookupVersion(crd, v); err == nil && ver.Served {
+	if ver, err := crdinfo.Lookup(crd, v); err == nil && ver.Served {
 		return true
 	}
 	for _, s := range crd.Status.StoredVersions {

@@ -7,31 +7,12 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
-	"github.com/crdver/kubectl-crdver/explain"
-	"github.com/crdver/kubectl-crdver/migrate"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/ownership"
 )
 
 func preferredVersions(crds []*apiextensionsv1.CustomResourceDefinition) map[string]string {
-	return explain.PreferredVersions(crds)
-}
-
-// listVersion is the version to list objects through: the storage version when it is served
-// (the API server then converts nothing), else the highest-priority served one; "" when none
-// is served.
-func listVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
-	storage := explain.StorageVersion(crd)
-	for _, v := range crd.Spec.Versions {
-		if v.Name == storage && v.Served {
-			return storage
-		}
-	}
-	for _, n := range explain.VersionNames(crd) {
-		if v, _ := explain.LookupVersion(crd, n); v != nil && v.Served {
-			return n
-		}
-	}
-	return ""
+	return crdinfo.PreferredVersions(crds)
 }
 
 // checkStorage: pending migration, deprecated storage version, stored but unserved versions,
@@ -39,12 +20,12 @@ func listVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
 // It returns the managedFields census (nil when it could not be taken).
 func (k *checker) checkStorage() *ownership.Census {
 	crd := k.crd
-	storage := explain.StorageVersion(crd)
+	storage := crdinfo.StorageVersion(crd)
 	byName := map[string]apiextensionsv1.CustomResourceDefinitionVersion{}
 	for _, v := range crd.Spec.Versions {
 		byName[v.Name] = v
 	}
-	if explain.MigrationPending(crd) {
+	if crdinfo.MigrationPending(crd) {
 		k.add(CheckStorage, SeverityWarning, "kubectl crdver migrate "+crd.Name,
 			fmt.Sprintf("migration pending: status.storedVersions is [%s] but the storage version is %s; objects may still be stored at the older versions",
 				strings.Join(crd.Status.StoredVersions, ", "), storage))
@@ -63,14 +44,15 @@ func (k *checker) checkStorage() *ownership.Census {
 		}
 	}
 
-	lv := listVersion(crd)
-	if lv == "" || k.c.md == nil {
-		if lv == "" {
-			k.add(CheckStorage, SeverityInfo, "", "no version is served: objects and their managedFields cannot be listed")
-		}
+	lv, err := crdinfo.AccessVersion(crd)
+	if err != nil {
+		k.add(CheckStorage, SeverityInfo, "", "no version is served: objects and their managedFields cannot be listed")
 		return nil
 	}
-	census, err := ownership.Take(k.ctx, k.c.md, migrate.GVR(crd, lv), k.opts.ChunkSize)
+	if k.c.md == nil {
+		return nil
+	}
+	census, err := ownership.Take(k.ctx, k.c.md, crdinfo.GVR(crd, lv), k.opts.ChunkSize)
 	if err != nil {
 		k.incomplete(CheckStorage, fmt.Errorf("counting managedFields of %s: %w", crd.Name, err))
 		return nil
@@ -104,8 +86,8 @@ func lastWriter(r ownership.VersionCount) string {
 
 // bestVersion is the highest-priority served, non-deprecated version ("" when none).
 func bestVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
-	for _, n := range explain.VersionNames(crd) {
-		if v, _ := explain.LookupVersion(crd, n); v != nil && v.Served && !v.Deprecated {
+	for _, n := range crdinfo.VersionNames(crd) {
+		if v, _ := crdinfo.Lookup(crd, n); v != nil && v.Served && !v.Deprecated {
 			return n
 		}
 	}
@@ -116,7 +98,7 @@ func bestVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
 // version (what kubectl uses by default) that is not the storage version.
 func (k *checker) checkVersions(census *ownership.Census, groupPreferred string) {
 	crd := k.crd
-	storage := explain.StorageVersion(crd)
+	storage := crdinfo.StorageVersion(crd)
 	if census != nil {
 		for _, v := range crd.Spec.Versions {
 			if !v.Served || !v.Deprecated {
@@ -150,7 +132,7 @@ func (k *checker) checkVersions(census *ownership.Census, groupPreferred string)
 	// kubectl and discovery use the group's preferred version; when this CRD serves it and it is
 	// not the storage version, every default read and write is converted.
 	if groupPreferred != "" && storage != "" && groupPreferred != storage {
-		if v, err := explain.LookupVersion(crd, groupPreferred); err == nil && v.Served {
+		if v, err := crdinfo.Lookup(crd, groupPreferred); err == nil && v.Served {
 			k.add(CheckVersions, SeverityInfo, fmt.Sprintf("kubectl crdver migrate %s --to %s (when %s is ready to be stored)", crd.Name, groupPreferred, groupPreferred),
 				fmt.Sprintf("the preferred version %s (what kubectl uses by default) is not the storage version %s: default reads and writes are converted", groupPreferred, storage))
 		}

@@ -19,8 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/crdver/kubectl-crdver/explain"
-	"github.com/crdver/kubectl-crdver/migrate"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // ExpiryWarning is how long before a certificate expires it is reported.
@@ -128,10 +127,10 @@ func (k *checker) checkWebhook() {
 // impact says what breaks while the webhook is down.
 func (k *checker) impact(t *webhookTarget) string {
 	crd := k.crd
-	storage := explain.StorageVersion(crd)
+	storage := crdinfo.StorageVersion(crd)
 	var others []string
-	for _, v := range explain.VersionNames(crd) {
-		if ver, _ := explain.LookupVersion(crd, v); ver != nil && ver.Served && v != storage {
+	for _, v := range crdinfo.VersionNames(crd) {
+		if ver, _ := crdinfo.Lookup(crd, v); ver != nil && ver.Served && v != storage {
 			others = append(others, v)
 		}
 	}
@@ -143,7 +142,7 @@ func (k *checker) impact(t *webhookTarget) string {
 	if len(others) == 0 {
 		what = fmt.Sprintf("if %s is down: reads of %s objects stored at other versions fail (%s)", t.describe, crd.Name, count)
 	}
-	if explain.MigrationPending(crd) {
+	if crdinfo.MigrationPending(crd) {
 		what += ", and objects stored at old versions cannot be read at all"
 	}
 	return what
@@ -326,12 +325,12 @@ func (k *checker) checkReads() bool {
 		return false
 	}
 	ok := true
-	for _, v := range explain.VersionNames(k.crd) {
-		ver, _ := explain.LookupVersion(k.crd, v)
+	for _, v := range crdinfo.VersionNames(k.crd) {
+		ver, _ := crdinfo.Lookup(k.crd, v)
 		if ver == nil || !ver.Served {
 			continue
 		}
-		_, err := k.c.dyn.Resource(migrate.GVR(k.crd, v)).List(k.ctx, metav1.ListOptions{Limit: 1})
+		_, err := k.c.dyn.Resource(crdinfo.GVR(k.crd, v)).List(k.ctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
 			if apierrors.IsForbidden(err) || k.ctx.Err() != nil {
 				k.incomplete(CheckWebhook, fmt.Errorf("reading %s at %s: %w", k.crd.Name, v, err))
@@ -349,8 +348,8 @@ func (k *checker) checkReads() bool {
 // webhook, with convert's checks.
 func (k *checker) roundTrips(t *webhookTarget) {
 	var served []string
-	for _, v := range explain.VersionNames(k.crd) {
-		if ver, _ := explain.LookupVersion(k.crd, v); ver != nil && ver.Served {
+	for _, v := range crdinfo.VersionNames(k.crd) {
+		if ver, _ := crdinfo.Lookup(k.crd, v); ver != nil && ver.Served {
 			served = append(served, v)
 		}
 	}
@@ -359,7 +358,7 @@ func (k *checker) roundTrips(t *webhookTarget) {
 	}
 	objects := map[string]map[string]any{}
 	for _, v := range served {
-		list, err := k.c.dyn.Resource(migrate.GVR(k.crd, v)).List(k.ctx, metav1.ListOptions{Limit: 1})
+		list, err := k.c.dyn.Resource(crdinfo.GVR(k.crd, v)).List(k.ctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
 			return // reported by checkReads
 		}

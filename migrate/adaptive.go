@@ -7,110 +7,163 @@ import (
 	"time"
 )
 
-// window limits the writes in flight and adapts the limit to what the API server and the
-// network allow, the way TCP's congestion control adapts its window (RewriteOptions.Adaptive):
+// inflightLimit bounds the writes in flight. Fixed, it is a plain semaphore (--concurrency N).
+// Adaptive, it finds the number of in-flight writes that keeps the API server busy over the
+// observed round-trip time, the way TCP Vegas sizes a congestion window:
 //
-//   - The floor is the lowest write latency seen recently: the round trip with no queue at
-//     the server. While latencies stay within 1.5× the floor, the server is not queueing and
-//     the limit grows (by √limit per write, smoothed), so more round trips overlap: over a
-//     slow network, many writes must be in flight to keep the server busy.
-//   - When latencies rise above that, writes queue at the server: the limit shrinks in
-//     proportion (floor×1.5 / latency), down to where the queue stays short.
-//   - A 429 or 5xx halves the limit, at most once per round trip (the server asked us to
-//     slow down).
+//   - baseRTT is the lowest write latency seen (the network and an idle server);
+//   - after each window (as many completions as the limit), the writes queued at the server
+//     are estimated as queued = limit × (1 − baseRTT/avgRTT) (Little's law: what is in flight
+//     beyond the bandwidth-delay product waits in the server's queue);
+//   - fewer than alpha queued: the server has idle capacity, so the limit grows (doubling
+//     while in slow start, then by one); more than beta: it shrinks by one;
+//   - a 429 (the server's flow control said no) cuts it by 30% at once, as a loss would.
 //
-// The floor is the lowest latency of the whole run: a floor re-measured while writes queue
-// would creep up with the queue and let the limit grow without end. A run lasts minutes, over
-// which the network's round trip does not change much; a run over a network that became much
-// slower settles at a small limit (the safe side) and the next run measures again.
-type window struct {
+// So the limit follows the latency: ~alpha+X·baseRTT for a server that completes X writes/s,
+// a few writes on a local server and several dozen 50 ms away, without the user tuning it.
+type inflightLimit struct {
 	mu       sync.Mutex
-	limit    float64
-	min, max float64
+	wake     chan struct{} // closed and replaced whenever a slot frees
 	inflight int
-	wake     chan struct{} // closed and replaced when a slot may have become free
 
-	floor   time.Duration
-	lastCut time.Time
-	peak    float64
+	adaptive  bool
+	limit     float64
+	min, max  int
+	slowStart bool
+	baseRTT   time.Duration
+	winCount  int
+	winSum    time.Duration
+	peak      int
+	throttled int64
+	// seen429 reads the clients' count of 429 answers; lastSeen is what release last saw.
+	seen429  func() int64
+	lastSeen int64
 }
 
 const (
-	tolerance = 1.5
-	smoothing = 0.1
+	vegasAlpha = 8  // queued writes below which the limit grows
+	vegasBeta  = 16 // queued writes above which it shrinks
 )
 
-// startWindow is where an adaptive run starts: small, so that the first latencies show the
-// floor rather than a queue the window itself made; it grows within a few dozen writes.
-func startWindow(concurrency int) int {
-	return min(concurrency, 4)
+// DefaultMaxConcurrency caps the adaptive limit.
+const DefaultMaxConcurrency = 256
+
+func newFixedLimit(n int) *inflightLimit {
+	return &inflightLimit{wake: make(chan struct{}), limit: float64(n), min: n, max: n, peak: n}
 }
 
-func newWindow(start, maxLimit int) *window {
-	if start < 1 {
-		start = 1
+func newAdaptiveLimit(start, max int) *inflightLimit {
+	if max <= 0 {
+		max = DefaultMaxConcurrency
 	}
-	if maxLimit < start {
-		maxLimit = start
+	if start > max {
+		start = max
 	}
-	return &window{limit: float64(start), min: 1, max: float64(maxLimit), wake: make(chan struct{}), peak: float64(start)}
+	return &inflightLimit{wake: make(chan struct{}), adaptive: true, limit: float64(start), min: 1, max: max, slowStart: true, peak: start}
 }
 
-// acquire waits for a free slot (or ctx).
-func (w *window) acquire(ctx context.Context) error {
+// workers is how many goroutines may ever hold a slot.
+func (l *inflightLimit) workers() int { return l.max }
+
+// acquire waits for a slot; it returns ctx's error if ctx ends first.
+func (l *inflightLimit) acquire(ctx context.Context) error {
 	for {
-		w.mu.Lock()
-		if w.inflight < int(w.limit) {
-			w.inflight++
-			w.mu.Unlock()
+		l.mu.Lock()
+		if l.inflight < int(l.limit) {
+			l.inflight++
+			l.mu.Unlock()
 			return nil
 		}
-		wake := w.wake
-		w.mu.Unlock()
+		wake := l.wake
+		l.mu.Unlock()
 		select {
-		case <-wake:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-wake:
 		}
 	}
 }
 
-// release frees a slot and feeds the write's latency (and whether the server pushed back) to
-// the limit.
-func (w *window) release(latency time.Duration, throttled bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.inflight--
-	w.observe(time.Now(), latency, throttled)
-	close(w.wake)
-	w.wake = make(chan struct{})
-}
-
-func (w *window) observe(now time.Time, latency time.Duration, throttled bool) {
+// release frees a slot, with the write's latency and whether the server throttled it (429).
+func (l *inflightLimit) release(rtt time.Duration, throttled bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inflight--
+	close(l.wake)
+	l.wake = make(chan struct{})
+	if l.seen429 != nil {
+		if n := l.seen429(); n > l.lastSeen {
+			l.throttled += n - l.lastSeen
+			l.lastSeen = n
+			throttled = true
+		}
+	} else if throttled {
+		l.throttled++
+	}
+	if !l.adaptive {
+		return
+	}
 	if throttled {
-		if now.Sub(w.lastCut) > w.floor {
-			w.limit = math.Max(w.min, w.limit/2)
-			w.lastCut = now
+		l.slowStart = false
+		l.set(l.limit * 0.7)
+		l.winCount, l.winSum = 0, 0
+		return
+	}
+	if rtt <= 0 {
+		return
+	}
+	if l.baseRTT == 0 || rtt < l.baseRTT {
+		l.baseRTT = rtt
+	}
+	l.winCount++
+	l.winSum += rtt
+	if l.winCount < int(math.Max(8, l.limit)) {
+		return
+	}
+	avg := l.winSum / time.Duration(l.winCount)
+	l.winCount, l.winSum = 0, 0
+	queued := l.limit * (1 - float64(l.baseRTT)/float64(avg))
+	switch {
+	case queued < vegasAlpha:
+		if l.slowStart {
+			l.set(l.limit * 2)
+		} else {
+			l.set(l.limit + 1)
 		}
-		return
-	}
-	if latency <= 0 {
-		return
-	}
-	if w.floor == 0 || latency < w.floor {
-		w.floor = latency
-	}
-	gradient := math.Min(1, math.Max(0.5, tolerance*float64(w.floor)/float64(latency)))
-	target := w.limit*gradient + math.Sqrt(w.limit)
-	w.limit = math.Min(w.max, math.Max(w.min, (1-smoothing)*w.limit+smoothing*target))
-	if w.limit > w.peak {
-		w.peak = w.limit
+	case queued > vegasBeta:
+		l.slowStart = false
+		l.set(l.limit - 1)
+	default:
+		l.slowStart = false
 	}
 }
 
-// stats are the current and the highest limit.
-func (w *window) stats() (current, peak int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return int(w.limit), int(w.peak)
+func (l *inflightLimit) set(v float64) {
+	v = math.Max(float64(l.min), math.Min(float64(l.max), v))
+	l.limit = v
+	if int(v) > l.peak {
+		l.peak = int(v)
+	}
 }
+
+// InFlight is how the number of concurrent writes was chosen, for the report.
+type InFlight struct {
+	Adaptive bool `json:"adaptive"`
+	// Final and Peak are the limit at the end and its highest value.
+	Final int `json:"final"`
+	Peak  int `json:"peak"`
+	// BaseRTTMillis is the lowest write latency seen.
+	BaseRTTMillis float64 `json:"baseRTTMillis,omitempty"`
+	// Throttled counts writes the server answered with 429.
+	Throttled int64 `json:"throttled"`
+}
+
+func (l *inflightLimit) snapshot() InFlight {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return InFlight{Adaptive: l.adaptive, Final: int(l.limit), Peak: l.peak, BaseRTTMillis: float64(l.baseRTT.Microseconds()) / 1000, Throttled: l.throttled}
+}
+
+// adaptiveStart is the first limit of an adaptive run: low enough to measure the base RTT on an
+// idle server, and doubled each window while the server has room.
+const adaptiveStart = 4

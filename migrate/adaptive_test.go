@@ -2,125 +2,118 @@ package migrate
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
 
-// simulate runs the window against a model server: capacity c writes/s, service time s0, added
-// network round trip d. With L writes in flight the latency is d + s0 plus the queue the
-// server holds beyond what the pipe keeps busy. It returns the throughput and latency the
-// window settles at.
-func simulate(w *window, c float64, s0, d time.Duration, steps int) (throughput float64, latency time.Duration) {
-	now := time.Unix(0, 0)
-	for i := 0; i < steps; i++ {
-		l := w.limit
-		base := (d + s0).Seconds()
-		queue := l - c*base
-		if queue < 0 {
-			queue = 0
-		}
-		latency = time.Duration((base + queue/c) * float64(time.Second))
-		now = now.Add(latency / time.Duration(int(l)+1))
-		w.observe(now, latency, false)
-	}
-	l := w.limit
-	throughput = l / latency.Seconds()
-	if throughput > c {
-		throughput = c
-	}
-	return throughput, latency
+// serverModel is a saturating server: it completes at most capacity writes/s, and a write
+// takes at least base (network plus an idle server). With n writes in flight the latency is
+// base while n ≤ capacity×base, and n/capacity beyond (Little's law: the rest queue).
+type serverModel struct {
+	capacity float64 // writes per second
+	base     time.Duration
 }
 
-func TestWindowReachesTheServersCeilingAtEveryDelay(t *testing.T) {
-	// The local API server: about 400 writes/s at best, and 110/s for one writer at a time
-	// (so a write costs about 9 ms with no network in between).
-	const c = 400.0
-	s0 := 9 * time.Millisecond
-	for _, d := range []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond} {
-		w := newWindow(startWindow(16), 256)
-		tp, lat := simulate(w, c, s0, d, 5000)
-		if tp < 0.9*c {
-			t.Errorf("added RTT %v: settled at limit %.1f, %.0f writes/s; want within 10%% of %.0f", d, w.limit, tp, c)
-		}
-		if floor := d + s0; lat > 3*floor {
-			t.Errorf("added RTT %v: latency %v, more than three times the floor %v (the server queue keeps growing)", d, lat, floor)
-		}
-		// A fixed 16 in flight falls short once 16 round trips cannot keep the server busy.
-		if fixed := 16 / (d + s0).Seconds(); d == 50*time.Millisecond && fixed >= 0.9*c {
-			t.Errorf("model check: 16 fixed writers would reach %.0f/s at 50 ms", fixed)
-		}
-		t.Logf("added RTT %v: limit %.1f, %.0f writes/s, latency %v", d, w.limit, tp, lat)
+func (s serverModel) rtt(n int) time.Duration {
+	q := time.Duration(float64(n) / s.capacity * float64(time.Second))
+	if q < s.base {
+		return s.base
+	}
+	return q
+}
+
+func (s serverModel) throughput(n int) float64 {
+	return float64(n) / s.rtt(n).Seconds()
+}
+
+// drive runs releases against the model with the limit's current in-flight count.
+func drive(l *inflightLimit, s serverModel, releases int) {
+	for i := 0; i < releases; i++ {
+		n := int(l.limit)
+		l.mu.Lock()
+		l.inflight = n
+		l.mu.Unlock()
+		l.release(s.rtt(n), false)
 	}
 }
 
-func TestWindowHalvesOnThrottlingOncePerRoundTrip(t *testing.T) {
-	w := newWindow(64, 256)
-	now := time.Unix(100, 0)
-	w.observe(now, 10*time.Millisecond, false)
-	before := w.limit
-	w.observe(now.Add(20*time.Millisecond), 0, true)
-	if w.limit != before/2 {
-		t.Fatalf("after a 429: limit %.1f, want %.1f", w.limit, before/2)
-	}
-	w.observe(now.Add(25*time.Millisecond), 0, true) // same round trip: no second cut
-	if w.limit != before/2 {
-		t.Fatalf("second 429 within a round trip cut again: %.1f", w.limit)
-	}
-	for i := 0; i < 20; i++ {
-		w.observe(now.Add(time.Duration(i+1)*time.Second), 0, true)
-	}
-	if w.limit != 1 {
-		t.Fatalf("limit %.1f after many 429s, want the minimum 1", w.limit)
+func TestAdaptiveLimitReachesTheServersCeilingAtEveryLatency(t *testing.T) {
+	for _, base := range []time.Duration{2 * time.Millisecond, 7 * time.Millisecond, 22 * time.Millisecond, 52 * time.Millisecond, 200 * time.Millisecond} {
+		for _, capacity := range []float64{100, 400, 2000} {
+			t.Run(fmt.Sprintf("%v/%v", base, capacity), func(t *testing.T) {
+				s := serverModel{capacity: capacity, base: base}
+				l := newAdaptiveLimit(8, DefaultMaxConcurrency)
+				drive(l, s, 20000)
+				n := int(l.limit)
+				bdp := capacity * base.Seconds()
+				if want := bdp + vegasBeta + 2; bdp+vegasBeta < DefaultMaxConcurrency && float64(n) > want {
+					t.Errorf("limit %d, want at most %.0f (bandwidth-delay product %.1f + beta): too many writes queue at the server", n, want, bdp)
+				}
+				ceiling := capacity
+				if maxT := s.throughput(DefaultMaxConcurrency); maxT < ceiling {
+					ceiling = maxT // the cap itself bounds it (200 ms × 2000/s needs 400 in flight)
+				}
+				if got := s.throughput(n); got < 0.9*ceiling {
+					t.Errorf("limit %d gives %.0f writes/s, want ≥ 90%% of %.0f", n, got, ceiling)
+				}
+			})
+		}
 	}
 }
 
-func TestWindowAcquireWaitsAndHonoursCancel(t *testing.T) {
-	w := newWindow(1, 1)
-	if err := w.acquire(context.Background()); err != nil {
-		t.Fatal(err)
+func TestAdaptiveLimitBacksOffOnThrottling(t *testing.T) {
+	l := newAdaptiveLimit(8, DefaultMaxConcurrency)
+	drive(l, serverModel{capacity: 400, base: 22 * time.Millisecond}, 5000)
+	before := l.limit
+	l.mu.Lock()
+	l.inflight = 1
+	l.mu.Unlock()
+	l.release(time.Millisecond, true)
+	if want := before * 0.7; l.limit > want+0.001 {
+		t.Fatalf("after a 429 the limit is %.1f, want ≤ %.1f (from %.1f)", l.limit, want, before)
 	}
+	for i := 0; i < 50; i++ {
+		l.mu.Lock()
+		l.inflight = 1
+		l.mu.Unlock()
+		l.release(time.Millisecond, true)
+	}
+	if l.limit != 1 {
+		t.Errorf("after repeated 429s the limit is %.1f, want the floor 1", l.limit)
+	}
+	if got := l.snapshot().Throttled; got != 51 {
+		t.Errorf("throttled %d, want 51", got)
+	}
+}
+
+func TestFixedLimitIsASemaphore(t *testing.T) {
+	l := newFixedLimit(2)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.acquire(ctx) }()
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("acquire on a full window after cancel: %v", err)
+	defer cancel()
+	for i := 0; i < 2; i++ {
+		if err := l.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	go func() { done <- w.acquire(context.Background()) }()
-	w.release(time.Millisecond, false)
-	if err := <-done; err != nil {
+	got := make(chan error, 1)
+	go func() { got <- l.acquire(ctx) }()
+	select {
+	case err := <-got:
+		t.Fatalf("a third acquire returned (%v) while two slots are held", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	l.release(time.Millisecond, false)
+	if err := <-got; err != nil {
 		t.Fatalf("acquire after a release: %v", err)
 	}
-}
-
-// An adaptive rewrite against the real API server, through the fault proxy (429 and 503 on
-// first writes): every object rewritten, etcd at v1, and the window moved.
-func TestAdaptiveRewriteThroughFaults(t *testing.T) {
-	ctx := context.Background()
-	const n = 120
-	f := newFixture(t, "adaptive", n, false)
-	fp, cfg := startFaultProxy(t)
-	c, err := NewClients(cfg)
-	if err != nil {
-		t.Fatal(err)
+	if l.limit != 2 {
+		t.Errorf("a fixed limit changed to %v", l.limit)
 	}
-	r, err := NewRewriter(c, f.get(t), RewriteOptions{Adaptive: true, Concurrency: 16, ChunkSize: 25})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := r.Run(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Rewritten != n || res.Failed != 0 || !res.Complete {
-		t.Fatalf("result %+v", res)
-	}
-	if len(fp.injected) == 0 || res.PeakInFlight < startWindow(16) {
-		t.Errorf("faults injected %d, peak in flight %d", len(fp.injected), res.PeakInFlight)
-	}
-	stored, _ := etcdVersions(t, f.group, "widgets")
-	if stored[f.group+"/v1"] != n || len(stored) != 1 {
-		t.Errorf("etcd: %v", stored)
+	blocked := make(chan error, 1)
+	go func() { blocked <- l.acquire(ctx) }()
+	cancel()
+	if err := <-blocked; err == nil {
+		t.Error("acquire did not return the context's error when cancelled")
 	}
 }

@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"sort"
 	"sync"
 	"time"
@@ -16,7 +17,7 @@ import (
 func Pending(crds []*apiextensionsv1.CustomResourceDefinition) []*apiextensionsv1.CustomResourceDefinition {
 	var out []*apiextensionsv1.CustomResourceDefinition
 	for _, crd := range crds {
-		storage := StorageVersion(crd)
+		storage := crdinfo.StorageVersion(crd)
 		for _, v := range crd.Status.StoredVersions {
 			if v != storage {
 				out = append(out, crd)

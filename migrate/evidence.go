@@ -1,6 +1,10 @@
 package migrate
 
-import apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+)
 
 // CompletedEvidence is the evidence of the completed run recorded in the checkpoint at path,
 // when that run was for crd as it is now on server (same UID, storage version and generation);
@@ -11,7 +15,7 @@ func CompletedEvidence(server string, crd *apiextensionsv1.CustomResourceDefinit
 	if err != nil || cp == nil || cp.State != StateComplete {
 		return nil, err
 	}
-	if ok, _ := cp.matches(server, crd.Name, string(crd.UID), StorageVersion(crd), crd.Generation); !ok {
+	if ok, _ := cp.matches(server, crd.Name, string(crd.UID), crdinfo.StorageVersion(crd), crd.Generation); !ok {
 		return nil, nil
 	}
 	return &Evidence{CRD: cp.CRD, UID: cp.UID, StorageVersion: cp.StorageVersion, Generation: cp.Generation,

@@ -12,10 +12,8 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // crdSource is where a command's CRD comes from: files (-f/--crd-file) or, when none are
@@ -26,6 +24,8 @@ type crdSource struct {
 	flag  string // the flag name, for messages
 	// loaded caches what fromFiles read: stdin can be read only once.
 	loaded []*apiextensionsv1.CustomResourceDefinition
+	// listed caches the cluster's CRDs: one LIST per run, however many names are resolved.
+	listed []*apiextensionsv1.CustomResourceDefinition
 }
 
 func addCRDFileFlag(cmd *cobra.Command, g *Globals, name, shorthand string) *crdSource {
@@ -37,37 +37,33 @@ func addCRDFileFlag(cmd *cobra.Command, g *Globals, name, shorthand string) *crd
 
 func (s *crdSource) offline() bool { return len(s.files) > 0 }
 
-// crdClient is the apiextensions clientset, talking protobuf: CRDs with large schemas decode
-// several times faster than from JSON.
+// crdClient is the run's apiextensions clientset (protobuf).
 func (g *Globals) crdClient() (apiextensionsclient.Interface, error) {
-	cfg, err := g.RESTConfig()
+	c, err := g.clients()
 	if err != nil {
 		return nil, err
 	}
-	return g.crdClientFor(cfg)
+	return c.CRDs()
 }
 
-func (g *Globals) crdClientFor(cfg *rest.Config) (apiextensionsclient.Interface, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	c, err := apiextensionsclient.NewForConfig(cfg)
-	if err != nil {
-		return nil, Unavailable(fmt.Errorf("cannot build a client: %w", err))
-	}
-	return c, nil
-}
-
-// all returns every CRD of the files, or of the cluster.
+// all returns every CRD of the files, or of the cluster (listed once per run).
 func (s *crdSource) all(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	if s.offline() {
 		return s.fromFiles()
+	}
+	if s.listed != nil {
+		return s.listed, nil
 	}
 	c, err := s.g.crdClient()
 	if err != nil {
 		return nil, err
 	}
-	return listCRDs(ctx, c)
+	crds, err := listCRDs(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	s.listed = crds
+	return crds, nil
 }
 
 // listCRDs lists every CRD of the cluster in one call.
@@ -112,7 +108,8 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 	if err != nil {
 		return nil, err
 	}
-	if strings.Contains(name, ".") {
+	if strings.Contains(name, ".") && s.listed == nil {
+		// Most likely a full name: one GET, the cheapest answer.
 		crd, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
 			return crd, nil
@@ -121,7 +118,7 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 			return nil, clusterError(fmt.Sprintf("getting CustomResourceDefinition %q", name), err)
 		}
 	}
-	crds, err := listCRDs(ctx, c)
+	crds, err := s.all(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +127,49 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 		return nil, Usage(fmt.Errorf("%w (kubectl get crds lists them)", err))
 	}
 	return crd, Usage(err)
+}
+
+// byGroupKind finds the CRD that defines kind in group, among the files or the cluster's CRDs
+// (one LIST per run, whatever the number of kinds asked for).
+func (s *crdSource) byGroupKind(ctx context.Context, group, kind string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	crds, err := s.all(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var found *apiextensionsv1.CustomResourceDefinition
+	for _, c := range crds {
+		if c.Spec.Group == group && c.Spec.Names.Kind == kind {
+			found = c
+		}
+	}
+	if found != nil {
+		return found, nil
+	}
+	if s.offline() {
+		return nil, UsageErrorf("no CustomResourceDefinition in %s defines kind %s of group %q (have: %s)", strings.Join(s.files, ", "), kind, group, strings.Join(crdNames(crds), ", "))
+	}
+	return nil, UsageErrorf("%w kind %s of group %q (kubectl get crds lists them)", errNoMatch, kind, group)
+}
+
+// crdOrPath is the one place that decides whether a command's single argument names a CRD or
+// is a field path: with CRD files, it is the CRD when it names one of them, else the path (and
+// the files must hold exactly one CRD); from the cluster it is always the CRD. It returns the
+// CRD and the path.
+func (s *crdSource) crdOrPath(ctx context.Context, name, path string) (*apiextensionsv1.CustomResourceDefinition, string, error) {
+	if s.offline() && path == "" && name != "" {
+		crds, err := s.fromFiles()
+		if err != nil {
+			return nil, "", err
+		}
+		if crd, err := matchCRD(crds, name); err == nil {
+			return crd, "", nil
+		}
+		if len(crds) == 1 {
+			return crds[0], name, nil
+		}
+	}
+	crd, err := s.one(ctx, name)
+	return crd, path, err
 }
 
 // fromFiles reads and decodes every document of the files; each must be a CRD.
@@ -151,14 +191,14 @@ func (s *crdSource) fromFiles() ([]*apiextensionsv1.CustomResourceDefinition, er
 func decodeCRDs(docs []Document) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(docs))
 	for _, d := range docs {
-		if !explain.IsCRD(d.APIVersion, d.Kind) {
+		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
 			what := strings.TrimSpace(d.APIVersion + " " + d.Kind)
 			if what == "" {
 				what = "a document with no apiVersion and kind"
 			}
 			return nil, UsageErrorf("%s: %s is not a CustomResourceDefinition (want apiextensions.k8s.io/v1 or v1beta1)", d.Where(), what)
 		}
-		crd, err := explain.DecodeCRD(d.JSON)
+		crd, err := crdinfo.Decode(d.JSON)
 		if err != nil {
 			return nil, UsageErrorf("%s: %v", d.Where(), err)
 		}

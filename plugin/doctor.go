@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,7 +32,7 @@ type DoctorOptions struct {
 	Concurrency    int
 	WebhookTimeout time.Duration
 	NoRoundTrip    bool
-	Quiet          bool
+	progressFlags  *progressFlags
 	// Now is the clock for certificate expiry (tests).
 	Now func() time.Time
 }
@@ -71,7 +71,7 @@ with --fail-on warning), 3 when a check could not be completed.`,
 	f.IntVar(&o.Concurrency, "concurrency", 8, "CRDs checked at once")
 	f.DurationVar(&o.WebhookTimeout, "webhook-timeout", 10*time.Second, "Timeout of each call to a conversion webhook")
 	f.BoolVar(&o.NoRoundTrip, "no-round-trip", false, "Send no ConversionReview to the webhooks (the other webhook checks still run)")
-	f.BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
+	o.progressFlags = addProgressFlags(cmd)
 	return cmd
 }
 
@@ -84,6 +84,9 @@ func (o *DoctorOptions) Complete(_ *cobra.Command, args []string) error {
 // Validate checks the flags.
 func (o *DoctorOptions) Validate() error {
 	if err := o.out.validate(); err != nil {
+		return err
+	}
+	if err := o.progressFlags.validate(); err != nil {
 		return err
 	}
 	if o.FailOn != doctor.SeverityError && o.FailOn != doctor.SeverityWarning {
@@ -104,7 +107,7 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c, err := o.g.crdClientFor(cfg)
+	c, err := o.g.crdClient()
 	if err != nil {
 		return err
 	}
@@ -138,10 +141,12 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 		SkipRoundTrip:  o.NoRoundTrip,
 		Now:            o.Now,
 	}
-	if !o.Quiet {
-		opts.Progress = doctorProgress(o.g.ErrOut, time.Now())
-	}
+	var done atomic.Int64
+	opts.Progress = func(n, _ int) { done.Store(int64(n)) }
+	stop := o.progressFlags.toProgress(o.g.ErrOut).Start(Task{Name: "checking", Prefix: "doctor", Unit: "CRDs", Verb: "checked",
+		Total: int64(len(crds)), Done: done.Load})
 	report, err := doctor.Run(ctx, opts, crds)
+	stop()
 	if err != nil {
 		if ctx.Err() != nil {
 			return Unavailable(fmt.Errorf("interrupted: no report (nothing was changed)"))
@@ -210,23 +215,4 @@ func (o *DoctorOptions) print(r *doctor.Report) error {
 		fmt.Fprintf(o.g.ErrOut, "unknown: %s %s: %s\n", in.CRD, in.Check, in.Error)
 	}
 	return nil
-}
-
-// doctorProgress prints "checked 120/500 CRDs (40/s, about 9s left)" to w at most once a
-// second, from the first second on (short runs print nothing).
-func doctorProgress(w io.Writer, start time.Time) func(done, total int) {
-	last := start
-	return func(done, total int) {
-		now := time.Now()
-		if now.Sub(last) < time.Second {
-			return
-		}
-		last = now
-		rate := float64(done) / now.Sub(start).Seconds()
-		line := fmt.Sprintf("checked %d/%d CRDs (%.0f/s", done, total, rate)
-		if done < total && rate > 0 {
-			line += fmt.Sprintf(", about %s left", (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second))
-		}
-		fmt.Fprintln(w, line+")")
-	}
 }

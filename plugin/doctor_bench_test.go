@@ -14,7 +14,7 @@ import (
 // The CRDs are created once, before timing.
 func BenchmarkDoctor500(b *testing.B) {
 	ctx := context.Background()
-	cs, err := (&Globals{}).crdClientFor(env.Config)
+	cs, err := newCRDClient(env.Config)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
-	"github.com/crdver/kubectl-crdver/migrate"
 )
 
 func doctorSpec() apiextensionsv1.JSONSchemaProps {
@@ -181,7 +181,7 @@ func TestDoctorInterrupt(t *testing.T) {
 		"metadata": map[string]any{"name": "one", "namespace": "default"},
 		"spec":     map[string]any{"host": "db", "port": "5432"},
 	}}
-	if _, err := dyn.Resource(migrate.GVR(crd, "v1")).Namespace("default").Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(crdinfo.GVR(crd, "v1")).Namespace("default").Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	srv.SetDelay(20 * time.Second)

@@ -5,14 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"io"
 	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/version"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/ownership"
@@ -20,25 +19,20 @@ import (
 
 // managedFieldsCensus counts the objects of crd holding managedFields entries of each version
 // (a paged metadata-only list). nil when no version is served: the objects cannot be listed.
-func managedFieldsCensus(ctx context.Context, cfg *rest.Config, crd *apiextensionsv1.CustomResourceDefinition) (*ownership.Census, error) {
-	served := ""
-	for _, v := range crd.Spec.Versions {
-		if v.Served && (served == "" || v.Storage) {
-			served = v.Name
-		}
-	}
-	if served == "" {
-		return nil, nil
-	}
-	md, err := metadata.NewForConfig(cfg)
+func managedFieldsCensus(ctx context.Context, g *Globals, crd *apiextensionsv1.CustomResourceDefinition) (*ownership.Census, error) {
+	served, err := crdinfo.AccessVersion(crd)
 	if err != nil {
-		return nil, Unavailable(fmt.Errorf("cannot build a client: %w", err))
+		return nil, nil // nothing served: no object can be listed
 	}
-	c, err := ownership.Take(ctx, md, migrate.GVR(crd, served), 500)
+	c, err := g.migrateClients()
+	if err != nil {
+		return nil, err
+	}
+	census, err := ownership.Take(ctx, c.Metadata, crdinfo.GVR(crd, served), 500)
 	if err != nil {
 		return nil, clusterError(fmt.Sprintf("reading the managedFields of %s", crd.Name), err)
 	}
-	return c, nil
+	return census, nil
 }
 
 // managedFieldsNotes are the note lines about managedFields entries per version: how many
@@ -47,7 +41,7 @@ func managedFieldsNotes(crd *apiextensionsv1.CustomResourceDefinition, c *owners
 	if c == nil || c.Objects == 0 {
 		return nil
 	}
-	storage := migrate.StorageVersion(crd)
+	storage := crdinfo.StorageVersion(crd)
 	inSpec := map[string]bool{}
 	leaving := map[string]bool{} // versions on their way out: unserved, deprecated, or below the storage version
 	for _, v := range crd.Spec.Versions {
@@ -94,11 +88,7 @@ func clusterManagedFields(ctx context.Context, g *Globals, offline bool, crd *ap
 	if offline {
 		return nil, nil
 	}
-	cfg, err := g.RESTConfig()
-	if err != nil {
-		return nil, []string{fmt.Sprintf("managedFields not counted: %v", err)}
-	}
-	c, err := managedFieldsCensus(ctx, cfg, crd)
+	c, err := managedFieldsCensus(ctx, g, crd)
 	if err != nil {
 		return nil, []string{fmt.Sprintf("managedFields not counted (unknown): %s", strings.TrimPrefix(ErrorLine(err), "error: "))}
 	}
@@ -133,13 +123,9 @@ func withManagedFields(report any, c *ownership.Census) (any, error) {
 
 // migrateClients are the migrate engine's clients for the selected kubeconfig context.
 func (g *Globals) migrateClients() (*migrate.Clients, error) {
-	cfg, err := g.RESTConfig()
+	cs, err := g.clients()
 	if err != nil {
 		return nil, err
 	}
-	c, err := migrate.NewClients(cfg)
-	if err != nil {
-		return nil, Unavailable(fmt.Errorf("cannot build a client: %w", err))
-	}
-	return c, nil
+	return cs.Migrate()
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
 	"strings"
 
 	"github.com/crdver/kubectl-crdver/migrate"
@@ -17,6 +15,13 @@ type MigrateAllReport struct {
 	DryRun      bool              `json:"dryRun"`
 	Items       []migrate.AllItem `json:"items"`
 	Interrupted bool              `json:"interrupted"`
+}
+
+// allPlan is the plan of --all, printed before the question.
+type allPlan struct {
+	plans []*migrate.Plan
+	crds  int
+	total int64
 }
 
 // completeAll checks the arguments and flags of --all (no CRD name; no per-CRD flags).
@@ -63,19 +68,11 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 	for _, p := range plans {
 		total += p.Objects
 	}
-	if !o.out.structured() {
-		if err := printAllPlan(o.g.Out, plans, len(all), total, o.out.noHeaders); err != nil {
-			return err
-		}
+	if err := o.printer.PrintPart(o.g.Out, allPlan{plans: plans, crds: len(all), total: total}); err != nil {
+		return err
 	}
 	if o.DryRun || len(plans) == 0 {
-		if o.out.structured() {
-			return o.out.printStructured(o.g.Out, report)
-		}
-		if o.DryRun {
-			fmt.Fprintln(o.g.Out, "\nDry run: nothing was written.")
-		}
-		return nil
+		return o.printer.PrintReport(o.g.Out, report)
 	}
 
 	var needed []migrate.Access
@@ -99,7 +96,12 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 	}
 
 	progress := &migrate.AllProgress{}
-	stop := o.startProgress(progress, total)
+	stop := o.progress.Start(Task{Name: "rewriting", Prefix: "migrate --all", Unit: "objects", Total: total,
+		Done: func() int64 { return progress.Progress().Total() },
+		Detail: func() string {
+			p := progress.Progress()
+			return fmt.Sprintf("rewritten %d, already current %d, deleted %d, failed %d", p.Rewritten, p.Current, p.Deleted, p.Failed)
+		}})
 	res := migrate.RunAll(ctx, c, plans, migrate.AllOptions{
 		Rewrite: migrate.RewriteOptions{Concurrency: o.Concurrency, QPS: o.QPS, ChunkSize: o.ChunkSize},
 		Trim:    trim,
@@ -109,11 +111,7 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 	})
 	stop()
 	report.Items, report.Interrupted = res.Items, res.Interrupted
-	if o.out.structured() {
-		if err := o.out.printStructured(o.g.Out, report); err != nil {
-			return err
-		}
-	} else if err := printAllSummary(o.g.Out, res, o.out.noHeaders); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
 		return err
 	}
 
@@ -146,55 +144,4 @@ func rank(outcome string) int {
 		return 1
 	}
 	return 2
-}
-
-func printAllPlan(w io.Writer, plans []*migrate.Plan, crds int, total int64, noHeaders bool) error {
-	if len(plans) == 0 {
-		_, err := fmt.Fprintf(w, "No pending migration: each of the %d CRDs has only its storage version in status.storedVersions.\n", crds)
-		return err
-	}
-	fmt.Fprintf(w, "%d of %d CRDs have a pending migration (%d objects):\n\n", len(plans), crds, total)
-	t := &table{header: []string{"crd", "storage", "stored versions", "objects", "after the rewrite"}}
-	for _, p := range plans {
-		last := ""
-		if len(p.Steps) > 0 {
-			last = p.Steps[len(p.Steps)-1]
-		}
-		t.add(p.CRD, p.StorageVersion, strings.Join(p.StoredVersions, ","), strconv.FormatInt(p.Objects, 10), last)
-	}
-	return t.print(w, noHeaders)
-}
-
-func printAllSummary(w io.Writer, res *migrate.AllResult, noHeaders bool) error {
-	fmt.Fprintln(w)
-	t := &table{header: []string{"crd", "outcome", "rewritten", "already current", "deleted", "failed", "stored versions", "note"}}
-	for _, it := range res.Items {
-		row := []string{it.CRD, it.Outcome, "-", "-", "-", "-", "-", it.Error}
-		if r := it.Result; r != nil {
-			row[2], row[3], row[4], row[5] = strconv.FormatInt(r.Rewritten, 10), strconv.FormatInt(r.Current, 10), strconv.FormatInt(r.Deleted, 10), strconv.FormatInt(r.Failed, 10)
-		}
-		if tr := it.Trim; tr != nil {
-			row[6] = strings.Join(tr.After, ",")
-			if !tr.Safe && row[7] == "" {
-				row[7] = "not trimmed: " + tr.Reason
-			}
-		}
-		t.add(row...)
-	}
-	if err := t.print(w, noHeaders); err != nil {
-		return err
-	}
-	for _, it := range res.Items {
-		if it.Result != nil && len(it.Result.Failures) > 0 {
-			fmt.Fprintf(w, "\nObjects of %s that could not be rewritten:\n", it.CRD)
-			ft := &table{header: []string{"namespace", "name", "reason"}}
-			for _, f := range it.Result.Failures {
-				ft.add(f.Namespace, f.Name, f.Reason)
-			}
-			if err := ft.print(w, noHeaders); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

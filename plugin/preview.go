@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
-	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	"github.com/crdver/kubectl-crdver/preview"
 )
 
 const previewExample = `  # What the API server would store for these objects (no cluster needed)
@@ -35,9 +32,10 @@ const previewExample = `  # What the API server would store for these objects (n
 
 // PreviewOptions are the options of `kubectl crdver preview`.
 type PreviewOptions struct {
-	g      *Globals
-	source *crdSource
-	out    *outputFlags
+	g       *Globals
+	source  *crdSource
+	out     *outputFlags
+	printer ReportPrinter
 
 	Files           []string
 	OldFiles        []string
@@ -46,7 +44,7 @@ type PreviewOptions struct {
 	Diff            bool
 	FieldValidation string
 
-	fv explain.FieldValidation
+	fv preview.FieldValidation
 }
 
 // NewCmdPreview builds `kubectl crdver preview`.
@@ -88,7 +86,16 @@ cluster by the objects' kind and group. Exit status 1 when any object would be r
 }
 
 // Complete takes the arguments.
-func (o *PreviewOptions) Complete(_ *cobra.Command, args []string) error {
+// Complete takes the arguments and resolves the printer.
+func (o *PreviewOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	if err := o.completeArgs(args); err != nil {
+		return err
+	}
+	o.printer, err = o.out.toPrinter(humanOptions{diff: o.Diff})
+	return err
+}
+
+func (o *PreviewOptions) completeArgs(args []string) error {
 	if len(args) > 1 {
 		return UsageErrorf("preview takes at most one CRD name, got %d (%s)", len(args), strings.Join(args, " "))
 	}
@@ -106,7 +113,7 @@ func (o *PreviewOptions) Validate() error {
 	if len(o.Files) == 0 {
 		return UsageErrorf("give the objects to preview with -f FILE (or -f - for stdin)")
 	}
-	fv, err := explain.ParseFieldValidation(o.FieldValidation)
+	fv, err := preview.ParseFieldValidation(o.FieldValidation)
 	if err != nil {
 		return UsageErrorf("--field-validation %q is not supported: use Warn, Strict or Ignore", o.FieldValidation)
 	}
@@ -121,7 +128,9 @@ func (o *PreviewOptions) Validate() error {
 type PreviewItem struct {
 	// Source names the file and document the object came from.
 	Source string `json:"source"`
-	explain.PreviewResult
+	// input is the object as read, for --diff.
+	input []byte
+	preview.PreviewResult
 }
 
 // PreviewReport is the whole output of `preview -o json|yaml`.
@@ -160,8 +169,8 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 	for _, d := range docs {
 		gv, _ := schema.ParseGroupVersion(d.APIVersion)
 		p := previewers[gkKey{gv.Group, d.Kind}]
-		opts := explain.PreviewOptions{FieldValidation: o.fv, ReadVersion: o.Version, Namespace: ns}
-		var res *explain.PreviewResult
+		opts := preview.PreviewOptions{FieldValidation: o.fv, ReadVersion: o.Version, Namespace: ns}
+		var res *preview.PreviewResult
 		if olds != nil {
 			old, err := o.findOld(olds, d, ns)
 			if err != nil {
@@ -174,9 +183,9 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 		} else {
 			res, err = p.previewer.Create(ctx, d.JSON, opts)
 			if err != nil {
-				var ns *explain.NonStructuralError
+				var ns *preview.NonStructuralError
 				if errors.As(err, &ns) {
-					if perr := printViolations(o.g.Out, ns.Violations, o.out.noHeaders); perr != nil {
+					if perr := o.printer.PrintPart(o.g.Out, nonStructural(ns.Violations)); perr != nil {
 						return perr
 					}
 				}
@@ -188,21 +197,10 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 		} else {
 			report.Rejected++
 		}
-		report.Items = append(report.Items, PreviewItem{Source: d.Where(), PreviewResult: *res})
+		report.Items = append(report.Items, PreviewItem{Source: d.Where(), PreviewResult: *res, input: d.JSON})
 	}
-	if o.out.structured() {
-		if err := o.out.printStructured(o.g.Out, report); err != nil {
-			return err
-		}
-	} else {
-		for i, item := range report.Items {
-			if err := printPreview(o.g.Out, item, docs[i].JSON, o.Diff); err != nil {
-				return err
-			}
-		}
-		if _, err := fmt.Fprintf(o.g.Out, "%s: %d accepted, %d rejected\n", plural(len(report.Items), "object"), report.Accepted, report.Rejected); err != nil {
-			return err
-		}
+	if err := o.printer.PrintReport(o.g.Out, &report); err != nil {
+		return err
 	}
 	if report.Rejected > 0 {
 		return ProblemsFound("%d of %s would be rejected by the API server", report.Rejected, plural(len(report.Items), "object"))
@@ -212,13 +210,12 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 
 type crdPreviewer struct {
 	crd       *apiextensionsv1.CustomResourceDefinition
-	previewer *explain.Previewer
+	previewer *preview.Previewer
 }
 
 // previewers resolves the CRD of every group/kind among the objects.
 func (o *PreviewOptions) previewers(ctx context.Context, docs []Document) (map[gkKey]crdPreviewer, error) {
 	out := map[gkKey]crdPreviewer{}
-	var fromFiles []*apiextensionsv1.CustomResourceDefinition
 	var named *apiextensionsv1.CustomResourceDefinition
 	if o.CRDName != "" {
 		crd, err := o.source.one(ctx, o.CRDName)
@@ -226,12 +223,6 @@ func (o *PreviewOptions) previewers(ctx context.Context, docs []Document) (map[g
 			return nil, err
 		}
 		named = crd
-	} else if o.source.offline() {
-		crds, err := o.source.fromFiles()
-		if err != nil {
-			return nil, err
-		}
-		fromFiles = crds
 	}
 	for _, d := range docs {
 		gv, err := schema.ParseGroupVersion(d.APIVersion)
@@ -242,36 +233,24 @@ func (o *PreviewOptions) previewers(ctx context.Context, docs []Document) (map[g
 		if _, ok := out[key]; ok {
 			continue
 		}
-		var crd *apiextensionsv1.CustomResourceDefinition
-		switch {
-		case named != nil:
+		crd := named
+		if crd != nil {
 			if named.Spec.Group != gv.Group || named.Spec.Names.Kind != d.Kind {
 				return nil, UsageErrorf("%s: %s %s does not belong to CustomResourceDefinition %s (group %s, kind %s)",
 					d.Where(), d.APIVersion, d.Kind, named.Name, named.Spec.Group, named.Spec.Names.Kind)
 			}
-			crd = named
-		case fromFiles != nil:
-			for _, c := range fromFiles {
-				if c.Spec.Group == gv.Group && c.Spec.Names.Kind == d.Kind {
-					crd = c
-				}
-			}
-			if crd == nil {
-				return nil, UsageErrorf("%s: no CustomResourceDefinition in %s defines %s %s (have: %s)",
-					d.Where(), strings.Join(o.source.files, ", "), d.APIVersion, d.Kind, strings.Join(crdNames(fromFiles), ", "))
-			}
-		default:
-			c, err := o.source.one(ctx, strings.ToLower(d.Kind)+"."+gv.Group)
-			if err != nil {
-				var ee *ExitError
-				if errors.As(err, &ee) && ee.Code == ExitUsage {
-					return nil, UsageErrorf("%s: %v; name the CRD or give it with --crd-file", d.Where(), err)
-				}
+		} else if crd, err = o.source.byGroupKind(ctx, gv.Group, d.Kind); err != nil {
+			var ee *ExitError
+			if !errors.As(err, &ee) || ee.Code != ExitUsage {
 				return nil, err
 			}
-			crd = c
+			hint := ""
+			if !o.source.offline() {
+				hint = "; name the CRD or give it with --crd-file"
+			}
+			return nil, UsageErrorf("%s: %v%s", d.Where(), err, hint)
 		}
-		p, err := explain.NewPreviewer(crd)
+		p, err := preview.NewPreviewer(crd)
 		if err != nil {
 			return nil, Usage(err)
 		}
@@ -318,8 +297,8 @@ func (o *PreviewOptions) findOld(olds map[oldKey][]byte, d Document, ns string) 
 // previewInputError turns a preview error into one line naming the document: input problems
 // and non-structural schemas are usage errors (exit 2).
 func previewInputError(d Document, crd *apiextensionsv1.CustomResourceDefinition, err error) error {
-	var ie *explain.InputError
-	var ns *explain.NonStructuralError
+	var ie *preview.InputError
+	var ns *preview.NonStructuralError
 	switch {
 	case errors.As(err, &ie):
 		return UsageErrorf("%s: %v", d.Where(), ie.Err)
@@ -335,75 +314,4 @@ func plural(n int, what string) string {
 		return fmt.Sprintf("1 %s", what)
 	}
 	return fmt.Sprintf("%d %ss", n, what)
-}
-
-// printPreview prints one object's preview for humans.
-func printPreview(w io.Writer, item PreviewItem, input []byte, diff bool) error {
-	var b strings.Builder
-	r := item.PreviewResult
-	who := r.Name
-	if who == "" {
-		who = "(no name)"
-	}
-	if r.Namespace != "" {
-		who = r.Namespace + "/" + r.Name
-	}
-	shown := ""
-	if r.ReadVersion != r.Version && r.Object != nil {
-		shown = ", shown as read in " + r.ReadVersion
-	}
-	fmt.Fprintf(&b, "# %s: %s %s, %s in %s%s: %s\n", item.Source, r.Kind, who, r.Operation, r.Version, shown, strings.ToUpper(r.Verdict))
-	if r.Object != nil {
-		out, err := yaml.Marshal(r.Object)
-		if err != nil {
-			return err
-		}
-		if diff {
-			in, err := yaml.JSONToYAML(input)
-			if err != nil {
-				return err
-			}
-			text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-				A: difflib.SplitLines(string(in)), B: difflib.SplitLines(string(out)),
-				FromFile: "input", ToFile: "result", Context: 3,
-			})
-			if err != nil {
-				return err
-			}
-			if text == "" {
-				text = "(no change)\n"
-			}
-			b.WriteString(text)
-		} else {
-			b.Write(out)
-		}
-	}
-	section := func(title string, lines []string) {
-		if len(lines) == 0 {
-			return
-		}
-		fmt.Fprintf(&b, "%s:\n", title)
-		for _, l := range lines {
-			fmt.Fprintf(&b, "  %s\n", l)
-		}
-	}
-	section("pruned (unknown fields)", r.Pruned)
-	section("pruned after conversion (fields the other version's schema does not know)", r.PrunedOnConversion)
-	section("dropped nulls", r.DroppedNulls)
-	section("defaulted", r.Defaulted)
-	section("defaulted when read back from storage", r.DefaultedOnRead)
-	section("warnings", r.Warnings)
-	var errs []string
-	for _, e := range r.Errors {
-		if e.Field != "" && e.Field != "<nil>" {
-			errs = append(errs, e.Field+": "+e.Message)
-		} else {
-			errs = append(errs, e.Message)
-		}
-	}
-	section("errors", errs)
-	section("notes", r.Notes)
-	fmt.Fprintf(&b, "verdict: %s\n\n", r.Verdict)
-	_, err := io.WriteString(w, b.String())
-	return err
 }

@@ -2,9 +2,9 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -27,18 +27,19 @@ const retireExample = `  # What would retiring v1beta1 do? (reads only)
 
 // RetireOptions are the options of `kubectl crdver retire`.
 type RetireOptions struct {
-	g      *Globals
-	source *crdSource
-	out    *outputFlags
+	g       *Globals
+	source  *crdSource
+	out     *outputFlags
+	printer ReportPrinter
 
 	Name, Version, To                   string
 	DryRun, Yes, Unserve, Remove, Force bool
-	Quiet                               bool
 	Concurrency                         int
 	QPS                                 float64
 	ChunkSize                           int64
 	Checkpoint                          string
-	ProgressInterval                    time.Duration
+	progressFlags                       *progressFlags
+	progress                            Progress
 }
 
 // NewCmdRetire builds `kubectl crdver retire`.
@@ -82,13 +83,11 @@ Exit codes: 0 done; 1 something keeps VERSION from being dropped safely (said wh
 	f.BoolVar(&o.Unserve, "unserve", false, "At the end, set served: false on VERSION")
 	f.BoolVar(&o.Remove, "remove", false, "At the end, remove VERSION from spec.versions (unserving it first)")
 	f.BoolVar(&o.Force, "force", false, "Unserve/remove even if a manager still writes VERSION, entries remain, or a deployment tool manages the CRD")
-	f.BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
-	f.IntVar(&o.Concurrency, "concurrency", 16, "Concurrent writers")
+	f.IntVar(&o.Concurrency, "concurrency", 0, "Writes in flight; 0 adapts them to the API server's latency and to 429s")
 	f.Float64Var(&o.QPS, "qps", 0, "Limit the rewrite's requests per second (0: no client-side limit)")
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page (memory is bounded by it)")
 	f.StringVar(&o.Checkpoint, "checkpoint", "", "Checkpoint file of the rewrite (default: migrate's, in your cache folder, per cluster and CRD)")
-	f.DurationVar(&o.ProgressInterval, "progress-interval", 5*time.Second, "How often to print a progress line when stderr is not a terminal")
-	_ = f.MarkHidden("progress-interval")
+	o.progressFlags = addProgressFlags(cmd)
 	return cmd
 }
 
@@ -98,7 +97,10 @@ func (o *RetireOptions) Complete(_ *cobra.Command, args []string) error {
 		return UsageErrorf("retire takes a CRD and a version, got %d arguments (e.g. kubectl crdver retire crontabs.stable.example.com v1beta1)", len(args))
 	}
 	o.Name, o.Version = args[0], args[1]
-	return nil
+	o.progress = o.progressFlags.toProgress(o.g.ErrOut)
+	var err error
+	o.printer, err = o.out.toPrinter(humanOptions{})
+	return err
 }
 
 // Validate checks the flags. It does no I/O.
@@ -106,15 +108,16 @@ func (o *RetireOptions) Validate() error {
 	if err := o.out.validate(); err != nil {
 		return err
 	}
+	if err := o.progressFlags.validate(); err != nil {
+		return err
+	}
 	switch {
-	case o.Concurrency < 1:
-		return UsageErrorf("--concurrency must be at least 1, got %d", o.Concurrency)
+	case o.Concurrency < 0:
+		return UsageErrorf("--concurrency must be 0 (adaptive) or more, got %d", o.Concurrency)
 	case o.QPS < 0:
 		return UsageErrorf("--qps must be 0 (no limit) or more, got %v", o.QPS)
 	case o.ChunkSize < 1:
 		return UsageErrorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
-	case o.ProgressInterval <= 0:
-		return UsageErrorf("--progress-interval must be positive, got %v", o.ProgressInterval)
 	case o.To != "" && o.To == o.Version:
 		return UsageErrorf("--to %s is the version being retired: name the version to move to", o.To)
 	}
@@ -131,38 +134,37 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mo := &MigrateOptions{g: o.g, Quiet: o.Quiet, ProgressInterval: o.ProgressInterval}
 	ro := retire.Options{
 		CRD: crd.Name, Version: o.Version, To: o.To, DryRun: o.DryRun, Unserve: o.Unserve, Remove: o.Remove, Force: o.Force,
-		Rewrite:   migrate.RewriteOptions{Concurrency: o.Concurrency, QPS: o.QPS, ChunkSize: o.ChunkSize, Checkpoint: o.Checkpoint},
-		OnRewrite: func(r *migrate.Rewriter, total int64) func() { return mo.startProgress(r, total) },
-		Notify:    func(s string) { mo.progressf("retire: %s\n", s) },
+		Rewrite: migrate.RewriteOptions{Concurrency: o.Concurrency, QPS: o.QPS, ChunkSize: o.ChunkSize, Checkpoint: o.Checkpoint},
+		OnRewrite: func(r *migrate.Rewriter, total int64) func() {
+			return o.progress.Start(Task{Name: "rewriting", Prefix: "retire", Unit: "objects", Total: total,
+				Done: func() int64 { return r.Progress().Total() }})
+		},
+		Notify: func(s string) { o.progress.Notef("retire: %s", s) },
 	}
 	printed := false
 	ro.Confirm = func(p *retire.Plan) (bool, error) {
-		if !o.out.structured() {
-			printed = true
-			if err := printRetirePlan(o.g.Out, p, o.out.noHeaders); err != nil {
-				return false, err
-			}
+		printed = true
+		if err := o.printer.PrintPart(o.g.Out, p); err != nil {
+			return false, err
 		}
 		if o.Yes || !planWrites(p) {
 			return true, nil
 		}
-		return mo.confirm(fmt.Sprintf("Carry out the pending steps on %s? [y/N]: ", p.CRD))
+		return o.g.confirm(fmt.Sprintf("Carry out the pending steps on %s? [y/N]: ", p.CRD))
 	}
 	res, err := retire.Run(ctx, c, ro)
-	if res != nil && !printed && !o.out.structured() {
-		if perr := printRetirePlan(o.g.Out, res.Plan, o.out.noHeaders); perr != nil {
+	if res != nil {
+		if !printed {
+			if perr := o.printer.PrintPart(o.g.Out, res.Plan); perr != nil {
+				return perr
+			}
+		}
+		// The human report leaves out the result of a dry or unconfirmed run (the plan says it all).
+		if perr := o.printer.PrintReport(o.g.Out, retireReport{res: res, showResult: !o.DryRun && !errors.Is(err, retire.ErrNotConfirmed)}); perr != nil {
 			return perr
 		}
-	}
-	if res != nil && o.out.structured() {
-		if perr := o.out.printStructured(o.g.Out, res); perr != nil {
-			return perr
-		}
-	} else if res != nil && !o.DryRun && !errors.Is(err, retire.ErrNotConfirmed) {
-		printRetireResult(o.g.Out, res, o.out.noHeaders)
 	}
 	switch {
 	case err == nil:
@@ -178,16 +180,24 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 		return clusterError(fmt.Sprintf("retiring %s of %s", o.Version, crd.Name), err)
 	}
 	if o.DryRun {
-		if !o.out.structured() {
-			fmt.Fprintln(o.g.Out, "\nDry run: nothing was written.")
-		}
-		return nil
+		return o.printer.PrintPart(o.g.Out, dryRunNote{})
 	}
 	if len(res.Problems) > 0 {
 		return ProblemsFound("%s: %s cannot be dropped safely yet: %s", crd.Name, o.Version, strings.Join(res.Problems, "; "))
 	}
 	return nil
 }
+
+// retireReport is retire's report: its JSON is the library's result.
+type retireReport struct {
+	res        *retire.Result
+	showResult bool
+}
+
+func (r retireReport) MarshalJSON() ([]byte, error) { return json.Marshal(r.res) }
+
+// dryRunNote ends a dry run's human output.
+type dryRunNote struct{}
 
 func planWrites(p *retire.Plan) bool {
 	for _, s := range p.Steps {
@@ -196,29 +206,6 @@ func planWrites(p *retire.Plan) bool {
 		}
 	}
 	return false
-}
-
-func printRetirePlan(w io.Writer, p *retire.Plan, noHeaders bool) error {
-	fmt.Fprintf(w, "Retire %s of %s\n", p.Version, p.CRD)
-	fmt.Fprintf(w, "  target version:   %s\n", p.Target)
-	fmt.Fprintf(w, "  storage version:  %s\n", p.StorageVersion)
-	fmt.Fprintf(w, "  storedVersions:   [%s]\n", strings.Join(p.StoredVersions, " "))
-	fmt.Fprintf(w, "  objects:          %d, %d with managedFields entries of %s\n", p.Objects, p.EntryObjects, p.Version)
-	if p.ManagedBy != "" {
-		fmt.Fprintf(w, "  managed by:       %s\n", p.ManagedBy)
-	}
-	if len(p.Writers) > 0 {
-		fmt.Fprintf(w, "\nField managers holding entries of %s (most recent first):\n", p.Version)
-		if err := writersTable(p.Writers).print(w, noHeaders); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(w, "\nSteps:")
-	t := &table{header: []string{"step", "state", "detail"}}
-	for i, s := range p.Steps {
-		t.add(fmt.Sprintf("%d. %s", i+1, s.Name), s.State, s.Detail)
-	}
-	return t.print(w, noHeaders)
 }
 
 func writersTable(ws []ownership.Writer) *table {
@@ -235,20 +222,4 @@ func writersTable(ws []ownership.Writer) *table {
 		t.add(m.Manager, op, strconv.FormatInt(m.Objects, 10), last)
 	}
 	return t
-}
-
-func printRetireResult(w io.Writer, r *retire.Result, noHeaders bool) {
-	fmt.Fprintln(w, "\nResult:")
-	t := &table{header: []string{"step", "state", "detail"}}
-	for i, s := range r.Plan.Steps {
-		t.add(fmt.Sprintf("%d. %s", i+1, s.Name), s.State, s.Detail)
-	}
-	_ = t.print(w, noHeaders)
-	if len(r.WritersSinceStart) > 0 {
-		fmt.Fprintf(w, "\nManagers that wrote %s after this run began:\n", r.Plan.Version)
-		_ = writersTable(r.WritersSinceStart).print(w, noHeaders)
-	}
-	for _, p := range r.Problems {
-		fmt.Fprintf(w, "problem: %s\n", p)
-	}
 }

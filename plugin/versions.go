@@ -4,16 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
 
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/explain"
 )
 
@@ -34,9 +32,10 @@ const versionsExample = `  # Versions of a CRD in the cluster, in priority order
 
 // VersionsOptions are the options of `kubectl crdver versions`.
 type VersionsOptions struct {
-	g      *Globals
-	source *crdSource
-	out    *outputFlags
+	g       *Globals
+	source  *crdSource
+	out     *outputFlags
+	printer ReportPrinter
 
 	Name      string
 	All       bool
@@ -72,7 +71,16 @@ status.storedVersions (migrate first), or is the only served version.`,
 }
 
 // Complete takes the arguments.
-func (o *VersionsOptions) Complete(_ *cobra.Command, args []string) error {
+// Complete takes the arguments and resolves the printer.
+func (o *VersionsOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	if err := o.completeArgs(args); err != nil {
+		return err
+	}
+	o.printer, err = o.out.toPrinter(humanOptions{})
+	return err
+}
+
+func (o *VersionsOptions) completeArgs(args []string) error {
 	if o.Sort {
 		o.SortArgs = args
 		return nil
@@ -125,24 +133,17 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 		return err
 	}
 	report := explain.AnalyzeVersions(crd, preferred)
+	if report.MigrationPending {
+		report.Notes[0] += fmt.Sprintf("; run `kubectl crdver migrate %s`", crd.Name)
+	}
 	if o.CanRemove != "" {
-		if _, err := explain.LookupVersion(crd, o.CanRemove); err != nil {
+		if _, err := crdinfo.Lookup(crd, o.CanRemove); err != nil {
 			return Usage(err)
 		}
 	}
 	census, mfNotes := clusterManagedFields(ctx, o.g, o.source.offline(), crd)
-	if o.out.structured() {
-		js, err := withManagedFields(report, census)
-		if err != nil {
-			return err
-		}
-		if err := o.out.printStructured(o.g.Out, js); err != nil {
-			return err
-		}
-	} else if err := printVersionsTable(o.g.Out, report, o.out.format == outputWide, o.out.noHeaders); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, withCensus{report: report, census: census, notes: mfNotes}); err != nil {
 		return err
-	} else {
-		printNotes(o.g.Out, mfNotes)
 	}
 	if o.CanRemove != "" {
 		for _, v := range report.Versions {
@@ -156,17 +157,16 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 
 func (o *VersionsOptions) runSort() error {
 	sorted := append([]string{}, o.SortArgs...)
-	explain.SortByPriority(sorted)
-	if o.out.structured() {
-		return o.out.printStructured(o.g.Out, sorted)
-	}
-	var b strings.Builder
-	for _, v := range sorted {
-		b.WriteString(v)
-		b.WriteByte('\n')
-	}
-	_, err := io.WriteString(o.g.Out, b.String())
-	return err
+	crdinfo.SortByPriority(sorted)
+	return o.printer.PrintReport(o.g.Out, sortedVersions(sorted))
+}
+
+// sortedVersions is the report of --sort: version strings in priority order.
+type sortedVersions []string
+
+// versionsSummary is the report of --all.
+type versionsSummary struct {
+	Items []explain.Summary `json:"items"`
 }
 
 // groupPreferred returns the preferred version of crd's group. From the cluster it is what the
@@ -178,15 +178,15 @@ func (o *VersionsOptions) groupPreferred(ctx context.Context, crd *apiextensions
 		if err != nil {
 			return "", err
 		}
-		return explain.PreferredVersions(crds)[crd.Spec.Group], nil
+		return crdinfo.PreferredVersions(crds)[crd.Spec.Group], nil
 	}
-	cfg, err := o.g.RESTConfig()
+	cs, err := o.g.clients()
 	if err != nil {
 		return "", err
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	dc, err := cs.Discovery()
 	if err != nil {
-		return "", Unavailable(err)
+		return "", err
 	}
 	body, err := dc.RESTClient().Get().AbsPath("/apis", crd.Spec.Group).Do(ctx).Raw()
 	if err != nil {
@@ -217,43 +217,7 @@ func (o *VersionsOptions) runAll(ctx context.Context) error {
 		}
 		crds = established
 	}
-	rows := explain.Summarize(crds)
-	if o.out.structured() {
-		return o.out.printStructured(o.g.Out, struct {
-			Items []explain.Summary `json:"items"`
-		}{Items: rows})
-	}
-	t := &table{header: []string{"name", "storage", "preferred", "stored versions", "served", "migration pending"}}
-	for _, r := range rows {
-		t.add(r.Name, dash(r.StorageVersion), dash(r.PreferredVersion), dash(strings.Join(r.StoredVersions, ",")),
-			fmt.Sprintf("%d/%d", r.Served, r.Versions), yesNo(r.MigrationPending))
-	}
-	return t.print(o.g.Out, o.out.noHeaders)
-}
-
-func printVersionsTable(w io.Writer, r explain.VersionsReport, wide, noHeaders bool) error {
-	t := &table{header: []string{"rank", "version", "stability", "served", "storage", "stored", "deprecated", "preferred"}}
-	if wide {
-		t.header = append(t.header, "schema", "deprecation warning")
-	}
-	t.header = append(t.header, "notes")
-	for _, v := range r.Versions {
-		row := []string{strconv.Itoa(v.Rank), v.Name, string(v.Stability), yesNo(v.Served), yesNo(v.Storage), yesNo(v.Stored), yesNo(v.Deprecated), mark(v.Preferred)}
-		if wide {
-			row = append(row, yesNo(v.HasSchema), dash(v.DeprecationWarning))
-		}
-		row = append(row, strings.Join(v.Notes, "; "))
-		t.add(row...)
-	}
-	if err := t.print(w, noHeaders); err != nil {
-		return err
-	}
-	for _, n := range r.Notes {
-		if _, err := fmt.Fprintf(w, "note: %s\n", n); err != nil {
-			return err
-		}
-	}
-	return nil
+	return o.printer.PrintReport(o.g.Out, versionsSummary{Items: explain.Summarize(crds)})
 }
 
 func yesNo(b bool) string {

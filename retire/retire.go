@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"slices"
 	"sort"
 	"strings"
@@ -297,10 +298,10 @@ func BuildPlan(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.Cus
 	if err != nil {
 		return nil, err
 	}
-	storage := migrate.StorageVersion(crd)
+	storage := crdinfo.StorageVersion(crd)
 	p := &Plan{CRD: crd.Name, Version: o.Version, Target: target, StorageVersion: storage,
 		StoredVersions: append([]string{}, crd.Status.StoredVersions...), Served: ver.Served, ManagedBy: ManagedBy(crd)}
-	census, err := ownership.Take(ctx, c.Metadata, migrate.GVR(crd, target), o.Rewrite.ChunkSize)
+	census, err := ownership.Take(ctx, c.Metadata, crdinfo.GVR(crd, target), o.Rewrite.ChunkSize)
 	if err != nil {
 		return nil, fmt.Errorf("reading the managedFields of %s: %w", crd.Name, err)
 	}
@@ -364,7 +365,7 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 	if err != nil {
 		return err
 	}
-	if s := r.step(StepSwitch); migrate.StorageVersion(crd) == o.Version {
+	if s := r.step(StepSwitch); crdinfo.StorageVersion(crd) == o.Version {
 		if crd, err = migrate.SwitchStorage(ctx, r.c, crd.Name, plan.Target); err != nil {
 			s.State, s.Detail = StateFailed, err.Error()
 			return fmt.Errorf("making %s the storage version of %s: %w", plan.Target, crd.Name, err)
@@ -524,7 +525,7 @@ func (r *runner) checkWriters(ctx context.Context, crd *apiextensionsv1.CustomRe
 		kept[objName(f)] = true
 	}
 	from := crd.Spec.Group + "/" + r.o.Version
-	gvr := migrate.GVR(crd, r.plan.Target)
+	gvr := crdinfo.GVR(crd, r.plan.Target)
 	err := ownership.EachObject(ctx, r.c.Metadata, gvr, r.o.Rewrite.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
 		if kept[objName(migrate.Failure{Namespace: m.Namespace, Name: m.Name})] {
 			return nil
@@ -654,8 +655,8 @@ func (r *runner) moveFields(ctx context.Context, crd *apiextensionsv1.CustomReso
 	fr := &FieldsResult{Unresolved: []migrate.Failure{}, Failed: []migrate.Failure{}}
 	from := crd.Spec.Group + "/" + r.o.Version
 	to := crd.Spec.Group + "/" + r.plan.Target
-	atTarget := r.c.Dynamic.Resource(migrate.GVR(crd, r.plan.Target))
-	atOld := r.c.Dynamic.Resource(migrate.GVR(crd, r.o.Version))
+	atTarget := r.c.Dynamic.Resource(crdinfo.GVR(crd, r.plan.Target))
+	atOld := r.c.Dynamic.Resource(crdinfo.GVR(crd, r.o.Version))
 	work := make(chan metav1.PartialObjectMetadata)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -684,7 +685,7 @@ func (r *runner) moveFields(ctx context.Context, crd *apiextensionsv1.CustomReso
 			}
 		}()
 	}
-	listErr := ownership.EachObject(ctx, r.c.Metadata, migrate.GVR(crd, r.plan.Target), r.o.Rewrite.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
+	listErr := ownership.EachObject(ctx, r.c.Metadata, crdinfo.GVR(crd, r.plan.Target), r.o.Rewrite.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
 		has := false
 		for _, e := range m.ManagedFields {
 			has = has || e.APIVersion == from

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -411,7 +412,7 @@ func TestRetireResumesAndDryRunWritesNothing(t *testing.T) {
 	if res.Rewrite == nil || res.Rewrite.Total() >= n || stepState(res, StepRemove) != StateUnreachd {
 		t.Fatalf("first run: rewrite %+v, remove %s", res.Rewrite, stepState(res, StepRemove))
 	}
-	if migrate.StorageVersion(f.get()) != "v1" {
+	if crdinfo.StorageVersion(f.get()) != "v1" {
 		t.Fatal("the storage switch of the interrupted run is not in the live state")
 	}
 

@@ -5,17 +5,11 @@
 package testwebhook
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -26,6 +20,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/crdver/kubectl-crdver/internal/testca"
 )
 
 // Behaviour is one way to misbehave ("" is well-behaved).
@@ -56,7 +52,13 @@ const (
 	Lossy            Behaviour = "lossy"              // v1 -> v1beta1 drops spec.port
 	UnknownField     Behaviour = "unknown-field"      // adds spec.extra, which no schema has
 	InvalidInTarget  Behaviour = "invalid-in-target"  // v1 gets replicas 0 (minimum 1)
+	Identity         Behaviour = "identity"           // any CRD: only apiVersion is rewritten (a no-op conversion)
+	FailBatchIf      Behaviour = "fail-batch-if"      // result.status Failure for the whole request when any object matches SetPoison's test
+	Non200BatchIf    Behaviour = "non-200-batch-if"   // HTTP 500 for the whole request when any object matches SetPoison's test
 )
+
+// PoisonAnnotation marks an object that FailBatchIf and Non200BatchIf fail on by default.
+const PoisonAnnotation = "crdver.io/poison"
 
 // Server is a running webhook.
 type Server struct {
@@ -73,6 +75,7 @@ type Server struct {
 	listener  net.Listener
 	mu        sync.Mutex
 	behaviour Behaviour
+	poison    func(obj map[string]any) bool
 	delay     time.Duration
 	latency   time.Duration
 	requests  int
@@ -90,7 +93,7 @@ type Options struct {
 
 // Start starts the webhook on 127.0.0.1 on a free port.
 func Start(opts Options) (*Server, error) {
-	ca, err := NewCA()
+	ca, err := testca.New()
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +158,21 @@ func (s *Server) Set(b Behaviour) {
 	s.mu.Unlock()
 }
 
+// SetPoison sets the test FailBatchIf and Non200BatchIf apply to each object of a request (nil:
+// the object has the PoisonAnnotation).
+func (s *Server) SetPoison(poison func(obj map[string]any) bool) {
+	s.mu.Lock()
+	s.poison = poison
+	s.mu.Unlock()
+}
+
+func hasPoisonAnnotation(obj map[string]any) bool {
+	meta, _ := obj["metadata"].(map[string]any)
+	ann, _ := meta["annotations"].(map[string]any)
+	_, ok := ann[PoisonAnnotation]
+	return ok
+}
+
 // SetDelay sets how long Slow waits.
 func (s *Server) SetDelay(d time.Duration) {
 	s.mu.Lock()
@@ -212,7 +230,7 @@ type response struct {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	b, delay, latency := s.behaviour, s.delay, s.latency
+	b, delay, latency, poison := s.behaviour, s.delay, s.latency, s.poison
 	s.requests++
 	s.mu.Unlock()
 	if latency > 0 {
@@ -228,15 +246,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("not a ConversionReview: %v", err), http.StatusBadRequest)
 		return
 	}
-	switch b {
-	case Non200:
+	if poison == nil {
+		poison = hasPoisonAnnotation
+	}
+	poisoned := false
+	if b == FailBatchIf || b == Non200BatchIf {
+		for _, raw := range in.Request.Objects {
+			var obj map[string]any
+			if kjson.UnmarshalCaseSensitivePreserveInts(raw, &obj) == nil && poison(obj) {
+				poisoned = true
+			}
+		}
+	}
+	switch {
+	case b == Non200, b == Non200BatchIf && poisoned:
 		http.Error(w, "internal error: conversion crashed", http.StatusInternalServerError)
 		return
-	case MalformedJSON:
+	case b == MalformedJSON:
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","response":{`)
 		return
-	case Slow:
+	case b == Slow:
 		select {
 		case <-time.After(delay):
 		case <-r.Context().Done():
@@ -250,7 +280,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: "cannot decode object: " + err.Error()}
 			break
 		}
-		converted, err := Convert(obj, in.Request.DesiredAPIVersion, b == Lossy)
+		var converted map[string]any
+		if b == Identity {
+			converted = obj
+			converted["apiVersion"] = in.Request.DesiredAPIVersion
+		} else {
+			converted, err = Convert(obj, in.Request.DesiredAPIVersion, b == Lossy)
+		}
 		if err != nil {
 			out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
 			out.Response.ConvertedObjects = nil
@@ -320,6 +356,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case Failed:
 		out.Response.ConvertedObjects = nil
 		out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: "conversion refused: spec.hostPort is required"}
+	case FailBatchIf:
+		if poisoned {
+			out.Response.ConvertedObjects = nil
+			out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: "conversion failed: cannot convert one of the objects"}
+		}
 	case WrongReviewKind:
 		out.Kind = "AdmissionReview"
 	case NoReviewKind:
@@ -352,225 +393,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(js)
 }
 
-// version is the version part of an apiVersion.
-func version(apiVersion any) string {
-	s, _ := apiVersion.(string)
-	_, v, _ := strings.Cut(s, "/")
-	return v
-}
+// CA is the test certificate authority of package testca.
+//
+// Deprecated: use testca.CA (kept so that callers outside this branch keep compiling).
+type CA = testca.CA
 
-// Convert converts one CronTab to desiredAPIVersion: v1beta1 spec.hostPort "host:port" ↔ v1
-// spec.host and spec.port (in any group, so that tests can rename the CRD). With lossy, v1 -> v1beta1 forgets the port.
-func Convert(obj map[string]any, desiredAPIVersion string, lossy bool) (map[string]any, error) {
-	from, _ := obj["apiVersion"].(string)
-	out := map[string]any{}
-	for k, v := range obj {
-		out[k] = v
-	}
-	out["apiVersion"] = desiredAPIVersion
-	spec, ok := obj["spec"].(map[string]any)
-	if !ok || from == desiredAPIVersion {
-		return out, nil
-	}
-	ns := map[string]any{}
-	for k, v := range spec {
-		ns[k] = v
-	}
-	switch {
-	case version(from) == "v1beta1" && version(desiredAPIVersion) == "v1":
-		hp, hasHP := ns["hostPort"].(string)
-		delete(ns, "hostPort")
-		if saved, ok := takeAnnotation(out, hp); ok {
-			// The v1 fields "host:port" cannot represent, saved by the v1 -> v1beta1 conversion.
-			for k, v := range saved {
-				ns[k] = v
-			}
-		} else if hasHP {
-			ns["host"], ns["port"] = splitHostPort(hp)
-			if ns["port"] == nil {
-				delete(ns, "port")
-			}
-		}
-	case version(from) == "v1" && version(desiredAPIVersion) == "v1beta1":
-		host, hasHost := ns["host"].(string)
-		port, hasPort := ns["port"].(string)
-		delete(ns, "host")
-		delete(ns, "port")
-		hp, hasHP := "", false
-		switch {
-		case hasPort && !lossy:
-			hp, hasHP = host+":"+port, true
-		case hasHost:
-			hp, hasHP = host, true
-		}
-		if hasHP {
-			ns["hostPort"] = hp
-		}
-		if !lossy {
-			// Keep what "host:port" cannot say in an annotation (the API server keeps
-			// annotations), so that v1 -> v1beta1 -> v1 gives back the same object.
-			bh, bp := splitHostPort(hp)
-			_, backHasPort := bp.(string)
-			if !hasHP || bh != host || backHasPort != hasPort || (hasPort && bp != port) || !hasHost {
-				saved := map[string]any{}
-				if hasHost {
-					saved["host"] = host
-				}
-				if hasPort {
-					saved["port"] = port
-				}
-				if len(saved) > 0 {
-					putAnnotation(out, hp, saved)
-				}
-			}
-		}
-	}
-	out["spec"] = ns
-	return out, nil
-}
-
-const savedAnnotation = "crontab.stable.example.com/v1-host-port"
-
-// splitHostPort splits at the last colon; without one, everything is the host and port is
-// nil (absent).
-func splitHostPort(hp string) (host string, port any) {
-	if i := strings.LastIndex(hp, ":"); i >= 0 {
-		return hp[:i], hp[i+1:]
-	}
-	return hp, nil
-}
-
-func putAnnotation(obj map[string]any, hostPort string, saved map[string]any) {
-	meta, _ := obj["metadata"].(map[string]any)
-	if meta == nil {
-		return
-	}
-	m := map[string]any{}
-	for k, v := range meta {
-		m[k] = v
-	}
-	ann := map[string]any{}
-	if a, ok := m["annotations"].(map[string]any); ok {
-		for k, v := range a {
-			ann[k] = v
-		}
-	}
-	b, _ := json.Marshal(map[string]any{"hostPort": hostPort, "v1": saved})
-	ann[savedAnnotation] = string(b)
-	m["annotations"] = ann
-	obj["metadata"] = m
-}
-
-// takeAnnotation removes the saved-fields annotation and returns what it holds if it was
-// written for this hostPort.
-func takeAnnotation(obj map[string]any, hostPort string) (map[string]any, bool) {
-	meta, _ := obj["metadata"].(map[string]any)
-	ann, _ := meta["annotations"].(map[string]any)
-	raw, ok := ann[savedAnnotation].(string)
-	if !ok {
-		return nil, false
-	}
-	m := map[string]any{}
-	for k, v := range meta {
-		m[k] = v
-	}
-	a := map[string]any{}
-	for k, v := range ann {
-		if k != savedAnnotation {
-			a[k] = v
-		}
-	}
-	if len(a) > 0 {
-		m["annotations"] = a
-	} else {
-		delete(m, "annotations")
-	}
-	obj["metadata"] = m
-	var saved struct {
-		HostPort string         `json:"hostPort"`
-		V1       map[string]any `json:"v1"`
-	}
-	if json.Unmarshal([]byte(raw), &saved) != nil || saved.HostPort != hostPort {
-		return nil, false
-	}
-	return saved.V1, true
-}
-
-// CA is a test certificate authority.
-type CA struct {
-	CertPEM []byte
-	cert    *x509.Certificate
-	key     *ecdsa.PrivateKey
-}
-
-// NewCA makes a fresh CA, valid from an hour ago for a day.
-func NewCA() (*CA, error) {
-	return NewCAValid(time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
-}
-
-// NewCAValid makes a fresh CA valid from notBefore to notAfter.
-func NewCAValid(notBefore, notAfter time.Time) (*CA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "crdver-test-ca"},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &CA{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), cert: cert, key: key}, nil
-}
-
-// Issue signs a serving (or, with client, a client) certificate valid from an hour ago for a
-// day and returns it and its key in PEM.
-func (ca *CA) Issue(cn string, dnsNames []string, ips []net.IP, client bool) (certPEM, keyPEM []byte, err error) {
-	return ca.IssueValid(cn, dnsNames, ips, client, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
-}
-
-// IssueValid is Issue with the validity period given (e.g. already expired).
-func (ca *CA) IssueValid(cn string, dnsNames []string, ips []net.IP, client bool, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		return nil, nil, err
-	}
-	usage := x509.ExtKeyUsageServerAuth
-	if client {
-		usage = x509.ExtKeyUsageClientAuth
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		DNSNames:     dnsNames,
-		IPAddresses:  ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		return nil, nil, err
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), nil
-}
+// NewCA makes a fresh CA.
+//
+// Deprecated: use testca.New.
+func NewCA() (*CA, error) { return testca.New() }

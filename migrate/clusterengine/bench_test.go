@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 )
@@ -108,7 +109,7 @@ func (f *benchFixture) flip(b *testing.B) string {
 		b.Fatal(err)
 	}
 	to := "v1"
-	if migrate.StorageVersion(cur) == "v1" {
+	if crdinfo.StorageVersion(cur) == "v1" {
 		to = "v1beta1"
 	}
 	if f.crd, err = migrate.SwitchStorage(ctx, f.c, f.crd.Name, to); err != nil {
@@ -178,13 +179,13 @@ func BenchmarkRunbookKubectl(b *testing.B) {
 // turn, as kube-storage-version-migrator's migrator does (no client-side rate limit).
 func BenchmarkSequentialLoop(b *testing.B) {
 	f := newBenchFixture(b, "sequential", envInt("CRDVER_BENCH_OBJECTS", 500))
-	f.run(b, func(b *testing.B) { sequentialRewrite(b, f.c, f.crd) })
+	f.run(b, func(b *testing.B) { sequentialLoop(b, f.c, f.crd) })
 }
 
-// sequentialRewrite lists pages of 500 and updates each object in turn, one at a time.
-func sequentialRewrite(b *testing.B, c *migrate.Clients, crd *apiextensionsv1.CustomResourceDefinition) {
+// sequentialLoop lists a page of 500, updates each of its objects in turn, then lists the next.
+func sequentialLoop(b *testing.B, c *migrate.Clients, crd *apiextensionsv1.CustomResourceDefinition) {
 	ctx := context.Background()
-	ri := c.Dynamic.Resource(migrate.GVR(crd, "v1"))
+	ri := c.Dynamic.Resource(crdinfo.GVR(crd, "v1"))
 	cont := ""
 	for {
 		list, err := ri.List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
