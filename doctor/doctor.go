@@ -67,7 +67,7 @@ type Summary struct {
 	Incomplete []Incomplete `json:"incomplete"`
 }
 
-// Report is the result of a run. Its JSON shape is stable (docs/cmd-doctor.md).
+// Report is the result of a run. Its JSON shape is stable (README.md, "doctor output").
 type Report struct {
 	Items   []Item  `json:"items"`
 	Summary Summary `json:"summary"`
