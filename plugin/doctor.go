@@ -24,8 +24,9 @@ const doctorExample = `  # Every CRD of the cluster: one line each, the worst fi
 
 // DoctorOptions are the options of `kubectl crdver doctor`.
 type DoctorOptions struct {
-	g   *Globals
-	out *outputFlags
+	g       *Globals
+	out     *outputFlags
+	printer ReportPrinter
 
 	Names          []string
 	FailOn         string
@@ -76,9 +77,10 @@ with --fail-on warning), 3 when a check could not be completed.`,
 }
 
 // Complete takes the arguments.
-func (o *DoctorOptions) Complete(_ *cobra.Command, args []string) error {
+func (o *DoctorOptions) Complete(_ *cobra.Command, args []string) (err error) {
 	o.Names = args
-	return nil
+	o.printer, err = o.out.toPrinter(humanOptions{})
+	return err
 }
 
 // Validate checks the flags.
@@ -171,45 +173,8 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 }
 
 func (o *DoctorOptions) print(r *doctor.Report) error {
-	w := o.g.Out
-	if o.out.structured() {
-		return o.out.printStructured(w, r)
-	}
-	if o.out.format == outputWide {
-		t := &table{header: []string{"crd", "check", "severity", "message", "fix"}}
-		for _, it := range r.Items {
-			if len(it.Findings) == 0 {
-				t.add(it.CRD, "-", "ok", "no findings", "")
-			}
-			for _, f := range it.Findings {
-				t.add(it.CRD, f.Check, f.Severity, f.Message, f.Fix)
-			}
-		}
-		if err := t.print(w, o.out.noHeaders); err != nil {
-			return err
-		}
-	} else {
-		t := &table{header: []string{"crd", "errors", "warnings", "first finding"}}
-		for _, it := range r.Items {
-			e, wn := 0, 0
-			for _, f := range it.Findings {
-				switch f.Severity {
-				case doctor.SeverityError:
-					e++
-				case doctor.SeverityWarning:
-					wn++
-				}
-			}
-			first := "ok"
-			if len(it.Findings) > 0 {
-				f := it.Findings[0]
-				first = f.Severity + " " + f.Check + ": " + f.Message
-			}
-			t.add(it.CRD, strconv.Itoa(e), strconv.Itoa(wn), first)
-		}
-		if err := t.print(w, o.out.noHeaders); err != nil {
-			return err
-		}
+	if err := o.printer.PrintReport(o.g.Out, r); err != nil {
+		return err
 	}
 	for _, in := range r.Summary.Incomplete {
 		fmt.Fprintf(o.g.ErrOut, "unknown: %s %s: %s\n", in.CRD, in.Check, in.Error)

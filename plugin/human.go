@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/doctor"
 	"github.com/crdver/kubectl-crdver/explain"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/ownership"
@@ -64,6 +65,8 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 		return printMigrateAllReport(w, r, p.noHeaders)
 	case *convert.Report:
 		return printConvertReport(w, r, p.noHeaders)
+	case *doctor.Report:
+		return printDoctorReport(w, r, p.wide, p.noHeaders)
 	case *plan.Report:
 		return printPlanReport(w, r, p.wide, p.noHeaders)
 	case *retire.Plan:
