@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -165,9 +166,24 @@ func decodeCRDs(docs []Document) ([]*apiextensionsv1.CustomResourceDefinition, e
 		if crd.Name == "" {
 			return nil, UsageErrorf("%s: CustomResourceDefinition has no metadata.name", d.Where())
 		}
+		if !hasStoredVersions(d.JSON) {
+			// Decoding defaults an empty status.storedVersions to [storage version]: an
+			// assumption, not a fact. Only the cluster knows what it stored.
+			crd.Status.StoredVersions = nil
+		}
 		crds = append(crds, crd)
 	}
 	return crds, nil
+}
+
+// hasStoredVersions reports whether a CRD document carries a non-empty status.storedVersions.
+func hasStoredVersions(js []byte) bool {
+	var doc struct {
+		Status struct {
+			StoredVersions []string `json:"storedVersions"`
+		} `json:"status"`
+	}
+	return json.Unmarshal(js, &doc) == nil && len(doc.Status.StoredVersions) > 0
 }
 
 var errNoMatch = errors.New("no CustomResourceDefinition matches")

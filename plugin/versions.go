@@ -139,7 +139,12 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 	}
 	if o.CanRemove != "" {
 		for _, v := range report.Versions {
-			if v.Name == o.CanRemove && !v.SafeToRemove {
+			switch {
+			case v.Name != o.CanRemove || v.SafeToRemove:
+			case !report.StoredVersionsKnown && strings.HasPrefix(v.Notes[len(v.Notes)-1], "unknown"):
+				return ProblemsFound("%s: whether version %q is safe to remove is unknown: the file has no status.storedVersions, and the cluster may still store objects at %s; check the cluster (kubectl crdver versions %s --can-remove %s)",
+					crd.Name, v.Name, v.Name, crd.Name, v.Name)
+			default:
 				return ProblemsFound("%s: version %q is %s", crd.Name, v.Name, v.Notes[len(v.Notes)-1])
 			}
 		}
@@ -217,11 +222,24 @@ func (o *VersionsOptions) runAll(ctx context.Context) error {
 		}{Items: rows})
 	}
 	t := &table{header: []string{"name", "storage", "preferred", "stored versions", "served", "migration pending"}}
+	unknown := 0
 	for _, r := range rows {
-		t.add(r.Name, dash(r.StorageVersion), dash(r.PreferredVersion), dash(strings.Join(r.StoredVersions, ",")),
-			fmt.Sprintf("%d/%d", r.Served, r.Versions), yesNo(r.MigrationPending))
+		stored := dash(strings.Join(r.StoredVersions, ","))
+		if !r.StoredVersionsKnown {
+			stored = "?"
+			unknown++
+		}
+		t.add(r.Name, dash(r.StorageVersion), dash(r.PreferredVersion), stored,
+			fmt.Sprintf("%d/%d", r.Served, r.Versions), strings.Replace(yesNoUnknown(r.MigrationPending), "?", "unknown", 1))
 	}
-	return t.print(o.g.Out, o.out.noHeaders)
+	if err := t.print(o.g.Out, o.out.noHeaders); err != nil {
+		return err
+	}
+	if unknown > 0 {
+		_, err := fmt.Fprintf(o.g.Out, "note: storedVersions unknown for %s: the files have no status.storedVersions; check the cluster (kubectl crdver versions --all)\n", plural(unknown, "CRD"))
+		return err
+	}
+	return nil
 }
 
 func printVersionsTable(w io.Writer, r explain.VersionsReport, wide, noHeaders bool) error {
@@ -231,7 +249,7 @@ func printVersionsTable(w io.Writer, r explain.VersionsReport, wide, noHeaders b
 	}
 	t.header = append(t.header, "notes")
 	for _, v := range r.Versions {
-		row := []string{strconv.Itoa(v.Rank), v.Name, string(v.Stability), yesNo(v.Served), yesNo(v.Storage), yesNo(v.Stored), yesNo(v.Deprecated), mark(v.Preferred)}
+		row := []string{strconv.Itoa(v.Rank), v.Name, string(v.Stability), yesNo(v.Served), yesNo(v.Storage), yesNoUnknown(v.Stored), yesNo(v.Deprecated), mark(v.Preferred)}
 		if wide {
 			row = append(row, yesNo(v.HasSchema), dash(v.DeprecationWarning))
 		}
@@ -254,6 +272,14 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// yesNoUnknown prints a fact that may be unknown (nil) as "?".
+func yesNoUnknown(b *bool) string {
+	if b == nil {
+		return "?"
+	}
+	return yesNo(*b)
 }
 
 func mark(b bool) string {

@@ -34,7 +34,49 @@ func TestVersionsGolden(t *testing.T) {
 		{"versions-all-files.json", append([]string{"versions", "--all", "-o", "json"}, fileArgs(versionsFiles)...), 0},
 		{"versions-sort.txt", append([]string{"versions", "--sort"}, strings.Fields("foo10 v1 v11alpha2 v2 foo1 v12alpha1 v10beta3 v10 v3beta1 v11beta2")...), 0},
 		{"versions-can-remove-v1beta1.txt", []string{"versions", "-f", crontabFile, "--can-remove", "v1beta1"}, 1},
+		// A release manifest has no status: storedVersions is unknown, nothing is called safe.
+		{"versions-release.txt", []string{"versions", "-f", releaseFile}, 0},
+		{"versions-release.json", []string{"versions", "-f", releaseFile, "-o", "json"}, 0},
+		{"versions-release-can-remove-v1alpha1.txt", []string{"versions", "-f", releaseFile, "--can-remove", "v1alpha1"}, 1},
+		{"versions-all-release.txt", []string{"versions", "--all", "-f", releaseFile + "," + td("crds", "widget.yaml")}, 0},
 	})
+}
+
+var releaseFile = filepath.Join("..", "testdata", "crds", "crontab-release.yaml")
+
+// TestVersionsFromFileWithoutStatus: from a file without status.storedVersions, no version is
+// safe to remove on an assumption; --can-remove exits 1 and says to check the cluster, and the
+// JSON says storedVersions is unknown.
+func TestVersionsFromFileWithoutStatus(t *testing.T) {
+	r := run(t, "", "versions", "-f", releaseFile, "--can-remove", "v1alpha1")
+	if r.code != ExitProblems {
+		t.Errorf("--can-remove v1alpha1 from a file without status: exit %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, `whether version "v1alpha1" is safe to remove is unknown`, "check the cluster")
+	if strings.Contains(r.stdout, "safe to remove") && !strings.Contains(r.stdout, "not safe to remove") && !strings.Contains(r.stdout, "unknown") {
+		t.Errorf("table calls a version safe to remove:\n%s", r.stdout)
+	}
+	mustContain(t, "stdout", r.stdout, "storedVersions unknown")
+	j := run(t, "", "versions", "-f", releaseFile, "-o", "json")
+	var rep explain.VersionsReport
+	if err := json.Unmarshal([]byte(j.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.StoredVersionsKnown || rep.StoredVersions != nil || rep.MigrationPending != nil {
+		t.Errorf("storedVersionsKnown=%v storedVersions=%v migrationPending=%v, want false, null, null", rep.StoredVersionsKnown, rep.StoredVersions, rep.MigrationPending)
+	}
+	for _, v := range rep.Versions {
+		if v.SafeToRemove {
+			t.Errorf("version %s is called safe to remove with storedVersions unknown", v.Name)
+		}
+		if (v.Stored == nil) == v.Storage {
+			t.Errorf("version %s: stored = %v; want true for the storage version, null otherwise", v.Name, v.Stored)
+		}
+	}
+	// The same CRD with its status: v1alpha1 is known to be safe.
+	if r := run(t, "", "versions", "-f", crontabFile, "--can-remove", "v1alpha1"); r.code != 0 {
+		t.Errorf("with status: exit %d, want 0: %s", r.code, r.stderr)
+	}
 }
 
 func TestVersionsSortIssueOrder(t *testing.T) {
