@@ -64,6 +64,7 @@ status.storedVersions (migrate first), or is the only served version.`,
 		RunE:              runE(o),
 	}
 	o.source = addCRDFileFlag(cmd, g, "filename", "f")
+	o.source.input = addInputFlags(cmd, "Make documents in -f that are not CustomResourceDefinitions an error instead of skipping them")
 	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
 	cmd.Flags().BoolVarP(&o.All, "all", "A", false, "Summarise every CRD (of the cluster, or of the files given with -f)")
 	cmd.Flags().BoolVar(&o.Sort, "sort", false, "Sort the version strings given as arguments, highest priority first, one per line (no cluster needed)")
@@ -172,7 +173,7 @@ func (o *VersionsOptions) runSort() error {
 // out the same way over every CRD of the files.
 func (o *VersionsOptions) groupPreferred(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (string, error) {
 	if o.source.offline() {
-		crds, err := o.source.fromFiles()
+		crds, err := o.source.load(ctx)
 		if err != nil {
 			return "", err
 		}

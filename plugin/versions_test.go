@@ -175,7 +175,8 @@ func TestVersionsErrors(t *testing.T) {
 		return p
 	}
 	malformed := write("malformed.yaml", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: a\n")
-	notCRD := write("deploy.yaml", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: x.y.z}\nspec: {group: y.z, names: {plural: x, kind: X}, scope: Namespaced, versions: [{name: v1, served: true, storage: true}]}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n")
+	notCRD := write("deploy.yaml", bundleCRD+"---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n")
+	onlyDeploy := write("only-deploy.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n")
 	empty := write("empty.yaml", "# nothing here\n---\n")
 	scalar := write("scalar.yaml", "just a string\n")
 	for _, tc := range []struct {
@@ -185,7 +186,8 @@ func TestVersionsErrors(t *testing.T) {
 		want string
 	}{
 		{"malformed YAML", []string{"versions", "-f", malformed}, 2, malformed + " (document 1): malformed YAML"},
-		{"not a CRD", []string{"versions", "-f", notCRD}, 2, notCRD + " (document 2): apps/v1 Deployment is not a CustomResourceDefinition"},
+		{"not a CRD, --strict-kinds", []string{"versions", "-f", notCRD, "--strict-kinds"}, 2, notCRD + " (document 2): apps/v1 Deployment is not a CustomResourceDefinition"},
+		{"no CRD at all", []string{"versions", "-f", onlyDeploy}, 2, onlyDeploy + ": no CustomResourceDefinition found: the first of 1 document is " + onlyDeploy + " (document 1): apps/v1 Deployment is not a CustomResourceDefinition"},
 		{"empty file", []string{"versions", "-f", empty}, 2, empty + ": no documents found"},
 		{"scalar document", []string{"versions", "-f", scalar}, 2, scalar + " (document 1): not a Kubernetes object"},
 		{"missing file", []string{"versions", "-f", filepath.Join(dir, "nope.yaml")}, 2, "nope.yaml: no such file or directory"},
@@ -222,6 +224,28 @@ func TestVersionsErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+const bundleCRD = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: xs.y.z}\nspec: {group: y.z, names: {plural: xs, kind: X}, scope: Namespaced, versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]}\n"
+
+// TestVersionsSkipsOtherDocuments: in a helm template stream, documents that are not CRDs are
+// skipped, counted on stderr and listed with -v.
+func TestVersionsSkipsOtherDocuments(t *testing.T) {
+	stream := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: prod}\n---\n" + bundleCRD + "---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n"
+	r := run(t, stream, "versions", "-f", "-")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	mustContain(t, "stdout", r.stdout, "v1 ")
+	if r.stderr != "skipped 2 documents: not a CustomResourceDefinition (-v lists them)\n" {
+		t.Errorf("stderr = %q", r.stderr)
+	}
+	r = run(t, stream, "versions", "-f", "-", "-v")
+	mustContain(t, "stderr", r.stderr, "skipped 2 documents: not a CustomResourceDefinition:\n  stdin (document 1): apps/v1 Deployment prod/web\n  stdin (document 3): v1 Service web\n")
+	r = run(t, stream, "versions", "-f", "-", "--strict-kinds")
+	if r.code != 2 || !strings.Contains(r.stderr, "stdin (document 1): apps/v1 Deployment is not a CustomResourceDefinition") {
+		t.Errorf("--strict-kinds: exit %d, %s", r.code, r.stderr)
 	}
 }
 
