@@ -149,7 +149,7 @@ func (s *crdSource) load(ctx context.Context) ([]*apiextensionsv1.CustomResource
 		return s.loaded, nil
 	}
 	where := strings.Join(s.files, ", ")
-	skipped := &skipList{what: "not a CustomResourceDefinition"}
+	skipped := &skipList{what: "not a CustomResourceDefinition", one: "is not a CustomResourceDefinition"}
 	crds := []*apiextensionsv1.CustomResourceDefinition{}
 	docs := 0
 	err := EachDocument(ctx, s.files, s.inputOptions(), func(d Document) error {

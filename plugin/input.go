@@ -63,6 +63,9 @@ type InputOptions struct {
 	URLTimeout time.Duration
 	// HTTPClient fetches URLs (nil: a client with URLTimeout).
 	HTTPClient *http.Client
+	// Prefilter, when set, skips every document (List item) whose text does not contain it,
+	// before converting it: a cheap first pass that looks for one kind.
+	Prefilter []byte
 	// Progress, when set, counts the bytes read so far and the total expected (0 when unknown:
 	// stdin, a URL without Content-Length).
 	Progress *InputProgress
@@ -287,7 +290,7 @@ func readSource(ctx context.Context, path string, opts InputOptions, send func(D
 	if opts.Progress != nil {
 		r = countingReader{r, opts.Progress}
 	}
-	s := &docScanner{r: bufio.NewReaderSize(r, 64*1024), source: source, max: opts.maxDoc(), send: send}
+	s := &docScanner{r: bufio.NewReaderSize(r, 64*1024), source: source, max: opts.maxDoc(), send: send, prefilter: opts.Prefilter}
 	return s.run()
 }
 
@@ -397,6 +400,12 @@ type docScanner struct {
 	max    int64
 	send   func(Document) error
 	index  int
+	// prefilter: see InputOptions.Prefilter.
+	prefilter []byte
+}
+
+func (s *docScanner) filtered(raw []byte) bool {
+	return s.prefilter != nil && !bytes.Contains(raw, s.prefilter)
 }
 
 func (s *docScanner) tooLarge(item int) error {
@@ -619,6 +628,9 @@ func (s *docScanner) peekSequenceIndent() (int, bool) {
 
 // sendDoc converts a YAML document and sends it; a null document is not sent.
 func (s *docScanner) sendDoc(raw []byte) (bool, error) {
+	if s.filtered(raw) {
+		return true, nil
+	}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
 		return false, UsageErrorf("%s (document %d): malformed YAML: %v", s.source, s.index, trimYAMLError(err))
@@ -660,6 +672,9 @@ func (s *docScanner) sendJSONDoc(js []byte) error {
 }
 
 func (s *docScanner) sendItem(raw []byte, item int) error {
+	if s.filtered(raw) {
+		return nil
+	}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
 		return UsageErrorf("%s (document %d, item %d): malformed YAML: %v", s.source, s.index, item, trimYAMLError(err))
@@ -668,6 +683,9 @@ func (s *docScanner) sendItem(raw []byte, item int) error {
 }
 
 func (s *docScanner) sendItemJSON(js []byte, item int) error {
+	if s.filtered(js) {
+		return nil
+	}
 	d := Document{Source: s.source, Index: s.index, Item: item, JSON: js}
 	if err := d.fillHead(); err != nil {
 		return err
@@ -739,6 +757,9 @@ func (s *docScanner) runJSON() error {
 			if !strings.HasSuffix(kind, "List") {
 				return UsageErrorf("%s (document %d): has a top-level items list before its kind, and kind %q is not a List: put kind first, or make it a List", s.source, s.index, kind)
 			}
+			continue
+		}
+		if s.filtered(out.Bytes()) {
 			continue
 		}
 		if err := s.sendJSONDoc(out.Bytes()); err != nil {

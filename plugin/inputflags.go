@@ -26,7 +26,9 @@ func addInputFlags(cmd *cobra.Command, strictKindsHelp string) *inputFlags {
 
 // skipList counts the documents a command skipped, and keeps the first few to name them.
 type skipList struct {
-	what  string // why they were skipped, e.g. "not a CustomResourceDefinition"
+	what string // why they were skipped, e.g. "not a CustomResourceDefinition"
+	// one says it of one document: "is not a CustomResourceDefinition".
+	one   string
 	n     int
 	names []string
 	// firstWhy says why the first was skipped: "x.yaml (document 1): v1 Pod is not a …".
@@ -37,7 +39,7 @@ const skipNamesKept = 1000
 
 func (l *skipList) add(d Document) {
 	if l.n == 0 {
-		l.firstWhy = fmt.Sprintf("%s: %s is %s", d.Where(), describeDoc(d), l.what)
+		l.firstWhy = fmt.Sprintf("%s: %s %s", d.Where(), describeDoc(d), l.one)
 	}
 	l.n++
 	if len(l.names) < skipNamesKept {
