@@ -30,10 +30,12 @@ type crdSource struct {
 	loaded []*apiextensionsv1.CustomResourceDefinition
 	// input holds -R, -v and --strict-kinds, when the command has them.
 	input *inputFlags
+	// cmd gives fromFiles the command's context (Ctrl-C).
+	cmd *cobra.Command
 }
 
 func addCRDFileFlag(cmd *cobra.Command, g *Globals, name, shorthand string) *crdSource {
-	s := &crdSource{g: g, flag: name}
+	s := &crdSource{g: g, flag: name, cmd: cmd}
 	cmd.Flags().StringSliceVarP(&s.files, name, shorthand, nil,
 		"Read CRDs from these files or directories (- for stdin) instead of the cluster; apiextensions.k8s.io v1 or v1beta1, several documents per file")
 	return s
@@ -138,7 +140,11 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 
 // fromFiles reads every CRD of the files (see load).
 func (s *crdSource) fromFiles() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	return s.load(context.Background())
+	ctx := context.Background()
+	if s.cmd != nil && s.cmd.Context() != nil {
+		ctx = s.cmd.Context()
+	}
+	return s.load(ctx)
 }
 
 // load reads the CRDs of the files, one document at a time: documents that are not CRDs are

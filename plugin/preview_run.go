@@ -85,14 +85,12 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 	poolErr := pool.finish()
 	pr.stop()
 	switch {
-	case readErr != nil && ctx.Err() != nil:
-		return Interrupted(ctx)
+	case ctx.Err() != nil:
+		return Unavailable(fmt.Errorf("interrupted after %s: the output is incomplete", plural(pool.total(), "object")))
 	case poolErr != nil:
 		return poolErr
 	case readErr != nil:
 		return readErr
-	case ctx.Err() != nil:
-		return Interrupted(ctx)
 	}
 	if pool.total() == 0 {
 		if skipped.n == 0 && crdsInInput > 0 {
