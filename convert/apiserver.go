@@ -2,7 +2,10 @@ package convert
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -11,10 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // ViaAPIServerOptions configure a round trip through the API server instead of calling the
@@ -31,7 +33,7 @@ type ViaAPIServerOptions struct {
 
 func (r *runner) noteTarget(to, storage string) {
 	if to != "" && to != storage {
-		r.report.Notes = append(r.report.Notes, fmt.Sprintf("--to %s is not the storage version (%s): through the API server, without writing anything, only round trips through the storage version can be checked", to, storage))
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("the target version %s is not the storage version (%s): through the API server, without writing anything, only round trips through the storage version can be checked", to, storage))
 	}
 }
 
@@ -42,7 +44,7 @@ func (r *runner) noteTarget(to, storage string) {
 // defaulted in A). Nothing is written.
 func DryRunRoundTrip(ctx context.Context, opts ViaAPIServerOptions, objects []Object) (*Report, error) {
 	crd := opts.CRD
-	storage := explain.StorageVersion(crd)
+	storage := crdinfo.StorageVersion(crd)
 	r, err := newRunner(Options{CRD: crd, To: storage, RoundTrip: true}, true)
 	if err != nil {
 		return nil, err
@@ -102,75 +104,86 @@ func DryRunRoundTrip(ctx context.Context, opts ViaAPIServerOptions, objects []Ob
 // LiveRoundTrip reads the live objects in every served version (the API server converts
 // them from the storage version, calling the webhook), then for each version W other than
 // the storage version S updates each object with a server-side dry run in W (W → S → W) and
-// diffs the response with what was read. Nothing is written.
-func LiveRoundTrip(ctx context.Context, opts ViaAPIServerOptions, list metav1.ListOptions, allNamespaces bool) (*Report, error) {
+// diffs the response with what was read. Objects are listed in pages (sel.PageSize, at most
+// sel.Limit per version), each page checked before the next is read. Nothing is written.
+func LiveRoundTrip(ctx context.Context, opts ViaAPIServerOptions, sel Selection) (*Report, error) {
 	crd := opts.CRD
-	storage := explain.StorageVersion(crd)
+	storage := crdinfo.StorageVersion(crd)
 	r, err := newRunner(Options{CRD: crd, To: storage, RoundTrip: true}, true)
 	if err != nil {
 		return nil, err
 	}
 	rep := r.report
 	rep.Webhook = fmt.Sprintf("the API server (GET in every served version, then a server-side dry-run update in each: W -> %s -> W)", storage)
-	ns := opts.Namespace
-	if allNamespaces || crd.Spec.Scope == apiextensionsv1.ClusterScoped {
-		ns = ""
+	if sel.Namespace == "" {
+		sel.Namespace = opts.Namespace
 	}
 	failed := map[string]bool{}
-	seen := map[string]bool{}
 	for _, v := range crd.Spec.Versions {
 		if !v.Served {
 			continue
 		}
-		start := time.Now()
-		items, err := r.resource(opts.Client, v.Name, ns).List(ctx, list)
-		r.tally.latencies = append(r.tally.latencies, time.Since(start))
-		r.requests++
-		if err != nil {
-			if stop := r.apiserverError(fmt.Sprintf("list at %s", v.Name), storage+" -> "+v.Name, err); stop != nil {
-				return nil, stop
-			}
-			continue
-		}
-		r.tally.pass(CheckAPIServer)
-		for i := range items.Items {
-			read := &items.Items[i]
-			key := read.GetNamespace() + "/" + read.GetName()
-			if !seen[key] {
-				seen[key] = true
-				rep.Objects++
-			}
-			if v.Name == storage {
-				continue
-			}
-			dir := v.Name + " -> " + storage + " -> " + v.Name
+		src := NewClusterSource(opts.Client, crd, v.Name, sel)
+		for {
 			start := time.Now()
-			got, err := r.resource(opts.Client, v.Name, read.GetNamespace()).Update(ctx, read.DeepCopy(), metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Ignore"})
+			page, err := src.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				break
+			}
 			r.tally.latencies = append(r.tally.latencies, time.Since(start))
 			r.requests++
 			if err != nil {
-				if stop := r.apiserverError(key, dir, err); stop != nil {
+				if stop := r.apiserverError(fmt.Sprintf("list at %s", v.Name), storage+" -> "+v.Name, errors.Unwrap(err)); stop != nil {
 					return nil, stop
 				}
-				failed[key] = true
-				continue
+				break
 			}
 			r.tally.pass(CheckAPIServer)
-			if !r.compareContent(key, dir, read.Object, got.Object, false) {
-				failed[key] = true
+			if v.Name == storage {
+				continue
+			}
+			for _, o := range page {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				read := &unstructured.Unstructured{Object: o.Object}
+				key := read.GetNamespace() + "/" + read.GetName()
+				dir := v.Name + " -> " + storage + " -> " + v.Name
+				start := time.Now()
+				got, err := r.resource(opts.Client, v.Name, read.GetNamespace()).Update(ctx, read.DeepCopy(), metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Ignore"})
+				r.tally.latencies = append(r.tally.latencies, time.Since(start))
+				r.requests++
+				if err != nil {
+					if stop := r.apiserverError(key, dir, err); stop != nil {
+						return nil, stop
+					}
+					failed[key] = true
+					continue
+				}
+				r.tally.pass(CheckAPIServer)
+				if !r.compareContent(key, dir, read.Object, got.Object, false) {
+					failed[key] = true
+				}
 			}
 		}
+		// Each version lists the same objects (less those created or deleted meanwhile).
+		rep.Objects = max(rep.Objects, src.Read())
 	}
 	r.noteTarget(opts.To, storage)
-	rep.Converted = rep.Objects - len(failed)
+	rep.Converted = max(rep.Objects-len(failed), 0)
+	keys := make([]string, 0, len(failed))
 	for k := range failed {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
 		rep.Failed = append(rep.Failed, FailedObject{Source: k})
 	}
 	return r.finish(), nil
 }
 
 func (r *runner) resource(c dynamic.Interface, version, ns string) dynamic.ResourceInterface {
-	gvr := schema.GroupVersionResource{Group: r.crd.Spec.Group, Version: version, Resource: r.crd.Spec.Names.Plural}
+	gvr := crdinfo.GVR(r.crd, version)
 	if r.crd.Spec.Scope == apiextensionsv1.ClusterScoped {
 		return c.Resource(gvr)
 	}

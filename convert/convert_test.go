@@ -2,6 +2,7 @@ package convert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
@@ -25,7 +26,7 @@ func loadCRD(t testing.TB, name string) *apiextensionsv1.CustomResourceDefinitio
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := explain.DecodeCRD(b)
+	crd, err := crdinfo.Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,10 +61,11 @@ func cronTabs(n int) []Object {
 	return out
 }
 
+// failedChecks names the checks that reported something (an error or a warning).
 func failedChecks(r *Report) []string {
 	var out []string
 	for _, c := range r.Checks {
-		if c.Failed > 0 {
+		if c.Failed > 0 || c.Warnings > 0 {
 			out = append(out, c.Name)
 		}
 	}
@@ -140,12 +142,18 @@ func TestWebhookMisbehaviour(t *testing.T) {
 				}
 				return
 			}
-			if tc.behaviour == testwebhook.WrongContentType {
-				// A warning about the request: the objects themselves are fine.
-				if rep.Converted != 3 || rep.Findings[0].Severity != SeverityWarning {
-					t.Errorf("converted %d, finding %+v", rep.Converted, rep.Findings[0])
+			if warning := SeverityOf(tc.want[0]) == SeverityWarning; warning {
+				// The API server would not fail on it: a warning, the objects are converted,
+				// and no error is counted.
+				if rep.Converted != 3 || rep.Problems() != 0 || rep.Warnings() == 0 || len(rep.Failed) != 0 {
+					t.Errorf("converted %d, problems %d, warnings %d, failed %d; want 3, 0, >0, 0", rep.Converted, rep.Problems(), rep.Warnings(), len(rep.Failed))
 				}
-			} else if len(rep.Failed) == 0 || rep.Converted == 3 {
+				for _, f := range rep.Findings {
+					if f.Severity != SeverityWarning {
+						t.Errorf("finding %+v: want a warning", f)
+					}
+				}
+			} else if len(rep.Failed) == 0 || rep.Converted == 3 || rep.Problems() == 0 {
 				t.Errorf("no object marked as failed (converted %d)", rep.Converted)
 			}
 			for _, f := range rep.Findings {
@@ -299,8 +307,9 @@ func TestTransports(t *testing.T) {
 	})
 	t.Run("service without an address", func(t *testing.T) {
 		_, err := NewHTTPTransport(serviceCRD(srv.CABundle), TransportOptions{})
-		if err == nil || !strings.Contains(err.Error(), "give --webhook-address") {
-			t.Errorf("err = %v", err)
+		var sa *ServiceAddressError
+		if !errors.As(err, &sa) || sa.Name != "crontab-conversion" || sa.Port != 443 || strings.Contains(err.Error(), "--") {
+			t.Errorf("err = %v, want a ServiceAddressError naming no flag", err)
 		}
 	})
 	t.Run("caBundle of another CA", func(t *testing.T) {

@@ -56,8 +56,8 @@ func TestGenerateValidAndVaried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Invalid != 0 {
-		t.Errorf("%d of 60 generated objects are invalid", g.Invalid)
+	if g.Dropped != 0 {
+		t.Errorf("%d of 60 generated objects were dropped as invalid", g.Dropped)
 	}
 	vs, err := newVersionSchema(crd, "v1")
 	if err != nil {

@@ -53,8 +53,28 @@ var AllChecks = []string{
 // Severities of findings.
 const (
 	SeverityError   = "error"   // the API server would fail the conversion, or data is lost
-	SeverityWarning = "warning" // the API server silently repairs it (e.g. discards metadata changes)
+	SeverityWarning = "warning" // the API server does not fail on it (it repairs or ignores it): reported, never fails a run unless strict
 )
+
+// warningChecks are the checks the API server itself does not fail a conversion on:
+//   - content-type: its webhook client decodes any Content-Type as JSON (an unparsable one
+//     fails, and is reported as an error);
+//   - metadata-unchanged: it restores metadata other than labels and annotations from the
+//     original (webhook_converter.go restoreObjectMeta);
+//   - target-schema: it does not validate converted objects; it stores and serves them, and
+//     only a write of the object in that version is rejected.
+//
+// Every other check is an error: the API server fails the conversion, or data is lost
+// (pruned-fields, round-trip).
+var warningChecks = map[string]bool{CheckContentType: true, CheckMetadataUnchanged: true, CheckTargetSchema: true}
+
+// SeverityOf is the default severity of a failed check.
+func SeverityOf(check string) string {
+	if warningChecks[check] {
+		return SeverityWarning
+	}
+	return SeverityError
+}
 
 // Report is the result of a run. Its JSON shape is stable (README "convert").
 type Report struct {
@@ -68,7 +88,7 @@ type Report struct {
 
 	Objects   int `json:"objects"`   // objects given
 	Skipped   int `json:"skipped"`   // already at the target version: not sent (the API server never sends them)
-	Converted int `json:"converted"` // objects that came back converted and passed every check
+	Converted int `json:"converted"` // objects that came back converted with no error (warnings allowed)
 	NotSent   int `json:"notSent"`   // objects not sent (or not sent back) because the webhook became unreachable
 	Requests  int `json:"requests"`  // ConversionReview requests sent
 
@@ -79,16 +99,46 @@ type Report struct {
 	// Unreachable is set when the webhook could not be reached (connection or TLS error): the
 	// run stopped early.
 	Unreachable string `json:"unreachable,omitempty"`
+	// UnreachableError is the same failure as a typed error, with its Hint.
+	UnreachableError *TransportError `json:"-"`
+
+	// Bisections name the objects to blame for each request the webhook failed as a whole.
+	Bisections []Bisection `json:"bisections,omitempty"`
 
 	// Failed lists the objects that failed a check, with their JSON (for --keep).
 	Failed []FailedObject `json:"-"`
 }
 
-// CheckCount is how many times a check passed and failed.
+// Keep is what reproduces the failures: the failed objects, except that for a request that
+// failed as a whole and was bisected only the objects the bisection blamed.
+func (r *Report) Keep() []FailedObject {
+	var out []FailedObject
+	seen := map[string]bool{}
+	add := func(f FailedObject) {
+		if !seen[f.Source] {
+			seen[f.Source] = true
+			out = append(out, f)
+		}
+	}
+	for _, f := range r.Failed {
+		if !f.Bisected {
+			add(f)
+		}
+	}
+	for _, b := range r.Bisections {
+		for _, c := range b.Culprits {
+			add(c)
+		}
+	}
+	return out
+}
+
+// CheckCount is how many times a check passed, failed (an error) and warned.
 type CheckCount struct {
-	Name   string `json:"name"`
-	Passed int    `json:"passed"`
-	Failed int    `json:"failed"`
+	Name     string `json:"name"`
+	Passed   int    `json:"passed"`
+	Failed   int    `json:"failed"`
+	Warnings int    `json:"warnings"`
 }
 
 // Finding is one failed check.
@@ -113,13 +163,25 @@ type Latency struct {
 type FailedObject struct {
 	Source string
 	Object map[string]any
+	// Bisected: it failed only because its request failed as a whole, and a bisection of
+	// that request looked for the objects to blame (Report.Bisections).
+	Bisected bool
 }
 
-// Problems counts the failed checks (errors and warnings).
+// Problems counts the failed checks (errors); warnings are not problems.
 func (r *Report) Problems() int {
 	n := 0
 	for _, c := range r.Checks {
 		n += c.Failed
+	}
+	return n
+}
+
+// Warnings counts the checks that warned: what the API server would not fail on.
+func (r *Report) Warnings() int {
+	n := 0
+	for _, c := range r.Checks {
+		n += c.Warnings
 	}
 	return n
 }
@@ -144,10 +206,15 @@ func (t *tally) count(name string) *CheckCount {
 
 func (t *tally) pass(name string) { t.count(name).Passed++ }
 
+// fail records a finding; its severity, when not given, is the check's (SeverityOf).
 func (t *tally) fail(f Finding) {
-	t.count(f.Check).Failed++
 	if f.Severity == "" {
-		f.Severity = SeverityError
+		f.Severity = SeverityOf(f.Check)
+	}
+	if f.Severity == SeverityWarning {
+		t.count(f.Check).Warnings++
+	} else {
+		t.count(f.Check).Failed++
 	}
 	t.findings = append(t.findings, f)
 }
@@ -159,6 +226,7 @@ func (t *tally) merge(o *tally) {
 			mine := t.count(name)
 			mine.Passed += c.Passed
 			mine.Failed += c.Failed
+			mine.Warnings += c.Warnings
 		}
 	}
 	t.findings = append(t.findings, o.findings...)

@@ -19,7 +19,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	"github.com/crdver/kubectl-crdver/crdschema"
 )
 
 // versionSchema is one version's schema, as the API server builds it: the structural schema
@@ -33,11 +33,11 @@ type versionSchema struct {
 }
 
 // newVersionSchema builds the schema of version v of crd the way the API server does: the
-// structural schema from explain.SchemaFor (defaults pruned when pruning is on), plus the
+// structural schema from crdschema.SchemaFor (defaults pruned when pruning is on), plus the
 // OpenAPI validator.
 func newVersionSchema(crd *apiextensionsv1.CustomResourceDefinition, v string) (*versionSchema, error) {
 	vs := &versionSchema{name: v, prune: !crd.Spec.PreserveUnknownFields}
-	sch, err := explain.SchemaFor(crd, v)
+	sch, err := crdschema.SchemaFor(crd, v)
 	if err != nil {
 		return nil, err
 	}

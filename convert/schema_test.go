@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // celCRD has a v1 schema with a CEL rule, a list-type set and an embedded resource: what the
@@ -43,7 +43,7 @@ spec:
 `
 
 func TestValidateRunsTheServersCreateValidation(t *testing.T) {
-	crd, err := explain.DecodeCRD([]byte(celCRD))
+	crd, err := crdinfo.Decode([]byte(celCRD))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,20 +39,91 @@ type HTTPResponse struct {
 }
 
 // TransportError is a failure to get an HTTP response. Timeout tells a slow webhook from an
-// unreachable one.
+// unreachable one; Hint says what to do about it (a command words it with its own flags).
 type TransportError struct {
 	Timeout bool
 	Err     error
-	Advice  string
+	Hint    Hint
 }
 
 func (e *TransportError) Error() string {
-	if e.Advice == "" {
-		return e.Err.Error()
+	if a := e.Hint.Advice(); a != "" {
+		return e.Err.Error() + " (" + a + ")"
 	}
-	return e.Err.Error() + " (" + e.Advice + ")"
+	return e.Err.Error()
 }
 func (e *TransportError) Unwrap() error { return e.Err }
+
+// Hint is what to do about a TransportError.
+type Hint string
+
+// The hints.
+const (
+	HintTimeout      Hint = "timeout"       // the webhook is too slow: make it faster, or measure it with a longer timeout
+	HintCA           Hint = "ca"            // the certificate is not signed by the caBundle: fix it, or give the right CA
+	HintServerName   Hint = "server-name"   // the certificate lacks the name the API server uses
+	HintRenew        Hint = "renew"         // the certificate is expired or not yet valid
+	HintTLS          Hint = "tls"           // another TLS failure: certificate, caBundle, client certificate
+	HintConnect      Hint = "connect"       // nothing answers: is it running, is the port-forward up?
+	HintServiceProxy Hint = "service-proxy" // the API server's service proxy could not reach the service
+	HintReachable    Hint = "reachable"     // anything else
+)
+
+// Advice words h without naming any command-line flag.
+func (h Hint) Advice() string {
+	switch h {
+	case HintTimeout:
+		return "the API server would fail the conversion too; make the webhook faster, or measure it with a longer timeout"
+	case HintCA:
+		return "fix spec.conversion.webhook.clientConfig.caBundle, or give the CA that signed the webhook's certificate"
+	case HintServerName:
+		return "the serving certificate must carry the name the API server uses (for a service: <service>.<namespace>.svc) as a subject alternative name"
+	case HintRenew:
+		return "renew the webhook's serving certificate"
+	case HintTLS:
+		return "check the webhook's certificate, the caBundle, and the client certificate if the webhook demands one"
+	case HintConnect:
+		return "is the webhook running? for a service, port-forward to it and give the local address, or go through the API server's service proxy"
+	case HintServiceProxy:
+		return "check that the service exists and has ready endpoints, and that you may create services/proxy in its namespace"
+	case HintReachable:
+		return "check that the webhook is running and reachable"
+	}
+	return ""
+}
+
+// OptionError is a TransportOptions field that cannot be used. Field is the Go field name
+// (Address, CAFile, ClientCert, ClientKey).
+type OptionError struct {
+	Field string
+	Value string
+	Err   error
+}
+
+var optionWords = map[string]string{"Address": "webhook address", "CAFile": "CA file", "ClientCert": "client certificate", "ClientKey": "client key"}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("%s %q: %v", optionWords[e.Field], e.Value, e.Err)
+}
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// ServiceAddressError: the webhook is a service, and no local address to reach it was given.
+type ServiceAddressError struct {
+	CRD, Namespace, Name string
+	Port                 int32
+}
+
+func (e *ServiceAddressError) Error() string {
+	return fmt.Sprintf("%s: the conversion webhook is service %s/%s port %d: give a local address to reach it (e.g. after kubectl port-forward -n %s svc/%s 9443:%d), or go through the API server's service proxy",
+		e.CRD, e.Namespace, e.Name, e.Port, e.Namespace, e.Name, e.Port)
+}
+
+// NotServiceError: the API server's service proxy was asked for, but the webhook is a url.
+type NotServiceError struct{ CRD, URL string }
+
+func (e *NotServiceError) Error() string {
+	return fmt.Sprintf("%s: the API server's service proxy needs a service-referenced webhook, but clientConfig has url %q: call it directly", e.CRD, e.URL)
+}
 
 // TransportOptions say how to reach the webhook of a CRD's clientConfig.
 type TransportOptions struct {
@@ -115,8 +186,7 @@ func NewHTTPTransport(crd *apiextensionsv1.CustomResourceDefinition, opts Transp
 		serverName = svc.Name + "." + svc.Namespace + ".svc"
 		target = &url.URL{Scheme: "https", Host: net.JoinHostPort(serverName, strconv.Itoa(int(port))), Path: path}
 		if opts.Address == "" {
-			return nil, fmt.Errorf("%s: the conversion webhook is service %s/%s port %d: give --webhook-address HOST:PORT (e.g. after kubectl port-forward -n %s svc/%s 9443:%d) or use --via-service-proxy",
-				crd.Name, svc.Namespace, svc.Name, port, svc.Namespace, svc.Name, port)
+			return nil, &ServiceAddressError{CRD: crd.Name, Namespace: svc.Namespace, Name: svc.Name, Port: port}
 		}
 		describe = fmt.Sprintf("service %s/%s:%d%s", svc.Namespace, svc.Name, port, path)
 	default:
@@ -124,7 +194,7 @@ func NewHTTPTransport(crd *apiextensionsv1.CustomResourceDefinition, opts Transp
 	}
 	if opts.Address != "" {
 		if _, _, err := net.SplitHostPort(opts.Address); err != nil {
-			return nil, fmt.Errorf("--webhook-address %q: want HOST:PORT, e.g. 127.0.0.1:9443", opts.Address)
+			return nil, &OptionError{Field: "Address", Value: opts.Address, Err: errors.New("want HOST:PORT, e.g. 127.0.0.1:9443")}
 		}
 		describe += " via " + opts.Address
 	}
@@ -133,18 +203,18 @@ func NewHTTPTransport(crd *apiextensionsv1.CustomResourceDefinition, opts Transp
 	switch {
 	case opts.InsecureSkipVerify:
 		tlsConfig.InsecureSkipVerify = true
-		describe += ", TLS not verified (--insecure-skip-tls-verify)"
+		describe += ", TLS not verified (verification turned off)"
 	case opts.CAFile != "":
 		pem, err := os.ReadFile(opts.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--ca-file: %w", err)
+			return nil, &OptionError{Field: "CAFile", Value: opts.CAFile, Err: err}
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca-file %s: no PEM certificates in it", opts.CAFile)
+			return nil, &OptionError{Field: "CAFile", Value: opts.CAFile, Err: errors.New("no PEM certificates in it")}
 		}
 		tlsConfig.RootCAs = pool
-		describe += ", TLS verified against --ca-file as " + serverName
+		describe += ", TLS verified against the CA file " + opts.CAFile + " as " + serverName
 	case len(bytes.TrimSpace(cc.CABundle)) > 0:
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(cc.CABundle) {
@@ -157,11 +227,11 @@ func NewHTTPTransport(crd *apiextensionsv1.CustomResourceDefinition, opts Transp
 	}
 	if opts.ClientCert != "" || opts.ClientKey != "" {
 		if opts.ClientCert == "" || opts.ClientKey == "" {
-			return nil, errors.New("--client-cert and --client-key go together")
+			return nil, &OptionError{Field: "ClientCert", Value: opts.ClientCert, Err: errors.New("a client certificate and its key go together")}
 		}
 		cert, err := tls.LoadX509KeyPair(opts.ClientCert, opts.ClientKey)
 		if err != nil {
-			return nil, fmt.Errorf("--client-cert/--client-key: %w", err)
+			return nil, &OptionError{Field: "ClientCert", Value: opts.ClientCert, Err: fmt.Errorf("with key %q: %w", opts.ClientKey, err)}
 		}
 		tlsConfig.Certificates = []tls.Certificate{cert}
 	}
@@ -222,27 +292,21 @@ func classify(ctx context.Context, err error, timeout time.Duration) *TransportE
 	var opErr *net.OpError
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
-		return &TransportError{Timeout: true, Err: fmt.Errorf("no response within %s", timeout),
-			Advice: "the API server would fail the conversion too; make the webhook faster, or raise --timeout to measure it"}
+		return &TransportError{Timeout: true, Err: fmt.Errorf("no response within %s", timeout), Hint: HintTimeout}
 	case errors.As(err, &unknownAuthority):
-		return &TransportError{Err: fmt.Errorf("TLS: the webhook's certificate is not signed by the caBundle: %w", err),
-			Advice: "fix spec.conversion.webhook.clientConfig.caBundle, or give the right CA with --ca-file"}
+		return &TransportError{Err: fmt.Errorf("TLS: the webhook's certificate is not signed by the caBundle: %w", err), Hint: HintCA}
 	case errors.As(err, &hostname):
-		return &TransportError{Err: fmt.Errorf("TLS: %w", err),
-			Advice: "the serving certificate must carry the name the API server uses (for a service: <service>.<namespace>.svc) as a subject alternative name"}
+		return &TransportError{Err: fmt.Errorf("TLS: %w", err), Hint: HintServerName}
 	case errors.As(err, &invalid):
-		return &TransportError{Err: fmt.Errorf("TLS: %w", err), Advice: "renew the webhook's serving certificate"}
+		return &TransportError{Err: fmt.Errorf("TLS: %w", err), Hint: HintRenew}
 	case strings.Contains(err.Error(), "tls:") || strings.Contains(err.Error(), "x509:"):
-		return &TransportError{Err: fmt.Errorf("TLS: %w", err),
-			Advice: "check the webhook's certificate, the caBundle, and --client-cert/--client-key if it demands a client certificate"}
+		return &TransportError{Err: fmt.Errorf("TLS: %w", err), Hint: HintTLS}
 	case errors.As(err, &opErr) && opErr.Op == "dial":
-		return &TransportError{Err: fmt.Errorf("cannot connect: %w", err),
-			Advice: "is the webhook running? for a service, run kubectl port-forward and give --webhook-address, or use --via-service-proxy"}
+		return &TransportError{Err: fmt.Errorf("cannot connect: %w", err), Hint: HintConnect}
 	case errors.As(err, &netErr) && netErr.Timeout():
-		return &TransportError{Timeout: true, Err: fmt.Errorf("no response within %s: %w", timeout, err),
-			Advice: "the API server would fail the conversion too; make the webhook faster, or raise --timeout to measure it"}
+		return &TransportError{Timeout: true, Err: fmt.Errorf("no response within %s: %w", timeout, err), Hint: HintTimeout}
 	}
-	return &TransportError{Err: err, Advice: "check that the webhook is running and reachable"}
+	return &TransportError{Err: err, Hint: HintReachable}
 }
 
 // serviceProxyTransport posts through the API server's service proxy.
@@ -263,7 +327,7 @@ func NewServiceProxyTransport(crd *apiextensionsv1.CustomResourceDefinition, cli
 		return nil, err
 	}
 	if cc.Service == nil {
-		return nil, fmt.Errorf("%s: --via-service-proxy needs a service-referenced webhook, but clientConfig has url %q: call it directly", crd.Name, *cc.URL)
+		return nil, &NotServiceError{CRD: crd.Name, URL: *cc.URL}
 	}
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -303,8 +367,7 @@ func (t *serviceProxyTransport) Post(ctx context.Context, body []byte) (*HTTPRes
 		// Status: the webhook was not reached.
 		var st metav1.Status
 		if json.Unmarshal(raw, &st) == nil && st.Kind == "Status" && st.APIVersion == "v1" {
-			return nil, &TransportError{Err: fmt.Errorf("the API server's service proxy answered %d: %s", code, st.Message),
-				Advice: "check that the service exists and has ready endpoints, and that you may create services/proxy in its namespace"}
+			return nil, &TransportError{Err: fmt.Errorf("the API server's service proxy answered %d: %s", code, st.Message), Hint: HintServiceProxy}
 		}
 	}
 	return &HTTPResponse{StatusCode: code, ContentType: ct, Body: raw}, nil

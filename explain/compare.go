@@ -1,13 +1,17 @@
 package explain
 
 import (
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+
+	"github.com/crdver/kubectl-crdver/crdschema"
 )
 
 // FieldChange is one difference between two versions' schemas at a field.
@@ -92,14 +96,14 @@ func Compare(crd *apiextensionsv1.CustomResourceDefinition, from, to string) (*S
 	flatten(ef.Field, a)
 	flatten(et.Field, b)
 	// Only the outermost added or removed field is listed: its children come and go with it.
-	for _, p := range sortedKeys(b) {
+	for _, p := range slices.Sorted(maps.Keys(b)) {
 		if _, ok := a[p]; !ok && p != "" {
 			if _, parentNew := a[parentPath(p)]; parentNew || parentPath(p) == "" {
 				d.Added = append(d.Added, FieldChange{Path: p, To: b[p].Type})
 			}
 		}
 	}
-	for _, p := range sortedKeys(a) {
+	for _, p := range slices.Sorted(maps.Keys(a)) {
 		fa := a[p]
 		fb, ok := b[p]
 		if !ok {
@@ -125,11 +129,11 @@ func Compare(crd *apiextensionsv1.CustomResourceDefinition, from, to string) (*S
 		d.Notes = append(d.Notes, "spec.preserveUnknownFields is true: the API server prunes nothing")
 		return d, nil
 	}
-	sa, err := SchemaFor(crd, from)
+	sa, err := crdschema.SchemaFor(crd, from)
 	if err != nil {
 		return nil, err
 	}
-	sb, err := SchemaFor(crd, to)
+	sb, err := crdschema.SchemaFor(crd, to)
 	if err != nil {
 		return nil, err
 	}

@@ -2,14 +2,19 @@ package explain
 
 import (
 	"context"
-	"encoding/json"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/crdschema"
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
 // presentPaths lists the paths of obj's fields in explain's notation (lists transparent).
@@ -34,12 +39,15 @@ func presentPaths(x any, path string, out map[string]bool) {
 func TestComparePrunedMatchesServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv := newServer(t)
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct{ file, from, to string }{
 		{"crontab.yaml", "v1beta1", "v1"},
 		{"widget.yaml", "v1beta1", "v1"},
 	} {
-		crd := forServer(readCRDFile(t, filepath.Join("..", "testdata", "crds", tc.file))[0])
+		crd := testenv.ForServer(testenv.LoadCRD(t, tc.file))
 		d, err := Compare(crd, tc.from, tc.to)
 		if err != nil {
 			t.Fatal(err)
@@ -50,24 +58,22 @@ func TestComparePrunedMatchesServer(t *testing.T) {
 		if _, err := env.CreateCRD(ctx, crd.DeepCopy()); err != nil {
 			t.Fatal(err)
 		}
-		vs, _ := SchemaFor(crd, tc.from)
+		vs, _ := crdschema.SchemaFor(crd, tc.from)
 		obj := sampleValue(vs.Structural, 0).(map[string]any)
 		delete(obj, "status") // the status subresource would drop it anyway
 		sent := map[string]bool{}
 		presentPaths(obj, "", sent)
 		obj["apiVersion"], obj["kind"] = crd.Spec.Group+"/"+tc.from, crd.Spec.Names.Kind
 		obj["metadata"] = map[string]any{"name": "everything", "namespace": "default"}
-		body, _ := json.Marshal(obj)
-		created, err := srv.do(ctx, srv.rc.Post().AbsPath(resourcePath(crd, tc.from, "default")).SetHeader("Content-Type", "application/json").Body(body))
-		if err != nil || created.verdict != Accepted {
-			t.Fatalf("%s: creating %s: %v %+v", crd.Name, body, err, created)
+		if _, err := dyn.Resource(crdinfo.GVR(crd, tc.from)).Namespace("default").Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("%s: creating %v: %v", crd.Name, obj, err)
 		}
-		got, err := srv.do(ctx, srv.rc.Get().AbsPath(resourcePath(crd, tc.to, "default"), "everything"))
-		if err != nil || got.verdict != Accepted {
-			t.Fatalf("reading at %s: %v %+v", tc.to, err, got)
+		got, err := dyn.Resource(crdinfo.GVR(crd, tc.to)).Namespace("default").Get(ctx, "everything", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("reading at %s: %v", tc.to, err)
 		}
 		back := map[string]bool{}
-		presentPaths(got.object, "", back)
+		presentPaths(got.Object, "", back)
 		var gone []string
 		for p := range sent {
 			parent := parentPath(p)
@@ -77,9 +83,9 @@ func TestComparePrunedMatchesServer(t *testing.T) {
 		}
 		sort.Strings(gone)
 		if diff := cmp.Diff(gone, d.PrunedFromTo); diff != "" {
-			t.Errorf("%s %s->%s: pruned fields (-API server +explain --compare):\n%s\nread back: %v", crd.Name, tc.from, tc.to, diff, got.object)
+			t.Errorf("%s %s->%s: pruned fields (-API server +explain --compare):\n%s\nread back: %v", crd.Name, tc.from, tc.to, diff, got.Object)
 		}
-		if _, err := srv.do(ctx, srv.rc.Delete().AbsPath(resourcePath(crd, tc.from, "default"), "everything")); err != nil {
+		if err := dyn.Resource(crdinfo.GVR(crd, tc.from)).Namespace("default").Delete(ctx, "everything", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := env.DeleteCRD(ctx, crd.Name); err != nil {

@@ -3,11 +3,16 @@ package explain
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/crdschema"
 )
 
 // Field is one node of a version's schema, as `kubectl crdver explain` shows it. Its JSON form
@@ -159,7 +164,7 @@ func newField(path, name string, s *apiextensions.JSONSchemaProps, required bool
 	for _, r := range e.Required {
 		req[r] = true
 	}
-	for _, k := range sortedKeys(e.Properties) {
+	for _, k := range slices.Sorted(maps.Keys(e.Properties)) {
 		child := e.Properties[k]
 		f.Fields = append(f.Fields, newField(joinPath(path, k), k, &child, req[k], depth-1))
 	}
@@ -182,11 +187,11 @@ func joinPath(parent, k string) string {
 
 // Explanation is what `kubectl crdver explain` shows for one version.
 type Explanation struct {
-	CRD        string           `json:"crd"`
-	Version    string           `json:"version"`
-	Served     bool             `json:"served"`
-	Storage    bool             `json:"storage"`
-	Structural StructuralReport `json:"structural"`
+	CRD        string                     `json:"crd"`
+	Version    string                     `json:"version"`
+	Served     bool                       `json:"served"`
+	Storage    bool                       `json:"storage"`
+	Structural crdschema.StructuralReport `json:"structural"`
 	// Field is the node at the path asked for (the root when none), with its children (all
 	// descendants with recursive).
 	Field Field `json:"field"`
@@ -195,15 +200,15 @@ type Explanation struct {
 // Explain builds the explanation of version v of crd at path (dotted, "" for the root), with
 // one level of children, or all of them when recursive.
 func Explain(crd *apiextensionsv1.CustomResourceDefinition, v, path string, recursive bool) (*Explanation, error) {
-	ver, err := LookupVersion(crd, v)
+	ver, err := crdinfo.Lookup(crd, v)
 	if err != nil {
 		return nil, err
 	}
-	vs, err := SchemaFor(crd, v)
+	vs, err := crdschema.SchemaFor(crd, v)
 	if err != nil {
 		return nil, err
 	}
-	report, err := CheckStructural(crd)
+	report, err := crdschema.CheckStructural(crd)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +247,7 @@ func lookupPath(root *apiextensions.JSONSchemaProps, path string) (*apiextension
 			if len(done) > 0 {
 				where = strings.Join(done, ".")
 			}
-			have := sortedKeys(e.Properties)
+			have := slices.Sorted(maps.Keys(e.Properties))
 			if len(have) == 0 {
 				return nil, "", false, fmt.Errorf("field %q does not exist: %s has no declared fields", path, where)
 			}

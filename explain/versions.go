@@ -1,54 +1,21 @@
-// Package explain holds the schema-side logic of kubectl-crdver: version priority, the
-// per-version report behind `kubectl crdver versions`, and (in later files) structural-schema
-// analysis and the prune/default/validate preview. It has no command-line code in it.
+// Package explain explains a CRD for people: the per-version report behind
+// `kubectl crdver versions`, the field tree behind `kubectl crdver explain`, and the differences
+// between two versions' schemas (--compare). The facts it explains come from package crd
+// (versions) and package crdschema (schemas). It has no command-line code in it.
 package explain
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/version"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
-// Stability is how Kubernetes classifies a version name.
-type Stability string
-
-const (
-	GA      Stability = "GA"
-	Beta    Stability = "beta"
-	Alpha   Stability = "alpha"
-	NonKube Stability = "other"
-)
-
-// kubeVersion is the pattern CompareKubeAwareVersionStrings treats as a Kubernetes version.
-var kubeVersion = regexp.MustCompile(`^v\d+(?:(alpha|beta)\d+)?$`)
-
-// StabilityOf classifies a version string as GA, beta, alpha or other (not a Kubernetes-style
-// version such as "foo1" or "v1.2", which sorts after every Kubernetes-style one).
-func StabilityOf(v string) Stability {
-	m := kubeVersion.FindStringSubmatch(v)
-	switch {
-	case m == nil:
-		return NonKube
-	case m[1] == "alpha":
-		return Alpha
-	case m[1] == "beta":
-		return Beta
-	default:
-		return GA
-	}
-}
-
-// SortByPriority sorts version strings in place, highest Kubernetes priority first, using the
-// API server's own comparison (k8s.io/apimachinery/pkg/version.CompareKubeAwareVersionStrings).
-func SortByPriority(versions []string) {
-	sort.SliceStable(versions, func(i, j int) bool {
-		return version.CompareKubeAwareVersionStrings(versions[i], versions[j]) > 0
-	})
-}
+// Stability is how Kubernetes classifies a version name (see crd.StabilityOf).
+type Stability = crdinfo.Stability
 
 // VersionsReport is what `kubectl crdver versions` shows for one CRD. Its JSON form is part of
 // the command's stable output: fields may be added, never renamed or removed.
@@ -90,36 +57,6 @@ type VersionInfo struct {
 	Notes        []string `json:"notes"`
 }
 
-// PreferredVersions returns, for every API group, the version that the API server's discovery
-// reports as preferred: the highest-priority version served by any of the group's CRDs (the
-// storage flag plays no part). Pass every established CRD that is known (the whole cluster, or
-// all the CRDs of the files read) so that CRDs sharing a group are taken into account.
-func PreferredVersions(crds []*apiextensionsv1.CustomResourceDefinition) map[string]string {
-	preferred := map[string]string{}
-	for _, crd := range crds {
-		for _, v := range crd.Spec.Versions {
-			if !v.Served {
-				continue
-			}
-			cur, ok := preferred[crd.Spec.Group]
-			if !ok || version.CompareKubeAwareVersionStrings(v.Name, cur) > 0 {
-				preferred[crd.Spec.Group] = v.Name
-			}
-		}
-	}
-	return preferred
-}
-
-// StorageVersion returns the version marked storage: true, or "" when there is none.
-func StorageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			return v.Name
-		}
-	}
-	return ""
-}
-
 // StoredVersionsKnown reports whether crd carries status.storedVersions. The API server always
 // sets it (to at least the storage version), so an empty list means the CRD was read from a
 // file without status, and which versions the cluster ever stored is unknown.
@@ -130,27 +67,17 @@ func StoredVersionsKnown(crd *apiextensionsv1.CustomResourceDefinition) bool {
 // StoredVersionsUnknownNote is the note shown when storedVersions is not known.
 const StoredVersionsUnknownNote = "storedVersions unknown: the file has no status.storedVersions; check the cluster (kubectl crdver versions NAME)"
 
-// MigrationPending reports whether status.storedVersions lists anything but the storage
-// version: objects may still be stored in etcd at an older version. It is false when
-// storedVersions is unknown (see StoredVersionsKnown).
-func MigrationPending(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	storage := StorageVersion(crd)
-	for _, s := range crd.Status.StoredVersions {
-		if s != storage {
-			return true
-		}
-	}
-	return false
-}
-
-// AnalyzeVersions builds the versions report of crd. groupPreferred is the group's preferred
+// AnalyzeVersions builds the versions report of crd. When a migration is pending, the first
+// note says so (a command adds how to run the migration); when storedVersions is not known
+// (see StoredVersionsKnown), the first note says that, and no version is called safe to remove.
+// groupPreferred is the group's preferred
 // version as discovery reports it (see PreferredVersions); "" means "work it out from this CRD
 // alone".
 func AnalyzeVersions(crd *apiextensionsv1.CustomResourceDefinition, groupPreferred string) VersionsReport {
 	if groupPreferred == "" {
-		groupPreferred = PreferredVersions([]*apiextensionsv1.CustomResourceDefinition{crd})[crd.Spec.Group]
+		groupPreferred = crdinfo.PreferredVersion(crd)
 	}
-	storage := StorageVersion(crd)
+	storage := crdinfo.StorageVersion(crd)
 	stored := map[string]bool{}
 	for _, s := range crd.Status.StoredVersions {
 		stored[s] = true
@@ -165,7 +92,7 @@ func AnalyzeVersions(crd *apiextensionsv1.CustomResourceDefinition, groupPreferr
 			served++
 		}
 	}
-	SortByPriority(names)
+	crdinfo.SortByPriority(names)
 
 	// What kubectl uses for this resource when no version is given: the first version in the
 	// group's priority order that this CRD serves.
@@ -190,13 +117,13 @@ func AnalyzeVersions(crd *apiextensionsv1.CustomResourceDefinition, groupPreferr
 	}
 	if known {
 		r.StoredVersions = append([]string{}, crd.Status.StoredVersions...)
-		r.MigrationPending = boolPtr(MigrationPending(crd))
+		r.MigrationPending = boolPtr(crdinfo.MigrationPending(crd))
 	} else {
 		r.Notes = append(r.Notes, StoredVersionsUnknownNote)
 	}
 	if known && *r.MigrationPending {
-		r.Notes = append(r.Notes, fmt.Sprintf("migration pending: status.storedVersions is [%s] but the storage version is %s; run `kubectl crdver migrate %s`",
-			strings.Join(crd.Status.StoredVersions, ", "), storage, crd.Name))
+		r.Notes = append(r.Notes, fmt.Sprintf("migration pending: status.storedVersions is [%s] but the storage version is %s",
+			strings.Join(crd.Status.StoredVersions, ", "), storage))
 	}
 	if groupPreferred != "" && kubectlDefault != "" && !byName[groupPreferred].Served {
 		r.Notes = append(r.Notes, fmt.Sprintf("the group's preferred version %s is served by another CRD of group %s, not this one; kubectl uses %s for this resource", groupPreferred, crd.Spec.Group, kubectlDefault))
@@ -215,7 +142,7 @@ func AnalyzeVersions(crd *apiextensionsv1.CustomResourceDefinition, groupPreferr
 		info := VersionInfo{
 			Name:       n,
 			Rank:       i + 1,
-			Stability:  StabilityOf(n),
+			Stability:  crdinfo.StabilityOf(n),
 			Served:     v.Served,
 			Storage:    v.Storage,
 			Deprecated: v.Deprecated,
@@ -284,20 +211,20 @@ type Summary struct {
 
 // Summarize builds the --all rows, sorted by CRD name.
 func Summarize(crds []*apiextensionsv1.CustomResourceDefinition) []Summary {
-	preferred := PreferredVersions(crds)
+	preferred := crdinfo.PreferredVersions(crds)
 	out := make([]Summary, 0, len(crds))
 	for _, crd := range crds {
 		s := Summary{
 			Name:             crd.Name,
 			Group:            crd.Spec.Group,
-			StorageVersion:   StorageVersion(crd),
+			StorageVersion:   crdinfo.StorageVersion(crd),
 			PreferredVersion: preferred[crd.Spec.Group],
 			Versions:         len(crd.Spec.Versions),
 		}
 		if StoredVersionsKnown(crd) {
 			s.StoredVersionsKnown = true
 			s.StoredVersions = append([]string{}, crd.Status.StoredVersions...)
-			s.MigrationPending = boolPtr(MigrationPending(crd))
+			s.MigrationPending = boolPtr(crdinfo.MigrationPending(crd))
 		}
 		for _, v := range crd.Spec.Versions {
 			if v.Served {

@@ -1,39 +1,12 @@
 package explain
 
 import (
-	"math/rand"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
-
-func TestSortByPriorityIssueExample(t *testing.T) {
-	want := strings.Fields("v10 v2 v1 v11beta2 v10beta3 v3beta1 v12alpha1 v11alpha2 foo1 foo10")
-	rng := rand.New(rand.NewSource(1))
-	for i := 0; i < 50; i++ {
-		got := append([]string{}, want...)
-		rng.Shuffle(len(got), func(a, b int) { got[a], got[b] = got[b], got[a] })
-		SortByPriority(got)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("shuffle %d sorted wrong (-want +got):\n%s", i, diff)
-		}
-	}
-}
-
-func TestStabilityOf(t *testing.T) {
-	for v, want := range map[string]Stability{
-		"v1": GA, "v10": GA, "v1beta1": Beta, "v2beta10": Beta, "v1alpha1": Alpha,
-		"foo1": NonKube, "v1.2": NonKube, "v1beta": NonKube, "V1": NonKube, "v1gamma1": NonKube, "": NonKube,
-	} {
-		if got := StabilityOf(v); got != want {
-			t.Errorf("StabilityOf(%q) = %s, want %s", v, got, want)
-		}
-	}
-}
 
 func crd(group string, storedVersions []string, versions ...apiextensionsv1.CustomResourceDefinitionVersion) *apiextensionsv1.CustomResourceDefinition {
 	c := &apiextensionsv1.CustomResourceDefinition{}
@@ -47,17 +20,6 @@ func crd(group string, storedVersions []string, versions ...apiextensionsv1.Cust
 
 func ver(name string, served, storage bool) apiextensionsv1.CustomResourceDefinitionVersion {
 	return apiextensionsv1.CustomResourceDefinitionVersion{Name: name, Served: served, Storage: storage}
-}
-
-func TestPreferredVersionsIgnoresUnservedAndStorage(t *testing.T) {
-	a := crd("g.example.com", nil, ver("v1beta1", true, true), ver("v2", false, false))
-	b := crd("g.example.com", nil, ver("v1alpha1", true, true), ver("foo", true, false))
-	other := crd("h.example.com", nil, ver("foo2", true, true), ver("bar10", true, false))
-	got := PreferredVersions([]*apiextensionsv1.CustomResourceDefinition{a, b, other})
-	want := map[string]string{"g.example.com": "v1beta1", "h.example.com": "bar10"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("PreferredVersions (-want +got):\n%s", diff)
-	}
 }
 
 func TestAnalyzeVersionsSafeToRemove(t *testing.T) {
@@ -145,52 +107,5 @@ func TestAnalyzeVersionsStoredVersionsUnknown(t *testing.T) {
 	sum := Summarize([]*apiextensionsv1.CustomResourceDefinition{c})
 	if sum[0].StoredVersionsKnown || sum[0].StoredVersions != nil || sum[0].MigrationPending != nil {
 		t.Errorf("summary %+v, want storedVersions unknown", sum[0])
-	}
-}
-
-func TestDecodeCRDv1beta1AppliesServerDefaults(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "crds", "widgets-v1beta1.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := DecodeCRD(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !c.Spec.PreserveUnknownFields {
-		t.Error("v1beta1 must default preserveUnknownFields to true")
-	}
-	for _, v := range c.Spec.Versions {
-		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["size"].Type != "integer" {
-			t.Errorf("version %s did not get spec.validation copied in", v.Name)
-		}
-	}
-	if diff := cmp.Diff([]string{"v1beta10", "v1beta2", "v1alpha1"}, VersionNames(c)); diff != "" {
-		t.Errorf("versions (-want +got):\n%s", diff)
-	}
-}
-
-func TestDecodeCRDErrors(t *testing.T) {
-	for name, tc := range map[string]struct{ doc, want string }{
-		"not a CRD":   {"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n", "apps/v1 Deployment is not a CustomResourceDefinition"},
-		"bad yaml":    {"apiVersion: [\n", "malformed YAML"},
-		"wrong shape": {"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nspec: {versions: 3}\n", "not a valid CustomResourceDefinition"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			_, err := DecodeCRD([]byte(tc.doc))
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error = %v, want it to contain %q", err, tc.want)
-			}
-		})
-	}
-}
-
-func TestLookupVersionError(t *testing.T) {
-	c := crd("stable.example.com", nil, ver("v1beta1", true, false), ver("v1", true, true))
-	c.Name = "crontabs.stable.example.com"
-	_, err := LookupVersion(c, "v3")
-	want := `crontabs.stable.example.com: version "v3" is not in spec.versions (have: v1, v1beta1)`
-	if err == nil || err.Error() != want {
-		t.Errorf("error = %v, want %s", err, want)
 	}
 }

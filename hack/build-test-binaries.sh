@@ -29,6 +29,12 @@ if [[ "${1:-}" == "--dir" ]]; then
 fi
 mkdir -p "$dir"
 
+# Several test runs (or developers' shells) may ask at once: one builds, the others wait for it.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>>"$dir/.lock"
+  flock 9
+fi
+
 wanted=("$@")
 [[ ${#wanted[@]} -gt 0 ]] || wanted=(kube-apiserver etcd)
 
@@ -37,8 +43,8 @@ build() { # name module-dir package
   if [[ -x "$dir/$name" ]]; then return 0; fi
   echo "building $name from the Go module proxy into $dir (first run only; ~5-10 min on 2 cores)" >&2
   # -trimpath and no VCS stamping keep the build cacheable; CGO off gives static binaries.
-  (cd "$here/tools/$moddir" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$dir/$name.tmp" "$pkg")
-  mv "$dir/$name.tmp" "$dir/$name"
+  (cd "$here/tools/$moddir" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$dir/$name.tmp.$$" "$pkg")
+  mv "$dir/$name.tmp.$$" "$dir/$name"
 }
 
 for w in "${wanted[@]}"; do

@@ -57,6 +57,12 @@ func fakeArchive(uri string) []byte { return []byte("archive at " + uri) }
 // downloaded asset) at the template's indentation.
 func render(t *testing.T, tag string) []byte {
 	t.Helper()
+	return renderWith(t, tag, fakeArchive)
+}
+
+// renderWith renders the template with archive(uri) as the bytes the bot downloads and hashes.
+func renderWith(t *testing.T, tag string, archive func(uri string) []byte) []byte {
+	t.Helper()
 	src, err := os.ReadFile("crdver.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +72,7 @@ func render(t *testing.T, tag string) []byte {
 		if err := template.Must(template.New("url").Parse(url)).Execute(&u, struct{ TagName string }{tag}); err != nil {
 			return "", err
 		}
-		sum := sha256.Sum256(fakeArchive(u.String()))
+		sum := sha256.Sum256(archive(u.String()))
 		return fmt.Sprintf("uri: %s\n    sha256: %s", u.String(), hex.EncodeToString(sum[:])), nil
 	}}
 	tmpl, err := template.New("crdver.yaml").Funcs(funcs).Parse(string(src))
@@ -226,6 +232,7 @@ type goreleaserConfig struct {
 	} `json:"builds"`
 	Archives []struct {
 		NameTemplate    string   `json:"name_template"`
+		Files           []string `json:"files"`
 		Formats         []string `json:"formats"`
 		FormatOverrides []struct {
 			Goos    string   `json:"goos"`

@@ -70,7 +70,7 @@ func CheckAccess(ctx context.Context, c *Clients, needed []Access) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: you may not %s (in all namespaces); nothing was written: ask for these RBAC rights, or use --as", ErrAccessDenied, strings.Join(missing, ", "))
+		return fmt.Errorf("%w: you may not %s (in all namespaces); nothing was written: ask for these RBAC rights", ErrAccessDenied, strings.Join(missing, ", "))
 	}
 	return nil
 }

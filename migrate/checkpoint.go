@@ -42,7 +42,7 @@ type Checkpoint struct {
 func DefaultCheckpointPath(server, crd string) (string, error) {
 	dir, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("no cache folder for the checkpoint (%w): give one with --checkpoint", err)
+		return "", &CheckpointError{Op: CheckpointLocate, Err: err}
 	}
 	sum := sha256.Sum256([]byte(server + "\x00" + crd))
 	return filepath.Join(dir, "kubectl-crdver", "migrate", crd+"-"+hex.EncodeToString(sum[:6])+".json"), nil
@@ -55,40 +55,41 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the checkpoint: %w (give another file with --checkpoint)", err)
+		return nil, &CheckpointError{Op: CheckpointRead, Path: path, Err: err}
 	}
 	var cp Checkpoint
 	if err := json.Unmarshal(b, &cp); err != nil {
-		return nil, fmt.Errorf("checkpoint %s is not a kubectl-crdver checkpoint (%v): remove it or give another --checkpoint", path, err)
+		return nil, &CheckpointError{Op: CheckpointParse, Path: path, Err: err}
 	}
 	return &cp, nil
 }
 
-// Save writes the checkpoint atomically (a temporary file renamed over path).
+// Save writes the checkpoint atomically (a temporary file renamed over path). Errors are
+// *CheckpointError.
 func (cp *Checkpoint) Save(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("saving the checkpoint: %w", err)
+		return &CheckpointError{Op: CheckpointWrite, Path: path, Err: err}
 	}
 	b, err := json.MarshalIndent(cp, "", "  ")
 	if err != nil {
-		return err
+		return &CheckpointError{Op: CheckpointWrite, Path: path, Err: err}
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".checkpoint-*")
 	if err != nil {
-		return fmt.Errorf("saving the checkpoint: %w", err)
+		return &CheckpointError{Op: CheckpointWrite, Path: path, Err: err}
 	}
 	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
-		return fmt.Errorf("saving the checkpoint: %w", err)
+		return &CheckpointError{Op: CheckpointWrite, Path: path, Err: err}
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("saving the checkpoint: %w", err)
+		return &CheckpointError{Op: CheckpointWrite, Path: path, Err: err}
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("saving the checkpoint: %w", err)
+		return &CheckpointError{Op: CheckpointWrite, Path: path, Err: err}
 	}
 	return nil
 }

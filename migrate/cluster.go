@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // ClusterMigrationGroup is the API group of the in-cluster StorageVersionMigration.
@@ -45,7 +47,7 @@ func ServedClusterMigrationVersion(c *Clients) (string, error) {
 			return g.PreferredVersion.Version, nil
 		}
 	}
-	return "", fmt.Errorf("the cluster does not serve the %s API (StorageVersionMigration): it needs the StorageVersionMigrator feature gate and --runtime-config=%s/v1beta1=true on kube-apiserver, and kube-controller-manager running storage-version-migrator-controller; or use --engine client", ClusterMigrationGroup, ClusterMigrationGroup)
+	return "", clusterUnavailablef("the cluster does not serve the %s API (StorageVersionMigration): it needs the StorageVersionMigrator feature gate and kube-apiserver's --runtime-config=%s/v1beta1=true, and kube-controller-manager running storage-version-migrator-controller", ClusterMigrationGroup, ClusterMigrationGroup)
 }
 
 // RunCluster creates a StorageVersionMigration (apiVersion storagemigration.k8s.io/version)
@@ -71,7 +73,7 @@ func RunCluster(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomReso
 		return nil, fmt.Errorf("creating a StorageVersionMigration for %s: %w", crd.Name, err)
 	}
 	out := &ClusterResult{Name: created.GetName(), APIVersion: gvr.GroupVersion().String()}
-	out.Evidence = Evidence{CRD: crd.Name, UID: string(crd.UID), StorageVersion: StorageVersion(crd), Generation: crd.Generation,
+	out.Evidence = Evidence{CRD: crd.Name, UID: string(crd.UID), StorageVersion: crdinfo.StorageVersion(crd), Generation: crd.Generation,
 		Engine: "StorageVersionMigration " + out.Name}
 	seen := map[string]bool{}
 	t := time.NewTicker(250 * time.Millisecond)
@@ -87,7 +89,7 @@ func RunCluster(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomReso
 		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
 		if len(conds) == 0 && time.Since(start) > startTimeout {
 			_ = c.Dynamic.Resource(gvr).Delete(context.WithoutCancel(ctx), out.Name, metav1.DeleteOptions{})
-			return out, fmt.Errorf("StorageVersionMigration %s had no status after %s: no controller is processing it (kube-controller-manager needs the StorageVersionMigrator feature gate and --controllers to include storage-version-migrator-controller); it was deleted again; or use --engine client", out.Name, startTimeout)
+			return out, clusterUnavailablef("StorageVersionMigration %s had no status after %s: no controller is processing it (kube-controller-manager needs the StorageVersionMigrator feature gate and its --controllers to include storage-version-migrator-controller); it was deleted again", out.Name, startTimeout)
 		}
 		for _, raw := range conds {
 			cond, _ := raw.(map[string]any)

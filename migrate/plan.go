@@ -9,22 +9,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/endpoints/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // Clients are the API clients the engine uses.
@@ -35,6 +37,8 @@ type Clients struct {
 	Kube     kubernetes.Interface
 	// Server is the API server URL, which keys the default checkpoint file.
 	Server string
+	// throttled counts 429 answers on any of these clients (including those client-go retried).
+	throttled *atomic.Int64
 }
 
 // NewClients builds the clients from cfg. Client-go's own rate limiter is switched off: the
@@ -43,7 +47,8 @@ type Clients struct {
 func NewClients(cfg *rest.Config) (*Clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
-	c := &Clients{Server: cfg.Host}
+	c := &Clients{Server: cfg.Host, throttled: &atomic.Int64{}}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return throttleCounter{rt: rt, count: c.throttled} })
 	var err error
 	if c.CRDs, err = apiextensionsclient.NewForConfig(cfg); err != nil {
 		return nil, err
@@ -81,63 +86,42 @@ type NamespaceCount struct {
 	Objects   int64  `json:"objects"`
 }
 
-// GVR is the resource of crd at version v.
-func GVR(crd *apiextensionsv1.CustomResourceDefinition, v string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: crd.Spec.Group, Version: v, Resource: crd.Spec.Names.Plural}
+// NotServedError says that a version cannot become the storage version because it is not
+// served.
+type NotServedError struct{ CRD, Version string }
+
+func (e *NotServedError) Error() string {
+	return fmt.Sprintf("%s: version %q is not served: serve it (served: true) before making it the storage version", e.CRD, e.Version)
 }
 
-// StorageVersion is the version crd marks storage: true ("" when none is).
-func StorageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			return v.Name
-		}
-	}
-	return ""
-}
-
-// servedVersion is the version to read and write objects through: the storage version when it
-// is served (no conversion at all), otherwise the first served one.
-func servedVersion(crd *apiextensionsv1.CustomResourceDefinition) (string, error) {
-	storage := StorageVersion(crd)
-	var first string
-	for _, v := range crd.Spec.Versions {
-		if !v.Served {
-			continue
-		}
-		if v.Name == storage {
-			return v.Name, nil
-		}
-		if first == "" {
-			first = v.Name
-		}
-	}
-	if first == "" {
-		return "", fmt.Errorf("%s: no version is served, so its objects cannot be read or written (set served: true on a version)", crd.Name)
-	}
-	return first, nil
-}
-
-// CheckTarget checks that v can become crd's storage version: it exists and is served.
+// CheckTarget checks that v can become crd's storage version: it exists (else a
+// *crd.VersionNotFoundError) and is served (else a *NotServedError).
 func CheckTarget(crd *apiextensionsv1.CustomResourceDefinition, v string) error {
-	var names []string
-	for _, ver := range crd.Spec.Versions {
-		names = append(names, ver.Name)
-		if ver.Name == v {
-			if !ver.Served {
-				return fmt.Errorf("%s: version %q is not served: serve it (served: true) before making it the storage version", crd.Name, v)
-			}
-			return nil
-		}
+	ver, err := crdinfo.Lookup(crd, v)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("%s: version %q is not in spec.versions (have: %s)", crd.Name, v, strings.Join(names, ", "))
+	if !ver.Served {
+		return &NotServedError{CRD: crd.Name, Version: v}
+	}
+	return nil
 }
 
 // BuildPlan works out what migrating crd to version to ("" = the current storage version)
 // will do, counting the objects per namespace with a paged metadata-only list. trim says
-// whether the run will trim status.storedVersions afterwards.
+// whether the run will trim status.storedVersions afterwards. to is checked with CheckTarget.
 func BuildPlan(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, to string, chunkSize int64, trim bool) (*Plan, error) {
-	storage := StorageVersion(crd)
+	if to != "" {
+		if err := CheckTarget(crd, to); err != nil {
+			return nil, err
+		}
+	}
+	return buildPlan(ctx, c, crd, to, chunkSize, trim)
+}
+
+// buildPlan is BuildPlan for a target already checked.
+func buildPlan(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, to string, chunkSize int64, trim bool) (*Plan, error) {
+	storage := crdinfo.StorageVersion(crd)
 	p := &Plan{
 		CRD:            crd.Name,
 		Group:          crd.Spec.Group,
@@ -148,20 +132,17 @@ func BuildPlan(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResou
 		TargetVersion:  storage,
 	}
 	if to != "" {
-		if err := CheckTarget(crd, to); err != nil {
-			return nil, err
-		}
 		p.TargetVersion = to
 		p.SwitchStorage = to != storage
 	}
-	read, err := servedVersion(crd)
+	read, err := crdinfo.AccessVersion(crd)
 	if err != nil {
 		return nil, err
 	}
 	counts := map[string]int64{}
 	cont := ""
 	for {
-		list, err := c.Metadata.Resource(GVR(crd, read)).List(ctx, metav1.ListOptions{Limit: chunkSize, Continue: cont})
+		list, err := c.Metadata.Resource(crdinfo.GVR(crd, read)).List(ctx, metav1.ListOptions{Limit: chunkSize, Continue: cont})
 		if err != nil {
 			if apierrors.IsResourceExpired(err) && cont != "" {
 				if next := continueFromExpired(err); next != "" {
@@ -191,7 +172,7 @@ func BuildPlan(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResou
 	want := []string{p.TargetVersion}
 	switch {
 	case !trim:
-		p.Steps = append(p.Steps, fmt.Sprintf("leave status.storedVersions [%s] as it is (--no-trim)", strings.Join(p.StoredVersions, " ")))
+		p.Steps = append(p.Steps, fmt.Sprintf("leave status.storedVersions [%s] as it is (trimming is off)", strings.Join(p.StoredVersions, " ")))
 	case equalStrings(p.StoredVersions, want):
 		p.Steps = append(p.Steps, fmt.Sprintf("status.storedVersions is already [%s]: nothing to trim", p.TargetVersion))
 	default:
@@ -215,10 +196,11 @@ func SwitchStorage(ctx context.Context, c *Clients, name, v string) (*apiextensi
 		if err != nil {
 			return err
 		}
+		// The CRD read now may differ from the one planned with: check it again.
 		if err := CheckTarget(crd, v); err != nil {
 			return err
 		}
-		if StorageVersion(crd) == v {
+		if crdinfo.StorageVersion(crd) == v {
 			updated = crd
 			return nil
 		}
@@ -240,12 +222,12 @@ func SwitchStorage(ctx context.Context, c *Clients, name, v string) (*apiextensi
 // WaitStorageVersion waits (at most timeout) until discovery's storageVersionHash for the
 // CRD's resource is the hash of its storage version: the API server then encodes writes at it.
 func WaitStorageVersion(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, timeout time.Duration) error {
-	storage := StorageVersion(crd)
-	read, err := servedVersion(crd)
+	storage := crdinfo.StorageVersion(crd)
+	read, err := crdinfo.AccessVersion(crd)
 	if err != nil {
 		return err
 	}
-	want := discovery.StorageVersionHash(crd.Spec.Group, storage, crd.Spec.Names.Kind)
+	want := storageVersionHash(crd.Spec.Group, storage, crd.Spec.Names.Kind)
 	var last string
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		list, err := c.Kube.Discovery().ServerResourcesForGroupVersion(crd.Spec.Group + "/" + read)

@@ -2,7 +2,6 @@ package migrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,10 +9,9 @@ import (
 
 	"golang.org/x/time/rate"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // Counts are the outcomes of a rewrite, one per object.
@@ -49,8 +47,11 @@ type Failure struct {
 
 // RewriteOptions tune a rewrite.
 type RewriteOptions struct {
-	// Concurrency is the number of concurrent writers (default 16).
+	// Concurrency fixes the number of writes in flight; 0 adapts it to the observed latency
+	// and to 429s (see inflightLimit), up to MaxConcurrency.
 	Concurrency int
+	// MaxConcurrency caps the adaptive limit (default DefaultMaxConcurrency).
+	MaxConcurrency int
 	// QPS limits the requests per second, reads and writes together; 0 means no limit.
 	QPS float64
 	// ChunkSize is the page size of the list (default 500).
@@ -78,57 +79,73 @@ type Result struct {
 	Resumed bool `json:"resumed"`
 	// ExpiredContinues counts list continue tokens that had expired (410 Gone) and were
 	// replaced by the inconsistent continue token the API server returned with the error.
-	ExpiredContinues int64   `json:"expiredContinues"`
-	Checkpoint       string  `json:"checkpoint,omitempty"`
-	ElapsedSeconds   float64 `json:"elapsedSeconds"`
+	ExpiredContinues int64 `json:"expiredContinues"`
+	// InFlight says how many writes were in flight (fixed, or adapted to the latency).
+	InFlight       InFlight `json:"inFlight"`
+	Checkpoint     string   `json:"checkpoint,omitempty"`
+	ElapsedSeconds float64  `json:"elapsedSeconds"`
 	// ObjectsPerSecond is this run's rate (objects accounted for in this run per second).
 	ObjectsPerSecond float64  `json:"objectsPerSecond"`
 	Notes            []string `json:"notes,omitempty"`
 }
 
 // Rewriter writes every object of a CRD back unchanged so that the API server stores it at the
-// current storage version.
+// current storage version. Its parts: a lister (one goroutine, paged, following expired
+// continue tokens), Concurrency workers (one write per object, retried), and the watermark
+// that saves the checkpoint as pages complete in order.
 type Rewriter struct {
 	c    *Clients
 	crd  *apiextensionsv1.CustomResourceDefinition
 	opts RewriteOptions
 	res  dynamic.NamespaceableResourceInterface
 	lim  *rate.Limiter
+	gate *inflightLimit
 
 	// live counters (this run plus what the checkpoint brought), read by Progress.
 	rewritten, current, deleted, failed atomic.Int64
 	base                                Counts
 	expired                             atomic.Int64
+
+	// the checkpoint is read once (Resuming and Run share it).
+	resumeOnce sync.Once
+	resumeCP   *Checkpoint
+	resumeNote string
+	resumeErr  error
 }
 
 // NewRewriter prepares a rewrite of crd's objects. crd must be fresh from the cluster: its
 // storage version, UID and generation are recorded in the checkpoint and guard the trim.
 func NewRewriter(c *Clients, crd *apiextensionsv1.CustomResourceDefinition, opts RewriteOptions) (*Rewriter, error) {
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 16
-	}
 	if opts.ChunkSize <= 0 {
 		opts.ChunkSize = 500
 	}
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 8
 	}
-	read, err := servedVersion(crd)
+	read, err := crdinfo.AccessVersion(crd)
 	if err != nil {
 		return nil, err
 	}
-	if StorageVersion(crd) == "" {
+	if crdinfo.StorageVersion(crd) == "" {
 		return nil, fmt.Errorf("%s: no version is marked storage: true", crd.Name)
 	}
 	lim := rate.NewLimiter(rate.Inf, 1)
 	if opts.QPS > 0 {
 		burst := opts.Concurrency
 		if burst < 1 {
-			burst = 1
+			burst = 16
 		}
 		lim = rate.NewLimiter(rate.Limit(opts.QPS), burst)
 	}
-	return &Rewriter{c: c, crd: crd, opts: opts, res: c.Dynamic.Resource(GVR(crd, read)), lim: lim}, nil
+	gate := newFixedLimit(opts.Concurrency)
+	if opts.Concurrency <= 0 {
+		gate = newAdaptiveLimit(adaptiveStart, opts.MaxConcurrency)
+	}
+	if c.throttled != nil {
+		base := c.throttled.Load()
+		gate.seen429 = func() int64 { return c.throttled.Load() - base }
+	}
+	return &Rewriter{c: c, crd: crd, opts: opts, res: c.Dynamic.Resource(crdinfo.GVR(crd, read)), lim: lim, gate: gate}, nil
 }
 
 // Progress is a snapshot of the counts so far (safe to call while Run runs).
@@ -142,8 +159,13 @@ func (r *Rewriter) Progress() Counts {
 }
 
 // Resuming reports the checkpoint Run will resume from, or nil (and, when a checkpoint exists
-// but cannot be used, why).
+// but cannot be used, why). The file is read once: Run uses the same answer.
 func (r *Rewriter) Resuming() (*Checkpoint, string, error) {
+	r.resumeOnce.Do(func() { r.resumeCP, r.resumeNote, r.resumeErr = r.readCheckpoint() })
+	return r.resumeCP, r.resumeNote, r.resumeErr
+}
+
+func (r *Rewriter) readCheckpoint() (*Checkpoint, string, error) {
 	if r.opts.Checkpoint == "" {
 		return nil, "", nil
 	}
@@ -154,36 +176,72 @@ func (r *Rewriter) Resuming() (*Checkpoint, string, error) {
 	if cp.State != StateRunning {
 		return nil, fmt.Sprintf("checkpoint %s records a completed run (%s): starting a new one", r.opts.Checkpoint, cp.UpdatedAt.Format(time.RFC3339)), nil
 	}
-	if ok, why := cp.matches(r.c.Server, r.crd.Name, string(r.crd.UID), StorageVersion(r.crd), r.crd.Generation); !ok {
+	if ok, why := cp.matches(r.c.Server, r.crd.Name, string(r.crd.UID), crdinfo.StorageVersion(r.crd), r.crd.Generation); !ok {
 		return nil, fmt.Sprintf("checkpoint %s cannot be used (%s): starting from the beginning", r.opts.Checkpoint, why), nil
 	}
 	return cp, "", nil
 }
 
-// page is one list page in flight.
-type page struct {
-	index     int64
-	next      string // the continue token after this page ("" = last page)
-	remaining atomic.Int64
-	mu        sync.Mutex
-	counts    Counts
-	failures  []Failure
-	done      bool
-}
-
-type item struct {
-	obj  *unstructured.Unstructured
-	page *page
-}
-
-// Run lists every object (paged) and writes each back, with Concurrency workers. When ctx is
+// Run lists every object (paged) and writes each back, with the in-flight writes bounded (fixed or adaptive). When ctx is
 // cancelled it stops listing, lets the writes in flight finish, saves the checkpoint and
 // returns a Result with Interrupted set. Errors that stop the whole run (the list fails for a
-// reason other than an expired continue token or a transient error) are returned.
+// reason other than an expired continue token or a transient error, the checkpoint cannot be
+// written: *CheckpointError) are returned.
 func (r *Rewriter) Run(ctx context.Context) (*Result, error) {
 	start := time.Now()
-	res := &Result{CRD: r.crd.Name, StorageVersion: StorageVersion(r.crd), UID: string(r.crd.UID), Generation: r.crd.Generation, Checkpoint: r.opts.Checkpoint}
+	res := &Result{CRD: r.crd.Name, StorageVersion: crdinfo.StorageVersion(r.crd), UID: string(r.crd.UID), Generation: r.crd.Generation, Checkpoint: r.opts.Checkpoint}
+	cp, err := r.startCheckpoint(res)
+	if err != nil {
+		return nil, err
+	}
+	wm := &watermark{cp: cp, path: r.opts.Checkpoint}
 
+	// A page of buffer: the next page is listed while this one is written.
+	work := make(chan item, r.opts.ChunkSize)
+	listCtx, stopList := context.WithCancel(ctx)
+	defer stopList()
+	l := &lister{r: r, wm: wm, work: work}
+	go l.run(listCtx, cp.Pages, cp.Continue)
+
+	var wg sync.WaitGroup
+	for w := 0; w < r.gate.workers(); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.worker(listCtx, work, wm)
+		}()
+	}
+	wg.Wait()
+	stopList()
+	// Drain what the lister may still hold so its goroutine ends (it closes work when done).
+	for range work {
+	}
+
+	wm.report(res)
+	res.ExpiredContinues = r.expired.Load()
+	res.InFlight = r.gate.snapshot()
+	elapsed := time.Since(start)
+	res.ElapsedSeconds = elapsed.Seconds()
+	if s := elapsed.Seconds(); s > 0 {
+		res.ObjectsPerSecond = float64(res.Counts.Total()-r.base.Total()) / s
+	}
+	if l.err != nil {
+		return res, l.err
+	}
+	if ctx.Err() != nil && !res.Complete {
+		res.Interrupted = true
+		wm.saveOnInterrupt()
+	}
+	if wm.saveErr != nil {
+		return res, wm.saveErr
+	}
+	return res, nil
+}
+
+// startCheckpoint is the checkpoint the run starts from: the one Resuming found, or a new one,
+// saved before any write so that a checkpoint that cannot be written stops the run first. The
+// live counters start from its counts.
+func (r *Rewriter) startCheckpoint(res *Result) (*Checkpoint, error) {
 	cp, note, err := r.Resuming()
 	if err != nil {
 		return nil, err
@@ -199,12 +257,11 @@ func (r *Rewriter) Run(ctx context.Context) (*Result, error) {
 			Server: r.c.Server, CRD: r.crd.Name, UID: string(r.crd.UID), StorageVersion: res.StorageVersion,
 			Generation: r.crd.Generation, State: StateRunning, StartedAt: time.Now().UTC(),
 		}
-	}
-	if !res.Resumed && r.opts.Checkpoint != "" {
-		// Fail now, before any write, if the checkpoint cannot be written.
-		cp.UpdatedAt = time.Now().UTC()
-		if err := cp.Save(r.opts.Checkpoint); err != nil {
-			return nil, fmt.Errorf("%w (give a writable file with --checkpoint)", err)
+		if r.opts.Checkpoint != "" {
+			cp.UpdatedAt = time.Now().UTC()
+			if err := cp.Save(r.opts.Checkpoint); err != nil {
+				return nil, err
+			}
 		}
 	}
 	r.base = cp.Counts
@@ -212,322 +269,5 @@ func (r *Rewriter) Run(ctx context.Context) (*Result, error) {
 	r.current.Store(cp.Counts.Current)
 	r.deleted.Store(cp.Counts.Deleted)
 	r.failed.Store(cp.Counts.Failed)
-
-	// The watermark: pages complete out of order; the checkpoint advances over those done in order.
-	var (
-		mu       sync.Mutex
-		pending  []*page // listed pages not yet folded into cp, in order
-		saveErr  error
-		complete bool
-	)
-	advance := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		moved := false
-		for len(pending) > 0 && pending[0].done {
-			p := pending[0]
-			pending = pending[1:]
-			p.mu.Lock()
-			cp.Counts.add(p.counts)
-			cp.Failures = append(cp.Failures, p.failures...)
-			p.mu.Unlock()
-			cp.Continue = p.next
-			cp.Pages++
-			moved = true
-			if p.next == "" {
-				complete = true
-			}
-		}
-		if moved && r.opts.Checkpoint != "" {
-			cp.UpdatedAt = time.Now().UTC()
-			if complete {
-				cp.State = StateComplete
-				cp.Continue = ""
-			}
-			if err := cp.Save(r.opts.Checkpoint); err != nil && saveErr == nil {
-				saveErr = err
-			}
-		}
-	}
-	finishItem := func(p *page) {
-		if p.remaining.Add(-1) == 0 {
-			mu.Lock()
-			p.done = true
-			mu.Unlock()
-			advance()
-		}
-	}
-
-	work := make(chan item, r.opts.Concurrency)
-	listCtx, stopList := context.WithCancel(ctx)
-	defer stopList()
-	var listErr error
-	go func() {
-		defer close(work)
-		cont := cp.Continue
-		if cp.Pages > 0 && cont == "" {
-			return // nothing left
-		}
-		for idx := cp.Pages; ; idx++ {
-			list, err := r.listPage(listCtx, cont)
-			if err != nil {
-				if listCtx.Err() == nil {
-					listErr = err
-				}
-				return
-			}
-			p := &page{index: idx, next: list.GetContinue()}
-			p.remaining.Store(int64(len(list.Items)))
-			mu.Lock()
-			pending = append(pending, p)
-			mu.Unlock()
-			if len(list.Items) == 0 {
-				mu.Lock()
-				p.done = true
-				mu.Unlock()
-				advance()
-			}
-			for i := range list.Items {
-				select {
-				case work <- item{obj: &list.Items[i], page: p}:
-				case <-listCtx.Done():
-					return
-				}
-			}
-			if cont = p.next; cont == "" {
-				return
-			}
-		}
-	}()
-
-	var wg sync.WaitGroup
-	for w := 0; w < r.opts.Concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-listCtx.Done():
-					return
-				case it, ok := <-work:
-					if !ok {
-						return
-					}
-					if listCtx.Err() != nil {
-						return // interrupted: leave the rest of the page to the resumed run
-					}
-					outcome, reason, ok := r.migrateOne(listCtx, it.obj)
-					if !ok {
-						continue // interrupted during a back-off: the page stays unfinished
-					}
-					p := it.page
-					p.mu.Lock()
-					switch outcome {
-					case outcomeRewritten:
-						p.counts.Rewritten++
-						r.rewritten.Add(1)
-					case outcomeCurrent:
-						p.counts.Current++
-						r.current.Add(1)
-					case outcomeDeleted:
-						p.counts.Deleted++
-						r.deleted.Add(1)
-					case outcomeFailed:
-						p.counts.Failed++
-						r.failed.Add(1)
-						p.failures = append(p.failures, Failure{Namespace: it.obj.GetNamespace(), Name: it.obj.GetName(), Reason: reason})
-					}
-					p.mu.Unlock()
-					finishItem(p)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	stopList()
-	// Drain what the lister may still hold so its goroutine ends.
-	for range work {
-	}
-
-	mu.Lock()
-	res.Counts = cp.Counts
-	res.Failures = append([]Failure{}, cp.Failures...)
-	res.Complete = complete
-	// Pages finished out of order after the watermark still count for this run's report.
-	for _, p := range pending {
-		p.mu.Lock()
-		res.Counts.add(p.counts)
-		res.Failures = append(res.Failures, p.failures...)
-		p.mu.Unlock()
-	}
-	mu.Unlock()
-	if res.Failures == nil {
-		res.Failures = []Failure{}
-	}
-	res.ExpiredContinues = r.expired.Load()
-	elapsed := time.Since(start)
-	res.ElapsedSeconds = elapsed.Seconds()
-	if s := elapsed.Seconds(); s > 0 {
-		res.ObjectsPerSecond = float64(res.Counts.Total()-r.base.Total()) / s
-	}
-	if listErr != nil {
-		return res, listErr
-	}
-	if ctx.Err() != nil && !complete {
-		res.Interrupted = true
-		if r.opts.Checkpoint != "" && saveErr == nil {
-			cp.UpdatedAt = time.Now().UTC()
-			saveErr = cp.Save(r.opts.Checkpoint)
-		}
-	}
-	if saveErr != nil {
-		return res, saveErr
-	}
-	return res, nil
-}
-
-// listPage lists one page, retrying transient errors with back-off and following the
-// inconsistent continue token a 410 Gone carries.
-func (r *Rewriter) listPage(ctx context.Context, cont string) (*unstructured.UnstructuredList, error) {
-	for attempt := 1; ; attempt++ {
-		if err := r.lim.Wait(ctx); err != nil {
-			return nil, err
-		}
-		list, err := r.res.List(ctx, metav1.ListOptions{Limit: r.opts.ChunkSize, Continue: cont})
-		if err == nil {
-			return list, nil
-		}
-		switch {
-		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-			next := continueFromExpired(err)
-			if cont == "" || next == "" || next == cont {
-				return nil, fmt.Errorf("listing %s: %w", r.crd.Name, err)
-			}
-			cont = next // objects changed since are already stored at the storage version
-			r.expired.Add(1)
-		case retryable(err) && attempt < r.opts.MaxAttempts:
-			if err := sleep(ctx, backoff(err, attempt)); err != nil {
-				return nil, err
-			}
-		default:
-			return nil, fmt.Errorf("listing %s: %w", r.crd.Name, err)
-		}
-	}
-}
-
-type outcome int
-
-const (
-	outcomeRewritten outcome = iota
-	outcomeCurrent
-	outcomeDeleted
-	outcomeFailed
-)
-
-// migrateOne writes obj back unchanged. ok is false only when ctx was cancelled during a
-// back-off (the object is then left for the resumed run). The write in flight is never cut
-// short by ctx: it runs to its end (at most a minute).
-func (r *Rewriter) migrateOne(ctx context.Context, obj *unstructured.Unstructured) (outcome, string, bool) {
-	ri := dynamic.ResourceInterface(r.res)
-	if ns := obj.GetNamespace(); ns != "" {
-		ri = r.res.Namespace(ns)
-	}
-	for attempt := 1; ; attempt++ {
-		if err := r.lim.Wait(ctx); err != nil {
-			return 0, "", false
-		}
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		updated, err := ri.Update(wctx, obj, metav1.UpdateOptions{})
-		cancel()
-		switch {
-		case err == nil:
-			if updated.GetResourceVersion() != obj.GetResourceVersion() {
-				return outcomeRewritten, "", true
-			}
-			return outcomeCurrent, "", true
-		case apierrors.IsNotFound(err):
-			return outcomeDeleted, "", true
-		case apierrors.IsConflict(err):
-			// Changed since it was listed: re-read it and write that back. (A write by someone
-			// else after the storage switch already stored it at the storage version; the
-			// no-op write then shows it as current.)
-			if attempt >= r.opts.MaxAttempts {
-				return outcomeFailed, fmt.Sprintf("still conflicting after %d attempts: the object keeps changing", attempt), true
-			}
-			fresh, gerr := r.getFresh(ctx, ri, obj.GetName())
-			switch {
-			case gerr == nil:
-				obj = fresh
-			case apierrors.IsNotFound(gerr):
-				return outcomeDeleted, "", true
-			case ctx.Err() != nil:
-				return 0, "", false
-			default:
-				return outcomeFailed, "re-reading after a conflict: " + reasonOf(gerr), true
-			}
-		case retryable(err) && attempt < r.opts.MaxAttempts:
-			if serr := sleep(ctx, backoff(err, attempt)); serr != nil {
-				return 0, "", false
-			}
-		default:
-			return outcomeFailed, reasonOf(err), true
-		}
-	}
-}
-
-func (r *Rewriter) getFresh(ctx context.Context, ri dynamic.ResourceInterface, name string) (*unstructured.Unstructured, error) {
-	for attempt := 1; ; attempt++ {
-		if err := r.lim.Wait(ctx); err != nil {
-			return nil, err
-		}
-		obj, err := ri.Get(ctx, name, metav1.GetOptions{})
-		if err == nil || !retryable(err) || attempt >= r.opts.MaxAttempts {
-			return obj, err
-		}
-		if err := sleep(ctx, backoff(err, attempt)); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// retryable: throttled (429), server errors (5xx), timeouts, and transport errors.
-func retryable(err error) bool {
-	var st apierrors.APIStatus
-	if errors.As(err, &st) {
-		code := st.Status().Code
-		return code == 429 || code >= 500 || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err)
-	}
-	return !errors.Is(err, context.Canceled)
-}
-
-// backoff honours the server's Retry-After, else doubles from 100 ms up to 5 s.
-func backoff(err error, attempt int) time.Duration {
-	if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	d := 100 * time.Millisecond << (attempt - 1)
-	if d > 5*time.Second || d <= 0 {
-		d = 5 * time.Second
-	}
-	return d
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// reasonOf is the API server's message for err (e.g. what an admission webhook said).
-func reasonOf(err error) string {
-	var st apierrors.APIStatus
-	if errors.As(err, &st) && st.Status().Message != "" {
-		return st.Status().Message
-	}
-	return err.Error()
+	return cp, nil
 }

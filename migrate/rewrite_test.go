@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 func TestRewriteStoresEveryObjectAtStorageVersionThenTrims(t *testing.T) {
@@ -364,7 +366,7 @@ func TestRewriteClusterScoped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gvr := GVR(crd, "v1beta1")
+	gvr := crdinfo.GVR(crd, "v1beta1")
 	for i := 0; i < n; i++ {
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": crd.Spec.Group + "/v1beta1", "kind": "Gizmo",

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/util/retry"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // Evidence is what a finished run proves: which CRD object, storage version and generation it
@@ -92,7 +94,7 @@ func Trim(ctx context.Context, c *Clients, ev Evidence) (*TrimResult, error) {
 // unsafeReason says why ev does not prove that every object of crd is stored at its storage
 // version ("" when it does).
 func unsafeReason(crd *apiextensionsv1.CustomResourceDefinition, ev Evidence) string {
-	storage := StorageVersion(crd)
+	storage := crdinfo.StorageVersion(crd)
 	switch {
 	case string(crd.UID) != ev.UID:
 		return "the CRD was deleted and created again during the run"
@@ -132,9 +134,22 @@ type Status struct {
 	// the storage version, so storedVersions can be set to [storage version].
 	TrimSafe bool   `json:"trimSafe"`
 	Reason   string `json:"reason"`
+	// Next is what to do next (a command words it: which command to run).
+	Next NextStep `json:"next,omitempty"`
 	// LastRun is the last run recorded in the checkpoint file, if any.
 	LastRun *RunRecord `json:"lastRun,omitempty"`
 }
+
+// NextStep is what to do about a CRD's storage, as GetStatus sees it.
+type NextStep string
+
+// Next steps.
+const (
+	NextNone    NextStep = ""
+	NextMigrate NextStep = "migrate" // no record of a migration: run one
+	NextResume  NextStep = "resume"  // the last run was interrupted: run again with its checkpoint
+	NextTrim    NextStep = "trim"    // a complete run proves it safe: a run trims after a re-check
+)
 
 // RunRecord summarises a checkpoint.
 type RunRecord struct {
@@ -148,7 +163,7 @@ type RunRecord struct {
 // GetStatus reports the storage state of crd, using the checkpoint at checkpointPath (if any)
 // as the record of the last run.
 func GetStatus(crd *apiextensionsv1.CustomResourceDefinition, server, checkpointPath string) (*Status, error) {
-	st := &Status{CRD: crd.Name, StorageVersion: StorageVersion(crd), StoredVersions: append([]string{}, crd.Status.StoredVersions...)}
+	st := &Status{CRD: crd.Name, StorageVersion: crdinfo.StorageVersion(crd), StoredVersions: append([]string{}, crd.Status.StoredVersions...)}
 	for _, v := range st.StoredVersions {
 		if v != st.StorageVersion {
 			st.Pending = true
@@ -168,9 +183,11 @@ func GetStatus(crd *apiextensionsv1.CustomResourceDefinition, server, checkpoint
 	case !st.Pending:
 		st.Reason = fmt.Sprintf("status.storedVersions is [%s], only the storage version", strings.Join(st.StoredVersions, " "))
 	case cp == nil || st.LastRun == nil:
-		st.Reason = fmt.Sprintf("no record of a migration: objects may still be stored at %s; run kubectl crdver migrate %s", strings.Join(older(st), ", "), crd.Name)
+		st.Reason = fmt.Sprintf("no record of a migration: objects may still be stored at %s", strings.Join(older(st), ", "))
+		st.Next = NextMigrate
 	case cp.State != StateComplete:
-		st.Reason = fmt.Sprintf("the last run was interrupted (%d objects done): run kubectl crdver migrate %s to resume it", cp.Counts.Total(), crd.Name)
+		st.Reason = fmt.Sprintf("the last run was interrupted (%d objects done)", cp.Counts.Total())
+		st.Next = NextResume
 	default:
 		ev := Evidence{CRD: cp.CRD, UID: cp.UID, StorageVersion: cp.StorageVersion, Generation: cp.Generation, Complete: true, Failed: cp.Counts.Failed, Engine: "the last run"}
 		if reason := unsafeReason(crd, ev); reason != "" {
@@ -179,8 +196,9 @@ func GetStatus(crd *apiextensionsv1.CustomResourceDefinition, server, checkpoint
 			st.Reason = err.Error()
 		} else {
 			st.TrimSafe = true
-			st.Reason = fmt.Sprintf("the run of %s accounted for every object with none failed: storedVersions can be trimmed to [%s] (kubectl crdver migrate %s does it after a quick re-check)",
-				cp.UpdatedAt.Format(time.RFC3339), st.StorageVersion, crd.Name)
+			st.Reason = fmt.Sprintf("the run of %s accounted for every object with none failed: storedVersions can be trimmed to [%s]",
+				cp.UpdatedAt.Format(time.RFC3339), st.StorageVersion)
+			st.Next = NextTrim
 		}
 	}
 	return st, nil

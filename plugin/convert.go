@@ -1,27 +1,19 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strconv"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	"github.com/crdver/kubectl-crdver/explain"
 )
 
 const convertExample = `  # Convert the objects of a file to v1 through the live webhook, and back, checking everything
@@ -60,6 +52,7 @@ type ConvertOptions struct {
 	Keep          string
 	ViaAPIServer  bool
 	Quiet         bool
+	Strict        bool
 
 	WebhookAddress  string
 	ViaServiceProxy bool
@@ -93,8 +86,12 @@ and the service's DNS name, or through the API server's service proxy (--via-ser
 which does not verify the caBundle). --via-apiserver lets the API server call the webhook
 (server-side dry runs; nothing is written).
 
-Exit status: 0 all checks passed; 1 a check failed or a conversion is lossy; 2 usage
-error; 3 the webhook (or the cluster) could not be reached.`,
+Checks the API server itself does not fail on (a Content-Type other than application/json,
+changes to metadata it restores, a converted object its target schema would reject on a
+write) are warnings: reported and counted, but they do not fail the run unless --strict.
+
+Exit status: 0 no check failed (warnings allowed); 1 a check failed, a conversion is lossy,
+or --strict and a warning; 2 usage error; 3 the webhook (or the cluster) could not be reached.`,
 		Example:           convertExample,
 		ValidArgsFunction: completeCRDNames(g),
 		RunE:              runE(o),
@@ -124,6 +121,7 @@ error; 3 the webhook (or the cluster) could not be reached.`,
 	f.StringVar(&o.ClientKey, "webhook-client-key", "", "PEM key of --webhook-client-cert")
 	f.BoolVar(&o.Insecure, "webhook-insecure-skip-tls-verify", false, "Do not verify the webhook's certificate (never the default)")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
+	f.BoolVar(&o.Strict, "strict", false, "Warnings (what the API server would not fail on, such as a text/plain Content-Type) fail the run too (exit 1)")
 	completeVersions := func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		name := ""
 		if len(args) > 0 {
@@ -144,7 +142,7 @@ error; 3 the webhook (or the cluster) could not be reached.`,
 			cobra.CompDebugln(err.Error(), true)
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return explain.VersionNames(crd), cobra.ShellCompDirectiveNoFileComp
+		return crdinfo.VersionNames(crd), cobra.ShellCompDirectiveNoFileComp
 	}
 	_ = cmd.RegisterFlagCompletionFunc("to", completeVersions)
 	_ = cmd.RegisterFlagCompletionFunc("from", completeVersions)
@@ -215,19 +213,18 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := explain.LookupVersion(crd, o.To); err != nil {
+	if _, err := crdinfo.Lookup(crd, o.To); err != nil {
 		return Usage(err)
 	}
 	if o.From != "" {
-		if _, err := explain.LookupVersion(crd, o.From); err != nil {
+		if _, err := crdinfo.Lookup(crd, o.From); err != nil {
 			return Usage(err)
 		}
 	} else {
-		o.From = defaultFrom(crd, o.To)
+		o.From = crdinfo.DefaultSource(crd, o.To)
 	}
 
 	var report *convert.Report
-	var objects []convert.Object
 	var notes []string
 	switch {
 	case o.ViaAPIServer && o.FromCluster:
@@ -235,22 +232,28 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		report, err = convert.LiveRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To},
-			metav1.ListOptions{LabelSelector: o.Selector, Limit: o.Limit}, o.AllNamespaces)
+		report, err = convert.LiveRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To}, o.selection(ns))
+		if ctx.Err() != nil {
+			return Unavailable(fmt.Errorf("interrupted: nothing was written"))
+		}
 		if err != nil {
 			return clusterError("round trip through the API server", err)
 		}
 	default:
-		objects, notes, err = o.objects(ctx, crd)
+		src, objects, srcNotes, err := o.objects(ctx, crd)
 		if err != nil {
 			return err
 		}
+		notes = srcNotes
 		if o.ViaAPIServer {
 			dyn, ns, err := o.dynamic()
 			if err != nil {
 				return err
 			}
 			report, err = convert.DryRunRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To}, objects)
+			if ctx.Err() != nil {
+				return Unavailable(fmt.Errorf("interrupted: nothing was written"))
+			}
 			if err != nil {
 				return clusterError("round trip through the API server", err)
 			}
@@ -262,24 +265,42 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		if !o.Quiet && len(objects) > o.BatchSize {
+		if !o.Quiet && (objects == nil || len(objects) > o.BatchSize) {
 			opts.Progress = progressLines(o.g.ErrOut, time.Now())
 		}
-		report, err = convert.Run(ctx, opts, objects)
+		if objects != nil {
+			src = convert.SliceSource(objects)
+		}
+		report, err = convert.RunSource(ctx, opts, src)
 		if ctx.Err() != nil {
 			return Unavailable(fmt.Errorf("interrupted: nothing was written"))
+		}
+		var listErr *convert.ListError
+		if errors.As(err, &listErr) {
+			return clusterError(fmt.Sprintf("listing %s at %s", listErr.CRD, listErr.Version), listErr.Err)
 		}
 		if err != nil {
 			return Usage(err)
 		}
+		if cs, ok := src.(*convert.ClusterSource); ok {
+			note := fmt.Sprintf("%d object(s) read from the cluster at %s, in pages of at most %d", cs.Read(), o.From, convert.DefaultPageSize)
+			if cs.Read() == 0 {
+				note = fmt.Sprintf("0 object(s) read from the cluster at %s: nothing to convert", o.From)
+			}
+			notes = append(notes, note)
+		}
 	}
 	report.Notes = append(notes, report.Notes...)
 
-	if o.Keep != "" && len(report.Failed) > 0 {
-		if err := writeKeep(o.Keep, report.Failed); err != nil {
+	if keep := report.Keep(); o.Keep != "" && len(keep) > 0 {
+		if err := writeKeep(o.Keep, keep); err != nil {
 			return err
 		}
-		report.Notes = append(report.Notes, fmt.Sprintf("%d failing object(s) written to %s", len(report.Failed), o.Keep))
+		what := "failing"
+		if len(report.Bisections) > 0 {
+			what = "failing (bisected)"
+		}
+		report.Notes = append(report.Notes, fmt.Sprintf("%d %s object(s) written to %s", len(keep), what, o.Keep))
 	}
 	if o.out.structured() {
 		if err := o.out.printStructured(o.g.Out, report); err != nil {
@@ -289,60 +310,33 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if report.Unreachable != "" {
-		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s", crd.Name, report.Unreachable))
+		msg := report.Unreachable
+		if te := report.UnreachableError; te != nil {
+			msg = te.Err.Error()
+			if a := webhookAdvice(te.Hint); a != "" {
+				msg += " (" + a + ")"
+			}
+		}
+		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s", crd.Name, msg))
 	}
-	if n := report.Problems(); n > 0 {
-		return ProblemsFound("%s: %d failed check(s) converting to %s", crd.Name, n, o.To)
+	errs, warns := report.Problems(), report.Warnings()
+	switch {
+	case errs > 0:
+		return ProblemsFound("%s: %d failed check(s), %d warning(s) converting to %s", crd.Name, errs, warns, o.To)
+	case warns > 0 && o.Strict:
+		return ProblemsFound("%s: %d warning(s) converting to %s, and --strict makes warnings fail", crd.Name, warns, o.To)
 	}
 	return nil
 }
 
-// progressLines prints "converted 1500/10000 objects (2400/s, about 4s left)" at most once a
-// second, and the last one.
-func progressLines(w io.Writer, start time.Time) func(done, total int) {
-	var last time.Time
-	return func(done, total int) {
-		now := time.Now()
-		if done < total && now.Sub(last) < time.Second {
-			return
-		}
-		last = now
-		rate := float64(done) / now.Sub(start).Seconds()
-		line := fmt.Sprintf("converted %d/%d objects (%.0f/s", done, total, rate)
-		if done < total && rate > 0 {
-			line += fmt.Sprintf(", about %s left", (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second))
-		}
-		fmt.Fprintln(w, line+")")
-	}
-}
-
-// defaultFrom is the highest-priority served version other than to.
-func defaultFrom(crd *apiextensionsv1.CustomResourceDefinition, to string) string {
-	for _, v := range explain.VersionNames(crd) {
-		ver, _ := explain.LookupVersion(crd, v)
-		if v != to && ver.Served {
-			return v
-		}
-	}
-	for _, v := range explain.VersionNames(crd) {
-		if v != to {
-			return v
-		}
-	}
-	return to
-}
-
 func (o *ConvertOptions) dynamic() (dynamic.Interface, string, error) {
-	cfg, err := o.g.RESTConfig()
+	cs, err := o.g.clients()
 	if err != nil {
 		return nil, "", err
 	}
-	cfg = rest.CopyConfig(cfg)
-	// Deprecation warnings (reading a deprecated version) go to our stderr, once each.
-	cfg.WarningHandler = rest.NewWarningWriter(o.g.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := cs.Dynamic()
 	if err != nil {
-		return nil, "", Unavailable(fmt.Errorf("cannot build a client: %w", err))
+		return nil, "", err
 	}
 	ns, err := o.g.Namespace()
 	if err != nil {
@@ -351,76 +345,61 @@ func (o *ConvertOptions) dynamic() (dynamic.Interface, string, error) {
 	return dyn, ns, nil
 }
 
-// objects reads, lists or generates the objects to convert.
-func (o *ConvertOptions) objects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) ([]convert.Object, []string, error) {
+// selection is which live objects --from-cluster reads: -n/-A, -l and --limit, in pages.
+func (o *ConvertOptions) selection(ns string) convert.Selection {
+	return convert.Selection{Namespace: ns, AllNamespaces: o.AllNamespaces, LabelSelector: o.Selector, Limit: o.Limit}
+}
+
+// objects reads or generates the objects to convert, or (--from-cluster) returns the source
+// that lists them a page at a time.
+func (o *ConvertOptions) objects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (convert.Source, []convert.Object, []string, error) {
 	switch {
 	case len(o.Files) > 0:
 		docs, err := ReadDocuments(o.Files, o.g.In)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if len(docs) == 0 {
-			return nil, nil, UsageErrorf("%s: no objects found", strings.Join(o.Files, ", "))
+			return nil, nil, nil, UsageErrorf("%s: no objects found", strings.Join(o.Files, ", "))
 		}
 		out := make([]convert.Object, 0, len(docs))
 		for _, d := range docs {
 			var m map[string]any
 			if err := utiljson.Unmarshal(d.JSON, &m); err != nil || m == nil {
-				return nil, nil, UsageErrorf("%s: not a JSON object", d.Where())
+				return nil, nil, nil, UsageErrorf("%s: not a JSON object", d.Where())
 			}
 			out = append(out, convert.Object{Source: d.Where(), Object: m})
 		}
-		return out, nil, nil
+		return nil, out, nil, nil
 	case o.Generate > 0:
 		ns, err := o.namespaceOrDefault()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		g, err := convert.Generate(crd, convert.GenerateOptions{Version: o.From, Count: o.Generate, Seed: o.Seed, Namespace: ns})
+		g, err := convert.GenerateContext(ctx, crd, convert.GenerateOptions{Version: o.From, Count: o.Generate, Seed: o.Seed, Namespace: ns})
+		if ctx.Err() != nil {
+			return nil, nil, nil, Unavailable(fmt.Errorf("interrupted: nothing was written"))
+		}
 		if err != nil {
-			return nil, nil, Usage(err)
+			return nil, nil, nil, Usage(err)
 		}
-		notes := []string{fmt.Sprintf("%d object(s) generated from the %s schema with seed %d (--seed %d reproduces them)", o.Generate, o.From, o.Seed, o.Seed)}
-		if g.Invalid > 0 {
-			notes = append(notes, fmt.Sprintf("%d generated object(s) are not valid in %s (constraints the generator cannot satisfy)", g.Invalid, o.From))
+		notes := []string{fmt.Sprintf("%d object(s) generated from the %s schema with seed %d (--seed %d reproduces them), each accepted by the API server's create path", len(g.Objects), o.From, o.Seed, o.Seed)}
+		if g.Repaired > 0 {
+			notes = append(notes, fmt.Sprintf("%d generated object(s) were repaired (optional fields the API server rejected were dropped)", g.Repaired))
 		}
-		return g.Objects, notes, nil
+		if g.Dropped > 0 {
+			notes = append(notes, fmt.Sprintf("%d generated object(s) dropped: the API server still rejected them in %s after %d attempts (constraints the generator cannot satisfy)", g.Dropped, o.From, convert.GenerateAttempts))
+		}
+		if len(g.Objects) == 0 {
+			return nil, nil, nil, Usage(fmt.Errorf("%s: none of the %d generated object(s) is valid in %s: nothing to convert", crd.Name, o.Generate, o.From))
+		}
+		return nil, g.Objects, notes, nil
 	}
 	dyn, ns, err := o.dynamic()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if o.AllNamespaces || crd.Spec.Scope == apiextensionsv1.ClusterScoped {
-		ns = ""
-	}
-	gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: o.From, Resource: crd.Spec.Names.Plural}
-	var out []convert.Object
-	opts := metav1.ListOptions{LabelSelector: o.Selector, Limit: 500}
-	for {
-		if o.Limit > 0 && int64(len(out))+opts.Limit > o.Limit {
-			opts.Limit = o.Limit - int64(len(out))
-		}
-		var ri dynamic.ResourceInterface = dyn.Resource(gvr)
-		if crd.Spec.Scope == apiextensionsv1.NamespaceScoped {
-			ri = dyn.Resource(gvr).Namespace(ns)
-		}
-		list, err := ri.List(ctx, opts)
-		if err != nil {
-			return nil, nil, clusterError(fmt.Sprintf("listing %s at %s", crd.Name, o.From), err)
-		}
-		for _, item := range list.Items {
-			out = append(out, convert.Object{Source: objectName(item.GetNamespace(), item.GetName()), Object: item.Object})
-		}
-		if list.GetContinue() == "" || (o.Limit > 0 && int64(len(out)) >= o.Limit) {
-			break
-		}
-		opts.Continue = list.GetContinue()
-	}
-	note := fmt.Sprintf("%d object(s) read from the cluster at %s", len(out), o.From)
-	if len(out) == 0 {
-		note += ": nothing to convert"
-	}
-	return out, []string{note}, nil
+	return convert.NewClusterSource(dyn, crd, o.From, o.selection(ns)), nil, nil, nil
 }
 
 func (o *ConvertOptions) namespaceOrDefault() (string, error) {
@@ -430,118 +409,3 @@ func (o *ConvertOptions) namespaceOrDefault() (string, error) {
 	}
 	return "default", nil
 }
-
-func objectName(ns, name string) string {
-	if ns == "" {
-		return name
-	}
-	return ns + "/" + name
-}
-
-// transport builds the way to the webhook.
-func (o *ConvertOptions) transport(crd *apiextensionsv1.CustomResourceDefinition) (convert.Transport, error) {
-	if o.ViaServiceProxy {
-		cfg, err := o.g.RESTConfig()
-		if err != nil {
-			return nil, err
-		}
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, Unavailable(fmt.Errorf("cannot build a client: %w", err))
-		}
-		t, err := convert.NewServiceProxyTransport(crd, cs.CoreV1().RESTClient(), o.Timeout)
-		if err != nil {
-			return nil, Usage(err)
-		}
-		return t, nil
-	}
-	t, err := convert.NewHTTPTransport(crd, convert.TransportOptions{
-		Address: o.WebhookAddress, CAFile: o.CAFile, InsecureSkipVerify: o.Insecure,
-		ClientCert: o.ClientCert, ClientKey: o.ClientKey, Timeout: o.Timeout,
-	})
-	if err != nil {
-		return nil, Usage(err)
-	}
-	return t, nil
-}
-
-// writeKeep writes the failing objects as a multi-document YAML file.
-func writeKeep(path string, failed []convert.FailedObject) error {
-	var b bytes.Buffer
-	for _, f := range failed {
-		if f.Object == nil {
-			fmt.Fprintf(&b, "# %s (live object: get it with kubectl)\n---\n", f.Source)
-			continue
-		}
-		y, err := yaml.Marshal(f.Object)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "# %s\n", f.Source)
-		b.Write(y)
-		b.WriteString("---\n")
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		return Unavailable(fmt.Errorf("--keep: %w", err))
-	}
-	return nil
-}
-
-func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "CRD:        %s (conversion strategy %s)\n", r.CRD, r.Strategy)
-	if r.Webhook != "" {
-		fmt.Fprintf(&b, "Webhook:    %s\n", r.Webhook)
-	}
-	what := "to " + r.To
-	if r.RoundTrip {
-		what += " and back (round trip)"
-	}
-	if r.ReviewVersion != "" {
-		what += ", ConversionReview " + r.ReviewVersion
-	}
-	fmt.Fprintf(&b, "Converted:  %s\n", what)
-	notSent := ""
-	if r.NotSent > 0 {
-		notSent = fmt.Sprintf(", %d not sent", r.NotSent)
-	}
-	fmt.Fprintf(&b, "Objects:    %d given, %d skipped, %d passed every check, %d failed%s; %d request(s)\n",
-		r.Objects, r.Skipped, r.Converted, len(r.Failed), notSent, r.Requests)
-	if r.Latency.Requests > 0 {
-		fmt.Fprintf(&b, "Latency:    p50 %s, p99 %s, max %s over %d request(s)\n", ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.Max), r.Latency.Requests)
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "note: %s\n", n)
-	}
-	b.WriteString("\n")
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
-	}
-	t := &table{header: []string{"check", "passed", "failed"}}
-	for _, c := range r.Checks {
-		t.add(c.Name, strconv.Itoa(c.Passed), strconv.Itoa(c.Failed))
-	}
-	if len(r.Checks) > 0 {
-		if err := t.print(w, noHeaders); err != nil {
-			return err
-		}
-	}
-	if len(r.Findings) == 0 {
-		_, err := io.WriteString(w, "\nNo findings.\n")
-		return err
-	}
-	if _, err := fmt.Fprintf(w, "\n%d finding(s):\n", len(r.Findings)); err != nil {
-		return err
-	}
-	ft := &table{header: []string{"object", "direction", "check", "path", "detail"}}
-	for _, f := range r.Findings {
-		check := f.Check
-		if f.Severity == convert.SeverityWarning {
-			check += " (warning)"
-		}
-		ft.add(f.Object, f.Direction, check, dash(f.Path), f.Detail)
-	}
-	return ft.print(w, noHeaders)
-}
-
-func ms(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "ms" }

@@ -2,11 +2,15 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -61,7 +65,7 @@ func TestConvertAgainstAPIServer(t *testing.T) {
 		if got.code != 0 {
 			t.Fatalf("exit %d\n%s%s", got.code, got.stdout, got.stderr)
 		}
-		mustContain(t, "stdout", got.stdout, "4 object(s) read from the cluster at v1", "4 given, 0 skipped, 4 passed every check", "No findings.")
+		mustContain(t, "stdout", got.stdout, "4 object(s) read from the cluster at v1", "4 given, 0 skipped, 4 converted without error", "No findings.")
 	})
 	t.Run("from cluster: lossy", func(t *testing.T) {
 		srv.Set(testwebhook.Lossy)
@@ -72,13 +76,55 @@ func TestConvertAgainstAPIServer(t *testing.T) {
 		}
 		mustContain(t, "stdout", got.stdout, "2 object(s) read from the cluster at v1", "default/crontab-0", "v1 -> v1beta1 -> v1", ".spec.port", `lost: was "5432"`)
 	})
+	t.Run("one paged input path, the same --limit", func(t *testing.T) {
+		// The library source lists in pages, following continue tokens, up to the limit.
+		var pages []int
+		src := convert.NewClusterSource(dyn, crd, "v1", convert.Selection{Namespace: "default", PageSize: 3})
+		for {
+			page, err := src.Next(context.Background())
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages = append(pages, len(page))
+		}
+		if diff := cmp.Diff([]int{3, 1}, pages); diff != "" {
+			t.Errorf("pages of 3 over 4 objects (-want +got):\n%s", diff)
+		}
+		limited := convert.NewClusterSource(dyn, crd, "v1", convert.Selection{Namespace: "default", PageSize: 2, Limit: 3})
+		n := 0
+		for {
+			page, err := limited.Next(context.Background())
+			if err != nil {
+				break
+			}
+			n += len(page)
+		}
+		if n != 3 || limited.Read() != 3 {
+			t.Errorf("--limit 3 over pages of 2: read %d", n)
+		}
+		// --limit means the same with and without --via-apiserver.
+		direct := runCluster(t, "convert", name, "--to", "v1beta1", "--from-cluster", "-n", "default", "--limit", "3", "-o", "json")
+		via := runCluster(t, "convert", name, "--to", "v1beta1", "--from-cluster", "-n", "default", "--limit", "3", "--via-apiserver", "-o", "json")
+		for _, got := range []result{direct, via} {
+			var rep convert.Report
+			if err := json.Unmarshal([]byte(got.stdout), &rep); err != nil {
+				t.Fatalf("%v\n%s%s", err, got.stdout, got.stderr)
+			}
+			if rep.Objects != 3 {
+				t.Errorf("--limit 3: %d objects (%s)", rep.Objects, rep.Webhook)
+			}
+		}
+	})
 	t.Run("the API server agrees", func(t *testing.T) { agreeWithAPIServer(t, dyn, srv, crd) })
 	t.Run("via the API server: dry-run create", func(t *testing.T) {
 		got := runCluster(t, "convert", name, "--to", "v1", "--generate", "12", "--from", "v1beta1", "--via-apiserver", "-n", "default")
 		if got.code != 0 {
 			t.Fatalf("exit %d\n%s%s", got.code, got.stdout, got.stderr)
 		}
-		mustContain(t, "stdout", got.stdout, "server-side dry-run create", "12 given, 0 skipped, 12 passed every check", "No findings.")
+		mustContain(t, "stdout", got.stdout, "server-side dry-run create", "12 given, 0 skipped, 12 converted without error", "No findings.")
 		srv.Set(testwebhook.Lossy)
 		defer srv.Set(testwebhook.Good)
 		dir := t.TempDir()
@@ -100,7 +146,7 @@ func TestConvertAgainstAPIServer(t *testing.T) {
 			t.Fatalf("exit %d\n%s%s", got.code, got.stdout, got.stderr)
 		}
 		mustContain(t, "stdout", got.stdout, "GET in every served version", "4 given", "No findings.",
-			"--to v1beta1 is not the storage version (v1)")
+			"the target version v1beta1 is not the storage version (v1)")
 		// Reading the deprecated v1beta1: the API server's warning, on our stderr, once.
 		if n := strings.Count(got.stderr, "Warning: stable.example.com/v1beta1 CronTab is deprecated"); n != 1 {
 			t.Errorf("deprecation warning %d times on stderr:\n%s", n, got.stderr)

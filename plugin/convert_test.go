@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
@@ -25,7 +26,7 @@ func webhookCRD(t *testing.T, srv *testwebhook.Server, group string) *apiextensi
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := explain.DecodeCRD(b)
+	crd, err := crdinfo.Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,13 +90,17 @@ func TestConvertCommand(t *testing.T) {
 	}{
 		{name: "well-behaved round trip", args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--round-trip"}, code: 0, golden: "convert/good.txt"},
 		{name: "lossy round trip", behaviour: testwebhook.Lossy, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--round-trip"}, code: 1, golden: "convert/lossy.txt",
-			stderr: "error: crontabs.stable.example.com: 1 failed check(s) converting to v1"},
+			stderr: "error: crontabs.stable.example.com: 1 failed check(s), 0 warning(s) converting to v1"},
 		{name: "lossy json", behaviour: testwebhook.Lossy, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--round-trip", "-o", "json"}, code: 1, golden: "convert/lossy.json"},
 		{name: "reordered yaml", behaviour: testwebhook.Reorder, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "-o", "yaml"}, code: 1, golden: "convert/reorder.yaml"},
-		{name: "metadata changed", behaviour: testwebhook.ChangeMetadata, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--batch-size", "2"}, code: 1, golden: "convert/metadata.txt"},
+		{name: "metadata changed is a warning", behaviour: testwebhook.ChangeMetadata, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--batch-size", "2"}, code: 0, golden: "convert/metadata.txt"},
 		{name: "failed status", behaviour: testwebhook.Failed, args: []string{"--to", "v1", "-f", cronTabsV1beta1}, code: 1, golden: "convert/failed.txt"},
 		{name: "slow webhook", behaviour: testwebhook.Slow, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--timeout", "200ms"}, code: 1, golden: "convert/timeout.txt"},
 		{name: "v1beta1 review", args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--review-version", "v1beta1"}, code: 0, golden: "convert/review-v1beta1.txt"},
+		// kube-apiserver decodes a text/plain answer as JSON: a warning, exit 0; --strict fails.
+		{name: "text/plain is a warning", behaviour: testwebhook.WrongContentType, args: []string{"--to", "v1", "-f", cronTabsV1beta1}, code: 0, golden: "convert/content-type.txt"},
+		{name: "text/plain with --strict", behaviour: testwebhook.WrongContentType, args: []string{"--to", "v1", "-f", cronTabsV1beta1, "--strict"}, code: 1, golden: "convert/content-type.txt",
+			stderr: "error: crontabs.stable.example.com: 1 warning(s) converting to v1, and --strict makes warnings fail"},
 		{name: "generated", args: []string{"--to", "v1beta1", "--generate", "20", "--seed", "4", "--round-trip"}, code: 0, golden: "convert/generated.txt"},
 	}
 	for _, tc := range cases {
@@ -125,7 +130,7 @@ func TestConvertCommand(t *testing.T) {
 			t.Fatalf("exit %d\n%s%s", got.code, got.stdout, got.stderr)
 		}
 		mustContain(t, "stderr", got.stderr, "converted 30/30 objects (")
-		mustContain(t, "stdout", got.stdout, "30 given, 0 skipped, 30 passed every check, 0 failed; 6 request(s)")
+		mustContain(t, "stdout", got.stdout, "30 given, 0 skipped, 30 converted without error, 0 failed; 6 request(s)")
 		quiet := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1beta1", "--generate", "30", "--batch-size", "10", "-q")
 		if quiet.stderr != "" {
 			t.Errorf("--quiet printed %q", quiet.stderr)
@@ -173,6 +178,51 @@ func TestConvertCommand(t *testing.T) {
 			}
 		}
 	})
+}
+
+// badPort is a webhook bug: it cannot parse a hostPort whose port is not a number, and fails
+// the whole ConversionReview.
+func badPort(obj map[string]any) bool {
+	spec, _ := obj["spec"].(map[string]any)
+	hp, _ := spec["hostPort"].(string)
+	i := strings.LastIndex(hp, ":")
+	if i < 0 {
+		return false
+	}
+	_, err := strconv.Atoi(hp[i+1:])
+	return err != nil
+}
+
+// TestConvertBisect: a webhook that fails a whole ConversionReview because of one object in
+// 40: the report names that object, --keep writes only it, and the kept file reproduces the
+// failure on its own.
+func TestConvertBisect(t *testing.T) {
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
+	crdFile := writeCRD(t, webhookCRD(t, srv, ""))
+	srv.Set(testwebhook.FailBatchIf)
+	srv.SetPoison(badPort)
+	keep := filepath.Join(t.TempDir(), "failing.yaml")
+	got := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1", "--from", "v1beta1", "--generate", "40", "--seed", "3", "--keep", keep)
+	if got.code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", got.code, got.stdout, got.stderr)
+	}
+	golden(t, "convert/bisect.txt", strings.ReplaceAll(stable(got.stdout), keep, "KEEP.yaml"))
+	mustContain(t, "stdout", got.stdout, "minimal failing object(s):\n  generated #3 (seed 3)\n", "1 failing (bisected) object(s) written to "+keep)
+	b, err := os.ReadFile(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(b), "\n---\n") != 1 || !strings.Contains(string(b), "hostPort: a:b/c,d=e") {
+		t.Errorf("--keep wrote:\n%s", b)
+	}
+	again := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1", "-f", keep, "-o", "json")
+	var rep convert.Report
+	if err := json.Unmarshal([]byte(again.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s%s", err, again.stdout, again.stderr)
+	}
+	if again.code != 1 || rep.Objects != 1 || rep.Requests != 1 || len(rep.Findings) != 1 || rep.Findings[0].Check != convert.CheckResultStatus {
+		t.Errorf("the kept object alone: exit %d, %d object(s), %d request(s), findings %+v", again.code, rep.Objects, rep.Requests, rep.Findings)
+	}
 }
 
 // TestConvertUsage: bad flags and input give one error line and exit 2.

@@ -14,10 +14,8 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // crdSource is where a command's CRD comes from: files (-f/--crd-file) or, when none are
@@ -28,6 +26,8 @@ type crdSource struct {
 	flag  string // the flag name, for messages
 	// loaded caches what fromFiles read: stdin can be read only once.
 	loaded []*apiextensionsv1.CustomResourceDefinition
+	// listed caches the cluster's CRDs: one LIST per run, however many names are resolved.
+	listed []*apiextensionsv1.CustomResourceDefinition
 	// input holds -R, -v and --strict-kinds, when the command has them.
 	input *inputFlags
 	// cmd gives fromFiles the command's context (Ctrl-C).
@@ -43,37 +43,33 @@ func addCRDFileFlag(cmd *cobra.Command, g *Globals, name, shorthand string) *crd
 
 func (s *crdSource) offline() bool { return len(s.files) > 0 }
 
-// crdClient is the apiextensions clientset, talking protobuf: CRDs with large schemas decode
-// several times faster than from JSON.
+// crdClient is the run's apiextensions clientset (protobuf).
 func (g *Globals) crdClient() (apiextensionsclient.Interface, error) {
-	cfg, err := g.RESTConfig()
+	c, err := g.clients()
 	if err != nil {
 		return nil, err
 	}
-	return g.crdClientFor(cfg)
+	return c.CRDs()
 }
 
-func (g *Globals) crdClientFor(cfg *rest.Config) (apiextensionsclient.Interface, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	c, err := apiextensionsclient.NewForConfig(cfg)
-	if err != nil {
-		return nil, Unavailable(fmt.Errorf("cannot build a client: %w", err))
-	}
-	return c, nil
-}
-
-// all returns every CRD of the files, or of the cluster.
+// all returns every CRD of the files, or of the cluster (listed once per run).
 func (s *crdSource) all(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	if s.offline() {
 		return s.load(ctx)
+	}
+	if s.listed != nil {
+		return s.listed, nil
 	}
 	c, err := s.g.crdClient()
 	if err != nil {
 		return nil, err
 	}
-	return listCRDs(ctx, c)
+	crds, err := listCRDs(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	s.listed = crds
+	return crds, nil
 }
 
 // listCRDs lists every CRD of the cluster in one call.
@@ -118,7 +114,8 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 	if err != nil {
 		return nil, err
 	}
-	if strings.Contains(name, ".") {
+	if strings.Contains(name, ".") && s.listed == nil {
+		// Most likely a full name: one GET, the cheapest answer.
 		crd, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
 			return crd, nil
@@ -127,7 +124,7 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 			return nil, clusterError(fmt.Sprintf("getting CustomResourceDefinition %q", name), err)
 		}
 	}
-	crds, err := listCRDs(ctx, c)
+	crds, err := s.all(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -136,6 +133,49 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 		return nil, Usage(fmt.Errorf("%w (kubectl get crds lists them)", err))
 	}
 	return crd, Usage(err)
+}
+
+// byGroupKind finds the CRD that defines kind in group, among the files or the cluster's CRDs
+// (one LIST per run, whatever the number of kinds asked for).
+func (s *crdSource) byGroupKind(ctx context.Context, group, kind string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	crds, err := s.all(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var found *apiextensionsv1.CustomResourceDefinition
+	for _, c := range crds {
+		if c.Spec.Group == group && c.Spec.Names.Kind == kind {
+			found = c
+		}
+	}
+	if found != nil {
+		return found, nil
+	}
+	if s.offline() {
+		return nil, UsageErrorf("no CustomResourceDefinition in %s defines kind %s of group %q (have: %s)", strings.Join(s.files, ", "), kind, group, strings.Join(crdNames(crds), ", "))
+	}
+	return nil, UsageErrorf("%w kind %s of group %q (kubectl get crds lists them)", errNoMatch, kind, group)
+}
+
+// crdOrPath is the one place that decides whether a command's single argument names a CRD or
+// is a field path: with CRD files, it is the CRD when it names one of them, else the path (and
+// the files must hold exactly one CRD); from the cluster it is always the CRD. It returns the
+// CRD and the path.
+func (s *crdSource) crdOrPath(ctx context.Context, name, path string) (*apiextensionsv1.CustomResourceDefinition, string, error) {
+	if s.offline() && path == "" && name != "" {
+		crds, err := s.fromFiles()
+		if err != nil {
+			return nil, "", err
+		}
+		if crd, err := matchCRD(crds, name); err == nil {
+			return crd, "", nil
+		}
+		if len(crds) == 1 {
+			return crds[0], name, nil
+		}
+	}
+	crd, err := s.one(ctx, name)
+	return crd, path, err
 }
 
 // fromFiles reads every CRD of the files (see load).
@@ -160,7 +200,7 @@ func (s *crdSource) load(ctx context.Context) ([]*apiextensionsv1.CustomResource
 	docs := 0
 	err := EachDocument(ctx, s.files, s.inputOptions(), func(d Document) error {
 		docs++
-		if !explain.IsCRD(d.APIVersion, d.Kind) {
+		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
 			if s.input != nil && s.input.StrictKinds {
 				return UsageErrorf("%s: %s is not a CustomResourceDefinition (want apiextensions.k8s.io/v1 or v1beta1; --strict-kinds)", d.Where(), describeDoc(d))
 			}
@@ -238,10 +278,10 @@ func decodeCRD(ctx context.Context, d Document, warnOut io.Writer) (*apiextensio
 
 // decodeOne decodes one CRD document (v1 or v1beta1) without validating it.
 func decodeOne(d Document) (*apiextensionsv1.CustomResourceDefinition, error) {
-	if !explain.IsCRD(d.APIVersion, d.Kind) {
+	if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
 		return nil, UsageErrorf("%s: %s is not a CustomResourceDefinition (want apiextensions.k8s.io/v1 or v1beta1)", d.Where(), describeDoc(d))
 	}
-	crd, err := explain.DecodeCRD(d.JSON)
+	crd, err := crdinfo.Decode(d.JSON)
 	if err != nil {
 		return nil, UsageErrorf("%s: %v", d.Where(), err)
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresourcedefinition"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // maxCRDErrorsShown is how many of the API server's messages an invalid CRD's error shows.
@@ -24,10 +24,10 @@ const maxCRDErrorsShown = 3
 // rules compiled with their cost). It returns the errors as the API server words them.
 func validateCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (field.ErrorList, error) {
 	internal := &apiextensions.CustomResourceDefinition{}
-	if err := explain.CRDScheme().Convert(crd.DeepCopy(), internal, nil); err != nil {
+	if err := crdinfo.Scheme().Convert(crd.DeepCopy(), internal, nil); err != nil {
 		return nil, fmt.Errorf("converting to the internal type: %w", err)
 	}
-	strategy := customresourcedefinition.NewStrategy(explain.CRDScheme())
+	strategy := customresourcedefinition.NewStrategy(crdinfo.Scheme())
 	strategy.PrepareForCreate(ctx, internal)
 	return strategy.Validate(ctx, internal), nil
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/crdschema"
 	"github.com/crdver/kubectl-crdver/explain"
 )
 
@@ -110,7 +112,7 @@ func (o *ExplainOptions) Run(ctx context.Context) error {
 	}
 	if o.Compare != "" {
 		for _, v := range []string{o.compareFrom, o.compareTo} {
-			if _, err := explain.LookupVersion(crd, v); err != nil {
+			if _, err := crdinfo.Lookup(crd, v); err != nil {
 				return Usage(err)
 			}
 		}
@@ -125,12 +127,12 @@ func (o *ExplainOptions) Run(ctx context.Context) error {
 	}
 	version := o.Version
 	if version == "" {
-		version = explain.PreferredVersions([]*apiextensionsv1.CustomResourceDefinition{crd})[crd.Spec.Group]
+		version = crdinfo.PreferredVersion(crd)
 		if version == "" {
-			version = explain.StorageVersion(crd)
+			version = crdinfo.StorageVersion(crd)
 		}
 	}
-	if _, err := explain.LookupVersion(crd, version); err != nil {
+	if _, err := crdinfo.Lookup(crd, version); err != nil {
 		return Usage(err)
 	}
 	e, err := explain.Explain(crd, version, o.Path, o.Recursive)
@@ -151,23 +153,16 @@ func (o *ExplainOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// resolve finds the CRD. With --crd-file and one argument, the argument is the CRD when it
-// names one of the file's CRDs, else the field path (and the file must hold one CRD).
+// resolve finds the CRD (and, with --crd-file and one argument, whether it is the field path).
 func (o *ExplainOptions) resolve(ctx context.Context) (*apiextensionsv1.CustomResourceDefinition, error) {
-	if o.source.offline() && o.Path == "" && o.CRDName != "" {
-		crds, err := o.source.fromFiles()
-		if err != nil {
-			return nil, err
-		}
-		if crd, err := matchCRD(crds, o.CRDName); err == nil {
-			return crd, nil
-		}
-		if len(crds) == 1 {
-			o.Path, o.CRDName = o.CRDName, ""
-			return crds[0], nil
-		}
+	crd, path, err := o.source.crdOrPath(ctx, o.CRDName, o.Path)
+	if err != nil {
+		return nil, err
 	}
-	return o.source.one(ctx, o.CRDName)
+	if path != o.Path {
+		o.Path, o.CRDName = path, ""
+	}
+	return crd, nil
 }
 
 func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error {
@@ -183,7 +178,7 @@ func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error
 	}
 	fmt.Fprintf(&b, "CRD:         %s\n", e.CRD)
 	fmt.Fprintf(&b, "VERSION:     %s (%s)\n", e.Version, strings.Join(flags, ", "))
-	var violations []explain.Violation
+	var violations []crdschema.Violation
 	for _, v := range e.Structural.Versions {
 		violations = append(violations, v.Violations...)
 	}
@@ -341,7 +336,7 @@ func printCompare(w io.Writer, d *explain.SchemaDiff, noHeaders bool) error {
 }
 
 // sortViolations orders violations by rule (1 to 4, then the others), then by field.
-func sortViolations(violations []explain.Violation) {
+func sortViolations(violations []crdschema.Violation) {
 	rank := func(r int) int {
 		if r == 0 {
 			return 5 // "other" last
@@ -357,7 +352,7 @@ func sortViolations(violations []explain.Violation) {
 }
 
 // printViolations prints structural-schema violations as a table, then the rules they break.
-func printViolations(w io.Writer, violations []explain.Violation, noHeaders bool) error {
+func printViolations(w io.Writer, violations []crdschema.Violation, noHeaders bool) error {
 	if len(violations) == 0 {
 		return nil
 	}
@@ -377,7 +372,7 @@ func printViolations(w io.Writer, violations []explain.Violation, noHeaders bool
 	}
 	for r := 1; r <= 5; r++ {
 		if rules[r%5] {
-			if _, err := fmt.Fprintf(w, "  %s\n", explain.RuleTexts[r%5]); err != nil {
+			if _, err := fmt.Fprintf(w, "  %s\n", crdschema.RuleTexts[r%5]); err != nil {
 				return err
 			}
 		}

@@ -12,7 +12,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
@@ -114,7 +114,7 @@ func installCRDFile(t *testing.T, path string) *apiextensionsv1.CustomResourceDe
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := explain.DecodeCRD(b)
+	crd, err := crdinfo.Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,7 +158,7 @@ func Interrupted(ctx context.Context) error {
 func produceDocuments(ctx context.Context, paths []string, opts InputOptions, send func(Document) error) error {
 	var files []string
 	for _, p := range paths {
-		f, err := expandPath(p, opts.Recursive)
+		f, err := expandPathR(p, opts.Recursive)
 		if err != nil {
 			return err
 		}
@@ -197,7 +197,11 @@ func inputFile(name string) bool {
 	return false
 }
 
-func expandPath(p string, recursive bool) ([]string, error) {
+// expandPath lists the files of p: itself, or the input files of a directory (not recursively).
+func expandPath(p string) ([]string, error) { return expandPathR(p, false) }
+
+// expandPathR lists the files of p; recursive walks subdirectories like kubectl -R.
+func expandPathR(p string, recursive bool) ([]string, error) {
 	if p == "-" || isURL(p) {
 		return []string{p}, nil
 	}

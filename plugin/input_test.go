@@ -310,20 +310,20 @@ func TestExpandPathRecursive(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
-	flat, err := expandPath(dir, false)
+	flat, err := expandPathR(dir, false)
 	if err != nil || rel(flat) != "a.json b.yaml" {
 		t.Errorf("non-recursive: %q %v", rel(flat), err)
 	}
-	deep, err := expandPath(dir, true)
+	deep, err := expandPathR(dir, true)
 	if err != nil || rel(deep) != "a.json b.yaml sub/c.yml sub/deeper/d.yaml" {
 		t.Errorf("recursive: %q %v", rel(deep), err)
 	}
-	if _, err := expandPath(filepath.Join(dir, "sub", "deeper", ".."), false); err != nil {
+	if _, err := expandPathR(filepath.Join(dir, "sub", "deeper", ".."), false); err != nil {
 		t.Errorf("a directory with one file: %v", err)
 	}
 	empty := filepath.Join(dir, "empty", "inner")
 	_ = os.MkdirAll(empty, 0o755)
-	if _, err := expandPath(filepath.Dir(empty), false); err == nil || !strings.Contains(err.Error(), "-R reads its subdirectories") {
+	if _, err := expandPathR(filepath.Dir(empty), false); err == nil || !strings.Contains(err.Error(), "-R reads its subdirectories") {
 		t.Errorf("empty directory: %v", err)
 	}
 }

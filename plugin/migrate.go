@@ -9,16 +9,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
 )
 
@@ -60,26 +57,19 @@ type MigrateOptions struct {
 	NoTrim      bool
 	Engine      string
 	Yes         bool
-	Quiet       bool
 	// ClusterStartTimeout bounds the wait for a controller to pick up a StorageVersionMigration.
 	ClusterStartTimeout time.Duration
-	// ProgressInterval is how often plain progress lines are printed when stderr is not a terminal.
-	ProgressInterval time.Duration
+
+	progressFlags *progressFlags
+	progress      Progress
 }
 
-// MigrateReport is the -o json|yaml shape of `kubectl crdver migrate`.
-type MigrateReport struct {
-	Plan    *migrate.Plan          `json:"plan"`
-	DryRun  bool                   `json:"dryRun"`
-	Engine  string                 `json:"engine"`
-	Result  *migrate.Result        `json:"result,omitempty"`
-	Cluster *migrate.ClusterResult `json:"clusterMigration,omitempty"`
-	Trim    *migrate.TrimResult    `json:"trim,omitempty"`
-}
+// MigrateReport is the -o json|yaml shape of `kubectl crdver migrate`: the library's report.
+type MigrateReport = migrate.Report
 
 // NewCmdMigrate builds `kubectl crdver migrate` and `kubectl crdver migrate status`.
 func NewCmdMigrate(g *Globals) *cobra.Command {
-	o := &MigrateOptions{g: g, source: &crdSource{g: g, flag: "filename"}, ProgressInterval: 5 * time.Second}
+	o := &MigrateOptions{g: g, source: &crdSource{g: g, flag: "filename"}}
 	cmd := &cobra.Command{
 		Use:   "migrate CRD [--to VERSION] [--dry-run]",
 		Short: "Rewrite every object of a CRD at the storage version, then trim status.storedVersions",
@@ -117,16 +107,14 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 	f := cmd.Flags()
 	f.StringVar(&o.To, "to", "", "Make this version the storage version first (it must exist and be served)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "Print the plan and write nothing")
-	f.IntVar(&o.Concurrency, "concurrency", 16, "Concurrent writers")
+	f.IntVar(&o.Concurrency, "concurrency", 0, "Writes in flight; 0 adapts them to the API server's latency and to 429s")
 	f.Float64Var(&o.QPS, "qps", 0, "Limit requests per second (0: no client-side limit; the API server's priority and fairness still applies)")
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page (memory is bounded by it)")
 	f.StringVar(&o.Checkpoint, "checkpoint", "", "Checkpoint file (default: in your cache folder, per cluster and CRD)")
 	f.BoolVar(&o.NoTrim, "no-trim", false, "Do not trim status.storedVersions after the rewrite")
 	f.StringVar(&o.Engine, "engine", engineClient, "Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration)")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before switching the storage version")
-	f.BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
-	f.DurationVar(&o.ProgressInterval, "progress-interval", 5*time.Second, "How often to print a progress line when stderr is not a terminal")
-	_ = f.MarkHidden("progress-interval")
+	o.progressFlags = addProgressFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("engine", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{engineClient, engineCluster}, cobra.ShellCompDirectiveNoFileComp
 	})
@@ -140,6 +128,7 @@ func (o *MigrateOptions) Complete(_ *cobra.Command, args []string) error {
 		return UsageErrorf("migrate takes one CRD name, got %d (e.g. kubectl crdver migrate crontabs.stable.example.com)", len(args))
 	}
 	o.Name = args[0]
+	o.progress = o.progressFlags.toProgress(o.g.ErrOut)
 	return nil
 }
 
@@ -148,15 +137,16 @@ func (o *MigrateOptions) Validate() error {
 	if err := o.out.validate(); err != nil {
 		return err
 	}
+	if err := o.progressFlags.validate(); err != nil {
+		return err
+	}
 	switch {
 	case o.Engine != engineClient && o.Engine != engineCluster:
 		return UsageErrorf("--engine %q is not supported: use client or cluster", o.Engine)
-	case o.Concurrency < 1:
-		return UsageErrorf("--concurrency must be at least 1, got %d", o.Concurrency)
+	case o.Concurrency < 0:
+		return UsageErrorf("--concurrency must be 0 (adaptive) or more, got %d", o.Concurrency)
 	case o.QPS < 0:
 		return UsageErrorf("--qps must be 0 (no limit) or more, got %v", o.QPS)
-	case o.ProgressInterval <= 0:
-		return UsageErrorf("--progress-interval must be positive, got %v", o.ProgressInterval)
 	case o.ChunkSize < 1:
 		return UsageErrorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
 	case o.Engine == engineCluster && o.Checkpoint != "":
@@ -165,136 +155,79 @@ func (o *MigrateOptions) Validate() error {
 	return nil
 }
 
-// Run plans, and unless --dry-run, migrates.
+// Run builds the Migrator from the flags, with the prompt and the progress display, runs it and
+// prints its report.
 func (o *MigrateOptions) Run(ctx context.Context) error {
-	cfg, err := o.g.RESTConfig()
+	cs, err := o.g.clients()
 	if err != nil {
 		return err
 	}
-	c, err := migrate.NewClients(cfg)
+	c, err := cs.Migrate()
 	if err != nil {
-		return Unavailable(fmt.Errorf("cannot build a client: %w", err))
+		return err
 	}
 	crd, err := o.source.one(ctx, o.Name)
 	if err != nil {
 		return err
 	}
-	if o.To != "" {
-		if err := migrate.CheckTarget(crd, o.To); err != nil {
-			return Usage(err)
+	m := &migrate.Migrator{
+		Clients: c,
+		Options: migrate.Options{
+			To: o.To, DryRun: o.DryRun, NoTrim: o.NoTrim, Engine: migrate.Engine(o.Engine),
+			Rewrite:             migrate.RewriteOptions{Concurrency: o.Concurrency, QPS: o.QPS, ChunkSize: o.ChunkSize, Checkpoint: o.Checkpoint},
+			ClusterStartTimeout: o.ClusterStartTimeout,
+		},
+		Planned: func(p *migrate.Plan) {
+			if !o.out.structured() {
+				_ = printPlan(o.g.Out, p, o.out.noHeaders)
+			}
+		},
+		Progress: func(total int64, counts func() migrate.Counts) func() {
+			return o.progress.Start(Task{Name: "rewriting", Prefix: "migrate", Unit: "objects", Total: total,
+				Done: func() int64 { return counts().Total() },
+				Detail: func() string {
+					p := counts()
+					return fmt.Sprintf("rewritten %d, already current %d, deleted %d, failed %d", p.Rewritten, p.Current, p.Deleted, p.Failed)
+				}})
+		},
+		Event: func(e migrate.Event) {
+			switch e.Kind {
+			case migrate.EventStorageSwitched:
+				o.progress.Notef("storage version of %s is now %s", e.CRD, e.Version)
+			case migrate.EventClusterCondition:
+				line := fmt.Sprintf("StorageVersionMigration: %s after %s", e.Condition, e.Elapsed.Round(100*time.Millisecond))
+				if e.Message != "" {
+					line += ": " + e.Message
+				}
+				o.progress.Notef("%s", line)
+			}
+		},
+	}
+	if !o.Yes {
+		m.Confirm = func(_ context.Context, p *migrate.Plan) (bool, error) {
+			return o.confirm(fmt.Sprintf("Make %s the storage version of %s (now %s)? [y/N]: ", p.TargetVersion, p.CRD, p.StorageVersion))
 		}
 	}
-	trim := !o.NoTrim
-	plan, err := migrate.BuildPlan(ctx, c, crd, o.To, o.ChunkSize, trim)
+	report, err := m.Run(ctx, crd)
 	if err != nil {
-		return clusterError(fmt.Sprintf("planning the migration of %s", crd.Name), err)
-	}
-	report := &MigrateReport{Plan: plan, DryRun: o.DryRun, Engine: o.Engine}
-	if !o.out.structured() {
-		if err := printPlan(o.g.Out, plan, o.out.noHeaders); err != nil {
-			return err
+		var ie *migrate.InterruptedError
+		if errors.As(err, &ie) {
+			_ = o.print(report)
+			return Unavailable(fmt.Errorf("interrupted: %d objects done, progress saved in %s; resume with: %s", ie.Done, ie.Checkpoint, o.resumeCommand(crd.Name, ie.Checkpoint)))
 		}
+		return migrateError(crd.Name, err)
 	}
-	if o.DryRun {
+	if report.DryRun {
 		if o.out.structured() {
 			return o.out.printStructured(o.g.Out, report)
 		}
 		_, err := fmt.Fprintln(o.g.Out, "\nDry run: nothing was written.")
 		return err
 	}
-
-	needed := migrate.NeededAccess(crd, plan.SwitchStorage, trim)
-	if o.Engine == engineCluster {
-		needed = append(needed, migrate.ClusterEngineAccess()...)
+	if err := o.print(report); err != nil {
+		return err
 	}
-	if err := migrate.CheckAccess(ctx, c, needed); err != nil {
-		if errors.Is(err, migrate.ErrAccessDenied) {
-			return Unavailable(fmt.Errorf("%s: %w", crd.Name, err))
-		}
-		return clusterError("checking your rights", err)
-	}
-	var clusterAPI string
-	if o.Engine == engineCluster {
-		// Before the storage switch: fail early when the API is not there.
-		if clusterAPI, err = migrate.ServedClusterMigrationVersion(c); err != nil {
-			return Unavailable(err)
-		}
-	}
-
-	if plan.SwitchStorage {
-		if !o.Yes {
-			ok, err := o.confirm(fmt.Sprintf("Make %s the storage version of %s (now %s)? [y/N]: ", plan.TargetVersion, crd.Name, plan.StorageVersion))
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return Unavailable(fmt.Errorf("%s: storage version not changed: not confirmed (use --yes to skip the question)", crd.Name))
-			}
-		}
-		if crd, err = migrate.SwitchStorage(ctx, c, crd.Name, plan.TargetVersion); err != nil {
-			return clusterError(fmt.Sprintf("making %s the storage version of %s", plan.TargetVersion, crd.Name), err)
-		}
-		o.progressf("storage version of %s is now %s\n", crd.Name, plan.TargetVersion)
-	} else {
-		if crd, err = c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{}); err != nil {
-			return clusterError(fmt.Sprintf("getting %s", crd.Name), err)
-		}
-		// Someone may just have switched it: writes must be encoded at the new version.
-		if err := migrate.WaitStorageVersion(ctx, c, crd, 30*time.Second); err != nil {
-			return Unavailable(err)
-		}
-	}
-
-	var ev migrate.Evidence
-	var failed int64
-	if o.Engine == engineCluster {
-		cr, err := o.runCluster(ctx, c, crd, clusterAPI)
-		report.Cluster = cr
-		if err != nil {
-			return err
-		}
-		ev = cr.Evidence
-	} else {
-		res, err := o.runClient(ctx, c, crd, plan.Objects)
-		report.Result = res
-		if err != nil {
-			return err
-		}
-		if res.Interrupted {
-			if o.out.structured() {
-				_ = o.out.printStructured(o.g.Out, report)
-			} else {
-				_ = printResult(o.g.Out, res, o.out.noHeaders)
-			}
-			return Unavailable(fmt.Errorf("interrupted: %d objects done, progress saved in %s; resume with: %s", res.Total(), res.Checkpoint, o.resumeCommand(crd.Name, res.Checkpoint)))
-		}
-		ev = migrate.EvidenceOf(res)
-		failed = res.Failed
-	}
-
-	if trim {
-		tr, err := migrate.Trim(ctx, c, ev)
-		if err != nil {
-			return clusterError(fmt.Sprintf("trimming status.storedVersions of %s", crd.Name), err)
-		}
-		report.Trim = tr
-	}
-	if o.out.structured() {
-		if err := o.out.printStructured(o.g.Out, report); err != nil {
-			return err
-		}
-	} else {
-		if report.Result != nil {
-			if err := printResult(o.g.Out, report.Result, o.out.noHeaders); err != nil {
-				return err
-			}
-		}
-		if report.Cluster != nil {
-			printClusterResult(o.g.Out, report.Cluster)
-		}
-		printTrim(o.g.Out, report.Trim, ev.StorageVersion)
-	}
-	if failed > 0 {
+	if failed := report.Failed(); failed > 0 {
 		return ProblemsFound("%s: %d objects could not be rewritten (listed above); status.storedVersions was not trimmed", crd.Name, failed)
 	}
 	if report.Cluster != nil && !report.Cluster.Succeeded {
@@ -306,124 +239,90 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-func (o *MigrateOptions) runClient(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.CustomResourceDefinition, total int64) (*migrate.Result, error) {
-	path := o.Checkpoint
-	if path == "" {
-		p, err := migrate.DefaultCheckpointPath(c.Server, crd.Name)
-		if err != nil {
-			return nil, Unavailable(err)
+// print prints the report after the run (the plan was printed before it).
+func (o *MigrateOptions) print(report *migrate.Report) error {
+	if o.out.structured() {
+		return o.out.printStructured(o.g.Out, report)
+	}
+	if report.Result != nil {
+		if err := printResult(o.g.Out, report.Result, o.out.noHeaders); err != nil {
+			return err
 		}
-		path = p
 	}
-	r, err := migrate.NewRewriter(c, crd, migrate.RewriteOptions{Concurrency: o.Concurrency, QPS: o.QPS, ChunkSize: o.ChunkSize, Checkpoint: path})
-	if err != nil {
-		return nil, Unavailable(err)
+	if report.Result != nil && report.Result.Interrupted {
+		return nil
 	}
-	cp, note, err := r.Resuming()
-	if err != nil {
-		return nil, Unavailable(err)
+	if report.Cluster != nil {
+		printClusterResult(o.g.Out, report.Cluster)
 	}
-	if note != "" {
-		o.progressf("%s\n", note)
-	}
-	if cp != nil {
-		o.progressf("resuming from %s: %d objects already done\n", path, cp.Counts.Total())
-	}
-	stop := o.startProgress(r, total)
-	res, err := r.Run(ctx)
-	stop()
-	if err != nil {
-		return res, clusterError(fmt.Sprintf("rewriting the objects of %s", crd.Name), err)
-	}
-	return res, nil
+	printTrim(o.g.Out, report.Trim, report.StorageVersion())
+	return nil
 }
 
-// startProgress shows the rewrite's progress on stderr until the returned function is called:
-// a bar with count, rate and ETA on a terminal, a plain line every ProgressInterval otherwise,
-// nothing with --quiet.
-func (o *MigrateOptions) startProgress(r *migrate.Rewriter, total int64) func() {
-	if o.Quiet {
-		return func() {}
+// migrateError words an error of the Migrator for the command line: which step failed, what
+// to do with this command's flags, and the exit code.
+func migrateError(name string, err error) error {
+	var nf *crdinfo.VersionNotFoundError
+	var ns *migrate.NotServedError
+	var se *migrate.StepError
+	switch {
+	case errors.As(err, &nf), errors.As(err, &ns):
+		return Usage(err)
+	case !errors.As(err, &se):
+		return Unavailable(err)
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	if isTerminal(o.g.ErrOut) {
-		bar := progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(o.g.ErrOut),
-			progressbar.OptionSetDescription("rewriting"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("objects"),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionSetWidth(30),
-		)
-		_ = bar.RenderBlank() // starts the bar's clock now, so the first rate is right
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(200 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-done:
-					n := r.Progress().Total()
-					if n > bar.GetMax64() {
-						bar.ChangeMax64(n)
-					}
-					_ = bar.Set64(n)
-					_ = bar.Exit()
-					fmt.Fprintln(o.g.ErrOut)
-					return
-				case <-t.C:
-					n := r.Progress().Total()
-					if n > bar.GetMax64() {
-						bar.ChangeMax64(n)
-					}
-					_ = bar.Set64(n)
-				}
-			}
-		}()
-	} else {
-		go func() {
-			defer wg.Done()
-			start := time.Now()
-			first := r.Progress().Total()
-			t := time.NewTicker(o.ProgressInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-t.C:
-					p := r.Progress()
-					n := p.Total()
-					rate := float64(n-first) / time.Since(start).Seconds()
-					eta := "?"
-					if rate > 0 && total > n {
-						eta = (time.Duration(float64(total-n)/rate) * time.Second).Round(time.Second).String()
-					} else if total <= n {
-						eta = "0s"
-					}
-					fmt.Fprintf(o.g.ErrOut, "migrate: %d/%d objects (rewritten %d, already current %d, deleted %d, failed %d), %.0f objects/s, ETA %s\n",
-						n, total, p.Rewritten, p.Current, p.Deleted, p.Failed, rate, eta)
-				}
-			}
-		}()
+	switch se.Step {
+	case migrate.StepPlan:
+		return clusterError(fmt.Sprintf("planning the migration of %s", name), se.Err)
+	case migrate.StepAccess:
+		if errors.Is(se.Err, migrate.ErrAccessDenied) {
+			return Unavailable(fmt.Errorf("%s: %w, or use --as", name, se.Err))
+		}
+		return clusterError("checking your rights", se.Err)
+	case migrate.StepClusterAPI:
+		return Unavailable(fmt.Errorf("%w; or use --engine client", se.Err))
+	case migrate.StepConfirm:
+		if errors.Is(se.Err, migrate.ErrNotConfirmed) {
+			return Unavailable(fmt.Errorf("%s: %w (use --yes to skip the question)", name, se.Err))
+		}
+		return se.Err
+	case migrate.StepSwitchStorage:
+		return clusterError(fmt.Sprintf("making %s the storage version of %s", se.Version, name), se.Err)
+	case migrate.StepGetCRD:
+		return clusterError(fmt.Sprintf("getting %s", name), se.Err)
+	case migrate.StepWaitStorage:
+		return Unavailable(se.Err)
+	case migrate.StepCheckpoint:
+		return Unavailable(checkpointAdvice(se.Err))
+	case migrate.StepCluster:
+		if errors.Is(se.Err, migrate.ErrClusterEngineUnavailable) {
+			return Unavailable(fmt.Errorf("%w; or use --engine client", se.Err))
+		}
+		if errors.Is(se.Err, context.Canceled) || errors.Is(se.Err, context.DeadlineExceeded) {
+			return Unavailable(se.Err)
+		}
+		return clusterError(fmt.Sprintf("migrating %s with a StorageVersionMigration", name), se.Err)
+	case migrate.StepTrim:
+		return clusterError(fmt.Sprintf("trimming status.storedVersions of %s", name), se.Err)
 	}
-	return func() { close(done); wg.Wait() }
+	return clusterError(fmt.Sprintf("rewriting the objects of %s", name), se.Err)
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// progressf prints a progress note on stderr (not with --quiet).
-func (o *MigrateOptions) progressf(format string, args ...any) {
-	if !o.Quiet {
-		fmt.Fprintf(o.g.ErrOut, format, args...)
+// checkpointAdvice adds what to do about a checkpoint file that cannot be used.
+func checkpointAdvice(err error) error {
+	var ce *migrate.CheckpointError
+	if !errors.As(err, &ce) {
+		return err
 	}
+	switch ce.Op {
+	case migrate.CheckpointLocate:
+		return fmt.Errorf("%w: give one with --checkpoint", err)
+	case migrate.CheckpointRead:
+		return fmt.Errorf("%w (give another file with --checkpoint)", err)
+	case migrate.CheckpointParse:
+		return fmt.Errorf("%w: remove it or give another --checkpoint", err)
+	}
+	return fmt.Errorf("%w (give a writable file with --checkpoint)", err)
 }
 
 // confirm asks on stderr and reads the answer from stdin.
@@ -548,24 +447,6 @@ func printTrim(w io.Writer, tr *migrate.TrimResult, storage string) {
 	default:
 		fmt.Fprintf(w, "status.storedVersions not trimmed (still [%s]): %s\n", strings.Join(tr.Before, " "), tr.Reason)
 	}
-}
-
-func (o *MigrateOptions) runCluster(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.CustomResourceDefinition, version string) (*migrate.ClusterResult, error) {
-	start := time.Now()
-	res, err := migrate.RunCluster(ctx, c, crd, version, o.ClusterStartTimeout, func(cond, msg string) {
-		line := fmt.Sprintf("StorageVersionMigration: %s after %s", cond, time.Since(start).Round(100*time.Millisecond))
-		if msg != "" {
-			line += ": " + msg
-		}
-		o.progressf("%s\n", line)
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return res, Unavailable(err)
-		}
-		return res, clusterError(fmt.Sprintf("migrating %s with a StorageVersionMigration", crd.Name), err)
-	}
-	return res, nil
 }
 
 func printClusterResult(w io.Writer, r *migrate.ClusterResult) {

@@ -55,7 +55,7 @@ func (o *MigrateStatusOptions) Validate() error { return o.out.validate() }
 
 // Run prints the status.
 func (o *MigrateStatusOptions) Run(ctx context.Context) error {
-	cfg, err := o.g.RESTConfig()
+	cfg, err := o.g.RESTConfig() // loaded once per run (clients.go)
 	if err != nil {
 		return err
 	}
@@ -71,8 +71,9 @@ func (o *MigrateStatusOptions) Run(ctx context.Context) error {
 	}
 	st, err := migrate.GetStatus(crd, cfg.Host, path)
 	if err != nil {
-		return Unavailable(err)
+		return Unavailable(checkpointAdvice(err))
 	}
+	st.Reason = statusReason(st)
 	if o.out.structured() {
 		if err := o.out.printStructured(o.g.Out, st); err != nil {
 			return err
@@ -98,4 +99,17 @@ func (o *MigrateStatusOptions) Run(ctx context.Context) error {
 		return ProblemsFound("%s: a migration is pending: %s", crd.Name, st.Reason)
 	}
 	return nil
+}
+
+// statusReason is the status's reason with what to do next, worded with this plugin's commands.
+func statusReason(st *migrate.Status) string {
+	switch st.Next {
+	case migrate.NextMigrate:
+		return fmt.Sprintf("%s; run kubectl crdver migrate %s", st.Reason, st.CRD)
+	case migrate.NextResume:
+		return fmt.Sprintf("%s: run kubectl crdver migrate %s to resume it", st.Reason, st.CRD)
+	case migrate.NextTrim:
+		return fmt.Sprintf("%s (kubectl crdver migrate %s does it after a quick re-check)", st.Reason, st.CRD)
+	}
+	return st.Reason
 }

@@ -3,24 +3,19 @@ package plugin
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/crdver/kubectl-crdver/internal/testenv"
@@ -163,53 +158,14 @@ func TestMigrateStatusPending(t *testing.T) {
 }
 
 func TestMigrateWebhookRejectsSomeObjects(t *testing.T) {
-	ctx := context.Background()
 	name, group, nss := migrateFixture(t, "webhook", 20)
-	hook, err := testenv.StartAdmissionServer(func(req *admissionv1.AdmissionRequest) error {
-		if req.Operation == admissionv1.Update && strings.HasSuffix(req.Name, "7") {
-			return errors.New("gadgets ending in 7 are frozen")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hook.Close()
-	kube := kubernetes.NewForConfigOrDie(env.Config)
-	dyn := dynamic.NewForConfigOrDie(env.Config)
-	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
-	cfgName := "frozen-gadgets"
-	_, err = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: cfgName},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "frozen.gadgets.example.com",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &hook.URL, CABundle: hook.CABundle},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{"gadgets"}}}},
-			FailurePolicy:           &fail,
-			SideEffects:             &none,
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), cfgName, metav1.DeleteOptions{})
-	}()
-	// The API server picks the configuration up asynchronously: wait until it rejects.
-	ri := dyn.Resource(schema.GroupVersionResource{Group: group, Version: "v1beta1", Resource: "gadgets"}).Namespace(nss[1])
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		obj, err := ri.Get(ctx, "gadget-007", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		_, err = ri.Update(ctx, obj, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
-		return err != nil && strings.Contains(err.Error(), "frozen"), nil
-	})
-	if err != nil {
-		t.Fatalf("the webhook never took effect: %v", err)
-	}
+	env.RejectUpdates(t, schema.GroupVersionResource{Group: group, Version: "v1beta1", Resource: "gadgets"}, nss[1], "gadget-007",
+		func(_, name string) string {
+			if strings.HasSuffix(name, "7") {
+				return "gadgets ending in 7 are frozen"
+			}
+			return ""
+		})
 
 	r := runCluster(t, "migrate", name, "--to", "v1", "--yes", "--quiet", "--checkpoint", filepath.Join(t.TempDir(), "cp"))
 	if r.code != ExitProblems {
@@ -283,9 +239,9 @@ func TestMigrateUsageErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"migrate", name, "--to", "v9", "--dry-run"}, ExitUsage, `version "v9" is not in spec.versions (have: v1beta1, v1)`},
+		{[]string{"migrate", name, "--to", "v9", "--dry-run"}, ExitUsage, `version "v9" is not in spec.versions (have: v1, v1beta1)`},
 		{[]string{"migrate", name, "--engine", "magic"}, ExitUsage, `--engine "magic" is not supported: use client or cluster`},
-		{[]string{"migrate", name, "--concurrency", "0"}, ExitUsage, "--concurrency must be at least 1"},
+		{[]string{"migrate", name, "--concurrency", "-1"}, ExitUsage, "--concurrency must be 0 (adaptive) or more"},
 		{[]string{"migrate"}, ExitUsage, "migrate takes one CRD name"},
 		{[]string{"migrate", name, "--checkpoint", "/dev/null/cp.json"}, ExitUnavailable, "the checkpoint: open /dev/null/cp.json: not a directory (give another file with --checkpoint)"},
 		{[]string{"migrate", "nosuchthing"}, ExitUsage, `no CustomResourceDefinition matches "nosuchthing"`},
@@ -343,8 +299,12 @@ func TestMigrateInterruptedThenResumed(t *testing.T) {
 		t.Fatalf("resumed run %v: exit %d:\n%s%s", args, r.code, r.stdout, r.stderr)
 	}
 	// stderr is not a terminal: plain progress lines, with counts, rate and ETA.
-	mustContain(t, "resumed run's stderr", r.stderr, "resuming from "+cp, "/60 objects (rewritten ", "objects/s, ETA ")
+	mustContain(t, "resumed run's stderr", r.stderr, "/60 objects (rewritten ", "objects/s, ETA ")
 	mustContain(t, "resumed run", r.stdout, "Note: resumed from checkpoint "+cp, "total               60", "status.storedVersions: [v1beta1 v1] -> [v1]")
+	// The checkpoint is read once and the resume reported once.
+	if n := strings.Count(r.stdout+r.stderr, "resum"); n != 1 {
+		t.Errorf("the resume is reported %d times, want once:\n%s%s", n, r.stdout, r.stderr)
+	}
 	stored, _ := storedAt(t, group)
 	if len(stored) != 1 || stored[group+"/v1"] != 60 {
 		t.Errorf("etcd after the resumed run = %v, want all 60 at v1", stored)
@@ -359,14 +319,15 @@ func TestMigrateValidate(t *testing.T) {
 	}{
 		{"defaults", func(*MigrateOptions) {}, ""},
 		{"engine", func(o *MigrateOptions) { o.Engine = "fast" }, `--engine "fast" is not supported`},
-		{"concurrency", func(o *MigrateOptions) { o.Concurrency = 0 }, "--concurrency must be at least 1"},
+		{"concurrency", func(o *MigrateOptions) { o.Concurrency = -1 }, "--concurrency must be 0 (adaptive) or more"},
 		{"qps", func(o *MigrateOptions) { o.QPS = -1 }, "--qps must be 0 (no limit) or more"},
 		{"chunk", func(o *MigrateOptions) { o.ChunkSize = 0 }, "--chunk-size must be at least 1"},
 		{"checkpoint with cluster", func(o *MigrateOptions) { o.Engine = engineCluster; o.Checkpoint = "x" }, "--checkpoint is for --engine client"},
 		{"output", func(o *MigrateOptions) { o.out.format = "wide" }, `--output "wide" is not supported`},
+		{"progress interval", func(o *MigrateOptions) { o.progressFlags.interval = 0 }, "--progress-interval must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &MigrateOptions{out: &outputFlags{allowed: []string{outputJSON, outputYAML}}, Engine: engineClient, Concurrency: 16, ChunkSize: 500, ProgressInterval: time.Second}
+			o := &MigrateOptions{out: &outputFlags{allowed: []string{outputJSON, outputYAML}}, Engine: engineClient, Concurrency: 16, ChunkSize: 500, progressFlags: &progressFlags{interval: time.Second}}
 			tc.mutate(o)
 			err := o.Validate()
 			switch {

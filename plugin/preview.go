@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	"github.com/crdver/kubectl-crdver/preview"
 )
 
 const previewExample = `  # A helm chart's objects, with the CRDs from the chart itself (other kinds are skipped)
@@ -56,7 +56,7 @@ type PreviewOptions struct {
 	Quiet           bool
 
 	input *inputFlags
-	fv    explain.FieldValidation
+	fv    preview.FieldValidation
 }
 
 // NewCmdPreview builds `kubectl crdver preview`.
@@ -128,7 +128,7 @@ func (o *PreviewOptions) Validate() error {
 	if len(o.Files) == 0 {
 		return UsageErrorf("give the objects to preview with -f FILE (or -f - for stdin)")
 	}
-	fv, err := explain.ParseFieldValidation(o.FieldValidation)
+	fv, err := preview.ParseFieldValidation(o.FieldValidation)
 	if err != nil {
 		return UsageErrorf("--field-validation %q is not supported: use Warn, Strict or Ignore", o.FieldValidation)
 	}
@@ -155,7 +155,7 @@ func (o *PreviewOptions) Validate() error {
 type PreviewItem struct {
 	// Source names the file and document the object came from.
 	Source string `json:"source"`
-	explain.PreviewResult
+	preview.PreviewResult
 }
 
 // PreviewReport is the whole output of `preview -o json|yaml`. It is written as the objects
@@ -210,8 +210,8 @@ func (o *PreviewOptions) findOld(olds map[oldKey][]byte, d Document, ns string) 
 // previewInputError turns a preview error into one line naming the document: input problems
 // and non-structural schemas are usage errors (exit 2).
 func previewInputError(d Document, crd *apiextensionsv1.CustomResourceDefinition, err error) error {
-	var ie *explain.InputError
-	var ns *explain.NonStructuralError
+	var ie *preview.InputError
+	var ns *preview.NonStructuralError
 	switch {
 	case errors.As(err, &ie):
 		return UsageErrorf("%s: %v", d.Where(), ie.Err)

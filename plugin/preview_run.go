@@ -16,7 +16,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preview"
 )
 
 // Run previews every object of the input, streaming: documents are read one at a time,
@@ -53,7 +54,7 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 	}
 	crdsInInput := 0
 	readErr := EachDocument(ctx, o.Files, InputOptions{Stdin: o.g.In, Recursive: o.input.Recursive, Progress: progress}, func(d Document) error {
-		if explain.IsCRD(d.APIVersion, d.Kind) {
+		if crdinfo.IsCRD(d.APIVersion, d.Kind) {
 			crdsInInput++
 			if res.prescanned[d.Where()] {
 				return nil
@@ -182,7 +183,7 @@ func (r *previewResolver) prescan(ctx context.Context) error {
 	}
 	opts := InputOptions{Recursive: r.o.input.Recursive, Prefilter: []byte("CustomResourceDefinition")}
 	return EachDocument(ctx, files, opts, func(d Document) error {
-		if !explain.IsCRD(d.APIVersion, d.Kind) {
+		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
 			return nil
 		}
 		crd, err := decodeCRD(ctx, d, r.o.verboseOut())
@@ -359,7 +360,7 @@ func (p *previewPool) finish() error {
 
 func (p *previewPool) work() {
 	defer p.wg.Done()
-	previewers := map[string]*explain.Previewer{} // a Previewer is not safe for concurrent use
+	previewers := map[string]*preview.Previewer{} // a Previewer is not safe for concurrent use
 	for job := range p.jobs {
 		var r previewDone
 		if p.ctx.Err() != nil {
@@ -405,19 +406,19 @@ func (p *previewPool) deliver(seq int, r previewDone) {
 	}
 }
 
-func (p *previewPool) preview(job previewJob, previewers map[string]*explain.Previewer) previewDone {
+func (p *previewPool) preview(job previewJob, previewers map[string]*preview.Previewer) previewDone {
 	d, crd := job.doc, job.crd
 	pv, ok := previewers[crd.Name]
 	if !ok {
 		var err error
-		pv, err = explain.NewPreviewer(crd)
+		pv, err = preview.NewPreviewer(crd)
 		if err != nil {
 			return previewDone{err: Usage(fmt.Errorf("%s: %w", d.Where(), err))}
 		}
 		previewers[crd.Name] = pv
 	}
-	opts := explain.PreviewOptions{FieldValidation: p.o.fv, ReadVersion: p.o.Version, Namespace: p.ns}
-	var res *explain.PreviewResult
+	opts := preview.PreviewOptions{FieldValidation: p.o.fv, ReadVersion: p.o.Version, Namespace: p.ns}
+	var res *preview.PreviewResult
 	var err error
 	if p.olds != nil {
 		old, ferr := p.o.findOld(p.olds, d, p.ns)
@@ -429,7 +430,7 @@ func (p *previewPool) preview(job previewJob, previewers map[string]*explain.Pre
 		res, err = pv.Create(p.ctx, d.JSON, opts)
 	}
 	if err != nil {
-		var nse *explain.NonStructuralError
+		var nse *preview.NonStructuralError
 		var before bytes.Buffer
 		if errors.As(err, &nse) && p.olds == nil {
 			// The violations go out before the error, as explain prints them.

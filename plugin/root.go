@@ -7,11 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/rest"
 
 	// Auth plugins (exec, OIDC) so that every kubeconfig kubectl accepts works here too.
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
@@ -21,22 +21,9 @@ import (
 type Globals struct {
 	genericiooptions.IOStreams
 	ConfigFlags *genericclioptions.ConfigFlags
-}
 
-// RESTConfig returns the client configuration for the selected kubeconfig context. Client-side
-// rate limiting is left to each command (the defaults of 5 QPS would throttle bulk work).
-func (g *Globals) RESTConfig() (*rest.Config, error) {
-	cfg, err := g.ConfigFlags.ToRESTConfig()
-	if err != nil {
-		return nil, Unavailable(fmt.Errorf("cannot load the kubeconfig: %w (check --kubeconfig and --context)", err))
-	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = 100, 200
-	cfg.UserAgent = "kubectl-crdver/" + Version
-	// API server warnings (deprecated versions, unknown fields) go to stderr as kubectl prints
-	// them, once each.
-	cfg.WarningHandler = rest.NewWarningWriter(g.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
-	return cfg, nil
+	clientsMu sync.Mutex
+	clientSet *clientSet // built once per run (clients.go)
 }
 
 // Namespace returns -n or the context's namespace.
@@ -83,6 +70,7 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdMigrate(g),
 		NewCmdPreview(g),
 		NewCmdExplain(g),
+		NewCmdPlan(g),
 	)
 	return cmd
 }

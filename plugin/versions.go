@@ -12,8 +12,8 @@ import (
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
 
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/explain"
 )
 
@@ -126,8 +126,11 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 		return err
 	}
 	report := explain.AnalyzeVersions(crd, preferred)
+	if report.MigrationPending != nil && *report.MigrationPending {
+		report.Notes[0] += fmt.Sprintf("; run `kubectl crdver migrate %s`", crd.Name)
+	}
 	if o.CanRemove != "" {
-		if _, err := explain.LookupVersion(crd, o.CanRemove); err != nil {
+		if _, err := crdinfo.Lookup(crd, o.CanRemove); err != nil {
 			return Usage(err)
 		}
 	}
@@ -155,7 +158,7 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 
 func (o *VersionsOptions) runSort() error {
 	sorted := append([]string{}, o.SortArgs...)
-	explain.SortByPriority(sorted)
+	crdinfo.SortByPriority(sorted)
 	if o.out.structured() {
 		return o.out.printStructured(o.g.Out, sorted)
 	}
@@ -177,15 +180,15 @@ func (o *VersionsOptions) groupPreferred(ctx context.Context, crd *apiextensions
 		if err != nil {
 			return "", err
 		}
-		return explain.PreferredVersions(crds)[crd.Spec.Group], nil
+		return crdinfo.PreferredVersions(crds)[crd.Spec.Group], nil
 	}
-	cfg, err := o.g.RESTConfig()
+	cs, err := o.g.clients()
 	if err != nil {
 		return "", err
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	dc, err := cs.Discovery()
 	if err != nil {
-		return "", Unavailable(err)
+		return "", err
 	}
 	body, err := dc.RESTClient().Get().AbsPath("/apis", crd.Spec.Group).Do(ctx).Raw()
 	if err != nil {

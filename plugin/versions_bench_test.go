@@ -47,7 +47,7 @@ func benchCRD(i int) *apiextensionsv1.CustomResourceDefinition {
 // (target: under 1 s). The CRDs are created once, before timing.
 func BenchmarkVersionsAll200(b *testing.B) {
 	ctx := context.Background()
-	cs, err := (&Globals{}).crdClientFor(env.Config)
+	cs, err := newCRDClient(env.Config)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/explain"
 )
 
@@ -99,7 +100,7 @@ func TestVersionsPreferredMatchesDiscovery(t *testing.T) {
 
 	// Offline computation over the same CRDs: the oracle is discovery, polled until it has
 	// caught up with the CRDs just created (discovery is updated asynchronously).
-	computed := explain.PreferredVersions(crds)
+	computed := crdinfo.PreferredVersions(crds)
 	var live map[string]string
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		live = discoveryPreferred(t, groups)
@@ -222,7 +223,7 @@ func TestVersionsClusterStoredVersions(t *testing.T) {
 		t.Fatalf("server-set storedVersions (-want +got):\n%s", diff)
 	}
 	// A migration in progress: the server accepts v1 in storedVersions because it is in spec.
-	cs, err := (&Globals{ConfigFlags: nil}).crdClientFor(env.Config)
+	cs, err := newCRDClient(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,3 +164,39 @@ func TestInterruptBlockedStdin(t *testing.T) {
 		t.Fatal("still running 5 s after SIGINT")
 	}
 }
+
+// BenchmarkPreviewBigList previews a ~50 MB List of ~70,000 Widgets (generated, not committed)
+// with 1 and 2 workers, from process start to exit, output -o name to /dev/null. It reports
+// objects/s and the process's peak RSS (docs/benchmarks-input.md).
+//
+//	go test ./cmd/kubectl-crdver -run '^$' -bench PreviewBigList -benchtime 1x
+func BenchmarkPreviewBigList(b *testing.B) {
+	const n = 70000
+	list := filepath.Join(b.TempDir(), "widgets.json")
+	size := writeWidgetList(b, list, n)
+	b.Logf("input: %d objects, %.1f MB", n, float64(size)/1e6)
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			var rss int64
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				cmd := exec.Command(filepath.Join(binDir, "kubectl-crdver"), "preview", "-f", list, "--crd-file", widgetCRD,
+					"-o", "name", "--workers", fmt.Sprint(workers))
+				var stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+				start := time.Now()
+				err := cmd.Run()
+				total += time.Since(start)
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), fmt.Sprintf("%d objects: %d accepted, %d rejected", n, n-n/10, n/10)) {
+					b.Fatalf("preview: %v\n%s", err, stderr.String())
+				}
+				if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > rss {
+					rss = ru.Maxrss // KiB on Linux
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/total.Seconds(), "objects/s")
+			b.ReportMetric(float64(rss)/1024, "peak-RSS-MiB")
+		})
+	}
+}

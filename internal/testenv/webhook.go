@@ -1,15 +1,24 @@
 package testenv
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
+	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
@@ -71,4 +80,69 @@ func StartAdmissionServer(decide AdmissionFunc) (*AdmissionServer, error) {
 func (s *AdmissionServer) Close() {
 	_ = s.srv.Close()
 	_ = s.ln.Close()
+}
+
+// RejectUpdates installs a validating webhook (a real HTTPS AdmissionServer) that denies the
+// updates of gvr's objects for which reject returns a reason, and waits until the API server
+// applies it: a dry-run update of the probe object (namespace/name, one that reject denies)
+// is refused. The webhook configuration is removed and the server closed when the test ends.
+func (e *Env) RejectUpdates(t testing.TB, gvr schema.GroupVersionResource, probeNamespace, probeName string, reject func(namespace, name string) string) {
+	t.Helper()
+	ctx := context.Background()
+	hook, err := StartAdmissionServer(func(req *admissionv1.AdmissionRequest) error {
+		if req.Operation != admissionv1.Update {
+			return nil
+		}
+		if why := reject(req.Namespace, req.Name); why != "" {
+			return errors.New(why)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hook.Close)
+	kube, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	cfgName := "reject-" + gvr.Resource + "." + gvr.Group
+	_, err = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: cfgName},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:         "reject." + gvr.Group,
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &hook.URL, CABundle: hook.CABundle},
+			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{gvr.Group}, APIVersions: []string{"*"}, Resources: []string{gvr.Resource}}}},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), cfgName, metav1.DeleteOptions{})
+	})
+	dyn, err := dynamic.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ri := dyn.Resource(gvr).Namespace(probeNamespace)
+	want := reject(probeNamespace, probeName)
+	// The API server picks the configuration up asynchronously: wait until it rejects.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		obj, err := ri.Get(ctx, probeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, err = ri.Update(ctx, obj, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), want), nil
+	})
+	if err != nil {
+		t.Fatalf("the rejecting webhook never took effect: %v", err)
+	}
 }

@@ -56,7 +56,13 @@ const (
 	Lossy            Behaviour = "lossy"              // v1 -> v1beta1 drops spec.port
 	UnknownField     Behaviour = "unknown-field"      // adds spec.extra, which no schema has
 	InvalidInTarget  Behaviour = "invalid-in-target"  // v1 gets replicas 0 (minimum 1)
+	Identity         Behaviour = "identity"           // any CRD: only apiVersion is rewritten (a no-op conversion)
+	FailBatchIf      Behaviour = "fail-batch-if"      // result.status Failure for the whole request when any object matches SetPoison's test
+	Non200BatchIf    Behaviour = "non-200-batch-if"   // HTTP 500 for the whole request when any object matches SetPoison's test
 )
+
+// PoisonAnnotation marks an object that FailBatchIf and Non200BatchIf fail on by default.
+const PoisonAnnotation = "crdver.io/poison"
 
 // Server is a running webhook.
 type Server struct {
@@ -73,6 +79,7 @@ type Server struct {
 	listener  net.Listener
 	mu        sync.Mutex
 	behaviour Behaviour
+	poison    func(obj map[string]any) bool
 	delay     time.Duration
 	latency   time.Duration
 	requests  int
@@ -155,6 +162,21 @@ func (s *Server) Set(b Behaviour) {
 	s.mu.Unlock()
 }
 
+// SetPoison sets the test FailBatchIf and Non200BatchIf apply to each object of a request (nil:
+// the object has the PoisonAnnotation).
+func (s *Server) SetPoison(poison func(obj map[string]any) bool) {
+	s.mu.Lock()
+	s.poison = poison
+	s.mu.Unlock()
+}
+
+func hasPoisonAnnotation(obj map[string]any) bool {
+	meta, _ := obj["metadata"].(map[string]any)
+	ann, _ := meta["annotations"].(map[string]any)
+	_, ok := ann[PoisonAnnotation]
+	return ok
+}
+
 // SetDelay sets how long Slow waits.
 func (s *Server) SetDelay(d time.Duration) {
 	s.mu.Lock()
@@ -212,7 +234,7 @@ type response struct {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	b, delay, latency := s.behaviour, s.delay, s.latency
+	b, delay, latency, poison := s.behaviour, s.delay, s.latency, s.poison
 	s.requests++
 	s.mu.Unlock()
 	if latency > 0 {
@@ -228,15 +250,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("not a ConversionReview: %v", err), http.StatusBadRequest)
 		return
 	}
-	switch b {
-	case Non200:
+	if poison == nil {
+		poison = hasPoisonAnnotation
+	}
+	poisoned := false
+	if b == FailBatchIf || b == Non200BatchIf {
+		for _, raw := range in.Request.Objects {
+			var obj map[string]any
+			if kjson.UnmarshalCaseSensitivePreserveInts(raw, &obj) == nil && poison(obj) {
+				poisoned = true
+			}
+		}
+	}
+	switch {
+	case b == Non200, b == Non200BatchIf && poisoned:
 		http.Error(w, "internal error: conversion crashed", http.StatusInternalServerError)
 		return
-	case MalformedJSON:
+	case b == MalformedJSON:
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","response":{`)
 		return
-	case Slow:
+	case b == Slow:
 		select {
 		case <-time.After(delay):
 		case <-r.Context().Done():
@@ -250,7 +284,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: "cannot decode object: " + err.Error()}
 			break
 		}
-		converted, err := Convert(obj, in.Request.DesiredAPIVersion, b == Lossy)
+		var converted map[string]any
+		if b == Identity {
+			converted = obj
+			converted["apiVersion"] = in.Request.DesiredAPIVersion
+		} else {
+			converted, err = Convert(obj, in.Request.DesiredAPIVersion, b == Lossy)
+		}
 		if err != nil {
 			out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
 			out.Response.ConvertedObjects = nil
@@ -320,6 +360,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case Failed:
 		out.Response.ConvertedObjects = nil
 		out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: "conversion refused: spec.hostPort is required"}
+	case FailBatchIf:
+		if poisoned {
+			out.Response.ConvertedObjects = nil
+			out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: "conversion failed: cannot convert one of the objects"}
+		}
 	case WrongReviewKind:
 		out.Kind = "AdmissionReview"
 	case NoReviewKind:

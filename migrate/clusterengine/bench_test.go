@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 )
@@ -108,7 +109,7 @@ func (f *benchFixture) flip(b *testing.B) string {
 		b.Fatal(err)
 	}
 	to := "v1"
-	if migrate.StorageVersion(cur) == "v1" {
+	if crdinfo.StorageVersion(cur) == "v1" {
 		to = "v1beta1"
 	}
 	if f.crd, err = migrate.SwitchStorage(ctx, f.c, f.crd.Name, to); err != nil {
@@ -178,26 +179,29 @@ func BenchmarkRunbookKubectl(b *testing.B) {
 // turn, as kube-storage-version-migrator's migrator does (no client-side rate limit).
 func BenchmarkSequentialLoop(b *testing.B) {
 	f := newBenchFixture(b, "sequential", envInt("CRDVER_BENCH_OBJECTS", 500))
-	f.run(b, func(b *testing.B) {
-		ctx := context.Background()
-		ri := f.c.Dynamic.Resource(migrate.GVR(f.crd, "v1"))
-		cont := ""
-		for {
-			list, err := ri.List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
-			if err != nil {
+	f.run(b, func(b *testing.B) { sequentialLoop(b, f.c, f.crd) })
+}
+
+// sequentialLoop lists a page of 500, updates each of its objects in turn, then lists the next.
+func sequentialLoop(b *testing.B, c *migrate.Clients, crd *apiextensionsv1.CustomResourceDefinition) {
+	ctx := context.Background()
+	ri := c.Dynamic.Resource(crdinfo.GVR(crd, "v1"))
+	cont := ""
+	for {
+		list, err := ri.List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			if _, err := ri.Namespace(o.GetNamespace()).Update(ctx, o, metav1.UpdateOptions{}); err != nil {
 				b.Fatal(err)
 			}
-			for i := range list.Items {
-				o := &list.Items[i]
-				if _, err := ri.Namespace(o.GetNamespace()).Update(ctx, o, metav1.UpdateOptions{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if cont = list.GetContinue(); cont == "" {
-				return
-			}
 		}
-	})
+		if cont = list.GetContinue(); cont == "" {
+			return
+		}
+	}
 }
 
 // BenchmarkClusterController is the in-tree StorageVersionMigration controller of

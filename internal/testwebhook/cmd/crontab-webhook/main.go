@@ -16,7 +16,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/crdver/kubectl-crdver/explain"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
@@ -36,7 +36,7 @@ func run(crdIn, crdOut string, b testwebhook.Behaviour) error {
 	if err != nil {
 		return err
 	}
-	crd, err := explain.DecodeCRD(data)
+	crd, err := crdinfo.Decode(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", crdIn, err)
 	}

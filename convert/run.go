@@ -1,0 +1,354 @@
+package convert
+
+// run.go: the request pipeline: objects grouped by version, batched, sent one request at a
+// time while earlier responses are checked, and the round trip back.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"io"
+	"sort"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+)
+
+// DefaultBatchSize is how many objects go in one ConversionReview: the API server converts a
+// list page in one request, and kubectl pages by 500.
+const DefaultBatchSize = 500
+
+// Object is one custom resource to convert.
+type Object struct {
+	// Source names the object in findings: "file.yaml (document 2)" or "namespace/name".
+	Source string
+	Object map[string]any
+}
+
+// Options of a run.
+type Options struct {
+	CRD *apiextensionsv1.CustomResourceDefinition
+	// To is the target version (a name in spec.versions).
+	To string
+	// ReviewVersion is the ConversionReview version to send (v1 or v1beta1); empty: the
+	// first of spec.conversion.webhook.conversionReviewVersions that is supported, as the
+	// API server does.
+	ReviewVersion string
+	// BatchSize is the number of objects per request (0: DefaultBatchSize).
+	BatchSize int
+	// RoundTrip converts every object back to its own version and diffs the result.
+	RoundTrip bool
+	// Transport reaches the webhook; unused (may be nil) for strategy None.
+	Transport Transport
+	// NewUID makes request UIDs (nil: random UUIDs, like the API server).
+	NewUID func() types.UID
+	// Progress, when set, is called after each batch has been sent (and sent back, for
+	// round trips) with the number of objects done so far and the number to send (0 when
+	// the source does not know it). It is called from one goroutine.
+	Progress func(done, total int)
+	// BisectRequests bounds the extra requests sent, over the whole run, to find the objects
+	// to blame when a request fails as a whole (0: DefaultBisectRequests; negative: none).
+	BisectRequests int
+}
+
+// item is one object on its way through the checks.
+type item struct {
+	index   int // position in the input
+	source  string
+	version string // its own version (for round trips)
+	orig    map[string]any
+	raw     []byte
+	failed  bool // failed a check of its own
+	// wholeFailed: its request failed as a whole (HTTP error, result Failure, ...), which
+	// says nothing about this object by itself; bisection finds the ones to blame.
+	wholeFailed bool
+	// bisected: a bisection of its request looked for the objects to blame.
+	bisected bool
+	// convRaw is the webhook's bytes for this object; reusable says they are what the API
+	// server would use (no metadata restored, nothing pruned), so a round trip can send them
+	// back as they are instead of encoding the object again.
+	convRaw  []byte
+	reusable bool
+	// original is, for the way back of a round trip, the object as it was first sent, and
+	// input the item it was sent as.
+	original map[string]any
+	input    *item
+}
+
+// inputObject is the object as given (the way there) for an item of either leg.
+func (it *item) inputObject() map[string]any {
+	if it.input != nil {
+		return it.input.orig
+	}
+	return it.orig
+}
+
+type runner struct {
+	opts     Options
+	crd      *apiextensionsv1.CustomResourceDefinition
+	group    string
+	kind     string
+	review   string
+	schemas  map[string]*versionSchema
+	tally    *tally
+	report   *Report
+	none     bool
+	newUID   func() types.UID
+	stop     bool
+	requests int
+
+	// Across pages: objects seen, done (for progress) and the total when known (0: unknown).
+	seen, done, total int
+	inputPruned       int
+	failed            []*item
+	bisectLeft        int
+}
+
+// Run converts objects to opts.To (and back with opts.RoundTrip) and checks everything. The
+// error is for a run that cannot start (unknown version, object of another kind); what goes
+// wrong with the webhook is in the report (Unreachable when it could not be reached).
+func Run(ctx context.Context, opts Options, objects []Object) (*Report, error) {
+	return RunSource(ctx, opts, SliceSource(objects))
+}
+
+// RunSource is Run over objects read a page at a time: each page is batched, sent, checked
+// (and bisected) before the next is read, so memory is bounded by a page (and the failed
+// objects kept for the report). An error of src is returned as it is.
+func RunSource(ctx context.Context, opts Options, src Source) (*Report, error) {
+	r, err := newRunner(opts, false)
+	if err != nil {
+		return nil, err
+	}
+	if t, ok := src.(interface{ Total() int }); ok {
+		r.total = t.Total()
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		page, err := src.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := r.page(ctx, page); err != nil {
+			return nil, err
+		}
+		if r.stop {
+			// Unreachable: what is left is not sent. Count it without keeping it.
+			for {
+				rest, err := src.Next(ctx)
+				if err != nil {
+					break
+				}
+				r.seen += len(rest)
+				r.report.NotSent += len(rest)
+			}
+			break
+		}
+	}
+	return r.finishRun(), nil
+}
+
+// newRunner prepares a run. viaServer: the API server calls the webhook (no transport, no
+// review version of our own).
+func newRunner(opts Options, viaServer bool) (*runner, error) {
+	crd := opts.CRD
+	if crd == nil {
+		return nil, errors.New("no CustomResourceDefinition given")
+	}
+	r := &runner{opts: opts, crd: crd, group: crd.Spec.Group, kind: crd.Spec.Names.Kind, schemas: map[string]*versionSchema{}, tally: newTally(), newUID: opts.NewUID}
+	if r.newUID == nil {
+		r.newUID = uuid.NewUUID
+	}
+	if r.opts.BatchSize <= 0 {
+		r.opts.BatchSize = DefaultBatchSize
+	}
+	r.bisectLeft = r.opts.BisectRequests
+	if r.bisectLeft == 0 {
+		r.bisectLeft = DefaultBisectRequests
+	}
+	if !r.hasVersion(opts.To) {
+		return nil, crdinfo.NotFound(crd, opts.To)
+	}
+	for _, v := range crd.Spec.Versions {
+		s, err := newVersionSchema(crd, v.Name)
+		if err != nil {
+			return nil, err
+		}
+		r.schemas[v.Name] = s
+	}
+	r.report = &Report{CRD: crd.Name, Strategy: Strategy(crd), To: opts.To, RoundTrip: opts.RoundTrip, Findings: []Finding{}}
+	if r.report.Strategy == string(apiextensionsv1.NoneConverter) {
+		r.none = true
+		r.report.Notes = append(r.report.Notes,
+			"spec.conversion.strategy is None: there is no webhook; the API server converts by changing apiVersion only, then prunes what the target version's schema does not know")
+		return r, nil
+	}
+	if viaServer {
+		return r, nil
+	}
+	if opts.Transport == nil {
+		return nil, fmt.Errorf("%s: no way to reach the conversion webhook was given", crd.Name)
+	}
+	r.review = opts.ReviewVersion
+	if r.review == "" {
+		rv, err := ReviewVersionFor(crd)
+		if err != nil {
+			return nil, err
+		}
+		r.review = rv
+	} else if r.review != "v1" && r.review != "v1beta1" {
+		return nil, fmt.Errorf("ConversionReview version %q is not supported: use v1 or v1beta1", r.review)
+	}
+	r.report.ReviewVersion = r.review
+	r.report.Webhook = opts.Transport.Describe()
+	return r, nil
+}
+
+func (r *runner) hasVersion(v string) bool {
+	_, ok := r.versionOf(v)
+	return ok
+}
+
+func (r *runner) versionOf(v string) (*apiextensionsv1.CustomResourceDefinitionVersion, bool) {
+	for i := range r.crd.Spec.Versions {
+		if r.crd.Spec.Versions[i].Name == v {
+			return &r.crd.Spec.Versions[i], true
+		}
+	}
+	return nil, false
+}
+
+func (r *runner) versionNames() []string {
+	var out []string
+	for _, v := range r.crd.Spec.Versions {
+		out = append(out, v.Name)
+	}
+	return out
+}
+
+func (r *runner) apiVersion(v string) string { return r.group + "/" + v }
+
+// page sends, checks and bisects one page of objects, and keeps only what the report needs.
+func (r *runner) page(ctx context.Context, objects []Object) error {
+	// Group by the objects' own version, keeping the input order within each group.
+	groups := map[string][]*item{}
+	var order []string
+	offset := r.seen
+	r.seen += len(objects)
+	for i, o := range objects {
+		av, _ := o.Object["apiVersion"].(string)
+		kind, _ := o.Object["kind"].(string)
+		g, v, _ := strings.Cut(av, "/")
+		if g != r.group || !r.hasVersion(v) {
+			return fmt.Errorf("%s: apiVersion %q is not a version of %s (have: %s)", o.Source, av, r.crd.Name, r.joinAPIVersions())
+		}
+		if kind != r.kind {
+			return fmt.Errorf("%s: kind %q is not %s's kind %q", o.Source, kind, r.crd.Name, r.kind)
+		}
+		if v == r.opts.To {
+			r.report.Skipped++
+			continue
+		}
+		// What the API server would have stored: pruned and defaulted in the object's version.
+		obj := runtime.DeepCopyJSON(o.Object)
+		if len(r.schemas[v].pruneObject(obj, true)) > 0 {
+			r.inputPruned++
+		}
+		r.schemas[v].defaultObject(obj)
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.Source, err)
+		}
+		if _, ok := groups[v]; !ok {
+			order = append(order, v)
+		}
+		groups[v] = append(groups[v], &item{index: offset + i, source: o.Source, version: v, orig: obj, raw: raw})
+	}
+	var batches []*batch
+	for _, v := range order {
+		items := groups[v]
+		for start := 0; start < len(items); start += r.opts.BatchSize {
+			batches = append(batches, &batch{items: items[start:min(start+r.opts.BatchSize, len(items))], from: v, t1: newTally(), t2: newTally()})
+		}
+	}
+	if err := r.pipeline(ctx, batches); err != nil {
+		return err
+	}
+	// Requests that failed as a whole: find the objects to blame, one request at a time.
+	for _, b := range batches {
+		for _, x := range []*exchange{b.x1, b.x2} {
+			if x == nil || x.whole == nil || !bisectable(x.whole.Check) || len(x.items) < 2 || r.bisectLeft <= 0 || r.opts.BisectRequests < 0 {
+				continue
+			}
+			r.report.Bisections = append(r.report.Bisections, r.bisect(ctx, x))
+			for _, it := range x.items {
+				it.bisected = true
+				if it.input != nil {
+					it.input.bisected = true
+				}
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, b := range batches {
+		r.tally.merge(b.t1)
+		r.tally.merge(b.t2)
+		// Left unsent when the webhook became unreachable: neither passed nor failed.
+		unsent := map[*item]bool{}
+		if b.x1 == nil {
+			for _, it := range b.items {
+				unsent[it] = true
+			}
+		} else if r.opts.RoundTrip && b.x2 == nil {
+			for _, it := range b.backOrig {
+				unsent[it] = true
+			}
+		}
+		for _, it := range b.items {
+			switch {
+			case it.failed || it.wholeFailed:
+				r.failed = append(r.failed, it)
+			case unsent[it]:
+				r.report.NotSent++
+			default:
+				r.report.Converted++
+			}
+		}
+	}
+	return nil
+}
+
+// finishRun adds the notes and failed objects of all pages and completes the report.
+func (r *runner) finishRun() *Report {
+	r.report.Objects = r.seen
+	if r.inputPruned > 0 {
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%d input object(s) had fields their own version's schema does not know: they were pruned before sending, as the API server would on create", r.inputPruned))
+	}
+	if r.report.Skipped > 0 {
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%d object(s) already at %s were not sent (the API server never sends them)", r.report.Skipped, r.opts.To))
+	}
+	sort.SliceStable(r.failed, func(i, j int) bool { return r.failed[i].index < r.failed[j].index })
+	for _, it := range r.failed {
+		r.report.Failed = append(r.report.Failed, FailedObject{Source: it.source, Object: it.orig, Bisected: !it.failed && it.bisected})
+	}
+	return r.finish()
+}
+
+func (r *runner) joinAPIVersions() string {
+	var out []string
+	for _, v := range r.versionNames() {
+		out = append(out, r.apiVersion(v))
+	}
+	return strings.Join(out, ", ")
+}

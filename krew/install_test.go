@@ -1,0 +1,195 @@
+package krew
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestInstallFromRenderedManifest does what `kubectl krew install --manifest=<rendered>
+// --archive=<built>` does, since krew itself (sigs.k8s.io/krew) cannot be built here: it builds
+// this platform's release archive as .goreleaser.yaml describes it (binary at the root plus the
+// listed files), renders the krew template with that archive's real sha256, picks the platform
+// whose selector matches this machine, verifies the checksum, unpacks the archive, and runs the
+// installed plugin through the real kubectl. It also checks what krew-index requires of an
+// archive: a LICENSE file.
+func TestInstallFromRenderedManifest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the release binary")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("the test archive is a tar.gz; windows releases are zips")
+	}
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not on PATH")
+	}
+	raw, err := os.ReadFile(filepath.Join("..", ".goreleaser.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg goreleaserConfig
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	files := cfg.Archives[0].Files
+	if !contains(files, "LICENSE") {
+		t.Fatalf(".goreleaser.yaml archives carry %v; krew-index requires a LICENSE in every archive", files)
+	}
+
+	const tag = "v0.9.1"
+	work := t.TempDir()
+	bin := filepath.Join(work, "kubectl-crdver")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin,
+		"-ldflags", "-s -w -X github.com/crdver/kubectl-crdver/plugin.Version="+tag, "../cmd/kubectl-crdver")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	entries := map[string]string{"kubectl-crdver": bin}
+	for _, f := range files {
+		entries[f] = filepath.Join("..", f)
+	}
+	archive := tarGz(t, entries)
+	own := "_" + runtime.GOOS + "_" + runtime.GOARCH + ".tar.gz"
+
+	rendered := renderWith(t, tag, func(uri string) []byte {
+		if strings.HasSuffix(uri, own) {
+			return archive
+		}
+		return fakeArchive(uri)
+	})
+	var m manifest
+	if err := yaml.UnmarshalStrict(rendered, &m); err != nil {
+		t.Fatal(err)
+	}
+	var chosen *platform
+	for i, p := range m.Spec.Platforms {
+		if p.Selector.MatchLabels["os"] == runtime.GOOS && p.Selector.MatchLabels["arch"] == runtime.GOARCH {
+			chosen = &m.Spec.Platforms[i]
+		}
+	}
+	if chosen == nil {
+		t.Fatalf("no platform in the manifest matches %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	if !strings.HasSuffix(path.Base(chosen.URI), own) {
+		t.Fatalf("platform %s/%s downloads %s", runtime.GOOS, runtime.GOARCH, chosen.URI)
+	}
+	sum := sha256.Sum256(archive)
+	if chosen.Sha256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("manifest sha256 %s is not the built archive's", chosen.Sha256)
+	}
+
+	// krew unpacks into store/<plugin>/<version>/ and links bin/kubectl-<name> to spec's bin.
+	store := filepath.Join(work, "store", m.Metadata.Name, tag)
+	unpacked := untarGz(t, archive, store)
+	if !contains(unpacked, "LICENSE") {
+		t.Errorf("archive holds %v, no LICENSE", unpacked)
+	}
+	target := filepath.Join(store, chosen.Bin)
+	if st, err := os.Stat(target); err != nil || st.Mode()&0o111 == 0 {
+		t.Fatalf("bin %q is not an executable in the archive (%v)", chosen.Bin, err)
+	}
+	binDir := filepath.Join(work, "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(binDir, "kubectl-"+m.Metadata.Name)); err != nil {
+		t.Fatal(err)
+	}
+	run := exec.Command(kubectl, "crdver", "version")
+	run.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+filepath.Join(work, "none"))
+	out, err := run.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl crdver version: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), tag) {
+		t.Errorf("kubectl crdver version printed %q, want the tag %s", out, tag)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// tarGz packs name→file at the archive root, as goreleaser does for the binary and extra files.
+func tarGz(t *testing.T, entries map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for name, file := range entries {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: int64(st.Mode().Perm()), Size: int64(len(data))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// untarGz unpacks into dir and returns the names it wrote.
+func untarGz(t *testing.T, archive []byte, dir string) []string {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, filepath.Clean("/"+h.Name))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, os.FileMode(h.Mode))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(f, tr); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		names = append(names, h.Name)
+	}
+	return names
+}

@@ -1,0 +1,119 @@
+package migrate
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// serverModel is a saturating server: it completes at most capacity writes/s, and a write
+// takes at least base (network plus an idle server). With n writes in flight the latency is
+// base while n ≤ capacity×base, and n/capacity beyond (Little's law: the rest queue).
+type serverModel struct {
+	capacity float64 // writes per second
+	base     time.Duration
+}
+
+func (s serverModel) rtt(n int) time.Duration {
+	q := time.Duration(float64(n) / s.capacity * float64(time.Second))
+	if q < s.base {
+		return s.base
+	}
+	return q
+}
+
+func (s serverModel) throughput(n int) float64 {
+	return float64(n) / s.rtt(n).Seconds()
+}
+
+// drive runs releases against the model with the limit's current in-flight count.
+func drive(l *inflightLimit, s serverModel, releases int) {
+	for i := 0; i < releases; i++ {
+		n := int(l.limit)
+		l.mu.Lock()
+		l.inflight = n
+		l.mu.Unlock()
+		l.release(s.rtt(n), false)
+	}
+}
+
+func TestAdaptiveLimitReachesTheServersCeilingAtEveryLatency(t *testing.T) {
+	for _, base := range []time.Duration{2 * time.Millisecond, 7 * time.Millisecond, 22 * time.Millisecond, 52 * time.Millisecond, 200 * time.Millisecond} {
+		for _, capacity := range []float64{100, 400, 2000} {
+			t.Run(fmt.Sprintf("%v/%v", base, capacity), func(t *testing.T) {
+				s := serverModel{capacity: capacity, base: base}
+				l := newAdaptiveLimit(8, DefaultMaxConcurrency)
+				drive(l, s, 20000)
+				n := int(l.limit)
+				bdp := capacity * base.Seconds()
+				if want := bdp + vegasBeta + 2; bdp+vegasBeta < DefaultMaxConcurrency && float64(n) > want {
+					t.Errorf("limit %d, want at most %.0f (bandwidth-delay product %.1f + beta): too many writes queue at the server", n, want, bdp)
+				}
+				ceiling := capacity
+				if maxT := s.throughput(DefaultMaxConcurrency); maxT < ceiling {
+					ceiling = maxT // the cap itself bounds it (200 ms × 2000/s needs 400 in flight)
+				}
+				if got := s.throughput(n); got < 0.9*ceiling {
+					t.Errorf("limit %d gives %.0f writes/s, want ≥ 90%% of %.0f", n, got, ceiling)
+				}
+			})
+		}
+	}
+}
+
+func TestAdaptiveLimitBacksOffOnThrottling(t *testing.T) {
+	l := newAdaptiveLimit(8, DefaultMaxConcurrency)
+	drive(l, serverModel{capacity: 400, base: 22 * time.Millisecond}, 5000)
+	before := l.limit
+	l.mu.Lock()
+	l.inflight = 1
+	l.mu.Unlock()
+	l.release(time.Millisecond, true)
+	if want := before * 0.7; l.limit > want+0.001 {
+		t.Fatalf("after a 429 the limit is %.1f, want ≤ %.1f (from %.1f)", l.limit, want, before)
+	}
+	for i := 0; i < 50; i++ {
+		l.mu.Lock()
+		l.inflight = 1
+		l.mu.Unlock()
+		l.release(time.Millisecond, true)
+	}
+	if l.limit != 1 {
+		t.Errorf("after repeated 429s the limit is %.1f, want the floor 1", l.limit)
+	}
+	if got := l.snapshot().Throttled; got != 51 {
+		t.Errorf("throttled %d, want 51", got)
+	}
+}
+
+func TestFixedLimitIsASemaphore(t *testing.T) {
+	l := newFixedLimit(2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := 0; i < 2; i++ {
+		if err := l.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan error, 1)
+	go func() { got <- l.acquire(ctx) }()
+	select {
+	case err := <-got:
+		t.Fatalf("a third acquire returned (%v) while two slots are held", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	l.release(time.Millisecond, false)
+	if err := <-got; err != nil {
+		t.Fatalf("acquire after a release: %v", err)
+	}
+	if l.limit != 2 {
+		t.Errorf("a fixed limit changed to %v", l.limit)
+	}
+	blocked := make(chan error, 1)
+	go func() { blocked <- l.acquire(ctx) }()
+	cancel()
+	if err := <-blocked; err == nil {
+		t.Error("acquire did not return the context's error when cancelled")
+	}
+}

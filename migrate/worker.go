@@ -1,0 +1,251 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+)
+
+// lister lists the pages of a rewrite, one after the other, registers each with the
+// watermark and hands its objects to the workers. It closes work when it stops; err is the
+// error that stopped it (nil when it ran out of pages or was cancelled).
+type lister struct {
+	r    *Rewriter
+	wm   *watermark
+	work chan<- item
+	err  error
+}
+
+// run lists from the continue token cont; pages is the number of pages already done (both
+// from the checkpoint).
+func (l *lister) run(ctx context.Context, pages int64, cont string) {
+	defer close(l.work)
+	if pages > 0 && cont == "" {
+		return // nothing left
+	}
+	for idx := pages; ; idx++ {
+		list, err := l.r.listPage(ctx, cont)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.err = err
+			}
+			return
+		}
+		p := &page{index: idx, next: list.GetContinue()}
+		p.remaining.Store(int64(len(list.Items)))
+		l.wm.add(p)
+		for i := range list.Items {
+			select {
+			case l.work <- item{obj: &list.Items[i], page: p}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if cont = p.next; cont == "" {
+			return
+		}
+	}
+}
+
+// worker writes back the objects it is handed until work is closed or ctx is cancelled, and
+// counts each outcome in its page and in the live counters.
+func (r *Rewriter) worker(ctx context.Context, work <-chan item, wm *watermark) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case it, ok := <-work:
+			if !ok {
+				return
+			}
+			if ctx.Err() != nil {
+				return // interrupted: leave the rest of the page to the resumed run
+			}
+			outcome, reason, ok := r.migrateOne(ctx, it.obj)
+			if !ok {
+				continue // interrupted during a back-off: the page stays unfinished
+			}
+			r.record(it, outcome, reason)
+			wm.finishItem(it.page)
+		}
+	}
+}
+
+// record counts one object's outcome in its page and in the live counters.
+func (r *Rewriter) record(it item, o outcome, reason string) {
+	p := it.page
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch o {
+	case outcomeRewritten:
+		p.counts.Rewritten++
+		r.rewritten.Add(1)
+	case outcomeCurrent:
+		p.counts.Current++
+		r.current.Add(1)
+	case outcomeDeleted:
+		p.counts.Deleted++
+		r.deleted.Add(1)
+	case outcomeFailed:
+		p.counts.Failed++
+		r.failed.Add(1)
+		p.failures = append(p.failures, Failure{Namespace: it.obj.GetNamespace(), Name: it.obj.GetName(), Reason: reason})
+	}
+}
+
+// listPage lists one page, retrying transient errors with back-off and following the
+// inconsistent continue token a 410 Gone carries.
+func (r *Rewriter) listPage(ctx context.Context, cont string) (*unstructured.UnstructuredList, error) {
+	for attempt := 1; ; attempt++ {
+		if err := r.lim.Wait(ctx); err != nil {
+			return nil, err
+		}
+		list, err := r.res.List(ctx, metav1.ListOptions{Limit: r.opts.ChunkSize, Continue: cont})
+		if err == nil {
+			return list, nil
+		}
+		switch {
+		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+			next := continueFromExpired(err)
+			if cont == "" || next == "" || next == cont {
+				return nil, fmt.Errorf("listing %s: %w", r.crd.Name, err)
+			}
+			cont = next // objects changed since are already stored at the storage version
+			r.expired.Add(1)
+		case retryable(err) && attempt < r.opts.MaxAttempts:
+			if err := sleep(ctx, backoff(err, attempt)); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("listing %s: %w", r.crd.Name, err)
+		}
+	}
+}
+
+type outcome int
+
+const (
+	outcomeRewritten outcome = iota
+	outcomeCurrent
+	outcomeDeleted
+	outcomeFailed
+)
+
+// migrateOne writes obj back unchanged. ok is false only when ctx was cancelled during a
+// back-off (the object is then left for the resumed run). The write in flight is never cut
+// short by ctx: it runs to its end (at most a minute).
+func (r *Rewriter) migrateOne(ctx context.Context, obj *unstructured.Unstructured) (outcome, string, bool) {
+	ri := dynamic.ResourceInterface(r.res)
+	if ns := obj.GetNamespace(); ns != "" {
+		ri = r.res.Namespace(ns)
+	}
+	for attempt := 1; ; attempt++ {
+		if err := r.lim.Wait(ctx); err != nil {
+			return 0, "", false
+		}
+		if err := r.gate.acquire(ctx); err != nil {
+			return 0, "", false
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		sent := time.Now()
+		updated, err := ri.Update(wctx, obj, metav1.UpdateOptions{})
+		r.gate.release(time.Since(sent), apierrors.IsTooManyRequests(err))
+		cancel()
+		switch {
+		case err == nil:
+			if updated.GetResourceVersion() != obj.GetResourceVersion() {
+				return outcomeRewritten, "", true
+			}
+			return outcomeCurrent, "", true
+		case apierrors.IsNotFound(err):
+			return outcomeDeleted, "", true
+		case apierrors.IsConflict(err):
+			// Changed since it was listed: re-read it and write that back. (A write by someone
+			// else after the storage switch already stored it at the storage version; the
+			// no-op write then shows it as current.)
+			if attempt >= r.opts.MaxAttempts {
+				return outcomeFailed, fmt.Sprintf("still conflicting after %d attempts: the object keeps changing", attempt), true
+			}
+			fresh, gerr := r.getFresh(ctx, ri, obj.GetName())
+			switch {
+			case gerr == nil:
+				obj = fresh
+			case apierrors.IsNotFound(gerr):
+				return outcomeDeleted, "", true
+			case ctx.Err() != nil:
+				return 0, "", false
+			default:
+				return outcomeFailed, "re-reading after a conflict: " + reasonOf(gerr), true
+			}
+		case retryable(err) && attempt < r.opts.MaxAttempts:
+			if serr := sleep(ctx, backoff(err, attempt)); serr != nil {
+				return 0, "", false
+			}
+		default:
+			return outcomeFailed, reasonOf(err), true
+		}
+	}
+}
+
+func (r *Rewriter) getFresh(ctx context.Context, ri dynamic.ResourceInterface, name string) (*unstructured.Unstructured, error) {
+	for attempt := 1; ; attempt++ {
+		if err := r.lim.Wait(ctx); err != nil {
+			return nil, err
+		}
+		obj, err := ri.Get(ctx, name, metav1.GetOptions{})
+		if err == nil || !retryable(err) || attempt >= r.opts.MaxAttempts {
+			return obj, err
+		}
+		if err := sleep(ctx, backoff(err, attempt)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// retryable: throttled (429), server errors (5xx), timeouts, and transport errors.
+func retryable(err error) bool {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		code := st.Status().Code
+		return code == 429 || code >= 500 || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err)
+	}
+	return !errors.Is(err, context.Canceled)
+}
+
+// backoff honours the server's Retry-After, else doubles from 100 ms up to 5 s.
+func backoff(err error, attempt int) time.Duration {
+	if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	d := 100 * time.Millisecond << (attempt - 1)
+	if d > 5*time.Second || d <= 0 {
+		d = 5 * time.Second
+	}
+	return d
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// reasonOf is the API server's message for err (e.g. what an admission webhook said).
+func reasonOf(err error) string {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Message != "" {
+		return st.Status().Message
+	}
+	return err.Error()
+}

@@ -1,0 +1,136 @@
+package plan
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// genSource generates n Widgets a page at a time (nothing is held beyond a page): a third
+// keep a removed field, some exceed the new maximum, some lack the field a new default fills.
+type genSource struct {
+	n, pos, page int
+}
+
+func (s *genSource) Total() int64 { return int64(s.n) }
+
+func (s *genSource) Next(ctx context.Context) ([]unstructured.Unstructured, error) {
+	if s.pos >= s.n {
+		return nil, io.EOF
+	}
+	end := min(s.pos+s.page, s.n)
+	out := make([]unstructured.Unstructured, 0, end-s.pos)
+	for i := s.pos; i < end; i++ {
+		spec := map[string]any{"size": int64(2 * (i % 8)), "tier": "gold", "owner": "team-" + strconv.Itoa(i%5)}
+		if i%3 == 0 {
+			spec["legacy"] = "value-" + strconv.Itoa(i)
+		}
+		if i%4 != 0 {
+			spec["mode"] = "b"
+		}
+		out = append(out, unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "plan.example.com/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": fmt.Sprintf("w-%06d", i), "namespace": "ns-" + strconv.Itoa(i%10),
+				"uid": fmt.Sprintf("00000000-0000-4000-8000-%012d", i), "resourceVersion": strconv.Itoa(1000 + i), "generation": int64(1),
+				"labels": map[string]any{"app": "bench"},
+				"managedFields": []any{map[string]any{"manager": "widget-controller", "operation": "Update", "apiVersion": "plan.example.com/v1",
+					"fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:spec": map[string]any{"f:size": map[string]any{}}}}}},
+			"spec":   spec,
+			"status": map[string]any{"phase": "Ready"},
+		}})
+	}
+	s.pos = end
+	return out, nil
+}
+
+// BenchmarkEvaluate evaluates the same 2,000 objects with one worker (the single-core preview
+// rate) and with one worker per core. Compare the objects/s metrics (docs/benchmarks-plan.md).
+func BenchmarkEvaluate(b *testing.B) {
+	live := readCRD(b, filepath.Join("testdata", "widgets-old.yaml"))
+	next := readCRD(b, filepath.Join("testdata", "widgets-new.yaml"))
+	const n = 2000
+	for _, workers := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			var evaluated int64
+			cpu0 := cpuTime()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				it, err := Plan(context.Background(), live, next, &genSource{n: n, page: 500}, Options{Workers: workers})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if it.Objects.Evaluated != n || len(it.Objects.Findings) == 0 {
+					b.Fatalf("evaluated %d, %d findings", it.Objects.Evaluated, len(it.Objects.Findings))
+				}
+				evaluated += it.Objects.Evaluated
+			}
+			b.ReportMetric(float64(evaluated)/time.Since(start).Seconds(), "objects/s")
+			// CPU seconds (user+system, this process) per 1,000 objects: equal figures for 1
+			// and N workers mean the pool adds no overhead, whatever else runs on the machine.
+			b.ReportMetric((cpuTime()-cpu0).Seconds()*1000/float64(evaluated), "cpu-s/1000obj")
+		})
+	}
+}
+
+// BenchmarkPeakRSS plans 100,000 objects (PLAN_BENCH_OBJECTS to change it) and reports the
+// process's peak resident set (VmHWM). Run it alone: -run '^$' -bench PeakRSS -benchtime 1x.
+func BenchmarkPeakRSS(b *testing.B) {
+	live := readCRD(b, filepath.Join("testdata", "widgets-old.yaml"))
+	next := readCRD(b, filepath.Join("testdata", "widgets-new.yaml"))
+	n := 100000
+	if v, err := strconv.Atoi(os.Getenv("PLAN_BENCH_OBJECTS")); err == nil && v > 0 {
+		n = v
+	}
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		it, err := Plan(context.Background(), live, next, &genSource{n: n, page: 500}, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if it.Objects.Evaluated != int64(n) {
+			b.Fatalf("evaluated %d", it.Objects.Evaluated)
+		}
+		b.ReportMetric(float64(len(it.Objects.Findings)), "findings")
+	}
+	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "objects/s")
+	if hwm, ok := vmHWM(); ok {
+		b.ReportMetric(float64(hwm)/1024, "peak-RSS-MB")
+	}
+}
+
+// cpuTime is the user and system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// vmHWM reads the peak resident set size in kB from /proc/self/status.
+func vmHWM() (int64, bool) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			v, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}

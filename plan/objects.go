@@ -1,0 +1,301 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preview"
+	"io"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// evaluator evaluates live objects under the new CRD.
+type evaluator struct {
+	next *apiextensionsv1.CustomResourceDefinition
+	// readVersion is the version reads and no-op updates use.
+	readVersion string
+	// encodings are the versions an object may be encoded at in etcd (the live
+	// storedVersions still in the new CRD), the live storage version first.
+	encodings []string
+	// liveWebhook: the live CRD converts through a webhook, so an object listed at one version
+	// cannot be relabelled to another.
+	liveWebhook    bool
+	fv             preview.FieldValidation
+	readDeprecated bool
+}
+
+// objResult is one evaluated object.
+type objResult struct {
+	finding  Finding
+	managers map[string][]string // managedFields: version → managers
+	err      error
+}
+
+var serverMetadata = []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
+
+func errorTexts(errs []preview.PreviewError) []string {
+	out := make([]string, 0, len(errs))
+	for _, e := range errs {
+		if e.Field != "" && e.Field != "<nil>" && !strings.HasPrefix(e.Message, e.Field) {
+			out = append(out, e.Field+": "+e.Message)
+		} else {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
+func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstructured.Unstructured) objResult {
+	f := Finding{Namespace: u.GetNamespace(), Name: u.GetName(), PrunedOnRead: []string{}, DefaultedOnRead: []string{}, CreateErrors: []string{}, UpdateErrors: []string{}}
+	res := objResult{managers: map[string][]string{}}
+	group := e.next.Spec.Group
+	for _, mf := range u.GetManagedFields() {
+		gv, err := schema.ParseGroupVersion(mf.APIVersion)
+		if err == nil && gv.Group == group && !slices.Contains(res.managers[gv.Version], mf.Manager) {
+			res.managers[gv.Version] = append(res.managers[gv.Version], mf.Manager)
+		}
+	}
+	listed := u.GroupVersionKind().Version
+	where := u.GetName()
+	if ns := u.GetNamespace(); ns != "" {
+		where = ns + "/" + where
+	}
+
+	// The next read: the object as stored in etcd, decoded under the new CRD.
+	var primary *preview.ReadResult
+	for i, enc := range e.encodings {
+		if enc != listed && e.liveWebhook {
+			f.Notes = append(f.Notes, fmt.Sprintf("a migration is pending: the object may be encoded at %s in etcd, which the API cannot show; with a conversion webhook plan cannot tell what that copy holds", enc))
+			continue
+		}
+		stored := u.DeepCopy()
+		stored.SetAPIVersion(schema.GroupVersion{Group: group, Version: enc}.String())
+		b, err := stored.MarshalJSON()
+		if err != nil {
+			res.err = fmt.Errorf("%s: %w", where, err)
+			return res
+		}
+		rr, err := p.Read(b, e.readVersion)
+		if err != nil {
+			res.err = fmt.Errorf("%s: reading it under the new CRD: %w", where, err)
+			return res
+		}
+		if primary == nil {
+			primary = rr
+			f.PrunedOnRead, f.DefaultedOnRead = rr.Pruned, rr.Defaulted
+			if !rr.Converted {
+				f.Notes = append(f.Notes, fmt.Sprintf("read at %s, its encoded version: converting it to %s needs the conversion webhook", rr.ReadVersion, e.readVersion))
+			}
+			continue
+		}
+		for _, path := range rr.Pruned {
+			if !slices.Contains(primary.Pruned, path) && !slices.Contains(f.PossiblyPrunedOnRead, path) {
+				f.PossiblyPrunedOnRead = append(f.PossiblyPrunedOnRead, path)
+			}
+		}
+		if i > 0 && (!slices.Equal(rr.Pruned, primary.Pruned) || !slices.Equal(rr.Defaulted, primary.Defaulted)) {
+			f.Notes = append(f.Notes, fmt.Sprintf("depends on the version the object is encoded at in etcd (a migration is pending; the API cannot show it): if %s, the read prunes [%s] and defaults [%s] instead",
+				enc, strings.Join(rr.Pruned, ", "), strings.Join(rr.Defaulted, ", ")))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		res.err = err
+		return res
+	}
+
+	// A controller's next write: the object as read, sent back unchanged.
+	if primary != nil && primary.Converted {
+		body, err := (&unstructured.Unstructured{Object: primary.Object}).MarshalJSON()
+		if err != nil {
+			res.err = err
+			return res
+		}
+		ur, err := p.Update(ctx, body, body, preview.PreviewOptions{FieldValidation: preview.FieldValidationWarn})
+		if err != nil {
+			res.err = fmt.Errorf("%s: no-op update under the new CRD: %w", where, err)
+			return res
+		}
+		if !ur.Accepted() {
+			f.UpdateErrors = errorTexts(ur.Errors)
+		}
+		warnings := ur.Warnings
+		if e.readDeprecated && len(warnings) > 0 {
+			warnings = warnings[1:] // the version's deprecation warning comes first
+		}
+		f.UpdateWarnings = warnings
+	}
+
+	// A re-create from a backup or a GitOps repository: the object as listed.
+	createVersion := listed
+	if v, err := crdinfo.Lookup(e.next, listed); err != nil || !v.Served {
+		createVersion = e.readVersion
+	}
+	if createVersion != listed && e.liveWebhook {
+		f.Notes = append(f.Notes, fmt.Sprintf("re-create not evaluated: %s is not served by the new CRD and converting the object needs the conversion webhook", listed))
+	} else {
+		c := u.DeepCopy()
+		for _, k := range serverMetadata {
+			unstructured.RemoveNestedField(c.Object, "metadata", k)
+		}
+		c.SetAPIVersion(schema.GroupVersion{Group: group, Version: createVersion}.String())
+		body, err := c.MarshalJSON()
+		if err != nil {
+			res.err = err
+			return res
+		}
+		cr, err := p.Create(ctx, body, preview.PreviewOptions{FieldValidation: e.fv, Namespace: u.GetNamespace()})
+		if err != nil {
+			res.err = fmt.Errorf("%s: re-create under the new CRD: %w", where, err)
+			return res
+		}
+		if !cr.Accepted() {
+			f.CreateErrors = errorTexts(cr.Errors)
+		}
+	}
+	res.finding = f
+	return res
+}
+
+// evalOptions are what the object pass needs besides the evaluator.
+type evalOptions struct {
+	sample   int64
+	workers  int
+	progress *atomic.Int64
+	// keep is how many listed objects to keep (for the conversion sample).
+	keep int
+}
+
+// objectsOutcome is the object pass's result.
+type objectsOutcome struct {
+	evaluated int64
+	findings  []Finding
+	managers  map[string]map[string]bool // version → managers
+	objects   map[string]int64           // version → objects with an entry of it
+	kept      []unstructured.Unstructured
+}
+
+// evaluateAll reads src page by page and evaluates each page's objects on a pool of workers
+// (each with its own Previewer: it is not safe for concurrent use), keeping the list order.
+// The next page is fetched while the current one is evaluated; memory holds two pages and
+// the findings.
+func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOptions) (*objectsOutcome, error) {
+	workers := o.workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	prevs := make([]*preview.Previewer, workers)
+	for i := range prevs {
+		p, err := preview.NewPreviewer(e.next)
+		if err != nil {
+			return nil, err
+		}
+		prevs[i] = p
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	type pageOrErr struct {
+		items []unstructured.Unstructured
+		err   error
+	}
+	pages := make(chan pageOrErr, 1)
+	go func() {
+		defer close(pages)
+		for {
+			items, err := src.Next(ctx)
+			if err == io.EOF {
+				return
+			}
+			select {
+			case pages <- pageOrErr{items, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	out := &objectsOutcome{findings: []Finding{}, managers: map[string]map[string]bool{}, objects: map[string]int64{}}
+	for pg := range pages {
+		if pg.err != nil {
+			return out, pg.err
+		}
+		items := pg.items
+		if o.sample > 0 && out.evaluated+int64(len(items)) > o.sample {
+			items = items[:o.sample-out.evaluated]
+		}
+		for i := 0; i < len(items) && len(out.kept) < o.keep; i++ {
+			out.kept = append(out.kept, *items[i].DeepCopy())
+		}
+		results := make([]objResult, len(items))
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < workers && w < len(items); w++ {
+			wg.Add(1)
+			go func(p *preview.Previewer) {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(items) || ctx.Err() != nil {
+						return
+					}
+					results[i] = e.evaluate(ctx, p, &items[i])
+					if o.progress != nil {
+						o.progress.Add(1)
+					}
+				}
+			}(prevs[w])
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		for i := range results {
+			r := &results[i]
+			if r.err != nil {
+				return out, r.err
+			}
+			out.evaluated++
+			for v, ms := range r.managers {
+				if out.managers[v] == nil {
+					out.managers[v] = map[string]bool{}
+				}
+				for _, m := range ms {
+					out.managers[v][m] = true
+				}
+				out.objects[v]++
+			}
+			if !r.finding.empty() {
+				out.findings = append(out.findings, r.finding)
+			}
+		}
+		if o.sample > 0 && out.evaluated >= o.sample {
+			break
+		}
+	}
+	return out, ctx.Err()
+}
+
+// ErrInterrupted is returned (wrapped) when the context is cancelled mid-way.
+var ErrInterrupted = errors.New("interrupted")
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,318 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/crdschema"
+	"github.com/crdver/kubectl-crdver/preview"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/crdver/kubectl-crdver/convert"
+)
+
+// Options tune a plan.
+type Options struct {
+	// FieldValidation of the re-create ("" is Strict: kubectl create's default).
+	FieldValidation preview.FieldValidation
+	// Sample caps the number of objects evaluated (0: all).
+	Sample int64
+	// Workers evaluating objects (0: one per core).
+	Workers int
+	// Progress, when set, counts evaluated objects (for a progress display).
+	Progress *atomic.Int64
+	// ConvertSample, for a new CRD with a conversion webhook, round-trips this many live
+	// objects through the new webhook configuration (0: none). ConvertTransport reaches it.
+	ConvertSample    int
+	ConvertTransport convert.Transport
+	// ApplyFile names the new CRDs in the runbook's commands ("" is NEW-CRDS.yaml).
+	ApplyFile string
+}
+
+// Plan predicts what applying next does, given the live CRD (nil when the cluster does not
+// have it: a create) and its objects (nil: not evaluated). It fails only when it cannot
+// complete (the context is cancelled, listing fails, a schema cannot be used); everything it
+// finds is in the Item.
+func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinition, src ObjectSource, opts Options) (*Item, error) {
+	it := &Item{
+		CRD: next.Name, Operation: OperationUpdate,
+		StorageVersion: StorageChange{After: crdinfo.StorageVersion(next)},
+		Versions:       VersionChanges{Added: []string{}, Removed: []string{}, Unserved: []string{}, Deprecated: []string{}},
+		SchemaChanges:  []SchemaChange{}, Conversion: []string{},
+		Objects:       Objects{Findings: []Finding{}},
+		ManagedFields: []ManagedFieldsVersion{}, Steps: []string{}, Notes: []string{},
+	}
+	if live == nil {
+		it.Operation = OperationCreate
+	} else {
+		live = live.DeepCopy()
+		it.StorageVersion.Before = crdinfo.StorageVersion(live)
+		if len(live.Status.StoredVersions) == 0 && it.StorageVersion.Before != "" {
+			live.Status.StoredVersions = []string{it.StorageVersion.Before}
+			it.Notes = append(it.Notes, fmt.Sprintf("the live CRD has no status.storedVersions (a file?): taken as [%s]; a cluster may list more", it.StorageVersion.Before))
+		}
+	}
+	apply, stored, err := checkApply(ctx, live, next)
+	if err != nil {
+		return nil, err
+	}
+	it.Apply = apply
+	it.StoredVersionsAfterApply = stored
+	if it.StoredVersionsAfterApply == nil {
+		it.StoredVersionsAfterApply = []string{}
+	}
+	for _, v := range stored {
+		if v != it.StorageVersion.After {
+			it.MigrationPending = true
+		}
+	}
+
+	if live != nil {
+		versionChanges(live, next, &it.Versions)
+		it.Conversion = conversionChanges(live, next)
+		changes, notes, err := schemaChanges(live, next)
+		if err != nil {
+			return nil, err
+		}
+		sort.SliceStable(changes, func(i, j int) bool {
+			if changes[i].Version != changes[j].Version {
+				return changes[i].Version < changes[j].Version
+			}
+			return changes[i].Path < changes[j].Path
+		})
+		it.SchemaChanges = changes
+		it.Notes = append(it.Notes, notes...)
+	}
+
+	if err := evaluateObjects(ctx, live, next, src, opts, it); err != nil {
+		return it, err
+	}
+	if it.MigrationPending {
+		it.MigrationObjects = it.Objects.Total
+		if it.MigrationObjects < 0 {
+			it.MigrationObjects = it.Objects.Evaluated
+		}
+	}
+	it.Breaking = !it.Apply.Allowed
+	for _, c := range it.SchemaChanges {
+		it.Breaking = it.Breaking || c.Breaking
+	}
+	for i := range it.Objects.Findings {
+		it.Breaking = it.Breaking || it.Objects.Findings[i].losesOrRejected()
+	}
+	for _, s := range it.ConversionSample {
+		it.Breaking = it.Breaking || s.Problems > 0 || s.Unreachable != ""
+	}
+	it.Steps = runbook(live, next, it, opts.ApplyFile)
+	return it, nil
+}
+
+func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinition, src ObjectSource, opts Options, it *Item) error {
+	if live == nil {
+		it.Objects.Notes = append(it.Objects.Notes, "the CRD is new to the cluster: it has no objects yet")
+		return nil
+	}
+	if src == nil {
+		it.Objects.Total = -1
+		it.Objects.Notes = append(it.Objects.Notes, "objects not evaluated (offline: give sample objects with --objects)")
+		return nil
+	}
+	e := &evaluator{next: next, fv: opts.FieldValidation,
+		liveWebhook: live.Spec.Conversion != nil && live.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter}
+	if e.fv == "" {
+		e.fv = preview.FieldValidationStrict
+	}
+	// Where an object can be encoded in etcd: the live storage version, then the other
+	// storedVersions (a pending migration).
+	candidates := []string{crdinfo.StorageVersion(live)}
+	for _, v := range live.Status.StoredVersions {
+		if !slices.Contains(candidates, v) {
+			candidates = append(candidates, v)
+		}
+	}
+	for _, v := range candidates {
+		if _, err := crdinfo.Lookup(next, v); err != nil {
+			it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("objects encoded at %s in etcd cannot be read under the new CRD, which removes %s", v, v))
+			continue
+		}
+		e.encodings = append(e.encodings, v)
+	}
+	if len(e.encodings) == 0 {
+		// The apply is rejected until a migration rewrites every object at the new storage
+		// version (the runbook's first step): evaluate them as they will be encoded then.
+		if after := crdinfo.StorageVersion(next); after != "" {
+			if _, err := crdinfo.Lookup(live, after); err == nil {
+				e.encodings = []string{after}
+				it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("evaluated as encoded at %s, after the migration the runbook starts with", after))
+			}
+		}
+	}
+	e.readVersion = readVersionOf(next)
+	it.Objects.ReadVersion = e.readVersion
+	it.Objects.Total = src.Total()
+	switch {
+	case e.readVersion == "":
+		it.Objects.Notes = append(it.Objects.Notes, "objects not evaluated: the new CRD serves no version")
+		return nil
+	case len(e.encodings) == 0:
+		it.Objects.Notes = append(it.Objects.Notes, "objects not evaluated: the new CRD has none of the versions they are stored at")
+		return nil
+	}
+	if v, _ := crdinfo.Lookup(next, e.readVersion); v != nil && v.Deprecated {
+		e.readDeprecated = true
+	}
+	if vs, err := crdschema.SchemaFor(next, e.readVersion); err == nil && vs.Internal != nil && len(vs.Violations) > 0 {
+		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("objects not evaluated: the new schema of %s is not structural (kubectl crdver explain lists why)", e.readVersion))
+		return nil
+	}
+	if len(e.encodings) > 1 {
+		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("a migration is pending (status.storedVersions: %s): objects are evaluated as encoded at %s; where another encoding changes the answer, the object says so",
+			strings.Join(live.Status.StoredVersions, ", "), e.encodings[0]))
+	}
+	out, err := e.evaluateAll(ctx, src, evalOptions{sample: opts.Sample, workers: opts.Workers, progress: opts.Progress, keep: opts.ConvertSample})
+	if out != nil {
+		it.Objects.Evaluated = out.evaluated
+		it.Objects.Findings = out.findings
+		for _, v := range sortedVersions(out.managers) {
+			mv := ManagedFieldsVersion{Version: v, Managers: sortedSet(out.managers[v]), Objects: out.objects[v]}
+			ver, err := crdinfo.Lookup(next, v)
+			mv.RemovedByThisChange = err != nil
+			mv.UnservedByThisChange = err == nil && !ver.Served
+			it.ManagedFields = append(it.ManagedFields, mv)
+		}
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%s: %w after %d objects", next.Name, ErrInterrupted, it.Objects.Evaluated)
+		}
+		return err
+	}
+	if it.Objects.Total < 0 && (opts.Sample == 0 || it.Objects.Evaluated < opts.Sample) {
+		it.Objects.Total = it.Objects.Evaluated
+	}
+	if opts.ConvertSample > 0 {
+		samples, notes, err := sampleConversion(ctx, next, out.kept, opts.ConvertTransport)
+		it.ConversionSample = samples
+		it.Notes = append(it.Notes, notes...)
+		if err != nil {
+			return err
+		}
+	}
+	if it.Objects.Total < 0 && opts.Sample > 0 && it.Objects.Evaluated >= opts.Sample {
+		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d objects evaluated (--sample); the total is not known", it.Objects.Evaluated))
+	}
+	if it.Objects.Evaluated < it.Objects.Total {
+		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d of %d objects evaluated", it.Objects.Evaluated, it.Objects.Total))
+	}
+	return nil
+}
+
+func sortedVersions[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	crdinfo.SortByPriority(out)
+	return out
+}
+
+// readVersionOf is the version reads are evaluated in: the storage version when served
+// (what migrate writes and controllers of the newest API use), else the preferred version.
+func readVersionOf(crd *apiextensionsv1.CustomResourceDefinition) string {
+	if v, err := crdinfo.Lookup(crd, crdinfo.StorageVersion(crd)); err == nil && v.Served {
+		return v.Name
+	}
+	for _, n := range crdinfo.VersionNames(crd) {
+		if v, _ := crdinfo.Lookup(crd, n); v.Served {
+			return n
+		}
+	}
+	return ""
+}
+
+// ListVersion is the version to list a live CRD's objects at: the storage version when served
+// (objects are encoded at it unless a migration is pending), else the preferred version.
+func ListVersion(live *apiextensionsv1.CustomResourceDefinition) string { return readVersionOf(live) }
+
+func versionChanges(live, next *apiextensionsv1.CustomResourceDefinition, out *VersionChanges) {
+	for _, n := range crdinfo.VersionNames(next) {
+		nv, _ := crdinfo.Lookup(next, n)
+		lv, err := crdinfo.Lookup(live, n)
+		switch {
+		case err != nil:
+			out.Added = append(out.Added, n)
+		default:
+			if lv.Served && !nv.Served {
+				out.Unserved = append(out.Unserved, n)
+			}
+			if nv.Deprecated && !lv.Deprecated {
+				out.Deprecated = append(out.Deprecated, n)
+			}
+		}
+	}
+	for _, n := range crdinfo.VersionNames(live) {
+		if _, err := crdinfo.Lookup(next, n); err != nil {
+			out.Removed = append(out.Removed, n)
+		}
+	}
+}
+
+func strategyOf(crd *apiextensionsv1.CustomResourceDefinition) apiextensionsv1.ConversionStrategyType {
+	if crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy == "" {
+		return apiextensionsv1.NoneConverter
+	}
+	return crd.Spec.Conversion.Strategy
+}
+
+func conversionChanges(live, next *apiextensionsv1.CustomResourceDefinition) []string {
+	out := []string{}
+	a, b := strategyOf(live), strategyOf(next)
+	if a != b {
+		out = append(out, fmt.Sprintf("strategy %s → %s", a, b))
+	}
+	if b != apiextensionsv1.WebhookConverter || a != apiextensionsv1.WebhookConverter {
+		return out
+	}
+	wa, wb := live.Spec.Conversion.Webhook, next.Spec.Conversion.Webhook
+	if wa == nil || wb == nil {
+		return out
+	}
+	ca, cb := wa.ClientConfig, wb.ClientConfig
+	if ca != nil && cb != nil {
+		if !equality.Semantic.DeepEqual(ca.URL, cb.URL) || !equality.Semantic.DeepEqual(ca.Service, cb.Service) {
+			out = append(out, fmt.Sprintf("webhook endpoint %s → %s", endpoint(ca), endpoint(cb)))
+		}
+		if string(ca.CABundle) != string(cb.CABundle) {
+			out = append(out, "webhook caBundle changed")
+		}
+	}
+	if strings.Join(wa.ConversionReviewVersions, ",") != strings.Join(wb.ConversionReviewVersions, ",") {
+		out = append(out, fmt.Sprintf("conversionReviewVersions [%s] → [%s]", strings.Join(wa.ConversionReviewVersions, ", "), strings.Join(wb.ConversionReviewVersions, ", ")))
+	}
+	return out
+}
+
+func endpoint(c *apiextensionsv1.WebhookClientConfig) string {
+	switch {
+	case c.URL != nil:
+		return *c.URL
+	case c.Service != nil:
+		port := int32(443)
+		if c.Service.Port != nil {
+			port = *c.Service.Port
+		}
+		path := ""
+		if c.Service.Path != nil {
+			path = *c.Service.Path
+		}
+		return fmt.Sprintf("service %s/%s:%d%s", c.Service.Namespace, c.Service.Name, port, path)
+	}
+	return "none"
+}

@@ -1,0 +1,284 @@
+package plan
+
+import (
+	"context"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preview"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+func readCRD(t testing.TB, path string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd, err := crdinfo.Decode(b)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return crd
+}
+
+func readObjects(t testing.TB, path string) []unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []unstructured.Unstructured
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		js, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(js); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+var _ = utilyaml.NewYAMLReader
+
+func findingOf(it *Item, name string) *Finding {
+	for i := range it.Objects.Findings {
+		if it.Objects.Findings[i].Name == name {
+			return &it.Objects.Findings[i]
+		}
+	}
+	return nil
+}
+
+func hasChange(it *Item, path, prefix string, breaking bool) bool {
+	for _, c := range it.SchemaChanges {
+		if c.Path == path && strings.HasPrefix(c.Change, prefix) && c.Breaking == breaking {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPlanWidgetsOffline(t *testing.T) {
+	live := readCRD(t, filepath.Join("testdata", "widgets-old.yaml"))
+	next := readCRD(t, filepath.Join("testdata", "widgets-new.yaml"))
+	objs := readObjects(t, filepath.Join("testdata", "widgets-objects.yaml"))
+	it, err := Plan(context.Background(), live, next, &SliceSource{Objects: objs, PageSize: 2}, Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !it.Apply.Allowed || it.Operation != OperationUpdate || !it.Breaking {
+		t.Errorf("apply %+v, operation %s, breaking %v", it.Apply, it.Operation, it.Breaking)
+	}
+	for _, c := range []struct {
+		path, prefix string
+		breaking     bool
+	}{
+		{"spec.legacy", "removed", true},
+		{"status.oldNote", "removed", true},
+		{"spec.tier", "added, required", true},
+		{"spec.size", "maximum 100 → 10", true},
+		{"spec.mode", "enum \"a\"|\"b\"|\"c\" → \"a\"|\"b\"", true},
+		{"spec.mode", "default added", false},
+		{"spec", "CEL rule added", true},
+		{"spec.owner", "CEL transition rule added", true},
+	} {
+		if !hasChange(it, c.path, c.prefix, c.breaking) {
+			t.Errorf("no schema change %s %q (breaking %v) in %+v", c.path, c.prefix, c.breaking, it.SchemaChanges)
+		}
+	}
+	if it.Objects.Evaluated != 7 || it.Objects.Total != 7 {
+		t.Errorf("evaluated %d of %d", it.Objects.Evaluated, it.Objects.Total)
+	}
+	if f := findingOf(it, "fine"); f != nil {
+		t.Errorf("fine has a finding: %+v", f)
+	}
+	if f := findingOf(it, "legacy"); f == nil || !slices.Equal(f.PrunedOnRead, []string{"spec.legacy"}) || len(f.CreateErrors) == 0 || !strings.Contains(f.CreateErrors[0], `unknown field "spec.legacy"`) {
+		t.Errorf("legacy: %+v", f)
+	}
+	if f := findingOf(it, "no-mode"); f == nil || !slices.Equal(f.DefaultedOnRead, []string{"spec.mode"}) {
+		t.Errorf("no-mode: %+v", f)
+	}
+	// Ratcheting: a no-op update of an object over the new maximum passes.
+	if f := findingOf(it, "too-big"); f == nil || len(f.UpdateErrors) != 0 || len(f.CreateErrors) == 0 {
+		t.Errorf("too-big: %+v", f)
+	}
+	// Order is the list order.
+	var names []string
+	for _, f := range it.Objects.Findings {
+		names = append(names, f.Name)
+	}
+	if !slices.IsSorted(indexes(names, objs)) {
+		t.Errorf("findings out of order: %v", names)
+	}
+	if !slices.Contains(it.Steps, "kubectl apply --server-side -f NEW-CRDS.yaml") {
+		t.Errorf("steps: %v", it.Steps)
+	}
+}
+
+func indexes(names []string, objs []unstructured.Unstructured) []int {
+	var out []int
+	for _, n := range names {
+		out = append(out, slices.IndexFunc(objs, func(u unstructured.Unstructured) bool { return u.GetName() == n }))
+	}
+	return out
+}
+
+func TestPlanRemovedStoredVersion(t *testing.T) {
+	live := twoVersions(t, true)
+	next := live.DeepCopy()
+	next.Spec.Versions = next.Spec.Versions[1:] // v1 only
+	next.Spec.Versions[0].Storage = true
+	it, err := Plan(context.Background(), live, next, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Apply.Allowed || len(it.Apply.Errors) != 1 || !strings.Contains(it.Apply.Errors[0], "missing from spec.versions") {
+		t.Fatalf("apply: %+v", it.Apply)
+	}
+	if !slices.Equal(it.Versions.Removed, []string{"v1beta1"}) || it.StorageVersion != (StorageChange{"v1beta1", "v1"}) {
+		t.Errorf("versions %+v storage %+v", it.Versions, it.StorageVersion)
+	}
+	if !it.Breaking || !slices.ContainsFunc(it.Steps, func(s string) bool {
+		return strings.HasPrefix(s, "kubectl crdver migrate widgets.plan.example.com --to v1")
+	}) {
+		t.Errorf("breaking %v steps %v", it.Breaking, it.Steps)
+	}
+}
+
+// twoVersions is widgets-old with v1beta1 (storage) and v1 served.
+func twoVersions(t *testing.T, pending bool) *apiextensionsv1.CustomResourceDefinition {
+	crd := readCRD(t, filepath.Join("testdata", "widgets-old.yaml"))
+	beta := *crd.Spec.Versions[0].DeepCopy()
+	beta.Name = "v1beta1"
+	crd.Spec.Versions[0].Storage = false
+	crd.Spec.Versions = append([]apiextensionsv1.CustomResourceDefinitionVersion{beta}, crd.Spec.Versions...)
+	crd.Status.StoredVersions = []string{"v1beta1"}
+	return crd
+}
+
+func TestPlanSelfReportsNothing(t *testing.T) {
+	crd := readCRD(t, filepath.Join("testdata", "widgets-new.yaml"))
+	objs := readObjects(t, filepath.Join("testdata", "widgets-objects.yaml"))
+	var valid []unstructured.Unstructured
+	p, err := preview.NewPreviewer(crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		b, _ := o.MarshalJSON()
+		r, err := p.Create(context.Background(), b, preview.PreviewOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Accepted() {
+			valid = append(valid, unstructured.Unstructured{Object: r.Object})
+		}
+	}
+	if len(valid) < 2 {
+		t.Fatalf("only %d valid objects", len(valid))
+	}
+	it, err := Plan(context.Background(), crd, crd, &SliceSource{Objects: valid}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Breaking || len(it.SchemaChanges) > 0 || len(it.Objects.Findings) > 0 || !it.Apply.Allowed {
+		t.Errorf("plan of a CRD against itself reports something: %+v", it)
+	}
+}
+
+func TestPlanCreate(t *testing.T) {
+	crd := readCRD(t, filepath.Join("testdata", "widgets-new.yaml"))
+	it, err := Plan(context.Background(), nil, crd, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Operation != OperationCreate || !it.Apply.Allowed || it.Breaking || !slices.Equal(it.StoredVersionsAfterApply, []string{"v1"}) {
+		t.Errorf("%+v", it)
+	}
+	bad := crd.DeepCopy()
+	bad.Spec.Versions[0].Storage = false
+	it, err = Plan(context.Background(), nil, bad, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Apply.Allowed || !it.Breaking {
+		t.Errorf("a CRD with no storage version is accepted: %+v", it.Apply)
+	}
+}
+
+func TestPlanInterrupted(t *testing.T) {
+	live := readCRD(t, filepath.Join("testdata", "widgets-old.yaml"))
+	objs := readObjects(t, filepath.Join("testdata", "widgets-objects.yaml"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Plan(ctx, live, live, &SliceSource{Objects: objs}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestTighter(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		old, new     *float64
+		oldEx, newEx bool
+		lower, want  bool
+	}{
+		{nil, f(1), false, false, true, true},     // minimum added
+		{f(1), nil, false, false, true, false},    // minimum removed
+		{f(1), f(2), false, false, true, true},    // minimum raised
+		{f(2), f(1), false, false, true, false},   // minimum lowered
+		{f(10), f(5), false, false, false, true},  // maximum lowered
+		{f(5), f(10), false, false, false, false}, // maximum raised
+		{f(5), f(5), false, true, false, true},    // maximum made exclusive
+		{f(5), f(5), true, false, false, false},   // maximum made inclusive
+	} {
+		if got := tighter(tc.old, tc.new, tc.oldEx, tc.newEx, tc.lower); got != tc.want {
+			t.Errorf("tighter(%v, %v, %v, %v, lower=%v) = %v", ptr(tc.old), ptr(tc.new), tc.oldEx, tc.newEx, tc.lower, got)
+		}
+	}
+}
+
+func ptr(f *float64) any {
+	if f == nil {
+		return nil
+	}
+	return *f
+}
+
+// TestSchemaChangesLoosened: loosened constraints and removed rules are listed, not breaking.
+func TestSchemaChangesLoosened(t *testing.T) {
+	next := readCRD(t, filepath.Join("testdata", "widgets-old.yaml"))
+	live := readCRD(t, filepath.Join("testdata", "widgets-new.yaml"))
+	it, err := Plan(context.Background(), live, next, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path, prefix string
+		breaking     bool
+	}{
+		{"spec.size", "maximum 10 → 100", false},
+		{"spec.mode", "enum \"a\"|\"b\" → \"a\"|\"b\"|\"c\"", false},
+		{"spec.mode", "default removed", true},
+		{"spec", "CEL rule removed", false},
+		{"spec.tier", "removed", true},
+		{"spec.legacy", "added (string)", false},
+	} {
+		if !hasChange(it, c.path, c.prefix, c.breaking) {
+			t.Errorf("no schema change %s %q (breaking %v) in %+v", c.path, c.prefix, c.breaking, it.SchemaChanges)
+		}
+	}
+}

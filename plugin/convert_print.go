@@ -1,0 +1,149 @@
+package plugin
+
+// convert_print.go: convert's human output: the report, the bisections, progress lines, and
+// the --keep file.
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/convert"
+)
+
+// progressLines prints "converted 1500/10000 objects (2400/s, about 4s left)" at most once a
+// second, and the last one; "converted 1500 objects (2400/s)" when the total is not known
+// (objects listed from the cluster a page at a time).
+func progressLines(w io.Writer, start time.Time) func(done, total int) {
+	var last time.Time
+	return func(done, total int) {
+		now := time.Now()
+		if (total <= 0 || done < total) && now.Sub(last) < time.Second {
+			return
+		}
+		last = now
+		rate := float64(done) / now.Sub(start).Seconds()
+		if total <= 0 {
+			fmt.Fprintf(w, "converted %d objects (%.0f/s)\n", done, rate)
+			return
+		}
+		line := fmt.Sprintf("converted %d/%d objects (%.0f/s", done, total, rate)
+		if done < total && rate > 0 {
+			line += fmt.Sprintf(", about %s left", (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second))
+		}
+		fmt.Fprintln(w, line+")")
+	}
+}
+
+// writeKeep writes the failing objects as a multi-document YAML file.
+func writeKeep(path string, failed []convert.FailedObject) error {
+	var b bytes.Buffer
+	for _, f := range failed {
+		if f.Object == nil {
+			fmt.Fprintf(&b, "# %s (live object: get it with kubectl)\n---\n", f.Source)
+			continue
+		}
+		y, err := yaml.Marshal(f.Object)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "# %s\n", f.Source)
+		b.Write(y)
+		b.WriteString("---\n")
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return Unavailable(fmt.Errorf("--keep: %w", err))
+	}
+	return nil
+}
+
+func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CRD:        %s (conversion strategy %s)\n", r.CRD, r.Strategy)
+	if r.Webhook != "" {
+		fmt.Fprintf(&b, "Webhook:    %s\n", r.Webhook)
+	}
+	what := "to " + r.To
+	if r.RoundTrip {
+		what += " and back (round trip)"
+	}
+	if r.ReviewVersion != "" {
+		what += ", ConversionReview " + r.ReviewVersion
+	}
+	fmt.Fprintf(&b, "Converted:  %s\n", what)
+	notSent := ""
+	if r.NotSent > 0 {
+		notSent = fmt.Sprintf(", %d not sent", r.NotSent)
+	}
+	fmt.Fprintf(&b, "Objects:    %d given, %d skipped, %d converted without error, %d failed%s; %d request(s)\n",
+		r.Objects, r.Skipped, r.Converted, len(r.Failed), notSent, r.Requests)
+	if r.Latency.Requests > 0 {
+		fmt.Fprintf(&b, "Latency:    p50 %s, p99 %s, max %s over %d request(s)\n", ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.Max), r.Latency.Requests)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	b.WriteString("\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	t := &table{header: []string{"check", "passed", "failed", "warnings"}}
+	for _, c := range r.Checks {
+		t.add(c.Name, strconv.Itoa(c.Passed), strconv.Itoa(c.Failed), strconv.Itoa(c.Warnings))
+	}
+	if len(r.Checks) > 0 {
+		if err := t.print(w, noHeaders); err != nil {
+			return err
+		}
+	}
+	if len(r.Findings) == 0 {
+		_, err := io.WriteString(w, "\nNo findings.\n")
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "\n%d finding(s): %d failed check(s), %d warning(s):\n", len(r.Findings), r.Problems(), r.Warnings()); err != nil {
+		return err
+	}
+	ft := &table{header: []string{"object", "direction", "check", "path", "detail"}}
+	for _, f := range r.Findings {
+		check := f.Check
+		if f.Severity == convert.SeverityWarning {
+			check += " (warning)"
+		}
+		ft.add(f.Object, f.Direction, check, dash(f.Path), f.Detail)
+	}
+	if err := ft.print(w, noHeaders); err != nil {
+		return err
+	}
+	return printBisections(w, r.Bisections)
+}
+
+// printBisections names the objects to blame for each request that failed as a whole.
+func printBisections(w io.Writer, bs []convert.Bisection) error {
+	var b strings.Builder
+	for _, bi := range bs {
+		state := "minimal failing object(s)"
+		if !bi.Complete {
+			state = "smallest failing set found (the search stopped early: request budget, interrupt or unreachable webhook)"
+		}
+		fmt.Fprintf(&b, "\n%s (%s) failed as a whole (%s); bisected with %d more request(s), %s:\n", bi.Request, bi.Direction, bi.Check, bi.Requests, state)
+		const shown = 20
+		for i, o := range bi.Objects {
+			if i == shown {
+				fmt.Fprintf(&b, "  … and %d more (-o json lists them all)\n", len(bi.Objects)-shown)
+				break
+			}
+			fmt.Fprintf(&b, "  %s\n", o)
+		}
+		fmt.Fprintf(&b, "  webhook said: %s\n", bi.Detail)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func ms(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "ms" }
