@@ -53,10 +53,10 @@ type PreviewOptions struct {
 	FieldValidation string
 	OnlyRejected    bool
 	Workers         int
-	Quiet           bool
 
-	input *inputFlags
-	fv    preview.FieldValidation
+	input    *inputFlags
+	progress *progressFlags
+	fv       preview.FieldValidation
 }
 
 // NewCmdPreview builds `kubectl crdver preview`.
@@ -99,7 +99,7 @@ interrupted).`,
 	o.source.input = o.input
 	cmd.Flags().BoolVar(&o.OnlyRejected, "only-rejected", false, "Print only the objects the API server would reject (the counts still cover every object)")
 	cmd.Flags().IntVar(&o.Workers, "workers", runtime.GOMAXPROCS(0), "How many objects to preview at once (output keeps the input's order)")
-	cmd.Flags().BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
+	o.progress = addProgressFlags(cmd)
 	cmd.Flags().StringVar(&o.Version, "version", "", "Show the result as read in this version (default: each object's own version)")
 	cmd.Flags().BoolVar(&o.Diff, "diff", false, "Print a unified diff from the input to the result instead of the whole result")
 	cmd.Flags().StringVar(&o.FieldValidation, "field-validation", "Warn", "How unknown and duplicate fields are handled, as the API server's fieldValidation: Warn, Strict or Ignore")
@@ -135,6 +135,9 @@ func (o *PreviewOptions) Validate() error {
 	o.fv = fv
 	if o.Diff && o.out.format != outputTable {
 		return UsageErrorf("--diff prints a human diff: it cannot be combined with -o %s", o.out.format)
+	}
+	if err := o.progress.validate(); err != nil {
+		return err
 	}
 	if o.Workers < 1 {
 		return UsageErrorf("--workers must be at least 1, got %d", o.Workers)

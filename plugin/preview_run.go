@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -38,8 +39,9 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 		return err
 	}
 	progress := &InputProgress{}
-	pr := startInputProgress(o.g.ErrOut, "preview", progress, o.Quiet)
-	defer pr.stop()
+	var objects atomic.Int64
+	stopProgress := startInputProgress(o.progress.toProgress(o.g.ErrOut), o.Files, o.input.Recursive, progress, &objects)
+	defer stopProgress()
 
 	out := newPreviewOutput(o)
 	pool := newPreviewPool(ctx, o, ns, olds, out)
@@ -80,11 +82,11 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 			skipped.add(d)
 			return nil
 		}
-		pr.count()
+		objects.Add(1)
 		return pool.submit(d, crd)
 	})
 	poolErr := pool.finish()
-	pr.stop()
+	stopProgress()
 	switch {
 	case ctx.Err() != nil:
 		return Unavailable(fmt.Errorf("interrupted after %s: the output is incomplete", plural(pool.total(), "object")))

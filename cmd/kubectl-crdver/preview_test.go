@@ -95,7 +95,8 @@ func TestPreviewSignalsOnTerminal(t *testing.T) {
 			go func() { _, _ = io.Copy(screen, ptmx) }()
 			waitErr := make(chan error, 1)
 			go func() { waitErr <- cmd.Wait() }()
-			progress := regexp.MustCompile(`preview: (\d+) objects, \d+ objects/s, [\d.]+ of [\d.]+ MB, ETA \d`)
+			// The shared display's bar, in MiB of the input: "previewing  40% |███   | (56/140, 3 MiB/s) [19s:28s]", redrawn.
+			progress := regexp.MustCompile(`previewing\s+\d+% \|[^|]*\| \([1-9]\d*/\d+, \d+ MiB/(s|min|hr)\) \[\d+s:\w+\]`)
 			deadline := time.Now().Add(time.Minute)
 			for !progress.MatchString(screen.String()) {
 				if time.Now().After(deadline) {
