@@ -167,6 +167,10 @@ func (p *streamProgress) lines(t Task, done <-chan struct{}) {
 			if prefix == "" {
 				prefix = t.Name
 			}
+			if t.Total < 0 { // unknown total (a stream): no ETA
+				fmt.Fprintf(p.w, "%s: %d %s%s, %.0f %s/s\n", prefix, n, t.Unit, detail, rate, t.Unit)
+				continue
+			}
 			fmt.Fprintf(p.w, "%s: %d/%d %s%s, %.0f %s/s, ETA %s\n", prefix, n, t.Total, t.Unit, detail, rate, t.Unit, eta)
 		}
 	}
