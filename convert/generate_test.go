@@ -8,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/yaml"
 
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
@@ -177,65 +176,7 @@ func TestGeneratedRoundTrip(t *testing.T) {
 
 func richCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	const y = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            required: [mode]
-            properties:
-              mode: {type: string, enum: [Fast, Slow]}
-              replicas: {type: integer, minimum: 1, maximum: 5, default: 2}
-              weight: {type: integer, minimum: 0, maximum: 100}
-              ratio: {type: number, minimum: 0.5, maximum: 2}
-              endpoint: {type: string, maxLength: 40}
-              code: {type: string, pattern: '^ab-[0-9]{2,3}$'}
-              when: {type: string, format: date-time}
-              id: {type: string, format: uuid}
-              enabled: {type: boolean}
-              port: {x-kubernetes-int-or-string: true}
-              selector: {type: object, additionalProperties: {type: string}}
-              tags: {type: array, items: {type: string}, x-kubernetes-list-type: set}
-              ports:
-                type: array
-                x-kubernetes-list-type: map
-                x-kubernetes-list-map-keys: [name]
-                items:
-                  type: object
-                  required: [name]
-                  properties:
-                    name: {type: string, minLength: 1}
-                    number: {type: integer, minimum: 1, maximum: 65535}
-              extra: {type: object, x-kubernetes-preserve-unknown-fields: true}
-              template: {type: object, x-kubernetes-embedded-resource: true, x-kubernetes-preserve-unknown-fields: true}
-          status:
-            type: object
-            properties:
-              phase: {type: string}
-`
-	js, err := yaml.YAMLToJSON([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := json.Unmarshal(js, crd); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmp.Diff
-	return crd
+	return testenv.LoadCRD(t, "fixtures/rich-widgets.yaml")
 }
 
 // TestFromPattern: strings generated from regular expressions match them.

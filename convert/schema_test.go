@@ -4,49 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
-// celCRD has a v1 schema with a CEL rule, a list-type set and an embedded resource: what the
-// target-schema check must enforce beyond plain OpenAPI, as the API server's create validation does.
-const celCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: things.cel.example.com}
-spec:
-  group: cel.example.com
-  scope: Namespaced
-  names: {plural: things, singular: thing, kind: Thing}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            x-kubernetes-validations:
-            - rule: "self.min <= self.max"
-              messageExpression: "'min ' + string(self.min) + ' exceeds max ' + string(self.max)"
-            properties:
-              min: {type: integer}
-              max: {type: integer}
-              tags:
-                type: array
-                x-kubernetes-list-type: set
-                items: {type: string}
-              template:
-                type: object
-                x-kubernetes-embedded-resource: true
-                x-kubernetes-preserve-unknown-fields: true
-`
-
 func TestValidateRunsTheServersCreateValidation(t *testing.T) {
-	crd, err := crdinfo.Decode([]byte(celCRD))
-	if err != nil {
-		t.Fatal(err)
-	}
+	crd := testenv.LoadCRD(t, "fixtures/cel-things.yaml")
 	vs, err := newVersionSchema(crd, "v1")
 	if err != nil {
 		t.Fatal(err)

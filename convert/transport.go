@@ -299,7 +299,11 @@ func classify(ctx context.Context, err error, timeout time.Duration) *TransportE
 		return &TransportError{Err: fmt.Errorf("TLS: %w", err), Hint: HintServerName}
 	case errors.As(err, &invalid):
 		return &TransportError{Err: fmt.Errorf("TLS: %w", err), Hint: HintRenew}
-	case strings.Contains(err.Error(), "tls:") || strings.Contains(err.Error(), "x509:"):
+	case strings.Contains(err.Error(), "tls:") || strings.Contains(err.Error(), "x509:"),
+		// The TCP connection was made but TLS or HTTP/2 set-up failed after the handshake: with
+		// TLS 1.3 a server that refuses the client certificate says so only then, and under load
+		// the HTTP/2 client reports that race as this instead of the TLS alert.
+		strings.Contains(err.Error(), "http2: client conn could not be established"):
 		return &TransportError{Err: fmt.Errorf("TLS: %w", err), Hint: HintTLS}
 	case errors.As(err, &opErr) && opErr.Op == "dial":
 		return &TransportError{Err: fmt.Errorf("cannot connect: %w", err), Hint: HintConnect}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -14,6 +13,8 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/warning"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 type warningRecorder struct{ warnings []string }

@@ -55,7 +55,7 @@ func (s *genSource) Next(ctx context.Context) ([]unstructured.Unstructured, erro
 }
 
 // BenchmarkEvaluate evaluates the same 2,000 objects with one worker (the single-core preview
-// rate) and with one worker per core. Compare the objects/s metrics (docs/benchmarks-plan.md).
+// rate) and with one worker per core. Compare the objects/s metrics (docs/benchmarks.md#plan).
 func BenchmarkEvaluate(b *testing.B) {
 	live := readCRD(b, filepath.Join("testdata", "widgets-old.yaml"))
 	next := readCRD(b, filepath.Join("testdata", "widgets-new.yaml"))

@@ -3,12 +3,12 @@ package plan
 import (
 	"context"
 	"fmt"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // ConversionSample is the round trip of sampled live objects through the new CRD's
@@ -28,10 +28,10 @@ type ConversionSample struct {
 // through its webhook.
 func sampleConversion(ctx context.Context, next *apiextensionsv1.CustomResourceDefinition, objs []unstructured.Unstructured, tr convert.Transport) ([]ConversionSample, []string, error) {
 	if strategyOf(next) != apiextensionsv1.WebhookConverter {
-		return nil, []string{"--convert-sample: the new CRD converts with strategy None: nothing to round-trip"}, nil
+		return nil, []string{"conversion sample: the new CRD converts with strategy None: nothing to round-trip"}, nil
 	}
 	if len(objs) == 0 {
-		return nil, []string{"--convert-sample: no objects to round-trip"}, nil
+		return nil, []string{"conversion sample: no objects to round-trip"}, nil
 	}
 	var in []convert.Object
 	own := map[string]bool{}

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"github.com/crdver/kubectl-crdver/preview"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
+	"github.com/crdver/kubectl-crdver/preview"
 )
 
 // corpusDir is ../shared/corpus/crds beside the repository clone.

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
-	"github.com/crdver/kubectl-crdver/crdschema"
-	"github.com/crdver/kubectl-crdver/preview"
 	"slices"
 	"sort"
 	"strings"
@@ -16,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/crdschema"
+	"github.com/crdver/kubectl-crdver/preview"
 )
 
 // Options tune a plan.
@@ -121,7 +121,7 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	}
 	if src == nil {
 		it.Objects.Total = -1
-		it.Objects.Notes = append(it.Objects.Notes, "objects not evaluated (offline: give sample objects with --objects)")
+		it.Objects.Notes = append(it.Objects.Notes, "objects not evaluated: none were given")
 		return nil
 	}
 	e := &evaluator{next: next, fv: opts.FieldValidation,
@@ -168,9 +168,15 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	if v, _ := crdinfo.Lookup(next, e.readVersion); v != nil && v.Deprecated {
 		e.readDeprecated = true
 	}
-	if vs, err := crdschema.SchemaFor(next, e.readVersion); err == nil && vs.Internal != nil && len(vs.Violations) > 0 {
-		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("objects not evaluated: the new schema of %s is not structural (kubectl crdver explain lists why)", e.readVersion))
-		return nil
+	for _, v := range append([]string{e.readVersion}, e.encodings...) {
+		vs, err := crdschema.SchemaFor(next, v)
+		if err != nil {
+			return err
+		}
+		if vs.Internal == nil || len(vs.Violations) > 0 {
+			it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("objects not evaluated: the new version %s has no structural schema (kubectl crdver explain says why)", v))
+			return nil
+		}
 	}
 	if len(e.encodings) > 1 {
 		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("a migration is pending (status.storedVersions: %s): objects are evaluated as encoded at %s; where another encoding changes the answer, the object says so",
@@ -192,7 +198,7 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("%s: %w after %d objects", next.Name, ErrInterrupted, it.Objects.Evaluated)
 		}
-		return err
+		return fmt.Errorf("%s: evaluating the objects: %w", next.Name, err)
 	}
 	if it.Objects.Total < 0 && (opts.Sample == 0 || it.Objects.Evaluated < opts.Sample) {
 		it.Objects.Total = it.Objects.Evaluated
@@ -206,7 +212,7 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		}
 	}
 	if it.Objects.Total < 0 && opts.Sample > 0 && it.Objects.Evaluated >= opts.Sample {
-		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d objects evaluated (--sample); the total is not known", it.Objects.Evaluated))
+		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d objects evaluated; the total is not known", it.Objects.Evaluated))
 	}
 	if it.Objects.Evaluated < it.Objects.Total {
 		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d of %d objects evaluated", it.Objects.Evaluated, it.Objects.Total))

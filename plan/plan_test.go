@@ -2,8 +2,6 @@ package plan
 
 import (
 	"context"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
-	"github.com/crdver/kubectl-crdver/preview"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preview"
 )
 
 func readCRD(t testing.TB, path string) *apiextensionsv1.CustomResourceDefinition {
@@ -280,5 +281,21 @@ func TestSchemaChangesLoosened(t *testing.T) {
 		if !hasChange(it, c.path, c.prefix, c.breaking) {
 			t.Errorf("no schema change %s %q (breaking %v) in %+v", c.path, c.prefix, c.breaking, it.SchemaChanges)
 		}
+	}
+}
+
+// TestPlanNonStructuralNewSchema: the API server refuses the CRD, and plan does not evaluate
+// objects with a schema it would not use.
+func TestPlanNonStructuralNewSchema(t *testing.T) {
+	live := readCRD(t, filepath.Join("testdata", "widgets-old.yaml"))
+	next := live.DeepCopy()
+	next.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"x": {}}}
+	objs := readObjects(t, filepath.Join("testdata", "widgets-objects.yaml"))
+	it, err := Plan(context.Background(), live, next, &SliceSource{Objects: objs}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Apply.Allowed || !it.Breaking || it.Objects.Evaluated != 0 || len(it.Objects.Notes) == 0 || !strings.Contains(it.Objects.Notes[0], "no structural schema") {
+		t.Errorf("apply %+v, objects %+v", it.Apply, it.Objects)
 	}
 }

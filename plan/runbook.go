@@ -2,11 +2,12 @@ package plan
 
 import (
 	"fmt"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // runbook lists the steps that make the change safe, in order, each a command (lines starting

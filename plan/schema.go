@@ -3,12 +3,13 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
-	"github.com/crdver/kubectl-crdver/explain"
 	"sort"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/explain"
 )
 
 // schemaChanges compares, for every version both CRDs have, the live schema with the new one

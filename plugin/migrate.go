@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -42,10 +41,11 @@ const (
 
 // MigrateOptions are the options of `kubectl crdver migrate`.
 type MigrateOptions struct {
-	g      *Globals
-	source *crdSource
-	out    *outputFlags
-	cmd    *cobra.Command
+	g       *Globals
+	source  *crdSource
+	out     *outputFlags
+	printer ReportPrinter
+	cmd     *cobra.Command
 
 	Name        string
 	To          string
@@ -57,6 +57,7 @@ type MigrateOptions struct {
 	NoTrim      bool
 	Engine      string
 	Yes         bool
+	All         bool // every CRD with a pending migration (migrate_all.go)
 	// ClusterStartTimeout bounds the wait for a controller to pick up a StorageVersionMigration.
 	ClusterStartTimeout time.Duration
 
@@ -114,6 +115,7 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 	f.BoolVar(&o.NoTrim, "no-trim", false, "Do not trim status.storedVersions after the rewrite")
 	f.StringVar(&o.Engine, "engine", engineClient, "Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration)")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before switching the storage version")
+	f.BoolVar(&o.All, "all", false, "Migrate every CRD whose status.storedVersions lists a version other than its storage version: one plan, one question, one progress display")
 	o.progressFlags = addProgressFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("engine", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{engineClient, engineCluster}, cobra.ShellCompDirectiveNoFileComp
@@ -123,13 +125,21 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 }
 
 // Complete takes the argument.
-func (o *MigrateOptions) Complete(_ *cobra.Command, args []string) error {
-	if len(args) != 1 {
-		return UsageErrorf("migrate takes one CRD name, got %d (e.g. kubectl crdver migrate crontabs.stable.example.com)", len(args))
+func (o *MigrateOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	switch {
+	case o.All:
+		err = o.completeAll(args)
+	case len(args) != 1:
+		err = UsageErrorf("migrate takes one CRD name, got %d (e.g. kubectl crdver migrate crontabs.stable.example.com)", len(args))
+	default:
+		o.Name = args[0]
 	}
-	o.Name = args[0]
+	if err != nil {
+		return err
+	}
 	o.progress = o.progressFlags.toProgress(o.g.ErrOut)
-	return nil
+	o.printer, err = o.out.toPrinter(humanOptions{})
+	return err
 }
 
 // Validate checks the flags. It does no I/O.
@@ -158,6 +168,9 @@ func (o *MigrateOptions) Validate() error {
 // Run builds the Migrator from the flags, with the prompt and the progress display, runs it and
 // prints its report.
 func (o *MigrateOptions) Run(ctx context.Context) error {
+	if o.All {
+		return o.runAll(ctx)
+	}
 	cs, err := o.g.clients()
 	if err != nil {
 		return err
@@ -177,11 +190,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 			Rewrite:             migrate.RewriteOptions{Concurrency: o.Concurrency, QPS: o.QPS, ChunkSize: o.ChunkSize, Checkpoint: o.Checkpoint},
 			ClusterStartTimeout: o.ClusterStartTimeout,
 		},
-		Planned: func(p *migrate.Plan) {
-			if !o.out.structured() {
-				_ = printPlan(o.g.Out, p, o.out.noHeaders)
-			}
-		},
+		Planned: func(p *migrate.Plan) { _ = o.printer.PrintPart(o.g.Out, p) },
 		Progress: func(total int64, counts func() migrate.Counts) func() {
 			return o.progress.Start(Task{Name: "rewriting", Prefix: "migrate", Unit: "objects", Total: total,
 				Done: func() int64 { return counts().Total() },
@@ -212,19 +221,12 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		var ie *migrate.InterruptedError
 		if errors.As(err, &ie) {
-			_ = o.print(report)
+			_ = o.printer.PrintReport(o.g.Out, report)
 			return Unavailable(fmt.Errorf("interrupted: %d objects done, progress saved in %s; resume with: %s", ie.Done, ie.Checkpoint, o.resumeCommand(crd.Name, ie.Checkpoint)))
 		}
 		return migrateError(crd.Name, err)
 	}
-	if report.DryRun {
-		if o.out.structured() {
-			return o.out.printStructured(o.g.Out, report)
-		}
-		_, err := fmt.Fprintln(o.g.Out, "\nDry run: nothing was written.")
-		return err
-	}
-	if err := o.print(report); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
 		return err
 	}
 	if failed := report.Failed(); failed > 0 {
@@ -236,26 +238,6 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	if report.Trim != nil && !report.Trim.Safe {
 		return ProblemsFound("%s: status.storedVersions was not trimmed: %s", crd.Name, report.Trim.Reason)
 	}
-	return nil
-}
-
-// print prints the report after the run (the plan was printed before it).
-func (o *MigrateOptions) print(report *migrate.Report) error {
-	if o.out.structured() {
-		return o.out.printStructured(o.g.Out, report)
-	}
-	if report.Result != nil {
-		if err := printResult(o.g.Out, report.Result, o.out.noHeaders); err != nil {
-			return err
-		}
-	}
-	if report.Result != nil && report.Result.Interrupted {
-		return nil
-	}
-	if report.Cluster != nil {
-		printClusterResult(o.g.Out, report.Cluster)
-	}
-	printTrim(o.g.Out, report.Trim, report.StorageVersion())
 	return nil
 }
 
@@ -326,15 +308,18 @@ func checkpointAdvice(err error) error {
 }
 
 // confirm asks on stderr and reads the answer from stdin.
-func (o *MigrateOptions) confirm(question string) (bool, error) {
-	fmt.Fprint(o.g.ErrOut, "\n"+question)
-	line, err := bufio.NewReader(o.g.In).ReadString('\n')
+func (o *MigrateOptions) confirm(question string) (bool, error) { return o.g.confirm(question) }
+
+// confirm asks question on stderr and reads y/yes from stdin; anything else is no.
+func (g *Globals) confirm(question string) (bool, error) {
+	fmt.Fprint(g.ErrOut, "\n"+question)
+	line, err := bufio.NewReader(g.In).ReadString('\n')
 	if err != nil && err != io.EOF {
 		return false, Unavailable(fmt.Errorf("reading the answer: %w", err))
 	}
-	if f, ok := o.g.In.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+	if f, ok := g.In.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
 		// The answer came from a pipe: show it, so the transcript reads right.
-		fmt.Fprintln(o.g.ErrOut, strings.TrimSpace(line))
+		fmt.Fprintln(g.ErrOut, strings.TrimSpace(line))
 	}
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":
@@ -375,88 +360,4 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func printPlan(w io.Writer, p *migrate.Plan, noHeaders bool) error {
-	scope := "cluster-scoped"
-	if p.Namespaced {
-		scope = "namespaced"
-	}
-	target := p.TargetVersion
-	if p.SwitchStorage {
-		target += " (switching from " + p.StorageVersion + ")"
-	}
-	fmt.Fprintf(w, "Plan for %s (%s)\n", p.CRD, scope)
-	fmt.Fprintf(w, "  storage version:  %s\n", p.StorageVersion)
-	fmt.Fprintf(w, "  storedVersions:   [%s]\n", strings.Join(p.StoredVersions, " "))
-	fmt.Fprintf(w, "  target version:   %s\n", target)
-	if p.Namespaced {
-		fmt.Fprintf(w, "  objects:          %d in %d namespaces\n", p.Objects, len(p.Namespaces))
-	} else {
-		fmt.Fprintf(w, "  objects:          %d\n", p.Objects)
-	}
-	for i, s := range p.Steps {
-		fmt.Fprintf(w, "  %d. %s\n", i+1, s)
-	}
-	if p.Namespaced && len(p.Namespaces) > 0 {
-		fmt.Fprintln(w)
-		t := &table{header: []string{"namespace", "objects"}}
-		for _, n := range p.Namespaces {
-			t.add(n.Namespace, strconv.FormatInt(n.Objects, 10))
-		}
-		return t.print(w, noHeaders)
-	}
-	return nil
-}
-
-func printResult(w io.Writer, r *migrate.Result, noHeaders bool) error {
-	fmt.Fprintln(w)
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "Note: %s\n", n)
-	}
-	t := &table{header: []string{"result", "objects"}}
-	t.add("rewritten", strconv.FormatInt(r.Rewritten, 10))
-	t.add("already current", strconv.FormatInt(r.Current, 10))
-	t.add("deleted meanwhile", strconv.FormatInt(r.Deleted, 10))
-	t.add("failed", strconv.FormatInt(r.Failed, 10))
-	t.add("total", strconv.FormatInt(r.Total(), 10))
-	if err := t.print(w, noHeaders); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "\n%s at %s: %d objects accounted for in %s (%.0f objects/s this run)\n",
-		r.CRD, r.StorageVersion, r.Total(), (time.Duration(r.ElapsedSeconds * float64(time.Second))).Round(10*time.Millisecond), r.ObjectsPerSecond)
-	if len(r.Failures) > 0 {
-		fmt.Fprintln(w, "\nObjects that could not be rewritten:")
-		ft := &table{header: []string{"namespace", "name", "reason"}}
-		for _, f := range r.Failures {
-			ft.add(f.Namespace, f.Name, f.Reason)
-		}
-		return ft.print(w, noHeaders)
-	}
-	return nil
-}
-
-func printTrim(w io.Writer, tr *migrate.TrimResult, storage string) {
-	switch {
-	case tr == nil:
-		fmt.Fprintln(w, "status.storedVersions left as it is (--no-trim)")
-	case tr.Trimmed:
-		fmt.Fprintf(w, "status.storedVersions: [%s] -> [%s]; the other versions can now be removed from spec.versions\n", strings.Join(tr.Before, " "), strings.Join(tr.After, " "))
-	case tr.Safe:
-		fmt.Fprintf(w, "status.storedVersions: %s\n", tr.Reason)
-	default:
-		fmt.Fprintf(w, "status.storedVersions not trimmed (still [%s]): %s\n", strings.Join(tr.Before, " "), tr.Reason)
-	}
-}
-
-func printClusterResult(w io.Writer, r *migrate.ClusterResult) {
-	state := "Failed"
-	if r.Succeeded {
-		state = "Succeeded"
-	}
-	fmt.Fprintf(w, "\nStorageVersionMigration %s (%s): %s in %s", r.Name, r.APIVersion, state, (time.Duration(r.ElapsedSeconds * float64(time.Second))).Round(10*time.Millisecond))
-	if r.Message != "" {
-		fmt.Fprintf(w, ": %s", r.Message)
-	}
-	fmt.Fprintln(w)
 }

@@ -3,8 +3,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,9 +11,10 @@ import (
 
 // MigrateStatusOptions are the options of `kubectl crdver migrate status`.
 type MigrateStatusOptions struct {
-	g      *Globals
-	source *crdSource
-	out    *outputFlags
+	g       *Globals
+	source  *crdSource
+	out     *outputFlags
+	printer ReportPrinter
 
 	Name       string
 	Checkpoint string
@@ -42,7 +41,16 @@ Exit code 1 when a migration is pending and a trim is not known to be safe.`,
 }
 
 // Complete takes the argument.
-func (o *MigrateStatusOptions) Complete(_ *cobra.Command, args []string) error {
+// Complete takes the arguments and resolves the printer.
+func (o *MigrateStatusOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	if err := o.completeArgs(args); err != nil {
+		return err
+	}
+	o.printer, err = o.out.toPrinter(humanOptions{})
+	return err
+}
+
+func (o *MigrateStatusOptions) completeArgs(args []string) error {
 	if len(args) != 1 {
 		return UsageErrorf("migrate status takes one CRD name, got %d", len(args))
 	}
@@ -74,26 +82,9 @@ func (o *MigrateStatusOptions) Run(ctx context.Context) error {
 		return Unavailable(checkpointAdvice(err))
 	}
 	st.Reason = statusReason(st)
-	if o.out.structured() {
-		if err := o.out.printStructured(o.g.Out, st); err != nil {
-			return err
-		}
-	} else {
-		w := o.g.Out
-		fmt.Fprintf(w, "CRD:               %s\n", st.CRD)
-		fmt.Fprintf(w, "storage version:   %s\n", st.StorageVersion)
-		fmt.Fprintf(w, "storedVersions:    [%s]\n", strings.Join(st.StoredVersions, " "))
-		fmt.Fprintf(w, "migration pending: %s\n", yesNo(st.Pending))
-		if st.LastRun != nil {
-			fmt.Fprintf(w, "last run:          %s at %s, %d objects (rewritten %d, already current %d, deleted %d, failed %d), %s\n",
-				st.LastRun.State, st.LastRun.StorageVersion, st.LastRun.Counts.Total(), st.LastRun.Counts.Rewritten, st.LastRun.Counts.Current,
-				st.LastRun.Counts.Deleted, st.LastRun.Counts.Failed, st.LastRun.UpdatedAt.Format(time.RFC3339))
-		}
-		if st.Pending {
-			fmt.Fprintf(w, "trim safe:         %s: %s\n", yesNo(st.TrimSafe), st.Reason)
-		} else {
-			fmt.Fprintf(w, "trim needed:       no: %s\n", st.Reason)
-		}
+	census, mfNotes := clusterManagedFields(ctx, o.g, o.source.offline(), crd)
+	if err := o.printer.PrintReport(o.g.Out, withCensus{report: st, census: census, notes: mfNotes}); err != nil {
+		return err
 	}
 	if st.Pending && !st.TrimSafe {
 		return ProblemsFound("%s: a migration is pending: %s", crd.Name, st.Reason)

@@ -6,13 +6,9 @@ import (
 	"fmt"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/preview"
-	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,20 +33,21 @@ const planExample = `  # What applying an operator release's CRDs would do to th
 
 // PlanOptions are the options of `kubectl crdver plan`.
 type PlanOptions struct {
-	g   *Globals
-	out *outputFlags
+	g       *Globals
+	out     *outputFlags
+	printer ReportPrinter
 
-	Files            []string
-	OldFiles         []string
-	ObjectFiles      []string
-	Sample           int64
-	FieldValidation  string
-	ChunkSize        int64
-	Workers          int
-	Quiet            bool
-	ProgressInterval time.Duration
-	ConvertSample    int
-	WebhookAddress   string
+	Files           []string
+	OldFiles        []string
+	ObjectFiles     []string
+	Sample          int64
+	FieldValidation string
+	ChunkSize       int64
+	Workers         int
+	progressFlags   *progressFlags
+	progress        Progress
+	ConvertSample   int
+	WebhookAddress  string
 
 	fv preview.FieldValidation
 }
@@ -96,21 +93,26 @@ rejected on create or update, or a schema change is breaking; 3 could not comple
 	f.IntVar(&o.Workers, "workers", 0, "Objects evaluated in parallel (0: one per core)")
 	f.IntVar(&o.ConvertSample, "convert-sample", 0, "For a new CRD with a conversion webhook: round-trip this many live objects through the new webhook configuration, with convert's checks")
 	f.StringVar(&o.WebhookAddress, "webhook-address", "", "With --convert-sample: HOST:PORT to reach the new webhook at (e.g. after kubectl port-forward); TLS is still verified as the clientConfig's name")
-	f.BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
-	f.DurationVar(&o.ProgressInterval, "progress-interval", 5*time.Second, "How often to print a progress line when stderr is not a terminal")
-	_ = f.MarkHidden("progress-interval")
+	o.progressFlags = addProgressFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("field-validation", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"Strict", "Warn", "Ignore"}, cobra.ShellCompDirectiveNoFileComp
 	})
 	return cmd
 }
 
-// Complete has nothing to take: plan has no arguments.
-func (o *PlanOptions) Complete(_ *cobra.Command, _ []string) error { return nil }
+// Complete resolves the printer: plan has no arguments.
+func (o *PlanOptions) Complete(_ *cobra.Command, _ []string) (err error) {
+	o.progress = o.progressFlags.toProgress(o.g.ErrOut)
+	o.printer, err = o.out.toPrinter(humanOptions{})
+	return err
+}
 
 // Validate checks the flags. It does no I/O.
 func (o *PlanOptions) Validate() error {
 	if err := o.out.validate(); err != nil {
+		return err
+	}
+	if err := o.progressFlags.validate(); err != nil {
 		return err
 	}
 	fv, err := preview.ParseFieldValidation(o.FieldValidation)
@@ -133,8 +135,6 @@ func (o *PlanOptions) Validate() error {
 		return UsageErrorf("--webhook-address is for --convert-sample")
 	case o.Workers < 0:
 		return UsageErrorf("--workers must be 0 (one per core) or more, got %d", o.Workers)
-	case o.ProgressInterval <= 0:
-		return UsageErrorf("--progress-interval must be positive, got %v", o.ProgressInterval)
 	}
 	return nil
 }
@@ -179,7 +179,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if skipped > 0 {
-		o.progressf("skipped %d documents that are not CustomResourceDefinitions\n", skipped)
+		o.progress.Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
 	}
 	lives, sources, err := o.liveCRDs(ctx, next)
 	if err != nil {
@@ -200,12 +200,14 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		}
 		stop := func() {}
 		if src != nil {
-			stop = o.startProgress(crd.Name, &counter, func() int64 {
-				if total = src.Total(); o.Sample > 0 && (total < 0 || total > o.Sample) {
-					return o.Sample
-				}
-				return total
-			})
+			stop = o.progress.Start(Task{Name: "plan " + crd.Name, Unit: "objects", Verb: "evaluated",
+				Done: counter.Load,
+				TotalFunc: func() int64 {
+					if total = src.Total(); o.Sample > 0 && (total < 0 || total > o.Sample) {
+						return o.Sample
+					}
+					return total
+				}})
 		}
 		opts := plan.Options{FieldValidation: o.fv, Sample: o.Sample, Workers: o.Workers, Progress: &counter, ApplyFile: applyFile}
 		if o.ConvertSample > 0 && crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
@@ -231,11 +233,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if runErr != nil && len(report.Items) == 0 {
 		return o.runError(runErr)
 	}
-	if o.out.structured() {
-		if err := o.out.printStructured(o.g.Out, report); err != nil {
-			return err
-		}
-	} else if err := printPlanReport(o.g.Out, report, o.out.format == outputWide, o.out.noHeaders); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
 		return err
 	}
 	if runErr != nil {
@@ -311,281 +309,4 @@ func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.Cust
 		}
 	}
 	return lives, sources, nil
-}
-
-// progressf prints a note on stderr (not with --quiet).
-func (o *PlanOptions) progressf(format string, args ...any) {
-	if !o.Quiet {
-		fmt.Fprintf(o.g.ErrOut, format, args...)
-	}
-}
-
-// startProgress shows how many objects are evaluated: a bar on a terminal, a plain line every
-// ProgressInterval otherwise, nothing with --quiet.
-func (o *PlanOptions) startProgress(name string, n *atomic.Int64, total func() int64) func() {
-	if o.Quiet {
-		return func() {}
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	tty := isTerminal(o.g.ErrOut)
-	go func() {
-		defer wg.Done()
-		start := time.Now()
-		var bar *progressbar.ProgressBar
-		interval := o.ProgressInterval
-		if tty {
-			interval = 200 * time.Millisecond
-		}
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				if bar != nil {
-					_ = bar.Set64(n.Load())
-					_ = bar.Exit()
-					fmt.Fprintln(o.g.ErrOut)
-				}
-				return
-			case <-t.C:
-				cur, tot := n.Load(), total()
-				if tty {
-					if bar == nil {
-						bar = progressbar.NewOptions64(tot, progressbar.OptionSetWriter(o.g.ErrOut), progressbar.OptionSetDescription("plan "+name),
-							progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("objects"),
-							progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30))
-					}
-					if tot > 0 && cur > bar.GetMax64() {
-						bar.ChangeMax64(cur)
-					}
-					_ = bar.Set64(cur)
-					continue
-				}
-				rate := float64(cur) / time.Since(start).Seconds()
-				fmt.Fprintf(o.g.ErrOut, "plan %s: %d/%s objects evaluated, %.0f objects/s\n", name, cur, countText(tot), rate)
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
-}
-
-func countText(n int64) string {
-	if n < 0 {
-		return "?"
-	}
-	return fmt.Sprint(n)
-}
-
-// findingsShown is how many objects the default output lists per CRD (-o wide: all).
-const findingsShown = 10
-
-func dashList(s []string) string { return dash(strings.Join(s, ", ")) }
-
-// printPlanReport prints a summary table, then each CRD's details.
-func printPlanReport(w io.Writer, r *plan.Report, wide, noHeaders bool) error {
-	t := &table{header: []string{"crd", "operation", "apply", "storage", "schema changes", "objects", "findings", "breaking"}}
-	for _, it := range r.Items {
-		apply := "allowed"
-		if !it.Apply.Allowed {
-			apply = "rejected"
-		}
-		storage := it.StorageVersion.After
-		if it.StorageVersion.Before != "" && it.StorageVersion.Before != it.StorageVersion.After {
-			storage = it.StorageVersion.Before + " → " + it.StorageVersion.After
-		}
-		breaking := 0
-		for _, c := range it.SchemaChanges {
-			if c.Breaking {
-				breaking++
-			}
-		}
-		objects := fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total))
-		t.add(it.CRD, it.Operation, apply, storage, fmt.Sprintf("%d (%d breaking)", len(it.SchemaChanges), breaking), objects, fmt.Sprint(len(it.Objects.Findings)), yesNo(it.Breaking))
-	}
-	if err := t.print(w, noHeaders); err != nil {
-		return err
-	}
-	for i := range r.Items {
-		fmt.Fprintln(w)
-		if err := printPlanItem(w, &r.Items[i], wide, noHeaders); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func printPlanItem(w io.Writer, it *plan.Item, wide, noHeaders bool) error {
-	fmt.Fprintf(w, "%s (%s)\n", it.CRD, it.Operation)
-	if it.Apply.Allowed {
-		fmt.Fprintln(w, "  Apply: allowed")
-	} else {
-		fmt.Fprintln(w, "  Apply: rejected by the API server:")
-		for _, e := range it.Apply.Errors {
-			fmt.Fprintf(w, "    %s\n", e)
-		}
-	}
-	for _, wn := range it.Apply.Warnings {
-		fmt.Fprintf(w, "    warning: %s\n", wn)
-	}
-	if it.Operation == plan.OperationUpdate {
-		fmt.Fprintf(w, "  Versions: added %s; removed %s; unserved %s; deprecated %s\n",
-			dashList(it.Versions.Added), dashList(it.Versions.Removed), dashList(it.Versions.Unserved), dashList(it.Versions.Deprecated))
-	}
-	storage := it.StorageVersion.After
-	switch it.StorageVersion.Before {
-	case "":
-	case it.StorageVersion.After:
-		storage += " (unchanged)"
-	default:
-		storage = it.StorageVersion.Before + " → " + it.StorageVersion.After
-	}
-	pending := "no migration pending"
-	if it.MigrationPending {
-		pending = fmt.Sprintf("migration pending for %d objects", it.MigrationObjects)
-	}
-	fmt.Fprintf(w, "  Storage: %s; storedVersions after the apply: %s (%s)\n", storage, dashList(it.StoredVersionsAfterApply), pending)
-	if len(it.Conversion) > 0 {
-		fmt.Fprintf(w, "  Conversion: %s\n", strings.Join(it.Conversion, "; "))
-	}
-	if len(it.ConversionSample) > 0 {
-		fmt.Fprintln(w, "  Conversion sample (round trips through the new webhook):")
-		t := &table{header: []string{"to", "objects", "converted", "problems"}}
-		for _, c := range it.ConversionSample {
-			t.add(c.To, fmt.Sprint(c.Objects), fmt.Sprint(c.Converted), fmt.Sprint(c.Problems))
-		}
-		if err := printIndented(w, t, noHeaders); err != nil {
-			return err
-		}
-		for _, c := range it.ConversionSample {
-			if c.Unreachable != "" {
-				fmt.Fprintf(w, "    to %s: webhook unreachable: %s\n", c.To, c.Unreachable)
-			}
-			for i, f := range c.Findings {
-				if !wide && i == findingsShown {
-					fmt.Fprintf(w, "    … and %d more (-o wide lists them)\n", len(c.Findings)-i)
-					break
-				}
-				fmt.Fprintf(w, "    %s: %s %s %s: %s\n", f.Object, f.Direction, f.Check, f.Path, f.Detail)
-			}
-		}
-	}
-	if len(it.SchemaChanges) > 0 {
-		fmt.Fprintln(w, "  Schema changes:")
-		t := &table{header: []string{"version", "path", "change", "breaking"}}
-		for _, c := range it.SchemaChanges {
-			t.add(c.Version, dash(c.Path), c.Change, yesNo(c.Breaking))
-		}
-		if err := printIndented(w, t, noHeaders); err != nil {
-			return err
-		}
-	} else if it.Operation == plan.OperationUpdate {
-		fmt.Fprintln(w, "  Schema changes: none")
-	}
-	if it.Operation == plan.OperationUpdate {
-		at := ""
-		if it.Objects.ReadVersion != "" {
-			at = " at " + it.Objects.ReadVersion
-		}
-		fmt.Fprintf(w, "  Objects: %d of %s evaluated%s, %d with findings\n", it.Objects.Evaluated, countText(it.Objects.Total), at, len(it.Objects.Findings))
-		for _, n := range it.Objects.Notes {
-			fmt.Fprintf(w, "    note: %s\n", n)
-		}
-	}
-	if len(it.Objects.Findings) > 0 {
-		shown := it.Objects.Findings
-		if !wide && len(shown) > findingsShown {
-			shown = shown[:findingsShown]
-		}
-		t := &table{header: []string{"namespace", "name", "pruned on read", "defaulted on read", "re-create", "no-op update"}}
-		for _, f := range shown {
-			pruned := dashList(f.PrunedOnRead)
-			if len(f.PossiblyPrunedOnRead) > 0 {
-				pruned = strings.TrimPrefix(pruned+" ", "- ") + "(depending on the encoding: " + strings.Join(f.PossiblyPrunedOnRead, ", ") + ")"
-			}
-			t.add(dash(f.Namespace), f.Name, pruned, dashList(f.DefaultedOnRead), verdict(f.CreateErrors), verdict(f.UpdateErrors))
-		}
-		if err := printIndented(w, t, noHeaders); err != nil {
-			return err
-		}
-		for _, f := range shown {
-			name := f.Name
-			if f.Namespace != "" {
-				name = f.Namespace + "/" + name
-			}
-			msgs := f.CreateErrors
-			if !wide && len(msgs) > 1 {
-				msgs = msgs[:1]
-			}
-			for _, m := range msgs {
-				fmt.Fprintf(w, "    %s: re-create: %s\n", name, m)
-			}
-			msgs = f.UpdateErrors
-			if !wide && len(msgs) > 1 {
-				msgs = msgs[:1]
-			}
-			for _, m := range msgs {
-				fmt.Fprintf(w, "    %s: update: %s\n", name, m)
-			}
-			for _, m := range f.UpdateWarnings {
-				fmt.Fprintf(w, "    %s: update warning: %s\n", name, m)
-			}
-			for _, m := range f.Notes {
-				fmt.Fprintf(w, "    %s: note: %s\n", name, m)
-			}
-		}
-		if len(shown) < len(it.Objects.Findings) {
-			fmt.Fprintf(w, "    … and %d more objects (-o wide lists every object and every message)\n", len(it.Objects.Findings)-len(shown))
-		}
-	}
-	if len(it.ManagedFields) > 0 {
-		fmt.Fprintln(w, "  Field managers:")
-		t := &table{header: []string{"version", "managers", "objects", "after the apply"}}
-		for _, m := range it.ManagedFields {
-			after := "ok"
-			switch {
-			case m.RemovedByThisChange:
-				after = "version removed: server-side apply fails on these objects"
-			case m.UnservedByThisChange:
-				after = "version no longer served"
-			}
-			t.add(m.Version, strings.Join(m.Managers, ", "), fmt.Sprint(m.Objects), after)
-		}
-		if err := printIndented(w, t, noHeaders); err != nil {
-			return err
-		}
-	}
-	if len(it.Steps) > 0 {
-		fmt.Fprintln(w, "  Steps:")
-		for i, s := range it.Steps {
-			fmt.Fprintf(w, "    %d. %s\n", i+1, s)
-		}
-	}
-	for _, n := range it.Notes {
-		fmt.Fprintf(w, "  note: %s\n", n)
-	}
-	return nil
-}
-
-func verdict(errs []string) string {
-	if len(errs) > 0 {
-		return "rejected"
-	}
-	return "ok"
-}
-
-// printIndented prints a table indented by four spaces.
-func printIndented(w io.Writer, t *table, noHeaders bool) error {
-	var b strings.Builder
-	if err := t.print(&b, noHeaders); err != nil {
-		return err
-	}
-	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-	for _, l := range lines {
-		if _, err := fmt.Fprintf(w, "    %s\n", l); err != nil {
-			return err
-		}
-	}
-	return nil
 }

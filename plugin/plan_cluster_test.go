@@ -60,7 +60,7 @@ func TestPlanCluster(t *testing.T) {
 	if g.Operation != "create" || !g.Apply.Allowed || g.Breaking {
 		t.Errorf("gizmos: %+v", g)
 	}
-	mustContain(t, "stderr", r.stderr, "plan widgets.plan.example.com: ", "objects evaluated")
+	mustContain(t, "stderr", r.stderr, "plan widgets.plan.example.com: ", "/7 objects evaluated")
 
 	// (spec.tier is unknown to the old CRD, so it was pruned on create: every object lacks it.)
 	// Nothing was written: gizmos do not exist, and the live CRD against itself is clean.

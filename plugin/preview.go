@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"runtime"
 	"strings"
 
-	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/preview"
 )
@@ -41,9 +38,10 @@ const previewExample = `  # A helm chart's objects, with the CRDs from the chart
 
 // PreviewOptions are the options of `kubectl crdver preview`.
 type PreviewOptions struct {
-	g      *Globals
-	source *crdSource
-	out    *outputFlags
+	g       *Globals
+	source  *crdSource
+	out     *outputFlags
+	printer ReportPrinter
 
 	Files           []string
 	OldFiles        []string
@@ -110,7 +108,16 @@ interrupted).`,
 }
 
 // Complete takes the arguments.
-func (o *PreviewOptions) Complete(_ *cobra.Command, args []string) error {
+// Complete takes the arguments and resolves the printer.
+func (o *PreviewOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	if err := o.completeArgs(args); err != nil {
+		return err
+	}
+	o.printer, err = o.out.toPrinter(humanOptions{diff: o.Diff})
+	return err
+}
+
+func (o *PreviewOptions) completeArgs(args []string) error {
 	if len(args) > 1 {
 		return UsageErrorf("preview takes at most one CRD name, got %d (%s)", len(args), strings.Join(args, " "))
 	}
@@ -158,6 +165,8 @@ func (o *PreviewOptions) Validate() error {
 type PreviewItem struct {
 	// Source names the file and document the object came from.
 	Source string `json:"source"`
+	// input is the object as read, for --diff.
+	input []byte
 	preview.PreviewResult
 }
 
@@ -230,75 +239,4 @@ func plural(n int, what string) string {
 		return fmt.Sprintf("1 %s", what)
 	}
 	return fmt.Sprintf("%d %ss", n, what)
-}
-
-// printPreview prints one object's preview for humans.
-func printPreview(w io.Writer, item PreviewItem, input []byte, diff bool) error {
-	var b strings.Builder
-	r := item.PreviewResult
-	who := r.Name
-	if who == "" {
-		who = "(no name)"
-	}
-	if r.Namespace != "" {
-		who = r.Namespace + "/" + r.Name
-	}
-	shown := ""
-	if r.ReadVersion != r.Version && r.Object != nil {
-		shown = ", shown as read in " + r.ReadVersion
-	}
-	fmt.Fprintf(&b, "# %s: %s %s, %s in %s%s: %s\n", item.Source, r.Kind, who, r.Operation, r.Version, shown, strings.ToUpper(r.Verdict))
-	if r.Object != nil {
-		out, err := yaml.Marshal(r.Object)
-		if err != nil {
-			return err
-		}
-		if diff {
-			in, err := yaml.JSONToYAML(input)
-			if err != nil {
-				return err
-			}
-			text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-				A: difflib.SplitLines(string(in)), B: difflib.SplitLines(string(out)),
-				FromFile: "input", ToFile: "result", Context: 3,
-			})
-			if err != nil {
-				return err
-			}
-			if text == "" {
-				text = "(no change)\n"
-			}
-			b.WriteString(text)
-		} else {
-			b.Write(out)
-		}
-	}
-	section := func(title string, lines []string) {
-		if len(lines) == 0 {
-			return
-		}
-		fmt.Fprintf(&b, "%s:\n", title)
-		for _, l := range lines {
-			fmt.Fprintf(&b, "  %s\n", l)
-		}
-	}
-	section("pruned (unknown fields)", r.Pruned)
-	section("pruned after conversion (fields the other version's schema does not know)", r.PrunedOnConversion)
-	section("dropped nulls", r.DroppedNulls)
-	section("defaulted", r.Defaulted)
-	section("defaulted when read back from storage", r.DefaultedOnRead)
-	section("warnings", r.Warnings)
-	var errs []string
-	for _, e := range r.Errors {
-		if e.Field != "" && e.Field != "<nil>" {
-			errs = append(errs, e.Field+": "+e.Message)
-		} else {
-			errs = append(errs, e.Message)
-		}
-	}
-	section("errors", errs)
-	section("notes", r.Notes)
-	fmt.Fprintf(&b, "verdict: %s\n\n", r.Verdict)
-	_, err := io.WriteString(w, b.String())
-	return err
 }

@@ -52,12 +52,51 @@ func (f *outputFlags) validate() error {
 	return UsageErrorf("--output %q is not supported: use one of %s", f.format, strings.Join(f.allowed, ", "))
 }
 
+// structured reports whether -o asks for data (json or yaml). Validate may use it to refuse
+// options that only make sense for people; Run uses the printer instead.
 func (f *outputFlags) structured() bool { return f.format == outputJSON || f.format == outputYAML }
 
-// printStructured writes v as indented JSON or as YAML, depending on -o.
+// ReportPrinter prints a command's report: as data for -o json|yaml, for people otherwise.
+// Commands resolve it from their flags in Complete (kubectl's PrintFlags.ToPrinter).
+type ReportPrinter interface {
+	// PrintReport prints the command's report.
+	PrintReport(w io.Writer, report any) error
+	// PrintPart prints a part of the report as soon as it is known (a migration's plan before
+	// its question). The data printers print nothing: the part is in the final report.
+	PrintPart(w io.Writer, part any) error
+}
+
+// humanOptions are what a command adds to the human printer.
+type humanOptions struct {
+	// diff: preview prints a unified diff instead of the result.
+	diff bool
+}
+
+// toPrinter resolves -o and --no-headers to the command's printer; an -o the command does not
+// support is a usage error.
+func (f *outputFlags) toPrinter(h humanOptions) (ReportPrinter, error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	if f.structured() {
+		return dataPrinter{format: f.format}, nil
+	}
+	return &humanPrinter{noHeaders: f.noHeaders, wide: f.format == outputWide, diff: h.diff}, nil
+}
+
+// printStructured writes v as indented JSON or as YAML, depending on -o (for commands that
+// do not resolve a ReportPrinter yet).
 func (f *outputFlags) printStructured(w io.Writer, v any) error {
 	return printData(w, f.format, v)
 }
+
+// dataPrinter prints reports as indented JSON or as YAML.
+type dataPrinter struct{ format string }
+
+func (p dataPrinter) PrintReport(w io.Writer, report any) error {
+	return printData(w, p.format, report)
+}
+func (dataPrinter) PrintPart(io.Writer, any) error { return nil }
 
 func printData(w io.Writer, format string, v any) error {
 	js, err := json.MarshalIndent(v, "", "  ")

@@ -33,6 +33,11 @@ type Task struct {
 	Unit string
 	// Total is the number of units expected (the bar grows when Done passes it).
 	Total int64
+	// TotalFunc, when set, is asked for the total at each update instead (for work whose size
+	// becomes known on the way); a negative answer means unknown.
+	TotalFunc func() int64
+	// Verb follows the unit in plain lines ("objects evaluated").
+	Verb string
 	// Done returns the units done so far; it is called from another goroutine.
 	Done func() int64
 	// Detail, when set, adds a breakdown to plain lines ("rewritten 3, failed 0").
@@ -104,9 +109,17 @@ func (p *streamProgress) Start(t Task) func() {
 	return func() { close(done); wg.Wait() }
 }
 
+// total is the task's total now (negative: unknown).
+func (t Task) total() int64 {
+	if t.TotalFunc != nil {
+		return t.TotalFunc()
+	}
+	return t.Total
+}
+
 // bar draws a progress bar with count, rate and ETA until done is closed.
 func (p *streamProgress) bar(t Task, done <-chan struct{}) {
-	bar := progressbar.NewOptions64(t.Total,
+	bar := progressbar.NewOptions64(t.total(),
 		progressbar.OptionSetWriter(p.w),
 		progressbar.OptionSetDescription(t.Name),
 		progressbar.OptionShowCount(),
@@ -119,6 +132,9 @@ func (p *streamProgress) bar(t Task, done <-chan struct{}) {
 	_ = bar.RenderBlank() // starts the bar's clock now, so the first rate is right
 	update := func() {
 		n := t.Done()
+		if tot := t.total(); tot > bar.GetMax64() {
+			bar.ChangeMax64(tot)
+		}
 		if n > bar.GetMax64() {
 			bar.ChangeMax64(n)
 		}
@@ -151,12 +167,15 @@ func (p *streamProgress) lines(t Task, done <-chan struct{}) {
 		case <-done:
 			return
 		case <-tick.C:
-			n := t.Done()
+			n, total := t.Done(), t.total()
 			rate := float64(n-first) / time.Since(start).Seconds()
-			eta := "?"
-			if rate > 0 && t.Total > n {
-				eta = (time.Duration(float64(t.Total-n)/rate) * time.Second).Round(time.Second).String()
-			} else if t.Total <= n {
+			eta, totalText := "?", "?"
+			if total >= 0 {
+				totalText = fmt.Sprint(total)
+			}
+			if rate > 0 && total > n {
+				eta = (time.Duration(float64(total-n)/rate) * time.Second).Round(time.Second).String()
+			} else if total >= 0 && total <= n {
 				eta = "0s"
 			}
 			detail := ""
@@ -167,11 +186,11 @@ func (p *streamProgress) lines(t Task, done <-chan struct{}) {
 			if prefix == "" {
 				prefix = t.Name
 			}
-			if t.Total < 0 { // unknown total (a stream): no ETA
-				fmt.Fprintf(p.w, "%s: %d %s%s, %.0f %s/s\n", prefix, n, t.Unit, detail, rate, t.Unit)
-				continue
+			unit := t.Unit
+			if t.Verb != "" {
+				unit += " " + t.Verb
 			}
-			fmt.Fprintf(p.w, "%s: %d/%d %s%s, %.0f %s/s, ETA %s\n", prefix, n, t.Total, t.Unit, detail, rate, t.Unit, eta)
+			fmt.Fprintf(p.w, "%s: %d/%s %s%s, %.0f %s/s, ETA %s\n", prefix, n, totalText, unit, detail, rate, t.Unit, eta)
 		}
 	}
 }

@@ -71,6 +71,7 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdPreview(g),
 		NewCmdExplain(g),
 		NewCmdPlan(g),
+		NewCmdRetire(g),
 	)
 	return cmd
 }

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"runtime/debug"
 
@@ -39,8 +38,9 @@ func buildInfo() BuildInfo {
 }
 
 type versionOptions struct {
-	g   *Globals
-	out *outputFlags
+	g       *Globals
+	out     *outputFlags
+	printer ReportPrinter
 }
 
 // NewCmdVersion builds `kubectl crdver version`.
@@ -56,17 +56,11 @@ func NewCmdVersion(g *Globals) *cobra.Command {
 	return cmd
 }
 
-func (o *versionOptions) Complete(*cobra.Command, []string) error { return nil }
-func (o *versionOptions) Validate() error                         { return o.out.validate() }
-func (o *versionOptions) Run(context.Context) error {
-	bi := buildInfo()
-	if o.out.structured() {
-		return o.out.printStructured(o.g.Out, bi)
-	}
-	commit := ""
-	if bi.Commit != "" {
-		commit = " commit " + bi.Commit
-	}
-	_, err := fmt.Fprintf(o.g.Out, "kubectl-crdver %s%s (%s, %s, Kubernetes libraries %s)\n", bi.Version, commit, bi.GoVersion, bi.Platform, bi.KubernetesLibrary)
+func (o *versionOptions) Complete(*cobra.Command, []string) (err error) {
+	o.printer, err = o.out.toPrinter(humanOptions{})
 	return err
+}
+func (o *versionOptions) Validate() error { return nil }
+func (o *versionOptions) Run(context.Context) error {
+	return o.printer.PrintReport(o.g.Out, buildInfo())
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -34,9 +32,10 @@ const versionsExample = `  # Versions of a CRD in the cluster, in priority order
 
 // VersionsOptions are the options of `kubectl crdver versions`.
 type VersionsOptions struct {
-	g      *Globals
-	source *crdSource
-	out    *outputFlags
+	g       *Globals
+	source  *crdSource
+	out     *outputFlags
+	printer ReportPrinter
 
 	Name      string
 	All       bool
@@ -73,7 +72,16 @@ status.storedVersions (migrate first), or is the only served version.`,
 }
 
 // Complete takes the arguments.
-func (o *VersionsOptions) Complete(_ *cobra.Command, args []string) error {
+// Complete takes the arguments and resolves the printer.
+func (o *VersionsOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	if err := o.completeArgs(args); err != nil {
+		return err
+	}
+	o.printer, err = o.out.toPrinter(humanOptions{})
+	return err
+}
+
+func (o *VersionsOptions) completeArgs(args []string) error {
 	if o.Sort {
 		o.SortArgs = args
 		return nil
@@ -134,11 +142,8 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 			return Usage(err)
 		}
 	}
-	if o.out.structured() {
-		if err := o.out.printStructured(o.g.Out, report); err != nil {
-			return err
-		}
-	} else if err := printVersionsTable(o.g.Out, report, o.out.format == outputWide, o.out.noHeaders); err != nil {
+	census, mfNotes := clusterManagedFields(ctx, o.g, o.source.offline(), crd)
+	if err := o.printer.PrintReport(o.g.Out, withCensus{report: report, census: census, notes: mfNotes}); err != nil {
 		return err
 	}
 	if o.CanRemove != "" {
@@ -159,16 +164,15 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 func (o *VersionsOptions) runSort() error {
 	sorted := append([]string{}, o.SortArgs...)
 	crdinfo.SortByPriority(sorted)
-	if o.out.structured() {
-		return o.out.printStructured(o.g.Out, sorted)
-	}
-	var b strings.Builder
-	for _, v := range sorted {
-		b.WriteString(v)
-		b.WriteByte('\n')
-	}
-	_, err := io.WriteString(o.g.Out, b.String())
-	return err
+	return o.printer.PrintReport(o.g.Out, sortedVersions(sorted))
+}
+
+// sortedVersions is the report of --sort: version strings in priority order.
+type sortedVersions []string
+
+// versionsSummary is the report of --all.
+type versionsSummary struct {
+	Items []explain.Summary `json:"items"`
 }
 
 // groupPreferred returns the preferred version of crd's group. From the cluster it is what the
@@ -219,56 +223,7 @@ func (o *VersionsOptions) runAll(ctx context.Context) error {
 		}
 		crds = established
 	}
-	rows := explain.Summarize(crds)
-	if o.out.structured() {
-		return o.out.printStructured(o.g.Out, struct {
-			Items []explain.Summary `json:"items"`
-		}{Items: rows})
-	}
-	t := &table{header: []string{"name", "storage", "preferred", "stored versions", "served", "migration pending"}}
-	unknown := 0
-	for _, r := range rows {
-		stored := dash(strings.Join(r.StoredVersions, ","))
-		if !r.StoredVersionsKnown {
-			stored = "?"
-			unknown++
-		}
-		t.add(r.Name, dash(r.StorageVersion), dash(r.PreferredVersion), stored,
-			fmt.Sprintf("%d/%d", r.Served, r.Versions), strings.Replace(yesNoUnknown(r.MigrationPending), "?", "unknown", 1))
-	}
-	if err := t.print(o.g.Out, o.out.noHeaders); err != nil {
-		return err
-	}
-	if unknown > 0 {
-		_, err := fmt.Fprintf(o.g.Out, "note: storedVersions unknown for %s: the files have no status.storedVersions; check the cluster (kubectl crdver versions --all)\n", plural(unknown, "CRD"))
-		return err
-	}
-	return nil
-}
-
-func printVersionsTable(w io.Writer, r explain.VersionsReport, wide, noHeaders bool) error {
-	t := &table{header: []string{"rank", "version", "stability", "served", "storage", "stored", "deprecated", "preferred"}}
-	if wide {
-		t.header = append(t.header, "schema", "deprecation warning")
-	}
-	t.header = append(t.header, "notes")
-	for _, v := range r.Versions {
-		row := []string{strconv.Itoa(v.Rank), v.Name, string(v.Stability), yesNo(v.Served), yesNo(v.Storage), yesNoUnknown(v.Stored), yesNo(v.Deprecated), mark(v.Preferred)}
-		if wide {
-			row = append(row, yesNo(v.HasSchema), dash(v.DeprecationWarning))
-		}
-		row = append(row, strings.Join(v.Notes, "; "))
-		t.add(row...)
-	}
-	if err := t.print(w, noHeaders); err != nil {
-		return err
-	}
-	for _, n := range r.Notes {
-		if _, err := fmt.Fprintf(w, "note: %s\n", n); err != nil {
-			return err
-		}
-	}
-	return nil
+	return o.printer.PrintReport(o.g.Out, versionsSummary{Items: explain.Summarize(crds)})
 }
 
 func yesNo(b bool) string {

@@ -3,7 +3,6 @@ package preview
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,32 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
-
-const ratchetCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: ratchets.preview.example.com
-spec:
-  group: preview.example.com
-  scope: Namespaced
-  names: {plural: ratchets, singular: ratchet, kind: Ratchet}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              code: {type: string RULES_CODE}
-              level: {type: integer RULES_LEVEL}
-              other: {type: string}
-`
 
 // TestPreviewUpdateRatchetingMatchesServer stores objects under a loose schema, tightens the
 // schema, then previews updates: an invalid value left unchanged ratchets (accepted), a
@@ -45,17 +20,8 @@ spec:
 func TestPreviewUpdateRatchetingMatchesServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	loose, err := crdinfo.Decode([]byte(strings.NewReplacer("RULES_CODE", "", "RULES_LEVEL", "").Replace(ratchetCRD)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tight, err := crdinfo.Decode([]byte(strings.NewReplacer(
-		"RULES_CODE", ", maxLength: 3",
-		"RULES_LEVEL", `, x-kubernetes-validations: [{rule: "self < 10", message: "level must be below 10"}, {rule: "self >= oldSelf", message: "level cannot go down"}]`,
-	).Replace(ratchetCRD)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	loose := testenv.LoadCRD(t, "fixtures/ratchets-loose.yaml")
+	tight := testenv.LoadCRD(t, "fixtures/ratchets-tight.yaml")
 	if _, err := env.CreateCRD(ctx, forServer(loose)); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -19,14 +18,7 @@ import (
 // server) and counts them by the apiVersion they are encoded at. It also returns etcd's current
 // revision, which moves with every write.
 func (e *Env) StoredAPIVersions(ctx context.Context, group, plural string) (map[string]int, int64, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.EtcdURL}, DialTimeout: 10 * time.Second})
-	if err != nil {
-		return nil, 0, err
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	resp, err := cli.Get(ctx, "/registry/"+group+"/"+plural+"/", clientv3.WithPrefix())
+	resp, err := e.etcdGet(ctx, "/registry/"+group+"/"+plural+"/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, err
 	}

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/crdver/kubectl-crdver/internal/testwebhook"
+	"github.com/crdver/kubectl-crdver/internal/testca"
 )
 
 // AdmissionServer is a real HTTPS admission webhook on 127.0.0.1 with a certificate signed by
@@ -37,7 +37,7 @@ type AdmissionFunc func(req *admissionv1.AdmissionRequest) error
 
 // StartAdmissionServer starts a validating webhook answering AdmissionReview v1 with decide.
 func StartAdmissionServer(decide AdmissionFunc) (*AdmissionServer, error) {
-	ca, err := testwebhook.NewCA()
+	ca, err := testca.New()
 	if err != nil {
 		return nil, err
 	}

@@ -5,17 +5,11 @@
 package testwebhook
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -26,6 +20,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/crdver/kubectl-crdver/internal/testca"
 )
 
 // Behaviour is one way to misbehave ("" is well-behaved).
@@ -97,7 +93,7 @@ type Options struct {
 
 // Start starts the webhook on 127.0.0.1 on a free port.
 func Start(opts Options) (*Server, error) {
-	ca, err := NewCA()
+	ca, err := testca.New()
 	if err != nil {
 		return nil, err
 	}
@@ -397,215 +393,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(js)
 }
 
-// version is the version part of an apiVersion.
-func version(apiVersion any) string {
-	s, _ := apiVersion.(string)
-	_, v, _ := strings.Cut(s, "/")
-	return v
-}
-
-// Convert converts one CronTab to desiredAPIVersion: v1beta1 spec.hostPort "host:port" ↔ v1
-// spec.host and spec.port (in any group, so that tests can rename the CRD). With lossy, v1 -> v1beta1 forgets the port.
-func Convert(obj map[string]any, desiredAPIVersion string, lossy bool) (map[string]any, error) {
-	from, _ := obj["apiVersion"].(string)
-	out := map[string]any{}
-	for k, v := range obj {
-		out[k] = v
-	}
-	out["apiVersion"] = desiredAPIVersion
-	spec, ok := obj["spec"].(map[string]any)
-	if !ok || from == desiredAPIVersion {
-		return out, nil
-	}
-	ns := map[string]any{}
-	for k, v := range spec {
-		ns[k] = v
-	}
-	switch {
-	case version(from) == "v1beta1" && version(desiredAPIVersion) == "v1":
-		hp, hasHP := ns["hostPort"].(string)
-		delete(ns, "hostPort")
-		if saved, ok := takeAnnotation(out, hp); ok {
-			// The v1 fields "host:port" cannot represent, saved by the v1 -> v1beta1 conversion.
-			for k, v := range saved {
-				ns[k] = v
-			}
-		} else if hasHP {
-			ns["host"], ns["port"] = splitHostPort(hp)
-			if ns["port"] == nil {
-				delete(ns, "port")
-			}
-		}
-	case version(from) == "v1" && version(desiredAPIVersion) == "v1beta1":
-		host, hasHost := ns["host"].(string)
-		port, hasPort := ns["port"].(string)
-		delete(ns, "host")
-		delete(ns, "port")
-		hp, hasHP := "", false
-		switch {
-		case hasPort && !lossy:
-			hp, hasHP = host+":"+port, true
-		case hasHost:
-			hp, hasHP = host, true
-		}
-		if hasHP {
-			ns["hostPort"] = hp
-		}
-		if !lossy {
-			// Keep what "host:port" cannot say in an annotation (the API server keeps
-			// annotations), so that v1 -> v1beta1 -> v1 gives back the same object.
-			bh, bp := splitHostPort(hp)
-			_, backHasPort := bp.(string)
-			if !hasHP || bh != host || backHasPort != hasPort || (hasPort && bp != port) || !hasHost {
-				saved := map[string]any{}
-				if hasHost {
-					saved["host"] = host
-				}
-				if hasPort {
-					saved["port"] = port
-				}
-				if len(saved) > 0 {
-					putAnnotation(out, hp, saved)
-				}
-			}
-		}
-	}
-	out["spec"] = ns
-	return out, nil
-}
-
-const savedAnnotation = "crontab.stable.example.com/v1-host-port"
-
-// splitHostPort splits at the last colon; without one, everything is the host and port is
-// nil (absent).
-func splitHostPort(hp string) (host string, port any) {
-	if i := strings.LastIndex(hp, ":"); i >= 0 {
-		return hp[:i], hp[i+1:]
-	}
-	return hp, nil
-}
-
-func putAnnotation(obj map[string]any, hostPort string, saved map[string]any) {
-	meta, _ := obj["metadata"].(map[string]any)
-	if meta == nil {
-		return
-	}
-	m := map[string]any{}
-	for k, v := range meta {
-		m[k] = v
-	}
-	ann := map[string]any{}
-	if a, ok := m["annotations"].(map[string]any); ok {
-		for k, v := range a {
-			ann[k] = v
-		}
-	}
-	b, _ := json.Marshal(map[string]any{"hostPort": hostPort, "v1": saved})
-	ann[savedAnnotation] = string(b)
-	m["annotations"] = ann
-	obj["metadata"] = m
-}
-
-// takeAnnotation removes the saved-fields annotation and returns what it holds if it was
-// written for this hostPort.
-func takeAnnotation(obj map[string]any, hostPort string) (map[string]any, bool) {
-	meta, _ := obj["metadata"].(map[string]any)
-	ann, _ := meta["annotations"].(map[string]any)
-	raw, ok := ann[savedAnnotation].(string)
-	if !ok {
-		return nil, false
-	}
-	m := map[string]any{}
-	for k, v := range meta {
-		m[k] = v
-	}
-	a := map[string]any{}
-	for k, v := range ann {
-		if k != savedAnnotation {
-			a[k] = v
-		}
-	}
-	if len(a) > 0 {
-		m["annotations"] = a
-	} else {
-		delete(m, "annotations")
-	}
-	obj["metadata"] = m
-	var saved struct {
-		HostPort string         `json:"hostPort"`
-		V1       map[string]any `json:"v1"`
-	}
-	if json.Unmarshal([]byte(raw), &saved) != nil || saved.HostPort != hostPort {
-		return nil, false
-	}
-	return saved.V1, true
-}
-
-// CA is a test certificate authority.
-type CA struct {
-	CertPEM []byte
-	cert    *x509.Certificate
-	key     *ecdsa.PrivateKey
-}
+// CA is the test certificate authority of package testca.
+//
+// Deprecated: use testca.CA (kept so that callers outside this branch keep compiling).
+type CA = testca.CA
 
 // NewCA makes a fresh CA.
-func NewCA() (*CA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "crdver-test-ca"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &CA{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), cert: cert, key: key}, nil
-}
-
-// Issue signs a serving (or, with client, a client) certificate and returns it and its key
-// in PEM.
-func (ca *CA) Issue(cn string, dnsNames []string, ips []net.IP, client bool) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		return nil, nil, err
-	}
-	usage := x509.ExtKeyUsageServerAuth
-	if client {
-		usage = x509.ExtKeyUsageClientAuth
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		DNSNames:     dnsNames,
-		IPAddresses:  ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		return nil, nil, err
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), nil
-}
+//
+// Deprecated: use testca.New.
+func NewCA() (*CA, error) { return testca.New() }

@@ -1,0 +1,162 @@
+package ownership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
+)
+
+// Census is how many objects of a resource hold managedFields entries of each version, and
+// who wrote them last.
+type Census struct {
+	// Objects is the number of objects listed.
+	Objects int64 `json:"objects"`
+	// Versions has one row per version named by some entry, in version order of the caller's
+	// choosing (sorted by name here).
+	Versions []VersionCount `json:"versions"`
+}
+
+// VersionCount is one version's row.
+type VersionCount struct {
+	Version string `json:"version"`
+	// Objects holding at least one entry of this version.
+	Objects int64 `json:"objects"`
+	// Managers that hold entries of this version, most recent write first.
+	Managers []Writer `json:"managers"`
+}
+
+// Writer is one field manager's entries of one version.
+type Writer struct {
+	Manager     string `json:"manager"`
+	Operation   string `json:"operation"`
+	Subresource string `json:"subresource,omitempty"`
+	// Objects holding an entry of this manager at this version.
+	Objects int64 `json:"objects"`
+	// LastWrite is the most recent time of those entries (the API server sets it on each
+	// write that changed a field the manager owns).
+	LastWrite *metav1.Time `json:"lastWrite,omitempty"`
+}
+
+// Of returns the row of version v (objects 0 when no entry names it).
+func (c *Census) Of(v string) VersionCount {
+	for _, r := range c.Versions {
+		if r.Version == v {
+			return r
+		}
+	}
+	return VersionCount{Version: v, Managers: []Writer{}}
+}
+
+// Take reads the managedFields of every object of gvr with a paged metadata-only list
+// (PartialObjectMetadataList, chunk objects a page; memory is bounded by a page) and counts
+// them per version. group is the API group, so that only entries of this group's versions are
+// counted by version name.
+func Take(ctx context.Context, md metadata.Interface, gvr schema.GroupVersionResource, chunk int64) (*Census, error) {
+	if chunk <= 0 {
+		chunk = 500
+	}
+	type key struct{ v, manager, op, sub string }
+	objects := map[string]int64{}
+	writers := map[key]*Writer{}
+	c := &Census{}
+	prefix := gvr.Group + "/"
+	err := EachObject(ctx, md, gvr, chunk, func(o *metav1.PartialObjectMetadata) error {
+		c.Objects++
+		seen := map[string]bool{}
+		seenW := map[key]bool{}
+		for _, e := range o.ManagedFields {
+			v, ok := strings.CutPrefix(e.APIVersion, prefix)
+			if !ok {
+				v = e.APIVersion
+			}
+			if !seen[v] {
+				seen[v] = true
+				objects[v]++
+			}
+			k := key{v, e.Manager, string(e.Operation), e.Subresource}
+			w := writers[k]
+			if w == nil {
+				w = &Writer{Manager: e.Manager, Operation: string(e.Operation), Subresource: e.Subresource}
+				writers[k] = w
+			}
+			if !seenW[k] {
+				seenW[k] = true
+				w.Objects++
+			}
+			if e.Time != nil && (w.LastWrite == nil || w.LastWrite.Before(e.Time)) {
+				t := *e.Time
+				w.LastWrite = &t
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for v, n := range objects {
+		row := VersionCount{Version: v, Objects: n, Managers: []Writer{}}
+		for k, w := range writers {
+			if k.v == v {
+				row.Managers = append(row.Managers, *w)
+			}
+		}
+		sort.Slice(row.Managers, func(i, j int) bool {
+			a, b := row.Managers[i], row.Managers[j]
+			if !a.LastWrite.Equal(b.LastWrite) {
+				return b.LastWrite.Before(a.LastWrite)
+			}
+			return a.Manager+a.Operation+a.Subresource < b.Manager+b.Operation+b.Subresource
+		})
+		c.Versions = append(c.Versions, row)
+	}
+	sort.Slice(c.Versions, func(i, j int) bool { return c.Versions[i].Version < c.Versions[j].Version })
+	if c.Versions == nil {
+		c.Versions = []VersionCount{}
+	}
+	return c, nil
+}
+
+// WritersSince are the managers of version v whose last write is at or after since.
+func (r VersionCount) WritersSince(since time.Time) []Writer {
+	var out []Writer
+	for _, w := range r.Managers {
+		if w.LastWrite != nil && !w.LastWrite.Time.Before(since) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// EachObject calls fn for every object of gvr, listed in pages of chunk with the metadata
+// client. A continue token that expired (410 Gone) is replaced by the inconsistent continue
+// token the API server returns with the error.
+func EachObject(ctx context.Context, md metadata.Interface, gvr schema.GroupVersionResource, chunk int64, fn func(*metav1.PartialObjectMetadata) error) error {
+	cont := ""
+	for {
+		list, err := md.Resource(gvr).List(ctx, metav1.ListOptions{Limit: chunk, Continue: cont})
+		if err != nil {
+			var st apierrors.APIStatus
+			if apierrors.IsResourceExpired(err) && cont != "" && errors.As(err, &st) && st.Status().ListMeta.Continue != "" {
+				cont = st.Status().ListMeta.Continue
+				continue
+			}
+			return fmt.Errorf("listing %s: %w", gvr.GroupResource(), err)
+		}
+		for i := range list.Items {
+			if err := fn(&list.Items[i]); err != nil {
+				return err
+			}
+		}
+		if cont = list.Continue; cont == "" {
+			return nil
+		}
+	}
+}

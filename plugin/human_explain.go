@@ -1,0 +1,230 @@
+package plugin
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/crdver/kubectl-crdver/crdschema"
+	"github.com/crdver/kubectl-crdver/explain"
+)
+
+// nonStructural is the structural-schema violations shown before the error that stops a
+// preview (a report part).
+type nonStructural []crdschema.Violation
+
+func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error {
+	var b strings.Builder
+	var flags []string
+	if e.Served {
+		flags = append(flags, "served")
+	} else {
+		flags = append(flags, "not served")
+	}
+	if e.Storage {
+		flags = append(flags, "storage")
+	}
+	fmt.Fprintf(&b, "CRD:         %s\n", e.CRD)
+	fmt.Fprintf(&b, "VERSION:     %s (%s)\n", e.Version, strings.Join(flags, ", "))
+	var violations []crdschema.Violation
+	for _, v := range e.Structural.Versions {
+		violations = append(violations, v.Violations...)
+	}
+	sortViolations(violations)
+	pruneNote := ""
+	if e.Structural.PreserveUnknownFields {
+		pruneNote = " (spec.preserveUnknownFields: true — must be false: nothing is pruned)"
+	}
+	switch {
+	case e.Structural.Structural:
+		fmt.Fprintf(&b, "STRUCTURAL:  yes\n")
+	case len(violations) == 0:
+		fmt.Fprintf(&b, "STRUCTURAL:  no%s\n", pruneNote)
+	default:
+		fmt.Fprintf(&b, "STRUCTURAL:  no, %s%s: the API server neither prunes nor defaults, and apiextensions.k8s.io/v1 refuses the CRD\n",
+			plural(len(violations), "violation"), pruneNote)
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if err := printViolations(w, violations, noHeaders); err != nil {
+		return err
+	}
+	b.Reset()
+	f := e.Field
+	path := f.Path
+	if path == "" {
+		path = "<root>"
+	}
+	fmt.Fprintf(&b, "\nFIELD:       %s <%s>%s\n", path, f.Type, requiredMark(f.Required))
+	if f.Description != "" {
+		fmt.Fprintf(&b, "DESCRIPTION: %s\n", oneLine(f.Description, 200))
+	}
+	if len(f.Default) > 0 {
+		fmt.Fprintf(&b, "DEFAULT:     %s\n", f.Default)
+	}
+	if c := f.Constraints(); c != "" {
+		fmt.Fprintf(&b, "CONSTRAINTS: %s\n", c)
+	}
+	b.WriteString("\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if len(f.Fields) > 0 {
+		t := &table{header: []string{"field", "type", "required", "default", "constraints"}}
+		root := &f
+		root.Walk(func(n *explain.Field, depth int) {
+			if n == root {
+				return
+			}
+			name := strings.Repeat("  ", depth-1) + n.Name
+			t.add(name, n.Type, yesNo(n.Required), dash(string(n.Default)), dash(n.Constraints()))
+		})
+		if err := t.print(w, noHeaders); err != nil {
+			return err
+		}
+	}
+	// CEL rules of the field and of everything shown.
+	var lines []string
+	e.Field.Walk(func(n *explain.Field, _ int) {
+		for _, r := range n.Rules {
+			where := n.Path
+			if where == "" {
+				where = "<root>"
+			}
+			line := fmt.Sprintf("  %s: %s", where, r.Rule)
+			if r.Transition {
+				line += " (transition rule: checked on update)"
+			}
+			switch {
+			case r.MessageExpression != "":
+				line += "\n      messageExpression: " + r.MessageExpression
+			case r.Message != "":
+				line += "\n      message: " + r.Message
+			}
+			if r.FieldPath != "" {
+				line += "\n      fieldPath: " + r.FieldPath
+			}
+			if r.Reason != "" {
+				line += "\n      reason: " + r.Reason
+			}
+			lines = append(lines, line)
+		}
+	})
+	if len(lines) > 0 {
+		if _, err := fmt.Fprintf(w, "\nCEL RULES:\n%s\n", strings.Join(lines, "\n")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func requiredMark(required bool) string {
+	if required {
+		return " required"
+	}
+	return ""
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		s = s[:max-3] + "..."
+	}
+	return s
+}
+
+func printCompare(w io.Writer, d *explain.SchemaDiff, noHeaders bool) error {
+	if _, err := fmt.Fprintf(w, "COMPARE:     %s %s -> %s (conversion strategy %s)\n\n", d.CRD, d.From, d.To, d.ConversionStrategy); err != nil {
+		return err
+	}
+	t := &table{header: []string{"change", "field", d.From, d.To}}
+	for _, c := range d.Added {
+		t.add("added", c.Path, "-", c.To)
+	}
+	for _, c := range d.Removed {
+		t.add("removed", c.Path, c.From, "-")
+	}
+	for _, c := range d.Retyped {
+		t.add("retyped", c.Path, c.From, c.To)
+	}
+	for _, c := range d.DefaultsChanged {
+		t.add("default", c.Path, c.From, c.To)
+	}
+	for _, c := range d.ValidationChanged {
+		t.add("validation", c.Path, c.From, c.To)
+	}
+	if len(t.rows) == 0 {
+		if _, err := fmt.Fprintln(w, "The two schemas are the same."); err != nil {
+			return err
+		}
+	} else if err := t.print(w, noHeaders); err != nil {
+		return err
+	}
+	pruned := func(from, to string, paths []string) error {
+		if len(paths) == 0 {
+			_, err := fmt.Fprintf(w, "\nReading %s objects as %s prunes nothing.\n", from, to)
+			return err
+		}
+		_, err := fmt.Fprintf(w, "\nReading %s objects as %s prunes (conversion strategy None):\n  %s\n", from, to, strings.Join(paths, "\n  "))
+		return err
+	}
+	if err := pruned(d.From, d.To, d.PrunedFromTo); err != nil {
+		return err
+	}
+	if err := pruned(d.To, d.From, d.PrunedToFrom); err != nil {
+		return err
+	}
+	for _, n := range d.Notes {
+		if _, err := fmt.Fprintf(w, "note: %s\n", n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sortViolations orders violations by rule (1 to 4, then the others), then by field.
+func sortViolations(violations []crdschema.Violation) {
+	rank := func(r int) int {
+		if r == 0 {
+			return 5 // "other" last
+		}
+		return r
+	}
+	sort.SliceStable(violations, func(i, j int) bool {
+		if ri, rj := rank(violations[i].Rule), rank(violations[j].Rule); ri != rj {
+			return ri < rj
+		}
+		return violations[i].Field < violations[j].Field
+	})
+}
+
+// printViolations prints structural-schema violations as a table, then the rules they break.
+func printViolations(w io.Writer, violations []crdschema.Violation, noHeaders bool) error {
+	if len(violations) == 0 {
+		return nil
+	}
+	sortViolations(violations)
+	t := &table{header: []string{"rule", "field", "problem"}}
+	rules := map[int]bool{}
+	for _, v := range violations {
+		rule := "other"
+		if v.Rule > 0 {
+			rule = fmt.Sprint(v.Rule)
+		}
+		rules[v.Rule] = true
+		t.add(rule, v.Field, v.Message)
+	}
+	if err := t.print(w, noHeaders); err != nil {
+		return err
+	}
+	for r := 1; r <= 5; r++ {
+		if rules[r%5] {
+			if _, err := fmt.Fprintf(w, "  %s\n", crdschema.RuleTexts[r%5]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"io"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/ownership"
+)
+
+// managedFieldsCensus counts the objects of crd holding managedFields entries of each version
+// (a paged metadata-only list). nil when no version is served: the objects cannot be listed.
+func managedFieldsCensus(ctx context.Context, g *Globals, crd *apiextensionsv1.CustomResourceDefinition) (*ownership.Census, error) {
+	served, err := crdinfo.AccessVersion(crd)
+	if err != nil {
+		return nil, nil // nothing served: no object can be listed
+	}
+	c, err := g.migrateClients()
+	if err != nil {
+		return nil, err
+	}
+	census, err := ownership.Take(ctx, c.Metadata, crdinfo.GVR(crd, served), 500)
+	if err != nil {
+		return nil, clusterError(fmt.Sprintf("reading the managedFields of %s", crd.Name), err)
+	}
+	return census, nil
+}
+
+// managedFieldsNotes are the note lines about managedFields entries per version: how many
+// objects hold entries of each, and what to do about a version other than the storage one.
+func managedFieldsNotes(crd *apiextensionsv1.CustomResourceDefinition, c *ownership.Census) []string {
+	if c == nil || c.Objects == 0 {
+		return nil
+	}
+	storage := crdinfo.StorageVersion(crd)
+	inSpec := map[string]bool{}
+	leaving := map[string]bool{} // versions on their way out: unserved, deprecated, or below the storage version
+	for _, v := range crd.Spec.Versions {
+		inSpec[v.Name] = true
+		leaving[v.Name] = !v.Served || v.Deprecated || version.CompareKubeAwareVersionStrings(v.Name, storage) < 0
+	}
+	var counts []string
+	var out []string
+	for _, r := range c.Versions {
+		counts = append(counts, fmt.Sprintf("%s %d", r.Version, r.Objects))
+		if r.Version == storage {
+			continue
+		}
+		last := ""
+		if len(r.Managers) > 0 && r.Managers[0].LastWrite != nil {
+			last = fmt.Sprintf(", last written by %s at %s", r.Managers[0].Manager, r.Managers[0].LastWrite.UTC().Format(time.RFC3339))
+		}
+		if inSpec[r.Version] && !leaving[r.Version] {
+			continue
+		}
+		if inSpec[r.Version] {
+			out = append(out, fmt.Sprintf("%d of %d objects hold managedFields entries of %s%s: move them before removing %s (kubectl crdver retire %s %s)",
+				r.Objects, c.Objects, r.Version, last, r.Version, crd.Name, r.Version))
+		} else if strings.Contains(r.Version, "/") || r.Version == "" {
+			continue // another group's entries: not ours to judge
+		} else {
+			out = append(out, fmt.Sprintf("%d of %d objects hold managedFields entries of %s, which is no longer in spec.versions: server-side apply of them fails with \"request to convert CR to an invalid group/version\" (kubernetes#111937)",
+				r.Objects, c.Objects, r.Version))
+		}
+	}
+	return append([]string{fmt.Sprintf("objects holding managedFields entries, per version: %s (of %d objects)", strings.Join(counts, ", "), c.Objects)}, out...)
+}
+
+func printNotes(w io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+// clusterManagedFields is the census and its notes for a CRD read from the cluster; nothing for
+// one read from files. It never fails the command: when the objects cannot be listed (no
+// rights, say), the note says that their managedFields were not counted.
+func clusterManagedFields(ctx context.Context, g *Globals, offline bool, crd *apiextensionsv1.CustomResourceDefinition) (*ownership.Census, []string) {
+	if offline {
+		return nil, nil
+	}
+	c, err := managedFieldsCensus(ctx, g, crd)
+	if err != nil {
+		return nil, []string{fmt.Sprintf("managedFields not counted (unknown): %s", strings.TrimPrefix(ErrorLine(err), "error: "))}
+	}
+	return c, managedFieldsNotes(crd, c)
+}
+
+// withManagedFields adds the census to a report's JSON/YAML as a last key "managedFields"
+// (nothing for CRDs read from files). The report's own keys keep their order.
+func withManagedFields(report any, c *ownership.Census) (any, error) {
+	if c == nil {
+		return report, nil
+	}
+	r, err := json.Marshal(report)
+	if err != nil {
+		return nil, err
+	}
+	mf, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	r = bytes.TrimRight(r, " \n")
+	if len(r) < 2 || r[len(r)-1] != '}' {
+		return report, nil
+	}
+	sep := ","
+	if bytes.Equal(bytes.TrimSpace(r[:len(r)-1]), []byte("{")) {
+		sep = ""
+	}
+	out := append(append(append(append([]byte{}, r[:len(r)-1]...), sep+`"managedFields":`...), mf...), '}')
+	return json.RawMessage(out), nil
+}
+
+// migrateClients are the migrate engine's clients for the selected kubeconfig context.
+func (g *Globals) migrateClients() (*migrate.Clients, error) {
+	cs, err := g.clients()
+	if err != nil {
+		return nil, err
+	}
+	return cs.Migrate()
+}

@@ -1,0 +1,55 @@
+package plugin
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/crdver/kubectl-crdver/migrate"
+)
+
+func TestToPrinter(t *testing.T) {
+	plan := &migrate.Plan{CRD: "things.example.com", StorageVersion: "v1", TargetVersion: "v1", StoredVersions: []string{"v1"}, Steps: []string{"rewrite 0 objects"}}
+	for _, tc := range []struct {
+		format   string
+		wantErr  string
+		wantPart string // what PrintPart(plan) writes ("" = nothing)
+	}{
+		{"", "", "Plan for things.example.com"},
+		{"json", "", ""},
+		{"yaml", "", ""},
+		{"wide", `--output "wide" is not supported: use one of json, yaml`, ""},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			f := &outputFlags{format: tc.format, allowed: []string{outputJSON, outputYAML}}
+			p, err := f.toPrinter(humanOptions{})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || ExitCode(err) != ExitUsage {
+					t.Fatalf("err = %v, want exit 2 with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var part bytes.Buffer
+			if err := p.PrintPart(&part, plan); err != nil {
+				t.Fatal(err)
+			}
+			if (tc.wantPart == "") != (part.Len() == 0) || !strings.Contains(part.String(), tc.wantPart) {
+				t.Errorf("PrintPart wrote %q, want %q", part.String(), tc.wantPart)
+			}
+			var whole bytes.Buffer
+			if err := p.PrintReport(&whole, &migrate.Report{Plan: plan, DryRun: true}); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{"": "Dry run: nothing was written.", "json": `"dryRun": true`, "yaml": "dryRun: true"}[tc.format]
+			if !strings.Contains(whole.String(), want) {
+				t.Errorf("PrintReport wrote %q, want %q in it", whole.String(), want)
+			}
+		})
+	}
+	if err := (&humanPrinter{}).PrintReport(&bytes.Buffer{}, 42); err == nil {
+		t.Error("the human printer printed a type it has no printer for")
+	}
+}

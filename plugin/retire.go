@@ -1,0 +1,225 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/ownership"
+	"github.com/crdver/kubectl-crdver/retire"
+)
+
+const retireExample = `  # What would retiring v1beta1 do? (reads only)
+  kubectl crdver retire crontabs.stable.example.com v1beta1 --dry-run
+
+  # Move everything off v1beta1, then stop serving it and remove it from the CRD
+  kubectl crdver retire crontabs.stable.example.com v1beta1 --unserve --remove
+
+  # In a runbook: no question, no progress, a JSON report
+  kubectl crdver retire crontabs.stable.example.com v1beta1 --to v1 --yes --quiet -o json`
+
+// RetireOptions are the options of `kubectl crdver retire`.
+type RetireOptions struct {
+	g       *Globals
+	source  *crdSource
+	out     *outputFlags
+	printer ReportPrinter
+
+	Name, Version, To                   string
+	DryRun, Yes, Unserve, Remove, Force bool
+	Concurrency                         int
+	QPS                                 float64
+	ChunkSize                           int64
+	Checkpoint                          string
+	progressFlags                       *progressFlags
+	progress                            Progress
+}
+
+// NewCmdRetire builds `kubectl crdver retire`.
+func NewCmdRetire(g *Globals) *cobra.Command {
+	o := &RetireOptions{g: g, source: &crdSource{g: g, flag: "filename"}}
+	cmd := &cobra.Command{
+		Use:   "retire CRD VERSION [--to V] [--dry-run] [--unserve] [--remove]",
+		Short: "Prepare a CRD so that a version can be dropped: storage, objects, storedVersions, managedFields, then unserve/remove",
+		Long: `Retire a version of a CRD, in a safe order, each step re-checked against a fresh read of the CRD:
+
+1. make another version the storage version, if VERSION is it (--to, or the highest-priority
+   served version that stays);
+2. rewrite every object so that it is stored at the storage version (the migrate engine,
+   resumable from its checkpoint);
+3. trim status.storedVersions (only when every object is accounted for);
+4. move every metadata.managedFields entry that names VERSION to the target version, keeping
+   each manager's ownership. Without this, once VERSION is removed, server-side apply of those
+   objects fails with "request to convert CR to an invalid group/version" and plain updates
+   drop all managedFields (kubernetes#111937). Fields the conversion renames are translated
+   through the CRD's own conversion while VERSION is still served;
+5. --unserve sets served: false, --remove drops VERSION from spec.versions.
+
+It first reports which field managers still write VERSION, and does not unserve or remove it
+when one has written it since the run began, when entries of it remain, or when the CRD looks
+managed by Helm, Argo CD, Flux or OLM (they would put it back): --force overrides.
+
+Running it again continues where it stopped: steps already done are found in the live state
+and in migrate's checkpoint. It asks once before writing, unless --yes.
+
+Exit codes: 0 done; 1 something keeps VERSION from being dropped safely (said why); 2 usage;
+3 could not complete (forbidden, unreachable, interrupted: run it again to resume).`,
+		Example:           retireExample,
+		ValidArgsFunction: completeCRDNames(g),
+		RunE:              runE(o),
+	}
+	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	f := cmd.Flags()
+	f.StringVar(&o.To, "to", "", "The version to move to (default: the highest-priority served version other than VERSION)")
+	f.BoolVar(&o.DryRun, "dry-run", false, "Print the steps and write nothing")
+	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before writing")
+	f.BoolVar(&o.Unserve, "unserve", false, "At the end, set served: false on VERSION")
+	f.BoolVar(&o.Remove, "remove", false, "At the end, remove VERSION from spec.versions (unserving it first)")
+	f.BoolVar(&o.Force, "force", false, "Unserve/remove even if a manager still writes VERSION, entries remain, or a deployment tool manages the CRD")
+	f.IntVar(&o.Concurrency, "concurrency", 0, "Writes in flight; 0 adapts them to the API server's latency and to 429s")
+	f.Float64Var(&o.QPS, "qps", 0, "Limit the rewrite's requests per second (0: no client-side limit)")
+	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page (memory is bounded by it)")
+	f.StringVar(&o.Checkpoint, "checkpoint", "", "Checkpoint file of the rewrite (default: migrate's, in your cache folder, per cluster and CRD)")
+	o.progressFlags = addProgressFlags(cmd)
+	return cmd
+}
+
+// Complete takes the arguments.
+func (o *RetireOptions) Complete(_ *cobra.Command, args []string) error {
+	if len(args) != 2 {
+		return UsageErrorf("retire takes a CRD and a version, got %d arguments (e.g. kubectl crdver retire crontabs.stable.example.com v1beta1)", len(args))
+	}
+	o.Name, o.Version = args[0], args[1]
+	o.progress = o.progressFlags.toProgress(o.g.ErrOut)
+	var err error
+	o.printer, err = o.out.toPrinter(humanOptions{})
+	return err
+}
+
+// Validate checks the flags. It does no I/O.
+func (o *RetireOptions) Validate() error {
+	if err := o.out.validate(); err != nil {
+		return err
+	}
+	if err := o.progressFlags.validate(); err != nil {
+		return err
+	}
+	switch {
+	case o.Concurrency < 0:
+		return UsageErrorf("--concurrency must be 0 (adaptive) or more, got %d", o.Concurrency)
+	case o.QPS < 0:
+		return UsageErrorf("--qps must be 0 (no limit) or more, got %v", o.QPS)
+	case o.ChunkSize < 1:
+		return UsageErrorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
+	case o.To != "" && o.To == o.Version:
+		return UsageErrorf("--to %s is the version being retired: name the version to move to", o.To)
+	}
+	return nil
+}
+
+// Run plans, asks, and retires.
+func (o *RetireOptions) Run(ctx context.Context) error {
+	c, err := o.g.migrateClients()
+	if err != nil {
+		return err
+	}
+	crd, err := o.source.one(ctx, o.Name)
+	if err != nil {
+		return err
+	}
+	ro := retire.Options{
+		CRD: crd.Name, Version: o.Version, To: o.To, DryRun: o.DryRun, Unserve: o.Unserve, Remove: o.Remove, Force: o.Force,
+		Rewrite: migrate.RewriteOptions{Concurrency: o.Concurrency, QPS: o.QPS, ChunkSize: o.ChunkSize, Checkpoint: o.Checkpoint},
+		OnRewrite: func(r *migrate.Rewriter, total int64) func() {
+			return o.progress.Start(Task{Name: "rewriting", Prefix: "retire", Unit: "objects", Total: total,
+				Done: func() int64 { return r.Progress().Total() }})
+		},
+		Notify: func(s string) { o.progress.Notef("retire: %s", s) },
+	}
+	printed := false
+	ro.Confirm = func(p *retire.Plan) (bool, error) {
+		printed = true
+		if err := o.printer.PrintPart(o.g.Out, p); err != nil {
+			return false, err
+		}
+		if o.Yes || !planWrites(p) {
+			return true, nil
+		}
+		return o.g.confirm(fmt.Sprintf("Carry out the pending steps on %s? [y/N]: ", p.CRD))
+	}
+	res, err := retire.Run(ctx, c, ro)
+	if res != nil {
+		if !printed {
+			if perr := o.printer.PrintPart(o.g.Out, res.Plan); perr != nil {
+				return perr
+			}
+		}
+		// The human report leaves out the result of a dry or unconfirmed run (the plan says it all).
+		if perr := o.printer.PrintReport(o.g.Out, retireReport{res: res, showResult: !o.DryRun && !errors.Is(err, retire.ErrNotConfirmed)}); perr != nil {
+			return perr
+		}
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, retire.ErrUsage):
+		return Usage(errors.New(strings.TrimPrefix(err.Error(), retire.ErrUsage.Error()+": ")))
+	case errors.Is(err, retire.ErrNotConfirmed):
+		return Unavailable(fmt.Errorf("%s: nothing was written: not confirmed (use --yes to skip the question)", crd.Name))
+	case errors.Is(err, retire.ErrInterrupted):
+		return Unavailable(fmt.Errorf("%w; run the same command again to resume", err))
+	case ctx.Err() != nil:
+		return Unavailable(fmt.Errorf("%s: interrupted (%v); run the same command again to resume: the steps done are found in the live state", crd.Name, err))
+	default:
+		return clusterError(fmt.Sprintf("retiring %s of %s", o.Version, crd.Name), err)
+	}
+	if o.DryRun {
+		return o.printer.PrintPart(o.g.Out, dryRunNote{})
+	}
+	if len(res.Problems) > 0 {
+		return ProblemsFound("%s: %s cannot be dropped safely yet: %s", crd.Name, o.Version, strings.Join(res.Problems, "; "))
+	}
+	return nil
+}
+
+// retireReport is retire's report: its JSON is the library's result.
+type retireReport struct {
+	res        *retire.Result
+	showResult bool
+}
+
+func (r retireReport) MarshalJSON() ([]byte, error) { return json.Marshal(r.res) }
+
+// dryRunNote ends a dry run's human output.
+type dryRunNote struct{}
+
+func planWrites(p *retire.Plan) bool {
+	for _, s := range p.Steps {
+		if s.State == retire.StatePending {
+			return true
+		}
+	}
+	return false
+}
+
+func writersTable(ws []ownership.Writer) *table {
+	t := &table{header: []string{"manager", "operation", "objects", "last write"}}
+	for _, m := range ws {
+		op := m.Operation
+		if m.Subresource != "" {
+			op += " (" + m.Subresource + ")"
+		}
+		last := "-"
+		if m.LastWrite != nil {
+			last = m.LastWrite.UTC().Format(time.RFC3339)
+		}
+		t.add(m.Manager, op, strconv.FormatInt(m.Objects, 10), last)
+	}
+	return t
+}
