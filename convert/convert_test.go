@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testca"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
@@ -285,7 +286,7 @@ func TestTransports(t *testing.T) {
 		}
 		return crd
 	}
-	otherCA, err := testwebhook.NewCA()
+	otherCA, err := testca.New()
 	if err != nil {
 		t.Fatal(err)
 	}

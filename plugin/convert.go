@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 const convertExample = `  # Convert the objects of a file to v1 through the live webhook, and back, checking everything
@@ -31,9 +32,10 @@ const convertExample = `  # Convert the objects of a file to v1 through the live
 
 // ConvertOptions are the options of `kubectl crdver convert`.
 type ConvertOptions struct {
-	g      *Globals
-	source *crdSource
-	out    *outputFlags
+	g       *Globals
+	source  *crdSource
+	out     *outputFlags
+	printer ReportPrinter
 
 	Name          string
 	To            string
@@ -51,7 +53,8 @@ type ConvertOptions struct {
 	Timeout       time.Duration
 	Keep          string
 	ViaAPIServer  bool
-	Quiet         bool
+	progressFlags *progressFlags
+	progress      Progress
 	Strict        bool
 
 	WebhookAddress  string
@@ -120,7 +123,7 @@ or --strict and a warning; 2 usage error; 3 the webhook (or the cluster) could n
 	f.StringVar(&o.ClientCert, "webhook-client-cert", "", "PEM client certificate for webhooks that demand one (with --webhook-client-key)")
 	f.StringVar(&o.ClientKey, "webhook-client-key", "", "PEM key of --webhook-client-cert")
 	f.BoolVar(&o.Insecure, "webhook-insecure-skip-tls-verify", false, "Do not verify the webhook's certificate (never the default)")
-	f.BoolVarP(&o.Quiet, "quiet", "q", false, "No progress on stderr")
+	o.progressFlags = addProgressFlagsEvery(cmd, time.Second)
 	f.BoolVar(&o.Strict, "strict", false, "Warnings (what the API server would not fail on, such as a text/plain Content-Type) fail the run too (exit 1)")
 	completeVersions := func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		name := ""
@@ -160,12 +163,18 @@ func (o *ConvertOptions) Complete(_ *cobra.Command, args []string) error {
 	if len(args) == 1 {
 		o.Name = args[0]
 	}
-	return nil
+	o.progress = o.progressFlags.toProgress(o.g.ErrOut)
+	var err error
+	o.printer, err = o.out.toPrinter(humanOptions{})
+	return err
 }
 
 // Validate checks that the flags fit together. It does no I/O.
 func (o *ConvertOptions) Validate() error {
 	if err := o.out.validate(); err != nil {
+		return err
+	}
+	if err := o.progressFlags.validate(); err != nil {
 		return err
 	}
 	sources := 0
@@ -265,13 +274,23 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		if !o.Quiet && (objects == nil || len(objects) > o.BatchSize) {
-			opts.Progress = progressLines(o.g.ErrOut, time.Now())
+		stop := func() {}
+		if objects == nil || len(objects) > o.BatchSize {
+			var done, total atomic.Int64
+			total.Store(-1) // objects listed a page at a time: not known
+			opts.Progress = func(d, t int) {
+				done.Store(int64(d))
+				if t > 0 {
+					total.Store(int64(t))
+				}
+			}
+			stop = o.progress.Start(Task{Name: "converting", Prefix: "convert", Unit: "objects", Verb: "converted", Done: done.Load, TotalFunc: total.Load})
 		}
 		if objects != nil {
 			src = convert.SliceSource(objects)
 		}
 		report, err = convert.RunSource(ctx, opts, src)
+		stop()
 		if ctx.Err() != nil {
 			return Unavailable(fmt.Errorf("interrupted: nothing was written"))
 		}
@@ -302,11 +321,7 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 		}
 		report.Notes = append(report.Notes, fmt.Sprintf("%d %s object(s) written to %s", len(keep), what, o.Keep))
 	}
-	if o.out.structured() {
-		if err := o.out.printStructured(o.g.Out, report); err != nil {
-			return err
-		}
-	} else if err := printConvertReport(o.g.Out, report, o.out.noHeaders); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
 		return err
 	}
 	if report.Unreachable != "" {

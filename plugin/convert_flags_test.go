@@ -11,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/crdver/kubectl-crdver/internal/testca"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
@@ -33,7 +34,7 @@ func TestConvertMessagesNameRealFlags(t *testing.T) {
 	srv := testwebhook.StartForTest(t, testwebhook.Options{})
 	srv.SetDelay(2 * time.Second)
 	urlCRD := writeCRD(t, webhookCRD(t, srv, ""))
-	otherCA, err := testwebhook.NewCA()
+	otherCA, err := testca.New()
 	if err != nil {
 		t.Fatal(err)
 	}

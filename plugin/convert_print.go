@@ -10,36 +10,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/convert"
 )
-
-// progressLines prints "converted 1500/10000 objects (2400/s, about 4s left)" at most once a
-// second, and the last one; "converted 1500 objects (2400/s)" when the total is not known
-// (objects listed from the cluster a page at a time).
-func progressLines(w io.Writer, start time.Time) func(done, total int) {
-	var last time.Time
-	return func(done, total int) {
-		now := time.Now()
-		if (total <= 0 || done < total) && now.Sub(last) < time.Second {
-			return
-		}
-		last = now
-		rate := float64(done) / now.Sub(start).Seconds()
-		if total <= 0 {
-			fmt.Fprintf(w, "converted %d objects (%.0f/s)\n", done, rate)
-			return
-		}
-		line := fmt.Sprintf("converted %d/%d objects (%.0f/s", done, total, rate)
-		if done < total && rate > 0 {
-			line += fmt.Sprintf(", about %s left", (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second))
-		}
-		fmt.Fprintln(w, line+")")
-	}
-}
 
 // writeKeep writes the failing objects as a multi-document YAML file.
 func writeKeep(path string, failed []convert.FailedObject) error {

@@ -129,7 +129,7 @@ func TestConvertCommand(t *testing.T) {
 		if got.code != 0 {
 			t.Fatalf("exit %d\n%s%s", got.code, got.stdout, got.stderr)
 		}
-		mustContain(t, "stderr", got.stderr, "converted 30/30 objects (")
+		mustContain(t, "stderr", got.stderr, "convert: 30/30 objects converted, ")
 		mustContain(t, "stdout", got.stdout, "30 given, 0 skipped, 30 converted without error, 0 failed; 6 request(s)")
 		quiet := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1beta1", "--generate", "30", "--batch-size", "10", "-q")
 		if quiet.stderr != "" {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/explain"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/ownership"
@@ -61,6 +62,8 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 		return printAllPlan(w, r.plans, r.crds, r.total, p.noHeaders)
 	case *MigrateAllReport:
 		return printMigrateAllReport(w, r, p.noHeaders)
+	case *convert.Report:
+		return printConvertReport(w, r, p.noHeaders)
 	case *plan.Report:
 		return printPlanReport(w, r, p.wide, p.noHeaders)
 	case *retire.Plan:

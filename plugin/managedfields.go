@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/version"
 
+	"github.com/crdver/kubectl-crdver/explain"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/ownership"
 )
@@ -128,4 +129,36 @@ func (g *Globals) migrateClients() (*migrate.Clients, error) {
 		return nil, err
 	}
 	return cs.Migrate()
+}
+
+// managedFieldsSafety revises the "safe to remove" answers with the census: once a version is
+// gone from spec.versions, server-side apply fails on every object that still has a
+// managedFields entry of it (kubernetes#111937), so such a version is not safe to remove until
+// `retire` moves those entries. When the census could not be taken, safe becomes unknown: the
+// answer is never given on an assumption. counted is false when the census failed.
+func managedFieldsSafety(crdName string, r *explain.VersionsReport, census *ownership.Census, counted bool) {
+	for i := range r.Versions {
+		v := &r.Versions[i]
+		if !v.SafeToRemove || len(v.Notes) == 0 {
+			continue
+		}
+		last := len(v.Notes) - 1
+		if !counted {
+			v.SafeToRemove = false
+			v.Notes[last] = "unknown: the objects' managedFields could not be counted"
+			continue
+		}
+		var n int64
+		if census != nil {
+			for _, vc := range census.Versions {
+				if vc.Version == v.Name {
+					n = vc.Objects
+				}
+			}
+		}
+		if n > 0 {
+			v.SafeToRemove = false
+			v.Notes[last] = fmt.Sprintf("not safe to remove: %d object(s) hold managedFields entries of it (run `kubectl crdver retire %s %s`)", n, crdName, v.Name)
+		}
+	}
 }

@@ -84,12 +84,6 @@ func (f *outputFlags) toPrinter(h humanOptions) (ReportPrinter, error) {
 	return &humanPrinter{noHeaders: f.noHeaders, wide: f.format == outputWide, diff: h.diff}, nil
 }
 
-// printStructured writes v as indented JSON or as YAML, depending on -o (for commands that
-// do not resolve a ReportPrinter yet).
-func (f *outputFlags) printStructured(w io.Writer, v any) error {
-	return printData(w, f.format, v)
-}
-
 // dataPrinter prints reports as indented JSON or as YAML.
 type dataPrinter struct{ format string }
 

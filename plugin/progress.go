@@ -51,7 +51,12 @@ type progressFlags struct {
 }
 
 func addProgressFlags(cmd *cobra.Command) *progressFlags {
-	p := &progressFlags{interval: 5 * time.Second}
+	return addProgressFlagsEvery(cmd, 5*time.Second)
+}
+
+// addProgressFlagsEvery is addProgressFlags with another default interval.
+func addProgressFlagsEvery(cmd *cobra.Command, interval time.Duration) *progressFlags {
+	p := &progressFlags{interval: interval}
 	cmd.Flags().BoolVarP(&p.quiet, "quiet", "q", false, "No progress on stderr")
 	cmd.Flags().DurationVar(&p.interval, "progress-interval", p.interval, "How often to print a progress line when stderr is not a terminal")
 	_ = cmd.Flags().MarkHidden("progress-interval")
@@ -104,7 +109,8 @@ func (p *streamProgress) Start(t Task) func() {
 	if p.tty {
 		go func() { defer wg.Done(); p.bar(t, done) }()
 	} else {
-		go func() { defer wg.Done(); p.lines(t, done) }()
+		start, first := time.Now(), t.Done() // before Start returns: the work starts after it
+		go func() { defer wg.Done(); p.lines(t, done, start, first) }()
 	}
 	return func() { close(done); wg.Wait() }
 }
@@ -155,44 +161,52 @@ func (p *streamProgress) bar(t Task, done <-chan struct{}) {
 	}
 }
 
-// lines prints "<name>: 300/1000 objects (detail), 120 objects/s, ETA 6s" every interval until
-// done is closed.
-func (p *streamProgress) lines(t Task, done <-chan struct{}) {
-	start := time.Now()
-	first := t.Done()
+// lines prints "<prefix>: 300/1000 objects (detail), 120 objects/s, ETA 6s" every interval
+// until done is closed, and a last line then when anything was done since the previous one.
+func (p *streamProgress) lines(t Task, done <-chan struct{}, start time.Time, first int64) {
+	last := first
 	tick := time.NewTicker(p.interval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-done:
+			if t.Done() != last {
+				p.line(t, start, first)
+			}
 			return
 		case <-tick.C:
-			n, total := t.Done(), t.total()
-			rate := float64(n-first) / time.Since(start).Seconds()
-			eta, totalText := "?", "?"
-			if total >= 0 {
-				totalText = fmt.Sprint(total)
-			}
-			if rate > 0 && total > n {
-				eta = (time.Duration(float64(total-n)/rate) * time.Second).Round(time.Second).String()
-			} else if total >= 0 && total <= n {
-				eta = "0s"
-			}
-			detail := ""
-			if t.Detail != nil {
-				detail = " (" + t.Detail() + ")"
-			}
-			prefix := t.Prefix
-			if prefix == "" {
-				prefix = t.Name
-			}
-			unit := t.Unit
-			if t.Verb != "" {
-				unit += " " + t.Verb
-			}
-			fmt.Fprintf(p.w, "%s: %d/%s %s%s, %.0f %s/s, ETA %s\n", prefix, n, totalText, unit, detail, rate, t.Unit, eta)
+			last = p.line(t, start, first)
 		}
 	}
+}
+
+// line prints one plain progress line and returns the count it shows.
+func (p *streamProgress) line(t Task, start time.Time, first int64) int64 {
+	n, total := t.Done(), t.total()
+	rate := float64(n-first) / time.Since(start).Seconds()
+	eta, totalText := "?", "?"
+	if total >= 0 {
+		totalText = fmt.Sprint(total)
+	}
+	if rate > 0 && total > n {
+		eta = (time.Duration(float64(total-n)/rate) * time.Second).Round(time.Second).String()
+	} else if total >= 0 && total <= n {
+		eta = "0s"
+	}
+	detail := ""
+	if t.Detail != nil {
+		detail = " (" + t.Detail() + ")"
+	}
+	prefix := t.Prefix
+	if prefix == "" {
+		prefix = t.Name
+	}
+	unit := t.Unit
+	if t.Verb != "" {
+		unit += " " + t.Verb
+	}
+	fmt.Fprintf(p.w, "%s: %d/%s %s%s, %.0f %s/s, ETA %s\n", prefix, n, totalText, unit, detail, rate, t.Unit, eta)
+	return n
 }
 
 func isTerminal(w io.Writer) bool {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
@@ -50,22 +51,28 @@ func countingGlobals(t *testing.T) (*Globals, func() []string) {
 // Finding the CRDs of many objects by group and kind costs one LIST, not a guessed GET (and its
 // 404) plus a LIST per kind; names resolved afterwards use the same list.
 func TestResolverOneListForManyKinds(t *testing.T) {
-	registerCRD(t, testenv.ForServer(testenv.LoadCRD(t, "widget.yaml")))
-	registerCRD(t, testenv.ForServer(testenv.LoadCRD(t, "crontab.yaml")))
+	// Names of their own, so that nothing here can make another test's short name or kind
+	// ambiguous, even while these CRDs are being deleted.
+	spec := apiextensionsv1.JSONSchemaProps{Type: "object"}
+	widgets := testenv.TwoVersionCRD("resolver.example.com", "rwidgets", "RWidget", spec)
+	crontabs := testenv.TwoVersionCRD("resolver.example.com", "rcrontabs", "RCronTab", spec)
+	crontabs.Spec.Names.ShortNames = []string{"rct"}
+	registerCRD(t, widgets)
+	registerCRD(t, crontabs)
 	g, requests := countingGlobals(t)
 	s := &crdSource{g: g, flag: "crd-file"}
 	ctx := context.Background()
-	for _, gk := range [][2]string{{"preview.example.com", "Widget"}, {"stable.example.com", "CronTab"}, {"preview.example.com", "Widget"}} {
+	for _, gk := range [][2]string{{"resolver.example.com", "RWidget"}, {"resolver.example.com", "RCronTab"}, {"resolver.example.com", "RWidget"}} {
 		crd, err := s.byGroupKind(ctx, gk[0], gk[1])
 		if err != nil || crd.Spec.Names.Kind != gk[1] {
 			t.Fatalf("byGroupKind(%v) = %v, %v", gk, crd, err)
 		}
 	}
-	if _, err := s.byGroupKind(ctx, "stable.example.com", "Nothing"); !errors.Is(err, errNoMatch) || ExitCode(err) != ExitUsage {
+	if _, err := s.byGroupKind(ctx, "resolver.example.com", "Nothing"); !errors.Is(err, errNoMatch) || ExitCode(err) != ExitUsage {
 		t.Errorf("a kind no CRD defines: err %v (exit %d), want errNoMatch, exit 2", err, ExitCode(err))
 	}
-	if crd, err := s.one(ctx, "ct"); err != nil || crd.Name != "crontabs.stable.example.com" {
-		t.Errorf("one(ct) = %v, %v; want the CronTab CRD by short name", crd, err)
+	if crd, err := s.one(ctx, "rct"); err != nil || crd.Name != "rcrontabs.resolver.example.com" {
+		t.Errorf("one(rct) = %v, %v; want the RCronTab CRD by short name", crd, err)
 	}
 	var lists, others []string
 	for _, r := range requests() {

@@ -72,6 +72,7 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdExplain(g),
 		NewCmdPlan(g),
 		NewCmdRetire(g),
+		NewCmdDoctor(g),
 	)
 	return cmd
 }

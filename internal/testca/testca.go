@@ -24,6 +24,11 @@ type CA struct {
 
 // New makes a fresh CA, valid for a day.
 func New() (*CA, error) {
+	return NewValid(time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+}
+
+// NewValid makes a fresh CA valid from notBefore to notAfter (e.g. one that expires soon).
+func NewValid(notBefore, notAfter time.Time) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -31,8 +36,8 @@ func New() (*CA, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "crdver-test-ca"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -48,9 +53,14 @@ func New() (*CA, error) {
 	return &CA{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), cert: cert, key: key}, nil
 }
 
-// Issue signs a serving (or, with client, a client) certificate and returns it and its key
-// in PEM.
+// Issue signs a serving (or, with client, a client) certificate valid for a day and returns
+// it and its key in PEM.
 func (ca *CA) Issue(cn string, dnsNames []string, ips []net.IP, client bool) (certPEM, keyPEM []byte, err error) {
+	return ca.IssueValid(cn, dnsNames, ips, client, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+}
+
+// IssueValid is Issue with the validity period given (e.g. already expired).
+func (ca *CA) IssueValid(cn string, dnsNames []string, ips []net.IP, client bool, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -66,8 +76,8 @@ func (ca *CA) Issue(cn string, dnsNames []string, ips []net.IP, client bool) (ce
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		DNSNames:     dnsNames,

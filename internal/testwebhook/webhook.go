@@ -392,13 +392,3 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	_, _ = w.Write(js)
 }
-
-// CA is the test certificate authority of package testca.
-//
-// Deprecated: use testca.CA (kept so that callers outside this branch keep compiling).
-type CA = testca.CA
-
-// NewCA makes a fresh CA.
-//
-// Deprecated: use testca.New.
-func NewCA() (*CA, error) { return testca.New() }

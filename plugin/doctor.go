@@ -1,0 +1,218 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crdver/kubectl-crdver/doctor"
+)
+
+const doctorExample = `  # Every CRD of the cluster: one line each, the worst finding first
+  kubectl crdver doctor
+
+  # Two CRDs, every finding with the command that fixes it
+  kubectl crdver doctor crontabs.stable.example.com widgets.example.org -o wide
+
+  # In CI or cron: JSON, and fail on warnings too
+  kubectl crdver doctor -o json --fail-on warning`
+
+// DoctorOptions are the options of `kubectl crdver doctor`.
+type DoctorOptions struct {
+	g   *Globals
+	out *outputFlags
+
+	Names          []string
+	FailOn         string
+	Concurrency    int
+	WebhookTimeout time.Duration
+	NoRoundTrip    bool
+	progressFlags  *progressFlags
+	// Now is the clock for certificate expiry (tests).
+	Now func() time.Time
+}
+
+// NewCmdDoctor builds `kubectl crdver doctor`.
+func NewCmdDoctor(g *Globals) *cobra.Command {
+	o := &DoctorOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "doctor [CRD...]",
+		Short: "Check every CRD of the cluster (read-only): storage, conversion webhooks, schemas, versions",
+		Long: `Check CRDs (all of the cluster by default) for the states that bite at upgrade time, and say
+for each finding how bad it is (error, warning, info) and the command that fixes it:
+
+  storage   migration pending, deprecated storage version, stored but unserved versions,
+            objects whose managedFields name a version unserved or gone (kubernetes#111937)
+  webhook   the conversion webhook's Service and endpoints (or url), its caBundle and serving
+            certificate (chain, name, expiry), reads through the API server, a real
+            ConversionReview round trip of one live object per served version pair, and what
+            breaks if it is down
+  schema    legacy preserveUnknownFields, non-structural schemas, versions without a schema,
+            x-kubernetes-preserve-unknown-fields at the root, CEL rules whose estimated cost
+            (the API server's own estimator) is near its limit
+  versions  deprecated versions still written by field managers, preferred version other than
+            the storage version
+
+Nothing is written to the cluster. The round trip sends ConversionReview requests to the
+webhooks (--no-round-trip leaves it out). Exit code 1 when any error is found (or any warning,
+with --fail-on warning), 3 when a check could not be completed.`,
+		Example:           doctorExample,
+		ValidArgsFunction: completeCRDNames(g),
+		RunE:              runE(o),
+	}
+	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
+	f := cmd.Flags()
+	f.StringVar(&o.FailOn, "fail-on", doctor.SeverityError, "Exit 1 when a finding of this severity or worse is found: error or warning")
+	f.IntVar(&o.Concurrency, "concurrency", 8, "CRDs checked at once")
+	f.DurationVar(&o.WebhookTimeout, "webhook-timeout", 10*time.Second, "Timeout of each call to a conversion webhook")
+	f.BoolVar(&o.NoRoundTrip, "no-round-trip", false, "Send no ConversionReview to the webhooks (the other webhook checks still run)")
+	o.progressFlags = addProgressFlags(cmd)
+	return cmd
+}
+
+// Complete takes the arguments.
+func (o *DoctorOptions) Complete(_ *cobra.Command, args []string) error {
+	o.Names = args
+	return nil
+}
+
+// Validate checks the flags.
+func (o *DoctorOptions) Validate() error {
+	if err := o.out.validate(); err != nil {
+		return err
+	}
+	if err := o.progressFlags.validate(); err != nil {
+		return err
+	}
+	if o.FailOn != doctor.SeverityError && o.FailOn != doctor.SeverityWarning {
+		return UsageErrorf("--fail-on %q: use error or warning", o.FailOn)
+	}
+	if o.Concurrency < 1 || o.Concurrency > 64 {
+		return UsageErrorf("--concurrency must be between 1 and 64, got %d", o.Concurrency)
+	}
+	if o.WebhookTimeout <= 0 {
+		return UsageErrorf("--webhook-timeout must be positive, got %v", o.WebhookTimeout)
+	}
+	return nil
+}
+
+// Run checks the CRDs and prints the report.
+func (o *DoctorOptions) Run(ctx context.Context) error {
+	cfg, err := o.g.RESTConfig()
+	if err != nil {
+		return err
+	}
+	c, err := o.g.crdClient()
+	if err != nil {
+		return err
+	}
+	all, err := listCRDs(ctx, c)
+	if err != nil {
+		return err
+	}
+	crds := all
+	if len(o.Names) > 0 {
+		crds = nil
+		seen := map[string]bool{}
+		for _, n := range o.Names {
+			crd, err := matchCRD(all, n)
+			if errors.Is(err, errNoMatch) {
+				return Usage(fmt.Errorf("%w (kubectl get crds lists them)", err))
+			}
+			if err != nil {
+				return Usage(err)
+			}
+			if !seen[crd.Name] {
+				seen[crd.Name] = true
+				crds = append(crds, crd)
+			}
+		}
+	}
+	opts := doctor.Options{
+		Config:         cfg,
+		AllCRDs:        all,
+		Concurrency:    o.Concurrency,
+		WebhookTimeout: o.WebhookTimeout,
+		SkipRoundTrip:  o.NoRoundTrip,
+		Now:            o.Now,
+	}
+	var done atomic.Int64
+	opts.Progress = func(n, _ int) { done.Store(int64(n)) }
+	stop := o.progressFlags.toProgress(o.g.ErrOut).Start(Task{Name: "checking", Prefix: "doctor", Unit: "CRDs", Verb: "checked",
+		Total: int64(len(crds)), Done: done.Load})
+	report, err := doctor.Run(ctx, opts, crds)
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			return Unavailable(fmt.Errorf("interrupted: no report (nothing was changed)"))
+		}
+		return clusterError("checking CRDs", err)
+	}
+	if err := o.print(report); err != nil {
+		return err
+	}
+	if n := len(report.Summary.Incomplete); n > 0 {
+		first := report.Summary.Incomplete[0]
+		return Unavailable(fmt.Errorf("%d check(s) could not be completed, their answer is unknown (first: %s %s: %s)", n, first.CRD, first.Check, first.Error))
+	}
+	if report.Failed(o.FailOn) {
+		what := strconv.Itoa(report.Summary.Errors) + " error(s)"
+		if o.FailOn == doctor.SeverityWarning {
+			what += fmt.Sprintf(", %d warning(s)", report.Summary.Warnings)
+		}
+		return ProblemsFound("%s found in %d CRD(s)", what, report.Summary.CRDs)
+	}
+	return nil
+}
+
+func (o *DoctorOptions) print(r *doctor.Report) error {
+	w := o.g.Out
+	if o.out.structured() {
+		return o.out.printStructured(w, r)
+	}
+	if o.out.format == outputWide {
+		t := &table{header: []string{"crd", "check", "severity", "message", "fix"}}
+		for _, it := range r.Items {
+			if len(it.Findings) == 0 {
+				t.add(it.CRD, "-", "ok", "no findings", "")
+			}
+			for _, f := range it.Findings {
+				t.add(it.CRD, f.Check, f.Severity, f.Message, f.Fix)
+			}
+		}
+		if err := t.print(w, o.out.noHeaders); err != nil {
+			return err
+		}
+	} else {
+		t := &table{header: []string{"crd", "errors", "warnings", "first finding"}}
+		for _, it := range r.Items {
+			e, wn := 0, 0
+			for _, f := range it.Findings {
+				switch f.Severity {
+				case doctor.SeverityError:
+					e++
+				case doctor.SeverityWarning:
+					wn++
+				}
+			}
+			first := "ok"
+			if len(it.Findings) > 0 {
+				f := it.Findings[0]
+				first = f.Severity + " " + f.Check + ": " + f.Message
+			}
+			t.add(it.CRD, strconv.Itoa(e), strconv.Itoa(wn), first)
+		}
+		if err := t.print(w, o.out.noHeaders); err != nil {
+			return err
+		}
+	}
+	for _, in := range r.Summary.Incomplete {
+		fmt.Fprintf(o.g.ErrOut, "unknown: %s %s: %s\n", in.CRD, in.Check, in.Error)
+	}
+	return nil
+}
