@@ -20,13 +20,19 @@ type Stability = crdinfo.Stability
 // VersionsReport is what `kubectl crdver versions` shows for one CRD. Its JSON form is part of
 // the command's stable output: fields may be added, never renamed or removed.
 type VersionsReport struct {
-	Name             string        `json:"name"`
-	Group            string        `json:"group"`
-	Kind             string        `json:"kind"`
-	StorageVersion   string        `json:"storageVersion"`
-	PreferredVersion string        `json:"preferredVersion"`
-	StoredVersions   []string      `json:"storedVersions"`
-	MigrationPending bool          `json:"migrationPending"`
+	Name             string `json:"name"`
+	Group            string `json:"group"`
+	Kind             string `json:"kind"`
+	StorageVersion   string `json:"storageVersion"`
+	PreferredVersion string `json:"preferredVersion"`
+	// StoredVersions is status.storedVersions; null when it is not known (a CRD read from a file
+	// without status: only the cluster knows which versions it ever stored).
+	StoredVersions []string `json:"storedVersions"`
+	// StoredVersionsKnown is false when status.storedVersions is not known: then stored,
+	// migrationPending are null and no version is called safe to remove.
+	StoredVersionsKnown bool `json:"storedVersionsKnown"`
+	// MigrationPending is null when storedVersions is not known.
+	MigrationPending *bool         `json:"migrationPending"`
 	Versions         []VersionInfo `json:"versions"`
 	// Notes about the CRD as a whole (for example a pending storage migration).
 	Notes []string `json:"notes"`
@@ -34,22 +40,37 @@ type VersionsReport struct {
 
 // VersionInfo is one row of the versions report.
 type VersionInfo struct {
-	Name               string    `json:"name"`
-	Rank               int       `json:"rank"`
-	Stability          Stability `json:"stability"`
-	Served             bool      `json:"served"`
-	Storage            bool      `json:"storage"`
-	Stored             bool      `json:"stored"`
-	Deprecated         bool      `json:"deprecated"`
-	DeprecationWarning string    `json:"deprecationWarning"`
-	Preferred          bool      `json:"preferred"`
-	HasSchema          bool      `json:"hasSchema"`
-	SafeToRemove       bool      `json:"safeToRemove"`
-	Notes              []string  `json:"notes"`
+	Name      string    `json:"name"`
+	Rank      int       `json:"rank"`
+	Stability Stability `json:"stability"`
+	Served    bool      `json:"served"`
+	Storage   bool      `json:"storage"`
+	// Stored says whether the version is in status.storedVersions; null when that is unknown.
+	Stored             *bool  `json:"stored"`
+	Deprecated         bool   `json:"deprecated"`
+	DeprecationWarning string `json:"deprecationWarning"`
+	Preferred          bool   `json:"preferred"`
+	HasSchema          bool   `json:"hasSchema"`
+	// SafeToRemove is true only when the version is known to be safe to remove; when
+	// storedVersions is unknown it is false and the last note says "unknown: …".
+	SafeToRemove bool     `json:"safeToRemove"`
+	Notes        []string `json:"notes"`
 }
 
+// StoredVersionsKnown reports whether crd carries status.storedVersions. The API server always
+// sets it (to at least the storage version), so an empty list means the CRD was read from a
+// file without status, and which versions the cluster ever stored is unknown.
+func StoredVersionsKnown(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	return len(crd.Status.StoredVersions) > 0
+}
+
+// StoredVersionsUnknownNote is the note shown when storedVersions is not known.
+const StoredVersionsUnknownNote = "storedVersions unknown: the file has no status.storedVersions; check the cluster (kubectl crdver versions NAME)"
+
 // AnalyzeVersions builds the versions report of crd. When a migration is pending, the first
-// note says so (a command adds how to run the migration). groupPreferred is the group's preferred
+// note says so (a command adds how to run the migration); when storedVersions is not known
+// (see StoredVersionsKnown), the first note says that, and no version is called safe to remove.
+// groupPreferred is the group's preferred
 // version as discovery reports it (see PreferredVersions); "" means "work it out from this CRD
 // alone".
 func AnalyzeVersions(crd *apiextensionsv1.CustomResourceDefinition, groupPreferred string) VersionsReport {
@@ -83,18 +104,24 @@ func AnalyzeVersions(crd *apiextensionsv1.CustomResourceDefinition, groupPreferr
 		}
 	}
 
+	known := StoredVersionsKnown(crd)
 	r := VersionsReport{
-		Name:             crd.Name,
-		Group:            crd.Spec.Group,
-		Kind:             crd.Spec.Names.Kind,
-		StorageVersion:   storage,
-		PreferredVersion: groupPreferred,
-		StoredVersions:   append([]string{}, crd.Status.StoredVersions...),
-		MigrationPending: crdinfo.MigrationPending(crd),
-		Versions:         make([]VersionInfo, 0, len(names)),
-		Notes:            []string{},
+		Name:                crd.Name,
+		Group:               crd.Spec.Group,
+		Kind:                crd.Spec.Names.Kind,
+		StorageVersion:      storage,
+		PreferredVersion:    groupPreferred,
+		StoredVersionsKnown: known,
+		Versions:            make([]VersionInfo, 0, len(names)),
+		Notes:               []string{},
 	}
-	if r.MigrationPending {
+	if known {
+		r.StoredVersions = append([]string{}, crd.Status.StoredVersions...)
+		r.MigrationPending = boolPtr(crdinfo.MigrationPending(crd))
+	} else {
+		r.Notes = append(r.Notes, StoredVersionsUnknownNote)
+	}
+	if known && *r.MigrationPending {
 		r.Notes = append(r.Notes, fmt.Sprintf("migration pending: status.storedVersions is [%s] but the storage version is %s",
 			strings.Join(crd.Status.StoredVersions, ", "), storage))
 	}
@@ -118,7 +145,6 @@ func AnalyzeVersions(crd *apiextensionsv1.CustomResourceDefinition, groupPreferr
 			Stability:  crdinfo.StabilityOf(n),
 			Served:     v.Served,
 			Storage:    v.Storage,
-			Stored:     stored[n],
 			Deprecated: v.Deprecated,
 			Preferred:  n == groupPreferred,
 			HasSchema:  v.Schema != nil && v.Schema.OpenAPIV3Schema != nil,
@@ -127,29 +153,40 @@ func AnalyzeVersions(crd *apiextensionsv1.CustomResourceDefinition, groupPreferr
 		if v.DeprecationWarning != nil {
 			info.DeprecationWarning = *v.DeprecationWarning
 		}
-		if info.Stored && !info.Served {
+		switch {
+		case known:
+			info.Stored = boolPtr(stored[n])
+		case v.Storage:
+			// The API server always lists the storage version in storedVersions.
+			info.Stored = boolPtr(true)
+		}
+		isStored := stored[n]
+		if isStored && !info.Served {
 			info.Notes = append(info.Notes, "stored but not served")
 		}
 		if info.Deprecated && info.Storage {
 			info.Notes = append(info.Notes, "deprecated storage version")
 		}
-		if info.Stored && !info.Storage {
+		if isStored && !info.Storage {
 			info.Notes = append(info.Notes, "migration pending")
 		}
 		var why []string
 		if info.Storage {
 			why = append(why, "storage version")
 		}
-		if info.Stored && !info.Storage {
+		if isStored && !info.Storage {
 			why = append(why, "in status.storedVersions (migrate first)")
 		}
 		if info.Served && served == 1 {
 			why = append(why, "only served version")
 		}
-		info.SafeToRemove = len(why) == 0
-		if info.SafeToRemove {
+		info.SafeToRemove = len(why) == 0 && known
+		switch {
+		case info.SafeToRemove:
 			info.Notes = append(info.Notes, "safe to remove")
-		} else {
+		case len(why) == 0:
+			info.Notes = append(info.Notes, "unknown: safe only if the cluster's storedVersions lacks it")
+		default:
 			info.Notes = append(info.Notes, "not safe to remove: "+strings.Join(why, ", "))
 		}
 		r.Versions = append(r.Versions, info)
@@ -166,7 +203,10 @@ type Summary struct {
 	StoredVersions   []string `json:"storedVersions"`
 	Versions         int      `json:"versions"`
 	Served           int      `json:"served"`
-	MigrationPending bool     `json:"migrationPending"`
+	// StoredVersionsKnown, StoredVersions and MigrationPending: as in VersionsReport (null
+	// when unknown).
+	StoredVersionsKnown bool  `json:"storedVersionsKnown"`
+	MigrationPending    *bool `json:"migrationPending"`
 }
 
 // Summarize builds the --all rows, sorted by CRD name.
@@ -179,9 +219,12 @@ func Summarize(crds []*apiextensionsv1.CustomResourceDefinition) []Summary {
 			Group:            crd.Spec.Group,
 			StorageVersion:   crdinfo.StorageVersion(crd),
 			PreferredVersion: preferred[crd.Spec.Group],
-			StoredVersions:   append([]string{}, crd.Status.StoredVersions...),
 			Versions:         len(crd.Spec.Versions),
-			MigrationPending: crdinfo.MigrationPending(crd),
+		}
+		if StoredVersionsKnown(crd) {
+			s.StoredVersionsKnown = true
+			s.StoredVersions = append([]string{}, crd.Status.StoredVersions...)
+			s.MigrationPending = boolPtr(crdinfo.MigrationPending(crd))
 		}
 		for _, v := range crd.Spec.Versions {
 			if v.Served {
@@ -193,3 +236,5 @@ func Summarize(crds []*apiextensionsv1.CustomResourceDefinition) []Summary {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+func boolPtr(b bool) *bool { return &b }

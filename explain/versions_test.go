@@ -46,7 +46,7 @@ func TestAnalyzeVersionsSafeToRemove(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rows (-want +got):\n%s", diff)
 	}
-	if !r.MigrationPending || r.PreferredVersion != "v1" || r.StorageVersion != "v1" {
+	if r.MigrationPending == nil || !*r.MigrationPending || r.PreferredVersion != "v1" || r.StorageVersion != "v1" {
 		t.Errorf("pending=%v preferred=%q storage=%q, want true, v1, v1", r.MigrationPending, r.PreferredVersion, r.StorageVersion)
 	}
 }
@@ -73,9 +73,39 @@ func TestAnalyzeVersionsOnlyServedAndStoredNotServed(t *testing.T) {
 }
 
 func TestAnalyzeVersionsPreferredFromAnotherCRD(t *testing.T) {
-	c := crd("g.example.com", nil, ver("v1beta1", true, true), ver("v1", false, false))
+	c := crd("g.example.com", []string{"v1beta1"}, ver("v1beta1", true, true), ver("v1", false, false))
 	r := AnalyzeVersions(c, "v1")
 	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "kubectl uses v1beta1 for this resource") {
 		t.Errorf("notes = %q, want one saying kubectl uses v1beta1", r.Notes)
+	}
+}
+
+// Without status.storedVersions (a CRD from a release manifest) nothing is called safe to remove
+// on the assumption that only the storage version was ever stored.
+func TestAnalyzeVersionsStoredVersionsUnknown(t *testing.T) {
+	c := crd("g.example.com", nil, ver("v1", true, true), ver("v1beta1", true, false), ver("v1alpha1", false, false))
+	r := AnalyzeVersions(c, "")
+	if r.StoredVersionsKnown || r.StoredVersions != nil || r.MigrationPending != nil {
+		t.Errorf("known=%v stored=%v pending=%v, want false, nil, nil", r.StoredVersionsKnown, r.StoredVersions, r.MigrationPending)
+	}
+	if len(r.Notes) != 1 || r.Notes[0] != StoredVersionsUnknownNote {
+		t.Errorf("notes = %q, want the unknown note", r.Notes)
+	}
+	for _, v := range r.Versions {
+		last := v.Notes[len(v.Notes)-1]
+		switch {
+		case v.SafeToRemove:
+			t.Errorf("%s called safe to remove", v.Name)
+		case v.Storage && (v.Stored == nil || !*v.Stored):
+			t.Errorf("storage version %s: stored = %v, want true", v.Name, v.Stored)
+		case !v.Storage && v.Stored != nil:
+			t.Errorf("%s: stored = %v, want unknown (nil)", v.Name, *v.Stored)
+		case !v.Storage && !strings.HasPrefix(last, "unknown: "):
+			t.Errorf("%s: last note %q, want unknown: …", v.Name, last)
+		}
+	}
+	sum := Summarize([]*apiextensionsv1.CustomResourceDefinition{c})
+	if sum[0].StoredVersionsKnown || sum[0].StoredVersions != nil || sum[0].MigrationPending != nil {
+		t.Errorf("summary %+v, want storedVersions unknown", sum[0])
 	}
 }

@@ -2,8 +2,10 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -26,10 +28,14 @@ type crdSource struct {
 	loaded []*apiextensionsv1.CustomResourceDefinition
 	// listed caches the cluster's CRDs: one LIST per run, however many names are resolved.
 	listed []*apiextensionsv1.CustomResourceDefinition
+	// input holds -R, -v and --strict-kinds, when the command has them.
+	input *inputFlags
+	// cmd gives fromFiles the command's context (Ctrl-C).
+	cmd *cobra.Command
 }
 
 func addCRDFileFlag(cmd *cobra.Command, g *Globals, name, shorthand string) *crdSource {
-	s := &crdSource{g: g, flag: name}
+	s := &crdSource{g: g, flag: name, cmd: cmd}
 	cmd.Flags().StringSliceVarP(&s.files, name, shorthand, nil,
 		"Read CRDs from these files or directories (- for stdin) instead of the cluster; apiextensions.k8s.io v1 or v1beta1, several documents per file")
 	return s
@@ -49,7 +55,7 @@ func (g *Globals) crdClient() (apiextensionsclient.Interface, error) {
 // all returns every CRD of the files, or of the cluster (listed once per run).
 func (s *crdSource) all(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	if s.offline() {
-		return s.fromFiles()
+		return s.load(ctx)
 	}
 	if s.listed != nil {
 		return s.listed, nil
@@ -84,7 +90,7 @@ func listCRDs(ctx context.Context, c apiextensionsclient.Interface) ([]*apiexten
 // name, kind) is matched against the list of CRDs.
 func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	if s.offline() {
-		crds, err := s.fromFiles()
+		crds, err := s.load(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -172,42 +178,145 @@ func (s *crdSource) crdOrPath(ctx context.Context, name, path string) (*apiexten
 	return crd, path, err
 }
 
-// fromFiles reads and decodes every document of the files; each must be a CRD.
+// fromFiles reads every CRD of the files (see load).
 func (s *crdSource) fromFiles() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	ctx := context.Background()
+	if s.cmd != nil && s.cmd.Context() != nil {
+		ctx = s.cmd.Context()
+	}
+	return s.load(ctx)
+}
+
+// load reads the CRDs of the files, one document at a time: documents that are not CRDs are
+// skipped (counted on stderr, listed with -v; errors with --strict-kinds), and every CRD is
+// checked with the API server's own validation. The result is cached: stdin can be read once.
+func (s *crdSource) load(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	if s.loaded != nil {
 		return s.loaded, nil
 	}
-	docs, err := ReadDocuments(s.files, s.g.In)
+	where := strings.Join(s.files, ", ")
+	skipped := &skipList{what: "not a CustomResourceDefinition", one: "is not a CustomResourceDefinition"}
+	crds := []*apiextensionsv1.CustomResourceDefinition{}
+	docs := 0
+	err := EachDocument(ctx, s.files, s.inputOptions(), func(d Document) error {
+		docs++
+		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
+			if s.input != nil && s.input.StrictKinds {
+				return UsageErrorf("%s: %s is not a CustomResourceDefinition (want apiextensions.k8s.io/v1 or v1beta1; --strict-kinds)", d.Where(), describeDoc(d))
+			}
+			skipped.add(d)
+			return nil
+		}
+		var warnOut io.Writer
+		if s.input != nil && s.input.Verbose {
+			warnOut = s.g.ErrOut
+		}
+		crd, err := decodeCRD(ctx, d, warnOut)
+		if err != nil {
+			return err
+		}
+		crds = append(crds, crd)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(docs) == 0 {
-		return nil, UsageErrorf("%s: no documents found", strings.Join(s.files, ", "))
+	if docs == 0 {
+		return nil, UsageErrorf("%s: no documents found", where)
 	}
-	s.loaded, err = decodeCRDs(docs)
-	return s.loaded, err
+	if len(crds) == 0 {
+		return nil, UsageErrorf("%s: no CustomResourceDefinition found: the first of %s is %s", where, plural(skipped.n, "document"), skipped.firstWhy)
+	}
+	if err := skipped.report(s.g.ErrOut, s.input != nil && s.input.Verbose); err != nil {
+		return nil, err
+	}
+	s.loaded = crds
+	return crds, nil
 }
 
+func (s *crdSource) inputOptions() InputOptions {
+	o := InputOptions{Stdin: s.g.In}
+	if s.input != nil {
+		o.Recursive = s.input.Recursive
+	}
+	return o
+}
+
+func describeDoc(d Document) string {
+	what := strings.TrimSpace(d.APIVersion + " " + d.Kind)
+	if what == "" {
+		what = "a document with no apiVersion and kind"
+	}
+	return what
+}
+
+// decodeCRD decodes one CRD document and checks it with the API server's validation: an
+// invalid CRD is an error (exit 2). A v1beta1 CRD, which API servers since 1.22 refuse
+// altogether, is still read for analysis (explain shows its non-structural schema, for one);
+// what v1 validation says of it is a warning on warnOut (-v), when warnOut is not nil.
+func decodeCRD(ctx context.Context, d Document, warnOut io.Writer) (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd, err := decodeOne(d)
+	if err != nil {
+		return nil, err
+	}
+	errs, err := validateCRD(ctx, crd)
+	if err != nil {
+		return nil, UsageErrorf("%s: %s: %v", d.Where(), crd.Name, err)
+	}
+	if len(errs) == 0 {
+		return crd, nil
+	}
+	invalid := crdInvalidError(d.Where(), crd.Name, errs)
+	if d.APIVersion == "apiextensions.k8s.io/v1beta1" {
+		if warnOut != nil {
+			fmt.Fprintf(warnOut, "warning: %s (apiextensions.k8s.io/v1beta1 is refused by API servers since 1.22; as v1 it would be refused for these errors)\n", invalid)
+		}
+		return crd, nil
+	}
+	return nil, invalid
+}
+
+// decodeOne decodes one CRD document (v1 or v1beta1) without validating it.
+func decodeOne(d Document) (*apiextensionsv1.CustomResourceDefinition, error) {
+	if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
+		return nil, UsageErrorf("%s: %s is not a CustomResourceDefinition (want apiextensions.k8s.io/v1 or v1beta1)", d.Where(), describeDoc(d))
+	}
+	crd, err := crdinfo.Decode(d.JSON)
+	if err != nil {
+		return nil, UsageErrorf("%s: %v", d.Where(), err)
+	}
+	if crd.Name == "" {
+		return nil, UsageErrorf("%s: CustomResourceDefinition has no metadata.name", d.Where())
+	}
+	if !hasStoredVersions(d.JSON) {
+		// Decoding defaults an empty status.storedVersions to [storage version]: an
+		// assumption, not a fact. Only the cluster knows what it stored.
+		crd.Status.StoredVersions = nil
+	}
+	return crd, nil
+}
+
+// decodeCRDs decodes documents that must all be CRDs (without the API server's validation).
 func decodeCRDs(docs []Document) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(docs))
 	for _, d := range docs {
-		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
-			what := strings.TrimSpace(d.APIVersion + " " + d.Kind)
-			if what == "" {
-				what = "a document with no apiVersion and kind"
-			}
-			return nil, UsageErrorf("%s: %s is not a CustomResourceDefinition (want apiextensions.k8s.io/v1 or v1beta1)", d.Where(), what)
-		}
-		crd, err := crdinfo.Decode(d.JSON)
+		crd, err := decodeOne(d)
 		if err != nil {
-			return nil, UsageErrorf("%s: %v", d.Where(), err)
-		}
-		if crd.Name == "" {
-			return nil, UsageErrorf("%s: CustomResourceDefinition has no metadata.name", d.Where())
+			return nil, err
 		}
 		crds = append(crds, crd)
 	}
 	return crds, nil
+}
+
+// hasStoredVersions reports whether a CRD document carries a non-empty status.storedVersions.
+func hasStoredVersions(js []byte) bool {
+	var doc struct {
+		Status struct {
+			StoredVersions []string `json:"storedVersions"`
+		} `json:"status"`
+	}
+	return json.Unmarshal(js, &doc) == nil && len(doc.Status.StoredVersions) > 0
 }
 
 var errNoMatch = errors.New("no CustomResourceDefinition matches")

@@ -25,6 +25,7 @@ var foreignFlags = map[string]string{
 	"--runtime-config": "kube-apiserver",
 	"--controllers":    "kube-controller-manager",
 	"--validate":       "kubectl",
+	"--include-crds":   "helm",
 }
 
 // knownGaps are wrong flag names that are logged, not failed on. None are left.

@@ -122,11 +122,24 @@ func printLines(w io.Writer, lines []string) error {
 
 func printVersionsSummary(w io.Writer, s versionsSummary, noHeaders bool) error {
 	t := &table{header: []string{"name", "storage", "preferred", "stored versions", "served", "migration pending"}}
+	unknown := 0
 	for _, r := range s.Items {
-		t.add(r.Name, dash(r.StorageVersion), dash(r.PreferredVersion), dash(strings.Join(r.StoredVersions, ",")),
-			fmt.Sprintf("%d/%d", r.Served, r.Versions), yesNo(r.MigrationPending))
+		stored := dash(strings.Join(r.StoredVersions, ","))
+		if !r.StoredVersionsKnown {
+			stored = "?"
+			unknown++
+		}
+		t.add(r.Name, dash(r.StorageVersion), dash(r.PreferredVersion), stored,
+			fmt.Sprintf("%d/%d", r.Served, r.Versions), strings.Replace(yesNoUnknown(r.MigrationPending), "?", "unknown", 1))
 	}
-	return t.print(w, noHeaders)
+	if err := t.print(w, noHeaders); err != nil {
+		return err
+	}
+	if unknown > 0 {
+		_, err := fmt.Fprintf(w, "note: storedVersions unknown for %s: the files have no status.storedVersions; check the cluster (kubectl crdver versions --all)\n", plural(unknown, "CRD"))
+		return err
+	}
+	return nil
 }
 
 func printVersionsTable(w io.Writer, r explain.VersionsReport, wide, noHeaders bool) error {
@@ -136,7 +149,7 @@ func printVersionsTable(w io.Writer, r explain.VersionsReport, wide, noHeaders b
 	}
 	t.header = append(t.header, "notes")
 	for _, v := range r.Versions {
-		row := []string{strconv.Itoa(v.Rank), v.Name, string(v.Stability), yesNo(v.Served), yesNo(v.Storage), yesNo(v.Stored), yesNo(v.Deprecated), mark(v.Preferred)}
+		row := []string{strconv.Itoa(v.Rank), v.Name, string(v.Stability), yesNo(v.Served), yesNo(v.Storage), yesNoUnknown(v.Stored), yesNo(v.Deprecated), mark(v.Preferred)}
 		if wide {
 			row = append(row, yesNo(v.HasSchema), dash(v.DeprecationWarning))
 		}

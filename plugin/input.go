@@ -3,23 +3,28 @@ package plugin
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"time"
 
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
-// Document is one YAML or JSON document read from a file, a directory or stdin, converted to
-// JSON. Items of a List document are separate Documents.
+// Document is one YAML or JSON document read from a file, a directory, a URL or stdin,
+// converted to JSON. Items of a List document are separate Documents.
 type Document struct {
-	Source string // file path, or "stdin"
+	Source string // file path, URL, or "stdin"
 	Index  int    // 1-based position of the document in Source
 	Item   int    // 1-based position in a List document's items, 0 when not from a List
 	JSON   []byte
@@ -35,29 +40,169 @@ func (d Document) Where() string {
 	return fmt.Sprintf("%s (document %d)", d.Source, d.Index)
 }
 
-// ReadDocuments reads every document of the given files; a directory contributes its *.yaml,
-// *.yml and *.json files (not recursively, in name order) and "-" is stdin. Empty documents
-// are skipped; List documents are expanded into their items.
-func ReadDocuments(paths []string, stdin io.Reader) ([]Document, error) {
-	var docs []Document
-	for _, p := range paths {
-		files, err := expandPath(p)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range files {
-			d, err := readFile(f, stdin)
-			if err != nil {
-				return nil, err
-			}
-			docs = append(docs, d...)
-		}
-	}
-	return docs, nil
+// Input limits. An object the API server accepts is at most 3 MiB (its request body limit), so
+// a document past DefaultMaxDocumentBytes is not a Kubernetes object; a List is not one
+// document for this limit: its items are read one at a time.
+const (
+	DefaultMaxDocumentBytes = 16 << 20
+	DefaultMaxURLBytes      = 1 << 30
+	DefaultURLTimeout       = 2 * time.Minute
+)
+
+// InputOptions tune how documents are read.
+type InputOptions struct {
+	// Stdin is what "-" reads.
+	Stdin io.Reader
+	// Recursive walks directories (and their subdirectories) like kubectl -R.
+	Recursive bool
+	// MaxDocumentBytes bounds one document (or one item of a List); 0 is DefaultMaxDocumentBytes.
+	MaxDocumentBytes int64
+	// MaxURLBytes bounds what one URL may send; 0 is DefaultMaxURLBytes.
+	MaxURLBytes int64
+	// URLTimeout bounds the download of one URL; 0 is DefaultURLTimeout.
+	URLTimeout time.Duration
+	// HTTPClient fetches URLs (nil: a client with URLTimeout).
+	HTTPClient *http.Client
+	// Prefilter, when set, skips every document (List item) whose text does not contain it,
+	// before converting it: a cheap first pass that looks for one kind.
+	Prefilter []byte
+	// Progress, when set, counts the bytes read so far and the total expected (0 when unknown:
+	// stdin, a URL without Content-Length).
+	Progress *InputProgress
 }
 
-func expandPath(p string) ([]string, error) {
-	if p == "-" {
+// InputProgress counts what has been read; safe to read from another goroutine.
+type InputProgress struct {
+	Read  atomic.Int64
+	Total atomic.Int64
+}
+
+func (o InputOptions) maxDoc() int64 {
+	if o.MaxDocumentBytes > 0 {
+		return o.MaxDocumentBytes
+	}
+	return DefaultMaxDocumentBytes
+}
+
+// ReadDocuments reads every document of the given files; a directory contributes its *.yaml,
+// *.yml and *.json files (not recursively, in name order), "-" is stdin and an http(s) URL is
+// downloaded. Empty documents are skipped; List documents are expanded into their items. It
+// keeps every document in memory: for large inputs use EachDocument.
+func ReadDocuments(paths []string, stdin io.Reader) ([]Document, error) {
+	var docs []Document
+	err := EachDocument(context.Background(), paths, InputOptions{Stdin: stdin}, func(d Document) error {
+		docs = append(docs, d)
+		return nil
+	})
+	return docs, err
+}
+
+// EachDocument reads the documents of paths (files, directories, "-" for stdin, http(s) URLs)
+// one at a time, in order, and calls fn for each; memory is bounded by one document (one item
+// of a List). It stops at the first error of fn, and returns an "interrupted" error (exit 3) as
+// soon as ctx is done, even while a read is blocked.
+func EachDocument(ctx context.Context, paths []string, opts InputOptions, fn func(Document) error) error {
+	type msg struct {
+		doc Document
+		err error
+	}
+	ch := make(chan msg, 4)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(ch)
+		send := func(d Document) error {
+			select {
+			case ch <- msg{doc: d}:
+				return nil
+			case <-stop:
+				return errStopped
+			}
+		}
+		if err := produceDocuments(ctx, paths, opts, send); err != nil && !errors.Is(err, errStopped) {
+			select {
+			case ch <- msg{err: err}:
+			case <-stop:
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return Interrupted(ctx)
+		case m, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			if m.err != nil {
+				return m.err
+			}
+			if err := fn(m.doc); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+var errStopped = errors.New("stopped")
+
+// Interrupted is the error of a command stopped by Ctrl-C or SIGTERM: exit 3.
+func Interrupted(ctx context.Context) error {
+	cause := context.Cause(ctx)
+	if cause == nil || errors.Is(cause, context.Canceled) {
+		return Unavailable(errors.New("interrupted"))
+	}
+	return Unavailable(fmt.Errorf("interrupted: %w", cause))
+}
+
+func produceDocuments(ctx context.Context, paths []string, opts InputOptions, send func(Document) error) error {
+	var files []string
+	for _, p := range paths {
+		f, err := expandPathR(p, opts.Recursive)
+		if err != nil {
+			return err
+		}
+		files = append(files, f...)
+	}
+	if opts.Progress != nil {
+		var total int64
+		for _, f := range files {
+			if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() && !isURL(f) {
+				total += st.Size()
+			}
+		}
+		opts.Progress.Total.Store(total)
+	}
+	for _, f := range files {
+		if ctx.Err() != nil {
+			return Interrupted(ctx)
+		}
+		if err := readSource(ctx, f, opts, send); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isURL(p string) bool {
+	return strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://")
+}
+
+// inputExtensions are the file names a directory contributes, as kubectl reads them.
+func inputFile(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// expandPath lists the files of p: itself, or the input files of a directory (not recursively).
+func expandPath(p string) ([]string, error) { return expandPathR(p, false) }
+
+// expandPathR lists the files of p; recursive walks subdirectories like kubectl -R.
+func expandPathR(p string, recursive bool) ([]string, error) {
+	if p == "-" || isURL(p) {
 		return []string{p}, nil
 	}
 	st, err := os.Stat(p)
@@ -67,20 +212,37 @@ func expandPath(p string) ([]string, error) {
 	if !st.IsDir() {
 		return []string{p}, nil
 	}
-	entries, err := os.ReadDir(p)
-	if err != nil {
-		return nil, UsageErrorf("%s: %v", p, unwrapPathError(err))
-	}
 	var files []string
-	for _, e := range entries {
-		ext := strings.ToLower(filepath.Ext(e.Name()))
-		if !e.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
-			files = append(files, filepath.Join(p, e.Name()))
+	if recursive {
+		err = filepath.WalkDir(p, func(path string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !e.IsDir() && inputFile(e.Name()) {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, UsageErrorf("%s: %v", p, unwrapPathError(err))
 		}
+	} else {
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return nil, UsageErrorf("%s: %v", p, unwrapPathError(err))
+		}
+		for _, e := range entries {
+			if !e.IsDir() && inputFile(e.Name()) {
+				files = append(files, filepath.Join(p, e.Name()))
+			}
+		}
+		sort.Strings(files)
 	}
-	sort.Strings(files)
 	if len(files) == 0 {
-		return nil, UsageErrorf("%s: directory has no .yaml, .yml or .json files", p)
+		if !recursive {
+			return nil, UsageErrorf("%s: directory has no .yaml, .yml or .json files (-R reads its subdirectories)", p)
+		}
+		return nil, UsageErrorf("%s: directory tree has no .yaml, .yml or .json files", p)
 	}
 	return files, nil
 }
@@ -93,76 +255,631 @@ func unwrapPathError(err error) error {
 	return err
 }
 
-func readFile(path string, stdin io.Reader) ([]Document, error) {
+// countingReader counts the bytes read into an InputProgress.
+type countingReader struct {
+	r io.Reader
+	p *InputProgress
+}
+
+func (c countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.p.Read.Add(int64(n))
+	return n, err
+}
+
+func readSource(ctx context.Context, path string, opts InputOptions, send func(Document) error) error {
 	var r io.Reader
 	source := path
-	if path == "-" {
-		if stdin == nil {
-			return nil, UsageErrorf("-f -: no standard input")
+	switch {
+	case path == "-":
+		if opts.Stdin == nil {
+			return UsageErrorf("-f -: no standard input")
 		}
-		r, source = stdin, "stdin"
-	} else {
+		r, source = opts.Stdin, "stdin"
+	case isURL(path):
+		body, err := openURL(ctx, path, opts)
+		if err != nil {
+			return err
+		}
+		defer body.Close()
+		r = body
+	default:
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, UsageErrorf("%s: %v", path, unwrapPathError(err))
+			return UsageErrorf("%s: %v", path, unwrapPathError(err))
 		}
 		defer f.Close()
 		r = f
 	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64*1024))
-	var docs []Document
-	for index := 1; ; index++ {
-		raw, err := reader.Read()
-		if err == io.EOF {
-			break
+	if opts.Progress != nil {
+		r = countingReader{r, opts.Progress}
+	}
+	s := &docScanner{r: bufio.NewReaderSize(r, 64*1024), source: source, max: opts.maxDoc(), send: send, prefilter: opts.Prefilter}
+	return s.run()
+}
+
+// openURL starts the download of an http(s) URL, bounded in time and size.
+func openURL(ctx context.Context, u string, opts InputOptions) (io.ReadCloser, error) {
+	if _, err := url.Parse(u); err != nil {
+		return nil, UsageErrorf("%s: %v", u, err)
+	}
+	timeout := opts.URLTimeout
+	if timeout <= 0 {
+		timeout = DefaultURLTimeout
+	}
+	client := opts.HTTPClient
+	if client == nil {
+		client = &http.Client{Timeout: timeout}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		cancel()
+		return nil, UsageErrorf("%s: %v", u, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		cancel()
+		if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, Unavailable(fmt.Errorf("%s: no answer within %v", u, timeout))
 		}
+		return nil, Unavailable(fmt.Errorf("%s: %w", u, unwrapURLError(err)))
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		cancel()
+		err := fmt.Errorf("%s: the server answered %s", u, resp.Status)
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			return nil, Usage(err)
+		}
+		return nil, Unavailable(err)
+	}
+	limit := opts.MaxURLBytes
+	if limit <= 0 {
+		limit = DefaultMaxURLBytes
+	}
+	if opts.Progress != nil && resp.ContentLength > 0 {
+		opts.Progress.Total.Add(resp.ContentLength)
+	}
+	return &urlBody{body: resp.Body, cancel: cancel, left: limit, limit: limit, url: u, timeout: timeout, ctx: ctx}, nil
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+type urlBody struct {
+	body    io.ReadCloser
+	cancel  context.CancelFunc
+	left    int64
+	limit   int64
+	url     string
+	timeout time.Duration
+	ctx     context.Context
+}
+
+func (b *urlBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, UsageErrorf("%s: larger than %s, the limit for one URL: download it and pass the file", b.url, byteSize(b.limit))
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left+1]
+	}
+	n, err := b.body.Read(p)
+	b.left -= int64(n)
+	if err != nil && err != io.EOF && b.ctx.Err() != nil && errors.Is(b.ctx.Err(), context.DeadlineExceeded) {
+		return n, Unavailable(fmt.Errorf("%s: not downloaded within %v", b.url, b.timeout))
+	}
+	return n, err
+}
+
+func (b *urlBody) Close() error {
+	b.cancel()
+	return b.body.Close()
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// docScanner splits a stream into documents the way kubectl does (YAML documents separated by
+// "---" lines, or a stream of JSON values when it starts with "{"), with two differences: a
+// document larger than max is an error instead of growing without bound, and the items of a
+// List are handed out one at a time as they are read, so a 50 MB List costs one item of memory.
+type docScanner struct {
+	r      *bufio.Reader
+	source string
+	max    int64
+	send   func(Document) error
+	index  int
+	// prefilter: see InputOptions.Prefilter.
+	prefilter []byte
+}
+
+func (s *docScanner) filtered(raw []byte) bool {
+	return s.prefilter != nil && !bytes.Contains(raw, s.prefilter)
+}
+
+func (s *docScanner) tooLarge(item int) error {
+	where := fmt.Sprintf("%s (document %d)", s.source, s.index)
+	if item > 0 {
+		where = fmt.Sprintf("%s (document %d, item %d)", s.source, s.index, item)
+	}
+	return UsageErrorf("%s: larger than %s, the limit for one document (an object the API server accepts is at most 3 MiB): is this really YAML or JSON?", where, byteSize(s.max))
+}
+
+func (s *docScanner) run() error {
+	// Like kubectl's YAMLOrJSONDecoder: a stream starting with "{" is JSON.
+	for {
+		b, err := s.r.Peek(1)
 		if err != nil {
-			return nil, UsageErrorf("%s: reading document %d: %v", source, index, err)
+			return nil // empty input
 		}
+		switch b[0] {
+		case ' ', '\t', '\r', '\n':
+			_, _ = s.r.ReadByte()
+			continue
+		case '{':
+			return s.runJSON()
+		}
+		return s.runYAML()
+	}
+}
+
+// readLine returns the next line (with its newline), failing when the current document would
+// grow past max. io.EOF only with an empty line.
+func (s *docScanner) readLine(docLen int64, item int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := s.r.ReadSlice('\n')
+		if int64(len(line)+len(chunk))+docLen > s.max {
+			return nil, s.tooLarge(item)
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == nil:
+			return line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF && len(line) > 0:
+			return line, nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+// yamlDoc is the document being read: its lines outside a top-level items sequence (head), and
+// what is known of its kind.
+type yamlDoc struct {
+	head     bytes.Buffer
+	kind     string
+	kindSeen bool
+	// streamed is how many items were sent while the kind was not yet known.
+	streamed int
+	items    int
+}
+
+func (s *docScanner) runYAML() error {
+	s.index = 1
+	doc := &yamlDoc{}
+	var item bytes.Buffer
+	inItems, itemIndent := false, 0
+	flushItem := func() error {
+		if len(bytes.TrimSpace(stripComments(item.Bytes()))) == 0 {
+			item.Reset() // comments before the first item
+			return nil
+		}
+		doc.items++
+		raw := item.Bytes()
+		item.Reset()
+		if !doc.kindSeen {
+			doc.streamed++
+		}
+		return s.sendItem(raw, doc.items)
+	}
+	endDoc := func() error {
+		if err := flushItem(); err != nil {
+			return err
+		}
+		inItems = false
+		if doc.streamed > 0 && !strings.HasSuffix(doc.kind, "List") {
+			return UsageErrorf("%s (document %d): has a top-level items list before its kind, and kind %q is not a List: put kind first, or make it a List", s.source, s.index, doc.kind)
+		}
+		if doc.items > 0 {
+			// A List whose items were sent; the rest (apiVersion, kind, metadata) is not an object.
+			s.index++
+			*doc = yamlDoc{}
+			return nil
+		}
+		raw := doc.head.Bytes()
 		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
-			index--
-			continue
+			doc.head.Reset()
+			return nil
 		}
-		js, err := yaml.YAMLToJSON(raw)
+		sent, err := s.sendDoc(raw)
 		if err != nil {
-			return nil, UsageErrorf("%s (document %d): malformed YAML: %v", source, index, trimYAMLError(err))
+			return err
 		}
-		if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
-			index--
-			continue
+		if sent {
+			s.index++
 		}
-		var head struct {
-			APIVersion string            `json:"apiVersion"`
-			Kind       string            `json:"kind"`
-			Items      []json.RawMessage `json:"items"`
+		*doc = yamlDoc{}
+		return nil
+	}
+	for {
+		var docLen int64
+		if inItems {
+			docLen = int64(item.Len())
+		} else {
+			docLen = int64(doc.head.Len())
 		}
-		if err := json.Unmarshal(js, &head); err != nil {
-			return nil, UsageErrorf("%s (document %d): not a Kubernetes object (want a mapping with apiVersion and kind): %v", source, index, err)
+		itemNo := 0
+		if inItems {
+			itemNo = doc.items + 1
 		}
-		if strings.HasSuffix(head.Kind, "List") && head.Items != nil {
-			for i, item := range head.Items {
-				d := Document{Source: source, Index: index, Item: i + 1, JSON: item}
-				if err := d.fillHead(); err != nil {
-					return nil, err
-				}
-				docs = append(docs, d)
+		line, err := s.readLine(docLen, itemNo)
+		if err == io.EOF {
+			return endDoc()
+		}
+		if err != nil {
+			var ee *ExitError
+			if errors.As(err, &ee) {
+				return err
+			}
+			return UsageErrorf("%s: reading document %d: %v", s.source, s.index, err)
+		}
+		if bytes.HasPrefix(line, []byte("---")) {
+			rest := bytes.TrimSpace(line[3:])
+			if len(rest) > 0 && rest[0] != '#' {
+				return UsageErrorf("%s (document %d): invalid YAML document separator: %s", s.source, s.index+1, rest)
+			}
+			if err := endDoc(); err != nil {
+				return err
 			}
 			continue
 		}
-		docs = append(docs, Document{Source: source, Index: index, JSON: js, APIVersion: head.APIVersion, Kind: head.Kind})
+		trimmed := bytes.TrimSpace(line)
+		blank := len(trimmed) == 0 || trimmed[0] == '#'
+		indent := len(line) - len(bytes.TrimLeft(line, " "))
+		if inItems {
+			switch {
+			case blank || indent > itemIndent:
+				item.Write(line)
+				continue
+			case indent == itemIndent && (trimmed[0] == '-' && (len(trimmed) == 1 || trimmed[1] == ' ')):
+				if err := flushItem(); err != nil {
+					return err
+				}
+				// "- apiVersion: v1" becomes "  apiVersion: v1": a mapping indented like the
+				// rest of the item's lines.
+				l := append([]byte{}, line...)
+				l[indent] = ' '
+				item.Write(l)
+				continue
+			default:
+				if err := flushItem(); err != nil {
+					return err
+				}
+				inItems = false
+			}
+		}
+		if indent == 0 && !blank {
+			key, value, _ := bytes.Cut(bytes.TrimRight(line, " \r\n"), []byte(":"))
+			switch string(key) {
+			case "kind":
+				v, _, _ := bytes.Cut(value, []byte(" #"))
+				doc.kind = strings.Trim(strings.TrimSpace(string(v)), `"'`)
+				doc.kindSeen = true
+			case "items":
+				// A block sequence follows (a List), unless the kind already says it is not a
+				// List: then items is an ordinary field and stays in the document.
+				if len(bytes.TrimSpace(value)) == 0 && (!doc.kindSeen || strings.HasSuffix(doc.kind, "List")) {
+					if next, ok := s.peekSequenceIndent(); ok {
+						inItems, itemIndent = true, next
+						continue
+					}
+				}
+			}
+		}
+		doc.head.Write(line)
 	}
-	return docs, nil
+}
+
+// peekSequenceIndent looks at the next non-blank line: when it starts a block sequence ("- "),
+// it returns that line's indentation.
+func (s *docScanner) peekSequenceIndent() (int, bool) {
+	for n := 64; n <= 64*1024; n *= 4 {
+		b, _ := s.r.Peek(n)
+		i := 0
+		for i < len(b) {
+			end := bytes.IndexByte(b[i:], '\n')
+			if end < 0 {
+				break
+			}
+			line := b[i : i+end]
+			t := bytes.TrimSpace(line)
+			if len(t) == 0 || t[0] == '#' {
+				i += end + 1
+				continue
+			}
+			indent := len(line) - len(bytes.TrimLeft(line, " "))
+			return indent, t[0] == '-' && (len(t) == 1 || t[1] == ' ' || t[1] == '\r')
+		}
+		if len(b) < n {
+			// The end of the input: a last line without a newline.
+			t := bytes.TrimSpace(b[i:])
+			if len(t) > 0 && t[0] == '-' {
+				return len(b[i:]) - len(bytes.TrimLeft(b[i:], " ")), true
+			}
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// sendDoc converts a YAML document and sends it; a null document is not sent.
+func (s *docScanner) sendDoc(raw []byte) (bool, error) {
+	if s.filtered(raw) {
+		return true, nil
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return false, UsageErrorf("%s (document %d): malformed YAML: %v", s.source, s.index, trimYAMLError(err))
+	}
+	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
+		return false, nil
+	}
+	return true, s.sendJSONDoc(js)
+}
+
+// sendJSONDoc sends one whole document; a List read in one piece (JSON, flow style) is expanded.
+func (s *docScanner) sendJSONDoc(js []byte) error {
+	d := Document{Source: s.source, Index: s.index, JSON: js}
+	js = bytes.TrimSpace(js)
+	if len(js) > 0 && js[0] != '{' {
+		what := "a scalar"
+		if js[0] == '[' {
+			what = "a list"
+		}
+		return UsageErrorf("%s: not a Kubernetes object: %s, not a mapping with apiVersion and kind (several objects go in separate documents, or in a kind: List with items)", d.Where(), what)
+	}
+	if err := d.fillHead(); err != nil {
+		return err
+	}
+	if strings.HasSuffix(d.Kind, "List") {
+		var list struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if json.Unmarshal(js, &list) == nil && list.Items != nil {
+			for i, item := range list.Items {
+				if err := s.sendItemJSON(item, i+1); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	return s.send(d)
+}
+
+func (s *docScanner) sendItem(raw []byte, item int) error {
+	if s.filtered(raw) {
+		return nil
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return UsageErrorf("%s (document %d, item %d): malformed YAML: %v", s.source, s.index, item, trimYAMLError(err))
+	}
+	return s.sendItemJSON(js, item)
+}
+
+func (s *docScanner) sendItemJSON(js []byte, item int) error {
+	if s.filtered(js) {
+		return nil
+	}
+	d := Document{Source: s.source, Index: s.index, Item: item, JSON: js}
+	if err := d.fillHead(); err != nil {
+		return err
+	}
+	return s.send(d)
+}
+
+// runJSON reads a stream of JSON values. Objects are read field by field, so that the items of
+// a List (kubectl get -o json) are sent one at a time.
+func (s *docScanner) runJSON() error {
+	lr := &docLimitReader{r: s.r, max: s.max}
+	dec := json.NewDecoder(lr)
+	dec.UseNumber()
+	for s.index = 1; ; s.index++ {
+		lr.reset()
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return s.jsonError(err, 0)
+		}
+		if d, ok := tok.(json.Delim); !ok || d != '{' {
+			return UsageErrorf("%s (document %d): not a Kubernetes object: want a JSON object with apiVersion and kind", s.source, s.index)
+		}
+		var out bytes.Buffer
+		out.WriteByte('{')
+		kind, items, fields := "", 0, 0
+		for dec.More() {
+			keyTok, err := dec.Token()
+			if err != nil {
+				return s.jsonError(err, 0)
+			}
+			key, _ := keyTok.(string)
+			if key == "items" && (kind == "" || strings.HasSuffix(kind, "List")) {
+				n, isList, raw, err := s.jsonItems(dec, lr)
+				if err != nil {
+					return err
+				}
+				if isList {
+					items += n
+					continue
+				}
+				if fields > 0 {
+					out.WriteByte(',')
+				}
+				writeJSONField(&out, key, raw)
+				fields++
+				continue
+			}
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return s.jsonError(err, 0)
+			}
+			if key == "kind" {
+				_ = json.Unmarshal(raw, &kind)
+			}
+			if fields > 0 {
+				out.WriteByte(',')
+			}
+			writeJSONField(&out, key, raw)
+			fields++
+		}
+		if _, err := dec.Token(); err != nil {
+			return s.jsonError(err, 0)
+		}
+		out.WriteByte('}')
+		if items > 0 || (kind != "" && strings.HasSuffix(kind, "List") && bytes.Contains(out.Bytes(), []byte(`"items":[]`))) {
+			if !strings.HasSuffix(kind, "List") {
+				return UsageErrorf("%s (document %d): has a top-level items list before its kind, and kind %q is not a List: put kind first, or make it a List", s.source, s.index, kind)
+			}
+			continue
+		}
+		if s.filtered(out.Bytes()) {
+			continue
+		}
+		if err := s.sendJSONDoc(out.Bytes()); err != nil {
+			return err
+		}
+	}
+}
+
+// jsonItems reads the value of "items": a list is sent item by item (isList); anything else
+// is returned whole.
+func (s *docScanner) jsonItems(dec *json.Decoder, lr *docLimitReader) (int, bool, json.RawMessage, error) {
+	if !dec.More() {
+		return 0, false, nil, s.jsonError(io.ErrUnexpectedEOF, 0)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return 0, false, nil, s.jsonError(err, 0)
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if t != '[' {
+			return 0, false, nil, UsageErrorf("%s (document %d): items is an object, not a list", s.source, s.index)
+		}
+	default:
+		raw, _ := json.Marshal(t)
+		return 0, false, raw, nil
+	}
+	n := 0
+	for dec.More() {
+		lr.reset()
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return n, true, nil, s.jsonError(err, n+1)
+		}
+		n++
+		if err := s.sendItemJSON(raw, n); err != nil {
+			return n, true, nil, err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return n, true, nil, s.jsonError(err, 0)
+	}
+	if n == 0 {
+		return 0, false, json.RawMessage("[]"), nil
+	}
+	return n, true, nil, nil
+}
+
+func writeJSONField(b *bytes.Buffer, key string, raw []byte) {
+	k, _ := json.Marshal(key)
+	b.Write(k)
+	b.WriteByte(':')
+	b.Write(raw)
+}
+
+func (s *docScanner) jsonError(err error, item int) error {
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	if errors.Is(err, errDocTooLarge) {
+		return s.tooLarge(item)
+	}
+	where := fmt.Sprintf("%s (document %d)", s.source, s.index)
+	if item > 0 {
+		where = fmt.Sprintf("%s (document %d, item %d)", s.source, s.index, item)
+	}
+	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		return UsageErrorf("%s: malformed JSON: unexpected end of input", where)
+	}
+	return UsageErrorf("%s: malformed JSON: %v", where, jsonErrorText(err))
+}
+
+var errDocTooLarge = errors.New("document too large")
+
+// docLimitReader fails once more than max bytes were read since the last reset (the start of a
+// document or of a List item). The JSON decoder reads ahead, so the bound is max plus its buffer.
+type docLimitReader struct {
+	r    io.Reader
+	max  int64
+	read int64
+}
+
+func (l *docLimitReader) reset() { l.read = 0 }
+
+func (l *docLimitReader) Read(p []byte) (int, error) {
+	if l.read > l.max {
+		return 0, errDocTooLarge
+	}
+	n, err := l.r.Read(p)
+	l.read += int64(n)
+	return n, err
+}
+
+func jsonErrorText(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%s where an object was expected", te.Value)
+	}
+	return err.Error()
 }
 
 func (d *Document) fillHead() error {
+	js := bytes.TrimSpace(d.JSON)
+	if len(js) == 0 || js[0] != '{' {
+		return UsageErrorf("%s: not a Kubernetes object: want a mapping with apiVersion and kind", d.Where())
+	}
 	var head struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
+		APIVersion any `json:"apiVersion"`
+		Kind       any `json:"kind"`
 	}
 	if err := json.Unmarshal(d.JSON, &head); err != nil {
-		return UsageErrorf("%s: not a Kubernetes object (want a mapping with apiVersion and kind): %v", d.Where(), err)
+		return UsageErrorf("%s: not a Kubernetes object (want a mapping with apiVersion and kind): %v", d.Where(), jsonErrorText(err))
 	}
-	d.APIVersion, d.Kind = head.APIVersion, head.Kind
+	d.APIVersion, _ = head.APIVersion.(string)
+	d.Kind, _ = head.Kind.(string)
 	return nil
 }
 
@@ -184,3 +901,5 @@ func trimYAMLError(err error) string {
 	s = strings.TrimPrefix(s, "error converting YAML to JSON: ")
 	return s
 }
+
+func jsonUnmarshalHead(js []byte, v any) error { return json.Unmarshal(js, v) }

@@ -4,17 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdver/kubectl-crdver/preview"
 )
 
-const previewExample = `  # What the API server would store for these objects (no cluster needed)
+const previewExample = `  # A helm chart's objects, with the CRDs from the chart itself (other kinds are skipped)
+  helm template ./chart --include-crds | kubectl crdver preview -f -
+
+  # One line per object for CI, only the rejected ones
+  kustomize build overlays/prod | kubectl crdver preview -f - -o name --only-rejected
+
+  # What the API server would store for these objects (no cluster needed)
   kubectl crdver preview -f widget.yaml --crd-file widget-crd.yaml
 
   # The CRD from the cluster; only what changed, as a unified diff
@@ -43,8 +49,12 @@ type PreviewOptions struct {
 	Version         string
 	Diff            bool
 	FieldValidation string
+	OnlyRejected    bool
+	Workers         int
 
-	fv preview.FieldValidation
+	input    *inputFlags
+	progress *progressFlags
+	fv       preview.FieldValidation
 }
 
 // NewCmdPreview builds `kubectl crdver preview`.
@@ -66,8 +76,15 @@ Like a request from client-go or kubectl --validate=warn, unknown fields are pru
 reported as warnings (--field-validation Warn); Strict (kubectl's default) rejects them, and
 Ignore drops them silently.
 
-The CRD comes from --crd-file, from the cluster by name, or, when neither is given, from the
-cluster by the objects' kind and group. Exit status 1 when any object would be rejected.`,
+The CRDs come from --crd-file, from the cluster by name, from the input itself (a bundle of
+CRDs and objects, as helm template and kustomize build print), or, when no --crd-file is
+given, from the cluster by the objects' kind and group. Documents that no CRD defines (a
+Deployment in a helm template stream) are skipped and counted on stderr (-v lists them;
+--strict-kinds makes them errors).
+
+Exit status: 0 every object accepted; 1 some object would be rejected; 2 bad input (nothing
+to preview, an invalid CRD, a malformed document); 3 could not complete (cluster unreachable,
+interrupted).`,
 		Example:           previewExample,
 		ValidArgsFunction: completeCRDNames(g),
 		RunE:              runE(o),
@@ -75,7 +92,12 @@ cluster by the objects' kind and group. Exit status 1 when any object would be r
 	cmd.Flags().StringSliceVarP(&o.Files, "filename", "f", nil, "Objects to preview: files, directories (- for stdin); several documents per file")
 	cmd.Flags().StringSliceVar(&o.OldFiles, "old-file", nil, "Preview an update: the objects as currently stored (e.g. kubectl get -o yaml), matched by kind, namespace and name")
 	o.source = addCRDFileFlag(cmd, g, "crd-file", "")
-	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	o.out = addOutputFlags(cmd, outputJSON, outputYAML, outputName)
+	o.input = addInputFlags(cmd, "Make documents that no CustomResourceDefinition defines an error instead of skipping them")
+	o.source.input = o.input
+	cmd.Flags().BoolVar(&o.OnlyRejected, "only-rejected", false, "Print only the objects the API server would reject (the counts still cover every object)")
+	cmd.Flags().IntVar(&o.Workers, "workers", runtime.GOMAXPROCS(0), "How many objects to preview at once (output keeps the input's order)")
+	o.progress = addProgressFlags(cmd)
 	cmd.Flags().StringVar(&o.Version, "version", "", "Show the result as read in this version (default: each object's own version)")
 	cmd.Flags().BoolVar(&o.Diff, "diff", false, "Print a unified diff from the input to the result instead of the whole result")
 	cmd.Flags().StringVar(&o.FieldValidation, "field-validation", "Warn", "How unknown and duplicate fields are handled, as the API server's fieldValidation: Warn, Strict or Ignore")
@@ -118,8 +140,23 @@ func (o *PreviewOptions) Validate() error {
 		return UsageErrorf("--field-validation %q is not supported: use Warn, Strict or Ignore", o.FieldValidation)
 	}
 	o.fv = fv
-	if o.Diff && o.out.structured() {
+	if o.Diff && o.out.format != outputTable {
 		return UsageErrorf("--diff prints a human diff: it cannot be combined with -o %s", o.out.format)
+	}
+	if err := o.progress.validate(); err != nil {
+		return err
+	}
+	if o.Workers < 1 {
+		return UsageErrorf("--workers must be at least 1, got %d", o.Workers)
+	}
+	for _, f := range o.Files {
+		if f == "-" {
+			for _, c := range append(append([]string{}, o.source.files...), o.OldFiles...) {
+				if c == "-" {
+					return UsageErrorf("-f - and --crd-file - / --old-file - both read stdin, which can be read only once: put the CRDs in the same stream as the objects (they are used for them), or in a file")
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -133,147 +170,35 @@ type PreviewItem struct {
 	preview.PreviewResult
 }
 
-// PreviewReport is the whole output of `preview -o json|yaml`.
+// PreviewReport is the whole output of `preview -o json|yaml`. It is written as the objects
+// are previewed: items first, then the counts.
 type PreviewReport struct {
 	Items    []PreviewItem `json:"items"`
 	Accepted int           `json:"accepted"`
 	Rejected int           `json:"rejected"`
+	// Skipped counts the documents of the input that no CustomResourceDefinition defines.
+	Skipped int `json:"skipped"`
 }
 
 type gkKey struct{ group, kind string }
 
 type oldKey struct{ kind, namespace, name string }
 
-// Run previews every object.
-func (o *PreviewOptions) Run(ctx context.Context) error {
-	docs, err := ReadDocuments(o.Files, o.g.In)
-	if err != nil {
-		return err
-	}
-	if len(docs) == 0 {
-		return UsageErrorf("%s: no objects found", strings.Join(o.Files, ", "))
-	}
-	olds, err := o.readOld()
-	if err != nil {
-		return err
-	}
-	ns, err := o.g.Namespace()
-	if err != nil || ns == "" {
-		ns = "default"
-	}
-	previewers, err := o.previewers(ctx, docs)
-	if err != nil {
-		return err
-	}
-	report := PreviewReport{Items: []PreviewItem{}}
-	for _, d := range docs {
-		gv, _ := schema.ParseGroupVersion(d.APIVersion)
-		p := previewers[gkKey{gv.Group, d.Kind}]
-		opts := preview.PreviewOptions{FieldValidation: o.fv, ReadVersion: o.Version, Namespace: ns}
-		var res *preview.PreviewResult
-		if olds != nil {
-			old, err := o.findOld(olds, d, ns)
-			if err != nil {
-				return err
-			}
-			res, err = p.previewer.Update(ctx, d.JSON, old, opts)
-			if err != nil {
-				return previewInputError(d, p.crd, err)
-			}
-		} else {
-			res, err = p.previewer.Create(ctx, d.JSON, opts)
-			if err != nil {
-				var ns *preview.NonStructuralError
-				if errors.As(err, &ns) {
-					if perr := o.printer.PrintPart(o.g.Out, nonStructural(ns.Violations)); perr != nil {
-						return perr
-					}
-				}
-				return previewInputError(d, p.crd, err)
-			}
-		}
-		if res.Accepted() {
-			report.Accepted++
-		} else {
-			report.Rejected++
-		}
-		report.Items = append(report.Items, PreviewItem{Source: d.Where(), PreviewResult: *res, input: d.JSON})
-	}
-	if err := o.printer.PrintReport(o.g.Out, &report); err != nil {
-		return err
-	}
-	if report.Rejected > 0 {
-		return ProblemsFound("%d of %s would be rejected by the API server", report.Rejected, plural(len(report.Items), "object"))
-	}
-	return nil
-}
-
-type crdPreviewer struct {
-	crd       *apiextensionsv1.CustomResourceDefinition
-	previewer *preview.Previewer
-}
-
-// previewers resolves the CRD of every group/kind among the objects.
-func (o *PreviewOptions) previewers(ctx context.Context, docs []Document) (map[gkKey]crdPreviewer, error) {
-	out := map[gkKey]crdPreviewer{}
-	var named *apiextensionsv1.CustomResourceDefinition
-	if o.CRDName != "" {
-		crd, err := o.source.one(ctx, o.CRDName)
-		if err != nil {
-			return nil, err
-		}
-		named = crd
-	}
-	for _, d := range docs {
-		gv, err := schema.ParseGroupVersion(d.APIVersion)
-		if err != nil || d.Kind == "" || gv.Version == "" {
-			return nil, UsageErrorf("%s: not a Kubernetes object: it needs apiVersion (group/version) and kind", d.Where())
-		}
-		key := gkKey{gv.Group, d.Kind}
-		if _, ok := out[key]; ok {
-			continue
-		}
-		crd := named
-		if crd != nil {
-			if named.Spec.Group != gv.Group || named.Spec.Names.Kind != d.Kind {
-				return nil, UsageErrorf("%s: %s %s does not belong to CustomResourceDefinition %s (group %s, kind %s)",
-					d.Where(), d.APIVersion, d.Kind, named.Name, named.Spec.Group, named.Spec.Names.Kind)
-			}
-		} else if crd, err = o.source.byGroupKind(ctx, gv.Group, d.Kind); err != nil {
-			var ee *ExitError
-			if !errors.As(err, &ee) || ee.Code != ExitUsage {
-				return nil, err
-			}
-			hint := ""
-			if !o.source.offline() {
-				hint = "; name the CRD or give it with --crd-file"
-			}
-			return nil, UsageErrorf("%s: %v%s", d.Where(), err, hint)
-		}
-		p, err := preview.NewPreviewer(crd)
-		if err != nil {
-			return nil, Usage(err)
-		}
-		out[key] = crdPreviewer{crd: crd, previewer: p}
-	}
-	return out, nil
-}
-
-func (o *PreviewOptions) readOld() (map[oldKey][]byte, error) {
+func (o *PreviewOptions) readOld(ctx context.Context) (map[oldKey][]byte, error) {
 	if len(o.OldFiles) == 0 {
 		return nil, nil
 	}
-	docs, err := ReadDocuments(o.OldFiles, o.g.In)
-	if err != nil {
-		return nil, err
-	}
 	out := map[oldKey][]byte{}
-	for _, d := range docs {
+	err := EachDocument(ctx, o.OldFiles, InputOptions{Stdin: o.g.In, Recursive: o.input.Recursive}, func(d Document) error {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(d.JSON); err != nil {
-			return nil, UsageErrorf("%s: %v", d.Where(), err)
+			return UsageErrorf("%s: %v", d.Where(), err)
 		}
 		out[oldKey{u.GetKind(), u.GetNamespace(), u.GetName()}] = d.JSON
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, UsageErrorf("%s: no objects found", strings.Join(o.OldFiles, ", "))

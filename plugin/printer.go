@@ -20,6 +20,7 @@ const (
 	outputWide  = "wide"
 	outputJSON  = "json"
 	outputYAML  = "yaml"
+	outputName  = "name"
 )
 
 // outputFlags is -o/--output and --no-headers, shared by every command that prints a report.

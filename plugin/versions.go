@@ -63,6 +63,7 @@ status.storedVersions (migrate first), or is the only served version.`,
 		RunE:              runE(o),
 	}
 	o.source = addCRDFileFlag(cmd, g, "filename", "f")
+	o.source.input = addInputFlags(cmd, "Make documents in -f that are not CustomResourceDefinitions an error instead of skipping them")
 	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
 	cmd.Flags().BoolVarP(&o.All, "all", "A", false, "Summarise every CRD (of the cluster, or of the files given with -f)")
 	cmd.Flags().BoolVar(&o.Sort, "sort", false, "Sort the version strings given as arguments, highest priority first, one per line (no cluster needed)")
@@ -133,7 +134,7 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 		return err
 	}
 	report := explain.AnalyzeVersions(crd, preferred)
-	if report.MigrationPending {
+	if report.MigrationPending != nil && *report.MigrationPending {
 		report.Notes[0] += fmt.Sprintf("; run `kubectl crdver migrate %s`", crd.Name)
 	}
 	if o.CanRemove != "" {
@@ -150,7 +151,12 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 	}
 	if o.CanRemove != "" {
 		for _, v := range report.Versions {
-			if v.Name == o.CanRemove && !v.SafeToRemove {
+			switch {
+			case v.Name != o.CanRemove || v.SafeToRemove:
+			case !report.StoredVersionsKnown && strings.HasPrefix(v.Notes[len(v.Notes)-1], "unknown"):
+				return ProblemsFound("%s: whether version %q is safe to remove is unknown: the file has no status.storedVersions, and the cluster may still store objects at %s; check the cluster (kubectl crdver versions %s --can-remove %s)",
+					crd.Name, v.Name, v.Name, crd.Name, v.Name)
+			default:
 				return ProblemsFound("%s: version %q is %s", crd.Name, v.Name, v.Notes[len(v.Notes)-1])
 			}
 		}
@@ -177,7 +183,7 @@ type versionsSummary struct {
 // out the same way over every CRD of the files.
 func (o *VersionsOptions) groupPreferred(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (string, error) {
 	if o.source.offline() {
-		crds, err := o.source.fromFiles()
+		crds, err := o.source.load(ctx)
 		if err != nil {
 			return "", err
 		}
@@ -228,6 +234,14 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// yesNoUnknown prints a fact that may be unknown (nil) as "?".
+func yesNoUnknown(b *bool) string {
+	if b == nil {
+		return "?"
+	}
+	return yesNo(*b)
 }
 
 func mark(b bool) string {

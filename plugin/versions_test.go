@@ -34,7 +34,49 @@ func TestVersionsGolden(t *testing.T) {
 		{"versions-all-files.json", append([]string{"versions", "--all", "-o", "json"}, fileArgs(versionsFiles)...), 0},
 		{"versions-sort.txt", append([]string{"versions", "--sort"}, strings.Fields("foo10 v1 v11alpha2 v2 foo1 v12alpha1 v10beta3 v10 v3beta1 v11beta2")...), 0},
 		{"versions-can-remove-v1beta1.txt", []string{"versions", "-f", crontabFile, "--can-remove", "v1beta1"}, 1},
+		// A release manifest has no status: storedVersions is unknown, nothing is called safe.
+		{"versions-release.txt", []string{"versions", "-f", releaseFile}, 0},
+		{"versions-release.json", []string{"versions", "-f", releaseFile, "-o", "json"}, 0},
+		{"versions-release-can-remove-v1alpha1.txt", []string{"versions", "-f", releaseFile, "--can-remove", "v1alpha1"}, 1},
+		{"versions-all-release.txt", []string{"versions", "--all", "-f", releaseFile + "," + td("crds", "widget.yaml")}, 0},
 	})
+}
+
+var releaseFile = filepath.Join("..", "testdata", "crds", "crontab-release.yaml")
+
+// TestVersionsFromFileWithoutStatus: from a file without status.storedVersions, no version is
+// safe to remove on an assumption; --can-remove exits 1 and says to check the cluster, and the
+// JSON says storedVersions is unknown.
+func TestVersionsFromFileWithoutStatus(t *testing.T) {
+	r := run(t, "", "versions", "-f", releaseFile, "--can-remove", "v1alpha1")
+	if r.code != ExitProblems {
+		t.Errorf("--can-remove v1alpha1 from a file without status: exit %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, `whether version "v1alpha1" is safe to remove is unknown`, "check the cluster")
+	if strings.Contains(r.stdout, "safe to remove") && !strings.Contains(r.stdout, "not safe to remove") && !strings.Contains(r.stdout, "unknown") {
+		t.Errorf("table calls a version safe to remove:\n%s", r.stdout)
+	}
+	mustContain(t, "stdout", r.stdout, "storedVersions unknown")
+	j := run(t, "", "versions", "-f", releaseFile, "-o", "json")
+	var rep explain.VersionsReport
+	if err := json.Unmarshal([]byte(j.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.StoredVersionsKnown || rep.StoredVersions != nil || rep.MigrationPending != nil {
+		t.Errorf("storedVersionsKnown=%v storedVersions=%v migrationPending=%v, want false, null, null", rep.StoredVersionsKnown, rep.StoredVersions, rep.MigrationPending)
+	}
+	for _, v := range rep.Versions {
+		if v.SafeToRemove {
+			t.Errorf("version %s is called safe to remove with storedVersions unknown", v.Name)
+		}
+		if (v.Stored == nil) == v.Storage {
+			t.Errorf("version %s: stored = %v; want true for the storage version, null otherwise", v.Name, v.Stored)
+		}
+	}
+	// The same CRD with its status: v1alpha1 is known to be safe.
+	if r := run(t, "", "versions", "-f", crontabFile, "--can-remove", "v1alpha1"); r.code != 0 {
+		t.Errorf("with status: exit %d, want 0: %s", r.code, r.stderr)
+	}
 }
 
 func TestVersionsSortIssueOrder(t *testing.T) {
@@ -133,7 +175,8 @@ func TestVersionsErrors(t *testing.T) {
 		return p
 	}
 	malformed := write("malformed.yaml", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: a\n")
-	notCRD := write("deploy.yaml", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: x.y.z}\nspec: {group: y.z, names: {plural: x, kind: X}, scope: Namespaced, versions: [{name: v1, served: true, storage: true}]}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n")
+	notCRD := write("deploy.yaml", bundleCRD+"---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n")
+	onlyDeploy := write("only-deploy.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n")
 	empty := write("empty.yaml", "# nothing here\n---\n")
 	scalar := write("scalar.yaml", "just a string\n")
 	for _, tc := range []struct {
@@ -143,7 +186,8 @@ func TestVersionsErrors(t *testing.T) {
 		want string
 	}{
 		{"malformed YAML", []string{"versions", "-f", malformed}, 2, malformed + " (document 1): malformed YAML"},
-		{"not a CRD", []string{"versions", "-f", notCRD}, 2, notCRD + " (document 2): apps/v1 Deployment is not a CustomResourceDefinition"},
+		{"not a CRD, --strict-kinds", []string{"versions", "-f", notCRD, "--strict-kinds"}, 2, notCRD + " (document 2): apps/v1 Deployment is not a CustomResourceDefinition"},
+		{"no CRD at all", []string{"versions", "-f", onlyDeploy}, 2, onlyDeploy + ": no CustomResourceDefinition found: the first of 1 document is " + onlyDeploy + " (document 1): apps/v1 Deployment is not a CustomResourceDefinition"},
 		{"empty file", []string{"versions", "-f", empty}, 2, empty + ": no documents found"},
 		{"scalar document", []string{"versions", "-f", scalar}, 2, scalar + " (document 1): not a Kubernetes object"},
 		{"missing file", []string{"versions", "-f", filepath.Join(dir, "nope.yaml")}, 2, "nope.yaml: no such file or directory"},
@@ -180,6 +224,28 @@ func TestVersionsErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+const bundleCRD = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: xs.y.z}\nspec: {group: y.z, names: {plural: xs, kind: X}, scope: Namespaced, versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]}\n"
+
+// TestVersionsSkipsOtherDocuments: in a helm template stream, documents that are not CRDs are
+// skipped, counted on stderr and listed with -v.
+func TestVersionsSkipsOtherDocuments(t *testing.T) {
+	stream := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: prod}\n---\n" + bundleCRD + "---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n"
+	r := run(t, stream, "versions", "-f", "-")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	mustContain(t, "stdout", r.stdout, "v1 ")
+	if r.stderr != "skipped 2 documents: not a CustomResourceDefinition (-v lists them)\n" {
+		t.Errorf("stderr = %q", r.stderr)
+	}
+	r = run(t, stream, "versions", "-f", "-", "-v")
+	mustContain(t, "stderr", r.stderr, "skipped 2 documents: not a CustomResourceDefinition:\n  stdin (document 1): apps/v1 Deployment prod/web\n  stdin (document 3): v1 Service web\n")
+	r = run(t, stream, "versions", "-f", "-", "--strict-kinds")
+	if r.code != 2 || !strings.Contains(r.stderr, "stdin (document 1): apps/v1 Deployment is not a CustomResourceDefinition") {
+		t.Errorf("--strict-kinds: exit %d, %s", r.code, r.stderr)
 	}
 }
 

@@ -1,0 +1,384 @@
+package plugin
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
+)
+
+// referenceDocuments reads r the way ReadDocuments did before it streamed: kubectl's YAML
+// reader over the whole input, each document converted whole, Lists expanded afterwards.
+func referenceDocuments(t *testing.T, r io.Reader) []Document {
+	t.Helper()
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	var docs []Document
+	for index := 1; ; index++ {
+		raw, err := reader.Read()
+		if err == io.EOF {
+			return docs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := yaml.YAMLToJSON(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(stripComments(raw))) == 0 || string(bytes.TrimSpace(js)) == "null" {
+			index--
+			continue
+		}
+		var head struct {
+			Kind  string            `json:"kind"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(js, &head); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(head.Kind, "List") && head.Items != nil {
+			for i, item := range head.Items {
+				docs = append(docs, Document{Index: index, Item: i + 1, JSON: item})
+			}
+			continue
+		}
+		docs = append(docs, Document{Index: index, JSON: js})
+	}
+}
+
+func readAll(t *testing.T, input string, opts InputOptions) ([]Document, error) {
+	t.Helper()
+	opts.Stdin = strings.NewReader(input)
+	var docs []Document
+	err := EachDocument(context.Background(), []string{"-"}, opts, func(d Document) error {
+		docs = append(docs, d)
+		return nil
+	})
+	return docs, err
+}
+
+func sameDocuments(t *testing.T, name string, got, want []Document) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d documents, want %d", name, len(got), len(want))
+	}
+	for i := range want {
+		var a, b any
+		if err := json.Unmarshal(got[i].JSON, &a); err != nil {
+			t.Fatalf("%s: document %d: %v", name, i, err)
+		}
+		if err := json.Unmarshal(want[i].JSON, &b); err != nil {
+			t.Fatal(err)
+		}
+		if got[i].Index != want[i].Index || got[i].Item != want[i].Item || !reflect.DeepEqual(a, b) {
+			t.Fatalf("%s: document %d differs: got %s (index %d item %d)\nwant %s (index %d item %d)",
+				name, i, got[i].JSON, got[i].Index, got[i].Item, want[i].JSON, want[i].Index, want[i].Item)
+		}
+	}
+}
+
+// TestEachDocumentMatchesWholeReads: streaming (items of a List one at a time) gives exactly
+// the documents that reading each document whole gives, on every testdata file, the corpus,
+// and Lists of them in kubectl's YAML and JSON layouts.
+func TestEachDocumentMatchesWholeReads(t *testing.T) {
+	var inputs []string
+	files, _ := filepath.Glob(td("*", "*.yaml"))
+	corpus, _ := filepath.Glob(filepath.Join("..", "..", "shared", "corpus", "crds", "*.yaml"))
+	files = append(files, corpus...)
+	if len(corpus) == 0 {
+		t.Log("corpus (../shared/corpus) absent: testing with the repository's testdata only")
+	}
+	var objects []any
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, string(b))
+		for _, d := range referenceDocuments(t, bytes.NewReader(b)) {
+			var o any
+			if err := json.Unmarshal(d.JSON, &o); err != nil {
+				t.Fatal(err)
+			}
+			objects = append(objects, o)
+		}
+	}
+	// kubectl get -o yaml: items before kind, an indentless sequence.
+	list := map[string]any{"apiVersion": "v1", "kind": "List", "metadata": map[string]any{"resourceVersion": ""}, "items": objects}
+	y, err := yaml.Marshal(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs = append(inputs, string(y))
+	// kubectl get -o json.
+	j, err := json.MarshalIndent(list, "", "    ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs = append(inputs, string(j))
+	// A stream of two JSON Lists (kubectl's decoder reads both; the reference reader cannot).
+	if got, err := readAll(t, string(j)+"\n"+string(j), InputOptions{}); err != nil || len(got) != 2*len(objects) || got[len(objects)].Index != 2 {
+		t.Errorf("two JSON Lists: %d documents (%v), want %d", len(got), err, 2*len(objects))
+	}
+	// Hand-written: kind first, an indented sequence, comments, a flow item, a block scalar,
+	// another document after.
+	inputs = append(inputs, `# leading comment
+kind: List
+apiVersion: v1
+items:
+  # first
+  - apiVersion: a.example.com/v1
+    kind: A
+    metadata: {name: one}
+    spec:
+      text: |
+        - not an item
+        items:
+# a comment at column 0 inside the sequence
+
+  - {apiVersion: a.example.com/v1, kind: A, metadata: {name: two}}
+  -
+    apiVersion: a.example.com/v1
+    kind: A
+    metadata:
+      name: three
+metadata: {}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: after}
+data:
+  items: "x"
+---
+apiVersion: x.example.com/v1
+kind: Thing
+items:
+- 1
+- 2
+`, "---\n# only comments\n---\napiVersion: v1\nkind: List\nitems: []\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
+	for i, in := range inputs {
+		name := fmt.Sprintf("input %d", i)
+		if i < len(files) {
+			name = files[i]
+		}
+		got, err := readAll(t, in, InputOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		sameDocuments(t, name, got, referenceDocuments(t, strings.NewReader(in)))
+	}
+}
+
+// zeros is an endless stream of zero bytes, like /dev/zero (or of fill, when set).
+type zeros struct {
+	read atomic.Int64
+	fill byte
+}
+
+func (z *zeros) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = z.fill
+	}
+	z.read.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// TestEachDocumentSizeLimit: input that never ends a document (/dev/zero) fails once one
+// document passes the limit, having read little more than the limit, and the error names it.
+func TestEachDocumentSizeLimit(t *testing.T) {
+	for name, tc := range map[string]struct {
+		r    io.Reader
+		want string
+	}{
+		"zeros":        {&zeros{}, "stdin (document 1): larger than 1 MiB, the limit for one document"},
+		"one big line": {io.MultiReader(strings.NewReader("apiVersion: v1\nkind: ConfigMap\ndata: {a: "), &zeros{}), "stdin (document 1): larger than 1 MiB"},
+		"second document": {io.MultiReader(strings.NewReader("apiVersion: v1\nkind: Pod\n---\nkind: Foo\nx: "), &zeros{}),
+			"stdin (document 2): larger than 1 MiB"},
+		"List item": {io.MultiReader(strings.NewReader("apiVersion: v1\nkind: List\nitems:\n- kind: A\n- kind: B\n  data: "), &zeros{}),
+			"stdin (document 1, item 2): larger than 1 MiB"},
+		"JSON List item": {io.MultiReader(strings.NewReader(`{"apiVersion": "v1", "items": [{"kind": "A"}, {"kind": "B", "data": "`), &zeros{fill: 'a'}),
+			"stdin (document 1, item 2): larger than 1 MiB"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := 0
+			err := EachDocument(context.Background(), []string{"-"}, InputOptions{Stdin: io.LimitReader(tc.r, 512<<20), MaxDocumentBytes: 1 << 20}, func(Document) error {
+				n++
+				return nil
+			})
+			var ee *ExitError
+			if !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want exit 2 with %q", err, tc.want)
+			}
+			if z, ok := tc.r.(*zeros); ok && z.read.Load() > 4<<20 {
+				t.Errorf("read %d bytes before failing; want about the 1 MiB limit", z.read.Load())
+			}
+		})
+	}
+}
+
+// TestVersionsFromDevZero: `versions -f - < /dev/zero` fails with one clear line (here with a
+// bounded reader of 64 MiB standing in for /dev/zero).
+func TestVersionsFromDevZero(t *testing.T) {
+	streams, _, out, errOut := newTestStreams(io.LimitReader(&zeros{}, 64<<20))
+	root := NewRootCmd(streams)
+	root.SetArgs([]string{"versions", "-f", "-"})
+	err := root.ExecuteContext(context.Background())
+	if ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "stdin (document 1): larger than 16 MiB") {
+		t.Fatalf("exit %d, error %v; want 2 and the size limit", ExitCode(err), err)
+	}
+	if out.Len() != 0 || errOut.Len() != 0 {
+		t.Errorf("output on a failed read: %q %q", out.String(), errOut.String())
+	}
+}
+
+// TestEachDocumentInterrupted: cancelling the context ends a read blocked on stdin at once.
+func TestEachDocumentInterrupted(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- EachDocument(ctx, []string{"-"}, InputOptions{Stdin: pr}, func(Document) error { return nil })
+	}()
+	_, _ = pw.Write([]byte("apiVersion: v1\nkind: Pod\n"))
+	cancel()
+	select {
+	case err := <-done:
+		if ExitCode(err) != ExitUnavailable || !strings.Contains(err.Error(), "interrupted") {
+			t.Errorf("error %v (exit %d), want interrupted, exit 3", err, ExitCode(err))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("EachDocument did not return after the context was cancelled")
+	}
+}
+
+func TestEachDocumentErrors(t *testing.T) {
+	for name, tc := range map[string]struct{ in, want string }{
+		"top-level YAML list": {"- a\n- b\n", "stdin (document 1): not a Kubernetes object: a list, not a mapping"},
+		"scalar":              {"just text\n", "stdin (document 1): not a Kubernetes object: a scalar"},
+		"bad separator":       {"kind: A\n--- x\nkind: B\n", "invalid YAML document separator"},
+		"malformed JSON":      {`{"kind": "A", `, "stdin (document 1): malformed JSON"},
+		"items before kind":   {"apiVersion: v1\nitems:\n- kind: A\nkind: Thing\n", `kind "Thing" is not a List`},
+		"JSON array":          {`[{"kind": "A"}]`, "stdin (document 1): not a Kubernetes object: a list"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := readAll(t, tc.in, InputOptions{})
+			if ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v (exit %d), want exit 2 with %q", err, ExitCode(err), tc.want)
+			}
+			if err != nil && (strings.Contains(err.Error(), "Go value") || strings.Contains(err.Error(), "[]interface")) {
+				t.Errorf("error shows Go types: %v", err)
+			}
+		})
+	}
+}
+
+// TestExpandPathRecursive: a directory is read without its subdirectories unless -R, in name
+// order, only .yaml, .yml and .json files.
+func TestExpandPathRecursive(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"b.yaml", "a.json", "notes.txt", "sub/c.yml", "sub/deeper/d.yaml"} {
+		p := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rel := func(files []string) string {
+		var out []string
+		for _, f := range files {
+			r, _ := filepath.Rel(dir, f)
+			out = append(out, filepath.ToSlash(r))
+		}
+		return strings.Join(out, " ")
+	}
+	flat, err := expandPathR(dir, false)
+	if err != nil || rel(flat) != "a.json b.yaml" {
+		t.Errorf("non-recursive: %q %v", rel(flat), err)
+	}
+	deep, err := expandPathR(dir, true)
+	if err != nil || rel(deep) != "a.json b.yaml sub/c.yml sub/deeper/d.yaml" {
+		t.Errorf("recursive: %q %v", rel(deep), err)
+	}
+	if _, err := expandPathR(filepath.Join(dir, "sub", "deeper", ".."), false); err != nil {
+		t.Errorf("a directory with one file: %v", err)
+	}
+	empty := filepath.Join(dir, "empty", "inner")
+	_ = os.MkdirAll(empty, 0o755)
+	if _, err := expandPathR(filepath.Dir(empty), false); err == nil || !strings.Contains(err.Error(), "-R reads its subdirectories") {
+		t.Errorf("empty directory: %v", err)
+	}
+}
+
+// TestEachDocumentURL: -f URL downloads like kubectl (a real HTTP server on 127.0.0.1), with
+// errors for a missing page, a body past the limit, and a server that never answers.
+func TestEachDocumentURL(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/crd.yaml":
+			http.ServeFile(w, r, td("crds", "crontab.yaml"))
+		case "/big":
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.Copy(w, io.LimitReader(&zeros{}, 8<<20))
+		case "/slow":
+			select {
+			case <-block:
+			case <-r.Context().Done():
+			}
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	read := func(u string, opts InputOptions) ([]Document, error) {
+		var docs []Document
+		err := EachDocument(context.Background(), []string{u}, opts, func(d Document) error {
+			docs = append(docs, d)
+			return nil
+		})
+		return docs, err
+	}
+	docs, err := read(srv.URL+"/crd.yaml", InputOptions{})
+	if err != nil || len(docs) != 1 || docs[0].Kind != "CustomResourceDefinition" || docs[0].Source != srv.URL+"/crd.yaml" {
+		t.Fatalf("download: %v, %d documents", err, len(docs))
+	}
+	if _, err := read(srv.URL+"/missing.yaml", InputOptions{}); ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "404 Not Found") {
+		t.Errorf("404: %v (exit %d)", err, ExitCode(err))
+	}
+	if _, err := read(srv.URL+"/big", InputOptions{MaxURLBytes: 1 << 20}); ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "larger than 1 MiB, the limit for one URL") {
+		t.Errorf("too big: %v (exit %d)", err, ExitCode(err))
+	}
+	if _, err := read(srv.URL+"/slow", InputOptions{URLTimeout: 300 * time.Millisecond}); ExitCode(err) != ExitUnavailable || !strings.Contains(err.Error(), "no answer within") {
+		t.Errorf("no answer: %v (exit %d)", err, ExitCode(err))
+	}
+	// Through the command: versions -f URL.
+	r := run(t, "", "versions", "-f", srv.URL+"/crd.yaml", "-o", "json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"name": "crontabs.stable.example.com"`) {
+		t.Errorf("versions -f URL: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func newTestStreams(in io.Reader) (genericiooptions.IOStreams, io.Reader, *bytes.Buffer, *bytes.Buffer) {
+	out, errOut := &bytes.Buffer{}, &bytes.Buffer{}
+	return genericiooptions.IOStreams{In: in, Out: out, ErrOut: errOut}, in, out, errOut
+}

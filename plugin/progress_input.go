@@ -1,0 +1,41 @@
+package plugin
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// startInputProgress shows a long read of documents on the shared progress display: in
+// megabytes of the input files (so the bar has an ETA) with the objects counted beside, or, when
+// the size is unknown (stdin, a URL), in objects. The returned function stops it; it may be
+// called more than once.
+func startInputProgress(p Progress, paths []string, recursive bool, in *InputProgress, objects *atomic.Int64) func() {
+	var total int64
+	for _, path := range paths {
+		if path == "-" || isURL(path) {
+			total = 0
+			break
+		}
+		files, err := expandPathR(path, recursive)
+		if err != nil {
+			break
+		}
+		for _, f := range files {
+			if st, err := os.Stat(f); err == nil {
+				total += st.Size()
+			}
+		}
+	}
+	t := Task{Name: "previewing", Prefix: "preview", Unit: "objects", Total: -1, Done: objects.Load}
+	if total > 0 {
+		const mb = 1 << 20
+		t.Unit, t.Total = "MiB", (total+mb-1)/mb
+		t.Done = func() int64 { return in.Read.Load() / mb }
+		t.Detail = func() string { return fmt.Sprintf("%d objects", objects.Load()) }
+	}
+	stop := p.Start(t)
+	var once sync.Once
+	return func() { once.Do(stop) }
+}
