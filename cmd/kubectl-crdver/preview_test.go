@@ -168,7 +168,7 @@ func TestInterruptBlockedStdin(t *testing.T) {
 
 // BenchmarkPreviewBigList previews a ~50 MB List of ~70,000 Widgets (generated, not committed)
 // with 1 and 2 workers, from process start to exit, output -o name to /dev/null. It reports
-// objects/s and the process's peak RSS (docs/benchmarks-input.md).
+// objects/s and the process's peak RSS (docs/benchmarks.md, "preview on big inputs").
 //
 //	go test ./cmd/kubectl-crdver -run '^$' -bench PreviewBigList -benchtime 1x
 func BenchmarkPreviewBigList(b *testing.B) {
