@@ -19,7 +19,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -220,14 +219,14 @@ func TestStorageAndVersions(t *testing.T) {
 }
 
 // apply server-side applies a Widget at version v with the given field manager.
-func apply(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, v, name, manager string, size int64) error {
+func apply(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, v, name, manager string, size int64, dryRun ...string) error {
 	t.Helper()
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": crd.Spec.Group + "/" + v, "kind": crd.Spec.Names.Kind,
 		"metadata": map[string]any{"name": name, "namespace": "default"},
 		"spec":     map[string]any{"size": size},
 	}}
-	_, err := dynClient(t).Resource(crdinfo.GVR(crd, v)).Namespace("default").Apply(context.Background(), name, obj, metav1.ApplyOptions{FieldManager: manager})
+	_, err := dynClient(t).Resource(crdinfo.GVR(crd, v)).Namespace("default").Apply(context.Background(), name, obj, metav1.ApplyOptions{FieldManager: manager, DryRun: dryRun})
 	return err
 }
 
@@ -257,14 +256,15 @@ func TestStaleManagedFields(t *testing.T) {
 
 	// Removed from spec.versions: an error, and the server indeed refuses the apply.
 	updateCRD(t, stale.Name, func(c *apiextensionsv1.CustomResourceDefinition) { c.Spec.Versions = c.Spec.Versions[1:] })
-	// Wait until the API server serves the updated CRD (v1beta1 gone) before applying: an
-	// apply that meets the old CRD succeeds and moves old-tool's entry to v1.
+	// Wait until the API server uses the updated CRD (v1beta1 gone) before applying: an apply
+	// that meets the old CRD succeeds and moves old-tool's entry to v1. v1beta1 was already
+	// unserved, so a GET cannot tell; a dry-run apply writes nothing and fails once it has.
 	gone := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := dynClient(t).Resource(crdinfo.GVR(stale, "v1beta1")).Namespace("default").Get(ctx, "w0", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+		err := apply(t, stale, "v1", "w0", "old-tool", 2, metav1.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "invalid group/version"), nil
 	})
 	if gone != nil {
-		t.Fatalf("v1beta1 still served 30s after its removal: %v", gone)
+		t.Fatalf("the API server still used v1beta1 30s after its removal: %v", gone)
 	}
 	err := apply(t, stale, "v1", "w0", "old-tool", 2)
 	if err == nil || !strings.Contains(err.Error(), "invalid group/version") {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/migrate"
@@ -85,13 +85,13 @@ func (f *fx) res(v string) dynamic.ResourceInterface {
 }
 
 // apply server-side applies spec at version v as manager.
-func (f *fx) apply(v, manager, name string, spec map[string]any, force bool) error {
+func (f *fx) apply(v, manager, name string, spec map[string]any, force bool, dryRun ...string) error {
 	obj := map[string]any{"apiVersion": f.group + "/" + v, "kind": f.crd.Spec.Names.Kind, "metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec}
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return err
 	}
-	_, err = f.res(v).Patch(context.Background(), name, types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: manager, Force: &force})
+	_, err = f.res(v).Patch(context.Background(), name, types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: manager, Force: &force, DryRun: dryRun})
 	return err
 }
 
@@ -228,7 +228,7 @@ func TestRetireKeepsOwnershipAndPreventsTheConversionError(t *testing.T) {
 	}
 	crd := f.get()
 	if _, ok := lookup(crd, "v1beta1"); ok || strings.Join(crd.Status.StoredVersions, ",") != "v1" {
-		t.Fatalf("v1beta1 still in the CRD: versions %v, storedVersions %v", names(crd), crd.Status.StoredVersions)
+		t.Fatalf("v1beta1 still in the CRD: versions %v, storedVersions %v", crdinfo.VersionNames(crd), crd.Status.StoredVersions)
 	}
 	entries, objs := f.etcdState("w-00", "w-01", "w-02")
 	if entries[f.group+"/v1beta1"] != 0 || entries[f.group+"/v1"] != 6 || objs[f.group+"/v1"] != 3 {
@@ -276,7 +276,14 @@ func TestWithoutRetireApplyFailsAfterRemoval(t *testing.T) {
 	if err := f.removeVersion("v1beta1"); err != nil {
 		t.Fatal(err)
 	}
-	f.waitGone("v1beta1", "w-00")
+	// A read at v1beta1 can be 404 before the apply path uses the new CRD: wait with dry-run
+	// applies (they write nothing) until the API server's apply path has it too.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		err := f.apply("v1", "applier", "w-00", map[string]any{"size": int64(0)}, false, metav1.DryRunAll)
+		return err != nil, nil
+	}); err != nil {
+		t.Fatalf("a dry-run apply at v1 still succeeds 30s after v1beta1 was removed: %v", err)
+	}
 	err = f.apply("v1", "applier", "w-00", map[string]any{"size": int64(0)}, false)
 	if err == nil || !strings.Contains(err.Error(), "request to convert CR to an invalid group/version") {
 		t.Fatalf("apply after removing v1beta1 without retire: %v; want the conversion error", err)

@@ -1,0 +1,254 @@
+package retire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/ownership"
+)
+
+func writerKey(manager, op, sub string) string { return manager + "\x00" + op + "\x00" + sub }
+
+// addWriter records w as a writer of Version since the run began.
+func (r *runner) addWriter(w ownership.Writer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := writerKey(w.Manager, w.Operation, w.Subresource)
+	old, ok := r.writers[k]
+	if ok {
+		w.Objects += old.Objects
+		if w.LastWrite == nil || (old.LastWrite != nil && w.LastWrite.Before(old.LastWrite)) {
+			w.LastWrite = old.LastWrite
+		}
+	}
+	r.writers[k] = w
+}
+
+// sawEntries records the entries of apiVersion from that were written since the run began:
+// a time at or after the start (one-second precision) that is later than the manager's last
+// write in the plan's census, or a manager the census did not see.
+func (r *runner) sawEntries(entries []metav1.ManagedFieldsEntry, from string) {
+	for _, e := range entries {
+		if e.APIVersion != from || e.Time == nil || e.Time.Time.Before(r.start) {
+			continue
+		}
+		if last, ok := r.planLast[writerKey(e.Manager, string(e.Operation), e.Subresource)]; ok && !e.Time.Time.After(last) {
+			continue
+		}
+		t := *e.Time
+		r.addWriter(ownership.Writer{Manager: e.Manager, Operation: string(e.Operation), Subresource: e.Subresource, Objects: 1, LastWrite: &t})
+	}
+}
+
+// checkWriters reads every object's managedFields again after the pass. An entry of Version on
+// an object whose entries were all moved was written after the move: its manager writes
+// Version now. fr.Remaining gets the census of what is left.
+func (r *runner) checkWriters(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, fr *FieldsResult) error {
+	kept := map[string]bool{}
+	for _, f := range append(append([]migrate.Failure{}, fr.Unresolved...), fr.Failed...) {
+		kept[objName(f)] = true
+	}
+	from := crd.Spec.Group + "/" + r.o.Version
+	gvr := crdinfo.GVR(crd, r.plan.Target)
+	err := ownership.EachObject(ctx, r.c.Metadata, gvr, r.o.Rewrite.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
+		if kept[objName(migrate.Failure{Namespace: m.Namespace, Name: m.Name})] {
+			return nil
+		}
+		for _, e := range m.ManagedFields {
+			if e.APIVersion == from {
+				w := ownership.Writer{Manager: e.Manager, Operation: string(e.Operation), Subresource: e.Subresource, Objects: 1}
+				if e.Time != nil {
+					t := *e.Time
+					w.LastWrite = &t
+				}
+				r.addWriter(w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the managedFields of %s: %w", crd.Name, err)
+	}
+	census, err := ownership.Take(ctx, r.c.Metadata, gvr, r.o.Rewrite.ChunkSize)
+	if err != nil {
+		return fmt.Errorf("reading the managedFields of %s: %w", crd.Name, err)
+	}
+	fr.Remaining = census.Of(r.o.Version)
+	for _, w := range r.writers {
+		r.res.WritersSinceStart = append(r.res.WritersSinceStart, w)
+	}
+	sort.Slice(r.res.WritersSinceStart, func(i, j int) bool {
+		a, b := r.res.WritersSinceStart[i], r.res.WritersSinceStart[j]
+		return writerKey(a.Manager, a.Operation, a.Subresource) < writerKey(b.Manager, b.Operation, b.Subresource)
+	})
+	return nil
+}
+
+// moveFields moves the managedFields entries of Version on every object that has some, with
+// Concurrency workers: each object is read at the target version (and, when the conversion
+// renamed owned fields, at Version too, same resourceVersion), and updated at the target
+// version with its resourceVersion; a conflict re-reads and retries (MaxAttempts).
+func (r *runner) moveFields(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (*FieldsResult, error) {
+	fr := &FieldsResult{Unresolved: []migrate.Failure{}, Failed: []migrate.Failure{}}
+	from := crd.Spec.Group + "/" + r.o.Version
+	to := crd.Spec.Group + "/" + r.plan.Target
+	atTarget := r.c.Dynamic.Resource(crdinfo.GVR(crd, r.plan.Target))
+	atOld := r.c.Dynamic.Resource(crdinfo.GVR(crd, r.o.Version))
+	work := make(chan metav1.PartialObjectMetadata)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := 0; w < r.o.Rewrite.Concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range work {
+				res, reason, err := r.moveOne(ctx, atTarget, atOld, m.Namespace, m.Name, from, to)
+				mu.Lock()
+				f := migrate.Failure{Namespace: m.Namespace, Name: m.Name}
+				switch {
+				case err != nil:
+					f.Reason = err.Error()
+					fr.Failed = append(fr.Failed, f)
+				case reason != "":
+					f.Reason = reason
+					fr.Unresolved = append(fr.Unresolved, f)
+				case res.Moved > 0:
+					fr.Updated++
+					fr.Moved += int64(res.Moved)
+					fr.Converted += int64(res.Converted)
+					fr.Merged += int64(res.Merged)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	listErr := ownership.EachObject(ctx, r.c.Metadata, crdinfo.GVR(crd, r.plan.Target), r.o.Rewrite.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
+		has := false
+		for _, e := range m.ManagedFields {
+			has = has || e.APIVersion == from
+		}
+		if !has {
+			return nil
+		}
+		select {
+		case work <- *m:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	close(work)
+	wg.Wait()
+	sortFailures(fr.Unresolved)
+	sortFailures(fr.Failed)
+	if listErr != nil {
+		return fr, listErr
+	}
+	return fr, ctx.Err()
+}
+
+// moveOne moves one object's entries. reason is set when they cannot be moved (ownership
+// unknown); err when the object could not be read or written.
+func (r *runner) moveOne(ctx context.Context, atTarget, atOld dynamic.NamespaceableResourceInterface, ns, name, from, to string) (ownership.MoveResult, string, error) {
+	ti, oi := dynamic.ResourceInterface(atTarget), dynamic.ResourceInterface(atOld)
+	if ns != "" {
+		ti, oi = atTarget.Namespace(ns), atOld.Namespace(ns)
+	}
+	var none ownership.MoveResult
+	for attempt := 1; ; attempt++ {
+		if ctx.Err() != nil {
+			return none, "", ctx.Err()
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		res, reason, err := r.tryMove(wctx, ti, oi, name, from, to)
+		cancel()
+		switch {
+		case err == nil:
+			return res, reason, nil
+		case apierrors.IsNotFound(err):
+			return none, "", nil // deleted meanwhile: nothing to move
+		case (apierrors.IsConflict(err) || errors.Is(err, errMoved)) && attempt < r.o.Rewrite.MaxAttempts:
+			continue // changed since read: read again
+		default:
+			return none, "", err
+		}
+	}
+}
+
+var errMoved = errors.New("the object changed between the two reads")
+
+func (r *runner) tryMove(ctx context.Context, ti, oi dynamic.ResourceInterface, name, from, to string) (ownership.MoveResult, string, error) {
+	var none ownership.MoveResult
+	target, err := ti.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return none, "", err
+	}
+	entries := target.GetManagedFields()
+	r.sawEntries(entries, from)
+	need, err := ownership.NeedsSource(entries, from, target.Object)
+	if err != nil {
+		return none, "", err
+	}
+	var source map[string]any
+	if need {
+		s, err := oi.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			// The object is there (read at the target version): the old version is not served.
+			return none, fmt.Sprintf("some owned fields are not in the object at %s, and it cannot be read at %s to convert them (is %s served?): serve it again (served: true) and run retire again",
+				to, from, from), nil
+		}
+		if err != nil {
+			return none, "", err
+		}
+		if s.GetResourceVersion() != target.GetResourceVersion() {
+			return none, "", errMoved
+		}
+		source = s.Object
+	}
+	moved, res, err := ownership.Move(entries, from, to, source, target.Object)
+	if err != nil {
+		return none, "", err
+	}
+	if res.Unresolved != "" || res.Moved == 0 {
+		return res, res.Unresolved, nil
+	}
+	if len(moved) == 0 {
+		return none, "", fmt.Errorf("refusing to send empty managedFields") // never clears them
+	}
+	u := &unstructured.Unstructured{Object: target.Object}
+	u.SetManagedFields(moved)
+	// target carries the resourceVersion read: a write in between is a conflict.
+	if _, err := ti.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		return none, "", err
+	}
+	return res, "", nil
+}
+
+// describeWriters names managers with their last write: `ctl (Apply, last 2026-…)`.
+func describeWriters(ws []ownership.Writer) string {
+	var parts []string
+	for _, w := range ws {
+		s := fmt.Sprintf("%s (%s", w.Manager, w.Operation)
+		if w.Subresource != "" {
+			s += " " + w.Subresource
+		}
+		if w.LastWrite != nil {
+			s += ", last " + w.LastWrite.UTC().Format(time.RFC3339)
+		}
+		parts = append(parts, s+")")
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,121 @@
+package retire
+
+import (
+	"errors"
+
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/ownership"
+)
+
+// ErrUsage is wrapped by errors about the arguments (an unknown version, no version to move to).
+var ErrUsage = errors.New("usage")
+
+// ErrNotConfirmed is returned when Confirm said no: nothing was written.
+var ErrNotConfirmed = errors.New("not confirmed")
+
+// ErrInterrupted is wrapped when the context was cancelled during the rewrite; the progress is
+// in the checkpoint and a new Run resumes.
+var ErrInterrupted = errors.New("interrupted")
+
+// Options of a retirement.
+type Options struct {
+	// CRD is the CRD's name, Version the version to retire.
+	CRD, Version string
+	// To is the version to move to; "" picks the highest-priority served version that stays.
+	To string
+	// DryRun only plans: nothing is written.
+	DryRun bool
+	// Unserve sets served: false on Version at the end; Remove drops it from spec.versions.
+	Unserve, Remove bool
+	// Force unserves/removes even when a field manager still writes Version, entries of it
+	// remain, or the CRD looks managed by Helm, Argo CD, Flux or OLM.
+	Force bool
+	// Rewrite tunes the object rewrite (Checkpoint "" = migrate's default path) and the
+	// managedFields pass (Concurrency, ChunkSize, MaxAttempts).
+	Rewrite migrate.RewriteOptions
+	// Confirm is asked once, after planning, before the first write; nil means yes.
+	Confirm func(*Plan) (bool, error)
+	// OnRewrite is called when the object rewrite starts (e.g. to show progress); the
+	// function it returns is called when the rewrite ends.
+	OnRewrite func(r *migrate.Rewriter, total int64) func()
+	// Notify receives a line for every step taken.
+	Notify func(string)
+}
+
+// Step names.
+const (
+	StepSwitch        = "switch storage"
+	StepRewrite       = "rewrite objects"
+	StepTrim          = "trim storedVersions"
+	StepManagedFields = "move managedFields"
+	StepUnserve       = "unserve"
+	StepRemove        = "remove"
+)
+
+// Step is one step of the plan and what became of it.
+type Step struct {
+	Name string `json:"name"`
+	// State: "pending" (planned), "done" (by this run), "already done" (found done in the
+	// live state), "skipped" (not asked for), "refused" (a guard said no; Detail says why),
+	// "failed".
+	State  string `json:"state"`
+	Detail string `json:"detail"`
+}
+
+// Step states.
+const (
+	StatePending  = "pending"
+	StateDone     = "done"
+	StateAlready  = "already done"
+	StateSkipped  = "skipped"
+	StateRefused  = "refused"
+	StateFailed   = "failed"
+	StateUnreachd = "not reached"
+)
+
+// Plan is what a retirement will do, worked out from the live state before anything is written.
+type Plan struct {
+	CRD            string   `json:"crd"`
+	Version        string   `json:"version"`
+	Target         string   `json:"target"`
+	StorageVersion string   `json:"storageVersion"`
+	StoredVersions []string `json:"storedVersions"`
+	Served         bool     `json:"served"`
+	Objects        int64    `json:"objects"`
+	// EntryObjects is the number of objects holding managedFields entries of Version.
+	EntryObjects int64 `json:"objectsWithEntries"`
+	// Writers are the field managers holding entries of Version, most recent write first.
+	Writers []ownership.Writer `json:"writers"`
+	// ManagedBy says which tool seems to manage the CRD ("" when none was recognised).
+	ManagedBy string `json:"managedBy,omitempty"`
+	Steps     []Step `json:"steps"`
+}
+
+// FieldsResult is what the managedFields pass did.
+type FieldsResult struct {
+	// Objects whose entries were rewritten (one update each).
+	Updated int64 `json:"updated"`
+	// Entries moved to the target version, of which Converted had renamed fields translated.
+	Moved     int64 `json:"entriesMoved"`
+	Converted int64 `json:"entriesConverted"`
+	Merged    int64 `json:"entriesMerged"`
+	// Unresolved objects keep their entries: why, per object.
+	Unresolved []migrate.Failure `json:"unresolved"`
+	// Failed objects could not be updated.
+	Failed []migrate.Failure `json:"failed"`
+	// Remaining is the census of entries of Version after the pass.
+	Remaining ownership.VersionCount `json:"remaining"`
+}
+
+// Result is what Run did.
+type Result struct {
+	Plan    *Plan               `json:"plan"`
+	DryRun  bool                `json:"dryRun"`
+	Rewrite *migrate.Result     `json:"rewrite,omitempty"`
+	Trim    *migrate.TrimResult `json:"trim,omitempty"`
+	Fields  *FieldsResult       `json:"managedFields,omitempty"`
+	// WritersSinceStart are managers that wrote Version after the run began.
+	WritersSinceStart []ownership.Writer `json:"writersSinceStart"`
+	// Problems say what keeps Version from being dropped safely (empty when nothing does).
+	Problems []string `json:"problems"`
+}
