@@ -150,17 +150,28 @@ func (o *MigrateOptions) Validate() error {
 	if err := o.progressFlags.validate(); err != nil {
 		return err
 	}
+	if err := validateRewriteFlags(o.Concurrency, o.QPS, o.ChunkSize); err != nil {
+		return err
+	}
 	switch {
 	case o.Engine != engineClient && o.Engine != engineCluster:
 		return UsageErrorf("--engine %q is not supported: use client or cluster", o.Engine)
-	case o.Concurrency < 0:
-		return UsageErrorf("--concurrency must be 0 (adaptive) or more, got %d", o.Concurrency)
-	case o.QPS < 0:
-		return UsageErrorf("--qps must be 0 (no limit) or more, got %v", o.QPS)
-	case o.ChunkSize < 1:
-		return UsageErrorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
 	case o.Engine == engineCluster && o.Checkpoint != "":
 		return UsageErrorf("--checkpoint is for --engine client: the cluster's StorageVersionMigration keeps its own progress")
+	}
+	return nil
+}
+
+// validateRewriteFlags checks --concurrency, --qps and --chunk-size, which migrate and retire
+// share.
+func validateRewriteFlags(concurrency int, qps float64, chunkSize int64) error {
+	switch {
+	case concurrency < 0:
+		return UsageErrorf("--concurrency must be 0 (adaptive) or more, got %d", concurrency)
+	case qps < 0:
+		return UsageErrorf("--qps must be 0 (no limit) or more, got %v", qps)
+	case chunkSize < 1:
+		return UsageErrorf("--chunk-size must be at least 1, got %d", chunkSize)
 	}
 	return nil
 }

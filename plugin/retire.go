@@ -111,14 +111,10 @@ func (o *RetireOptions) Validate() error {
 	if err := o.progressFlags.validate(); err != nil {
 		return err
 	}
-	switch {
-	case o.Concurrency < 0:
-		return UsageErrorf("--concurrency must be 0 (adaptive) or more, got %d", o.Concurrency)
-	case o.QPS < 0:
-		return UsageErrorf("--qps must be 0 (no limit) or more, got %v", o.QPS)
-	case o.ChunkSize < 1:
-		return UsageErrorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
-	case o.To != "" && o.To == o.Version:
+	if err := validateRewriteFlags(o.Concurrency, o.QPS, o.ChunkSize); err != nil {
+		return err
+	}
+	if o.To != "" && o.To == o.Version {
 		return UsageErrorf("--to %s is the version being retired: name the version to move to", o.To)
 	}
 	return nil
