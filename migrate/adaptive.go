@@ -8,19 +8,19 @@ import (
 )
 
 // inflightLimit bounds the writes in flight. Fixed, it is a plain semaphore (--concurrency N).
-// Adaptive, it finds the number of in-flight writes that keeps the API server busy over the
-// observed round-trip time, the way TCP Vegas sizes a congestion window:
+// Adaptive, it looks for the number of writes in flight at which the API server completes the
+// most writes per second, and follows it:
 //
-//   - baseRTT is the lowest write latency seen (the network and an idle server);
-//   - after each window (as many completions as the limit), the writes queued at the server
-//     are estimated as queued = limit × (1 − baseRTT/avgRTT) (Little's law: what is in flight
-//     beyond the bandwidth-delay product waits in the server's queue);
-//   - fewer than alpha queued: the server has idle capacity, so the limit grows (doubling
-//     while in slow start, then by one); more than beta: it shrinks by one;
-//   - a 429 (the server's flow control said no) cuts it by 30% at once, as a loss would.
-//
-// So the limit follows the latency: ~alpha+X·baseRTT for a server that completes X writes/s,
-// a few writes on a local server and several dozen 50 ms away, without the user tuning it.
+//   - slow start: from a few writes, the limit doubles after each window (about two rounds of
+//     writes) while the completion rate grows by more than 10%: over a slow network many
+//     writes must overlap to keep the server busy, on a near one few;
+//   - when doubling no longer pays, the limit goes back to the best one seen and holds there,
+//     tracking the rate it achieves; every few windows it probes 25% higher and keeps the
+//     higher limit only if the rate grows by more than 5% (a server that batches its storage
+//     writes, as etcd does, gains from more writes in flight well after the latency has risen,
+//     so the rate, not the latency, is what is measured);
+//   - a 429 (the server's flow control said no) cuts the limit by 30% at once, as a loss
+//     would in TCP, and the search starts again from there.
 type inflightLimit struct {
 	mu       sync.Mutex
 	wake     chan struct{} // closed and replaced whenever a slot frees
@@ -30,9 +30,14 @@ type inflightLimit struct {
 	limit     float64
 	min, max  int
 	slowStart bool
+	probing   bool
 	baseRTT   time.Duration
+	now       func() time.Time
+	winStart  time.Time
 	winCount  int
-	winSum    time.Duration
+	holds     int
+	bestRate  float64
+	bestLimit float64
 	peak      int
 	throttled int64
 	// seen429 reads the clients' count of 429 answers; lastSeen is what release last saw.
@@ -41,8 +46,9 @@ type inflightLimit struct {
 }
 
 const (
-	vegasAlpha = 8  // queued writes below which the limit grows
-	vegasBeta  = 16 // queued writes above which it shrinks
+	slowStartGain = 1.10 // a doubling must raise the rate by more than this
+	probeGain     = 1.05 // a probe 25% higher must raise it by more than this
+	probeEvery    = 4    // windows held between probes
 )
 
 // DefaultMaxConcurrency caps the adaptive limit.
@@ -59,7 +65,7 @@ func newAdaptiveLimit(start, max int) *inflightLimit {
 	if start > max {
 		start = max
 	}
-	return &inflightLimit{wake: make(chan struct{}), adaptive: true, limit: float64(start), min: 1, max: max, slowStart: true, peak: start}
+	return &inflightLimit{wake: make(chan struct{}), adaptive: true, limit: float64(start), min: 1, max: max, slowStart: true, peak: start, now: time.Now}
 }
 
 // workers is how many goroutines may ever hold a slot.
@@ -104,37 +110,63 @@ func (l *inflightLimit) release(rtt time.Duration, throttled bool) {
 		return
 	}
 	if throttled {
-		l.slowStart = false
+		l.slowStart, l.probing = false, false
 		l.set(l.limit * 0.7)
-		l.winCount, l.winSum = 0, 0
+		l.bestRate, l.bestLimit = 0, l.limit
+		l.winCount, l.winStart = 0, time.Time{}
 		return
 	}
-	if rtt <= 0 {
-		return
-	}
-	if l.baseRTT == 0 || rtt < l.baseRTT {
+	if rtt > 0 && (l.baseRTT == 0 || rtt < l.baseRTT) {
 		l.baseRTT = rtt
 	}
-	l.winCount++
-	l.winSum += rtt
-	if l.winCount < int(math.Max(8, l.limit)) {
+	now := l.now()
+	if l.winStart.IsZero() {
+		l.winStart, l.winCount = now, 0
 		return
 	}
-	avg := l.winSum / time.Duration(l.winCount)
-	l.winCount, l.winSum = 0, 0
-	queued := l.limit * (1 - float64(l.baseRTT)/float64(avg))
+	l.winCount++
+	if l.winCount < int(math.Max(16, 2*l.limit)) {
+		return
+	}
+	elapsed := now.Sub(l.winStart).Seconds()
+	l.winStart, l.winCount = now, 0
+	if elapsed <= 0 {
+		return
+	}
+	rate := float64(int(math.Max(16, 2*l.limit))) / elapsed
 	switch {
-	case queued < vegasAlpha:
-		if l.slowStart {
+	case l.slowStart:
+		if rate > l.bestRate*slowStartGain {
+			l.bestRate, l.bestLimit = rate, l.limit
 			l.set(l.limit * 2)
-		} else {
-			l.set(l.limit + 1)
+			if l.limit == l.bestLimit { // at the cap
+				l.slowStart = false
+			}
+			return
 		}
-	case queued > vegasBeta:
 		l.slowStart = false
-		l.set(l.limit - 1)
+		l.set(l.bestLimit)
+	case l.probing:
+		l.probing = false
+		if rate > l.bestRate*probeGain {
+			l.bestRate, l.bestLimit = rate, l.limit
+			l.probing = true
+			l.set(l.limit * 1.25)
+			return
+		}
+		l.set(l.bestLimit)
 	default:
-		l.slowStart = false
+		// Holding: follow the rate at this limit (the load on the server changes).
+		if l.bestRate == 0 {
+			l.bestRate = rate
+		} else {
+			l.bestRate = 0.7*l.bestRate + 0.3*rate
+		}
+		l.bestLimit = l.limit
+		if l.holds++; l.holds%probeEvery == 0 && l.limit < float64(l.max) {
+			l.probing = true
+			l.set(l.limit * 1.25)
+		}
 	}
 }
 

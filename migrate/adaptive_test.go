@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 )
@@ -13,10 +14,20 @@ import (
 type serverModel struct {
 	capacity float64 // writes per second
 	base     time.Duration
+	// batching: the server completes capacity × min(1, log2(n)/7) writes/s with n in flight
+	// (etcd commits concurrent writes in one batch), reaching capacity only at 128.
+	batching bool
+}
+
+func (s serverModel) rate(n int) float64 {
+	if !s.batching {
+		return s.capacity
+	}
+	return s.capacity * math.Min(1, math.Max(0.05, math.Log2(float64(n))/7))
 }
 
 func (s serverModel) rtt(n int) time.Duration {
-	q := time.Duration(float64(n) / s.capacity * float64(time.Second))
+	q := time.Duration(float64(n) / s.rate(n) * float64(time.Second))
 	if q < s.base {
 		return s.base
 	}
@@ -27,13 +38,17 @@ func (s serverModel) throughput(n int) float64 {
 	return float64(n) / s.rtt(n).Seconds()
 }
 
-// drive runs releases against the model with the limit's current in-flight count.
+// drive runs releases against the model with the limit's current in-flight count, on a clock
+// of its own: with n writes in flight taking rtt each, one completes every rtt/n.
 func drive(l *inflightLimit, s serverModel, releases int) {
+	clock := time.Unix(0, 0)
+	l.now = func() time.Time { return clock }
 	for i := 0; i < releases; i++ {
 		n := int(l.limit)
 		l.mu.Lock()
 		l.inflight = n
 		l.mu.Unlock()
+		clock = clock.Add(s.rtt(n) / time.Duration(n))
 		l.release(s.rtt(n), false)
 	}
 }
@@ -47,8 +62,8 @@ func TestAdaptiveLimitReachesTheServersCeilingAtEveryLatency(t *testing.T) {
 				drive(l, s, 20000)
 				n := int(l.limit)
 				bdp := capacity * base.Seconds()
-				if want := bdp + vegasBeta + 2; bdp+vegasBeta < DefaultMaxConcurrency && float64(n) > want {
-					t.Errorf("limit %d, want at most %.0f (bandwidth-delay product %.1f + beta): too many writes queue at the server", n, want, bdp)
+				if want := 2*bdp + 16; want < DefaultMaxConcurrency && float64(n) > want {
+					t.Errorf("limit %d, want at most %.0f (twice the bandwidth-delay product %.1f, and a few): writes queue at the server for nothing", n, want, bdp)
 				}
 				ceiling := capacity
 				if maxT := s.throughput(DefaultMaxConcurrency); maxT < ceiling {
@@ -58,6 +73,20 @@ func TestAdaptiveLimitReachesTheServersCeilingAtEveryLatency(t *testing.T) {
 					t.Errorf("limit %d gives %.0f writes/s, want ≥ 90%% of %.0f", n, got, ceiling)
 				}
 			})
+		}
+	}
+}
+
+// TestAdaptiveLimitFollowsABatchingServer: when more writes in flight raise the server's rate
+// long after its latency has risen (storage batching), the limit keeps growing with the rate:
+// a latency-based limit (Vegas) would stop at a few dozen, at under 80% of what the server does.
+func TestAdaptiveLimitFollowsABatchingServer(t *testing.T) {
+	for _, base := range []time.Duration{2 * time.Millisecond, 22 * time.Millisecond} {
+		s := serverModel{capacity: 400, base: base, batching: true}
+		l := newAdaptiveLimit(adaptiveStart, DefaultMaxConcurrency)
+		drive(l, s, 20000)
+		if got := s.throughput(int(l.limit)); got < 0.9*400 {
+			t.Errorf("%v: limit %.0f gives %.0f writes/s, want ≥ 90%% of 400", base, l.limit, got)
 		}
 	}
 }
