@@ -168,6 +168,9 @@ func (o *ConvertOptions) Validate() error {
 	if err := o.out.validate(); err != nil {
 		return err
 	}
+	if err := stdinOnce(o.Files, o.source); err != nil {
+		return err
+	}
 	sources := 0
 	for _, b := range []bool{len(o.Files) > 0, o.FromCluster, o.Generate > 0} {
 		if b {

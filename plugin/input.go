@@ -137,7 +137,7 @@ func readFile(path string, stdin io.Reader) ([]Document, error) {
 			Items      []json.RawMessage `json:"items"`
 		}
 		if err := json.Unmarshal(js, &head); err != nil {
-			return nil, UsageErrorf("%s (document %d): not a Kubernetes object (want a mapping with apiVersion and kind): %v", source, index, err)
+			return nil, notAnObject(fmt.Sprintf("%s (document %d)", source, index), js)
 		}
 		if strings.HasSuffix(head.Kind, "List") && head.Items != nil {
 			for i, item := range head.Items {
@@ -160,7 +160,7 @@ func (d *Document) fillHead() error {
 		Kind       string `json:"kind"`
 	}
 	if err := json.Unmarshal(d.JSON, &head); err != nil {
-		return UsageErrorf("%s: not a Kubernetes object (want a mapping with apiVersion and kind): %v", d.Where(), err)
+		return notAnObject(d.Where(), d.JSON)
 	}
 	d.APIVersion, d.Kind = head.APIVersion, head.Kind
 	return nil

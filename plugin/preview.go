@@ -112,6 +112,8 @@ func (o *PreviewOptions) Validate() error {
 	}
 	if len(o.Files) == 0 {
 		return UsageErrorf("give the objects to preview with -f FILE (or -f - for stdin)")
+	} else if err := stdinOnce(o.Files, o.source); err != nil {
+		return err
 	}
 	fv, err := preview.ParseFieldValidation(o.FieldValidation)
 	if err != nil {
