@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"io"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -35,4 +37,13 @@ func aliasFlag(cmd *cobra.Command, alias, name string) {
 		}
 		return next(f, n)
 	})
+}
+
+// flagNotesToStderr sends pflag's notes (a deprecated flag or shorthand was used) to stderr:
+// cobra would print them on the command's output, mixed with the report.
+func flagNotesToStderr(cmd *cobra.Command, w io.Writer) {
+	cmd.Flags().SetOutput(w)
+	for _, c := range cmd.Commands() {
+		flagNotesToStderr(c, w)
+	}
 }

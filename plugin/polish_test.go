@@ -49,7 +49,7 @@ func TestErrorPolish(t *testing.T) {
 		code  int
 		want  string
 	}{
-		{"did you mean", "", []string{"verions"}, 2, `unknown command "verions" for "kubectl crdver"; did you mean "versions" or "version"?`},
+		{"did you mean", "", []string{"verions"}, 2, `unknown command "verions" for "kubectl crdver"; did you mean "version" or "versions"?`},
 		{"YAML list as CRD file", "", []string{"versions", "-f", list}, 2, list + " (document 1): not a Kubernetes object: it is a YAML list, want a mapping with apiVersion and kind"},
 		{"YAML list as explain CRD file", "", []string{"explain", "--crd-file", list}, 2, list + " (document 1): not a Kubernetes object: it is a YAML list"},
 		{"YAML list as objects", "", []string{"preview", "-f", list, "--crd-file", crontabFile}, 2, list + " (document 1): not a Kubernetes object: it is a YAML list"},
@@ -62,5 +62,97 @@ func TestErrorPolish(t *testing.T) {
 	}
 	t.Run("unknown context", func(t *testing.T) {
 		oneErrorLine(t, runCluster(t, "versions", "crontabs.stable.example.com", "--context", "nope"), 2, `context "nope" does not exist`)
+	})
+}
+
+// TestFlagsOneMeaning: -f is the CRD input of explain too (--crd-file kept as an alias); --all
+// selects every CRD in versions and -A still works there with a deprecation note; options that
+// do not apply are usage errors.
+func TestFlagsOneMeaning(t *testing.T) {
+	t.Run("explain -f", func(t *testing.T) {
+		for _, flag := range []string{"-f", "--crd-file", "--filename"} {
+			r := run(t, "", "explain", flag, crontabFile, "spec")
+			if r.code != 0 {
+				t.Fatalf("explain %s: exit %d: %s", flag, r.code, r.stderr)
+			}
+			mustContain(t, "explain "+flag, r.stdout, "CRD:         crontabs.stable.example.com", "FIELD")
+		}
+	})
+	t.Run("versions --all and deprecated -A", func(t *testing.T) {
+		long := run(t, "", "versions", "--all", "-f", crontabFile)
+		short := run(t, "", "versions", "-A", "-f", crontabFile)
+		if long.code != 0 || short.code != 0 {
+			t.Fatalf("exit codes %d, %d: %s %s", long.code, short.code, long.stderr, short.stderr)
+		}
+		if long.stdout != short.stdout || !strings.Contains(long.stdout, "crontabs.stable.example.com") {
+			t.Errorf("-A and --all differ:\n%s\n%s", long.stdout, short.stdout)
+		}
+		if long.stderr != "" {
+			t.Errorf("--all printed on stderr: %q", long.stderr)
+		}
+		mustContain(t, "stderr of -A", short.stderr, "-A has been deprecated, use --all")
+		help := run(t, "", "versions", "--help")
+		if strings.Contains(help.stdout, "-A, --all") {
+			t.Errorf("versions --help still lists -A:\n%s", help.stdout)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"sort -o wide", []string{"versions", "--sort", "v1", "v2", "-o", "wide"}, "--sort prints version strings: -o wide does not apply"},
+		{"sort --no-headers", []string{"versions", "--sort", "v1", "v2", "--no-headers"}, "--sort prints version strings: --no-headers does not apply"},
+		{"compare with a field, CRD named", []string{"explain", "crontabs.stable.example.com", "spec", "-f", crontabFile, "--compare", "v1beta1,v1"}, "--compare compares whole schemas: it cannot be combined with a field path"},
+		{"compare with a field, CRD from the file", []string{"explain", "spec", "-f", crontabFile, "--compare", "v1beta1,v1"}, "--compare compares whole schemas: it cannot be combined with a field path (spec)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oneErrorLine(t, run(t, "", tc.args...), 2, tc.want)
+		})
+	}
+}
+
+// TestExplainPaths: explain takes the paths preview prints and kubectl's <resource>.<path>
+// form, and explains metadata (ObjectMeta, not part of the schema).
+func TestExplainPaths(t *testing.T) {
+	direct := run(t, "", "explain", "-f", crontabFile, "spec")
+	if direct.code != 0 {
+		t.Fatalf("explain spec: exit %d: %s", direct.code, direct.stderr)
+	}
+	for _, args := range [][]string{
+		{"explain", "-f", crontabFile, "crontab.spec"},
+		{"explain", "-f", crontabFile, "crontabs.stable.example.com", "ct.spec"},
+		{"explain", "-f", crontabFile, "crontabs.stable.example.com.spec"},
+		{"explain", "-f", crontabFile, "spec[0]"},
+	} {
+		r := run(t, "", args...)
+		if r.code != 0 || r.stdout != direct.stdout {
+			t.Errorf("%v: exit %d, stderr %q; output differs from explain spec:\n%s", args, r.code, r.stderr, r.stdout)
+		}
+	}
+	gw := filepath.Join("..", "..", "shared", "corpus", "crds", "gateway-api__httproutes.gateway.networking.k8s.io.yaml")
+	if _, err := os.Stat(gw); err == nil {
+		a := run(t, "", "explain", "-f", gw, "spec.rules.matches")
+		b := run(t, "", "explain", "-f", gw, "spec.rules[0].matches")
+		c := run(t, "", "explain", "-f", gw, "httproute.spec.rules.matches")
+		if a.code != 0 || b.stdout != a.stdout || c.stdout != a.stdout {
+			t.Errorf("preview's and kubectl's path forms differ from spec.rules.matches: %q %q %q", a.stderr, b.stderr, c.stderr)
+		}
+		mustContain(t, "explain spec.rules[0].matches", b.stdout, "FIELD:       spec.rules.matches <[]object>")
+	} else {
+		t.Log("corpus absent: HTTPRoute checks skipped")
+	}
+	t.Run("metadata", func(t *testing.T) {
+		r := run(t, "", "explain", "-f", crontabFile, "metadata")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		mustContain(t, "explain metadata", r.stdout, "not part of the CRD's schema", "\nname ", "\nlabels ", "map[string]string", "\nmanagedFields ", "\ncreationTimestamp ")
+		r = run(t, "", "explain", "-f", crontabFile, "metadata.labels", "-o", "json")
+		mustContain(t, "explain metadata.labels -o json", r.stdout, `"name": "labels"`)
+		if strings.Contains(r.stdout, `"name": "annotations"`) {
+			t.Errorf("metadata.labels lists other fields:\n%s", r.stdout)
+		}
+		oneErrorLine(t, run(t, "", "explain", "-f", crontabFile, "metadata.nope"), 2, `field "metadata.nope" does not exist: metadata has name, generateName`)
 	})
 }

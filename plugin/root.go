@@ -73,6 +73,7 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdPlan(g),
 		NewCmdRetire(g),
 	)
+	flagNotesToStderr(cmd, streams.ErrOut)
 	return cmd
 }
 
