@@ -64,6 +64,8 @@ read as V2 (and back) with conversion strategy None — found by running the API
 	cmd.Flags().StringVar(&o.Version, "version", "", "The version to explain (default: the preferred version)")
 	cmd.Flags().BoolVarP(&o.Recursive, "recursive", "r", false, "Show every field under FIELD.PATH, not only its direct children")
 	cmd.Flags().StringVar(&o.Compare, "compare", "", "Compare two versions' schemas: V1,V2")
+	registerVersionCompletion(cmd, o.source, "version")
+	cmd.ValidArgsFunction = completeExplainArgs(g, o.source, &o.Version)
 	return cmd
 }
 

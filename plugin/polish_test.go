@@ -156,3 +156,56 @@ func TestExplainPaths(t *testing.T) {
 		oneErrorLine(t, run(t, "", "explain", "-f", crontabFile, "metadata.nope"), 2, `field "metadata.nope" does not exist: metadata has name, generateName`)
 	})
 }
+
+// complete runs cobra's __complete and returns the candidates (without the directive line).
+func complete(t *testing.T, args ...string) []string {
+	t.Helper()
+	r := run(t, "", append([]string{"__complete"}, args...)...)
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if l != "" && !strings.HasPrefix(l, ":") {
+			out = append(out, strings.SplitN(l, "\t", 2)[0])
+		}
+	}
+	return out
+}
+
+// TestCompletion: version flags complete with the CRD's versions (from -f/--crd-file or the
+// cluster), explain's FIELD with field paths, retire's VERSION argument with versions.
+func TestCompletion(t *testing.T) {
+	versions := "v1 v1beta1 v1alpha1"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"versions --can-remove", []string{"versions", "-f", crontabFile, "--can-remove", ""}, versions},
+		{"explain --version", []string{"explain", "-f", crontabFile, "--version", ""}, versions},
+		{"preview --version", []string{"preview", "--crd-file", crontabFile, "-f", "x.yaml", "--version", ""}, versions},
+		{"convert --to", []string{"convert", "--crd-file", crontabFile, "--to", ""}, versions},
+		{"convert --from prefix", []string{"convert", "--crd-file", crontabFile, "--from", "v1b"}, "v1beta1"},
+		{"explain field, CRD from the file", []string{"explain", "-f", crontabFile, "sp"}, "spec"},
+		{"explain field path", []string{"explain", "-f", crontabFile, "crontabs.stable.example.com", "spec.r"}, "spec.replicas"},
+		{"explain top level", []string{"explain", "-f", crontabFile, "crontabs.stable.example.com", ""}, "metadata spec status"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := strings.Join(complete(t, tc.args...), " "); got != tc.want {
+				t.Errorf("completions %q, want %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("from the cluster", func(t *testing.T) {
+		crd := installCRDFile(t, crontabFile)
+		kc := []string{"--kubeconfig", env.Kubeconfig}
+		for _, args := range [][]string{
+			{"migrate", crd.Name, kc[0], kc[1], "--to", ""},
+			{"retire", crd.Name, kc[0], kc[1], "--to", ""},
+			{"retire", crd.Name, kc[0], kc[1], ""},
+			{"versions", crd.Name, kc[0], kc[1], "--can-remove", ""},
+		} {
+			if got := strings.Join(complete(t, args...), " "); got != versions {
+				t.Errorf("%v: completions %q, want %q", args, got, versions)
+			}
+		}
+	})
+}

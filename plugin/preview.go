@@ -79,6 +79,7 @@ cluster by the objects' kind and group. Exit status 1 when any object would be r
 	cmd.Flags().StringVar(&o.Version, "version", "", "Show the result as read in this version (default: each object's own version)")
 	cmd.Flags().BoolVar(&o.Diff, "diff", false, "Print a unified diff from the input to the result instead of the whole result")
 	cmd.Flags().StringVar(&o.FieldValidation, "field-validation", "Warn", "How unknown and duplicate fields are handled, as the API server's fieldValidation: Warn, Strict or Ignore")
+	registerVersionCompletion(cmd, o.source, "version")
 	_ = cmd.RegisterFlagCompletionFunc("field-validation", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"Warn", "Strict", "Ignore"}, cobra.ShellCompDirectiveNoFileComp
 	})

@@ -69,6 +69,7 @@ status.storedVersions (migrate first), or is the only served version.`,
 	_ = cmd.Flags().MarkShorthandDeprecated("all", "use --all (in kubectl and in convert, -A selects all namespaces)")
 	cmd.Flags().BoolVar(&o.Sort, "sort", false, "Sort the version strings given as arguments, highest priority first, one per line (no cluster needed)")
 	cmd.Flags().StringVar(&o.CanRemove, "can-remove", "", "Exit 1 (and say why) unless this version is safe to remove from spec.versions")
+	registerVersionCompletion(cmd, o.source, "can-remove")
 	return cmd
 }
 

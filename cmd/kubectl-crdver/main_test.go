@@ -191,3 +191,36 @@ func BenchmarkVersionsSortProcess(b *testing.B) {
 	b.ReportMetric(float64(durations[len(durations)/2].Microseconds())/1000, "median-ms")
 	b.ReportMetric(float64(durations[len(durations)*9/10].Microseconds())/1000, "p90-ms")
 }
+
+// TestCompletionCommand: the binary run directly generates cobra's completion scripts, and
+// kubectl's plugin completion completes version flags from the CRD file.
+func TestCompletionCommand(t *testing.T) {
+	for shell, want := range map[string]string{
+		"bash":       "# bash completion V2 for kubectl-crdver",
+		"zsh":        "#compdef kubectl-crdver",
+		"fish":       "# fish completion for kubectl-crdver",
+		"powershell": "# powershell completion for kubectl-crdver",
+	} {
+		out, err := exec.Command(filepath.Join(binDir, "kubectl-crdver"), "completion", shell).Output()
+		if err != nil {
+			t.Errorf("completion %s: %v", shell, err)
+			continue
+		}
+		if !strings.Contains(string(out), want) {
+			t.Errorf("completion %s does not contain %q:\n%.300s", shell, want, out)
+		}
+	}
+	crdFile, err := filepath.Abs(filepath.Join("..", "..", "testdata", "crds", "crontab.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runKubectl(t, "__complete", "crdver", "versions", "-f", crdFile, "--can-remove", "")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"v1\n", "v1beta1\n", "v1alpha1\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("completions of --can-remove lack %q:\n%s", want, stdout)
+		}
+	}
+}
