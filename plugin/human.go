@@ -23,6 +23,8 @@ type humanPrinter struct {
 	wide      bool
 	// diff (preview): a unified diff from the input to the result instead of the result.
 	diff bool
+	// color: the diff in red and green (--color).
+	color bool
 }
 
 // PrintPart prints a part of a report as soon as it is known.
@@ -54,7 +56,7 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 	case nonStructural:
 		return printViolations(w, r, p.noHeaders)
 	case *PreviewReport:
-		return printPreviewReport(w, r, p.diff)
+		return printPreviewReport(w, r, p.diff, p.color)
 	case *migrate.Plan:
 		return printPlan(w, r, p.noHeaders)
 	case *migrate.Report:
@@ -131,6 +133,9 @@ func printVersionsTable(w io.Writer, r explain.VersionsReport, wide, noHeaders b
 		t.header = append(t.header, "schema", "deprecation warning")
 	}
 	t.header = append(t.header, "notes")
+	if !wide {
+		t.maxWidth = terminalWidth
+	}
 	for _, v := range r.Versions {
 		row := []string{strconv.Itoa(v.Rank), v.Name, string(v.Stability), yesNo(v.Served), yesNo(v.Storage), yesNo(v.Stored), yesNo(v.Deprecated), mark(v.Preferred)}
 		if wide {
@@ -143,6 +148,9 @@ func printVersionsTable(w io.Writer, r explain.VersionsReport, wide, noHeaders b
 		return err
 	}
 	for _, n := range r.Notes {
+		if !wide {
+			n = strings.ReplaceAll(wrapWords(n, terminalWidth-len("note: ")), "\n", "\n      ")
+		}
 		if _, err := fmt.Fprintf(w, "note: %s\n", n); err != nil {
 			return err
 		}

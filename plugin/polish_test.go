@@ -209,3 +209,38 @@ func TestCompletion(t *testing.T) {
 		}
 	})
 }
+
+// TestVersionsTableFits120Columns: every corpus CRD's `versions -f` table fits 120 columns
+// (NOTES wrap); -o wide keeps each version's notes on one line.
+func TestVersionsTableFits120Columns(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "shared", "corpus", "crds", "*.yaml"))
+	if len(files) == 0 {
+		t.Skip("corpus absent (../shared/corpus/crds)")
+	}
+	for _, f := range files {
+		r := run(t, "", "versions", "-f", f)
+		if r.code != 0 {
+			t.Errorf("%s: exit %d: %s", f, r.code, r.stderr)
+			continue
+		}
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if n := len([]rune(line)); n > 120 {
+				t.Errorf("%s: line of %d columns:\n%s", filepath.Base(f), n, line)
+			}
+		}
+	}
+	wide := run(t, "", "versions", "-o", "wide", "-f", filepath.Join("..", "..", "shared", "corpus", "crds", "crossplane__compositeresourcedefinitions.apiextensions.crossplane.io.yaml"))
+	mustContain(t, "versions -o wide", wide.stdout, "deprecated storage version; not safe to remove: storage version")
+}
+
+// TestColorFlag: --color takes auto, always or never, and only with --diff.
+func TestColorFlag(t *testing.T) {
+	objs, crd := td("preview", "widgets.yaml"), td("crds", "widget.yaml")
+	oneErrorLine(t, run(t, "", "preview", "-f", objs, "--crd-file", crd, "--diff", "--color", "pink"), 2, `--color "pink" is not supported: use auto, always or never`)
+	oneErrorLine(t, run(t, "", "preview", "-f", objs, "--crd-file", crd, "--color", "always"), 2, "--color colours the --diff output: give it with --diff")
+	if r := run(t, "", "preview", "-f", objs, "--crd-file", crd, "--diff"); strings.Contains(r.stdout, "\x1b[") {
+		t.Errorf("colour on a non-terminal with --color=auto:\n%q", r.stdout)
+	}
+	r := run(t, "", "preview", "-f", objs, "--crd-file", crd, "--diff", "--color=always")
+	mustContain(t, "preview --diff --color=always", r.stdout, "\x1b[31m-", "\x1b[32m+", "\n--- input\n")
+}

@@ -42,6 +42,7 @@ type PreviewOptions struct {
 	CRDName         string
 	Version         string
 	Diff            bool
+	color           *colorFlag
 	FieldValidation string
 
 	fv preview.FieldValidation
@@ -78,6 +79,7 @@ cluster by the objects' kind and group. Exit status 1 when any object would be r
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	cmd.Flags().StringVar(&o.Version, "version", "", "Show the result as read in this version (default: each object's own version)")
 	cmd.Flags().BoolVar(&o.Diff, "diff", false, "Print a unified diff from the input to the result instead of the whole result")
+	o.color = addColorFlag(cmd)
 	cmd.Flags().StringVar(&o.FieldValidation, "field-validation", "Warn", "How unknown and duplicate fields are handled, as the API server's fieldValidation: Warn, Strict or Ignore")
 	registerVersionCompletion(cmd, o.source, "version")
 	_ = cmd.RegisterFlagCompletionFunc("field-validation", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -92,7 +94,11 @@ func (o *PreviewOptions) Complete(_ *cobra.Command, args []string) (err error) {
 	if err := o.completeArgs(args); err != nil {
 		return err
 	}
-	o.printer, err = o.out.toPrinter(humanOptions{diff: o.Diff})
+	color, err := o.color.enabled(o.g.Out, o.Diff && !o.out.structured())
+	if err != nil {
+		return err
+	}
+	o.printer, err = o.out.toPrinter(humanOptions{diff: o.Diff, color: color})
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -222,5 +224,68 @@ func TestCompletionCommand(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("completions of --can-remove lack %q:\n%s", want, stdout)
 		}
+	}
+}
+
+// TestDiffColourOnTerminal: preview --diff colours removed lines red and added lines green when
+// stdout is a terminal (--color=auto), and not with NO_COLOR set or --color=never.
+func TestDiffColourOnTerminal(t *testing.T) {
+	repo := filepath.Join("..", "..")
+	onTerminal := func(env []string, extra ...string) string {
+		t.Helper()
+		args := append([]string{"preview", "-f", filepath.Join(repo, "testdata", "preview", "widgets.yaml"),
+			"--crd-file", filepath.Join(repo, "testdata", "crds", "widget.yaml"), "--diff"}, extra...)
+		cmd := exec.Command(filepath.Join(binDir, "kubectl-crdver"), args...)
+		cmd.Env = append(os.Environ(), env...)
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			t.Skipf("no pseudo-terminal available: %v", err)
+		}
+		defer ptmx.Close()
+		cmd.Stdout, cmd.Stderr = tty, io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tty.Close()
+		var screen bytes.Buffer
+		copied := make(chan struct{})
+		go func() { _, _ = io.Copy(&screen, ptmx); close(copied) }()
+		waitErr := make(chan error, 1)
+		go func() { waitErr <- cmd.Wait() }()
+		select {
+		case <-waitErr: // exit 1: some objects are rejected
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			t.Fatal("preview did not finish within a minute")
+		}
+		select {
+		case <-copied:
+		case <-time.After(5 * time.Second):
+		}
+		return screen.String()
+	}
+	const red, green = "\x1b[31m-", "\x1b[32m+"
+	out := onTerminal(nil)
+	if !strings.Contains(out, red) || !strings.Contains(out, green) || !strings.Contains(out, "--- input") {
+		t.Errorf("no red/green diff on a terminal:\n%q", out)
+	}
+	for name, o := range map[string]string{
+		"NO_COLOR=1":    onTerminal([]string{"NO_COLOR=1"}),
+		"--color=never": onTerminal(nil, "--color=never"),
+	} {
+		if strings.Contains(o, "\x1b[") || !strings.Contains(o, "--- input") {
+			t.Errorf("%s: want a diff without colour:\n%q", name, o)
+		}
+	}
+	// not a terminal: auto gives no colour, always does
+	plain, _ := exec.Command(filepath.Join(binDir, "kubectl-crdver"), "preview", "-f", filepath.Join(repo, "testdata", "preview", "widgets.yaml"),
+		"--crd-file", filepath.Join(repo, "testdata", "crds", "widget.yaml"), "--diff").Output()
+	forced, _ := exec.Command(filepath.Join(binDir, "kubectl-crdver"), "preview", "-f", filepath.Join(repo, "testdata", "preview", "widgets.yaml"),
+		"--crd-file", filepath.Join(repo, "testdata", "crds", "widget.yaml"), "--diff", "--color=always").Output()
+	if strings.Contains(string(plain), "\x1b[") {
+		t.Errorf("colour in a pipe with --color=auto:\n%q", plain)
+	}
+	if !strings.Contains(string(forced), red) {
+		t.Errorf("no colour with --color=always:\n%q", forced)
 	}
 }
