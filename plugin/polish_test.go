@@ -244,3 +244,22 @@ func TestColorFlag(t *testing.T) {
 	r := run(t, "", "preview", "-f", objs, "--crd-file", crd, "--diff", "--color=always")
 	mustContain(t, "preview --diff --color=always", r.stdout, "\x1b[31m-", "\x1b[32m+", "\n--- input\n")
 }
+
+// TestVersionsAllRefusesDuplicates: versions --all -f DIR refuses a CRD defined twice, naming
+// both places, as versions -f DIR NAME refuses it.
+func TestVersionsAllRefusesDuplicates(t *testing.T) {
+	dir := t.TempDir()
+	crd, err := os.ReadFile(crontabFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a.yaml", "b.yaml"} {
+		if err := os.WriteFile(filepath.Join(dir, name), crd, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oneErrorLine(t, run(t, "", "versions", "--all", "-f", dir), 2,
+		"crontabs.stable.example.com is defined 2 times, in "+filepath.Join(dir, "a.yaml")+" (document 1) and "+filepath.Join(dir, "b.yaml")+" (document 1): pass only one file that defines it")
+	oneErrorLine(t, run(t, "", "versions", "crontabs.stable.example.com", "-f", dir), 2, "crontabs.stable.example.com is defined 2 times")
+	oneErrorLine(t, run(t, string(crd)+"\n---\n"+string(crd), "versions", "--all", "-f", "-"), 2, "crontabs.stable.example.com is defined 2 times in the input")
+}

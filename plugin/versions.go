@@ -214,7 +214,11 @@ func (o *VersionsOptions) runAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !o.source.offline() {
+	if o.source.offline() {
+		if err := duplicateCRDs(o.source, crds); err != nil {
+			return err
+		}
+	} else {
 		// Discovery only counts established CRDs.
 		established := crds[:0]
 		for _, crd := range crds {
