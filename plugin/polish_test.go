@@ -263,3 +263,28 @@ func TestVersionsAllRefusesDuplicates(t *testing.T) {
 	oneErrorLine(t, run(t, "", "versions", "crontabs.stable.example.com", "-f", dir), 2, "crontabs.stable.example.com is defined 2 times")
 	oneErrorLine(t, run(t, string(crd)+"\n---\n"+string(crd), "versions", "--all", "-f", "-"), 2, "crontabs.stable.example.com is defined 2 times in the input")
 }
+
+// TestExplainFits120Columns: explain's field table, description and CEL rules of every corpus
+// CRD's spec fit 120 columns (long defaults abbreviated, constraints and rules wrapped); -o json
+// keeps every rule whole.
+func TestExplainFits120Columns(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "shared", "corpus", "crds", "*.yaml"))
+	if len(files) == 0 {
+		t.Skip("corpus absent (../shared/corpus/crds)")
+	}
+	for _, f := range files {
+		r := run(t, "", "explain", "-f", f, "spec")
+		if r.code != 0 {
+			t.Errorf("%s: exit %d: %s", f, r.code, r.stderr)
+			continue
+		}
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if n := len([]rune(line)); n > 120 {
+				t.Errorf("%s: line of %d columns:\n%s", filepath.Base(f), n, line)
+			}
+		}
+	}
+	gw := filepath.Join("..", "..", "shared", "corpus", "crds", "gateway-api__httproutes.gateway.networking.k8s.io.yaml")
+	r := run(t, "", "explain", "-f", gw, "spec.rules", "-o", "json")
+	mustContain(t, "explain -o json", r.stdout, `!(has(self.request) \u0026\u0026 has(self.backendRequest) \u0026\u0026 duration(self.request) != duration('0s') \u0026\u0026 duration(self.backendRequest) \u003e duration(self.request))`)
+}

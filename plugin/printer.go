@@ -159,14 +159,23 @@ func (t *table) wrapLastColumn(noHeaders bool) {
 	}
 }
 
-// wrapWords breaks s into lines of at most width runes at spaces (a longer word stays whole).
+// wrapWords breaks s into lines of at most width runes at spaces (a longer word is cut).
 func wrapWords(s string, width int) string {
 	if utf8.RuneCountInString(s) <= width {
 		return s
 	}
 	var lines []string
 	line := ""
+	var words []string
 	for _, word := range strings.Fields(s) {
+		// a word longer than a line (a pattern, an enum list) is cut into line-sized pieces
+		for r := []rune(word); len(r) > 0; {
+			n := min(len(r), width)
+			words = append(words, string(r[:n]))
+			r = r[n:]
+		}
+	}
+	for _, word := range words {
 		switch {
 		case line == "":
 			line = word
