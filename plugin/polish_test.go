@@ -288,3 +288,15 @@ func TestExplainFits120Columns(t *testing.T) {
 	r := run(t, "", "explain", "-f", gw, "spec.rules", "-o", "json")
 	mustContain(t, "explain -o json", r.stdout, `!(has(self.request) \u0026\u0026 has(self.backendRequest) \u0026\u0026 duration(self.request) != duration('0s') \u0026\u0026 duration(self.backendRequest) \u003e duration(self.request))`)
 }
+
+// TestNoHeadersWhereItApplies: --no-headers is for tables; with -o json|yaml or on version
+// (no table) it is a usage error, not ignored.
+func TestNoHeadersWhereItApplies(t *testing.T) {
+	oneErrorLine(t, run(t, "", "versions", "-f", crontabFile, "-o", "json", "--no-headers"), 2, "--no-headers applies to tables: it cannot be combined with -o json")
+	oneErrorLine(t, run(t, "", "explain", "-f", crontabFile, "-o", "yaml", "--no-headers"), 2, "--no-headers applies to tables: it cannot be combined with -o yaml")
+	oneErrorLine(t, run(t, "", "version", "--no-headers"), 2, "version prints no table: --no-headers does not apply")
+	r := run(t, "", "versions", "-f", crontabFile, "--no-headers")
+	if r.code != 0 || strings.Contains(r.stdout, "RANK") {
+		t.Errorf("versions --no-headers: exit %d, output:\n%s", r.code, r.stdout)
+	}
+}

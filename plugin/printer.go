@@ -44,6 +44,9 @@ func (f *outputFlags) validate() error {
 	if f.format == outputTable {
 		return nil
 	}
+	if f.noHeaders && (f.format == outputJSON || f.format == outputYAML) {
+		return UsageErrorf("--no-headers applies to tables: it cannot be combined with -o %s", f.format)
+	}
 	for _, a := range f.allowed {
 		if f.format == a {
 			return nil
