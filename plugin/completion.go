@@ -8,6 +8,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/explain"
 )
 
 // completionCRD resolves the CRD a command line names for shell completion: the first argument
@@ -93,52 +94,28 @@ func completeExplainArgs(g *Globals, s *crdSource, version *string) cobra.Comple
 	}
 }
 
-// fieldPaths completes a dotted field path in a version's schema: the children of the part
-// before the last dot that start with what follows it. Lists and maps are transparent.
+// fieldPaths completes a dotted field path in a version's schema with the explain library: the
+// children of the part before the last dot that start with what follows it.
 func fieldPaths(crd *apiextensionsv1.CustomResourceDefinition, version, toComplete string) []string {
-	ver, err := crdinfo.Lookup(crd, version)
-	if err != nil || ver.Schema == nil || ver.Schema.OpenAPIV3Schema == nil {
-		return nil
-	}
-	node := ver.Schema.OpenAPIV3Schema
 	parent, prefix := "", toComplete
 	if i := strings.LastIndex(toComplete, "."); i >= 0 {
 		parent, prefix = toComplete[:i+1], toComplete[i+1:]
-		for _, seg := range strings.Split(toComplete[:i], ".") {
-			child, ok := schemaElement(node).Properties[seg]
-			if !ok {
-				return nil
-			}
-			node = &child
-		}
+	}
+	e, err := explain.Explain(crd, version, strings.TrimSuffix(parent, "."), false)
+	if err != nil {
+		return nil
 	}
 	var out []string
-	props := schemaElement(node).Properties
 	if parent == "" && strings.HasPrefix("metadata", prefix) {
 		out = append(out, "metadata") // ObjectMeta: explain CRD metadata
 	}
-	for name := range props {
-		if strings.HasPrefix(name, prefix) && !(parent == "" && name == "metadata") {
-			out = append(out, parent+name)
+	for _, c := range e.Field.Fields {
+		if strings.HasPrefix(c.Name, prefix) && !(parent == "" && c.Name == "metadata") {
+			out = append(out, parent+c.Name)
 		}
 	}
 	sort.Strings(out)
 	return out
-}
-
-// schemaElement looks through arrays and maps to the schema of their elements.
-func schemaElement(s *apiextensionsv1.JSONSchemaProps) *apiextensionsv1.JSONSchemaProps {
-	for range 64 { // bounded: a schema nests lists of lists only so deep
-		switch {
-		case s.Items != nil && s.Items.Schema != nil:
-			s = s.Items.Schema
-		case len(s.Properties) == 0 && s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil:
-			s = s.AdditionalProperties.Schema
-		default:
-			return s
-		}
-	}
-	return s
 }
 
 // completeCRDThenVersion completes `CRD VERSION` arguments (retire).

@@ -213,22 +213,7 @@ func TestCompletion(t *testing.T) {
 // TestVersionsTableFits120Columns: every corpus CRD's `versions -f` table fits 120 columns
 // (NOTES wrap); -o wide keeps each version's notes on one line.
 func TestVersionsTableFits120Columns(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("..", "..", "shared", "corpus", "crds", "*.yaml"))
-	if len(files) == 0 {
-		t.Skip("corpus absent (../shared/corpus/crds)")
-	}
-	for _, f := range files {
-		r := run(t, "", "versions", "-f", f)
-		if r.code != 0 {
-			t.Errorf("%s: exit %d: %s", f, r.code, r.stderr)
-			continue
-		}
-		for _, line := range strings.Split(r.stdout, "\n") {
-			if n := len([]rune(line)); n > 120 {
-				t.Errorf("%s: line of %d columns:\n%s", filepath.Base(f), n, line)
-			}
-		}
-	}
+	checkCorpusWidth(t, "versions", "-f")
 	wide := run(t, "", "versions", "-o", "wide", "-f", filepath.Join("..", "..", "shared", "corpus", "crds", "crossplane__compositeresourcedefinitions.apiextensions.crossplane.io.yaml"))
 	mustContain(t, "versions -o wide", wide.stdout, "deprecated storage version; not safe to remove: storage version")
 }
@@ -268,22 +253,7 @@ func TestVersionsAllRefusesDuplicates(t *testing.T) {
 // CRD's spec fit 120 columns (long defaults abbreviated, constraints and rules wrapped); -o json
 // keeps every rule whole.
 func TestExplainFits120Columns(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("..", "..", "shared", "corpus", "crds", "*.yaml"))
-	if len(files) == 0 {
-		t.Skip("corpus absent (../shared/corpus/crds)")
-	}
-	for _, f := range files {
-		r := run(t, "", "explain", "-f", f, "spec")
-		if r.code != 0 {
-			t.Errorf("%s: exit %d: %s", f, r.code, r.stderr)
-			continue
-		}
-		for _, line := range strings.Split(r.stdout, "\n") {
-			if n := len([]rune(line)); n > 120 {
-				t.Errorf("%s: line of %d columns:\n%s", filepath.Base(f), n, line)
-			}
-		}
-	}
+	checkCorpusWidth(t, "explain", "spec", "-f")
 	gw := filepath.Join("..", "..", "shared", "corpus", "crds", "gateway-api__httproutes.gateway.networking.k8s.io.yaml")
 	r := run(t, "", "explain", "-f", gw, "spec.rules", "-o", "json")
 	mustContain(t, "explain -o json", r.stdout, `!(has(self.request) \u0026\u0026 has(self.backendRequest) \u0026\u0026 duration(self.request) != duration('0s') \u0026\u0026 duration(self.backendRequest) \u003e duration(self.request))`)
@@ -298,5 +268,27 @@ func TestNoHeadersWhereItApplies(t *testing.T) {
 	r := run(t, "", "versions", "-f", crontabFile, "--no-headers")
 	if r.code != 0 || strings.Contains(r.stdout, "RANK") {
 		t.Errorf("versions --no-headers: exit %d, output:\n%s", r.code, r.stdout)
+	}
+}
+
+// checkCorpusWidth runs `args... FILE` for every corpus CRD file and checks that every line of
+// the output fits 120 columns; it skips the test when the corpus is absent.
+func checkCorpusWidth(t *testing.T, args ...string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("..", "..", "shared", "corpus", "crds", "*.yaml"))
+	if len(files) == 0 {
+		t.Skip("corpus absent (../shared/corpus/crds)")
+	}
+	for _, f := range files {
+		r := run(t, "", append(args, f)...)
+		if r.code != 0 {
+			t.Errorf("%v %s: exit %d: %s", args, f, r.code, r.stderr)
+			continue
+		}
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if n := len([]rune(line)); n > 120 {
+				t.Errorf("%v %s: line of %d columns:\n%s", args, filepath.Base(f), n, line)
+			}
+		}
 	}
 }

@@ -237,32 +237,9 @@ func TestDiffColourOnTerminal(t *testing.T) {
 			"--crd-file", filepath.Join(repo, "testdata", "crds", "widget.yaml"), "--diff"}, extra...)
 		cmd := exec.Command(filepath.Join(binDir, "kubectl-crdver"), args...)
 		cmd.Env = append(os.Environ(), env...)
-		ptmx, tty, err := pty.Open()
-		if err != nil {
-			t.Skipf("no pseudo-terminal available: %v", err)
-		}
-		defer ptmx.Close()
-		cmd.Stdout, cmd.Stderr = tty, io.Discard
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		tty.Close()
-		var screen bytes.Buffer
-		copied := make(chan struct{})
-		go func() { _, _ = io.Copy(&screen, ptmx); close(copied) }()
-		waitErr := make(chan error, 1)
-		go func() { waitErr <- cmd.Wait() }()
-		select {
-		case <-waitErr: // exit 1: some objects are rejected
-		case <-time.After(time.Minute):
-			_ = cmd.Process.Kill()
-			t.Fatal("preview did not finish within a minute")
-		}
-		select {
-		case <-copied:
-		case <-time.After(5 * time.Second):
-		}
-		return screen.String()
+		cmd.Stderr = io.Discard
+		screen, _ := runOnTerminal(t, cmd, func(tty *os.File) { cmd.Stdout = tty }, time.Minute) // exit 1: some objects are rejected
+		return screen
 	}
 	const red, green = "\x1b[31m-", "\x1b[32m+"
 	out := onTerminal(nil)
@@ -288,4 +265,40 @@ func TestDiffColourOnTerminal(t *testing.T) {
 	if !strings.Contains(string(forced), red) {
 		t.Errorf("no colour with --color=always:\n%q", forced)
 	}
+}
+
+// runOnTerminal runs cmd with a pseudo-terminal that attach connects (stdout or stderr) and
+// returns what the terminal showed and how cmd ended; it skips the test without a pty and fails
+// it when cmd runs past timeout.
+func runOnTerminal(t *testing.T, cmd *exec.Cmd, attach func(tty *os.File), timeout time.Duration) (string, error) {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal available: %v", err)
+	}
+	defer ptmx.Close()
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 160}); err != nil {
+		t.Fatal(err)
+	}
+	attach(tty)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	var screen bytes.Buffer
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(&screen, ptmx); close(copied) }()
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+	select {
+	case err = <-waitErr:
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s did not finish within %s", strings.Join(cmd.Args, " "), timeout)
+	}
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+	}
+	return screen.String(), err
 }
