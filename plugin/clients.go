@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/crdver/kubectl-crdver/migrate"
 )
@@ -37,7 +39,12 @@ func (g *Globals) clients() (*clientSet, error) {
 	}
 	cfg, err := g.ConfigFlags.ToRESTConfig()
 	if err != nil {
-		return nil, Unavailable(fmt.Errorf("cannot load the kubeconfig: %w (check --kubeconfig and --context)", err))
+		usage := unknownKubeconfigEntry(err)
+		err = fmt.Errorf("cannot load the kubeconfig: %w (check --kubeconfig and --context)", err)
+		if usage {
+			return nil, Usage(err) // a --context, --cluster or --user that the kubeconfig lacks
+		}
+		return nil, Unavailable(err)
 	}
 	cfg = rest.CopyConfig(cfg)
 	// Client-side rate limiting is left to each command: the defaults of 5 QPS would throttle
@@ -136,4 +143,20 @@ func (c *clientSet) Migrate() (*migrate.Clients, error) {
 		c.migrate = m
 	}
 	return c.migrate, nil
+}
+
+// unknownKubeconfigEntry reports whether err says that a --context, --cluster or --user names
+// something the kubeconfig does not have: the user's input is wrong (exit 2), not the cluster.
+func unknownKubeconfigEntry(err error) bool {
+	if clientcmd.IsContextNotFound(err) || (clientcmd.IsConfigurationInvalid(err) && !clientcmd.IsEmptyConfig(err)) {
+		return true
+	}
+	// clientcmd words these as plain errors (client_config.go getContext, getAuthInfo, getCluster).
+	msg := err.Error()
+	for _, what := range []string{"context ", "auth info ", "cluster "} {
+		if strings.HasPrefix(msg, what+`"`) && strings.HasSuffix(msg, `" does not exist`) {
+			return true
+		}
+	}
+	return false
 }

@@ -125,30 +125,7 @@ or --strict and a warning; 2 usage error; 3 the webhook (or the cluster) could n
 	f.BoolVar(&o.Insecure, "webhook-insecure-skip-tls-verify", false, "Do not verify the webhook's certificate (never the default)")
 	o.progressFlags = addProgressFlagsEvery(cmd, time.Second)
 	f.BoolVar(&o.Strict, "strict", false, "Warnings (what the API server would not fail on, such as a text/plain Content-Type) fail the run too (exit 1)")
-	completeVersions := func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-		name := ""
-		if len(args) > 0 {
-			name = args[0]
-		}
-		// During completion cobra parses the flags twice, so slice flags hold every file twice.
-		src := *o.source
-		src.files = nil
-		seen := map[string]bool{}
-		for _, f := range o.source.files {
-			if !seen[f] {
-				seen[f] = true
-				src.files = append(src.files, f)
-			}
-		}
-		crd, err := src.one(cmd.Context(), name)
-		if err != nil {
-			cobra.CompDebugln(err.Error(), true)
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		return crdinfo.VersionNames(crd), cobra.ShellCompDirectiveNoFileComp
-	}
-	_ = cmd.RegisterFlagCompletionFunc("to", completeVersions)
-	_ = cmd.RegisterFlagCompletionFunc("from", completeVersions)
+	registerVersionCompletion(cmd, o.source, "to", "from")
 	_ = cmd.RegisterFlagCompletionFunc("review-version", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"v1", "v1beta1"}, cobra.ShellCompDirectiveNoFileComp
 	})
@@ -175,6 +152,9 @@ func (o *ConvertOptions) Validate() error {
 		return err
 	}
 	if err := o.progressFlags.validate(); err != nil {
+		return err
+	}
+	if err := stdinOnce(o.Files, o.source); err != nil {
 		return err
 	}
 	sources := 0

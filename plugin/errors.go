@@ -1,11 +1,13 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,8 +74,24 @@ func ExitCode(err error) int {
 // ErrorLine renders err as the one line printed on stderr, kubectl style: "error: ...".
 func ErrorLine(err error) string {
 	msg := strings.TrimSpace(err.Error())
-	msg = strings.ReplaceAll(msg, "\n", "; ")
-	return "error: " + msg
+	// cobra's suggestions come as "...\n\nDid you mean this?\n\tversions\n\tversion\n".
+	if i := strings.Index(msg, "\n\nDid you mean this?\n"); i >= 0 {
+		var names []string
+		for _, n := range strings.Fields(msg[i+len("\n\nDid you mean this?\n"):]) {
+			names = append(names, strconv.Quote(n))
+		}
+		msg = msg[:i]
+		if len(names) > 0 {
+			msg += "; did you mean " + strings.Join(names, " or ") + "?"
+		}
+	}
+	var parts []string
+	for _, line := range strings.Split(msg, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			parts = append(parts, line)
+		}
+	}
+	return "error: " + strings.Join(parts, "; ")
 }
 
 // clusterError turns an error from talking to the API server into one that says what to do,
@@ -106,3 +124,16 @@ func statusMessage(err error) string {
 }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// notAnObject words a document that is not a YAML mapping (a list, a string, a number) without
+// the decoder's Go types: where it is, what it is, and what was expected.
+func notAnObject(where string, js []byte) error {
+	what := "a scalar"
+	switch t := bytes.TrimSpace(js); {
+	case len(t) > 0 && t[0] == '[':
+		what = "a YAML list"
+	case len(t) > 0 && t[0] == '"':
+		what = "a string"
+	}
+	return UsageErrorf("%s: not a Kubernetes object: it is %s, want a mapping with apiVersion and kind", where, what)
+}

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,7 +13,7 @@ import (
 )
 
 const explainExample = `  # Is the schema structural? Then the top-level fields of the preferred version
-  kubectl crdver explain --crd-file widget-crd.yaml
+  kubectl crdver explain -f widget-crd.yaml
 
   # One field and everything under it, in a given version
   kubectl crdver explain widgets.preview.example.com spec.ports --version v1 --recursive
@@ -40,7 +41,7 @@ type ExplainOptions struct {
 func NewCmdExplain(g *Globals) *cobra.Command {
 	o := &ExplainOptions{g: g}
 	cmd := &cobra.Command{
-		Use:   "explain [CRD | --crd-file FILE] [FIELD.PATH] [--version V] [--recursive] | --compare V1,V2",
+		Use:   "explain [CRD | -f FILE] [FIELD.PATH] [--version V] [--recursive] | --compare V1,V2",
 		Short: "Explain a CRD's schema as the API server sees it: structural or not, fields, defaults, rules; compare versions",
 		Long: `Explain a version's schema the way the API server sees it. First whether it is structural: every
 violation, with which of the four rules of "Specifying a structural schema" it breaks (a
@@ -57,15 +58,18 @@ read as V2 (and back) with conversion strategy None — found by running the API
 		ValidArgsFunction: completeCRDNames(g),
 		RunE:              runE(o),
 	}
-	o.source = addCRDFileFlag(cmd, g, "crd-file", "")
+	o.source = addCRDFileFlag(cmd, g, "filename", "f")
+	aliasFlag(cmd, "crd-file", "filename")
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	cmd.Flags().StringVar(&o.Version, "version", "", "The version to explain (default: the preferred version)")
 	cmd.Flags().BoolVarP(&o.Recursive, "recursive", "r", false, "Show every field under FIELD.PATH, not only its direct children")
 	cmd.Flags().StringVar(&o.Compare, "compare", "", "Compare two versions' schemas: V1,V2")
+	registerVersionCompletion(cmd, o.source, "version")
+	cmd.ValidArgsFunction = completeExplainArgs(g, o.source, &o.Version)
 	return cmd
 }
 
-// Complete takes the arguments: a CRD name (unless --crd-file holds exactly one CRD) and a
+// Complete takes the arguments: a CRD name (unless -f holds exactly one CRD) and a
 // field path.
 // Complete takes the arguments and resolves the printer.
 func (o *ExplainOptions) Complete(_ *cobra.Command, args []string) (err error) {
@@ -83,7 +87,7 @@ func (o *ExplainOptions) completeArgs(args []string) error {
 	case len(args) == 2:
 		o.CRDName, o.Path = args[0], args[1]
 	case len(args) == 1:
-		// with --crd-file, a single argument may be the field path instead: resolve decides
+		// with -f, a single argument may be the field path instead: resolve decides
 		o.CRDName = args[0]
 	}
 	return nil
@@ -105,7 +109,7 @@ func (o *ExplainOptions) Validate() error {
 		}
 	}
 	if o.CRDName == "" && !o.source.offline() {
-		return UsageErrorf("name a CRD (e.g. crontabs.stable.example.com), or read one from a file with --crd-file")
+		return UsageErrorf("name a CRD (e.g. crontabs.stable.example.com), or read one from a file with -f FILE")
 	}
 	return nil
 }
@@ -117,6 +121,9 @@ func (o *ExplainOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.Compare != "" {
+		if o.Path != "" { // the single argument turned out to be a field path of the file's CRD
+			return UsageErrorf("--compare compares whole schemas: it cannot be combined with a field path (%s)", o.Path)
+		}
 		for _, v := range []string{o.compareFrom, o.compareTo} {
 			if _, err := crdinfo.Lookup(crd, v); err != nil {
 				return Usage(err)
@@ -138,7 +145,15 @@ func (o *ExplainOptions) Run(ctx context.Context) error {
 	if _, err := crdinfo.Lookup(crd, version); err != nil {
 		return Usage(err)
 	}
-	e, err := explain.Explain(crd, version, o.Path, o.Recursive)
+	path := explainPath(crd, version, o.Path)
+	if field, ok := strings.CutPrefix(path, "metadata"); ok && (field == "" || field[0] == '.') {
+		m, err := explainMetadata(crd, version, strings.TrimPrefix(field, "."))
+		if err != nil {
+			return Usage(err)
+		}
+		return o.printer.PrintReport(o.g.Out, m)
+	}
+	e, err := explain.Explain(crd, version, path, o.Recursive)
 	if err != nil {
 		return Usage(err)
 	}
@@ -151,9 +166,20 @@ func (o *ExplainOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// resolve finds the CRD (and, with --crd-file and one argument, whether it is the field path).
+// resolve finds the CRD (and, with -f and one argument, whether it is the field path).
 func (o *ExplainOptions) resolve(ctx context.Context) (*apiextensionsv1.CustomResourceDefinition, error) {
 	crd, path, err := o.source.crdOrPath(ctx, o.CRDName, o.Path)
+	var ee *ExitError
+	if err != nil && o.Path == "" && strings.Contains(o.CRDName, ".") && errors.As(err, &ee) && ee.Code == ExitUsage {
+		// kubectl's form: <resource>.<field path>, e.g. httproute.spec.rules
+		segs := strings.Split(o.CRDName, ".")
+		for i := len(segs) - 1; i >= 1; i-- {
+			if c, _, e := o.source.crdOrPath(ctx, strings.Join(segs[:i], "."), strings.Join(segs[i:], ".")); e == nil {
+				o.CRDName, o.Path = strings.Join(segs[:i], "."), strings.Join(segs[i:], ".")
+				return c, nil
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,8 @@ type humanPrinter struct {
 	wide      bool
 	// diff (preview): a unified diff from the input to the result instead of the result.
 	diff bool
+	// color: the diff in red and green (--color).
+	color bool
 }
 
 // PrintPart prints a part of a report as soon as it is known.
@@ -49,12 +51,14 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 		return printVersionsTable(w, r, p.wide, p.noHeaders)
 	case *explain.Explanation:
 		return printExplanation(w, r, p.noHeaders)
+	case *metadataExplanation:
+		return printMetadataExplanation(w, r, p.noHeaders)
 	case *explain.SchemaDiff:
 		return printCompare(w, r, p.noHeaders)
 	case nonStructural:
 		return printViolations(w, r, p.noHeaders)
 	case *PreviewReport:
-		return printPreviewReport(w, r, p.diff)
+		return printPreviewReport(w, r, p.diff, p.color)
 	case *migrate.Plan:
 		return printPlan(w, r, p.noHeaders)
 	case *migrate.Report:
@@ -148,6 +152,9 @@ func printVersionsTable(w io.Writer, r explain.VersionsReport, wide, noHeaders b
 		t.header = append(t.header, "schema", "deprecation warning")
 	}
 	t.header = append(t.header, "notes")
+	if !wide {
+		t.maxWidth = terminalWidth
+	}
 	for _, v := range r.Versions {
 		row := []string{strconv.Itoa(v.Rank), v.Name, string(v.Stability), yesNo(v.Served), yesNo(v.Storage), yesNoUnknown(v.Stored), yesNo(v.Deprecated), mark(v.Preferred)}
 		if wide {
@@ -160,6 +167,9 @@ func printVersionsTable(w io.Writer, r explain.VersionsReport, wide, noHeaders b
 		return err
 	}
 	for _, n := range r.Notes {
+		if !wide {
+			n = strings.ReplaceAll(wrapWords(n, terminalWidth-len("note: ")), "\n", "\n      ")
+		}
 		if _, err := fmt.Fprintf(w, "note: %s\n", n); err != nil {
 			return err
 		}

@@ -59,7 +59,7 @@ func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error
 	}
 	fmt.Fprintf(&b, "\nFIELD:       %s <%s>%s\n", path, f.Type, requiredMark(f.Required))
 	if f.Description != "" {
-		fmt.Fprintf(&b, "DESCRIPTION: %s\n", oneLine(f.Description, 200))
+		fmt.Fprintf(&b, "DESCRIPTION: %s\n", indentWrap(oneLine(f.Description, 200), terminalWidth-13, 13))
 	}
 	if len(f.Default) > 0 {
 		fmt.Fprintf(&b, "DEFAULT:     %s\n", f.Default)
@@ -72,14 +72,14 @@ func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error
 		return err
 	}
 	if len(f.Fields) > 0 {
-		t := &table{header: []string{"field", "type", "required", "default", "constraints"}}
+		t := &table{header: []string{"field", "type", "required", "default", "constraints"}, maxWidth: terminalWidth}
 		root := &f
 		root.Walk(func(n *explain.Field, depth int) {
 			if n == root {
 				return
 			}
 			name := strings.Repeat("  ", depth-1) + n.Name
-			t.add(name, n.Type, yesNo(n.Required), dash(string(n.Default)), dash(n.Constraints()))
+			t.add(name, n.Type, yesNo(n.Required), abbreviate(dash(string(n.Default)), 32), dash(n.Constraints()))
 		})
 		if err := t.print(w, noHeaders); err != nil {
 			return err
@@ -93,15 +93,17 @@ func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error
 			if where == "" {
 				where = "<root>"
 			}
-			line := fmt.Sprintf("  %s: %s", where, r.Rule)
+			rule := fmt.Sprintf("%s: %s", where, r.Rule)
 			if r.Transition {
-				line += " (transition rule: checked on update)"
+				rule += " (transition rule: checked on update)"
 			}
+			// long rules and messages wrap at 120 columns (-o json|yaml has them whole)
+			line := "  " + indentWrap(rule, terminalWidth-6, 6)
 			switch {
 			case r.MessageExpression != "":
-				line += "\n      messageExpression: " + r.MessageExpression
+				line += "\n      " + indentWrap("messageExpression: "+r.MessageExpression, terminalWidth-6, 6)
 			case r.Message != "":
-				line += "\n      message: " + r.Message
+				line += "\n      " + indentWrap("message: "+r.Message, terminalWidth-6, 6)
 			}
 			if r.FieldPath != "" {
 				line += "\n      fieldPath: " + r.FieldPath
@@ -227,4 +229,13 @@ func printViolations(w io.Writer, violations []crdschema.Violation, noHeaders bo
 		}
 	}
 	return nil
+}
+
+// indentWrap wraps s at width columns; lines after the first are indented by indent spaces and
+// are width-indent+... wide so that every line fits in the first line's width plus its prefix.
+func indentWrap(s string, width, indent int) string {
+	if width < 30 {
+		return s
+	}
+	return strings.ReplaceAll(wrapWords(s, width), "\n", "\n"+strings.Repeat(" ", indent))
 }

@@ -10,9 +10,9 @@ import (
 )
 
 // printPreviewReport prints every object's preview, then the count.
-func printPreviewReport(w io.Writer, r *PreviewReport, diff bool) error {
+func printPreviewReport(w io.Writer, r *PreviewReport, diff, color bool) error {
 	for _, item := range r.Items {
-		if err := printPreview(w, item, item.input, diff); err != nil {
+		if err := printPreview(w, item, item.input, diff, color); err != nil {
 			return err
 		}
 	}
@@ -21,7 +21,7 @@ func printPreviewReport(w io.Writer, r *PreviewReport, diff bool) error {
 }
 
 // printPreview prints one object's preview for humans.
-func printPreview(w io.Writer, item PreviewItem, input []byte, diff bool) error {
+func printPreview(w io.Writer, item PreviewItem, input []byte, diff, color bool) error {
 	var b strings.Builder
 	r := item.PreviewResult
 	who := r.Name
@@ -56,7 +56,7 @@ func printPreview(w io.Writer, item PreviewItem, input []byte, diff bool) error 
 			if text == "" {
 				text = "(no change)\n"
 			}
-			b.WriteString(text)
+			b.WriteString(colorDiff(text, color))
 		} else {
 			b.Write(out)
 		}

@@ -491,7 +491,7 @@ func jsonErrorText(err error) string {
 func (d *Document) fillHead() error {
 	js := bytes.TrimSpace(d.JSON)
 	if len(js) == 0 || js[0] != '{' {
-		return UsageErrorf("%s: not a Kubernetes object: want a mapping with apiVersion and kind", d.Where())
+		return notAnObject(d.Where(), d.JSON)
 	}
 	var head struct {
 		APIVersion any `json:"apiVersion"`

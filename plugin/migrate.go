@@ -107,6 +107,7 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	f := cmd.Flags()
 	f.StringVar(&o.To, "to", "", "Make this version the storage version first (it must exist and be served)")
+	registerVersionCompletion(cmd, o.source, "to")
 	f.BoolVar(&o.DryRun, "dry-run", false, "Print the plan and write nothing")
 	f.IntVar(&o.Concurrency, "concurrency", 0, "Writes in flight; 0 adapts them to the API server's latency and to 429s")
 	f.Float64Var(&o.QPS, "qps", 0, "Limit requests per second (0: no client-side limit; the API server's priority and fairness still applies)")

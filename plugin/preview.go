@@ -48,6 +48,8 @@ type PreviewOptions struct {
 	CRDName         string
 	Version         string
 	Diff            bool
+	color           *colorFlag
+	colorOn         bool // --diff in colour (resolved in Complete)
 	FieldValidation string
 	OnlyRejected    bool
 	Workers         int
@@ -100,7 +102,9 @@ interrupted).`,
 	o.progress = addProgressFlags(cmd)
 	cmd.Flags().StringVar(&o.Version, "version", "", "Show the result as read in this version (default: each object's own version)")
 	cmd.Flags().BoolVar(&o.Diff, "diff", false, "Print a unified diff from the input to the result instead of the whole result")
+	o.color = addColorFlag(cmd)
 	cmd.Flags().StringVar(&o.FieldValidation, "field-validation", "Warn", "How unknown and duplicate fields are handled, as the API server's fieldValidation: Warn, Strict or Ignore")
+	registerVersionCompletion(cmd, o.source, "version")
 	_ = cmd.RegisterFlagCompletionFunc("field-validation", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"Warn", "Strict", "Ignore"}, cobra.ShellCompDirectiveNoFileComp
 	})
@@ -113,7 +117,12 @@ func (o *PreviewOptions) Complete(_ *cobra.Command, args []string) (err error) {
 	if err := o.completeArgs(args); err != nil {
 		return err
 	}
-	o.printer, err = o.out.toPrinter(humanOptions{diff: o.Diff})
+	color, err := o.color.enabled(o.g.Out, o.Diff && !o.out.structured())
+	if err != nil {
+		return err
+	}
+	o.colorOn = color
+	o.printer, err = o.out.toPrinter(humanOptions{diff: o.Diff, color: color})
 	return err
 }
 
@@ -134,6 +143,8 @@ func (o *PreviewOptions) Validate() error {
 	}
 	if len(o.Files) == 0 {
 		return UsageErrorf("give the objects to preview with -f FILE (or -f - for stdin)")
+	} else if err := stdinOnce(o.Files, o.source); err != nil {
+		return err
 	}
 	fv, err := preview.ParseFieldValidation(o.FieldValidation)
 	if err != nil {

@@ -233,7 +233,7 @@ func (out *previewOutput) format(item PreviewItem, input []byte) ([]byte, error)
 	case outputName:
 		b.WriteString(nameLine(item))
 	default:
-		if err := printPreview(&b, item, input, out.o.Diff); err != nil {
+		if err := printPreview(&b, item, input, out.o.Diff, out.o.colorOn); err != nil {
 			return nil, err
 		}
 	}

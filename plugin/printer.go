@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
@@ -44,6 +45,9 @@ func (f *outputFlags) validate() error {
 	if f.format == outputTable {
 		return nil
 	}
+	if f.noHeaders && (f.format == outputJSON || f.format == outputYAML) {
+		return UsageErrorf("--no-headers applies to tables: it cannot be combined with -o %s", f.format)
+	}
 	for _, a := range f.allowed {
 		if f.format == a {
 			return nil
@@ -70,6 +74,8 @@ type ReportPrinter interface {
 type humanOptions struct {
 	// diff: preview prints a unified diff instead of the result.
 	diff bool
+	// color: colour the diff (--color).
+	color bool
 }
 
 // toPrinter resolves -o and --no-headers to the command's printer; an -o the command does not
@@ -81,7 +87,7 @@ func (f *outputFlags) toPrinter(h humanOptions) (ReportPrinter, error) {
 	if f.structured() {
 		return dataPrinter{format: f.format}, nil
 	}
-	return &humanPrinter{noHeaders: f.noHeaders, wide: f.format == outputWide, diff: h.diff}, nil
+	return &humanPrinter{noHeaders: f.noHeaders, wide: f.format == outputWide, diff: h.diff, color: h.color}, nil
 }
 
 // dataPrinter prints reports as indented JSON or as YAML.
@@ -114,11 +120,80 @@ func printData(w io.Writer, format string, v any) error {
 type table struct {
 	header []string
 	rows   [][]string
+	// maxWidth, when set, wraps the last column's cells at word boundaries so that lines fit
+	// (full text is in -o wide, json, yaml).
+	maxWidth int
+}
+
+// terminalWidth is what default tables fit in.
+const terminalWidth = 120
+
+// wrapLastColumn wraps the last column's cells so that every line fits in t.maxWidth, keeping
+// at least 30 columns for the last column.
+func (t *table) wrapLastColumn(noHeaders bool) {
+	n := len(t.header)
+	if t.maxWidth <= 0 || n == 0 {
+		return
+	}
+	widths := make([]int, n)
+	rows := t.rows
+	if !noHeaders {
+		rows = append([][]string{t.header}, rows...)
+	}
+	for _, r := range rows {
+		for i := 0; i < n-1 && i < len(r); i++ {
+			widths[i] = max(widths[i], utf8.RuneCountInString(r[i]))
+		}
+	}
+	avail := t.maxWidth
+	for _, w := range widths[:n-1] {
+		avail -= w + 3
+	}
+	avail = max(avail, 30)
+	for _, r := range t.rows {
+		if len(r) == n {
+			r[n-1] = wrapWords(r[n-1], avail)
+		}
+	}
+}
+
+// wrapWords breaks s into lines of at most width runes at spaces (a longer word is cut).
+func wrapWords(s string, width int) string {
+	if utf8.RuneCountInString(s) <= width {
+		return s
+	}
+	var lines []string
+	line := ""
+	var words []string
+	for _, word := range strings.Fields(s) {
+		// a word longer than a line (a pattern, an enum list) is cut into line-sized pieces
+		for r := []rune(word); len(r) > 0; {
+			n := min(len(r), width)
+			words = append(words, string(r[:n]))
+			r = r[n:]
+		}
+	}
+	for _, word := range words {
+		switch {
+		case line == "":
+			line = word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) <= width:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return strings.Join(lines, "\n")
 }
 
 func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
 
 func (t *table) print(w io.Writer, noHeaders bool) error {
+	t.wrapLastColumn(noHeaders)
 	var buf bytes.Buffer
 	tbl := tablewriter.NewTable(&buf,
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{

@@ -78,6 +78,8 @@ Exit codes: 0 done; 1 something keeps VERSION from being dropped safely (said wh
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	f := cmd.Flags()
 	f.StringVar(&o.To, "to", "", "The version to move to (default: the highest-priority served version other than VERSION)")
+	registerVersionCompletion(cmd, o.source, "to")
+	cmd.ValidArgsFunction = completeCRDThenVersion(g, o.source)
 	f.BoolVar(&o.DryRun, "dry-run", false, "Print the steps and write nothing")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before writing")
 	f.BoolVar(&o.Unserve, "unserve", false, "At the end, set served: false on VERSION")

@@ -50,10 +50,8 @@ to an object, and how to get rid of an old version safely.`,
 		},
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		CompletionOptions: cobra.CompletionOptions{
-			// kubectl's plugin completion (kubectl_complete-crdver) calls __complete directly.
-			DisableDefaultCmd: true,
-		},
+		// `completion bash|zsh|fish|powershell` (cobra's generator) serves the binary run
+		// directly; kubectl's plugin completion (kubectl_complete-crdver) calls __complete.
 	}
 	cmd.SetIn(streams.In)
 	cmd.SetOut(streams.Out)
@@ -74,6 +72,7 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdRetire(g),
 		NewCmdDoctor(g),
 	)
+	flagNotesToStderr(cmd, streams.ErrOut)
 	return cmd
 }
 

@@ -53,6 +53,7 @@ func NewCmdVersion(g *Globals) *cobra.Command {
 		RunE:  runE(o),
 	}
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	_ = cmd.Flags().MarkHidden("no-headers") // no table here: refused in Validate
 	return cmd
 }
 
@@ -60,7 +61,12 @@ func (o *versionOptions) Complete(*cobra.Command, []string) (err error) {
 	o.printer, err = o.out.toPrinter(humanOptions{})
 	return err
 }
-func (o *versionOptions) Validate() error { return nil }
+func (o *versionOptions) Validate() error {
+	if o.out.noHeaders {
+		return UsageErrorf("version prints no table: --no-headers does not apply")
+	}
+	return nil
+}
 func (o *versionOptions) Run(context.Context) error {
 	return o.printer.PrintReport(o.g.Out, buildInfo())
 }

@@ -66,8 +66,11 @@ status.storedVersions (migrate first), or is the only served version.`,
 	o.source.input = addInputFlags(cmd, "Make documents in -f that are not CustomResourceDefinitions an error instead of skipping them")
 	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
 	cmd.Flags().BoolVarP(&o.All, "all", "A", false, "Summarise every CRD (of the cluster, or of the files given with -f)")
+	// -A selects all namespaces in kubectl and convert: here it still works, with a note.
+	_ = cmd.Flags().MarkShorthandDeprecated("all", "use --all (in kubectl and in convert, -A selects all namespaces)")
 	cmd.Flags().BoolVar(&o.Sort, "sort", false, "Sort the version strings given as arguments, highest priority first, one per line (no cluster needed)")
 	cmd.Flags().StringVar(&o.CanRemove, "can-remove", "", "Exit 1 (and say why) unless this version is safe to remove from spec.versions")
+	registerVersionCompletion(cmd, o.source, "can-remove")
 	return cmd
 }
 
@@ -103,6 +106,10 @@ func (o *VersionsOptions) Validate() error {
 	switch {
 	case o.Sort && (o.All || o.source.offline() || o.CanRemove != ""):
 		return UsageErrorf("--sort takes only version strings: it cannot be combined with --all, -f or --can-remove")
+	case o.Sort && o.out.format == outputWide:
+		return UsageErrorf("--sort prints version strings: -o wide does not apply (use -o json or -o yaml for a list)")
+	case o.Sort && o.out.noHeaders:
+		return UsageErrorf("--sort prints version strings: --no-headers does not apply")
 	case o.Sort && len(o.SortArgs) == 0:
 		return UsageErrorf("--sort needs version strings to sort, e.g. kubectl crdver versions --sort v1 v2beta1")
 	case o.All && o.Name != "":
@@ -216,7 +223,11 @@ func (o *VersionsOptions) runAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !o.source.offline() {
+	if o.source.offline() {
+		if err := duplicateCRDs(o.source, crds); err != nil {
+			return err
+		}
+	} else {
 		// Discovery only counts established CRDs.
 		established := crds[:0]
 		for _, crd := range crds {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -190,4 +192,113 @@ func BenchmarkVersionsSortProcess(b *testing.B) {
 	sort.Slice(durations, func(i, j int) bool { return durations[i] < durations[j] })
 	b.ReportMetric(float64(durations[len(durations)/2].Microseconds())/1000, "median-ms")
 	b.ReportMetric(float64(durations[len(durations)*9/10].Microseconds())/1000, "p90-ms")
+}
+
+// TestCompletionCommand: the binary run directly generates cobra's completion scripts, and
+// kubectl's plugin completion completes version flags from the CRD file.
+func TestCompletionCommand(t *testing.T) {
+	for shell, want := range map[string]string{
+		"bash":       "# bash completion V2 for kubectl-crdver",
+		"zsh":        "#compdef kubectl-crdver",
+		"fish":       "# fish completion for kubectl-crdver",
+		"powershell": "# powershell completion for kubectl-crdver",
+	} {
+		out, err := exec.Command(filepath.Join(binDir, "kubectl-crdver"), "completion", shell).Output()
+		if err != nil {
+			t.Errorf("completion %s: %v", shell, err)
+			continue
+		}
+		if !strings.Contains(string(out), want) {
+			t.Errorf("completion %s does not contain %q:\n%.300s", shell, want, out)
+		}
+	}
+	crdFile, err := filepath.Abs(filepath.Join("..", "..", "testdata", "crds", "crontab.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runKubectl(t, "__complete", "crdver", "versions", "-f", crdFile, "--can-remove", "")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"v1\n", "v1beta1\n", "v1alpha1\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("completions of --can-remove lack %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestDiffColourOnTerminal: preview --diff colours removed lines red and added lines green when
+// stdout is a terminal (--color=auto), and not with NO_COLOR set or --color=never.
+func TestDiffColourOnTerminal(t *testing.T) {
+	repo := filepath.Join("..", "..")
+	onTerminal := func(env []string, extra ...string) string {
+		t.Helper()
+		args := append([]string{"preview", "-f", filepath.Join(repo, "testdata", "preview", "widgets.yaml"),
+			"--crd-file", filepath.Join(repo, "testdata", "crds", "widget.yaml"), "--diff"}, extra...)
+		cmd := exec.Command(filepath.Join(binDir, "kubectl-crdver"), args...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stderr = io.Discard
+		screen, _ := runOnTerminal(t, cmd, func(tty *os.File) { cmd.Stdout = tty }, time.Minute) // exit 1: some objects are rejected
+		return screen
+	}
+	const red, green = "\x1b[31m-", "\x1b[32m+"
+	out := onTerminal(nil)
+	if !strings.Contains(out, red) || !strings.Contains(out, green) || !strings.Contains(out, "--- input") {
+		t.Errorf("no red/green diff on a terminal:\n%q", out)
+	}
+	for name, o := range map[string]string{
+		"NO_COLOR=1":    onTerminal([]string{"NO_COLOR=1"}),
+		"--color=never": onTerminal(nil, "--color=never"),
+	} {
+		if strings.Contains(o, "\x1b[") || !strings.Contains(o, "--- input") {
+			t.Errorf("%s: want a diff without colour:\n%q", name, o)
+		}
+	}
+	// not a terminal: auto gives no colour, always does
+	plain, _ := exec.Command(filepath.Join(binDir, "kubectl-crdver"), "preview", "-f", filepath.Join(repo, "testdata", "preview", "widgets.yaml"),
+		"--crd-file", filepath.Join(repo, "testdata", "crds", "widget.yaml"), "--diff").Output()
+	forced, _ := exec.Command(filepath.Join(binDir, "kubectl-crdver"), "preview", "-f", filepath.Join(repo, "testdata", "preview", "widgets.yaml"),
+		"--crd-file", filepath.Join(repo, "testdata", "crds", "widget.yaml"), "--diff", "--color=always").Output()
+	if strings.Contains(string(plain), "\x1b[") {
+		t.Errorf("colour in a pipe with --color=auto:\n%q", plain)
+	}
+	if !strings.Contains(string(forced), red) {
+		t.Errorf("no colour with --color=always:\n%q", forced)
+	}
+}
+
+// runOnTerminal runs cmd with a pseudo-terminal that attach connects (stdout or stderr) and
+// returns what the terminal showed and how cmd ended; it skips the test without a pty and fails
+// it when cmd runs past timeout.
+func runOnTerminal(t *testing.T, cmd *exec.Cmd, attach func(tty *os.File), timeout time.Duration) (string, error) {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal available: %v", err)
+	}
+	defer ptmx.Close()
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 160}); err != nil {
+		t.Fatal(err)
+	}
+	attach(tty)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	var screen bytes.Buffer
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(&screen, ptmx); close(copied) }()
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+	select {
+	case err = <-waitErr:
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s did not finish within %s", strings.Join(cmd.Args, " "), timeout)
+	}
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+	}
+	return screen.String(), err
 }

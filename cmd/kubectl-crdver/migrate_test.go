@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/internal/testenv"
@@ -75,38 +73,10 @@ func TestMigrateProgressBarOnTerminal(t *testing.T) {
 		"--checkpoint", filepath.Join(t.TempDir(), "cp"), "--kubeconfig", e.Kubeconfig)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
-	ptmx, tty, err := pty.Open()
+	out, err := runOnTerminal(t, cmd, func(tty *os.File) { cmd.Stderr = tty }, 2*time.Minute)
 	if err != nil {
-		t.Skipf("no pseudo-terminal available: %v", err)
+		t.Fatalf("migrate: %v\nstderr (terminal):\n%s\nstdout:\n%s", err, out, stdout.String())
 	}
-	defer ptmx.Close()
-	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 160}); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = tty
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tty.Close()
-	var screen bytes.Buffer
-	copied := make(chan struct{})
-	go func() { _, _ = io.Copy(&screen, ptmx); close(copied) }()
-	waitErr := make(chan error, 1)
-	go func() { waitErr <- cmd.Wait() }()
-	select {
-	case err := <-waitErr:
-		if err != nil {
-			t.Fatalf("migrate: %v\nstderr (terminal):\n%s\nstdout:\n%s", err, screen.String(), stdout.String())
-		}
-	case <-time.After(2 * time.Minute):
-		_ = cmd.Process.Kill()
-		t.Fatal("migrate did not finish within 2 minutes")
-	}
-	select {
-	case <-copied:
-	case <-time.After(5 * time.Second):
-	}
-	out := screen.String()
 	// progressbar draws "rewriting  40% |████      | (120/300, 148 objects/s) [0s:1s]" (elapsed
 	// and ETA in brackets), redraws it in place with carriage returns, and ends at 100% without
 	// the brackets.
