@@ -40,9 +40,9 @@ func TestErrorPolish(t *testing.T) {
 		want  string
 	}{
 		{"did you mean", "", []string{"verions"}, 2, `unknown command "verions" for "kubectl crdver"; did you mean "version" or "versions"?`},
-		{"YAML list as CRD file", "", []string{"versions", "-f", list}, 2, list + " (document 1): not a Kubernetes object: it is a YAML list, want a mapping with apiVersion and kind"},
-		{"YAML list as explain CRD file", "", []string{"explain", "--crd-file", list}, 2, list + " (document 1): not a Kubernetes object: it is a YAML list"},
-		{"YAML list as objects", "", []string{"preview", "-f", list, "--crd-file", crontabFile}, 2, list + " (document 1): not a Kubernetes object: it is a YAML list"},
+		{"YAML list as CRD file", "", []string{"versions", "-f", list}, 2, list + " (document 1): not a Kubernetes object: a list, not a mapping with apiVersion and kind"},
+		{"YAML list as explain CRD file", "", []string{"explain", "--crd-file", list}, 2, list + " (document 1): not a Kubernetes object: a list"},
+		{"YAML list as objects", "", []string{"preview", "-f", list, "--crd-file", crontabFile}, 2, list + " (document 1): not a Kubernetes object: a list"},
 		{"stdin twice, preview", "x: 1\n", []string{"preview", "-f", "-", "--crd-file", "-"}, 2, "-f - and --crd-file - both read standard input, which can be read only once"},
 		{"stdin twice, convert", "x: 1\n", []string{"convert", "-f", "-", "--crd-file", "-", "--to", "v1"}, 2, "-f - and --crd-file - both read standard input"},
 	} {

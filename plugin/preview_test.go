@@ -69,7 +69,7 @@ func TestPreviewInputErrors(t *testing.T) {
 		{"group and kind mismatch, --strict-kinds", []string{"-f", other, "--crd-file", widgetCRD, "--strict-kinds"}, "pod.yaml (document 1): no CustomResourceDefinition in"},
 		{"mismatch with a named CRD", []string{"-f", other, "--crd-file", widgetCRD, "widgets.preview.example.com"}, "v1 Pod does not belong to CustomResourceDefinition widgets.preview.example.com"},
 		{"mismatch with a named CRD, --strict-kinds", []string{"-f", other, "--crd-file", widgetCRD, "widgets.preview.example.com", "--strict-kinds"}, "v1 Pod does not belong to CustomResourceDefinition widgets.preview.example.com (group preview.example.com, kind Widget; --strict-kinds)"},
-		{"stdin twice", []string{"-f", "-", "--crd-file", "-"}, "both read stdin"},
+		{"stdin twice", []string{"-f", "-", "--crd-file", "-"}, "both read standard input"},
 		{"unknown version", []string{"-f", unknownVersion, "--crd-file", widgetCRD}, `v9.yaml (document 1): widgets.preview.example.com: version "v9" is not in spec.versions (have: v1, v1beta1)`},
 		{"unserved version", []string{"-f", unserved, "--crd-file", crontabCRD}, `alpha.yaml (document 1): crontabs.stable.example.com: version "v1alpha1" is not served`},
 		{"unknown --version", []string{"-f", td("preview", "widgets.yaml"), "--crd-file", widgetCRD, "--version", "v2"}, `version "v2" is not in spec.versions`},
