@@ -47,17 +47,14 @@ type MigrateOptions struct {
 	printer ReportPrinter
 	cmd     *cobra.Command
 
-	Name        string
-	To          string
-	DryRun      bool
-	Concurrency int
-	QPS         float64
-	ChunkSize   int64
-	Checkpoint  string
-	NoTrim      bool
-	Engine      string
-	Yes         bool
-	All         bool // every CRD with a pending migration (migrate_all.go)
+	Name   string
+	To     string
+	DryRun bool
+	RewriteFlags
+	NoTrim bool
+	Engine string
+	Yes    bool
+	All    bool // every CRD with a pending migration (migrate_all.go)
 	// ClusterStartTimeout bounds the wait for a controller to pick up a StorageVersionMigration.
 	ClusterStartTimeout time.Duration
 
@@ -109,10 +106,7 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 	f.StringVar(&o.To, "to", "", "Make this version the storage version first (it must exist and be served)")
 	registerVersionCompletion(cmd, o.source, "to")
 	f.BoolVar(&o.DryRun, "dry-run", false, "Print the plan and write nothing")
-	f.IntVar(&o.Concurrency, "concurrency", 0, "Writes in flight; 0 adapts them to the API server's latency and to 429s")
-	f.Float64Var(&o.QPS, "qps", 0, "Limit requests per second (0: no client-side limit; the API server's priority and fairness still applies)")
-	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page (memory is bounded by it)")
-	f.StringVar(&o.Checkpoint, "checkpoint", "", "Checkpoint file (default: in your cache folder, per cluster and CRD)")
+	o.addRewriteFlags(f, "Checkpoint file (default: in your cache folder, per cluster and CRD)")
 	f.BoolVar(&o.NoTrim, "no-trim", false, "Do not trim status.storedVersions after the rewrite")
 	f.StringVar(&o.Engine, "engine", engineClient, "Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration)")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before switching the storage version")
@@ -151,7 +145,7 @@ func (o *MigrateOptions) Validate() error {
 	if err := o.progressFlags.validate(); err != nil {
 		return err
 	}
-	if err := validateRewriteFlags(o.Concurrency, o.QPS, o.ChunkSize); err != nil {
+	if err := o.validateRewriteFlags(); err != nil {
 		return err
 	}
 	switch {
@@ -159,20 +153,6 @@ func (o *MigrateOptions) Validate() error {
 		return UsageErrorf("--engine %q is not supported: use client or cluster", o.Engine)
 	case o.Engine == engineCluster && o.Checkpoint != "":
 		return UsageErrorf("--checkpoint is for --engine client: the cluster's StorageVersionMigration keeps its own progress")
-	}
-	return nil
-}
-
-// validateRewriteFlags checks --concurrency, --qps and --chunk-size, which migrate and retire
-// share.
-func validateRewriteFlags(concurrency int, qps float64, chunkSize int64) error {
-	switch {
-	case concurrency < 0:
-		return UsageErrorf("--concurrency must be 0 (adaptive) or more, got %d", concurrency)
-	case qps < 0:
-		return UsageErrorf("--qps must be 0 (no limit) or more, got %v", qps)
-	case chunkSize < 1:
-		return UsageErrorf("--chunk-size must be at least 1, got %d", chunkSize)
 	}
 	return nil
 }
@@ -199,7 +179,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		Clients: c,
 		Options: migrate.Options{
 			To: o.To, DryRun: o.DryRun, NoTrim: o.NoTrim, Engine: migrate.Engine(o.Engine),
-			Rewrite:             migrate.RewriteOptions{Concurrency: o.Concurrency, QPS: o.QPS, ChunkSize: o.ChunkSize, Checkpoint: o.Checkpoint},
+			Rewrite:             o.rewriteOptions(),
 			ClusterStartTimeout: o.ClusterStartTimeout,
 		},
 		Planned: func(p *migrate.Plan) { _ = o.printer.PrintPart(o.g.Out, p) },

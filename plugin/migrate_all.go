@@ -103,7 +103,7 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 			return fmt.Sprintf("rewritten %d, already current %d, deleted %d, failed %d", p.Rewritten, p.Current, p.Deleted, p.Failed)
 		}})
 	res := migrate.RunAll(ctx, c, plans, migrate.AllOptions{
-		Rewrite: migrate.RewriteOptions{Concurrency: o.Concurrency, QPS: o.QPS, ChunkSize: o.ChunkSize},
+		Rewrite: o.rewriteOptions(),
 		Trim:    trim,
 		OnRewrite: func(crd string, r *migrate.Rewriter) {
 			progress.Start(crd, r)

@@ -327,7 +327,7 @@ func TestMigrateValidate(t *testing.T) {
 		{"progress interval", func(o *MigrateOptions) { o.progressFlags.interval = 0 }, "--progress-interval must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &MigrateOptions{out: &outputFlags{allowed: []string{outputJSON, outputYAML}}, Engine: engineClient, Concurrency: 16, ChunkSize: 500, progressFlags: &progressFlags{interval: time.Second}}
+			o := &MigrateOptions{out: &outputFlags{allowed: []string{outputJSON, outputYAML}}, Engine: engineClient, RewriteFlags: RewriteFlags{Concurrency: 16, ChunkSize: 500}, progressFlags: &progressFlags{interval: time.Second}}
 			tc.mutate(o)
 			err := o.Validate()
 			switch {

@@ -34,12 +34,9 @@ type RetireOptions struct {
 
 	Name, Version, To                   string
 	DryRun, Yes, Unserve, Remove, Force bool
-	Concurrency                         int
-	QPS                                 float64
-	ChunkSize                           int64
-	Checkpoint                          string
-	progressFlags                       *progressFlags
-	progress                            Progress
+	RewriteFlags
+	progressFlags *progressFlags
+	progress      Progress
 }
 
 // NewCmdRetire builds `kubectl crdver retire`.
@@ -85,10 +82,7 @@ Exit codes: 0 done; 1 something keeps VERSION from being dropped safely (said wh
 	f.BoolVar(&o.Unserve, "unserve", false, "At the end, set served: false on VERSION")
 	f.BoolVar(&o.Remove, "remove", false, "At the end, remove VERSION from spec.versions (unserving it first)")
 	f.BoolVar(&o.Force, "force", false, "Unserve/remove even if a manager still writes VERSION, entries remain, or a deployment tool manages the CRD")
-	f.IntVar(&o.Concurrency, "concurrency", 0, "Writes in flight; 0 adapts them to the API server's latency and to 429s")
-	f.Float64Var(&o.QPS, "qps", 0, "Limit the rewrite's requests per second (0: no client-side limit)")
-	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page (memory is bounded by it)")
-	f.StringVar(&o.Checkpoint, "checkpoint", "", "Checkpoint file of the rewrite (default: migrate's, in your cache folder, per cluster and CRD)")
+	o.addRewriteFlags(f, "Checkpoint file of the rewrite (default: migrate's, in your cache folder, per cluster and CRD)")
 	o.progressFlags = addProgressFlags(cmd)
 	return cmd
 }
@@ -113,7 +107,7 @@ func (o *RetireOptions) Validate() error {
 	if err := o.progressFlags.validate(); err != nil {
 		return err
 	}
-	if err := validateRewriteFlags(o.Concurrency, o.QPS, o.ChunkSize); err != nil {
+	if err := o.validateRewriteFlags(); err != nil {
 		return err
 	}
 	if o.To != "" && o.To == o.Version {
@@ -134,7 +128,7 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 	}
 	ro := retire.Options{
 		CRD: crd.Name, Version: o.Version, To: o.To, DryRun: o.DryRun, Unserve: o.Unserve, Remove: o.Remove, Force: o.Force,
-		Rewrite: migrate.RewriteOptions{Concurrency: o.Concurrency, QPS: o.QPS, ChunkSize: o.ChunkSize, Checkpoint: o.Checkpoint},
+		Rewrite: o.rewriteOptions(),
 		OnRewrite: func(r *migrate.Rewriter, total int64) func() {
 			return o.progress.Start(Task{Name: "rewriting", Prefix: "retire", Unit: "objects", Total: total,
 				Done: func() int64 { return r.Progress().Total() }})

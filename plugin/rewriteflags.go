@@ -1,0 +1,41 @@
+package plugin
+
+import (
+	"github.com/spf13/pflag"
+
+	"github.com/crdver/kubectl-crdver/migrate"
+)
+
+// RewriteFlags are the flags of the object rewrite that migrate and retire share.
+type RewriteFlags struct {
+	Concurrency int
+	QPS         float64
+	ChunkSize   int64
+	Checkpoint  string
+}
+
+// addRewriteFlags registers --concurrency, --qps, --chunk-size and --checkpoint on f.
+func (r *RewriteFlags) addRewriteFlags(f *pflag.FlagSet, checkpointHelp string) {
+	f.IntVar(&r.Concurrency, "concurrency", 0, "Writes in flight; 0 adapts them to the API server's latency and to 429s")
+	f.Float64Var(&r.QPS, "qps", 0, "Limit requests per second (0: no client-side limit; the API server's priority and fairness still applies)")
+	f.Int64Var(&r.ChunkSize, "chunk-size", 500, "Objects per list page (memory is bounded by it)")
+	f.StringVar(&r.Checkpoint, "checkpoint", "", checkpointHelp)
+}
+
+// validateRewriteFlags checks --concurrency, --qps and --chunk-size. It does no I/O.
+func (r *RewriteFlags) validateRewriteFlags() error {
+	switch {
+	case r.Concurrency < 0:
+		return UsageErrorf("--concurrency must be 0 (adaptive) or more, got %d", r.Concurrency)
+	case r.QPS < 0:
+		return UsageErrorf("--qps must be 0 (no limit) or more, got %v", r.QPS)
+	case r.ChunkSize < 1:
+		return UsageErrorf("--chunk-size must be at least 1, got %d", r.ChunkSize)
+	}
+	return nil
+}
+
+// rewriteOptions are the engine's options for these flags.
+func (r *RewriteFlags) rewriteOptions() migrate.RewriteOptions {
+	return migrate.RewriteOptions{Concurrency: r.Concurrency, QPS: r.QPS, ChunkSize: r.ChunkSize, Checkpoint: r.Checkpoint}
+}
