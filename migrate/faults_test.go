@@ -65,25 +65,10 @@ func startFaultProxy(t *testing.T) (*faultProxy, *rest.Config) {
 }
 
 func TestRewriteBacksOffOnThrottlingAndServerErrors(t *testing.T) {
-	ctx := context.Background()
 	const n = 40
 	f := newFixture(t, "faults", n, false)
 	fp, cfg := startFaultProxy(t)
-	c, err := NewClients(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRewriter(c, f.get(t), RewriteOptions{Concurrency: 4, ChunkSize: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := r.Run(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(Counts{Rewritten: n}, res.Counts); diff != "" {
-		t.Fatalf("counts (-want +got):\n%s\nfailures: %v", diff, res.Failures)
-	}
+	rewriteEvery(t, cfg, f, n, RewriteOptions{Concurrency: 4, ChunkSize: 10})
 	// widget-00003, -00005, -00013, … : 8 objects got an error on their first write.
 	if len(fp.injected) != 8 {
 		t.Errorf("faults injected on %d objects, want 8: %v", len(fp.injected), fp.injected)
