@@ -153,12 +153,9 @@ func (o *PlanOptions) readCRDDocs(files []string, flag string) ([]*apiextensions
 			skipped++
 			continue
 		}
-		crd, err := crdinfo.Decode(d.JSON)
+		crd, err := decodeOne(d) // a file without status keeps storedVersions unknown
 		if err != nil {
-			return nil, 0, UsageErrorf("%s: %v", d.Where(), err)
-		}
-		if crd.Name == "" {
-			return nil, 0, UsageErrorf("%s: CustomResourceDefinition has no metadata.name", d.Where())
+			return nil, 0, err
 		}
 		if prev, ok := seen[crd.Name]; ok {
 			return nil, 0, UsageErrorf("%s: %s is already defined in %s (%s): pass it once", d.Where(), crd.Name, prev, flag)
