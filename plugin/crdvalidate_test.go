@@ -61,11 +61,7 @@ func TestInvalidCRDsMatchAPIServer(t *testing.T) {
 	}
 	for _, tc := range invalidCRDs {
 		t.Run(tc.file, func(t *testing.T) {
-			b, err := os.ReadFile(td("invalid-crds", tc.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			docs, err := readAll(t, string(b), InputOptions{})
+			docs, err := ReadDocuments([]string{td("invalid-crds", tc.file)}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
