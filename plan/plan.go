@@ -192,7 +192,7 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%s: %w after %d objects", next.Name, ErrInterrupted, it.Objects.Evaluated)
+			return fmt.Errorf("%s: %w after %s", next.Name, ErrInterrupted, objectsCount(int(it.Objects.Evaluated)))
 		}
 		return fmt.Errorf("%s: evaluating the objects: %w", next.Name, err)
 	}
@@ -208,10 +208,10 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		}
 	}
 	if it.Objects.Total < 0 && opts.Sample > 0 && it.Objects.Evaluated >= opts.Sample {
-		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d objects evaluated; the total is not known", it.Objects.Evaluated))
+		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %s evaluated; the total is not known", objectsCount(int(it.Objects.Evaluated))))
 	}
 	if it.Objects.Evaluated < it.Objects.Total {
-		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d of %d objects evaluated", it.Objects.Evaluated, it.Objects.Total))
+		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d of %s evaluated", it.Objects.Evaluated, objectsCount(int(it.Objects.Total))))
 	}
 	it.allEvaluated = it.Objects.Total >= 0 && it.Objects.Evaluated >= it.Objects.Total
 	return nil

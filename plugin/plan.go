@@ -180,7 +180,7 @@ func (o *PlanOptions) readCRDDocs(files []string, flag string) ([]*apiextensions
 		crds = append(crds, crd)
 	}
 	if len(crds) == 0 {
-		return nil, 0, UsageErrorf("%s: no CustomResourceDefinitions found (%d other documents)", strings.Join(files, ", "), skipped)
+		return nil, 0, UsageErrorf("%s: no CustomResourceDefinitions found (%s)", strings.Join(files, ", "), plural(skipped, "other document"))
 	}
 	return crds, skipped, nil
 }
@@ -192,7 +192,11 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if skipped > 0 {
-		o.progress.Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
+		if skipped == 1 {
+			o.progress.Notef("skipped 1 document that is not a CustomResourceDefinition")
+		} else {
+			o.progress.Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
+		}
 	}
 	lives, sources, err := o.liveCRDs(ctx, next)
 	if err != nil {

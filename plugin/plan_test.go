@@ -226,7 +226,7 @@ func TestPlanSeveralCRDsFromStdin(t *testing.T) {
 		rep.Items[1].CRD != "gizmos.plan.example.com" || rep.Items[1].Operation != "create" || rep.Items[1].Breaking {
 		t.Errorf("items: %+v", rep.Items)
 	}
-	mustContain(t, "stderr", r.stderr, "skipped 1 documents that are not CustomResourceDefinitions")
+	mustContain(t, "stderr", r.stderr, "skipped 1 document that is not a CustomResourceDefinition")
 	golden(t, "plan-several.txt", run(t, in.String(), "plan", "-f", "-", "--old-file", planFile("widgets-old.yaml")).stdout)
 }
 
