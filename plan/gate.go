@@ -95,11 +95,7 @@ func orEmpty(s, alt string) string {
 func judge(live *apiextensionsv1.CustomResourceDefinition, it *Item) {
 	breaking, unknown := []string{}, []string{}
 	if !it.Apply.Allowed {
-		first := ""
-		if len(it.Apply.Errors) > 0 {
-			first = ": " + it.Apply.Errors[0]
-		}
-		breaking = append(breaking, "the API server rejects the CRD"+first)
+		breaking = append(breaking, fmt.Sprintf("the API server rejects the CRD %s (see the apply errors)", it.Operation))
 	}
 	if live != nil && it.storedVersionsUnknown {
 		var removed []string

@@ -198,7 +198,10 @@ func (p *planPrinter) item(it *plan.Item) error {
 		storage = it.StorageVersion.Before + " → " + it.StorageVersion.After
 	}
 	pending := "no migration pending"
-	if it.MigrationPending {
+	switch {
+	case it.MigrationPending && it.MigrationObjects == 0 && it.Objects.Total < 0:
+		pending = "migration pending; objects not counted"
+	case it.MigrationPending:
 		pending = "migration pending for " + plural(int(it.MigrationObjects), "object")
 	}
 	p.line("  Storage: ", fmt.Sprintf("%s; storedVersions after the apply: %s (%s)", storage, dashList(it.StoredVersionsAfterApply), pending))
