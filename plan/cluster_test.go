@@ -440,6 +440,16 @@ func TestPlanMatchesServerManagers(t *testing.T) {
 			if beta == nil || !slices.Equal(beta.Managers, []string{"old-controller"}) || beta.Objects != 2 || beta.RemovedByThisChange != remove || beta.UnservedByThisChange == remove {
 				t.Fatalf("managedFields: %+v", it.ManagedFields)
 			}
+			// old-controller created the objects at v1beta1 (Update): whether it still writes
+			// v1beta1 cannot be told; with v1beta1 removed, server-side apply breaks for sure.
+			reasons := strings.Join(append(append([]string{}, it.BreakingReasons...), it.UnknownReasons...), "\n")
+			wantVerdict, wantReason := VerdictUnknown, "old-controller last wrote v1beta1 (Update, 2 objects), which the new CRD no longer serves: if it still does, its writes fail"
+			if remove {
+				wantVerdict, wantReason = VerdictBreaking, "server-side apply fails on 2 objects whose managedFields name v1beta1"
+			}
+			if it.Verdict != wantVerdict || !strings.Contains(reasons, wantReason) {
+				t.Errorf("verdict %q (want %q), reasons:\n%s\nwant %q", it.Verdict, wantVerdict, reasons, wantReason)
+			}
 			wantStep := "# make old-controller write v1"
 			if remove {
 				wantStep = "kubectl crdver retire " + old.Name + " v1beta1"

@@ -401,3 +401,34 @@ func TestPlanVerdicts(t *testing.T) {
 		t.Errorf("sampled: verdict %q, unknown %q", it.Verdict, it.UnknownReasons)
 	}
 }
+
+// TestPlanUnservedVersionAppliedByGitOps: the release stops serving v1alpha2 (kept in
+// spec.versions): server-side apply keeps working, but kustomize-controller applies manifests
+// at v1alpha2, so its next apply fails (breaking, with what to change); the one-time create is
+// reported as such.
+func TestPlanUnservedVersionAppliedByGitOps(t *testing.T) {
+	live := readCRD(t, filepath.Join("testdata", "certs-old.yaml"))
+	next := live.DeepCopy()
+	next.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+	next.Spec.Versions[0].Served = false
+	objs := readObjects(t, filepath.Join("testdata", "certs-objects.yaml"))
+	it, err := Plan(context.Background(), live, next, &SliceSource{Objects: objs}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"kustomize-controller still writes v1alpha2 (Apply, 1 object), which the new CRD no longer serves: its next apply fails; change the manifests of kustomize-controller to apiVersion plan.example.com/v1"}
+	if d := cmp.Diff(want, it.BreakingReasons); d != "" || it.Verdict != VerdictBreaking || len(it.UnknownReasons) != 0 {
+		t.Errorf("verdict %q, unknown %q, breaking reasons (-want +got):\n%s", it.Verdict, it.UnknownReasons, d)
+	}
+	var created ManagerWriter
+	for _, mv := range it.ManagedFields {
+		for _, w := range mv.Writers {
+			if w.Manager == "kubectl-create" {
+				created = w
+			}
+		}
+	}
+	if created.Role != "one-time" || created.Summary != "created at v1alpha2 by kubectl-create on 2025-03-01" || created.Advice != "" {
+		t.Errorf("kubectl-create: %+v", created)
+	}
+}

@@ -129,6 +129,17 @@ func TestPlanFits120Columns(t *testing.T) {
 	} {
 		fits(t, strings.Join(args, " "), run(t, "", args...).stdout)
 	}
+	goldens, _ := filepath.Glob(filepath.Join("testdata", "golden", "plan-*.txt"))
+	for _, g := range goldens {
+		if strings.Contains(g, "-wide") {
+			continue // -o wide keeps every message on one line
+		}
+		b, err := os.ReadFile(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fits(t, g, string(b))
+	}
 	files, _ := filepath.Glob(filepath.Join("..", "..", "shared", "corpus", "crds", "*.yaml"))
 	if len(files) == 0 {
 		t.Skip("corpus absent (../shared/corpus/crds)")
