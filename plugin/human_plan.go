@@ -15,7 +15,11 @@ const findingsShown = 10
 
 // changeShown is how many runes of a schema change (a CEL rule, a pattern) the default output
 // shows; -o wide and json keep the whole text.
-const changeShown = 100
+const changeShown = 80
+
+// schemaChangesShown is how many schema changes other than lossy ones the default output
+// lists per CRD (-o wide: all).
+const schemaChangesShown = 20
 
 // planPrinter prints a plan for people: within terminalWidth columns by default (prose and the
 // last column of each table wrapped, long CEL text shortened), everything whole with -o wide.
@@ -393,7 +397,15 @@ func (p *planPrinter) schemaChanges(it *plan.Item) error {
 	}
 	fmt.Fprintln(p.w, "  Schema changes:")
 	t := p.table("version", "path", "effect", "change")
+	// The default shows every lossy change and the first of the others; -o wide all.
+	others, hidden := 0, 0
 	for _, c := range it.SchemaChanges {
+		if !p.wide && c.Effect != plan.EffectLossy {
+			if others++; others > schemaChangesShown {
+				hidden++
+				continue
+			}
+		}
 		v := c.Version
 		if c.From != "" {
 			v = c.From + " → " + c.Version
@@ -404,7 +416,13 @@ func (p *planPrinter) schemaChanges(it *plan.Item) error {
 		}
 		t.add(v, path, dash(c.Effect), p.shorten(c.Change, changeShown))
 	}
-	return printIndented(p.w, t, p.noHeaders)
+	if err := printIndented(p.w, t, p.noHeaders); err != nil {
+		return err
+	}
+	if hidden > 0 {
+		p.line("    ", fmt.Sprintf("… and %d more (-o wide lists every schema change)", hidden))
+	}
+	return nil
 }
 
 // wrapPath breaks a dotted path into lines of at most width runes after a dot (a segment
