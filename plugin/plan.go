@@ -66,12 +66,15 @@ what applying it does. Nothing is written to the cluster.
    every status.storedVersions entry must stay in spec.versions), with its error text.
 2. Versions added, removed, no longer served or newly deprecated; the storage version before and
    after; status.storedVersions after the apply and whether a migration is then pending.
-3. Schema changes per version (live and new schema of the same version), breaking or not.
+3. Schema changes per version (live and new schema of the same version), and from the old
+   storage version (and removed versions still in storedVersions) to the new storage version,
+   each lossy, stricter or compatible.
 4. Every live object under the new CRD: what its next read prunes and defaults, whether
    re-creating it as listed (a restore, a GitOps replace; --field-validation, Strict by default
    as kubectl create) and a no-op update (a controller's next write; ratcheting applies) would
    be rejected, with the messages.
-5. Field managers per version (managedFields), and entries naming a version the change removes.
+5. Field managers per version (managedFields), each an applier (GitOps, kubectl apply), a
+   one-time command (kubectl create) or a controller, with what to change when the version goes.
 6. Conversion strategy and webhook changes.
 7. The runbook: the steps that make the change safe, as commands.
 
