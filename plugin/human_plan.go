@@ -174,7 +174,7 @@ func (p *planPrinter) item(it *plan.Item) error {
 			text += fmt.Sprintf("; %s drop fields", plural(lossy, "change"))
 		}
 		if it.Verdict == plan.VerdictStricter {
-			text += "; no live object is affected"
+			text += "; no live object violates them"
 		}
 		p.line("  Stricter: ", text+" (schema changes below)")
 	}
