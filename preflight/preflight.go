@@ -11,9 +11,10 @@
 //     H, convert by apiVersion, prune in T's schema); with a webhook, H → T → H through the
 //     webhook (convert.RunSource, its pruned-fields and round-trip checks). Fields present at H
 //     and gone at T are lost by a rewrite at T.
-//   - Writes that would be rejected. Every object is read at T (a paged LIST) and its no-op
-//     update at T is previewed under the live CRD with T as the storage version (ratcheting as
-//     the API server does): the rewrite would fail on it, after the storage switch.
+//   - Writes that would be rejected. Every object is read at T (a paged LIST) and the rewrite's
+//     write of it at T is sent as a server-side dry run (nothing is written): the API server's
+//     own decoding, defaulting, validation with ratcheting and admission say whether the
+//     rewrite would fail on it, after the storage switch.
 //
 // It has no command-line code: it returns a Report, and Advice/BackupCommands say how to keep
 // the data in words a caller prints.
@@ -290,32 +291,77 @@ func (e *evaluation) eachPage(v string, fn func([]unstructured.Unstructured) err
 	}
 }
 
-// rejections previews the no-op update of every object, read at the target, under the live
-// CRD with the target as storage version (ratcheting: the old object is the same object).
+// rejections sends the rewrite's write of every object, read at the target, as a
+// server-side dry run: the API server runs its whole update path (decoding, defaulting,
+// validation with ratcheting against the object as it holds it, admission webhooks) and
+// writes nothing. The preview engine's update models that path, but the old object the API
+// server ratchets against is decoded from etcd at the version it is encoded at, which a model
+// from the listed object cannot see (a field the target dropped makes the object "changed"):
+// the API server itself is the oracle. Validation is at the request version, so the answer
+// is the same before and after the storage switch.
 func (e *evaluation) rejections() error {
+	ri := e.dyn.Resource(crdinfo.GVR(e.crd, e.r.Target))
 	return e.eachPage(e.r.Target, func(items []unstructured.Unstructured) error {
 		for i := range items {
 			u := &items[i]
 			e.r.Objects++
-			body, err := u.MarshalJSON()
-			if err != nil {
-				return err
+			var w dynamic.ResourceInterface = ri
+			if ns := u.GetNamespace(); ns != "" {
+				w = ri.Namespace(ns)
 			}
-			ur, err := e.p.Update(e.ctx, body, body, preview.PreviewOptions{FieldValidation: preview.FieldValidationWarn})
-			if err != nil {
-				var ie *preview.InputError
-				if errors.As(err, &ie) {
-					e.rejected(u, []string{err.Error()})
-					continue
+			for attempt := 1; ; attempt++ {
+				_, err := w.Update(e.ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+				switch {
+				case err == nil, apierrors.IsNotFound(err):
+				case apierrors.IsConflict(err) && attempt < 5:
+					// Changed since listed: judge it as it is now.
+					fresh, gerr := w.Get(e.ctx, u.GetName(), metav1.GetOptions{})
+					if gerr == nil {
+						u = fresh
+						continue
+					}
+					if !apierrors.IsNotFound(gerr) {
+						return fmt.Errorf("%s: reading it at %s: %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, gerr)
+					}
+				case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err) || apierrors.IsBadRequest(err):
+					e.rejected(u, statusTexts(err))
+				default:
+					return fmt.Errorf("%s: a dry-run write at %s (nothing is written): %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, err)
 				}
-				return fmt.Errorf("%s: previewing the update at %s: %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, err)
-			}
-			if !ur.Accepted() {
-				e.rejected(u, preview.ErrorTexts(ur.Errors))
+				break
 			}
 		}
 		return nil
 	})
+}
+
+// isAdmissionDenial tells an admission webhook's or policy's "no" (a 403 whose message says
+// so) from missing rights.
+func isAdmissionDenial(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "admission webhook") || strings.Contains(msg, "ValidatingAdmissionPolicy")
+}
+
+// statusTexts are the API server's reasons: "field: message" per cause, else its message.
+func statusTexts(err error) []string {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		if d := st.Status().Details; d != nil && len(d.Causes) > 0 {
+			out := make([]string, 0, len(d.Causes))
+			for _, c := range d.Causes {
+				if c.Field != "" && !strings.HasPrefix(c.Message, c.Field) {
+					out = append(out, c.Field+": "+c.Message)
+				} else {
+					out = append(out, c.Message)
+				}
+			}
+			return out
+		}
+		if m := st.Status().Message; m != "" {
+			return []string{m}
+		}
+	}
+	return []string{err.Error()}
 }
 
 func (e *evaluation) rejected(u *unstructured.Unstructured, errs []string) {
