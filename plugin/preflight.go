@@ -13,6 +13,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/preflight"
@@ -33,30 +34,20 @@ func (e *preflightRefusal) Error() string { return e.msg }
 // preflightPart is a preflight report as printed before the question (human output only).
 type preflightPart struct{ r *preflight.Report }
 
-// webhookTransport is the way to crd's conversion webhook for a preflight: its URL directly,
-// or the API server's service proxy for a service (no flag needed; the caBundle is not
-// verified on that path, which does not matter for reading what a conversion drops). nil when
-// neither can be built: what the webhook loses is then reported as unknown.
+// webhookTransport is the way to crd's conversion webhook for a preflight: its URL, or the
+// API server's service proxy for a service (no flag needed). nil when it cannot be built:
+// what the webhook loses is then reported as unknown.
 func (g *Globals) webhookTransport(crd *apiextensionsv1.CustomResourceDefinition) convert.Transport {
-	if convert.Strategy(crd) != string(apiextensionsv1.WebhookConverter) || crd.Spec.Conversion.Webhook == nil || crd.Spec.Conversion.Webhook.ClientConfig == nil {
+	if convert.Strategy(crd) != string(apiextensionsv1.WebhookConverter) {
 		return nil
 	}
-	if crd.Spec.Conversion.Webhook.ClientConfig.URL != nil {
-		t, err := convert.NewHTTPTransport(crd, convert.TransportOptions{Timeout: 10 * time.Second})
-		if err != nil {
-			return nil
+	var client rest.Interface
+	if cs, err := g.clients(); err == nil {
+		if kube, err := cs.Kube(); err == nil {
+			client = kube.CoreV1().RESTClient()
 		}
-		return t
 	}
-	cs, err := g.clients()
-	if err != nil {
-		return nil
-	}
-	kube, err := cs.Kube()
-	if err != nil {
-		return nil
-	}
-	t, err := convert.NewServiceProxyTransport(crd, kube.CoreV1().RESTClient(), 10*time.Second)
+	t, err := convert.DefaultTransport(crd, client, 10*time.Second)
 	if err != nil {
 		return nil
 	}

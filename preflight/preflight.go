@@ -55,6 +55,9 @@ type Options struct {
 	// MaxListed bounds the objects listed by name per kind of finding (0: 100); the counts
 	// are complete.
 	MaxListed int
+	// SkipRejections leaves out the rejection pass (its dry-run writes need update rights):
+	// only what the rewrite would lose is evaluated.
+	SkipRejections bool
 }
 
 // Loss is an object whose fields a rewrite at the target would drop.
@@ -82,7 +85,8 @@ type Report struct {
 	Resource string `json:"resource"`
 	Target   string `json:"target"`
 	Strategy string `json:"strategy"`
-	// Objects is the number of objects evaluated (read at the target).
+	// Objects is the number of objects evaluated (read at the target; 0 when the rejection
+	// pass was skipped).
 	Objects int64 `json:"objects"`
 	// HoldingVersions are the versions objects' data may be held at (status.storedVersions
 	// and the storage version, served ones): a backup reads every one of them.
@@ -213,8 +217,10 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 	}
 	e := &evaluation{ctx: ctx, dyn: dyn, crd: crd, o: o, r: r, p: p, total: -1}
 
-	if err := e.rejections(); err != nil {
-		return r, err
+	if !o.SkipRejections {
+		if err := e.rejections(); err != nil {
+			return r, err
+		}
 	}
 	for _, h := range r.Compared {
 		if r.Strategy == string(apiextensionsv1.WebhookConverter) {
