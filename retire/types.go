@@ -43,8 +43,8 @@ type Options struct {
 	OnRewrite func(r *migrate.Rewriter, total int64) func()
 	// Notify receives a line for every step taken.
 	Notify func(string)
-	// PreWrite, when set, is called after planning and before anything is written (also on a
-	// dry run), when the objects are still to be rewritten, with the CRD and the version they
+	// PreWrite, when set, is called after planning and the rights check, before the question
+	// and any write (on a dry run, after planning), when the objects are still to be rewritten, with the CRD and the version they
 	// will be rewritten at: a check of what the rewrite would lose or be refused (package
 	// preflight). What it returns is kept in Result.Preflight; an error stops the run before
 	// any write and is returned as it is.
