@@ -104,6 +104,9 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 		}
 	}
 	r.res = &Result{Plan: plan, DryRun: o.DryRun, WritersSinceStart: []ownership.Writer{}, Problems: []string{}}
+	if o.Planned != nil {
+		o.Planned(plan)
+	}
 	preWrite := func() error {
 		if o.PreWrite == nil || r.step(StepRewrite).State != StatePending {
 			return nil

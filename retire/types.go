@@ -36,6 +36,9 @@ type Options struct {
 	// Rewrite tunes the object rewrite (Checkpoint "" = migrate's default path) and the
 	// managedFields pass (Concurrency, ChunkSize, MaxAttempts).
 	Rewrite migrate.RewriteOptions
+	// Planned, when set, is called with the plan as soon as it is made (also on a dry run),
+	// before PreWrite and Confirm.
+	Planned func(*Plan)
 	// Confirm is asked once, after planning, before the first write; nil means yes.
 	Confirm func(*Plan) (bool, error)
 	// OnRewrite is called when the object rewrite starts (e.g. to show progress); the
