@@ -278,4 +278,14 @@ func TestDoctorReportsDataLoss(t *testing.T) {
 		!strings.Contains(found.Fix, "kubectl get kafkausers.v1beta2.pfdoctor.example.com -A -o yaml > kafkausers.v1beta2.backup.yaml") {
 		t.Errorf("data-loss finding = %+v\n%s", found, r.stdout)
 	}
+
+	// migrate --all meets the same objects: it refuses the whole run before any write.
+	before := snapshot(t, crd, dynamic.NewForConfigOrDie(env.Config), "v1beta2")
+	r = runCluster(t, "migrate", "--all", "--yes")
+	if r.code != ExitProblems {
+		t.Fatalf("migrate --all: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "migrate --all", r.stdout, "Preflight of "+crd.Name, ns+"/alice")
+	mustContain(t, "migrate --all", r.stderr, "refusing before any write", "kubectl crdver migrate --all --allow-data-loss")
+	before.check(t, "a refused migrate --all", snapshot(t, crd, dynamic.NewForConfigOrDie(env.Config), "v1beta2"))
 }

@@ -177,12 +177,16 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 	if err != nil {
 		return nil, err
 	}
-	if !v.Served {
-		return nil, fmt.Errorf("%s: version %q is not served: objects cannot be written at it", crd.Name, target)
-	}
 	r := &Report{CRD: crd.Name, Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural, Target: target,
 		Strategy: convert.Strategy(crd), HoldingVersions: []string{}, Compared: []string{},
 		Losses: []Loss{}, Rejected: []Rejection{}, Unknown: []string{}}
+	if !v.Served {
+		// The rewrite then writes at another served version and the API server converts:
+		// not evaluated, so not called safe.
+		r.Unknown = append(r.Unknown, fmt.Sprintf("%s is not served: objects are written at another version and converted to it, which the preflight does not evaluate (serve %s to check)", target, target))
+		r.Backup = BackupCommands(r.Group, r.Resource, crdinfo.ServedVersions(crd))
+		return r, nil
+	}
 
 	holding := append([]string{storage}, crd.Status.StoredVersions...)
 	for _, h := range crdinfo.VersionNames(crd) {
