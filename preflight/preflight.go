@@ -117,6 +117,20 @@ func (r *Report) Safe() bool {
 // LosesData reports whether objects would lose fields, or whether that is unknown.
 func (r *Report) LosesData() bool { return r.LossCount > 0 || len(r.Unknown) > 0 }
 
+// HoldingVersions are the versions the data of crd's objects may be held at and can be read
+// at, in priority order: the storage version and the other versions of status.storedVersions,
+// the served ones.
+func HoldingVersions(crd *apiextensionsv1.CustomResourceDefinition) []string {
+	holding := append([]string{crdinfo.StorageVersion(crd)}, crd.Status.StoredVersions...)
+	out := []string{}
+	for _, v := range crdinfo.VersionNames(crd) {
+		if slices.Contains(holding, v) && crdinfo.IsServed(crd, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // BackupCommands are the commands that save every object of crd at each of versions, read at
 // that version: `kubectl get <plural>.<version>.<group> -A -o yaml > <plural>.<version>.backup.yaml`.
 // A plain `kubectl get <plural>` reads at the preferred version, which already prunes what
@@ -188,18 +202,15 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 		return r, nil
 	}
 
-	holding := append([]string{storage}, crd.Status.StoredVersions...)
-	for _, h := range crdinfo.VersionNames(crd) {
-		if !slices.Contains(holding, h) || slices.Contains(r.HoldingVersions, h) {
-			continue
-		}
-		if !crdinfo.IsServed(crd, h) {
-			r.Unknown = append(r.Unknown, fmt.Sprintf("%s is in status.storedVersions but not served: objects stored at it cannot be read at it, so neither backed up nor compared (serve it again to check)", h))
-			continue
-		}
-		r.HoldingVersions = append(r.HoldingVersions, h)
+	r.HoldingVersions = HoldingVersions(crd)
+	for _, h := range r.HoldingVersions {
 		if h != target {
 			r.Compared = append(r.Compared, h)
+		}
+	}
+	for _, h := range crd.Status.StoredVersions {
+		if crdinfo.Has(crd, h) && !crdinfo.IsServed(crd, h) {
+			r.Unknown = append(r.Unknown, fmt.Sprintf("%s is in status.storedVersions but not served: objects stored at it cannot be read at it, so neither backed up nor compared (serve it again to check)", h))
 		}
 	}
 	for _, h := range crd.Status.StoredVersions {
