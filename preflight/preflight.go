@@ -28,6 +28,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -323,42 +325,83 @@ func (e *evaluation) eachPage(v string, fn func([]unstructured.Unstructured) err
 func (e *evaluation) rejections() error {
 	ri := e.dyn.Resource(crdinfo.GVR(e.crd, e.r.Target))
 	return e.eachPage(e.r.Target, func(items []unstructured.Unstructured) error {
-		for i := range items {
-			u := &items[i]
-			e.r.Objects++
-			var w dynamic.ResourceInterface = ri
-			if ns := u.GetNamespace(); ns != "" {
-				w = ri.Namespace(ns)
-			}
-			for attempt := 1; ; attempt++ {
-				_, err := w.Update(e.ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
-				switch {
-				case err == nil, apierrors.IsNotFound(err):
-				case apierrors.IsConflict(err) && attempt < 5:
-					// Changed since listed: judge it as it is now.
-					fresh, gerr := w.Get(e.ctx, u.GetName(), metav1.GetOptions{})
-					if gerr == nil {
-						u = fresh
-						continue
+		// A page's dry runs, dryRunWorkers at a time; the outcomes are recorded in list order.
+		type outcome struct {
+			errs    []string
+			unknown string
+			err     error
+		}
+		out := make([]outcome, len(items))
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < dryRunWorkers && w < len(items); w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(items) || e.ctx.Err() != nil {
+						return
 					}
-					if !apierrors.IsNotFound(gerr) {
-						return fmt.Errorf("%s: reading it at %s: %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, gerr)
-					}
-				case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err) || apierrors.IsBadRequest(err):
-					e.rejected(u, statusTexts(err))
-				case apierrors.IsForbidden(err):
-					// No right to update (a dry run needs the rights a write needs): the rest
-					// would be refused alike.
-					e.r.Unknown = append(e.r.Unknown, fmt.Sprintf("whether the API server accepts writes at %s is unknown: a dry-run write needs update rights on %s (%s)", e.r.Target, e.crd.Spec.Names.Plural, statusTexts(err)[0]))
-					return errStopPass
-				default:
-					return fmt.Errorf("%s: a dry-run write at %s (nothing is written): %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, err)
+					out[i].errs, out[i].unknown, out[i].err = e.dryRun(ri, &items[i])
 				}
-				break
+			}()
+		}
+		wg.Wait()
+		if err := e.ctx.Err(); err != nil {
+			return err
+		}
+		for i := range items {
+			e.r.Objects++
+			switch o := out[i]; {
+			case o.err != nil:
+				return o.err
+			case o.unknown != "":
+				e.r.Unknown = append(e.r.Unknown, o.unknown)
+				return errStopPass
+			case o.errs != nil:
+				e.rejected(&items[i], o.errs)
 			}
 		}
 		return nil
 	})
+}
+
+// dryRunWorkers is how many dry-run writes are in flight.
+const dryRunWorkers = 8
+
+// dryRun sends u's write at the target as a dry run: the API server's reasons when it would
+// be rejected (nil when accepted or gone), or why the answer is unknown (no right to update).
+func (e *evaluation) dryRun(ri dynamic.NamespaceableResourceInterface, u *unstructured.Unstructured) ([]string, string, error) {
+	var w dynamic.ResourceInterface = ri
+	if ns := u.GetNamespace(); ns != "" {
+		w = ri.Namespace(ns)
+	}
+	for attempt := 1; ; attempt++ {
+		_, err := w.Update(e.ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return nil, "", nil
+		case apierrors.IsConflict(err) && attempt < 5:
+			// Changed since listed: judge it as it is now.
+			fresh, gerr := w.Get(e.ctx, u.GetName(), metav1.GetOptions{})
+			if apierrors.IsNotFound(gerr) {
+				return nil, "", nil
+			}
+			if gerr != nil {
+				return nil, "", fmt.Errorf("%s: reading it at %s: %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, gerr)
+			}
+			u = fresh
+		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err) || apierrors.IsBadRequest(err):
+			return statusTexts(err), "", nil
+		case apierrors.IsForbidden(err):
+			// No right to update (a dry run needs the rights a write needs): the rest would be
+			// refused alike.
+			return nil, fmt.Sprintf("whether the API server accepts writes at %s is unknown: a dry-run write needs update rights on %s (%s)", e.r.Target, e.crd.Spec.Names.Plural, statusTexts(err)[0]), nil
+		default:
+			return nil, "", fmt.Errorf("%s: a dry-run write at %s (nothing is written): %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, err)
+		}
+	}
 }
 
 // isAdmissionDenial tells an admission webhook's or policy's "no" (a 403 whose message says
