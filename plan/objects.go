@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/preview"
 )
 
@@ -128,6 +129,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 		}
 		if !ur.Accepted() {
 			f.UpdateErrors = errorTexts(ur.Errors)
+			f.Notes = differenceNotes(p, f.Notes, f.UpdateErrors)
 		}
 		warnings := ur.Warnings
 		if e.readDeprecated && len(warnings) > 0 {
@@ -161,10 +163,22 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 		}
 		if !cr.Accepted() {
 			f.CreateErrors = errorTexts(cr.Errors)
+			f.Notes = differenceNotes(p, f.Notes, f.CreateErrors)
 		}
 	}
 	res.finding = f
 	return res
+}
+
+// differenceNotes adds to notes the note of each known difference between Kubernetes versions
+// (kubeversion.Differences) that errors depend on, once.
+func differenceNotes(p *preview.Previewer, notes, errors []string) []string {
+	for _, n := range kubeversion.NotesFor(p.KubeVersion(), kubeversion.CheckObjectValidation, errors) {
+		if !slices.Contains(notes, n) {
+			notes = append(notes, n)
+		}
+	}
+	return notes
 }
 
 // evalOptions are what the object pass needs besides the evaluator.
