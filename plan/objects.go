@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
-	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/preview"
 )
 
@@ -168,17 +167,6 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 	}
 	res.finding = f
 	return res
-}
-
-// differenceNotes adds to notes the note of each known difference between Kubernetes versions
-// (kubeversion.Differences) that errors depend on, once.
-func differenceNotes(p *preview.Previewer, notes, errors []string) []string {
-	for _, n := range kubeversion.NotesFor(p.KubeVersion(), kubeversion.CheckObjectValidation, errors) {
-		if !slices.Contains(notes, n) {
-			notes = append(notes, n)
-		}
-	}
-	return notes
 }
 
 // evalOptions are what the object pass needs besides the evaluator.

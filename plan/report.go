@@ -8,10 +8,10 @@ package plan
 
 // Report is the result of planning one or more CRDs.
 type Report struct {
-	Items []Item `json:"items"`
 	// KubernetesVersion is the version the plan was judged as (the cluster's, or
 	// --kube-version; "1.37").
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	Items             []Item `json:"items"`
 }
 
 // Breaking reports whether any item is breaking (see Item.Breaking).

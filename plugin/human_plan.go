@@ -55,14 +55,10 @@ func dashList(s []string) string { return dash(strings.Join(s, ", ")) }
 
 func printPlanItem(w io.Writer, it *plan.Item, wide, noHeaders bool) error {
 	fmt.Fprintf(w, "%s (%s)\n", it.CRD, it.Operation)
-	dryRun := ""
-	if it.ApplyVerdictSource == plan.VerdictServerDryRun {
-		dryRun = " (server-side dry-run)"
-	}
 	if it.Apply.Allowed {
-		fmt.Fprintf(w, "  Apply: allowed%s\n", dryRun)
+		fmt.Fprintln(w, "  Apply: allowed")
 	} else {
-		fmt.Fprintf(w, "  Apply: rejected by the API server%s:\n", dryRun)
+		fmt.Fprintln(w, "  Apply: rejected by the API server:")
 		for _, e := range it.Apply.Errors {
 			fmt.Fprintf(w, "    %s\n", e)
 		}

@@ -222,7 +222,8 @@ func TestPlanLiveApplyVerdictFromDryRun(t *testing.T) {
 	if r.code != ExitProblems {
 		t.Errorf("human: exit %d, want 1:\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	mustContain(t, "stdout", r.stdout, "Apply: rejected by the API server (server-side dry-run):", "probes are not allowed here")
+	mustContain(t, "stdout", r.stdout, "Apply: rejected by the API server:", "probes are not allowed here")
+	mustContain(t, "stderr", r.stderr, "note: apply verdict from the API server (server-side dry-run, nothing written): "+name)
 	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the dry-run created the CRD (get: %v)", err)
 	}

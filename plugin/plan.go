@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/preview"
 	"strings"
@@ -97,10 +98,10 @@ rejected on create or update, or a schema change is breaking; 3 could not comple
 	f.IntVar(&o.ConvertSample, "convert-sample", 0, "For a new CRD with a conversion webhook: round-trip this many live objects through the new webhook configuration, with convert's checks")
 	f.StringVar(&o.WebhookAddress, "webhook-address", "", "With --convert-sample: HOST:PORT to reach the new webhook at (e.g. after kubectl port-forward); TLS is still verified as the clientConfig's name")
 	o.progressFlags = addProgressFlags(cmd)
-	o.kube = addKubeVersionFlag(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("field-validation", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"Strict", "Warn", "Ignore"}, cobra.ShellCompDirectiveNoFileComp
 	})
+	o.kube = addKubeVersionFlag(cmd)
 	return cmd
 }
 
@@ -249,6 +250,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return err
 	}
 	judged.printNote(o.g.ErrOut)
+	printApplySources(o.g.ErrOut, report)
 	if runErr != nil {
 		return o.runError(runErr)
 	}
@@ -352,4 +354,24 @@ func (o *PlanOptions) dryRunClient(ctx context.Context, live *apiextensionsv1.Cu
 		return nil, nil
 	}
 	return cs.CRDs()
+}
+
+// printApplySources says, after the output, which apply verdicts the API server gave itself
+// (server-side dry-run) and which were computed here (JSON: items[].applyVerdictSource).
+func printApplySources(w io.Writer, r *plan.Report) {
+	var server, offline []string
+	for _, it := range r.Items {
+		switch it.ApplyVerdictSource {
+		case plan.VerdictServerDryRun:
+			server = append(server, it.CRD)
+		case plan.VerdictOffline:
+			offline = append(offline, it.CRD)
+		}
+	}
+	if len(server) > 0 {
+		fmt.Fprintf(w, "note: apply verdict from the API server (server-side dry-run, nothing written): %s\n", strings.Join(server, ", "))
+		if len(offline) > 0 {
+			fmt.Fprintf(w, "note: apply verdict computed here (the dry-run could not be made or was not allowed): %s\n", strings.Join(offline, ", "))
+		}
+	}
 }
