@@ -21,7 +21,9 @@ const maxCRDErrorsShown = 3
 // customresourcedefinition registry strategy's PrepareForCreate (status reset, storedVersions
 // set to the storage version) and Validate, which is validation.ValidateCustomResourceDefinition
 // (names, versions, exactly one storage version, structural schemas, defaults, list types, CEL
-// rules compiled with their cost). It returns the errors as the API server words them.
+// rules compiled with their cost). It returns the errors as the API server words them. It
+// validates as the Kubernetes version the process emulates (kubeversion.Emulate, set once per
+// run from --kube-version or the cluster): the CEL libraries admitted in new rules, the formats.
 func Validate(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (field.ErrorList, error) {
 	internal := &apiextensions.CustomResourceDefinition{}
 	if err := crdinfo.Scheme().Convert(crd.DeepCopy(), internal, nil); err != nil {
@@ -36,6 +38,8 @@ func Validate(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition
 type InvalidError struct {
 	Name   string
 	Errors field.ErrorList
+	// KubeVersion is the Kubernetes version it was validated as ("": not said).
+	KubeVersion string
 }
 
 // Error is one line: the first few of the API server's messages and how many there are.
@@ -55,6 +59,9 @@ func (e *InvalidError) Error() string {
 	n := fmt.Sprintf("%d errors", len(errs))
 	if len(errs) == 1 {
 		n = "1 error"
+	}
+	if e.KubeVersion != "" {
+		n = "as Kubernetes " + e.KubeVersion + "; " + n
 	}
 	return fmt.Sprintf("CustomResourceDefinition %s is invalid: the API server would refuse it (%s): %s%s",
 		name, n, strings.Join(msgs, "; "), more)

@@ -113,6 +113,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 		}
 		if !ur.Accepted() {
 			f.UpdateErrors = errorTexts(ur.Errors)
+			f.Notes = differenceNotes(p, f.Notes, f.UpdateErrors)
 		}
 		warnings := ur.Warnings
 		if e.readDeprecated && len(warnings) > 0 {
@@ -146,6 +147,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 		}
 		if !cr.Accepted() {
 			f.CreateErrors = errorTexts(cr.Errors)
+			f.Notes = differenceNotes(p, f.Notes, f.CreateErrors)
 		}
 	}
 	res.finding = f

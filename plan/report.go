@@ -15,6 +15,9 @@ type Report struct {
 	Items []Item `json:"items"`
 	// Summary counts the items by verdict (filled by Summarize).
 	Summary Summary `json:"summary"`
+	// KubernetesVersion is the version the plan was judged as (the cluster's, or
+	// --kube-version; "1.37").
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 }
 
 // Verdicts of an Item (and of a Report: its worst item's).
@@ -100,6 +103,8 @@ type Item struct {
 	// Operation is create when the CRD is not in the cluster, update otherwise.
 	Operation string `json:"operation"`
 	Apply     Apply  `json:"apply"`
+	// ApplyVerdictSource says where Apply comes from: server-dry-run or offline.
+	ApplyVerdictSource string `json:"applyVerdictSource,omitempty"`
 	// StorageVersion before (the live CRD; "" for a create) and after the apply.
 	StorageVersion StorageChange `json:"storageVersion"`
 	// StoredVersionsAfterApply is status.storedVersions as the API server leaves it after the

@@ -17,6 +17,7 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/crdschema"
+	"github.com/crdver/kubectl-crdver/kubeversion"
 )
 
 // crdSource is where a command's CRD comes from: files (-f/--crd-file) or, when none are
@@ -33,6 +34,9 @@ type crdSource struct {
 	input *inputFlags
 	// cmd gives fromFiles the command's context (Ctrl-C).
 	cmd *cobra.Command
+	// kube is --kube-version, when the command has it: CRD files are validated as that
+	// Kubernetes version (else as the version the run emulates).
+	kube *kubeVersionFlag
 }
 
 func addCRDFileFlag(cmd *cobra.Command, g *Globals, name, shorthand string) *crdSource {
@@ -195,6 +199,11 @@ func (s *crdSource) load(ctx context.Context) ([]*apiextensionsv1.CustomResource
 	if s.loaded != nil {
 		return s.loaded, nil
 	}
+	if s.kube != nil && !s.kube.v.IsZero() {
+		if err := kubeversion.Emulate(s.kube.v); err != nil {
+			return nil, err
+		}
+	}
 	where := strings.Join(s.files, ", ")
 	skipped := &skipList{what: "not a CustomResourceDefinition", one: "is not a CustomResourceDefinition"}
 	crds := []*apiextensionsv1.CustomResourceDefinition{}
@@ -267,7 +276,7 @@ func decodeCRD(ctx context.Context, d Document, warnOut io.Writer) (*apiextensio
 	if len(errs) == 0 {
 		return crd, nil
 	}
-	invalid := UsageErrorf("%s: %w", d.Where(), &crdschema.InvalidError{Name: crd.Name, Errors: errs})
+	invalid := UsageErrorf("%s: %w", d.Where(), &crdschema.InvalidError{Name: crd.Name, Errors: errs, KubeVersion: kubeversion.Emulated().String()})
 	if d.APIVersion == "apiextensions.k8s.io/v1beta1" {
 		if warnOut != nil {
 			fmt.Fprintf(warnOut, "warning: %s (apiextensions.k8s.io/v1beta1 is refused by API servers since 1.22; as v1 it would be refused for these errors)\n", invalid)

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/preview"
+	"io"
 	"strings"
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -50,7 +53,8 @@ type PlanOptions struct {
 	WebhookAddress  string
 	FailOn          string
 
-	fv preview.FieldValidation
+	fv   preview.FieldValidation
+	kube *kubeVersionFlag
 }
 
 // NewCmdPlan builds `kubectl crdver plan`.
@@ -114,6 +118,7 @@ Exit status: 0 safe or stricter; 1 breaking or unknown (and stricter with --fail
 	_ = cmd.RegisterFlagCompletionFunc("field-validation", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"Strict", "Warn", "Ignore"}, cobra.ShellCompDirectiveNoFileComp
 	})
+	o.kube = addKubeVersionFlag(cmd)
 	return cmd
 }
 
@@ -155,7 +160,7 @@ func (o *PlanOptions) Validate() error {
 	case o.Workers < 0:
 		return UsageErrorf("--workers must be 0 (one per core) or more, got %d", o.Workers)
 	}
-	return nil
+	return o.kube.validate()
 }
 
 // readCRDDocs reads the CRDs of files, skipping (and counting) documents that are not CRDs.
@@ -194,6 +199,11 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	live := len(o.OldFiles) == 0
+	judged, err := o.kube.resolve(ctx, o.g, live, live)
+	if err != nil {
+		return err
+	}
 	if skipped > 0 {
 		if skipped == 1 {
 			o.progress.Notef("skipped 1 document that is not a CustomResourceDefinition")
@@ -209,7 +219,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if applyFile == "-" {
 		applyFile = "NEW-CRDS.yaml"
 	}
-	report := &plan.Report{Items: []plan.Item{}}
+	report := &plan.Report{Items: []plan.Item{}, KubernetesVersion: judged.String()}
 	var runErr error
 	for i, crd := range next {
 		var counter atomic.Int64
@@ -229,7 +239,13 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 					return total
 				}})
 		}
-		opts := plan.Options{FieldValidation: o.fv, Sample: o.Sample, Workers: o.Workers, Progress: &counter, ApplyFile: applyFile}
+		opts := plan.Options{FieldValidation: o.fv, Sample: o.Sample, Workers: o.Workers, Progress: &counter, ApplyFile: applyFile, KubeVersion: judged.Version}
+		if live && o.kube.v.IsZero() { // --kube-version asks for another version than the server's
+			if opts.DryRun, err = o.dryRunClient(ctx, lives[i], crd.Name); err != nil {
+				stop()
+				return err
+			}
+		}
 		if o.ConvertSample > 0 && crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
 			tr, err := convert.NewHTTPTransport(crd, convert.TransportOptions{Address: o.WebhookAddress})
 			if err != nil {
@@ -257,6 +273,8 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
 		return err
 	}
+	judged.printNote(o.g.ErrOut)
+	printApplySources(o.g.ErrOut, report)
 	if runErr != nil {
 		return o.runError(runErr)
 	}
@@ -339,4 +357,54 @@ func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.Cust
 		}
 	}
 	return lives, sources, nil
+}
+
+// dryRunClient is the CRD client for a server-side dry-run of the apply when the user may
+// create (live == nil) or update the CRD (a SelfSubjectAccessReview), else nil: the verdict is
+// then computed offline. A dry-run writes nothing.
+func (o *PlanOptions) dryRunClient(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, name string) (apiextensionsclient.Interface, error) {
+	cs, err := o.g.clients()
+	if err != nil {
+		return nil, err
+	}
+	kube, err := cs.Kube()
+	if err != nil {
+		return nil, err
+	}
+	attr := &authorizationv1.ResourceAttributes{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verb: "update", Name: name}
+	if live == nil {
+		attr.Verb, attr.Name = "create", ""
+	}
+	review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
+		&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attr}}, metav1.CreateOptions{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, Unavailable(ctx.Err())
+		}
+		return nil, nil // no answer: offline
+	}
+	if !review.Status.Allowed {
+		return nil, nil
+	}
+	return cs.CRDs()
+}
+
+// printApplySources says, after the output, which apply verdicts the API server gave itself
+// (server-side dry-run) and which were computed here (JSON: items[].applyVerdictSource).
+func printApplySources(w io.Writer, r *plan.Report) {
+	var server, offline []string
+	for _, it := range r.Items {
+		switch it.ApplyVerdictSource {
+		case plan.VerdictServerDryRun:
+			server = append(server, it.CRD)
+		case plan.VerdictOffline:
+			offline = append(offline, it.CRD)
+		}
+	}
+	if len(server) > 0 {
+		fmt.Fprintf(w, "note: apply verdict from the API server (server-side dry-run, nothing written): %s\n", strings.Join(server, ", "))
+		if len(offline) > 0 {
+			fmt.Fprintf(w, "note: apply verdict computed here (the dry-run could not be made or was not allowed): %s\n", strings.Join(offline, ", "))
+		}
+	}
 }

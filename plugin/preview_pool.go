@@ -88,7 +88,7 @@ func (p *previewPool) deliver(r previewDone) error {
 // preview previews one object on a worker of the pool.
 func (p *previewPool) preview(ctx context.Context, w *preview.Worker, job previewJob) previewDone {
 	d, crd := job.doc, job.crd
-	pv, err := w.Previewer(crd)
+	pv, err := w.Previewer(crd, preview.WithKubeVersion(p.o.judged.Version))
 	if err != nil {
 		return previewDone{err: Usage(fmt.Errorf("%s: %w", d.Where(), err))}
 	}
@@ -218,13 +218,13 @@ func (out *previewOutput) finish(accepted, rejected, skipped int) error {
 		if !out.started {
 			head = "{\n  \"items\": [],\n"
 		}
-		_, err = fmt.Fprintf(out.w, "%s  \"accepted\": %d,\n  \"rejected\": %d,\n  \"skipped\": %d\n}\n", head, accepted, rejected, skipped)
+		_, err = fmt.Fprintf(out.w, "%s  \"accepted\": %d,\n  \"rejected\": %d,\n  \"skipped\": %d,\n  \"kubernetesVersion\": %q\n}\n", head, accepted, rejected, skipped, out.o.judged.String())
 	case outputYAML:
 		head := ""
 		if !out.started {
 			head = "items: []\n"
 		}
-		_, err = fmt.Fprintf(out.w, "%saccepted: %d\nrejected: %d\nskipped: %d\n", head, accepted, rejected, skipped)
+		_, err = fmt.Fprintf(out.w, "%saccepted: %d\nrejected: %d\nskipped: %d\nkubernetesVersion: %q\n", head, accepted, rejected, skipped, out.o.judged.String())
 	case outputName:
 		// One line per object on stdout; the counts go to stderr.
 		_, err = fmt.Fprintf(out.o.g.ErrOut, "%s: %d accepted, %d rejected\n", plural(accepted+rejected, "object"), accepted, rejected)

@@ -41,12 +41,13 @@ type Worker struct {
 	previewers map[string]*Previewer
 }
 
-// Previewer returns the worker's Previewer for crd, building it on first use (by CRD name).
-func (w *Worker) Previewer(crd *apiextensionsv1.CustomResourceDefinition) (*Previewer, error) {
+// Previewer returns the worker's Previewer for crd, building it on first use (by CRD name) with
+// opts (e.g. WithKubeVersion).
+func (w *Worker) Previewer(crd *apiextensionsv1.CustomResourceDefinition, opts ...Option) (*Previewer, error) {
 	if pv, ok := w.previewers[crd.Name]; ok {
 		return pv, nil
 	}
-	pv, err := NewPreviewer(crd)
+	pv, err := NewPreviewer(crd, opts...)
 	if err != nil {
 		return nil, err
 	}
