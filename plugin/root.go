@@ -38,6 +38,7 @@ func (g *Globals) Namespace() (string, error) {
 // NewRootCmd builds the `kubectl crdver` command tree. Every call returns a fresh tree with
 // its own flags, so tests can build as many as they like.
 func NewRootCmd(streams genericiooptions.IOStreams) *cobra.Command {
+	streams = onScreen(streams) // the progress bar is cleared before anything is printed to its terminal
 	g := &Globals{IOStreams: streams, ConfigFlags: genericclioptions.NewConfigFlags(true)}
 	cmd := &cobra.Command{
 		Use:   "kubectl-crdver",
