@@ -101,7 +101,7 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 		RunE:              runE(o),
 	}
 	o.cmd = cmd
-	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
 	f := cmd.Flags()
 	f.StringVar(&o.To, "to", "", "Make this version the storage version first (it must exist and be served)")
 	registerVersionCompletion(cmd, o.source, "to")

@@ -143,5 +143,5 @@ func rank(outcome string) int {
 	case migrate.OutcomeProblems:
 		return 1
 	}
-	return 2
+	return 2 // failed, interrupted, not run
 }

@@ -72,7 +72,7 @@ Exit codes: 0 done; 1 something keeps VERSION from being dropped safely (said wh
 		ValidArgsFunction: completeCRDNames(g),
 		RunE:              runE(o),
 	}
-	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
 	f := cmd.Flags()
 	f.StringVar(&o.To, "to", "", "The version to move to (default: the highest-priority served version other than VERSION)")
 	registerVersionCompletion(cmd, o.source, "to")

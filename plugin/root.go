@@ -24,6 +24,7 @@ type Globals struct {
 
 	clientsMu sync.Mutex
 	clientSet *clientSet // built once per run (clients.go)
+	warnings  warningCounter
 }
 
 // Namespace returns -n or the context's namespace.
@@ -74,6 +75,7 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdDoctor(g),
 	)
 	flagNotesToStderr(cmd, streams.ErrOut)
+	summariseWarnings(cmd, g)
 	return cmd
 }
 
