@@ -112,6 +112,7 @@ Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not 
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before switching the storage version")
 	f.BoolVar(&o.All, "all", false, "Migrate every CRD whose status.storedVersions lists a version other than its storage version: one plan, one question, one progress display")
 	o.progressFlags = addProgressFlags(cmd)
+	cmd.Flags().Lookup("quiet").Usage = "No progress on stderr; with --all, only the result (no plan unless a question is asked about it)"
 	_ = cmd.RegisterFlagCompletionFunc("engine", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{engineClient, engineCluster}, cobra.ShellCompDirectiveNoFileComp
 	})

@@ -68,8 +68,12 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 	for _, p := range plans {
 		total += p.Objects
 	}
-	if err := o.printer.PrintPart(o.g.Out, allPlan{plans: plans, crds: len(all), total: total}); err != nil {
-		return err
+	// --quiet leaves only the result: the plan is shown when it is the result (a dry run, or
+	// nothing pending) or when a question is asked about it.
+	if !o.progressFlags.quiet || o.DryRun || len(plans) == 0 || !o.Yes {
+		if err := o.printer.PrintPart(o.g.Out, allPlan{plans: plans, crds: len(all), total: total}); err != nil {
+			return err
+		}
 	}
 	if o.DryRun || len(plans) == 0 {
 		return o.printer.PrintReport(o.g.Out, report)

@@ -84,6 +84,7 @@ Exit codes: 0 done; 1 something keeps VERSION from being dropped safely (said wh
 	f.BoolVar(&o.Force, "force", false, "Unserve/remove even if a manager still writes VERSION, entries remain, or a deployment tool manages the CRD")
 	o.addRewriteFlags(f, "Checkpoint file of the rewrite (default: migrate's, in your cache folder, per cluster and CRD)")
 	o.progressFlags = addProgressFlags(cmd)
+	cmd.Flags().Lookup("quiet").Usage = "Only the result: no progress, and no plan unless a question is asked about it"
 	return cmd
 }
 
@@ -135,13 +136,20 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 		},
 		Notify: func(s string) { o.progress.Notef("retire: %s", s) },
 	}
+	// --quiet leaves only the result: the plan is shown when it is the result (a dry run) or
+	// when a question is asked about it.
 	printed := false
 	ro.Confirm = func(p *retire.Plan) (bool, error) {
+		ask := !o.Yes && planWrites(p)
+		if o.progressFlags.quiet && !ask {
+			printed = true
+			return true, nil
+		}
 		printed = true
 		if err := o.printer.PrintPart(o.g.Out, p); err != nil {
 			return false, err
 		}
-		if o.Yes || !planWrites(p) {
+		if !ask {
 			return true, nil
 		}
 		return o.g.confirm(fmt.Sprintf("Carry out the pending steps on %s? [y/N]: ", p.CRD))
