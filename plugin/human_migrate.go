@@ -172,15 +172,18 @@ func printAllPlan(w io.Writer, plans []*migrate.Plan, crds int, total int64, wid
 }
 
 // printAllSummary prints one row per CRD, those that did not end "done" first (worst first),
-// the note wrapped to fit the terminal (in full with -o wide); then the objects that failed.
+// then the objects that failed. The notes (what stopped a CRD, why a trim was refused) come as
+// lines under the table, wrapped to fit the terminal; with -o wide, as its last column.
 func printAllSummary(w io.Writer, items []migrate.AllItem, wide, noHeaders bool) error {
 	fmt.Fprintln(w)
-	t := &table{header: []string{"crd", "outcome", "rewritten", "already current", "deleted", "failed", "stored versions", "note"}}
-	if !wide {
-		t.maxWidth = terminalWidth
+	header := []string{"crd", "outcome", "rewritten", "already current", "deleted", "failed", "stored versions"}
+	if wide {
+		header = append(header, "note")
 	}
+	t := &table{header: header}
 	items = slices.Clone(items)
 	slices.SortStableFunc(items, func(a, b migrate.AllItem) int { return outcomeRank(b.Outcome) - outcomeRank(a.Outcome) })
+	var notes []string
 	for _, it := range items {
 		row := []string{it.CRD, it.Outcome, "-", "-", "-", "-", "-", it.Error}
 		if r := it.Result; r != nil {
@@ -192,10 +195,19 @@ func printAllSummary(w io.Writer, items []migrate.AllItem, wide, noHeaders bool)
 				row[7] = "not trimmed: " + tr.Reason
 			}
 		}
+		if !wide {
+			if row[7] != "" {
+				notes = append(notes, it.CRD+": "+row[7])
+			}
+			row = row[:7]
+		}
 		t.add(row...)
 	}
 	if err := t.print(w, noHeaders); err != nil {
 		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(w, strings.ReplaceAll(wrapWords(n, terminalWidth-2), "\n", "\n  "))
 	}
 	for _, it := range items {
 		if it.Result != nil && len(it.Result.Failures) > 0 {
