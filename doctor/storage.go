@@ -153,7 +153,6 @@ func (k *checker) checkVersions(census *ownership.Census, groupPreferred string)
 	}
 }
 
-
 // oneTimeCreate reports whether w's entries come from a create that is not repeated: kubectl
 // create's field manager.
 func oneTimeCreate(w ownership.Writer) bool { return w.Manager == "kubectl-create" }
