@@ -550,7 +550,7 @@ func TestOneTimeCreateIsNotAWriter(t *testing.T) {
 	}
 	r := doctorOf(t, Options{}, crd.Name)
 	fs := findingsOf(r, crd.Name)
-	expect(t, fs, CheckVersions, SeverityWarning, "deprecated version v1beta1 is named by the managedFields entries of a one-time create", "kubectl-create (Update, 1 objects")
+	expect(t, fs, CheckVersions, SeverityWarning, "deprecated version v1beta1 is named by the managedFields entries of a one-time create or edit", "kubectl-create (Update, 1 objects")
 	for _, f := range fs {
 		if strings.Contains(f.Message, "still written by") {
 			t.Errorf("a one-time create is called a writer: %s", f.Message)

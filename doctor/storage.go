@@ -108,8 +108,8 @@ func (k *checker) checkVersions(census *ownership.Census, groupPreferred string)
 			if row.Objects == 0 {
 				continue
 			}
-			// A one-time create (kubectl create) left entries but will not write again: it is
-			// not "still written by".
+			// A one-off command (kubectl create, edit, label…) left entries but will not write
+			// again: it is not "still written by".
 			var writers, creates []ownership.Writer
 			for _, w := range row.Managers {
 				if oneTimeCreate(w) {
@@ -123,7 +123,7 @@ func (k *checker) checkVersions(census *ownership.Census, groupPreferred string)
 			if len(writers) > 0 {
 				msg = fmt.Sprintf("deprecated version %s is still written by field managers: %s", v.Name, describeWriters(writers))
 				if len(creates) > 0 {
-					msg += fmt.Sprintf("; entries of a one-time create: %s", describeWriters(creates))
+					msg += fmt.Sprintf("; entries of a one-time create or edit: %s", describeWriters(creates))
 				}
 				names := make([]string, 0, len(writers))
 				for _, w := range writers {
@@ -134,7 +134,7 @@ func (k *checker) checkVersions(census *ownership.Census, groupPreferred string)
 					fix = fmt.Sprintf("move the writers to %s, then kubectl crdver retire %s %s", to, crd.Name, v.Name)
 				}
 			} else {
-				msg = fmt.Sprintf("deprecated version %s is named by the managedFields entries of a one-time create (nothing writes it again): %s", v.Name, describeWriters(creates))
+				msg = fmt.Sprintf("deprecated version %s is named by the managedFields entries of a one-time create or edit (nothing writes it again): %s", v.Name, describeWriters(creates))
 				fix = "move the entries before removing the version"
 				if to != "" {
 					fix = fmt.Sprintf("kubectl crdver retire %s %s (moves the entries to %s)", crd.Name, v.Name, to)
@@ -153,9 +153,11 @@ func (k *checker) checkVersions(census *ownership.Census, groupPreferred string)
 	}
 }
 
-// oneTimeCreate reports whether w's entries come from a create that is not repeated: kubectl
-// create's field manager.
-func oneTimeCreate(w ownership.Writer) bool { return w.Manager == "kubectl-create" }
+// oneTimeCreate reports whether w's entries come from a person's one-off command (kubectl
+// create, edit, label…: ownership.RoleOf), which is not expected to write again.
+func oneTimeCreate(w ownership.Writer) bool {
+	return ownership.RoleOf(w.Manager, w.Operation) == ownership.RoleOneTime
+}
 
 // describeWriters is "m (Apply, 3 objects, last T), …", at most three, then "and N more".
 func describeWriters(ws []ownership.Writer) string {
