@@ -15,12 +15,20 @@ TEST_BINARIES := kube-apiserver etcd kube-controller-manager
 .PHONY: install build test test-assets bench clean
 
 ## install: install kubectl-crdver (and kubectl_complete-crdver for shell completion) into GOBIN,
-## then run `kubectl crdver versions` on the bundled CronTab example.
+## then run `kubectl crdver versions` on the bundled CronTab example (the binary directly when
+## kubectl is not on PATH).
 install:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(GOBIN)/kubectl-crdver ./cmd/kubectl-crdver
 	ln -sf kubectl-crdver $(GOBIN)/kubectl_complete-crdver
 	@case ":$$PATH:" in *":$(GOBIN):"*) ;; *) echo "note: add $(GOBIN) to your PATH so that kubectl finds the plugin";; esac
-	PATH="$(GOBIN):$$PATH" kubectl crdver versions -f testdata/crds/crontab.yaml
+	@if command -v kubectl >/dev/null 2>&1; then \
+		echo 'kubectl crdver versions -f testdata/crds/crontab.yaml'; \
+		PATH="$(GOBIN):$$PATH" kubectl crdver versions -f testdata/crds/crontab.yaml; \
+	else \
+		echo 'note: kubectl is not on your PATH, so the plugin is run directly; with kubectl installed, run it as kubectl crdver'; \
+		echo '$(GOBIN)/kubectl-crdver versions -f testdata/crds/crontab.yaml'; \
+		$(GOBIN)/kubectl-crdver versions -f testdata/crds/crontab.yaml; \
+	fi
 
 ## build: build bin/kubectl-crdver
 build:

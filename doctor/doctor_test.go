@@ -532,3 +532,31 @@ func TestSchema(t *testing.T) {
 		t.Errorf("estimate of the rejected rule: %+v, want over the limit", rules)
 	}
 }
+
+// Entries of a deprecated version left by kubectl create (a one-time create) are not called
+// "still written by": nothing writes that version again; the fix is retire, which moves them.
+func TestOneTimeCreateIsNotAWriter(t *testing.T) {
+	crd := testenv.TwoVersionCRD("onetime.doctor.test", "widgets", "Widget", specSchema())
+	crd.Spec.Versions[0].Storage, crd.Spec.Versions[1].Storage = false, true
+	crd.Spec.Versions[0].Deprecated = true
+	create(t, crd)
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crd.Spec.Group + "/v1beta1", "kind": crd.Spec.Names.Kind,
+		"metadata": map[string]any{"name": "created", "namespace": "default"},
+		"spec":     map[string]any{"size": int64(1)},
+	}}
+	if _, err := dynClient(t).Resource(crdinfo.GVR(crd, "v1beta1")).Namespace("default").Create(context.Background(), obj, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		t.Fatal(err)
+	}
+	r := doctorOf(t, Options{}, crd.Name)
+	fs := findingsOf(r, crd.Name)
+	expect(t, fs, CheckVersions, SeverityWarning, "deprecated version v1beta1 is named by the managedFields entries of a one-time create or edit", "kubectl-create (Update, 1 objects")
+	for _, f := range fs {
+		if strings.Contains(f.Message, "still written by") {
+			t.Errorf("a one-time create is called a writer: %s", f.Message)
+		}
+		if f.Check == CheckVersions && strings.Contains(f.Message, "one-time create") && !strings.Contains(f.Fix, "kubectl crdver retire "+crd.Name+" v1beta1") {
+			t.Errorf("fix %q, want retire", f.Fix)
+		}
+	}
+}

@@ -112,25 +112,39 @@ func (k *checker) checkVersions(census *ownership.Census, groupPreferred string)
 			if row.Objects == 0 {
 				continue
 			}
-			var managers []string
-			for i, w := range row.Managers {
-				if i == 3 {
-					managers = append(managers, fmt.Sprintf("and %d more", len(row.Managers)-3))
-					break
+			// A one-off command (kubectl create, edit, label…) left entries but will not write
+			// again: it is not "still written by".
+			var writers, creates []ownership.Writer
+			for _, w := range row.Managers {
+				if oneTimeCreate(w) {
+					creates = append(creates, w)
+				} else {
+					writers = append(writers, w)
 				}
-				last := ""
-				if w.LastWrite != nil {
-					last = ", last " + w.LastWrite.UTC().Format(time.RFC3339)
-				}
-				managers = append(managers, fmt.Sprintf("%s (%s, %d objects%s)", w.Manager, w.Operation, w.Objects, last))
 			}
 			to := bestVersion(crd)
-			fix := "move the writers (" + strings.Join(managerNames(row), ", ") + ") to a served non-deprecated version"
-			if to != "" {
-				fix = fmt.Sprintf("move the writers to %s, then kubectl crdver retire %s %s", to, crd.Name, v.Name)
+			var msg, fix string
+			if len(writers) > 0 {
+				msg = fmt.Sprintf("deprecated version %s is still written by field managers: %s", v.Name, describeWriters(writers))
+				if len(creates) > 0 {
+					msg += fmt.Sprintf("; entries of a one-time create or edit: %s", describeWriters(creates))
+				}
+				names := make([]string, 0, len(writers))
+				for _, w := range writers {
+					names = append(names, w.Manager)
+				}
+				fix = "move the writers (" + strings.Join(names, ", ") + ") to a served non-deprecated version"
+				if to != "" {
+					fix = fmt.Sprintf("move the writers to %s, then kubectl crdver retire %s %s", to, crd.Name, v.Name)
+				}
+			} else {
+				msg = fmt.Sprintf("deprecated version %s is named by the managedFields entries of a one-time create or edit (nothing writes it again): %s", v.Name, describeWriters(creates))
+				fix = "move the entries before removing the version"
+				if to != "" {
+					fix = fmt.Sprintf("kubectl crdver retire %s %s (moves the entries to %s)", crd.Name, v.Name, to)
+				}
 			}
-			k.add(CheckVersions, SeverityWarning, fix,
-				fmt.Sprintf("deprecated version %s is still written by field managers: %s", v.Name, strings.Join(managers, ", ")))
+			k.add(CheckVersions, SeverityWarning, fix, msg)
 		}
 	}
 	// kubectl and discovery use the group's preferred version; when this CRD serves it and it is
@@ -143,10 +157,25 @@ func (k *checker) checkVersions(census *ownership.Census, groupPreferred string)
 	}
 }
 
-func managerNames(r ownership.VersionCount) []string {
+// oneTimeCreate reports whether w's entries come from a person's one-off command (kubectl
+// create, edit, label…: ownership.RoleOf), which is not expected to write again.
+func oneTimeCreate(w ownership.Writer) bool {
+	return ownership.RoleOf(w.Manager, w.Operation) == ownership.RoleOneTime
+}
+
+// describeWriters is "m (Apply, 3 objects, last T), …", at most three, then "and N more".
+func describeWriters(ws []ownership.Writer) string {
 	var out []string
-	for _, w := range r.Managers {
-		out = append(out, w.Manager)
+	for i, w := range ws {
+		if i == 3 {
+			out = append(out, fmt.Sprintf("and %d more", len(ws)-3))
+			break
+		}
+		last := ""
+		if w.LastWrite != nil {
+			last = ", last " + w.LastWrite.UTC().Format(time.RFC3339)
+		}
+		out = append(out, fmt.Sprintf("%s (%s, %d objects%s)", w.Manager, w.Operation, w.Objects, last))
 	}
-	return out
+	return strings.Join(out, ", ")
 }

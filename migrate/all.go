@@ -64,17 +64,19 @@ type AllItem struct {
 	// Error is what stopped this CRD's migration ("" when it ran to the end).
 	Error string `json:"error,omitempty"`
 	// Outcome: "done" (every object accounted for, trimmed or nothing to trim), "problems"
-	// (objects failed or the trim was not safe), "failed" (could not complete), "not run"
-	// (an earlier interruption stopped the whole run).
+	// (objects failed or the trim was not safe), "failed" (could not complete), "interrupted"
+	// (stopped by Ctrl-C or a cancelled context; its checkpoint resumes it), "not run" (an
+	// earlier interruption stopped the whole run).
 	Outcome string `json:"outcome"`
 }
 
 // Outcomes of AllItem, from best to worst.
 const (
-	OutcomeDone     = "done"
-	OutcomeProblems = "problems"
-	OutcomeFailed   = "failed"
-	OutcomeNotRun   = "not run"
+	OutcomeDone        = "done"
+	OutcomeProblems    = "problems"
+	OutcomeFailed      = "failed"
+	OutcomeInterrupted = "interrupted"
+	OutcomeNotRun      = "not run"
 )
 
 // AllResult is what RunAll did, one item per plan, in the plans' order.
@@ -106,7 +108,12 @@ func RunAll(ctx context.Context, c *Clients, plans []*Plan, o AllOptions) *AllRe
 }
 
 func runOne(ctx context.Context, c *Clients, name string, o AllOptions, item *AllItem) {
-	fail := func(err error) { item.Outcome, item.Error = OutcomeFailed, err.Error() }
+	fail := func(err error) {
+		item.Outcome, item.Error = OutcomeFailed, err.Error()
+		if ctx.Err() != nil {
+			item.Outcome = OutcomeInterrupted
+		}
+	}
 	crd, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		fail(fmt.Errorf("getting %s: %w", name, err))
@@ -140,7 +147,7 @@ func runOne(ctx context.Context, c *Clients, name string, o AllOptions, item *Al
 		return
 	}
 	if result.Interrupted {
-		item.Outcome, item.Error = OutcomeFailed, fmt.Sprintf("interrupted after %d objects; progress saved in %s", result.Total(), result.Checkpoint)
+		item.Outcome, item.Error = OutcomeInterrupted, fmt.Sprintf("interrupted after %d objects; progress saved in %s", result.Total(), result.Checkpoint)
 		return
 	}
 	item.Outcome = OutcomeDone

@@ -111,3 +111,37 @@ func TestRunAllMigratesOnlyThePendingCRDs(t *testing.T) {
 		}
 	}
 }
+
+// A cancelled run (Ctrl-C) marks the CRD it was on "interrupted", not "failed", and the CRDs
+// after it "not run".
+func TestRunAllInterruptedIsNotFailed(t *testing.T) {
+	f1 := newFixture(t, "allint1", 20, false)
+	f2 := newFixture(t, "allint2", 20, false)
+	c := f1.clients
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, f := range []*fixture{f1, f2} {
+		crds = append(crds, f.get(t))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	plans, err := PlanAll(ctx, c, crds, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	res := RunAll(ctx, c, plans, AllOptions{
+		Rewrite:    RewriteOptions{Concurrency: 1, ChunkSize: 5},
+		Trim:       true,
+		Checkpoint: func(crd string) (string, error) { return filepath.Join(dir, crd+".json"), nil },
+		OnRewrite:  func(string, *Rewriter) { cancel() }, // Ctrl-C as the first rewrite starts
+	})
+	if !res.Interrupted || len(res.Items) != 2 {
+		t.Fatalf("result %+v, want interrupted with 2 items", res)
+	}
+	if it := res.Items[0]; it.Outcome != OutcomeInterrupted {
+		t.Errorf("%s: outcome %q (error %q), want %q", it.CRD, it.Outcome, it.Error, OutcomeInterrupted)
+	}
+	if it := res.Items[1]; it.Outcome != OutcomeNotRun {
+		t.Errorf("%s: outcome %q, want %q", it.CRD, it.Outcome, OutcomeNotRun)
+	}
+}

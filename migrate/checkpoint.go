@@ -35,6 +35,8 @@ type Checkpoint struct {
 	Failures       []Failure `json:"failures,omitempty"`
 	StartedAt      time.Time `json:"startedAt"`
 	UpdatedAt      time.Time `json:"updatedAt"`
+	// TrimmedTo is status.storedVersions as a trim based on this completed run left it (Trim).
+	TrimmedTo []string `json:"trimmedTo,omitempty"`
 }
 
 // DefaultCheckpointPath is the checkpoint file for a CRD of the cluster at server, in the

@@ -1,6 +1,8 @@
 package migrate
 
 import (
+	"slices"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
@@ -18,6 +20,14 @@ func CompletedEvidence(server string, crd *apiextensionsv1.CustomResourceDefinit
 	if ok, _ := cp.matches(server, crd.Name, string(crd.UID), crdinfo.StorageVersion(crd), crd.Generation); !ok {
 		return nil, nil
 	}
+	// storedVersions lists a version again after a trim based on this run: someone changed it
+	// through /status (which leaves the generation alone), e.g. after restoring objects stored
+	// at that version. The run no longer proves where the objects are.
+	for _, v := range crd.Status.StoredVersions {
+		if cp.TrimmedTo != nil && !slices.Contains(cp.TrimmedTo, v) {
+			return nil, nil
+		}
+	}
 	return &Evidence{CRD: cp.CRD, UID: cp.UID, StorageVersion: cp.StorageVersion, Generation: cp.Generation,
-		Complete: true, Failed: cp.Counts.Failed, Engine: "the recorded run"}, nil
+		Complete: true, Failed: cp.Counts.Failed, Engine: "the recorded run", Checkpoint: path}, nil
 }

@@ -27,11 +27,15 @@ type Evidence struct {
 	Failed         int64
 	// Engine names what did the rewrite, for messages ("this run", "StorageVersionMigration x").
 	Engine string
+	// Checkpoint is the file of the run ("" when none): Trim records there what it left in
+	// status.storedVersions, so that a later change of it (through /status only, which leaves
+	// the generation alone) makes the recorded run stale (CompletedEvidence).
+	Checkpoint string
 }
 
 // EvidenceOf is the evidence a rewrite Result gives.
 func EvidenceOf(r *Result) Evidence {
-	return Evidence{CRD: r.CRD, UID: r.UID, StorageVersion: r.StorageVersion, Generation: r.Generation, Complete: r.Complete, Failed: r.Failed, Engine: "this run"}
+	return Evidence{CRD: r.CRD, UID: r.UID, StorageVersion: r.StorageVersion, Generation: r.Generation, Complete: r.Complete, Failed: r.Failed, Engine: "this run", Checkpoint: r.Checkpoint}
 }
 
 // TrimResult says what happened to status.storedVersions.
@@ -88,7 +92,23 @@ func Trim(ctx context.Context, c *Clients, ev Evidence) (*TrimResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trimming status.storedVersions of %s: %w", ev.CRD, err)
 	}
+	if out.Safe && ev.Checkpoint != "" && equalStrings(out.After, []string{ev.StorageVersion}) {
+		if err := recordTrim(ev.Checkpoint, out.After); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
+}
+
+// recordTrim notes in the completed run's checkpoint at path what status.storedVersions was
+// left as.
+func recordTrim(path string, after []string) error {
+	cp, err := LoadCheckpoint(path)
+	if err != nil || cp == nil || cp.State != StateComplete {
+		return err
+	}
+	cp.TrimmedTo = append([]string{}, after...)
+	return cp.Save(path)
 }
 
 // unsafeReason says why ev does not prove that every object of crd is stored at its storage

@@ -18,8 +18,8 @@ import (
 )
 
 // clientSet is the one set of API clients of a command run: the kubeconfig is loaded once and
-// API server warnings (deprecated versions, unknown fields) go to stderr through one handler,
-// once each. Each client is built on first use from the same configuration.
+// API server warnings (deprecated versions, unknown fields) are counted by one handler and
+// summarised on stderr once the command ends (warnings.go). Each client is built on first use from the same configuration.
 type clientSet struct {
 	config *rest.Config
 
@@ -57,7 +57,7 @@ func (g *Globals) clients() (*clientSet, error) {
 	// bulk work.
 	cfg.QPS, cfg.Burst = 100, 200
 	cfg.UserAgent = "kubectl-crdver/" + Version
-	cfg.WarningHandler = rest.NewWarningWriter(g.ErrOut, rest.WarningWriterOptions{Deduplicate: true})
+	cfg.WarningHandler = &g.warnings
 	g.clientSet = &clientSet{config: cfg}
 	return g.clientSet, nil
 }

@@ -18,13 +18,15 @@ import (
 )
 
 const convertExample = `  # Convert the objects of a file to v1 through the live webhook, and back, checking everything
-  kubectl crdver convert crontabs.stable.example.com --to v1 -f crontabs.yaml --round-trip
+  kubectl crdver convert crontabs.stable.example.com --to v1 -f testdata/convert/crontabs-v1beta1.yaml --round-trip
 
   # A service-referenced webhook, after kubectl port-forward -n crontab svc/crontab-conversion 9443:443;
   # TLS is still verified against the CRD's caBundle as crontab-conversion.crontab.svc
   kubectl crdver convert crontabs.stable.example.com --to v1 --from-cluster -A --webhook-address 127.0.0.1:9443
 
   # Fuzz the webhook with 500 objects synthesised from the v1beta1 schema; keep the failing ones
+  # (crontab-crd.yaml: the CRD, with the url and caBundle of a webhook you run, e.g. the test
+  # webhook: go run ./internal/testwebhook/cmd/crontab-webhook &, which writes crontab-crd.yaml)
   kubectl crdver convert --crd-file crontab-crd.yaml --to v1 --generate 500 --seed 7 --from v1beta1 --round-trip --keep failing.yaml
 
   # No network path to the webhook: let the API server call it (server-side dry runs, nothing is written)

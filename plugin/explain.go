@@ -13,7 +13,7 @@ import (
 )
 
 const explainExample = `  # Is the schema structural? Then the top-level fields of the preferred version
-  kubectl crdver explain -f widget-crd.yaml
+  kubectl crdver explain -f testdata/crds/widget.yaml
 
   # One field and everything under it, in a given version
   kubectl crdver explain widgets.preview.example.com spec.ports --version v1 --recursive

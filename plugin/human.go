@@ -64,9 +64,9 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 	case *migrate.Report:
 		return printMigrateReport(w, r, p.noHeaders)
 	case allPlan:
-		return printAllPlan(w, r.plans, r.crds, r.total, p.noHeaders)
+		return printAllPlan(w, r.plans, r.crds, r.total, p.wide, p.noHeaders)
 	case *MigrateAllReport:
-		return printMigrateAllReport(w, r, p.noHeaders)
+		return printMigrateAllReport(w, r, p.wide, p.noHeaders)
 	case *convert.Report:
 		return printConvertReport(w, r, p.noHeaders)
 	case *doctor.Report:
@@ -74,10 +74,10 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 	case *plan.Report:
 		return printPlanReport(w, r, p.wide, p.noHeaders)
 	case *retire.Plan:
-		return printRetirePlan(w, r, p.noHeaders)
+		return printRetirePlan(w, r, p.wide, p.noHeaders)
 	case retireReport:
 		if r.showResult {
-			printRetireResult(w, r.res, p.noHeaders)
+			printRetireResult(w, r.res, p.wide, p.noHeaders)
 		}
 		return nil
 	case dryRunNote:

@@ -2,17 +2,21 @@ package plugin
 
 import (
 	"io"
+	"slices"
 	"strconv"
 
 	"github.com/crdver/kubectl-crdver/doctor"
 )
 
-// printDoctorReport prints doctor's summary table (one row per CRD), or with -o wide every
-// finding with its fix.
+// printDoctorReport prints doctor's summary table (one row per CRD, those with findings first,
+// the first finding wrapped to fit the terminal), or with -o wide every finding with its fix, in
+// full.
 func printDoctorReport(w io.Writer, r *doctor.Report, wide, noHeaders bool) error {
+	items := slices.Clone(r.Items)
+	slices.SortStableFunc(items, func(a, b doctor.Item) int { return doctorRank(a) - doctorRank(b) })
 	if wide {
 		t := &table{header: []string{"crd", "check", "severity", "message", "fix"}}
-		for _, it := range r.Items {
+		for _, it := range items {
 			if len(it.Findings) == 0 {
 				t.add(it.CRD, "-", "ok", "no findings", "")
 			}
@@ -22,8 +26,8 @@ func printDoctorReport(w io.Writer, r *doctor.Report, wide, noHeaders bool) erro
 		}
 		return t.print(w, noHeaders)
 	}
-	t := &table{header: []string{"crd", "errors", "warnings", "first finding"}}
-	for _, it := range r.Items {
+	t := &table{header: []string{"crd", "errors", "warnings", "first finding"}, maxWidth: terminalWidth}
+	for _, it := range items {
 		e, wn := 0, 0
 		for _, f := range it.Findings {
 			switch f.Severity {
@@ -41,4 +45,21 @@ func printDoctorReport(w io.Writer, r *doctor.Report, wide, noHeaders bool) erro
 		t.add(it.CRD, strconv.Itoa(e), strconv.Itoa(wn), first)
 	}
 	return t.print(w, noHeaders)
+}
+
+// doctorRank orders CRDs for the tables: errors first, then warnings, then other findings, then
+// those without any.
+func doctorRank(it doctor.Item) int {
+	rank := 3
+	for _, f := range it.Findings {
+		switch f.Severity {
+		case doctor.SeverityError:
+			rank = min(rank, 0)
+		case doctor.SeverityWarning:
+			rank = min(rank, 1)
+		default:
+			rank = min(rank, 2)
+		}
+	}
+	return rank
 }

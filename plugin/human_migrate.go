@@ -3,6 +3,7 @@ package plugin
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -98,8 +99,8 @@ func printResult(w io.Writer, r *migrate.Result, noHeaders bool) error {
 	if err := t.print(w, noHeaders); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%s at %s: %d objects accounted for in %s (%.0f objects/s this run)\n",
-		r.CRD, r.StorageVersion, r.Total(), (time.Duration(r.ElapsedSeconds * float64(time.Second))).Round(10*time.Millisecond), r.ObjectsPerSecond)
+	fmt.Fprintf(w, "\n%s at %s: %s accounted for in %s (%.0f objects/s this run)\n",
+		r.CRD, r.StorageVersion, plural(int(r.Total()), "object"), (time.Duration(r.ElapsedSeconds * float64(time.Second))).Round(10*time.Millisecond), r.ObjectsPerSecond)
 	printManagedFieldsOutcome(w, r, noHeaders)
 	if len(r.Failures) > 0 {
 		fmt.Fprintln(w, "\nObjects that could not be rewritten:")
@@ -138,7 +139,7 @@ func printClusterResult(w io.Writer, r *migrate.ClusterResult) {
 }
 
 // printMigrateAllReport prints what migrate --all did (its plan was printed before, as a part).
-func printMigrateAllReport(w io.Writer, r *MigrateAllReport, noHeaders bool) error {
+func printMigrateAllReport(w io.Writer, r *MigrateAllReport, wide, noHeaders bool) error {
 	switch {
 	case r.DryRun:
 		_, err := fmt.Fprintln(w, "\nDry run: nothing was written.")
@@ -146,16 +147,21 @@ func printMigrateAllReport(w io.Writer, r *MigrateAllReport, noHeaders bool) err
 	case len(r.Plans) == 0:
 		return nil
 	}
-	return printAllSummary(w, r.Items, noHeaders)
+	return printAllSummary(w, r.Items, wide, noHeaders)
 }
 
-func printAllPlan(w io.Writer, plans []*migrate.Plan, crds int, total int64, noHeaders bool) error {
+// printAllPlan prints the plan of migrate --all: one row per CRD, its last step wrapped to fit
+// the terminal (in full with -o wide).
+func printAllPlan(w io.Writer, plans []*migrate.Plan, crds int, total int64, wide, noHeaders bool) error {
 	if len(plans) == 0 {
 		_, err := fmt.Fprintf(w, "No pending migration: each of the %d CRDs has only its storage version in status.storedVersions.\n", crds)
 		return err
 	}
 	fmt.Fprintf(w, "%d of %d CRDs have a pending migration (%d objects):\n\n", len(plans), crds, total)
 	t := &table{header: []string{"crd", "storage", "stored versions", "objects", "after the rewrite"}}
+	if !wide {
+		t.maxWidth = terminalWidth
+	}
 	for _, p := range plans {
 		last := ""
 		if len(p.Steps) > 0 {
@@ -166,9 +172,19 @@ func printAllPlan(w io.Writer, plans []*migrate.Plan, crds int, total int64, noH
 	return t.print(w, noHeaders)
 }
 
-func printAllSummary(w io.Writer, items []migrate.AllItem, noHeaders bool) error {
+// printAllSummary prints one row per CRD, those that did not end "done" first (worst first),
+// then the objects that failed. The notes (what stopped a CRD, why a trim was refused) come as
+// lines under the table, wrapped to fit the terminal; with -o wide, as its last column.
+func printAllSummary(w io.Writer, items []migrate.AllItem, wide, noHeaders bool) error {
 	fmt.Fprintln(w)
-	t := &table{header: []string{"crd", "outcome", "rewritten", "already current", "deleted", "failed", "stored versions", "note"}}
+	header := []string{"crd", "outcome", "rewritten", "already current", "deleted", "failed", "stored versions"}
+	if wide {
+		header = append(header, "note")
+	}
+	t := &table{header: header}
+	items = slices.Clone(items)
+	slices.SortStableFunc(items, func(a, b migrate.AllItem) int { return outcomeRank(b.Outcome) - outcomeRank(a.Outcome) })
+	var notes []string
 	for _, it := range items {
 		row := []string{it.CRD, it.Outcome, "-", "-", "-", "-", "-", it.Error}
 		if r := it.Result; r != nil {
@@ -180,15 +196,27 @@ func printAllSummary(w io.Writer, items []migrate.AllItem, noHeaders bool) error
 				row[7] = "not trimmed: " + tr.Reason
 			}
 		}
+		if !wide {
+			if row[7] != "" {
+				notes = append(notes, it.CRD+": "+row[7])
+			}
+			row = row[:7]
+		}
 		t.add(row...)
 	}
 	if err := t.print(w, noHeaders); err != nil {
 		return err
 	}
+	for _, n := range notes {
+		fmt.Fprintln(w, strings.ReplaceAll(wrapWords(n, terminalWidth-2), "\n", "\n  "))
+	}
 	for _, it := range items {
 		if it.Result != nil && len(it.Result.Failures) > 0 {
 			fmt.Fprintf(w, "\nObjects of %s that could not be rewritten:\n", it.CRD)
 			ft := &table{header: []string{"namespace", "name", "reason"}}
+			if !wide {
+				ft.maxWidth = terminalWidth
+			}
 			for _, f := range it.Result.Failures {
 				ft.add(f.Namespace, f.Name, f.Reason)
 			}
@@ -209,7 +237,7 @@ func printManagedFieldsOutcome(w io.Writer, r *migrate.Result, noHeaders bool) {
 	if r.ManagedFieldsLost == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n%d objects lost field managers through their rewrite:\n", r.ManagedFieldsLost)
+	fmt.Fprintf(w, "\n%s lost field managers through their rewrite:\n", plural(int(r.ManagedFieldsLost), "object"))
 	t := &table{header: []string{"namespace", "name", "managers lost"}, maxWidth: terminalWidth}
 	for i, l := range r.ManagedFieldsLosses {
 		if i == preflightShown {
@@ -219,4 +247,19 @@ func printManagedFieldsOutcome(w io.Writer, r *migrate.Result, noHeaders bool) {
 		t.add(l.Namespace, l.Name, strings.Join(l.Managers, ", "))
 	}
 	_ = t.print(w, noHeaders)
+}
+
+// outcomeRank orders migrate --all's outcomes from best (0) to worst.
+func outcomeRank(outcome string) int {
+	switch outcome {
+	case migrate.OutcomeDone:
+		return 0
+	case migrate.OutcomeProblems:
+		return 1
+	case migrate.OutcomeNotRun:
+		return 2
+	case migrate.OutcomeInterrupted:
+		return 3
+	}
+	return 4
 }

@@ -8,7 +8,9 @@ import (
 	"github.com/crdver/kubectl-crdver/retire"
 )
 
-func printRetirePlan(w io.Writer, p *retire.Plan, noHeaders bool) error {
+// printRetirePlan prints retire's plan; the steps' details wrap to fit the terminal (in full
+// with -o wide).
+func printRetirePlan(w io.Writer, p *retire.Plan, wide, noHeaders bool) error {
 	fmt.Fprintf(w, "Retire %s of %s\n", p.Version, p.CRD)
 	fmt.Fprintf(w, "  target version:   %s\n", p.Target)
 	fmt.Fprintf(w, "  storage version:  %s\n", p.StorageVersion)
@@ -25,15 +27,21 @@ func printRetirePlan(w io.Writer, p *retire.Plan, noHeaders bool) error {
 	}
 	fmt.Fprintln(w, "\nSteps:")
 	t := &table{header: []string{"step", "state", "detail"}}
+	if !wide {
+		t.maxWidth = terminalWidth
+	}
 	for i, s := range p.Steps {
 		t.add(fmt.Sprintf("%d. %s", i+1, s.Name), s.State, s.Detail)
 	}
 	return t.print(w, noHeaders)
 }
 
-func printRetireResult(w io.Writer, r *retire.Result, noHeaders bool) {
+func printRetireResult(w io.Writer, r *retire.Result, wide, noHeaders bool) {
 	fmt.Fprintln(w, "\nResult:")
 	t := &table{header: []string{"step", "state", "detail"}}
+	if !wide {
+		t.maxWidth = terminalWidth
+	}
 	for i, s := range r.Plan.Steps {
 		t.add(fmt.Sprintf("%d. %s", i+1, s.Name), s.State, s.Detail)
 	}

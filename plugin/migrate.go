@@ -116,7 +116,7 @@ message says how to resume).`,
 		RunE:              runE(o),
 	}
 	o.cmd = cmd
-	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
 	f := cmd.Flags()
 	f.StringVar(&o.To, "to", "", "Make this version the storage version first (it must exist and be served)")
 	registerVersionCompletion(cmd, o.source, "to")
@@ -127,6 +127,7 @@ message says how to resume).`,
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before switching the storage version")
 	f.BoolVar(&o.All, "all", false, "Migrate every CRD whose status.storedVersions lists a version other than its storage version: one plan, one question, one progress display")
 	o.progressFlags = addProgressFlags(cmd)
+	cmd.Flags().Lookup("quiet").Usage = "No progress on stderr; with --all, only the result (no plan unless a question is asked about it)"
 	_ = cmd.RegisterFlagCompletionFunc("engine", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{engineClient, engineCluster}, cobra.ShellCompDirectiveNoFileComp
 	})

@@ -72,8 +72,12 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 	for _, p := range plans {
 		total += p.Objects
 	}
-	if err := o.printer.PrintPart(o.g.Out, allPlan{plans: plans, crds: len(all), total: total}); err != nil {
-		return err
+	// --quiet leaves only the result: the plan is shown when it is the result (a dry run, or
+	// nothing pending) or when a question is asked about it.
+	if !o.progressFlags.quiet || o.DryRun || len(plans) == 0 || !o.Yes {
+		if err := o.printer.PrintPart(o.g.Out, allPlan{plans: plans, crds: len(all), total: total}); err != nil {
+			return err
+		}
 	}
 	// Preflight every CRD before anything is written: one refusal stops the whole run.
 	for _, crd := range pending {
@@ -167,5 +171,5 @@ func rank(outcome string) int {
 	case migrate.OutcomeProblems:
 		return 1
 	}
-	return 2
+	return 2 // failed, interrupted, not run
 }

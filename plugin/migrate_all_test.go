@@ -3,6 +3,8 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -71,6 +73,14 @@ func TestMigrateAllCommand(t *testing.T) {
 	}
 	if sv := crdOf(t, p1).Status.StoredVersions; strings.Join(sv, ",") != "v1" {
 		t.Errorf("%s storedVersions %v", p1, sv)
+	}
+	// Each CRD's checkpoint is in the cache folder, here the temporary one TestMain set up
+	// (testenv.IsolateCache), never the user's.
+	for _, name := range []string{p1, p2} {
+		cps, err := filepath.Glob(filepath.Join(os.Getenv("XDG_CACHE_HOME"), "kubectl-crdver", "migrate", name+"-*.json"))
+		if err != nil || len(cps) == 0 {
+			t.Errorf("no checkpoint of %s in XDG_CACHE_HOME %s (%v)", name, os.Getenv("XDG_CACHE_HOME"), err)
+		}
 	}
 
 	r = runCluster(t, "migrate", "--all", "--dry-run")

@@ -21,18 +21,19 @@ import (
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
-const planExample = `  # What applying an operator release's CRDs would do to the cluster (nothing is written)
+const planExample = `  # What applying an operator release's CRDs would do to the cluster (nothing is written):
+  # a file or directory, or a kustomization (config/crd here) through stdin
+  kubectl crdver plan -f testdata/crds/crontab-release.yaml
   kustomize build config/crd | kubectl crdver plan -f -
-  kubectl crdver plan -f deploy/crds/
 
   # Every object with a finding, with every message
-  kubectl crdver plan -f new-crd.yaml -o wide
+  kubectl crdver plan -f testdata/crds/crontab-release.yaml -o wide
 
   # CI, no cluster: against the previous release's CRD and sample objects
-  kubectl crdver plan -f new-crd.yaml --old-file old-crd.yaml --objects samples/
+  kubectl crdver plan -f plan/testdata/widgets-new.yaml --old-file plan/testdata/widgets-old.yaml --objects plan/testdata/widgets-objects.yaml
 
   # A large cluster: evaluate at most 1000 objects per CRD
-  kubectl crdver plan -f new-crd.yaml --sample 1000 -o json`
+  kubectl crdver plan -f testdata/crds/crontab-release.yaml --sample 1000 -o json`
 
 // PlanOptions are the options of `kubectl crdver plan`.
 type PlanOptions struct {

@@ -111,7 +111,7 @@ func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {
 	}
 	var what, then []string
 	if lost > 0 {
-		what = append(what, fmt.Sprintf("%d objects%s would lose fields", lost, of(losing)))
+		what = append(what, fmt.Sprintf("%s%s would lose fields", plural(int(lost), "object"), of(losing)))
 		then = append(then, "back up and convert them as said above, or accept the loss with "+cmd+" --allow-data-loss")
 	}
 	if len(unknown) > 0 {
@@ -121,7 +121,7 @@ func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {
 		}
 	}
 	if rejected > 0 {
-		what = append(what, fmt.Sprintf("%d objects%s would be rejected by the rewrite", rejected, of(rejecting)))
+		what = append(what, fmt.Sprintf("%s%s would be rejected by the rewrite", plural(int(rejected), "object"), of(rejecting)))
 		then = append(then, "fix them as said above, or leave them unrewritten with "+cmd+" --skip-invalid (status.storedVersions then keeps the old versions)")
 	}
 	return &preflightRefusal{reports: reps, msg: fmt.Sprintf("refusing before any write: %s (listed above); nothing was written: %s",
@@ -131,7 +131,7 @@ func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {
 // printPreflight prints a preflight report for people: counts, the objects (at most
 // preflightShown of each kind), what is unknown, and how to keep the data.
 func printPreflight(w io.Writer, r *preflight.Report, noHeaders bool) error {
-	fmt.Fprintf(w, "\nPreflight of %s at %s (conversion %s): %d objects read at %s", r.CRD, r.Target, r.Strategy, r.Objects, r.Target)
+	fmt.Fprintf(w, "\nPreflight of %s at %s (conversion %s): %s read at %s", r.CRD, r.Target, r.Strategy, plural(int(r.Objects), "object"), r.Target)
 	if len(r.Compared) > 0 {
 		fmt.Fprintf(w, ", compared with %s", strings.Join(r.Compared, ", "))
 	}
@@ -141,7 +141,7 @@ func printPreflight(w io.Writer, r *preflight.Report, noHeaders bool) error {
 		return nil
 	}
 	if r.LossCount > 0 {
-		fmt.Fprintf(w, "  %d objects would lose fields:\n", r.LossCount)
+		fmt.Fprintf(w, "  %s would lose fields:\n", plural(int(r.LossCount), "object"))
 		t := &table{header: []string{"object", "held at", "fields lost"}, maxWidth: terminalWidth}
 		for i, l := range r.Losses {
 			if i == preflightShown {
@@ -157,7 +157,7 @@ func printPreflight(w io.Writer, r *preflight.Report, noHeaders bool) error {
 		}
 	}
 	if r.RejectedCount > 0 {
-		fmt.Fprintf(w, "  %d objects would be rejected by a write at %s:\n", r.RejectedCount, r.Target)
+		fmt.Fprintf(w, "  %s would be rejected by a write at %s:\n", plural(int(r.RejectedCount), "object"), r.Target)
 		t := &table{header: []string{"object", "error"}, maxWidth: terminalWidth}
 		for i, x := range r.Rejected {
 			if i == preflightShown {

@@ -170,7 +170,7 @@ func TestMigrateRefusesRejectedBeforeSwitch(t *testing.T) {
 	if r.code != ExitProblems {
 		t.Fatalf("exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	mustContain(t, "refusal", r.stdout, "1 objects would be rejected by a write at v1", ns+"/broken", "spec.groupId: Required value")
+	mustContain(t, "refusal", r.stdout, "1 object would be rejected by a write at v1", ns+"/broken", "spec.groupId: Required value")
 	mustContain(t, "refusal", r.stderr, "would be rejected by the rewrite", "--skip-invalid")
 	before.check(t, "a refused migrate", snapshot(t, crd, dyn, "v1beta2"))
 

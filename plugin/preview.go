@@ -14,27 +14,28 @@ import (
 	"github.com/crdver/kubectl-crdver/preview"
 )
 
-const previewExample = `  # A helm chart's objects, with the CRDs from the chart itself (other kinds are skipped)
+const previewExample = `  # A helm chart's objects (your chart in ./chart), with the CRDs from the chart itself (other
+  # kinds are skipped)
   helm template ./chart --include-crds | kubectl crdver preview -f -
 
-  # One line per object for CI, only the rejected ones
+  # One line per object for CI, only the rejected ones (your kustomize overlay)
   kustomize build overlays/prod | kubectl crdver preview -f - -o name --only-rejected
 
   # What the API server would store for these objects (no cluster needed)
-  kubectl crdver preview -f widget.yaml --crd-file widget-crd.yaml
+  kubectl crdver preview -f testdata/preview/widgets.yaml --crd-file testdata/crds/widget.yaml
 
   # The CRD from the cluster; only what changed, as a unified diff
-  kubectl crdver preview -f widget.yaml widgets.preview.example.com --diff
+  kubectl crdver preview -f testdata/preview/widgets.yaml widgets.preview.example.com --diff
 
   # Like kubectl's default (--validate=strict): unknown or duplicate fields reject the object
-  kubectl crdver preview -f widget.yaml --crd-file widget-crd.yaml --field-validation Strict
+  kubectl crdver preview -f testdata/preview/widgets.yaml --crd-file testdata/crds/widget.yaml --field-validation Strict
 
-  # An update: transition rules (oldSelf) and ratcheting against the stored object
-  kubectl get widget demo -o yaml > old.yaml
-  kubectl crdver preview -f new.yaml --old-file old.yaml --crd-file widget-crd.yaml
+  # An update: transition rules (oldSelf) and ratcheting against the stored object (in a
+  # cluster, save it with kubectl get widget demo -o yaml > old.yaml and pass --old-file old.yaml)
+  kubectl crdver preview -f testdata/preview/widget-new.yaml --old-file testdata/preview/widget-old.yaml --crd-file testdata/crds/widget.yaml
 
   # The object as a client reading version v1beta1 would see it (conversion strategy None)
-  kubectl crdver preview -f widget.yaml --crd-file widget-crd.yaml --version v1beta1 -o json`
+  kubectl crdver preview -f testdata/preview/widgets.yaml --crd-file testdata/crds/widget.yaml --version v1beta1 -o json`
 
 // PreviewOptions are the options of `kubectl crdver preview`.
 type PreviewOptions struct {

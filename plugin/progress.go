@@ -4,17 +4,21 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
-// Progress is the one progress display of every long command (migrate, convert, plan,
-// retire): on a terminal a bar with count, rate and ETA; otherwise a plain line every
-// interval; nothing with --quiet. It writes to stderr only.
+// Progress is the one progress display of every long command (preview, plan, doctor, migrate,
+// convert, retire): on a terminal a bar with count, rate and ETA, drawn only once the work has
+// run for about a second (progressDelay) and cleared before anything else is printed to the
+// terminal and when the work ends; otherwise a plain line every interval, so only runs longer
+// than the interval print any; nothing with --quiet. It writes to stderr only.
 type Progress interface {
 	// Start shows the progress of task until the returned function is called (which prints
 	// the final state and returns once the display has stopped).
@@ -70,10 +74,18 @@ func (f *progressFlags) validate() error {
 	return nil
 }
 
-// toProgress is the display for stderr w.
+// toProgress is the display for stderr w (Globals.ErrOut: when it is a terminal, the screen
+// that NewRootCmd set up, shared with stdout).
 func (f *progressFlags) toProgress(w io.Writer) Progress {
 	return NewProgress(w, f.quiet, f.interval)
 }
+
+// progressDelay is how long work runs before a bar is drawn on a terminal: shorter runs show
+// none, so their output is never preceded by a flash of progress.
+const progressDelay = time.Second
+
+// barRefresh is how often a bar is redrawn.
+const barRefresh = 200 * time.Millisecond
 
 // NewProgress returns the display for w: a bar when w is a terminal, plain lines every
 // interval otherwise, nothing when quiet.
@@ -84,7 +96,13 @@ func NewProgress(w io.Writer, quiet bool, interval time.Duration) Progress {
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}
-	return &streamProgress{w: w, tty: isTerminal(w), interval: interval}
+	p := &streamProgress{w: w, interval: interval, clock: realClock}
+	if sw, ok := w.(*screenWriter); ok {
+		p.w, p.screen = sw.s.w, sw.s
+	} else if isTerminal(w) {
+		p.screen = &screen{w: w}
+	}
+	return p
 }
 
 type quietProgress struct{}
@@ -92,24 +110,45 @@ type quietProgress struct{}
 func (quietProgress) Start(Task) func()    { return func() {} }
 func (quietProgress) Notef(string, ...any) {}
 
+// clock is the time source of the display (tests drive it by hand).
+type clock struct {
+	now func() time.Time
+	// ticker returns a channel ticking every d and the function that stops it.
+	ticker func(d time.Duration) (<-chan time.Time, func())
+}
+
+var realClock = clock{
+	now: time.Now,
+	ticker: func(d time.Duration) (<-chan time.Time, func()) {
+		t := time.NewTicker(d)
+		return t.C, t.Stop
+	},
+}
+
 type streamProgress struct {
 	w        io.Writer
-	tty      bool
+	screen   *screen // nil when w is not a terminal
 	interval time.Duration
+	clock    clock
 }
 
 func (p *streamProgress) Notef(format string, args ...any) {
-	fmt.Fprintf(p.w, format+"\n", args...)
+	line := fmt.Sprintf(format+"\n", args...)
+	if p.screen != nil {
+		_, _ = p.screen.write(p.w, []byte(line))
+		return
+	}
+	_, _ = io.WriteString(p.w, line)
 }
 
 func (p *streamProgress) Start(t Task) func() {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
-	if p.tty {
-		go func() { defer wg.Done(); p.bar(t, done) }()
+	start, first := p.clock.now(), t.Done() // before Start returns: the work starts after it
+	if p.screen != nil {
+		go func() { defer wg.Done(); p.bar(t, done, start, first) }()
 	} else {
-		start, first := time.Now(), t.Done() // before Start returns: the work starts after it
 		go func() { defer wg.Done(); p.lines(t, done, start, first) }()
 	}
 	return func() { close(done); wg.Wait() }
@@ -123,67 +162,98 @@ func (t Task) total() int64 {
 	return t.Total
 }
 
-// bar draws a progress bar with count, rate and ETA until done is closed.
-func (p *streamProgress) bar(t Task, done <-chan struct{}) {
-	bar := progressbar.NewOptions64(t.total(),
-		progressbar.OptionSetWriter(p.w),
-		progressbar.OptionSetDescription(t.Name),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString(t.Unit),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetWidth(30),
-	)
-	_ = bar.RenderBlank() // starts the bar's clock now, so the first rate is right
-	update := func() {
-		n := t.Done()
-		if tot := t.total(); tot > bar.GetMax64() {
-			bar.ChangeMax64(tot)
-		}
-		if n > bar.GetMax64() {
-			bar.ChangeMax64(n)
-		}
-		_ = bar.Set64(n)
-	}
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
+// bar draws the task's bar on the terminal every barRefresh once progressDelay has passed, and
+// clears it when done is closed: what the command prints next starts on a clean line.
+func (p *streamProgress) bar(t Task, done <-chan struct{}, start time.Time, first int64) {
+	tick, stop := p.clock.ticker(barRefresh)
+	defer stop()
 	for {
 		select {
 		case <-done:
-			update()
-			_ = bar.Exit()
-			fmt.Fprintln(p.w)
+			p.screen.clear()
 			return
-		case <-tick.C:
-			update()
+		case now := <-tick:
+			if now.Sub(start) < progressDelay {
+				continue
+			}
+			p.screen.draw(barLine(t, t.Done(), t.total(), first, now.Sub(start), p.screen.width()))
 		}
 	}
 }
 
+// barLine is the bar of t at n of total units after elapsed, fitted into width columns:
+// "rewriting  40% |██████████               | (120/300, 148 objects/s) [1s:1s]" (elapsed
+// and ETA in brackets); with an unknown total "previewing (120, 148 objects/s) [1s]".
+func barLine(t Task, n, total, first int64, elapsed time.Duration, width int) string {
+	if n > total && total >= 0 {
+		total = n
+	}
+	rate := 0.0
+	if elapsed > 0 {
+		rate = float64(n-first) / elapsed.Seconds()
+	}
+	var line string
+	if total < 0 {
+		line = fmt.Sprintf("%s (%d, %s) [%s]", t.Name, n, rateText(rate, t.Unit), roundSeconds(elapsed))
+	} else {
+		const cells = 25
+		pct, filled := 100, cells
+		if total > 0 {
+			pct, filled = int(n*100/total), int(n*cells/total)
+		}
+		eta := "?"
+		if rate > 0 {
+			eta = roundSeconds(time.Duration(float64(total-n) / rate * float64(time.Second)))
+		}
+		line = fmt.Sprintf("%s %3d%% |%s%s| (%d/%d, %s) [%s:%s]", t.Name, pct, strings.Repeat("█", filled), strings.Repeat(" ", cells-filled),
+			n, total, rateText(rate, t.Unit), roundSeconds(elapsed), eta)
+	}
+	if width > 1 && utf8.RuneCountInString(line) > width-1 {
+		line = string([]rune(line)[:width-1]) // a wrapped line could not be cleared
+	}
+	return line
+}
+
+// rateText is "148 objects/s", or per minute or hour when slower than one a second.
+func rateText(perSecond float64, unit string) string {
+	switch {
+	case perSecond >= 1 || perSecond == 0:
+		return fmt.Sprintf("%.0f %s/s", perSecond, unit)
+	case perSecond*60 >= 1:
+		return fmt.Sprintf("%.0f %s/min", perSecond*60, unit)
+	}
+	return fmt.Sprintf("%.0f %s/hr", perSecond*3600, unit)
+}
+
+func roundSeconds(d time.Duration) string { return d.Round(time.Second).String() }
+
 // lines prints "<prefix>: 300/1000 objects (detail), 120 objects/s, ETA 6s" every interval
-// until done is closed, and a last line then when anything was done since the previous one.
+// until done is closed, and then a last line when an earlier one was printed and anything was
+// done since: a run shorter than the interval prints nothing.
 func (p *streamProgress) lines(t Task, done <-chan struct{}, start time.Time, first int64) {
-	last := first
-	tick := time.NewTicker(p.interval)
-	defer tick.Stop()
+	last, printed := first, false
+	tick, stop := p.clock.ticker(p.interval)
+	defer stop()
 	for {
 		select {
 		case <-done:
-			if t.Done() != last {
-				p.line(t, start, first)
+			if printed && t.Done() != last {
+				p.line(t, start, first, p.clock.now())
 			}
 			return
-		case <-tick.C:
-			last = p.line(t, start, first)
+		case now := <-tick:
+			last, printed = p.line(t, start, first, now), true
 		}
 	}
 }
 
 // line prints one plain progress line and returns the count it shows.
-func (p *streamProgress) line(t Task, start time.Time, first int64) int64 {
+func (p *streamProgress) line(t Task, start time.Time, first int64, now time.Time) int64 {
 	n, total := t.Done(), t.total()
-	rate := float64(n-first) / time.Since(start).Seconds()
+	rate := 0.0
+	if el := now.Sub(start).Seconds(); el > 0 {
+		rate = float64(n-first) / el
+	}
 	eta, totalText := "?", "?"
 	if total >= 0 {
 		totalText = fmt.Sprint(total)
@@ -209,7 +279,90 @@ func (p *streamProgress) line(t Task, start time.Time, first int64) int64 {
 	return n
 }
 
+// screen is the terminal stderr prints to. The progress bar is drawn on it, and cleared before
+// anything else is printed to it (through a screenWriter: stderr, and stdout when stdout is a
+// terminal too), so no output ever starts after a half-drawn bar; the bar comes back at its
+// next refresh.
+type screen struct {
+	mu    sync.Mutex
+	w     io.Writer // the terminal
+	drawn bool      // a bar is on the current line
+}
+
+// draw replaces the current line with line.
+func (s *screen) draw(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _ = io.WriteString(s.w, "\r"+line+"\x1b[K")
+	s.drawn = true
+}
+
+// clear erases the bar, if drawn, leaving the cursor at the start of the empty line.
+func (s *screen) clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clearLocked()
+}
+
+func (s *screen) clearLocked() {
+	if s.drawn {
+		_, _ = io.WriteString(s.w, "\r\x1b[K")
+		s.drawn = false
+	}
+}
+
+// write writes p to w (the terminal or another stream on it) after clearing the bar.
+func (s *screen) write(w io.Writer, p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clearLocked()
+	return w.Write(p)
+}
+
+// width is the terminal's width in columns (0 when unknown).
+func (s *screen) width() int {
+	if f, ok := s.w.(*os.File); ok {
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 0 {
+			return w
+		}
+	}
+	return 0
+}
+
+// screenWriter is a stream printing to the screen's terminal: each write clears the bar first.
+type screenWriter struct {
+	s *screen
+	w io.Writer
+}
+
+func (sw *screenWriter) Write(p []byte) (int, error) { return sw.s.write(sw.w, p) }
+
+// Unwrap returns the stream itself (isTerminal looks through).
+func (sw *screenWriter) Unwrap() io.Writer { return sw.w }
+
+// onScreen returns streams whose stderr, when a terminal, shares one screen with the progress
+// display, and whose stdout does too when it is a terminal (the same one, as a rule): output
+// never lands after a half-drawn bar. Streams that are not terminals are left as they are.
+func onScreen(streams genericiooptions.IOStreams) genericiooptions.IOStreams {
+	if !isTerminal(streams.ErrOut) {
+		return streams
+	}
+	s := &screen{w: streams.ErrOut}
+	if isTerminal(streams.Out) {
+		streams.Out = &screenWriter{s: s, w: streams.Out}
+	}
+	streams.ErrOut = &screenWriter{s: s, w: streams.ErrOut}
+	return streams
+}
+
 func isTerminal(w io.Writer) bool {
+	for {
+		u, ok := w.(interface{ Unwrap() io.Writer })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -75,7 +75,7 @@ Exit codes: 0 done; 1 something keeps VERSION from being dropped safely (said wh
 		ValidArgsFunction: completeCRDNames(g),
 		RunE:              runE(o),
 	}
-	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
 	f := cmd.Flags()
 	f.StringVar(&o.To, "to", "", "The version to move to (default: the highest-priority served version other than VERSION)")
 	registerVersionCompletion(cmd, o.source, "to")
@@ -87,6 +87,7 @@ Exit codes: 0 done; 1 something keeps VERSION from being dropped safely (said wh
 	f.BoolVar(&o.Force, "force", false, "Unserve/remove even if a manager still writes VERSION, entries remain, or a deployment tool manages the CRD")
 	o.addRewriteFlags(f, "Checkpoint file of the rewrite (default: migrate's, in your cache folder, per cluster and CRD)")
 	o.progressFlags = addProgressFlags(cmd)
+	cmd.Flags().Lookup("quiet").Usage = "Only the result: no progress, and no plan unless a question is asked about it"
 	return cmd
 }
 
@@ -145,9 +146,14 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 			return rep, o.refusal([]*preflight.Report{rep}, fmt.Sprintf("kubectl crdver retire %s %s", crd.Name, o.Version))
 		},
 	}
+	// --quiet leaves only the result: the plan is shown when it is the result (a dry run) or
+	// when a question is asked about it.
 	printed := false
 	ro.Planned = func(p *retire.Plan) {
 		printed = true
+		if o.progressFlags.quiet && !o.DryRun && (o.Yes || !planWrites(p)) {
+			return
+		}
 		_ = o.printer.PrintPart(o.g.Out, p)
 	}
 	ro.Confirm = func(p *retire.Plan) (bool, error) {

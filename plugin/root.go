@@ -26,6 +26,7 @@ type Globals struct {
 
 	clientsMu sync.Mutex
 	clientSet *clientSet // built once per run (clients.go)
+	warnings  warningCounter
 }
 
 // Namespace returns -n or the context's namespace.
@@ -40,6 +41,7 @@ func (g *Globals) Namespace() (string, error) {
 // NewRootCmd builds the `kubectl crdver` command tree. Every call returns a fresh tree with
 // its own flags, so tests can build as many as they like.
 func NewRootCmd(streams genericiooptions.IOStreams) *cobra.Command {
+	streams = onScreen(streams) // the progress bar is cleared before anything is printed to its terminal
 	g := &Globals{IOStreams: streams, ConfigFlags: genericclioptions.NewConfigFlags(true)}
 	cmd := &cobra.Command{
 		Use:   "kubectl-crdver",
@@ -75,6 +77,7 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdDoctor(g),
 	)
 	flagNotesToStderr(cmd, streams.ErrOut)
+	summariseWarnings(cmd, g)
 	return cmd
 }
 

@@ -19,7 +19,7 @@ const versionsExample = `  # Versions of a CRD in the cluster, in priority order
   kubectl crdver versions crontabs.stable.example.com
 
   # The same for a CRD in a file (no cluster needed), with deprecation warnings
-  kubectl crdver versions -f crontab-crd.yaml -o wide
+  kubectl crdver versions -f testdata/crds/crontab.yaml -o wide
 
   # Every CRD in the cluster, and whether a storage migration is pending
   kubectl crdver versions --all
@@ -57,7 +57,10 @@ preferred version that discovery reports for the group and kubectl uses by defau
 
 Notes say what needs attention and, for every version, whether it is safe to remove from
 spec.versions: it is not when it is the storage version, is still listed in
-status.storedVersions (migrate first), or is the only served version.`,
+status.storedVersions (migrate first), is the only served version, or (on a cluster) is still
+named by some object's managedFields (server-side apply fails on those objects once the version
+is gone: run kubectl crdver retire). When a fact is not known (a file without status, objects
+that could not be listed) the answer is unknown, never safe.`,
 		Example:           versionsExample,
 		ValidArgsFunction: completeCRDNames(g),
 		RunE:              runE(o),

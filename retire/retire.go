@@ -215,7 +215,7 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 			}
 			e := migrate.EvidenceOf(res)
 			ev = &e
-			rw.State, rw.Detail = StateDone, fmt.Sprintf("%d objects accounted for (rewritten %d, already current %d, deleted %d, failed %d)", res.Total(), res.Rewritten, res.Current, res.Deleted, res.Failed)
+			rw.State, rw.Detail = StateDone, fmt.Sprintf("%d %s accounted for (rewritten %d, already current %d, deleted %d, failed %d)", res.Total(), objectsWord(res.Total()), res.Rewritten, res.Current, res.Deleted, res.Failed)
 			r.notify("rewrote the objects of %s: %s", crd.Name, rw.Detail)
 		}
 		t, err := migrate.Trim(ctx, r.c, *ev)
@@ -327,4 +327,12 @@ func objName(f migrate.Failure) string {
 
 func sortFailures(f []migrate.Failure) {
 	sort.Slice(f, func(i, j int) bool { return objName(f[i]) < objName(f[j]) })
+}
+
+// objectsWord is "object" or "objects" for n.
+func objectsWord(n int64) string {
+	if n == 1 {
+		return "object"
+	}
+	return "objects"
 }

@@ -562,3 +562,50 @@ func TestRetireMovesStatusEntries(t *testing.T) {
 		t.Errorf("status.ready still set after the owner's smaller apply: %v", obj.Object["status"])
 	}
 }
+
+// A completed run recorded in the checkpoint is not trusted once status.storedVersions lists
+// the old version again, changed through /status only (the generation stays): retire rewrites
+// the objects again instead of trimming on the old record.
+func TestRetireDistrustsCheckpointAfterStatusOnlyChange(t *testing.T) {
+	ctx := context.Background()
+	f := newFx(t, "stalecp")
+	const n = 20
+	if err := env.CreateObjects(ctx, f.crd, []string{ns}, n); err != nil {
+		t.Fatal(err)
+	}
+	o := f.opts("v1beta1")
+	res, err := Run(ctx, f.c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stepState(res, StepRewrite) != StateDone || stepState(res, StepTrim) != StateDone {
+		t.Fatalf("first run: rewrite %s, trim %s", stepState(res, StepRewrite), stepState(res, StepTrim))
+	}
+	gen := f.get().Generation
+	// storedVersions back to [v1beta1 v1] through /status, as after restoring objects stored at
+	// v1beta1: the spec, and so the generation, do not change.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd := f.get()
+		crd.Status.StoredVersions = []string{"v1beta1", "v1"}
+		_, err := f.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().UpdateStatus(ctx, crd, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if crd := f.get(); crd.Generation != gen || strings.Join(crd.Status.StoredVersions, ",") != "v1beta1,v1" {
+		t.Fatalf("after the /status update: generation %d (was %d), storedVersions %v", crd.Generation, gen, crd.Status.StoredVersions)
+	}
+	if ev, err := migrate.CompletedEvidence(f.c.Server, f.get(), f.cp); err != nil || ev != nil {
+		t.Fatalf("the checkpoint still counts as evidence: %+v, %v", ev, err)
+	}
+	res, err = Run(ctx, f.c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stepState(res, StepRewrite) != StateDone || res.Rewrite == nil || !res.Rewrite.Complete || res.Rewrite.Total() != n {
+		t.Fatalf("second run trusted the old checkpoint: rewrite step %s, result %+v", stepState(res, StepRewrite), res.Rewrite)
+	}
+	if sv := f.get().Status.StoredVersions; strings.Join(sv, ",") != "v1" {
+		t.Errorf("storedVersions after the second run: %v", sv)
+	}
+}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
 // binDir holds the built kubectl-crdver and its kubectl_complete-crdver link.
@@ -40,9 +42,20 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// The binaries run here get a temporary cache folder (checkpoints of a migrate without
+	// --checkpoint land there); the run fails when the user's real one changed.
+	check, err := testenv.IsolateCache()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	if env != nil {
 		env.Stop()
+	}
+	if err := check(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)

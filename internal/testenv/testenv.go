@@ -138,7 +138,15 @@ func (e *Env) ControlPlane() *envtest.Environment { return e.env }
 //
 //	var env *testenv.Env
 //	func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.Options{}) }
+//
+// The tests run with a temporary user cache folder (IsolateCache): the run fails when the real
+// one changed.
 func Main(m *testing.M, env **Env, opts Options) {
+	check, err := IsolateCache()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
+	}
 	e, err := Start(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
@@ -147,6 +155,10 @@ func Main(m *testing.M, env **Env, opts Options) {
 	*env = e
 	code := m.Run()
 	e.Stop()
+	if err := check(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 

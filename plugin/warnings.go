@@ -1,0 +1,71 @@
+package plugin
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/spf13/cobra"
+)
+
+// maxWarningLines is how many distinct API server warnings the summary shows.
+const maxWarningLines = 5
+
+// warningCounter is the run's handler of API server warnings (rest.WarningHandler): it counts
+// them instead of printing each, so that a warning sent on every request of a bulk run (a
+// deprecated version read a page at a time) neither floods stderr nor breaks a progress bar.
+type warningCounter struct {
+	mu     sync.Mutex
+	order  []string
+	counts map[string]int
+}
+
+// HandleWarningHeader counts one warning (code 299, the only one the API server sends).
+func (w *warningCounter) HandleWarningHeader(code int, _ string, text string) {
+	if code != 299 || text == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.counts == nil {
+		w.counts = map[string]int{}
+	}
+	if w.counts[text] == 0 {
+		w.order = append(w.order, text)
+	}
+	w.counts[text]++
+}
+
+// summary prints each distinct warning once, in the order first seen, with how many responses
+// carried it ("Warning: … (in 40 responses)"), at most maxWarningLines of them; then forgets them.
+func (w *warningCounter) summary(out io.Writer) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, text := range w.order {
+		if i == maxWarningLines {
+			fmt.Fprintf(out, "Warning: and %d more distinct warnings from the API server\n", len(w.order)-maxWarningLines)
+			break
+		}
+		if n := w.counts[text]; n > 1 {
+			fmt.Fprintf(out, "Warning: %s (in %d responses)\n", text, n)
+		} else {
+			fmt.Fprintf(out, "Warning: %s\n", text)
+		}
+	}
+	w.order, w.counts = nil, nil
+}
+
+// summariseWarnings makes every command of the tree print the API server's warnings once it
+// has run, after its output.
+func summariseWarnings(c *cobra.Command, g *Globals) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			err := run(cmd, args)
+			g.warnings.summary(g.ErrOut)
+			return err
+		}
+	}
+	for _, sub := range c.Commands() {
+		summariseWarnings(sub, g)
+	}
+}
