@@ -125,7 +125,9 @@ func TestConvertCommand(t *testing.T) {
 		golden(t, "convert/none.txt", stable(got.stdout))
 	})
 	t.Run("progress on stderr", func(t *testing.T) {
-		got := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1beta1", "--generate", "30", "--batch-size", "10", "--round-trip")
+		// Plain progress lines come only on runs longer than the interval: 1ms makes this short
+		// run one.
+		got := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1beta1", "--generate", "30", "--batch-size", "10", "--round-trip", "--progress-interval", "1ms")
 		if got.code != 0 {
 			t.Fatalf("exit %d\n%s%s", got.code, got.stdout, got.stderr)
 		}
