@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"os"
+
 	"encoding/json"
 	"fmt"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"path/filepath"
+	"sigs.k8s.io/yaml"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
@@ -187,12 +192,68 @@ func testPlanPredicts(t *testing.T, rc releaseCase) {
 		}
 		t.Logf("%s: apply allowed=%v, storage %s→%s, %d objects, %d findings, breaking=%v", name, it.Apply.Allowed,
 			it.StorageVersion.Before, it.StorageVersion.After, liveObjects, len(it.Objects.Findings), it.Breaking)
-		if !it.Apply.Allowed || !existed {
+		if !existed {
 			continue
 		}
+		if !it.Apply.Allowed {
+			// The apply is refused because storedVersions names a version the release removes.
+			// To check what plan says about the objects anyway, the test applies the new CRD
+			// with the removed versions kept but not served: objects encoded at them are then
+			// read (converted, pruned, defaulted) under the new versions' schemas, which is
+			// what plan evaluated. (This is the test's oracle, not advice.)
+			kept, ok := h.withRemovedVersionsUnserved(name, f)
+			if !ok {
+				continue
+			}
+			if r := h.applyCRDFile(kept); r.err != nil {
+				t.Errorf("%s: apply with the removed versions kept unserved: %v %s", name, r.err, r.stderr)
+				continue
+			}
+		}
 		checkObjectsAfterApply(t, h, before, it)
-		checkManagedFieldsAfterApply(t, h, before, it)
+		if it.Apply.Allowed {
+			// (With the removed versions kept, managedFields at them still convert: there is
+			// nothing to check about their removal.)
+			checkManagedFieldsAfterApply(t, h, before, it)
+		}
 	}
+}
+
+// withRemovedVersionsUnserved writes the new CRD file with the live CRD's versions it removes
+// appended as served: false, storage: false, when every removed version is in storedVersions
+// (why the apply is refused); it returns the file and whether it wrote one.
+func (h *harness) withRemovedVersionsUnserved(name, newFile string) (string, bool) {
+	h.t.Helper()
+	next := testenv.ReadCRDs(h.t, newFile)[0]
+	live := h.liveCRD(name)
+	has := map[string]bool{}
+	for _, v := range next.Spec.Versions {
+		has[v.Name] = true
+	}
+	var added []string
+	for _, v := range live.Spec.Versions {
+		if !has[v.Name] {
+			v.Served, v.Storage = false, false
+			next.Spec.Versions = append(next.Spec.Versions, v)
+			added = append(added, v.Name)
+		}
+	}
+	if len(added) == 0 {
+		h.t.Errorf("%s: the apply is refused but the release removes no version", name)
+		return "", false
+	}
+	next.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+	next.APIVersion, next.Kind = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
+	b, err := yaml.Marshal(next)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := filepath.Join(h.t.TempDir(), filepath.Base(newFile))
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Logf("%s: applying the new release with %v kept unserved, to check the per-object predictions", name, added)
+	return out, true
 }
 
 // checkManagedFieldsTable compares plan's managedFields table with the objects' entries.
@@ -298,12 +359,15 @@ func checkObjectsAfterApply(t *testing.T, h *harness, before snapshot, it *plan.
 		if (uerr != nil) != (len(f.UpdateErrors) > 0) {
 			t.Errorf("%s: no-op update after the apply: %v; plan predicted %v", o, uerr, f.UpdateErrors)
 		}
-		// A re-create as listed (a restore, a GitOps replace), Strict: the API server answers
-		// AlreadyExists only once the object passed validation.
-		re := &unstructured.Unstructured{Object: copyMap(u.Object)}
-		for _, k := range []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"} {
-			unstructured.RemoveNestedField(re.Object, "metadata", k)
+		// A re-create of the object as listed before the apply (at the old storage version: a
+		// restore of a backup, a GitOps replace) sent at the read version, Strict: the API
+		// server answers AlreadyExists only once the object passed validation.
+		listed := snap.Data[it.StorageVersion.Before]
+		if listed == nil {
+			listed = baseline
 		}
+		re := &unstructured.Unstructured{Object: copyMap(listed)}
+		re.SetAPIVersion(o.Group + "/" + readVersion)
 		_, cerr := h.resource(o, readVersion).Create(h.ctx, re, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
 		rejected := cerr != nil && !apierrors.IsAlreadyExists(cerr)
 		if rejected != (len(f.CreateErrors) > 0) {
