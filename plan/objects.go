@@ -44,17 +44,8 @@ type objResult struct {
 
 var serverMetadata = []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
 
-func errorTexts(errs []preview.PreviewError) []string {
-	out := make([]string, 0, len(errs))
-	for _, e := range errs {
-		if e.Field != "" && e.Field != "<nil>" && !strings.HasPrefix(e.Message, e.Field) {
-			out = append(out, e.Field+": "+e.Message)
-		} else {
-			out = append(out, e.Message)
-		}
-	}
-	return out
-}
+// errorTexts words preview's errors as the API server does ("field: message").
+func errorTexts(errs []preview.PreviewError) []string { return preview.ErrorTexts(errs) }
 
 func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstructured.Unstructured) objResult {
 	f := Finding{Namespace: u.GetNamespace(), Name: u.GetName(), PrunedOnRead: []string{}, DefaultedOnRead: []string{}, CreateErrors: []string{}, UpdateErrors: []string{}}
