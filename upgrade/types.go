@@ -113,6 +113,8 @@ type Preflight struct {
 	DataLoss []ObjectFinding `json:"dataLoss"`
 	// Rejected: objects whose no-op update (the rewrite) would be rejected.
 	Rejected []ObjectFinding `json:"rejected"`
+	// Unknown: what the checks could not evaluate (refused like a loss).
+	Unknown []string `json:"unknown"`
 	// BlockedCRDs: CRDs the API server would reject for a reason no step removes.
 	BlockedCRDs []string `json:"blockedCRDs"`
 	// Refused: the run stops before writing because of the above (without the flags that
@@ -127,7 +129,11 @@ type ObjectFinding struct {
 	Namespace string   `json:"namespace,omitempty"`
 	Name      string   `json:"name"`
 	Fields    []string `json:"fields,omitempty"`
-	Errors    []string `json:"errors,omitempty"`
+	// HeldAt is the version the lost fields are held at, when the preflight package says.
+	HeldAt string   `json:"heldAt,omitempty"`
+	Errors []string `json:"errors,omitempty"`
+	// Unknown: what could not be evaluated (no object named), as the check says it.
+	Unknown []string `json:"unknown,omitempty"`
 }
 
 // Backup is where the backup went.

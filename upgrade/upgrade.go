@@ -15,7 +15,9 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/preview"
 	"github.com/crdver/kubectl-crdver/retire"
 )
@@ -93,7 +95,7 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 		o.Rewrite.ChunkSize = o.ChunkSize
 	}
 	r := &runner{c: c, o: o, rep: &Report{DryRun: o.DryRun, Steps: []StepResult{}, Problems: []string{}, Warnings: []string{}}}
-	r.rep.Preflight = Preflight{DataLoss: []ObjectFinding{}, Rejected: []ObjectFinding{}, BlockedCRDs: []string{}}
+	r.rep.Preflight = Preflight{DataLoss: []ObjectFinding{}, Rejected: []ObjectFinding{}, Unknown: []string{}, BlockedCRDs: []string{}}
 
 	// The checkpoint of an earlier run of the same release, if any.
 	if !o.DryRun {
@@ -196,17 +198,34 @@ func (r *runner) preflight(ctx context.Context) {
 				pf.Rejected = append(pf.Rejected, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: f.UpdateErrors})
 			}
 		}
-		if r.o.Preflight != nil && rewritten[it.CRD] {
+		check := r.o.Preflight
+		if check == nil {
+			check = r.deepCheck(it)
+		}
+		if rewritten[it.CRD] {
 			live, _ := it.CRDs()
 			if live != nil {
-				more, err := r.o.Preflight(ctx, live, it.StorageVersion.After)
+				more, err := check(ctx, live, it.StorageVersion.After)
 				if err != nil {
 					pf.Refused, pf.Reason = true, fmt.Sprintf("%s: the preflight could not complete: %v", it.CRD, err)
 					return
 				}
 				for _, m := range more {
-					if len(m.Fields) > 0 && !slices.ContainsFunc(pf.DataLoss, sameObject(m)) {
-						pf.DataLoss = append(pf.DataLoss, m)
+					if len(m.Fields) > 0 {
+						if i := slices.IndexFunc(pf.DataLoss, sameObject(m)); i >= 0 {
+							for _, f := range m.Fields {
+								if !slices.Contains(pf.DataLoss[i].Fields, f) {
+									pf.DataLoss[i].Fields = append(pf.DataLoss[i].Fields, f)
+								}
+							}
+						} else {
+							pf.DataLoss = append(pf.DataLoss, m)
+						}
+					}
+					if len(m.Unknown) > 0 {
+						for _, u := range m.Unknown {
+							pf.Unknown = append(pf.Unknown, m.CRD+": "+u)
+						}
 					}
 					if len(m.Errors) > 0 && !slices.ContainsFunc(pf.Rejected, sameObject(m)) {
 						pf.Rejected = append(pf.Rejected, m)
@@ -227,11 +246,49 @@ func (r *runner) preflight(ctx context.Context) {
 		n := len(pf.DataLoss)
 		why = append(why, fmt.Sprintf("%d objects would lose fields (listed in the preflight); back them up and convert them, or accept the loss", n))
 	}
+	if len(pf.Unknown) > 0 && !r.o.AllowDataLoss {
+		why = append(why, fmt.Sprintf("what the rewrite loses is unknown for %s", strings.Join(pf.Unknown, "; ")))
+	}
 	if len(pf.Rejected) > 0 && !r.o.SkipInvalid {
 		why = append(why, fmt.Sprintf("%d objects would be rejected when rewritten (listed in the preflight): fix them first", len(pf.Rejected)))
 	}
 	if len(why) > 0 {
 		pf.Refused, pf.Reason = true, strings.Join(why, "; ")
+	}
+}
+
+// deepCheck is the preflight package's check of a CRD whose objects are re-encoded at its new
+// storage version: under the live CRD, or, when the live CRD lacks that version, under the
+// intermediate CRD the runbook applies (then without the dry-run writes, which need the
+// version served: plan's no-op update evaluation stands in for them).
+func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, target string) ([]ObjectFinding, error) {
+	return func(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, target string) ([]ObjectFinding, error) {
+		crd := live
+		so := preflight.Options{Target: target, ChunkSize: r.o.ChunkSize}
+		if inter := plan.IntermediateFor(it); inter != nil {
+			inter.Status = *live.Status.DeepCopy()
+			crd, so.SkipRejections = inter, true
+		}
+		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+			if tr, err := convert.DefaultTransport(crd, r.c.Kube.CoreV1().RESTClient(), 10*time.Second); err == nil {
+				so.Transport = tr
+			}
+		}
+		rep, err := preflight.Check(ctx, r.c.Dynamic, crd, so)
+		if err != nil {
+			return nil, err
+		}
+		var out []ObjectFinding
+		for _, l := range rep.Losses {
+			out = append(out, ObjectFinding{CRD: it.CRD, Namespace: l.Namespace, Name: l.Name, Fields: l.Fields, HeldAt: l.HeldAt})
+		}
+		for _, j := range rep.Rejected {
+			out = append(out, ObjectFinding{CRD: it.CRD, Namespace: j.Namespace, Name: j.Name, Errors: j.Errors})
+		}
+		if len(rep.Unknown) > 0 {
+			out = append(out, ObjectFinding{CRD: it.CRD, Unknown: rep.Unknown})
+		}
+		return out, nil
 	}
 }
 
