@@ -49,7 +49,13 @@ func upgradeSchema(legacy bool, maxSize int64, cel string) *apiextensionsv1.Cust
 		s.Maximum = ptrFloat(float64(maxSize))
 		spec.Properties["size"] = s
 	}
-	if cel != "" {
+	if cel == "required:size" {
+		// A new default makes the rewrite change spec, so ratcheting does not excuse it.
+		spec.Required = []string{"size"}
+		c := spec.Properties["color"]
+		c.Default = &apiextensionsv1.JSON{Raw: []byte(`"none"`)}
+		spec.Properties["color"] = c
+	} else if cel != "" {
 		spec.XValidations = apiextensionsv1.ValidationRules{{Rule: cel, Message: "stricter rule"}}
 	}
 	return &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
@@ -89,6 +95,13 @@ type release struct {
 // spec.legacy, which v1 lacks), and writes the new release to a folder.
 func setupRelease(t *testing.T, group string, withLegacy bool) *release {
 	t.Helper()
+	return setupReleaseWith(t, group, withLegacy, false)
+}
+
+// setupReleaseWith: requireSize makes gadgets' v1 (live and new) require spec.size, which
+// g-gitops (written at v1beta1) lacks: its rewrite at v1 is rejected (Strimzi's KafkaConnect).
+func setupReleaseWith(t *testing.T, group string, withLegacy, requireSize bool) *release {
+	t.Helper()
 	ctx := context.Background()
 	r := &release{group: group, ns: "default"}
 	r.oldCRDs = []*apiextensionsv1.CustomResourceDefinition{
@@ -98,6 +111,10 @@ func setupRelease(t *testing.T, group string, withLegacy bool) *release {
 	r.newCRDs = []*apiextensionsv1.CustomResourceDefinition{
 		upgradeCRD(group, "widgets", "Widget", ver("v1", true, true, upgradeSchema(false, 10, ""))),
 		upgradeCRD(group, "gadgets", "Gadget", ver("v1", true, true, upgradeSchema(false, 0, "!has(self.color) || self.color != 'forbidden'"))),
+	}
+	if requireSize {
+		r.oldCRDs[1].Spec.Versions[1].Schema = upgradeSchema(false, 0, "required:size")
+		r.newCRDs[1].Spec.Versions[0].Schema = upgradeSchema(false, 0, "required:size")
 	}
 	for _, c := range r.oldCRDs {
 		if _, err := env.CreateCRD(ctx, c.DeepCopy()); err != nil {
@@ -143,7 +160,11 @@ func setupRelease(t *testing.T, group string, withLegacy bool) *release {
 	if withLegacy {
 		create(r.widgets, "Widget", "w-legacy", map[string]any{"size": int64(1), "legacy": "keep-me"})
 	}
-	apply(r.gadgets, "Gadget", "g-gitops", map[string]any{"color": "blue"})
+	if requireSize {
+		apply(r.gadgets, "Gadget", "g-gitops", map[string]any{}) // no size, no color
+	} else {
+		apply(r.gadgets, "Gadget", "g-gitops", map[string]any{"color": "blue"})
+	}
 	create(r.gadgets, "Gadget", "g-created", map[string]any{"size": int64(2)})
 	return r
 }
@@ -393,6 +414,37 @@ func TestUpgradeRefusesDataLoss(t *testing.T) {
 		t.Errorf("the backup lacks spec.legacy (%v)", err)
 	}
 	r.checkUpgraded(t, env.Kubeconfig)
+}
+
+// TestUpgradeRefusesRejectedRewrite: an object whose rewrite at the new storage version would
+// be rejected stops the upgrade before any storage switch; --skip-invalid goes on, and the
+// release is not applied over the CRD whose storedVersions could not be trimmed.
+func TestUpgradeRefusesRejectedRewrite(t *testing.T) {
+	isolateCache(t)
+	r := setupReleaseWith(t, "rejected.upgrade.example.com", false, true)
+	before := r.snapshot(t)
+	backup := filepath.Join(t.TempDir(), "backup.yaml")
+	res := runCluster(t, "upgrade", "-f", r.dir, "--yes", "--backup", backup)
+	if res.code != 1 {
+		t.Fatalf("upgrade: exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	mustContain(t, "refusal", res.stdout, "g-gitops", "rejected")
+	mustContain(t, "refusal", res.stderr, "would be rejected", "nothing was written")
+	if after := r.snapshot(t); !mapsEqual(before, after) {
+		t.Errorf("the refused upgrade wrote: before %v after %v", before, after)
+	}
+	res = runCluster(t, "upgrade", "-f", r.dir, "--yes", "--backup", backup, "--skip-invalid")
+	if res.code != 1 {
+		t.Fatalf("upgrade --skip-invalid: exit %d, want 1 (not complete)\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	mustContain(t, "--skip-invalid", res.stderr, "not complete", "gadgets."+r.group)
+	crd, err := r.crds.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), "gadgets."+r.group, metav1.GetOptions{})
+	if err != nil || !slices.Contains(crd.Status.StoredVersions, "v1beta1") {
+		t.Fatalf("gadgets: storedVersions %v (%v): the object that failed keeps v1beta1", crd.Status.StoredVersions, err)
+	}
+	if _, err := r.dyn.Resource(r.gadgets).Namespace(r.ns).Get(context.Background(), "g-gitops", metav1.GetOptions{}); err != nil {
+		t.Errorf("g-gitops is no longer readable at v1beta1: %v", err)
+	}
 }
 
 // TestUpgradeDryRunWritesNothing: --dry-run prints the runbook and the preflight only.
