@@ -526,3 +526,17 @@ func mapsEqual(a, b map[string]string) bool {
 	return true
 }
 
+
+// TestRetireAdviceNeverPointsForward: versions never suggests retiring the newest served
+// version (Gateway API v0.5: storage v1alpha2, v1beta1 served — retire would move entries back
+// to v1alpha2); an older version is retired to the newest one, named with --to.
+func TestRetireAdviceNeverPointsForward(t *testing.T) {
+	crd := upgradeCRD("advice.example.com", "gateways", "Gateway",
+		ver("v1alpha2", true, true, upgradeSchema(false, 0, "")), ver("v1beta1", true, false, upgradeSchema(false, 0, "")))
+	if got := retireAdvice(crd, "v1beta1"); got != "" {
+		t.Errorf("advice for the newest served version: %q, want none", got)
+	}
+	if got, want := retireAdvice(crd, "v1alpha2"), "kubectl crdver retire gateways.advice.example.com v1alpha2 --to v1beta1"; got != want {
+		t.Errorf("advice for v1alpha2: %q, want %q", got, want)
+	}
+}
