@@ -288,7 +288,7 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 				fmt.Sprintf("kubectl crdver upgrade -f %s --intermediate-crds > crdver-intermediate.yaml", file),
 				"kubectl apply --server-side --force-conflicts -f crdver-intermediate.yaml",
 			},
-			Why: fmt.Sprintf("the live %s lack the new storage version: first apply the new CRDs with the versions they remove kept (served), so the objects can be rewritten at the new storage version and their managedFields moved while the old versions are still readable", strings.Join(inter, ", "))})
+			Why: fmt.Sprintf("the live CRDs %s lack their new storage version: first apply the new CRDs with the versions they remove kept (served), so the objects can be rewritten at the new storage version and their managedFields moved while the old versions are still readable", strings.Join(inter, ", "))})
 	}
 	for _, p := range plans {
 		if p.live == nil {
@@ -405,8 +405,8 @@ func writersToChange(p *crdPlan) string {
 		if mv.RemovedByThisChange {
 			what = "removed"
 		}
-		parts = append(parts, fmt.Sprintf("%s: %s wrote %s/%s, which the release %s: change their manifests and clients (GitOps sources, controllers) to apiVersion %s/%s before the apply, or their next write fails (NotFound / no matches for kind)",
-			p.next.Name, strings.Join(writers, ", "), p.next.Spec.Group, mv.Version, what, p.next.Spec.Group, p.storage))
+		parts = append(parts, fmt.Sprintf("%s wrote %s/%s, which the release %s: change their manifests and clients (GitOps sources, controllers) to apiVersion %s/%s before the apply, or their next write fails (NotFound / no matches for kind)",
+			strings.Join(writers, ", "), p.next.Spec.Group, mv.Version, what, p.next.Spec.Group, p.storage))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -34,6 +34,7 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 		for _, f := range pf.Rejected {
 			ft.add(f.CRD, objectLabel(f), "rejected: "+strings.Join(f.Errors, "; "))
 		}
+		ft.maxWidth = terminalWidth - 4
 		ft.wrapLastColumn(noHeaders)
 		if err := printIndented(w, ft, noHeaders); err != nil {
 			return err
@@ -72,6 +73,7 @@ func printUpgradeResult(w io.Writer, r upgradeResultView, noHeaders bool) error 
 		}
 		t.add(fmt.Sprint(i+1), s.Action, dash(crds), s.State, dash(s.Detail))
 	}
+	t.maxWidth = terminalWidth
 	t.wrapLastColumn(noHeaders)
 	if err := t.print(w, noHeaders); err != nil {
 		return err

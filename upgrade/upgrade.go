@@ -212,6 +212,9 @@ func (r *runner) preflight(ctx context.Context) {
 				}
 				for _, m := range more {
 					if len(m.Fields) > 0 {
+						for j, f := range m.Fields {
+							m.Fields[j] = strings.TrimPrefix(f, ".") // plan's paths have no leading dot
+						}
 						if i := slices.IndexFunc(pf.DataLoss, sameObject(m)); i >= 0 {
 							for _, f := range m.Fields {
 								if !slices.Contains(pf.DataLoss[i].Fields, f) {
@@ -244,13 +247,13 @@ func (r *runner) preflight(ctx context.Context) {
 	}
 	if loss && !r.o.AllowDataLoss {
 		n := len(pf.DataLoss)
-		why = append(why, fmt.Sprintf("%d objects would lose fields (listed in the preflight); back them up and convert them, or accept the loss", n))
+		why = append(why, fmt.Sprintf("%s would lose fields (listed in the preflight); back them up and convert them, or accept the loss", countObjects(n)))
 	}
 	if len(pf.Unknown) > 0 && !r.o.AllowDataLoss {
 		why = append(why, fmt.Sprintf("what the rewrite loses is unknown for %s", strings.Join(pf.Unknown, "; ")))
 	}
 	if len(pf.Rejected) > 0 && !r.o.SkipInvalid {
-		why = append(why, fmt.Sprintf("%d objects would be rejected when rewritten (listed in the preflight): fix them first", len(pf.Rejected)))
+		why = append(why, fmt.Sprintf("%s would be rejected when rewritten (listed in the preflight): fix them first", countObjects(len(pf.Rejected))))
 	}
 	if len(why) > 0 {
 		pf.Refused, pf.Reason = true, strings.Join(why, "; ")
@@ -290,6 +293,13 @@ func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiext
 		}
 		return out, nil
 	}
+}
+
+func countObjects(n int) string {
+	if n == 1 {
+		return "1 object"
+	}
+	return fmt.Sprintf("%d objects", n)
 }
 
 func sameObject(a ObjectFinding) func(ObjectFinding) bool {
@@ -378,7 +388,7 @@ func (r *runner) run(ctx context.Context) error {
 			s.State, s.Detail = StateSkipped, "data loss accepted: the backup keeps the fields"
 		case plan.ActionChangeWriters:
 			s.State, s.Detail = StateManual, s.Why
-			r.rep.Warnings = append(r.rep.Warnings, s.Why)
+			r.rep.Warnings = append(r.rep.Warnings, strings.Join(s.CRDs, ", ")+": "+s.Why)
 		case plan.ActionFixCRDs:
 			s.State = StateManual
 			return fmt.Errorf("%w: %s", ErrRefused, s.Why)
