@@ -155,11 +155,11 @@ func (r *runner) backup(ctx context.Context, s *StepResult) error {
 		return fail(err)
 	}
 	r.rep.Backup, r.cp.Backup = b, b
-	var parts []string
+	var n int64
 	for _, x := range b.Resources {
-		parts = append(parts, fmt.Sprintf("%s %d", x.Resource, x.Objects))
+		n += x.Objects
 	}
-	s.Detail = fmt.Sprintf("%s: %s", file, strings.Join(parts, ", "))
+	s.Detail = fmt.Sprintf("%d objects at %d versions to %s", n, len(b.Resources), file)
 	return nil
 }
 
