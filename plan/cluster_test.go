@@ -374,7 +374,7 @@ func TestPlanMatchesServerRemovedStoredVersion(t *testing.T) {
 	if it.Apply.Allowed || !it.Breaking {
 		t.Errorf("apply %+v", it.Apply)
 	}
-	if !slices.ContainsFunc(it.Steps, func(s string) bool { return strings.Contains(s, "crdver migrate "+old.Name+" --to v1") }) {
+	if !slices.ContainsFunc(it.Steps, func(s string) bool { return strings.Contains(s, "crdver retire "+old.Name+" v1beta1 --to v1") }) {
 		t.Errorf("steps: %q", it.Steps)
 	}
 }
@@ -435,7 +435,7 @@ func TestPlanMatchesServerManagers(t *testing.T) {
 			if beta == nil || !slices.Equal(beta.Managers, []string{"old-controller"}) || beta.Objects != 2 || beta.RemovedByThisChange != remove || beta.UnservedByThisChange == remove {
 				t.Fatalf("managedFields: %+v", it.ManagedFields)
 			}
-			wantStep := "# make old-controller write v1"
+			wantStep := "# " + old.Name + ": old-controller wrote " + group + "/v1beta1"
 			if remove {
 				wantStep = "kubectl crdver retire " + old.Name + " v1beta1"
 			}

@@ -6,9 +6,14 @@
 // Report whose JSON form is the stable output of `kubectl crdver plan -o json`.
 package plan
 
+import apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 // Report is the result of planning one or more CRDs.
 type Report struct {
 	Items []Item `json:"items"`
+	// Runbook is one ordered runbook for the whole input (the release): fix → backup →
+	// storage steps per CRD → one apply → verify.
+	Runbook []RunbookStep `json:"runbook"`
 }
 
 // Breaking reports whether any item is breaking (see Item.Breaking).
@@ -52,14 +57,21 @@ type Item struct {
 	ConversionSample []ConversionSample     `json:"conversionSample,omitempty"`
 	Objects          Objects                `json:"objects"`
 	ManagedFields    []ManagedFieldsVersion `json:"managedFields"`
-	// Steps is the runbook: the commands that make the change safe, in order.
+	// Steps are the release runbook's steps for this CRD alone (Report.Runbook orders the
+	// whole release; follow that one when the input holds several CRDs).
 	Steps []string `json:"steps"`
 	// Notes say what the plan could not know or assumed.
 	Notes []string `json:"notes"`
 	// Breaking: the apply would be rejected, a schema change is breaking, or an object loses
 	// data or would be rejected on create or update (exit status 1).
 	Breaking bool `json:"breaking"`
+
+	// live and next are the CRDs planned (live nil for a create), for the runbook.
+	live, next *apiextensionsv1.CustomResourceDefinition
 }
+
+// CRDs are the live (nil for a create) and new CRD the item was planned with.
+func (it *Item) CRDs() (live, next *apiextensionsv1.CustomResourceDefinition) { return it.live, it.next }
 
 // Apply is the API server's verdict on the CRD create or update.
 type Apply struct {

@@ -41,6 +41,8 @@ func printPlanReport(w io.Writer, r *plan.Report, wide, noHeaders bool) error {
 			return err
 		}
 	}
+	fmt.Fprintln(w)
+	printRunbook(w, "Runbook (the whole release, in this order):", r.Runbook)
 	return nil
 }
 
@@ -191,12 +193,6 @@ func printPlanItem(w io.Writer, it *plan.Item, wide, noHeaders bool) error {
 		}
 		if err := printIndented(w, t, noHeaders); err != nil {
 			return err
-		}
-	}
-	if len(it.Steps) > 0 {
-		fmt.Fprintln(w, "  Steps:")
-		for i, s := range it.Steps {
-			fmt.Fprintf(w, "    %d. %s\n", i+1, s)
 		}
 	}
 	for _, n := range it.Notes {
