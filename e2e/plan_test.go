@@ -29,11 +29,15 @@ type releaseCase struct {
 	name string
 	rel  release
 	via  []string
+	// losesData: objects hold fields the new storage version does not have (Strimzi's v1
+	// drops/renames v1beta2 fields): upgrade must refuse before writing unless told
+	// --allow-data-loss, and the runbook must not get past its storage switch.
+	losesData bool
 }
 
 // The releases of testdata/releases (SOURCES.md says what each covers).
 var releaseCases = []releaseCase{
-	{name: "strimzi-0.51-to-1.0", rel: release{
+	{name: "strimzi-0.51-to-1.0", losesData: true, rel: release{
 		Project: "strimzi", Old: "0.51.0", New: "1.0.0",
 		Samples:    []string{"samples/conversion-tool-input/*.yaml", "samples/examples-0.48.0/*.yaml"},
 		Controller: "strimzi-cluster-operator", Applier: "argocd-controller",
