@@ -215,6 +215,7 @@ func runbookOf(t *testing.T, raw []byte) ([]string, bool) {
 	if err := json.Unmarshal(rb, &cmds); err == nil {
 		return cmds, true
 	}
+	cmds = nil // a failed decode leaves zero values behind
 	var steps []map[string]any
 	if err := json.Unmarshal(rb, &steps); err != nil {
 		var obj map[string]json.RawMessage
@@ -225,6 +226,29 @@ func runbookOf(t *testing.T, raw []byte) ([]string, bool) {
 		}
 	}
 	for _, s := range steps {
+		// plan's runbook (feature/upgrade): "commands" per step; a step without commands is
+		// for a person ("#" + why), except the advice to change writers of a version the
+		// release removes, which blocks no command that follows.
+		if list, ok := s["commands"].([]any); ok {
+			if len(list) == 0 {
+				if s["action"] == "change-writers" {
+					continue
+				}
+				why, _ := s["why"].(string)
+				cmds = append(cmds, "# "+why)
+			}
+			if manual, _ := s["manual"].(bool); manual && len(list) > 0 {
+				why, _ := s["why"].(string)
+				cmds = append(cmds, "# "+why)
+				continue
+			}
+			for _, c := range list {
+				if c, ok := c.(string); ok {
+					cmds = append(cmds, c)
+				}
+			}
+			continue
+		}
 		for _, k := range []string{"command", "cmd", "run"} {
 			if c, ok := s[k].(string); ok {
 				cmds = append(cmds, c)
