@@ -435,7 +435,7 @@ func TestPlanMatchesServerManagers(t *testing.T) {
 			if beta == nil || !slices.Equal(beta.Managers, []string{"old-controller"}) || beta.Objects != 2 || beta.RemovedByThisChange != remove || beta.UnservedByThisChange == remove {
 				t.Fatalf("managedFields: %+v", it.ManagedFields)
 			}
-			wantStep := "# " + old.Name + ": old-controller wrote " + group + "/v1beta1"
+			wantStep := "# old-controller wrote " + group + "/v1beta1"
 			if remove {
 				wantStep = "kubectl crdver retire " + old.Name + " v1beta1"
 			}

@@ -432,9 +432,9 @@ func writersToChange(p *crdPlan) string {
 		if len(writers) == 0 {
 			continue
 		}
-		what := "no longer served"
+		what := "stops serving"
 		if mv.RemovedByThisChange {
-			what = "removed"
+			what = "removes"
 		}
 		parts = append(parts, fmt.Sprintf("%s wrote %s/%s, which the release %s: change their manifests and clients (GitOps sources, controllers) to apiVersion %s/%s before the apply, or their next write fails (NotFound / no matches for kind)",
 			strings.Join(writers, ", "), p.next.Spec.Group, mv.Version, what, p.next.Spec.Group, p.storage))
