@@ -40,8 +40,12 @@ func ManagedFieldsNotes(crd *apiextensionsv1.CustomResourceDefinition, c *owners
 			continue
 		}
 		if inSpec[r.Version] {
-			out = append(out, fmt.Sprintf("%d of %d objects hold managedFields entries of %s%s: move them before removing %s (kubectl crdver retire %s %s)",
-				r.Objects, c.Objects, r.Version, last, r.Version, crd.Name, r.Version))
+			advice := RetireAdvice(crd, r.Version)
+			if advice == "" {
+				continue // the newest served version: where entries move to, not one to retire
+			}
+			out = append(out, fmt.Sprintf("%d of %d objects hold managedFields entries of %s%s: move them before removing %s (%s)",
+				r.Objects, c.Objects, r.Version, last, r.Version, advice))
 		} else if strings.Contains(r.Version, "/") || r.Version == "" {
 			continue // another group's entries: not ours to judge
 		} else {
@@ -52,12 +56,29 @@ func ManagedFieldsNotes(crd *apiextensionsv1.CustomResourceDefinition, c *owners
 	return append([]string{fmt.Sprintf("objects holding managedFields entries, per version: %s (of %d objects)", strings.Join(counts, ", "), c.Objects)}, out...)
 }
 
+// RetireAdvice is the retire command for version v, or "" when retiring v would move its
+// entries to an older version (v is the newest served version: the version a release moves
+// storage to, never one to retire). retire moves to the highest-priority served version other
+// than v; the advice names it with --to.
+func RetireAdvice(crd *apiextensionsv1.CustomResourceDefinition, v string) string {
+	for _, s := range crdinfo.ServedVersions(crd) {
+		if s == v {
+			continue
+		}
+		if version.CompareKubeAwareVersionStrings(s, v) < 0 {
+			return ""
+		}
+		return fmt.Sprintf("kubectl crdver retire %s %s --to %s", crd.Name, v, s)
+	}
+	return ""
+}
+
 // ManagedFieldsSafety revises the "safe to remove" answers with the census: once a version is
 // gone from spec.versions, server-side apply fails on every object that still has a
 // managedFields entry of it (kubernetes#111937), so such a version is not safe to remove until
 // `retire` moves those entries. When the census could not be taken, safe becomes unknown: the
 // answer is never given on an assumption. counted is false when the census failed.
-func ManagedFieldsSafety(crdName string, r *VersionsReport, census *ownership.Census, counted bool) {
+func ManagedFieldsSafety(crd *apiextensionsv1.CustomResourceDefinition, r *VersionsReport, census *ownership.Census, counted bool) {
 	for i := range r.Versions {
 		v := &r.Versions[i]
 		if !v.SafeToRemove || len(v.Notes) == 0 {
@@ -79,7 +100,11 @@ func ManagedFieldsSafety(crdName string, r *VersionsReport, census *ownership.Ce
 		}
 		if n > 0 {
 			v.SafeToRemove = false
-			v.Notes[last] = fmt.Sprintf("not safe to remove: %d object(s) hold managedFields entries of it (run `kubectl crdver retire %s %s`)", n, crdName, v.Name)
+			if advice := RetireAdvice(crd, v.Name); advice != "" {
+				v.Notes[last] = fmt.Sprintf("not safe to remove: %d object(s) hold managedFields entries of it (run `%s`)", n, advice)
+			} else {
+				v.Notes[last] = fmt.Sprintf("not safe to remove: %d object(s) hold managedFields entries of it; it is the newest served version, where objects move to, not one to retire", n)
+			}
 		}
 	}
 }

@@ -32,13 +32,13 @@ func TestManagedFieldsSafety(t *testing.T) {
 		wantNote string
 	}{
 		"entries of v1alpha1": {&ownership.Census{Objects: 5, Versions: []ownership.VersionCount{{Version: "v1", Objects: 5}, {Version: "v1alpha1", Objects: 2}}}, true, false,
-			"not safe to remove: 2 object(s) hold managedFields entries of it (run `kubectl crdver retire things.g.example.com v1alpha1`)"},
+			"not safe to remove: 2 object(s) hold managedFields entries of it (run `kubectl crdver retire things.g.example.com v1alpha1 --to v1`)"},
 		"no entries of it": {&ownership.Census{Objects: 5, Versions: []ownership.VersionCount{{Version: "v1", Objects: 5}}}, true, true, "safe to remove"},
 		"nothing listed":   {nil, true, true, "safe to remove"},
 		"not counted":      {nil, false, false, "unknown: the objects' managedFields could not be counted"},
 	} {
 		r := AnalyzeVersions(c, "")
-		ManagedFieldsSafety(c.Name, &r, tc.census, tc.counted)
+		ManagedFieldsSafety(c, &r, tc.census, tc.counted)
 		safe, note := verdict(r, "v1alpha1")
 		if safe != tc.safe || note != tc.wantNote {
 			t.Errorf("%s: safe %v, note %q; want %v, %q", name, safe, note, tc.safe, tc.wantNote)
@@ -59,7 +59,7 @@ func TestManagedFieldsNotes(t *testing.T) {
 	want := []string{
 		"objects holding managedFields entries, per version: v0 1, v1 4, v1alpha1 3 (of 4 objects)",
 		`1 of 4 objects hold managedFields entries of v0, which is no longer in spec.versions: server-side apply of them fails with "request to convert CR to an invalid group/version" (kubernetes#111937)`,
-		"3 of 4 objects hold managedFields entries of v1alpha1: move them before removing v1alpha1 (kubectl crdver retire things.g.example.com v1alpha1)",
+		"3 of 4 objects hold managedFields entries of v1alpha1: move them before removing v1alpha1 (kubectl crdver retire things.g.example.com v1alpha1 --to v1)",
 	}
 	if strings.Join(notes, "\n") != strings.Join(want, "\n") {
 		t.Errorf("notes:\n%s\nwant:\n%s", strings.Join(notes, "\n"), strings.Join(want, "\n"))

@@ -379,7 +379,7 @@ func TestPlanMatchesServerRemovedStoredVersion(t *testing.T) {
 	if it.Apply.Allowed || !it.Breaking {
 		t.Errorf("apply %+v", it.Apply)
 	}
-	if !slices.ContainsFunc(it.Steps, func(s string) bool { return strings.Contains(s, "crdver migrate "+old.Name+" --to v1") }) {
+	if !slices.ContainsFunc(it.Steps, func(s string) bool { return strings.Contains(s, "crdver retire "+old.Name+" v1beta1 --to v1") }) {
 		t.Errorf("steps: %q", it.Steps)
 	}
 }
@@ -450,7 +450,7 @@ func TestPlanMatchesServerManagers(t *testing.T) {
 			if it.Verdict != wantVerdict || !strings.Contains(reasons, wantReason) {
 				t.Errorf("verdict %q (want %q), reasons:\n%s\nwant %q", it.Verdict, wantVerdict, reasons, wantReason)
 			}
-			wantStep := "# make old-controller write v1"
+			wantStep := "# old-controller wrote " + group + "/v1beta1"
 			if remove {
 				wantStep = "kubectl crdver retire " + old.Name + " v1beta1"
 			}

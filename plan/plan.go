@@ -127,7 +127,8 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 		}
 	}
 	judge(live, it)
-	it.Steps = runbook(live, next, it, opts.ApplyFile)
+	it.live, it.next = live, next
+	it.Steps = itemSteps(Runbook([]Item{*it}, RunbookOptions{ApplyFile: opts.ApplyFile}))
 	return it, nil
 }
 
@@ -164,11 +165,11 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	if len(e.encodings) == 0 {
 		// The apply is rejected until a migration rewrites every object at the new storage
 		// version (the runbook's first step): evaluate them as they will be encoded then.
+		// When the live CRD lacks that version, the runbook first applies an intermediate CRD
+		// (Intermediate) holding it: the rewrite stores the same content either way.
 		if after := crdinfo.StorageVersion(next); after != "" {
-			if _, err := crdinfo.Lookup(live, after); err == nil {
-				e.encodings = []string{after}
-				it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("evaluated as encoded at %s, after the migration the runbook starts with", after))
-			}
+			e.encodings = []string{after}
+			it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("evaluated as encoded at %s, after the migration the runbook starts with", after))
 		}
 	}
 	e.readVersion = readVersionOf(next)

@@ -124,7 +124,7 @@ func TestPlanWidgetsOffline(t *testing.T) {
 	if !slices.IsSorted(indexes(names, objs)) {
 		t.Errorf("findings out of order: %v", names)
 	}
-	if !slices.Contains(it.Steps, "kubectl apply --server-side -f NEW-CRDS.yaml") {
+	if !slices.Contains(it.Steps, "kubectl apply --server-side --force-conflicts -f NEW-CRDS.yaml") {
 		t.Errorf("steps: %v", it.Steps)
 	}
 }
@@ -153,7 +153,7 @@ func TestPlanRemovedStoredVersion(t *testing.T) {
 		t.Errorf("versions %+v storage %+v", it.Versions, it.StorageVersion)
 	}
 	if !it.Breaking || !slices.ContainsFunc(it.Steps, func(s string) bool {
-		return strings.HasPrefix(s, "kubectl crdver migrate widgets.plan.example.com --to v1")
+		return strings.HasPrefix(s, "kubectl crdver retire widgets.plan.example.com v1beta1 --to v1")
 	}) {
 		t.Errorf("breaking %v steps %v", it.Breaking, it.Steps)
 	}

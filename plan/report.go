@@ -7,12 +7,17 @@
 package plan
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	"github.com/crdver/kubectl-crdver/ownership"
 )
 
 // Report is the result of planning one or more CRDs.
 type Report struct {
 	Items []Item `json:"items"`
+	// Runbook is one ordered runbook for the whole input (the release): fix → backup →
+	// storage steps per CRD → one apply → verify.
+	Runbook []RunbookStep `json:"runbook"`
 	// Summary counts the items by verdict (filled by Summarize).
 	Summary Summary `json:"summary"`
 	// KubernetesVersion is the version the plan was judged as (the cluster's, or
@@ -124,7 +129,8 @@ type Item struct {
 	ConversionSample []ConversionSample     `json:"conversionSample,omitempty"`
 	Objects          Objects                `json:"objects"`
 	ManagedFields    []ManagedFieldsVersion `json:"managedFields"`
-	// Steps is the runbook: the commands that make the change safe, in order.
+	// Steps are the release runbook's steps for this CRD alone (Report.Runbook orders the
+	// whole release; follow that one when the input holds several CRDs).
 	Steps []string `json:"steps"`
 	// Notes say what the plan could not know or assumed.
 	Notes []string `json:"notes"`
@@ -148,6 +154,14 @@ type Item struct {
 	allEvaluated bool
 	// storedVersionsUnknown: the live CRD came without status.storedVersions.
 	storedVersionsUnknown bool
+
+	// live and next are the CRDs planned (live nil for a create), for the runbook.
+	live, next *apiextensionsv1.CustomResourceDefinition
+}
+
+// CRDs are the live (nil for a create) and new CRD the item was planned with.
+func (it *Item) CRDs() (live, next *apiextensionsv1.CustomResourceDefinition) {
+	return it.live, it.next
 }
 
 // Apply is the API server's verdict on the CRD create or update.

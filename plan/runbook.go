@@ -6,82 +6,472 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
-	"github.com/crdver/kubectl-crdver/preflight"
+	"github.com/crdver/kubectl-crdver/retire"
 )
 
-// runbook lists the steps that make the change safe, in order, each a command (lines starting
-// with # are what no command does for you).
-func runbook(live, next *apiextensionsv1.CustomResourceDefinition, it *Item, file string) []string {
+// Runbook phases, in the order the steps come.
+const (
+	PhaseFix     = "fix"
+	PhaseBackup  = "backup"
+	PhaseStorage = "storage"
+	PhaseApply   = "apply"
+	PhaseVerify  = "verify"
+)
+
+// Runbook actions: what a step does (kubectl crdver upgrade carries out each by its action).
+const (
+	// ActionFixObjects: objects whose next write would be rejected; edit them first.
+	ActionFixObjects = "fix-objects"
+	// ActionConvertObjects: objects that lose fields when re-encoded at the new storage version.
+	ActionConvertObjects = "convert-objects"
+	// ActionChangeWriters: field managers that write a version the release removes or unserves.
+	ActionChangeWriters = "change-writers"
+	// ActionFixCRDs: the API server would reject the new CRDs for another reason.
+	ActionFixCRDs = "fix-crds"
+	// ActionBackup: read every stored version that holds data.
+	ActionBackup = "backup"
+	// ActionIntermediate: apply the new CRDs with the removed versions kept (served), so the
+	// new storage version exists before the objects are rewritten.
+	ActionIntermediate = "intermediate-crds"
+	// ActionMigrate: storage switch (Target), rewrite, trim (kubectl crdver migrate).
+	ActionMigrate = "migrate"
+	// ActionRetire: storage switch, rewrite, trim and managedFields moved off Version
+	// (kubectl crdver retire).
+	ActionRetire = "retire"
+	// ActionApply: one server-side apply of the whole release.
+	ActionApply = "apply"
+	// ActionToolApply: a deployment tool manages the CRDs: it applies them.
+	ActionToolApply = "tool-apply"
+	// ActionVerify: plan of the same release is clean; versions.
+	ActionVerify = "verify"
+)
+
+// RunbookStep is one step of the release runbook.
+type RunbookStep struct {
+	Phase  string `json:"phase"`
+	Action string `json:"action"`
+	// CRDs the step concerns (empty: the whole release).
+	CRDs []string `json:"crds,omitempty"`
+	// Version is the version the step moves off (retire), Target the one it moves to.
+	Version string `json:"version,omitempty"`
+	Target  string `json:"target,omitempty"`
+	// Commands to run, in order; empty when the step is for a person (Why says what to do).
+	Commands []string `json:"commands"`
+	// Resources a backup reads, as plural.version.group (each version that holds data).
+	Resources []string `json:"resources,omitempty"`
+	// Objects the step concerns (namespace/name), with what is wrong, when it is about objects.
+	Objects []string `json:"objects,omitempty"`
+	// Why the step is needed and what it does.
+	Why string `json:"why"`
+	// Remove: a retire step also removes Version from spec.versions (retire --remove).
+	Remove bool `json:"remove,omitempty"`
+	// Manual: no command of ours or kubectl's does it for you.
+	Manual bool `json:"manual,omitempty"`
+}
+
+// RunbookOptions tune the runbook's commands.
+type RunbookOptions struct {
+	// ApplyFile names the new CRDs as given to -f ("" is NEW-CRDS.yaml; several are joined
+	// with " -f ").
+	ApplyFile string
+	// BackupFile is where the backup command writes ("" is crdver-backup.yaml).
+	BackupFile string
+}
+
+// objectsShown caps the objects a step lists (the plan's findings list them all).
+const objectsShown = 20
+
+// FieldManager is the field manager of the release's server-side apply: kubectl's own, so the
+// next `kubectl apply --server-side` of the release does not conflict with it.
+const FieldManager = "kubectl"
+
+// oneTimeManagers are field managers of one-off kubectl writes: they do not write again, so
+// nothing needs changing when the version they wrote goes away (retire moves their entries).
+var oneTimeManagers = []string{"kubectl-create", "kubectl-edit", "kubectl-label", "kubectl-annotate", "kubectl-patch", "kubectl-replace", "kubectl-scale", "kubectl-set", "kubectl-crdver", "before-first-apply"}
+
+// crdPlan is what the runbook needs to know about one CRD.
+type crdPlan struct {
+	it            *Item
+	live, next    *apiextensionsv1.CustomResourceDefinition
+	storage       string   // the new storage version
+	removedStored []string // removed versions still in the live status.storedVersions
+	removedNamed  []string // the other removed versions (not stored; maybe named by managedFields)
+	managedBy     string   // the deployment tool managing the live CRD ("" when none)
+	unservedNamed []string // versions the release stops serving that managedFields name
+	serveAgain    bool     // a version to retire is not served by the live CRD
+	migrate       bool     // the storage switches or storedVersions lists other versions
+	intermediate  bool     // the live CRD lacks a served new storage version
+	blocked       bool     // the apply is rejected for a reason the steps do not remove
+}
+
+func analyse(it *Item) *crdPlan {
+	p := &crdPlan{it: it, live: it.live, next: it.next, storage: it.StorageVersion.After}
+	if p.live == nil {
+		p.blocked = !it.Apply.Allowed
+		return p
+	}
+	for _, v := range it.Versions.Removed {
+		if slices.Contains(p.live.Status.StoredVersions, v) {
+			p.removedStored = append(p.removedStored, v)
+		}
+	}
+	// Every other version the release removes: retire --remove takes it out before the apply
+	// (a server-side apply does not delete list entries another field manager owns).
+	for _, v := range it.Versions.Removed {
+		if !slices.Contains(p.removedStored, v) {
+			p.removedNamed = append(p.removedNamed, v)
+		}
+	}
+	p.managedBy = retire.ManagedBy(p.live)
+	named := map[string]bool{}
+	for _, mv := range it.ManagedFields {
+		named[mv.Version] = true
+		if mv.UnservedByThisChange {
+			p.unservedNamed = append(p.unservedNamed, mv.Version)
+		}
+	}
+	// retire converts managedFields entries through a read at the version: it must be served
+	// while they are moved (cert-manager 1.7 removes v1alpha2, which 1.6 already unserved).
+	for _, v := range p.retired() {
+		if lv, err := crdinfo.Lookup(p.live, v); err == nil && !lv.Served && (named[v] || slices.Contains(p.removedStored, v)) {
+			p.serveAgain = true
+		}
+	}
+	p.migrate = it.StorageVersion.Before != p.storage || len(p.removedStored) > 0
+	for _, v := range p.live.Status.StoredVersions {
+		p.migrate = p.migrate || v != p.storage
+	}
+	if p.migrate || len(p.removedNamed) > 0 || len(p.unservedNamed) > 0 {
+		v, err := crdinfo.Lookup(p.live, p.storage)
+		p.intermediate = err != nil || !v.Served || p.serveAgain
+	}
+	p.blocked = !it.Apply.Allowed && len(p.removedStored) == 0
+	return p
+}
+
+// retired are the versions whose managedFields entries retire moves before the apply.
+func (p *crdPlan) retired() []string {
+	return append(append(append([]string{}, p.removedStored...), p.removedNamed...), p.unservedNamed...)
+}
+
+// Intermediate is the CRD to apply before the objects are rewritten when the live CRD lacks
+// the new storage version: next with every version the release removes but the live CRD still
+// stores or names in managedFields kept (as live has it, served, not storage), so that the
+// storage switch happens with the old data still readable and retire can move managedFields.
+// It is nil when next can be used as it is (nothing to keep).
+func Intermediate(live, next *apiextensionsv1.CustomResourceDefinition, keep []string) *apiextensionsv1.CustomResourceDefinition {
+	out := next.DeepCopy()
+	out.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+	out.ResourceVersion, out.UID, out.Generation, out.ManagedFields, out.CreationTimestamp = "", "", 0, nil, metav1.Time{}
+	for _, n := range keep {
+		if _, err := crdinfo.Lookup(out, n); err == nil {
+			for i := range out.Spec.Versions {
+				if out.Spec.Versions[i].Name == n {
+					out.Spec.Versions[i].Served = true // served until retire has moved its entries
+				}
+			}
+			continue
+		}
+		v, err := crdinfo.Lookup(live, n)
+		if err != nil {
+			continue
+		}
+		kept := *v.DeepCopy()
+		kept.Served, kept.Storage = true, false
+		out.Spec.Versions = append(out.Spec.Versions, kept)
+	}
+	return out
+}
+
+// IntermediateFor is the intermediate CRD of a planned item (nil when none is needed).
+func IntermediateFor(it *Item) *apiextensionsv1.CustomResourceDefinition {
+	p := analyse(it)
+	if !p.intermediate || p.live == nil {
+		return nil
+	}
+	return Intermediate(p.live, p.next, p.retired())
+}
+
+// Runbook is the ordered runbook of a whole release: fix and convert objects → back up every
+// stored version that holds data → per CRD: storage switch (through an intermediate CRD when
+// the live one lacks the new storage version), rewrite, trim, managedFields moved → one
+// server-side apply of the release (or the deployment tool's) → verify. Nothing it runs leaves
+// a CRD half-done: objects whose next write would be rejected are fixed before any storage
+// switch, and the release is applied once, after every CRD is ready for it.
+func Runbook(items []Item, o RunbookOptions) []RunbookStep {
+	file := o.ApplyFile
 	if file == "" {
 		file = "NEW-CRDS.yaml"
 	}
-	name := next.Name
-	applyCmd := "kubectl apply --server-side -f " + file
-	steps := []string{}
-	if live == nil {
-		if !it.Apply.Allowed {
-			return append(steps, "# fix "+file+": the API server would reject the CRD (see apply errors)")
-		}
-		return append(steps, applyCmd, "kubectl wait --for condition=established crd/"+name)
+	backupFile := o.BackupFile
+	if backupFile == "" {
+		backupFile = "crdver-backup.yaml"
 	}
-	losesData := false
-	var rejectedOnUpdate int
-	for i := range it.Objects.Findings {
-		f := &it.Objects.Findings[i]
-		losesData = losesData || len(f.PrunedOnRead) > 0
-		if len(f.UpdateErrors) > 0 {
-			rejectedOnUpdate++
-		}
+	var plans []*crdPlan
+	for i := range items {
+		plans = append(plans, analyse(&items[i]))
 	}
-	if losesData {
-		// Read at every version that holds the data: a plain kubectl get reads at the
-		// preferred version, which already prunes the fields at risk.
-		for _, c := range preflight.BackupCommands(live.Spec.Group, live.Spec.Names.Plural, preflight.HoldingVersions(live)) {
-			steps = append(steps, c+"   # objects lose fields on their next write")
+	var steps []RunbookStep
+	add := func(s RunbookStep) {
+		if s.Commands == nil {
+			s.Commands = []string{}
 		}
-		steps = append(steps, "# keep the fields that would be lost (listed above): convert those objects to the new shape (e.g. with the conversion tool of the project that owns the CRD) and apply them before the steps below")
-	}
-	if rejectedOnUpdate > 0 {
-		// Before any storage switch: the rewrite would fail on them and leave the CRD half-migrated.
-		steps = append(steps, fmt.Sprintf("# fix the %d objects whose next update would be rejected (listed above) before migrating or applying", rejectedOnUpdate))
+		steps = append(steps, s)
 	}
 
-	// Versions still in storedVersions (or named by managedFields) that the new CRD removes.
-	var storedRemoved, managedRemoved []string
-	for _, v := range it.Versions.Removed {
-		if slices.Contains(live.Status.StoredVersions, v) {
-			storedRemoved = append(storedRemoved, v)
+	// 1. Fix: objects whose no-op update is rejected, objects losing fields, writers of
+	// versions that go away, CRDs the API server would reject.
+	for _, p := range plans {
+		if p.live == nil {
+			continue
+		}
+		readAt := ListVersion(p.live)
+		resource := p.live.Spec.Names.Plural + "." + readAt + "." + p.live.Spec.Group
+		var rejected, losing []string
+		var rejectedCmds, losingCmds []string
+		for _, f := range p.it.Objects.Findings {
+			edit := editCommand(resource, f)
+			if len(f.UpdateErrors) > 0 {
+				rejected = append(rejected, objectName(&f)+": "+strings.Join(f.UpdateErrors, "; "))
+				rejectedCmds = append(rejectedCmds, edit)
+			}
+			if lost := append(append([]string{}, f.PrunedOnRead...), f.PossiblyPrunedOnRead...); len(lost) > 0 {
+				losing = append(losing, objectName(&f)+": "+strings.Join(lost, ", "))
+				losingCmds = append(losingCmds, edit)
+			}
+		}
+		if len(rejected) > 0 {
+			add(RunbookStep{Phase: PhaseFix, Action: ActionFixObjects, CRDs: []string{p.next.Name}, Manual: true,
+				Objects: capList(rejected), Commands: capList(rejectedCmds),
+				Why: fmt.Sprintf("%s of %s would be rejected on their next write under the new CRD: fix them before any storage switch, or the rewrite fails on them and leaves %s half-migrated", objects(len(rejected)), p.next.Name, p.next.Name)})
+		}
+		if len(losing) > 0 {
+			add(RunbookStep{Phase: PhaseFix, Action: ActionConvertObjects, CRDs: []string{p.next.Name}, Manual: true,
+				Objects: capList(losing), Commands: capList(losingCmds),
+				Why: fmt.Sprintf("fields the new version %[3]s lacks are held by %[1]s of %[2]s: rewriting at %[3]s drops them from etcd. Move the data to the fields %[3]s has (the release's own migration guide says how), or accept the loss: kubectl crdver upgrade refuses unless --allow-data-loss; the backup below keeps it", objects(len(losing)), p.next.Name, p.storage)})
+		}
+		if w := writersToChange(p); w != "" {
+			add(RunbookStep{Phase: PhaseFix, Action: ActionChangeWriters, CRDs: []string{p.next.Name}, Manual: true, Why: w})
 		}
 	}
-	for _, mv := range it.ManagedFields {
-		if mv.RemovedByThisChange {
-			managedRemoved = append(managedRemoved, mv.Version)
+	var blocked []string
+	for _, p := range plans {
+		if p.blocked {
+			blocked = append(blocked, p.next.Name)
+			add(RunbookStep{Phase: PhaseFix, Action: ActionFixCRDs, CRDs: []string{p.next.Name}, Manual: true,
+				Why: fmt.Sprintf("the API server would reject %s as it is in %s: %s", p.next.Name, file, strings.Join(p.it.Apply.Errors, "; "))})
 		}
 	}
-	storageAfter := it.StorageVersion.After
-	if len(storedRemoved) > 0 {
-		if _, err := crdinfo.Lookup(live, storageAfter); err != nil {
-			steps = append(steps, fmt.Sprintf("# first apply a CRD with both %s and %s (%s served: true, storage: true; %s kept in spec.versions)",
-				strings.Join(storedRemoved, ", "), storageAfter, storageAfter, strings.Join(storedRemoved, ", ")))
+
+	// 2. Backup: every version in status.storedVersions, read at that version (never at the
+	// preferred version, which may already prune the fields at risk).
+	var resources, unreadable []string
+	var backupCRDs []string
+	for _, p := range plans {
+		if p.live == nil || p.it.Objects.Total == 0 {
+			continue
 		}
-		steps = append(steps, fmt.Sprintf("kubectl crdver migrate %s --to %s   # rewrite every object at %s, then trim status.storedVersions", name, storageAfter, storageAfter))
-	}
-	for _, v := range managedRemoved {
-		steps = append(steps, fmt.Sprintf("kubectl crdver retire %s %s   # move managedFields entries of %s to %s, or server-side apply breaks on those objects", name, v, v, storageAfter))
-	}
-	for _, mv := range it.ManagedFields {
-		if mv.UnservedByThisChange {
-			steps = append(steps, fmt.Sprintf("# make %s write %s instead of %s before %s stops being served", strings.Join(mv.Managers, ", "), storageAfter, mv.Version, mv.Version))
+		if !p.migrate && len(p.it.Objects.Findings) == 0 && len(p.removedNamed) == 0 && len(p.unservedNamed) == 0 {
+			continue
+		}
+		backupCRDs = append(backupCRDs, p.live.Name)
+		for _, v := range storedVersionsOf(p.live) {
+			if lv, err := crdinfo.Lookup(p.live, v); err != nil || !lv.Served {
+				unreadable = append(unreadable, p.live.Name+" "+v)
+				continue
+			}
+			resources = append(resources, p.live.Spec.Names.Plural+"."+v+"."+p.live.Spec.Group)
 		}
 	}
-	if !it.Apply.Allowed && len(storedRemoved) == 0 {
-		return append(steps, "# fix "+file+": the API server would reject the update (see apply errors)")
+	if len(resources) > 0 {
+		why := "a copy of every object at every version that holds its data (a read at the preferred version may already drop fields the new storage version lacks)"
+		if len(unreadable) > 0 {
+			why += fmt.Sprintf("; not served, so not readable as stored: %s", strings.Join(unreadable, ", "))
+		}
+		add(RunbookStep{Phase: PhaseBackup, Action: ActionBackup, CRDs: backupCRDs, Why: why, Resources: resources,
+			Commands: []string{fmt.Sprintf("kubectl get %s -A -o yaml > %s", strings.Join(resources, ","), backupFile)}})
 	}
-	steps = append(steps, applyCmd, "kubectl crdver versions "+name)
-	if it.MigrationPending && len(storedRemoved) == 0 {
-		steps = append(steps, fmt.Sprintf("kubectl crdver migrate %s   # rewrite every object at %s and trim status.storedVersions", name, storageAfter))
+
+	if len(blocked) > 0 {
+		return steps // nothing is written while the release cannot be applied
 	}
+
+	// 3. Storage: an intermediate CRD where the live one lacks the new storage version, then
+	// per CRD the rewrite (retire moves managedFields too).
+	var inter []string
+	for _, p := range plans {
+		if p.intermediate && p.live != nil {
+			inter = append(inter, p.next.Name)
+		}
+	}
+	if len(inter) > 0 {
+		add(RunbookStep{Phase: PhaseStorage, Action: ActionIntermediate, CRDs: inter,
+			Commands: []string{
+				fmt.Sprintf("kubectl crdver upgrade -f %s --intermediate-crds > crdver-intermediate.yaml", file),
+				"kubectl apply --server-side --force-conflicts -f crdver-intermediate.yaml",
+			},
+			Why: fmt.Sprintf("the live CRDs %s lack their new storage version or do not serve a version whose entries must be moved: first apply the new CRDs with the versions they remove or unserve kept (served), so the objects can be rewritten at the new storage version and their managedFields moved while the old versions are still readable", strings.Join(inter, ", "))})
+	}
+	for _, p := range plans {
+		if p.live == nil {
+			continue
+		}
+		name, s := p.next.Name, p.storage
+		for i, v := range p.removedStored {
+			why := fmt.Sprintf("move %s's managedFields entries of %s to %s (server-side apply fails on objects that keep them once %s is gone)", name, v, s, v)
+			if i == 0 {
+				why = fmt.Sprintf("make %s the storage version of %s, rewrite every object at it, trim status.storedVersions to [%s] and move managedFields entries of %s to %s: the release removes %s", s, name, s, v, s, v)
+			}
+			add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s, Why: why + p.removeWhy(v), Remove: p.Remove(),
+				Commands: []string{p.retireCommand(v)}})
+		}
+		if len(p.removedStored) == 0 && p.migrate {
+			cmd := fmt.Sprintf("kubectl crdver migrate %s", name)
+			if !p.intermediate && p.it.StorageVersion.Before != s {
+				cmd += " --to " + s
+			}
+			add(RunbookStep{Phase: PhaseStorage, Action: ActionMigrate, CRDs: []string{name}, Target: s, Commands: []string{cmd},
+				Why: fmt.Sprintf("make %s the storage version of %s, rewrite every object at it and trim status.storedVersions to [%s]", s, name, s)})
+		}
+		for _, v := range p.unservedNamed {
+			add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s,
+				Commands: []string{fmt.Sprintf("kubectl crdver retire %s %s --to %s", name, v, s)},
+				Why:      fmt.Sprintf("move %s's managedFields entries of %s to %s while %s is served: the release stops serving it, after which server-side apply of those objects fails", name, v, s, v)})
+		}
+		for _, v := range p.removedNamed {
+			add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s, Remove: p.Remove(),
+				Commands: []string{p.retireCommand(v)},
+				Why:      fmt.Sprintf("move any managedFields entries of %s in %s to %s (the release removes %s, after which server-side apply fails on objects keeping them)%s", v, name, s, v, p.removeWhy(v))})
+		}
+	}
+
+	// 4. One apply of the release.
+	var tools []string
+	for _, p := range plans {
+		if p.live == nil {
+			continue
+		}
+		if by := retire.ManagedBy(p.live); by != "" && !slices.Contains(tools, by) {
+			tools = append(tools, by)
+		}
+	}
+	if len(tools) > 0 {
+		add(RunbookStep{Phase: PhaseApply, Action: ActionToolApply, Manual: true,
+			Why: fmt.Sprintf("let %s apply the new CRDs (upgrade the release there): the CRDs are managed by it, and an apply of ours would be undone or fought on its next sync", strings.Join(tools, ", "))})
+	} else {
+		why := "one server-side apply of the whole release, after every CRD is ready for it"
+		if len(inter) > 0 || slices.ContainsFunc(steps, func(s RunbookStep) bool { return s.Action == ActionMigrate || s.Action == ActionRetire }) {
+			why += "; --force-conflicts because the steps above changed .spec.versions as field manager kubectl-crdver, and without it the apply conflicts on those fields"
+		} else {
+			why += "; --force-conflicts takes over fields another manager set (e.g. an earlier storage switch by kubectl-crdver)"
+		}
+		add(RunbookStep{Phase: PhaseApply, Action: ActionApply, Why: why,
+			Commands: []string{fmt.Sprintf("kubectl apply --server-side --force-conflicts -f %s", file)}})
+	}
+
+	// 5. Verify.
+	add(RunbookStep{Phase: PhaseVerify, Action: ActionVerify,
+		Why: "plan of the same release finds nothing breaking (exit 0), and every CRD's status.storedVersions is its storage version only",
+		Commands: []string{
+			fmt.Sprintf("kubectl crdver plan -f %s", file),
+			"kubectl crdver versions --all",
+		}})
 	return steps
+}
+
+// Remove says whether retire steps also remove the version: not when a deployment tool manages
+// the CRD (its own apply removes it).
+func (p *crdPlan) Remove() bool { return p.managedBy == "" }
+
+func (p *crdPlan) retireCommand(v string) string {
+	cmd := fmt.Sprintf("kubectl crdver retire %s %s --to %s", p.next.Name, v, p.storage)
+	if p.Remove() {
+		cmd += " --remove"
+	}
+	return cmd
+}
+
+func (p *crdPlan) removeWhy(v string) string {
+	if !p.Remove() {
+		return ""
+	}
+	return fmt.Sprintf("; then remove %s from spec.versions (the apply below would not delete a version entry another field manager owns)", v)
+}
+
+// itemSteps are the runbook's commands (or, for a step without one, what to do) for one CRD:
+// Item.Steps, the per-CRD view of the release runbook.
+func itemSteps(steps []RunbookStep) []string {
+	out := []string{}
+	for _, s := range steps {
+		if len(s.Commands) == 0 || s.Action == ActionFixObjects || s.Action == ActionConvertObjects {
+			out = append(out, "# "+s.Why)
+		}
+		out = append(out, s.Commands...)
+	}
+	return out
+}
+
+// writersToChange says which field managers write a version the release removes or unserves
+// and what to change ("" when none must change). One-time kubectl writes need nothing.
+func writersToChange(p *crdPlan) string {
+	var parts []string
+	for _, mv := range p.it.ManagedFields {
+		if !mv.RemovedByThisChange && !mv.UnservedByThisChange {
+			continue
+		}
+		var writers []string
+		for _, m := range mv.Managers {
+			if !slices.Contains(oneTimeManagers, m) {
+				writers = append(writers, m)
+			}
+		}
+		if len(writers) == 0 {
+			continue
+		}
+		what := "stops serving"
+		if mv.RemovedByThisChange {
+			what = "removes"
+		}
+		parts = append(parts, fmt.Sprintf("%s wrote %s/%s, which the release %s: change their manifests and clients (GitOps sources, controllers) to apiVersion %s/%s before the apply, or their next write fails (NotFound / no matches for kind)",
+			strings.Join(writers, ", "), p.next.Spec.Group, mv.Version, what, p.next.Spec.Group, p.storage))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func objects(n int) string {
+	if n == 1 {
+		return "1 object"
+	}
+	return fmt.Sprintf("%d objects", n)
+}
+
+func editCommand(resource string, f Finding) string {
+	if f.Namespace == "" {
+		return fmt.Sprintf("kubectl edit %s %s", resource, f.Name)
+	}
+	return fmt.Sprintf("kubectl edit %s %s -n %s", resource, f.Name, f.Namespace)
+}
+
+func capList(s []string) []string {
+	if len(s) <= objectsShown {
+		return s
+	}
+	return append(s[:objectsShown:objectsShown], fmt.Sprintf("… and %d more (kubectl crdver plan -o json lists them all)", len(s)-objectsShown))
+}
+
+// storedVersionsOf is the live status.storedVersions (the storage version when unknown), in
+// priority order.
+func storedVersionsOf(live *apiextensionsv1.CustomResourceDefinition) []string {
+	out := append([]string{}, live.Status.StoredVersions...)
+	if len(out) == 0 {
+		if s := crdinfo.StorageVersion(live); s != "" {
+			out = []string{s}
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return version.CompareKubeAwareVersionStrings(b, a) })
+	return out
 }

@@ -73,6 +73,10 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 		return printDoctorReport(w, r, p.wide, p.noHeaders)
 	case *plan.Report:
 		return printPlanReport(w, r, p.wide, p.noHeaders)
+	case upgradePlanView:
+		return printUpgradePlan(w, r.rep, p.noHeaders)
+	case upgradeResultView:
+		return printUpgradeResult(w, r, p.noHeaders)
 	case *retire.Plan:
 		return printRetirePlan(w, r, p.wide, p.noHeaders)
 	case retireReport:

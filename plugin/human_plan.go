@@ -61,6 +61,8 @@ func printPlanReport(w io.Writer, r *plan.Report, wide, noHeaders bool) error {
 			return err
 		}
 	}
+	fmt.Fprintln(w)
+	printRunbook(w, "Runbook (the whole release, in this order):", r.Runbook)
 	return nil
 }
 
@@ -224,7 +226,6 @@ func (p *planPrinter) item(it *plan.Item) error {
 	if err := p.schemaChanges(it); err != nil {
 		return err
 	}
-	p.steps(it.Steps)
 	for _, n := range it.Notes {
 		p.line("  note: ", n)
 	}
@@ -445,36 +446,6 @@ func wrapPath(path string, width int) string {
 		lines = append(lines, line)
 	}
 	return wrapWords(strings.Join(lines, " "), width)
-}
-
-// steps prints the runbook: a step's "   # why" comment goes on its own line above the
-// command, so that commands are never wrapped (a command longer than a line is continued
-// with a backslash).
-func (p *planPrinter) steps(steps []string) {
-	if len(steps) == 0 {
-		return
-	}
-	fmt.Fprintln(p.w, "  Steps:")
-	for i, s := range steps {
-		prefix := fmt.Sprintf("    %d. ", i+1)
-		pad := strings.Repeat(" ", utf8.RuneCountInString(prefix))
-		cmd, why, hasWhy := strings.Cut(s, "   # ")
-		if p.wide {
-			fmt.Fprintf(p.w, "%s%s\n", prefix, s)
-			continue
-		}
-		if strings.HasPrefix(cmd, "# ") { // a step no command does: prose
-			p.line(prefix, cmd)
-			prefix = pad
-		} else if hasWhy {
-			p.line(prefix, "# "+why)
-			prefix = pad
-		}
-		if strings.HasPrefix(cmd, "# ") {
-			continue
-		}
-		fmt.Fprintf(p.w, "%s%s\n", prefix, continued(cmd, terminalWidth-len(pad), pad))
-	}
 }
 
 // continued breaks a shell command longer than width at spaces, ending each broken line with

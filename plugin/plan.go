@@ -220,7 +220,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if applyFile == "-" {
 		applyFile = "NEW-CRDS.yaml"
 	}
-	report := &plan.Report{Items: []plan.Item{}, KubernetesVersion: judged.String()}
+	report := &plan.Report{Items: []plan.Item{}, Runbook: []plan.RunbookStep{}, KubernetesVersion: judged.String()}
 	var runErr error
 	for i, crd := range next {
 		var counter atomic.Int64
@@ -269,6 +269,9 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	}
 	if runErr != nil && len(report.Items) == 0 {
 		return o.runError(runErr)
+	}
+	if runErr == nil { // an incomplete plan gets no runbook: it would leave CRDs out
+		report.Runbook = plan.Runbook(report.Items, plan.RunbookOptions{ApplyFile: applyFile})
 	}
 	report.Summarize()
 	if err := o.printer.PrintReport(o.g.Out, report); err != nil {

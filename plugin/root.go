@@ -74,6 +74,7 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdExplain(g),
 		NewCmdPlan(g),
 		NewCmdRetire(g),
+		NewCmdUpgrade(g),
 		NewCmdDoctor(g),
 	)
 	flagNotesToStderr(cmd, streams.ErrOut)

@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"testing"
+
+	"github.com/crdver/kubectl-crdver/plugin"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+// hasCommand reports whether kubectl crdver has the subcommand.
+func hasCommand(name string) bool {
+	root := plugin.NewRootCmd(genericiooptions.NewTestIOStreamsDiscard())
+	c, _, err := root.Find([]string{name})
+	return err == nil && c != nil && c.Name() == name
+}
+
+// TestReleaseUpgrade runs `kubectl crdver upgrade -f NEW/ --yes` (the built binary through
+// kubectl's plugin lookup, as a user runs it) on every release and checks what issue 15 asks:
+// where objects would lose fields it refuses before writing anything; elsewhere it completes,
+// the whole release is applied, no field held at the old storage version is gone, every
+// manager's entries survive, every manager can write every object afterwards, and plan of
+// the same release afterwards is not breaking.
+func TestReleaseUpgrade(t *testing.T) {
+	if !hasCommand("upgrade") {
+		t.Skip("kubectl crdver has no upgrade command on this branch (issue 15 C; merge feature/upgrade)")
+	}
+	for _, rc := range releaseCases {
+		t.Run(rc.name, func(t *testing.T) { testUpgrade(t, rc) })
+	}
+}
+
+func testUpgrade(t *testing.T, rc releaseCase) {
+	h := newHarness(t, rc.rel)
+	h.setUp(rc.via)
+	oldStorage := map[string]string{}
+	for name := range h.crds {
+		oldStorage[name] = storageVersion(h.liveCRD(name))
+	}
+	initial, initialCRDs := h.snapshot(), h.crdStates()
+	newDir := h.releaseDir(rc.rel.New)
+	step := "kubectl crdver upgrade -f " + newDir + " --yes"
+	res := h.runStep(t.TempDir(), step)
+	t.Logf("%s → exit %d\n%s%s", step, res.Code, tail(res.Stdout, 40), tail(res.Stderr, 20))
+	now, nowCRDs := h.snapshot(), h.crdStates()
+	for _, v := range h.releaseInvariants(initial, now, oldStorage, false) {
+		t.Errorf("after upgrade: %s", v)
+	}
+	if rc.losesData {
+		if res.Code == 0 {
+			t.Errorf("upgrade exit 0 although objects lose fields at the new storage version")
+		}
+		for _, w := range wroteNothing(initialCRDs, nowCRDs, initial, now) {
+			t.Errorf("upgrade refused (exit %d) after writing: %s", res.Code, w)
+		}
+		return
+	}
+	if res.Code != 0 {
+		t.Fatalf("upgrade: exit %d", res.Code)
+	}
+	for _, v := range h.releaseApplied(newDir) {
+		t.Errorf("after upgrade the release is not applied: %s", v)
+	}
+	for _, f := range h.ssaByEveryManager(nil) {
+		t.Errorf("after upgrade: %s", f)
+	}
+	if after := h.crdver("plan", "-f", newDir); after.code != 0 {
+		t.Errorf("plan of the same release after upgrade: exit %d\n%s%s", after.code, after.stdout, after.stderr)
+	}
+}

@@ -1,0 +1,57 @@
+package plugin
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/crdver/kubectl-crdver/plan"
+)
+
+// printRunbook prints the release runbook: numbered steps, each with why and its commands
+// (a step without a command is for a person to do). Lines are wrapped to fit 120 columns;
+// a command longer than a line is continued with a backslash.
+func printRunbook(w io.Writer, title string, steps []plan.RunbookStep) {
+	if len(steps) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s\n", title)
+	for i, s := range steps {
+		head := fmt.Sprintf("  %d. [%s] ", i+1, s.Phase)
+		if len(s.CRDs) > 0 && len(s.CRDs) <= 3 {
+			head += strings.Join(s.CRDs, ", ") + ": "
+		}
+		writeWrapped(w, head+s.Why, strings.Repeat(" ", 7), 120)
+		for _, o := range s.Objects {
+			writeWrapped(w, "       - "+o, strings.Repeat(" ", 9), 120)
+		}
+		for _, c := range s.Commands {
+			prefix := "       $ "
+			if s.Manual {
+				prefix = "       e.g. $ "
+			}
+			// A command longer than the line is continued with a backslash (the shell joins
+			// the lines back), so it stays runnable as copied.
+			fmt.Fprintf(w, "%s%s\n", prefix, continued(c, terminalWidth-len(prefix), strings.Repeat(" ", len(prefix))))
+		}
+	}
+}
+
+// writeWrapped writes text wrapped at width, continuation lines indented by indent.
+func writeWrapped(w io.Writer, text, indent string, width int) {
+	line := text[:len(text)-len(strings.TrimLeft(text, " "))]
+	empty := true
+	for _, word := range strings.Fields(text) {
+		if !empty && len(line)+1+len(word) > width {
+			fmt.Fprintln(w, line)
+			line, empty = indent, true
+		}
+		if !empty {
+			line += " "
+		}
+		line, empty = line+word, false
+	}
+	if !empty {
+		fmt.Fprintln(w, line)
+	}
+}

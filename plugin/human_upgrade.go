@@ -1,0 +1,111 @@
+package plugin
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/crdver/kubectl-crdver/upgrade"
+)
+
+// printUpgradePlan prints the preflight and the runbook, before anything is written.
+func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
+	t := &table{header: []string{"crd", "operation", "storage", "objects", "findings", "breaking"}}
+	for _, it := range r.Plan.Items {
+		storage := it.StorageVersion.After
+		if it.StorageVersion.Before != "" && it.StorageVersion.Before != it.StorageVersion.After {
+			storage = it.StorageVersion.Before + " → " + it.StorageVersion.After
+		}
+		t.add(it.CRD, it.Operation, storage, fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total)), fmt.Sprint(len(it.Objects.Findings)), yesNo(it.Breaking))
+	}
+	if err := t.print(w, noHeaders); err != nil {
+		return err
+	}
+	pf := r.Preflight
+	fmt.Fprintln(w)
+	if len(pf.DataLoss)+len(pf.Rejected)+len(pf.BlockedCRDs) == 0 {
+		fmt.Fprintln(w, "Preflight: no object loses a field or would be rejected.")
+	} else {
+		fmt.Fprintln(w, "Preflight:")
+		ft := &table{header: []string{"crd", "object", "loses fields / rejected because"}}
+		for _, f := range pf.DataLoss {
+			ft.add(f.CRD, objectLabel(f), "loses "+strings.Join(f.Fields, ", "))
+		}
+		for _, f := range pf.Rejected {
+			ft.add(f.CRD, objectLabel(f), "rejected: "+strings.Join(f.Errors, "; "))
+		}
+		ft.maxWidth = terminalWidth - 4
+		ft.wrapLastColumn(noHeaders)
+		if err := printIndented(w, ft, noHeaders); err != nil {
+			return err
+		}
+		for _, c := range pf.BlockedCRDs {
+			fmt.Fprintf(w, "  %s: the API server would reject the new CRD (kubectl crdver plan shows why)\n", c)
+		}
+		if pf.Refused {
+			writeWrapped(w, "  Refused: "+pf.Reason+". Nothing is written. The runbook below says how to keep the data (backup, then convert or fix the objects).", "    ", 120)
+		}
+	}
+	fmt.Fprintln(w)
+	printRunbook(w, "Runbook (the whole release, in this order):", r.Plan.Runbook)
+	return nil
+}
+
+func objectLabel(f upgrade.ObjectFinding) string {
+	if f.Namespace == "" {
+		return f.Name
+	}
+	return f.Namespace + "/" + f.Name
+}
+
+// printUpgradeResult prints what each step did, the backup, the verification and problems.
+func printUpgradeResult(w io.Writer, r upgradeResultView, noHeaders bool) error {
+	rep := r.rep
+	if !r.ran {
+		return nil
+	}
+	fmt.Fprintln(w)
+	t := &table{header: []string{"#", "step", "crds", "state", "detail"}}
+	for i, s := range rep.Steps {
+		crds := strings.Join(s.CRDs, ", ")
+		if len(s.CRDs) > 1 {
+			crds = fmt.Sprintf("%d CRDs", len(s.CRDs))
+		}
+		t.add(fmt.Sprint(i+1), s.Action, dash(crds), s.State, dash(s.Detail))
+	}
+	t.maxWidth = terminalWidth
+	t.wrapLastColumn(noHeaders)
+	if err := t.print(w, noHeaders); err != nil {
+		return err
+	}
+	if rep.Backup != nil {
+		note := ""
+		if rep.Backup.Reused {
+			note = " (taken by the first run of this upgrade)"
+		}
+		fmt.Fprintf(w, "\nBackup: %s%s\n", rep.Backup.File, note)
+	}
+	if v := rep.Verify; v != nil {
+		fmt.Fprintln(w)
+		vt := &table{header: []string{"crd", "storage", "storedVersions", "ssa checked", "ssa failed", "stale managedFields"}}
+		for _, c := range v.CRDs {
+			vt.add(c.CRD, c.StorageVersion, strings.Join(c.StoredVersions, ","), fmt.Sprint(c.SSAChecked), fmt.Sprint(len(c.SSAFailures)), fmt.Sprint(c.StaleManagedFields))
+		}
+		if err := vt.print(w, noHeaders); err != nil {
+			return err
+		}
+		if len(v.PlanBreaking) == 0 {
+			fmt.Fprintln(w, "plan of the same release: nothing breaking")
+		}
+	}
+	for _, p := range rep.Warnings {
+		writeWrapped(w, "warning: "+p, "  ", 120)
+	}
+	for _, p := range rep.Problems {
+		writeWrapped(w, "problem: "+p, "  ", 120)
+	}
+	if rep.Checkpoint != "" && len(rep.Problems) == 0 && rep.Verify != nil {
+		fmt.Fprintf(w, "\nUpgrade complete.\n")
+	}
+	return nil
+}

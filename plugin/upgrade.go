@@ -1,0 +1,250 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/upgrade"
+)
+
+const upgradeExample = `  # What would the upgrade do? (the runbook and the preflight; nothing is written)
+  kubectl crdver upgrade -f release-1.0/crds/ --dry-run
+
+  # Carry it out: asks once before the first write; the backup goes to ./crdver-backup-<time>.yaml
+  kubectl crdver upgrade -f release-1.0/crds/
+
+  # In a pipeline: no question, a JSON report, the backup where you want it
+  kubectl crdver upgrade -f release-1.0/crds/ --yes --backup /backups/before-1.0.yaml -o json
+
+  # Follow the runbook by hand: write the intermediate CRDs it names
+  kubectl crdver upgrade -f release-1.0/crds/ --intermediate-crds > crdver-intermediate.yaml`
+
+// UpgradeOptions are the options of `kubectl crdver upgrade`.
+type UpgradeOptions struct {
+	g       *Globals
+	out     *outputFlags
+	printer ReportPrinter
+
+	Files                                  []string
+	DryRun, Yes, AllowDataLoss             bool
+	SkipInvalid, NoApply, IntermediateCRDs bool
+	Backup, FieldManager, Checkpoint       string
+	ChunkSize                              int64
+	progressFlags                          *progressFlags
+	progress                               Progress
+}
+
+// NewCmdUpgrade builds `kubectl crdver upgrade`.
+func NewCmdUpgrade(g *Globals) *cobra.Command {
+	o := &UpgradeOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "upgrade -f NEW-CRDS [--dry-run] [--yes] [--allow-data-loss] [--no-apply]",
+		Short: "Upgrade a cluster to a release's CRDs, losing nothing: preflight, backup, storage steps per CRD, one apply, verify",
+		Long: `Carry out the runbook that plan prints for the same input, for the whole release at once:
+
+1. Plan every CRD of the release against the cluster and preflight every object under the new
+   CRDs: fields the re-encoding at the new storage version drops, writes that would be rejected.
+   If any, stop before writing anything, list the objects and fields, and say how to keep them
+   (--allow-data-loss goes on anyway; --skip-invalid goes on past objects whose rewrite would be
+   rejected, which then keep their CRD's status.storedVersions untrimmed).
+2. Back up every object at every version that holds its data (--backup FILE, default
+   ./crdver-backup-<time>.yaml): a read at the preferred version may already drop those fields.
+3. Per CRD: where the live CRD lacks the new storage version, apply an intermediate CRD (the new
+   one with the removed versions kept, served); switch the storage version, rewrite every object,
+   trim status.storedVersions and move managedFields entries off removed versions (the migrate and
+   retire engines, resumable).
+4. One server-side apply of the whole release, conflicts forced (the storage steps changed
+   .spec.versions as field manager kubectl-crdver), as --field-manager (default kubectl: your next
+   server-side kubectl apply of the release does not conflict). --no-apply stops before it.
+   When Helm, Flux, Argo CD or OLM manage the CRDs, it stops here: let that tool apply them.
+5. Verify: status.storedVersions is the storage version only, server-side apply works on the
+   objects, and plan of the same release finds nothing breaking.
+
+It asks once before the first write unless --yes; --dry-run prints the runbook and the preflight
+only. Interrupted (Ctrl-C), it is resumed by running the same command again: steps found done in
+the live state or in its checkpoint are not done again, and the first backup is kept.
+
+Exit codes: 0 the release is applied and verified (or --dry-run: nothing would be refused);
+1 refused by the preflight (nothing written) or the release is not complete (said why);
+2 usage; 3 could not complete (forbidden, unreachable, interrupted: run it again to resume).`,
+		Example: upgradeExample,
+		Args:    cobra.NoArgs,
+		RunE:    runE(o),
+	}
+	f := cmd.Flags()
+	f.StringSliceVarP(&o.Files, "filename", "f", nil, "The release's CRDs: files, directories (- for stdin); documents that are not CRDs are skipped")
+	f.BoolVar(&o.DryRun, "dry-run", false, "Print the runbook and the preflight; write nothing")
+	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before writing")
+	f.BoolVar(&o.AllowDataLoss, "allow-data-loss", false, "Go on when objects would lose fields (the backup keeps them)")
+	f.BoolVar(&o.SkipInvalid, "skip-invalid", false, "Go on when objects' rewrite would be rejected (their CRD keeps status.storedVersions untrimmed)")
+	f.BoolVar(&o.NoApply, "no-apply", false, "Do every step but the release's apply (and the verification after it)")
+	f.BoolVar(&o.IntermediateCRDs, "intermediate-crds", false, "Print the intermediate CRDs the runbook applies (YAML) and exit")
+	f.StringVar(&o.Backup, "backup", "", "Backup file (default ./crdver-backup-<time>.yaml; never overwritten)")
+	f.StringVar(&o.FieldManager, "field-manager", plan.FieldManager, "Field manager of the release's server-side apply")
+	f.StringVar(&o.Checkpoint, "checkpoint", "", "The upgrade's checkpoint file (default: in your cache folder, per cluster and release)")
+	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page")
+	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	o.progressFlags = addProgressFlags(cmd)
+	return cmd
+}
+
+// Complete resolves the printer and the progress display.
+func (o *UpgradeOptions) Complete(_ *cobra.Command, _ []string) (err error) {
+	o.progress = o.progressFlags.toProgress(o.g.ErrOut)
+	o.printer, err = o.out.toPrinter(humanOptions{})
+	return err
+}
+
+// Validate checks the flags. It does no I/O.
+func (o *UpgradeOptions) Validate() error {
+	if err := o.out.validate(); err != nil {
+		return err
+	}
+	if err := o.progressFlags.validate(); err != nil {
+		return err
+	}
+	switch {
+	case len(o.Files) == 0:
+		return UsageErrorf("give the release's CRDs with -f FILE (a file, a directory, or - for stdin)")
+	case o.ChunkSize < 1:
+		return UsageErrorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
+	case o.FieldManager == "":
+		return UsageErrorf("--field-manager must not be empty")
+	case o.IntermediateCRDs && (o.DryRun || o.Yes || o.out.format != ""):
+		return UsageErrorf("--intermediate-crds prints YAML and writes nothing: it takes no --dry-run, --yes or -o")
+	}
+	return nil
+}
+
+// Run plans, preflights, asks, and upgrades.
+func (o *UpgradeOptions) Run(ctx context.Context) error {
+	next, skipped, err := (&PlanOptions{g: o.g}).readCRDDocs(o.Files, "-f")
+	if err != nil {
+		return err
+	}
+	if skipped > 0 {
+		o.progress.Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
+	}
+	c, err := o.g.migrateClients()
+	if err != nil {
+		return err
+	}
+	applyFile := strings.Join(o.Files, " -f ")
+	if applyFile == "-" {
+		applyFile = "NEW-CRDS.yaml"
+	}
+	backup := o.Backup
+	if backup == "" && !o.DryRun && !o.IntermediateCRDs {
+		backup = "crdver-backup-" + time.Now().UTC().Format("20060102-150405") + ".yaml"
+	}
+	if backup != "" {
+		if abs, err := filepath.Abs(backup); err == nil {
+			backup = abs
+		}
+	}
+	uo := upgrade.Options{
+		Next: next, ApplyFile: applyFile, DryRun: o.DryRun, AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid,
+		NoApply: o.NoApply, FieldManager: o.FieldManager, BackupFile: backup, Checkpoint: o.Checkpoint, ChunkSize: o.ChunkSize,
+		OnEvaluate: func(crd string, done *atomic.Int64, total func() int64) func() {
+			return o.progress.Start(Task{Name: "preflight " + crd, Prefix: "upgrade", Unit: "objects", Verb: "evaluated", Done: done.Load, TotalFunc: total})
+		},
+		OnRewrite: func(crd string, total int64, done func() int64) func() {
+			return o.progress.Start(Task{Name: "rewriting " + crd, Prefix: "upgrade", Unit: "objects", Verb: "rewritten", Total: total, Done: done})
+		},
+		Notify: func(s string) { o.progress.Notef("upgrade: %s", s) },
+	}
+	if o.IntermediateCRDs {
+		uo.DryRun = true
+		p, err := upgrade.PlanRelease(ctx, c, uo)
+		if err != nil {
+			return o.runError(ctx, err)
+		}
+		inter := upgrade.Intermediates(p)
+		if len(inter) == 0 {
+			o.progress.Notef("no CRD of %s needs an intermediate CRD: the live ones have the new storage versions", applyFile)
+		}
+		for _, crd := range inter {
+			body, err := upgrade.ApplyBody(crd)
+			if err != nil {
+				return err
+			}
+			y, err := yaml.JSONToYAML(body)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.g.Out, "---\n%s", y)
+		}
+		return nil
+	}
+	printed := false
+	uo.Confirm = func(r *upgrade.Report) (bool, error) {
+		printed = true
+		if err := o.printer.PrintPart(o.g.Out, upgradePlanView{r}); err != nil {
+			return false, err
+		}
+		if o.Yes {
+			return true, nil
+		}
+		return o.g.confirm("Carry out the upgrade (the steps above)? [y/N]: ")
+	}
+	rep, err := upgrade.Run(ctx, c, uo)
+	if rep != nil && rep.Plan != nil {
+		if !printed {
+			if perr := o.printer.PrintPart(o.g.Out, upgradePlanView{rep}); perr != nil {
+				return perr
+			}
+		}
+		if perr := o.printer.PrintReport(o.g.Out, upgradeResultView{rep: rep, ran: printed && !errors.Is(err, upgrade.ErrNotConfirmed)}); perr != nil {
+			return perr
+		}
+	}
+	if err != nil {
+		return o.runError(ctx, err)
+	}
+	if o.DryRun {
+		if rep.Preflight.Refused {
+			return ProblemsFound("the upgrade would be refused: %s (--dry-run: nothing was written)", rep.Preflight.Reason)
+		}
+		return o.printer.PrintPart(o.g.Out, dryRunNote{})
+	}
+	if len(rep.Problems) > 0 {
+		return ProblemsFound("the upgrade is not complete: %s", strings.Join(rep.Problems, "; "))
+	}
+	return nil
+}
+
+func (o *UpgradeOptions) runError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, upgrade.ErrRefused):
+		return ProblemsFound("%v (--allow-data-loss, --skip-invalid to go on anyway)", err)
+	case errors.Is(err, upgrade.ErrNotConfirmed):
+		return Unavailable(errors.New("nothing was written: not confirmed (use --yes to skip the question)"))
+	case errors.Is(err, upgrade.ErrInterrupted), ctx.Err() != nil:
+		return Unavailable(fmt.Errorf("%w; run the same command again to resume", err))
+	case errors.Is(err, migrate.ErrAccessDenied):
+		return Unavailable(err)
+	}
+	return clusterError("upgrading", err)
+}
+
+// upgradePlanView is the part printed before the first write: preflight and runbook.
+type upgradePlanView struct{ rep *upgrade.Report }
+
+// upgradeResultView is the whole report (its JSON); for people, what each step did.
+type upgradeResultView struct {
+	rep *upgrade.Report
+	ran bool
+}
+
+func (v upgradeResultView) MarshalJSON() ([]byte, error) { return json.Marshal(v.rep) }

@@ -1,0 +1,477 @@
+package upgrade
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/yaml"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/ownership"
+	"github.com/crdver/kubectl-crdver/plan"
+)
+
+// state is the upgrade's checkpoint: which release, the backup, the steps done.
+type state struct {
+	Release          string   `json:"release"`
+	BackupFile       string   `json:"backupFile,omitempty"`
+	Backup           *Backup  `json:"backup,omitempty"`
+	Done             []string `json:"done"`
+	DataLossFound    bool     `json:"dataLossFound"`
+	DataLossAccepted bool     `json:"dataLossAccepted"`
+}
+
+// DefaultCheckpointPath is the upgrade's state file for a release (its CRD names) on the
+// cluster at server: <cache>/kubectl-crdver/upgrade/<hash>.json.
+func DefaultCheckpointPath(server string, next []*apiextensionsv1.CustomResourceDefinition) (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the cache folder for the upgrade's checkpoint: %w", err)
+	}
+	return filepath.Join(dir, "kubectl-crdver", "upgrade", releaseKey(server, next)[:16]+".json"), nil
+}
+
+// releaseKey identifies a release on a cluster: the server and each CRD's name and spec.
+func releaseKey(server string, next []*apiextensionsv1.CustomResourceDefinition) string {
+	h := sha256.New()
+	h.Write([]byte(server))
+	names := make([]string, 0, len(next))
+	specs := map[string][]byte{}
+	for _, c := range next {
+		names = append(names, c.Name)
+		specs[c.Name], _ = json.Marshal(c.Spec)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		h.Write([]byte("\x00" + n + "\x00"))
+		h.Write(specs[n])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func loadState(path string) (*state, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the upgrade checkpoint %s: %w", path, err)
+	}
+	var s state
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("the upgrade checkpoint %s is not valid (%v): remove it to start over", path, err)
+	}
+	return &s, nil
+}
+
+func (r *runner) save() error {
+	if r.cpPath == "" {
+		return nil
+	}
+	r.cp.BackupFile = r.o.BackupFile
+	b, err := json.MarshalIndent(r.cp, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(r.cpPath), 0o700); err != nil {
+		return fmt.Errorf("writing the upgrade checkpoint: %w", err)
+	}
+	tmp := r.cpPath + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("writing the upgrade checkpoint: %w", err)
+	}
+	return os.Rename(tmp, r.cpPath)
+}
+
+func stepKey(s plan.RunbookStep) string {
+	return s.Action + "|" + strings.Join(s.CRDs, ",") + "|" + s.Version + "|" + s.Target
+}
+
+// backup writes every object of each resource (plural.version.group: each version that holds
+// data) to the backup file, one YAML document per object, a page in memory at a time.
+func (r *runner) backup(ctx context.Context, s *StepResult) error {
+	if r.cp.Backup != nil {
+		r.rep.Backup = r.cp.Backup
+		r.rep.Backup.Reused = true
+		s.State, s.Detail = StateAlready, fmt.Sprintf("taken by the first run, kept in %s", r.cp.Backup.File)
+		return nil
+	}
+	file := r.o.BackupFile
+	if _, err := os.Stat(file); err == nil {
+		return fmt.Errorf("the backup file %s exists: name another one (nothing was written to the cluster)", file)
+	}
+	tmp := file + ".partial"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating the backup file: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	b := &Backup{File: file, Resources: []BackupResource{}}
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	fmt.Fprintf(w, "# kubectl crdver upgrade backup: every object at every version that holds its data\n")
+	for _, res := range s.Resources {
+		gvr, ok := parseResource(res)
+		if !ok {
+			return fail(fmt.Errorf("backup: %q is not plural.version.group", res))
+		}
+		n, err := r.backupResource(ctx, w, gvr)
+		if err != nil {
+			return fail(fmt.Errorf("backing up %s: %w", res, err))
+		}
+		b.Resources = append(b.Resources, BackupResource{Resource: res, Objects: n})
+	}
+	if err := w.Flush(); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return fail(err)
+	}
+	r.rep.Backup, r.cp.Backup = b, b
+	var n int64
+	for _, x := range b.Resources {
+		n += x.Objects
+	}
+	s.Detail = fmt.Sprintf("%d objects at %d versions to %s", n, len(b.Resources), file)
+	return nil
+}
+
+func (r *runner) backupResource(ctx context.Context, w *bufio.Writer, gvr schema.GroupVersionResource) (int64, error) {
+	var n int64
+	cont := ""
+	fmt.Fprintf(w, "# %s.%s.%s\n", gvr.Resource, gvr.Version, gvr.Group)
+	for {
+		list, err := r.c.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: r.o.ChunkSize, Continue: cont})
+		if err != nil {
+			return n, err
+		}
+		for i := range list.Items {
+			y, err := yaml.Marshal(list.Items[i].Object)
+			if err != nil {
+				return n, err
+			}
+			fmt.Fprintf(w, "---\n%s", y)
+			n++
+		}
+		if cont = list.GetContinue(); cont == "" {
+			return n, nil
+		}
+	}
+}
+
+func parseResource(s string) (schema.GroupVersionResource, bool) {
+	parts := strings.SplitN(s, ".", 3)
+	if len(parts) != 3 {
+		return schema.GroupVersionResource{}, false
+	}
+	return schema.GroupVersionResource{Resource: parts[0], Version: parts[1], Group: parts[2]}, true
+}
+
+// applyCRD server-side applies crd (spec, labels, annotations) with the run's field manager,
+// forcing conflicts: our own storage switches own parts of .spec.versions.
+func (r *runner) applyCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+	body, err := ApplyBody(crd)
+	if err != nil {
+		return err
+	}
+	force := true
+	_, err = r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, crd.Name, types.ApplyPatchType, body,
+		metav1.PatchOptions{FieldManager: r.o.FieldManager, Force: &force})
+	if err != nil {
+		return fmt.Errorf("applying %s: %w", crd.Name, err)
+	}
+	return nil
+}
+
+// ApplyBody is crd as a server-side apply (or kubectl apply) would send it: apiVersion, kind,
+// name, labels, annotations and spec; no status and no server-set metadata.
+func ApplyBody(crd *apiextensionsv1.CustomResourceDefinition) ([]byte, error) {
+	spec, err := json.Marshal(crd.Spec)
+	if err != nil {
+		return nil, err
+	}
+	md := map[string]any{"name": crd.Name}
+	if len(crd.Labels) > 0 {
+		md["labels"] = crd.Labels
+	}
+	if len(crd.Annotations) > 0 {
+		md["annotations"] = crd.Annotations
+	}
+	return json.Marshal(map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": md, "spec": json.RawMessage(spec)})
+}
+
+// intermediate applies, for each CRD of the step, the new CRD with the removed versions kept,
+// then waits until the API server encodes writes at the new storage version.
+func (r *runner) intermediate(ctx context.Context, s *StepResult) error {
+	var applied []string
+	for _, n := range s.CRDs {
+		it := r.item(n)
+		live, next := it.CRDs()
+		cur, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("getting %s: %w", n, err)
+		}
+		inter := plan.IntermediateFor(it)
+		if inter == nil {
+			inter = next
+		}
+		if intermediateApplied(cur, inter) {
+			continue // applied by an earlier run
+		}
+		_ = live
+		if err := r.applyCRD(ctx, inter); err != nil {
+			return err
+		}
+		crd, err := r.waitCRD(ctx, n, func(c *apiextensionsv1.CustomResourceDefinition) bool {
+			return established(c) && crdinfo.StorageVersion(c) == crdinfo.StorageVersion(next)
+		})
+		if err != nil {
+			return err
+		}
+		if err := migrate.WaitStorageVersion(ctx, r.c, crd, 30e9); err != nil {
+			return err
+		}
+		applied = append(applied, n)
+		r.notify("%s: intermediate CRD applied (storage version %s)", n, crdinfo.StorageVersion(next))
+	}
+	if len(applied) == 0 {
+		s.State, s.Detail = StateAlready, "every CRD already has its new storage version"
+		return nil
+	}
+	s.Detail = "applied as field manager " + r.o.FieldManager + ": " + strings.Join(applied, ", ")
+	return nil
+}
+
+// intermediateApplied: cur has inter's storage version as storage and serves every version
+// inter serves.
+func intermediateApplied(cur, inter *apiextensionsv1.CustomResourceDefinition) bool {
+	if crdinfo.StorageVersion(cur) != crdinfo.StorageVersion(inter) {
+		return false
+	}
+	for _, v := range crdinfo.ServedVersions(inter) {
+		if cv, err := crdinfo.Lookup(cur, v); err != nil || !cv.Served {
+			return false
+		}
+	}
+	return true
+}
+
+// apply server-side applies every CRD of the release and waits until each is established
+// with its new versions.
+func (r *runner) apply(ctx context.Context, s *StepResult) error {
+	for i := range r.items {
+		_, next := r.items[i].CRDs()
+		if err := r.applyCRD(ctx, next); err != nil {
+			return err
+		}
+	}
+	for i := range r.items {
+		_, next := r.items[i].CRDs()
+		if err := r.dropLeftovers(ctx, next); err != nil {
+			return err
+		}
+		want := crdinfo.VersionNames(next)
+		if _, err := r.waitCRD(ctx, next.Name, func(c *apiextensionsv1.CustomResourceDefinition) bool {
+			return established(c) && slices.Equal(crdinfo.VersionNames(c), want)
+		}); err != nil {
+			return err
+		}
+	}
+	s.Detail = fmt.Sprintf("%d CRDs applied (server-side, field manager %s, conflicts forced)", len(r.items), r.o.FieldManager)
+	r.notify("release applied: %d CRDs", len(r.items))
+	return nil
+}
+
+// dropLeftovers removes versions the release does not have that survived the apply: a
+// server-side apply does not delete list entries another field manager owns. Only versions
+// no longer in status.storedVersions are removed (the API server refuses the others anyway).
+func (r *runner) dropLeftovers(ctx context.Context, next *apiextensionsv1.CustomResourceDefinition) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, next.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		kept := crd.Spec.Versions[:0]
+		var dropped []string
+		for _, v := range crd.Spec.Versions {
+			if _, err := crdinfo.Lookup(next, v.Name); err != nil && !slices.Contains(crd.Status.StoredVersions, v.Name) {
+				dropped = append(dropped, v.Name)
+				continue
+			}
+			kept = append(kept, v)
+		}
+		if len(dropped) == 0 {
+			return nil
+		}
+		crd.Spec.Versions = kept
+		if _, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{FieldManager: r.o.FieldManager}); err != nil {
+			return err
+		}
+		r.notify("%s: removed %s, which the apply left (owned by another field manager)", next.Name, strings.Join(dropped, ", "))
+		return nil
+	})
+}
+
+// verify checks every CRD after the apply: storedVersions, managedFields of removed versions,
+// a dry-run server-side apply per set of managedFields versions, and plan of the same release.
+func (r *runner) verify(ctx context.Context, s *StepResult) error {
+	v := &Verify{CRDs: []VerifyCRD{}, PlanBreaking: []string{}}
+	r.rep.Verify = v
+	for i := range r.items {
+		_, next := r.items[i].CRDs()
+		crd, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, next.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("getting %s: %w", next.Name, err)
+		}
+		storage := crdinfo.StorageVersion(crd)
+		vc := VerifyCRD{CRD: crd.Name, StorageVersion: storage, StoredVersions: crd.Status.StoredVersions, SSAFailures: []string{}}
+		vc.StoredOK = slices.Equal(crd.Status.StoredVersions, []string{storage})
+		if !vc.StoredOK {
+			r.problem("%s: status.storedVersions is [%s], not [%s]: objects may still be stored at the other versions (kubectl crdver migrate %s)", crd.Name, strings.Join(crd.Status.StoredVersions, " "), storage, crd.Name)
+		}
+		if ev, _ := migrate.CompletedEvidence(r.c.Server, crd, mustCheckpoint(r.c.Server, crd.Name)); ev != nil {
+			vc.Evidence = fmt.Sprintf("a completed rewrite at %s is recorded (every object accounted for, %d failed)", ev.StorageVersion, ev.Failed)
+		}
+		if err := r.verifySSA(ctx, crd, &vc); err != nil {
+			return err
+		}
+		v.CRDs = append(v.CRDs, vc)
+	}
+	// Plan of the same release against the cluster as it is now.
+	after, err := PlanRelease(ctx, r.c, Options{Next: r.o.Next, ApplyFile: r.o.ApplyFile, ChunkSize: r.o.ChunkSize})
+	if err != nil {
+		return err
+	}
+	for _, it := range after.Items {
+		if it.Breaking {
+			v.PlanBreaking = append(v.PlanBreaking, it.CRD)
+		}
+	}
+	if len(v.PlanBreaking) > 0 {
+		r.problem("plan of the same release still finds breaking changes for %s (kubectl crdver plan -f %s)", strings.Join(v.PlanBreaking, ", "), r.o.ApplyFile)
+	}
+	s.Detail = fmt.Sprintf("%d CRDs checked", len(v.CRDs))
+	return nil
+}
+
+func mustCheckpoint(server, crd string) string {
+	p, _ := migrate.DefaultCheckpointPath(server, crd)
+	return p
+}
+
+// verifySSA counts objects with managedFields entries of versions the CRD no longer has, and
+// sends a dry-run server-side apply (an empty intent by a probe manager: the API server still
+// converts every existing entry) to one object per distinct set of entry versions.
+func (r *runner) verifySSA(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, vc *VerifyCRD) error {
+	read, err := crdinfo.AccessVersion(crd)
+	if err != nil {
+		return nil
+	}
+	gvr := crdinfo.GVR(crd, read)
+	seen := map[string]bool{}
+	var probe []*metav1.PartialObjectMetadata
+	err = ownership.EachObject(ctx, r.c.Metadata, gvr, r.o.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
+		var vs []string
+		stale := false
+		for _, e := range m.ManagedFields {
+			gv, err := schema.ParseGroupVersion(e.APIVersion)
+			if err != nil || gv.Group != crd.Spec.Group {
+				continue
+			}
+			if !slices.Contains(vs, gv.Version) {
+				vs = append(vs, gv.Version)
+			}
+			if _, err := crdinfo.Lookup(crd, gv.Version); err != nil {
+				stale = true
+			}
+		}
+		if stale {
+			vc.StaleManagedFields++
+		}
+		sort.Strings(vs)
+		k := strings.Join(vs, ",")
+		if !seen[k] {
+			seen[k] = true
+			probe = append(probe, m.DeepCopy())
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the managedFields of %s: %w", crd.Name, err)
+	}
+	for _, m := range probe {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(gvr.GroupVersion().String())
+		u.SetKind(crd.Spec.Names.Kind)
+		u.SetName(m.Name)
+		u.SetNamespace(m.Namespace)
+		body, _ := u.MarshalJSON()
+		_, err := r.c.Dynamic.Resource(gvr).Namespace(m.Namespace).Patch(ctx, m.Name, types.ApplyPatchType, body,
+			metav1.PatchOptions{FieldManager: "kubectl-crdver-verify", DryRun: []string{metav1.DryRunAll}})
+		vc.SSAChecked++
+		if err != nil {
+			where := m.Name
+			if m.Namespace != "" {
+				where = m.Namespace + "/" + m.Name
+			}
+			vc.SSAFailures = append(vc.SSAFailures, where+": "+err.Error())
+			r.problem("%s %s: server-side apply fails: %v", crd.Name, where, err)
+		}
+	}
+	if vc.StaleManagedFields > 0 {
+		r.problem("%s: %d objects hold managedFields entries of versions no longer in the CRD: server-side apply fails on them (kubernetes#111937)", crd.Name, vc.StaleManagedFields)
+	}
+	return nil
+}
+
+// Intermediates are the intermediate CRDs of a planned release (kubectl crdver upgrade
+// --intermediate-crds): for each CRD whose live copy lacks the new storage version, the new
+// CRD with the versions it removes kept. Empty when no CRD needs one.
+func Intermediates(p *plan.Report) []*apiextensionsv1.CustomResourceDefinition {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, s := range p.Runbook {
+		if s.Action != plan.ActionIntermediate {
+			continue
+		}
+		for _, n := range s.CRDs {
+			for i := range p.Items {
+				if p.Items[i].CRD != n {
+					continue
+				}
+				inter := plan.IntermediateFor(&p.Items[i])
+				if inter == nil {
+					_, inter = p.Items[i].CRDs()
+				}
+				out = append(out, inter)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,184 @@
+// Package upgrade carries out the runbook of a whole release (plan.Runbook) against a cluster,
+// losing nothing unless told to: preflight every object under the new CRDs (fields the
+// re-encoding drops, writes that would be rejected) and refuse before any write → back up every
+// stored version that holds data to a file → per CRD: intermediate CRD where the live one lacks
+// the new storage version, storage switch, rewrite, trim and managedFields moved (the migrate
+// and retire engines) → one server-side apply of the release → verify (storedVersions, the
+// rewrite's evidence, server-side apply, plan of the same release).
+//
+// It is the library behind `kubectl crdver upgrade`: no flags, no printing; questions, progress
+// and notes are callbacks. Each step is found done in the live state or in the upgrade's
+// checkpoint, so running it again after an interruption continues where it stopped.
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/plan"
+)
+
+// Errors Run returns (wrapped); a Report comes with each.
+var (
+	// ErrRefused: the preflight found objects that would lose fields or be rejected, or a CRD
+	// the API server would reject; nothing was written.
+	ErrRefused = errors.New("refused")
+	// ErrNotConfirmed: Confirm said no; nothing was written.
+	ErrNotConfirmed = errors.New("not confirmed")
+	// ErrInterrupted: the context was cancelled; running again resumes.
+	ErrInterrupted = errors.New("interrupted")
+)
+
+// Options of an upgrade.
+type Options struct {
+	// Next are the release's CRDs.
+	Next []*apiextensionsv1.CustomResourceDefinition
+	// ApplyFile names the release in the runbook's commands (as given to -f).
+	ApplyFile string
+	// DryRun plans and preflights only: nothing is written.
+	DryRun bool
+	// AllowDataLoss goes on when objects would lose fields; SkipInvalid when objects' writes
+	// would be rejected (they then keep status.storedVersions untrimmed, so the release
+	// cannot remove their version: the run stops before the apply).
+	AllowDataLoss, SkipInvalid bool
+	// NoApply stops before the release's apply (the storage steps are done).
+	NoApply bool
+	// FieldManager of the intermediate and final server-side applies ("" is plan.FieldManager:
+	// kubectl's, so the next `kubectl apply --server-side` of the release does not conflict).
+	FieldManager string
+	// BackupFile receives the backup (required unless DryRun). An existing file is never
+	// overwritten, except the one a resumed run's checkpoint names (then it is kept as is).
+	BackupFile string
+	// Checkpoint is the upgrade's own state file ("" is DefaultCheckpointPath).
+	Checkpoint string
+	// Rewrite tunes the rewrites (Checkpoint is ignored: migrate's default per CRD).
+	Rewrite migrate.RewriteOptions
+	// ChunkSize of the lists (0: 500).
+	ChunkSize int64
+	// Preflight, when set, adds findings of a deeper check for every CRD whose objects are
+	// re-encoded at target (e.g. a round trip through a conversion webhook).
+	Preflight func(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, target string) ([]ObjectFinding, error)
+
+	// Confirm is asked once, after the preflight, before the first write; nil means yes.
+	Confirm func(*Report) (bool, error)
+	// OnEvaluate is called when the objects of a CRD are evaluated (progress); the function
+	// it returns is called when done.
+	OnEvaluate func(crd string, done *atomic.Int64, total func() int64) func()
+	// OnRewrite is called when a rewrite starts; the function it returns when it ends.
+	OnRewrite func(crd string, total int64, done func() int64) func()
+	// Notify receives a line for every step taken.
+	Notify func(string)
+}
+
+// Step states.
+const (
+	StatePending = "pending"
+	StateDone    = "done"
+	StateAlready = "already done"
+	StateSkipped = "skipped"
+	StateFailed  = "failed"
+	StateNotRun  = "not reached"
+	StateManual  = "manual"
+)
+
+// Report is what an upgrade found and did. Its JSON form is `kubectl crdver upgrade -o json`.
+type Report struct {
+	// Plan is the plan of the release against the cluster as it was when the run began,
+	// with its runbook (Plan.Runbook).
+	Plan      *plan.Report `json:"plan"`
+	DryRun    bool         `json:"dryRun"`
+	Preflight Preflight    `json:"preflight"`
+	Backup    *Backup      `json:"backup,omitempty"`
+	// Steps are the runbook's steps and what became of each.
+	Steps  []StepResult `json:"steps"`
+	Verify *Verify      `json:"verify,omitempty"`
+	// Checkpoint is the upgrade's state file (a resumed run continues from it).
+	Checkpoint string `json:"checkpoint,omitempty"`
+	// Resumed: a checkpoint of an earlier run of the same release was found.
+	Resumed bool `json:"resumed"`
+	// Problems say what keeps the release from being complete (empty when nothing does).
+	Problems []string `json:"problems"`
+	// Warnings are what the user must still do that does not keep the release from being
+	// applied (e.g. change GitOps manifests that write a removed version).
+	Warnings []string `json:"warnings"`
+}
+
+// Preflight is what the objects would suffer under the release.
+type Preflight struct {
+	// DataLoss: objects that lose fields when re-encoded (or read) under the new CRDs.
+	DataLoss []ObjectFinding `json:"dataLoss"`
+	// Rejected: objects whose no-op update (the rewrite) would be rejected.
+	Rejected []ObjectFinding `json:"rejected"`
+	// Unknown: what the checks could not evaluate (refused like a loss).
+	Unknown []string `json:"unknown"`
+	// BlockedCRDs: CRDs the API server would reject for a reason no step removes.
+	BlockedCRDs []string `json:"blockedCRDs"`
+	// Refused: the run stops before writing because of the above (without the flags that
+	// accept them).
+	Refused bool   `json:"refused"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// ObjectFinding is one object with fields it would lose or errors its write would get.
+type ObjectFinding struct {
+	CRD       string   `json:"crd"`
+	Namespace string   `json:"namespace,omitempty"`
+	Name      string   `json:"name"`
+	Fields    []string `json:"fields,omitempty"`
+	// HeldAt is the version the lost fields are held at, when the preflight package says.
+	HeldAt string   `json:"heldAt,omitempty"`
+	Errors []string `json:"errors,omitempty"`
+	// Unknown: what could not be evaluated (no object named), as the check says it.
+	Unknown []string `json:"unknown,omitempty"`
+}
+
+// Backup is where the backup went.
+type Backup struct {
+	File string `json:"file"`
+	// Resources read, as plural.version.group, and the objects written for each.
+	Resources []BackupResource `json:"resources"`
+	// Reused: the backup of an earlier, interrupted run of the same release (not taken again:
+	// the objects may have been rewritten since).
+	Reused bool `json:"reused"`
+}
+
+// BackupResource is one resource read at one version.
+type BackupResource struct {
+	Resource string `json:"resource"`
+	Objects  int64  `json:"objects"`
+}
+
+// StepResult is a runbook step and what became of it.
+type StepResult struct {
+	plan.RunbookStep
+	State  string `json:"state"`
+	Detail string `json:"detail"`
+}
+
+// Verify is the check after the apply.
+type Verify struct {
+	CRDs []VerifyCRD `json:"crds"`
+	// PlanBreaking lists the CRDs that plan of the same release still finds breaking.
+	PlanBreaking []string `json:"planBreaking"`
+}
+
+// VerifyCRD is the state of one CRD after the upgrade.
+type VerifyCRD struct {
+	CRD            string   `json:"crd"`
+	StorageVersion string   `json:"storageVersion"`
+	StoredVersions []string `json:"storedVersions"`
+	// StoredOK: status.storedVersions is the storage version only.
+	StoredOK bool `json:"storedVersionsOK"`
+	// Evidence of the rewrite (every object stored at the storage version), when one ran.
+	Evidence string `json:"evidence,omitempty"`
+	// SSAChecked objects were sent a dry-run server-side apply (one per set of managedFields
+	// versions); SSAFailures are those it failed for.
+	SSAChecked  int64    `json:"ssaChecked"`
+	SSAFailures []string `json:"ssaFailures"`
+	// StaleManagedFields: objects with managedFields entries of versions no longer in the CRD.
+	StaleManagedFields int64 `json:"staleManagedFields"`
+}

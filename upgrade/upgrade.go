@@ -1,0 +1,558 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/preflight"
+	"github.com/crdver/kubectl-crdver/preview"
+	"github.com/crdver/kubectl-crdver/retire"
+)
+
+type runner struct {
+	c      *migrate.Clients
+	o      Options
+	rep    *Report
+	cp     *state
+	cpPath string
+	items  []plan.Item
+}
+
+func (r *runner) notify(format string, args ...any) {
+	if r.o.Notify != nil {
+		r.o.Notify(fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *runner) problem(format string, args ...any) {
+	r.rep.Problems = append(r.rep.Problems, fmt.Sprintf(format, args...))
+}
+
+// PlanRelease plans the release against the cluster: each CRD of next with its live copy and
+// every live object (plan.Plan), and the release runbook.
+func PlanRelease(ctx context.Context, c *migrate.Clients, o Options) (*plan.Report, error) {
+	chunk := o.ChunkSize
+	if chunk <= 0 {
+		chunk = 500
+	}
+	rep := &plan.Report{Items: []plan.Item{}}
+	for _, next := range o.Next {
+		live, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, next.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			live = nil
+		} else if err != nil {
+			return nil, fmt.Errorf("getting CustomResourceDefinition %q: %w", next.Name, err)
+		}
+		var src plan.ObjectSource
+		if live != nil {
+			if v := plan.ListVersion(live); v != "" {
+				src = plan.NewClusterSource(c.Dynamic, crdinfo.GVR(live, v), chunk)
+			}
+		}
+		var done atomic.Int64
+		stop := func() {}
+		if o.OnEvaluate != nil && src != nil {
+			stop = o.OnEvaluate(next.Name, &done, src.Total)
+		}
+		it, err := plan.Plan(ctx, live, next, src, plan.Options{FieldValidation: preview.FieldValidationStrict, Progress: &done, ApplyFile: o.ApplyFile})
+		stop()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("%w: planning %s: %w", ErrInterrupted, next.Name, err)
+			}
+			return nil, fmt.Errorf("planning %s: %w", next.Name, err)
+		}
+		rep.Items = append(rep.Items, *it)
+	}
+	rep.Runbook = plan.Runbook(rep.Items, plan.RunbookOptions{ApplyFile: o.ApplyFile, BackupFile: o.BackupFile})
+	return rep, nil
+}
+
+// Run plans the release, preflights it and, unless DryRun or refused, carries out its runbook.
+// The error says what stopped the run (ErrRefused, ErrNotConfirmed, ErrInterrupted, access,
+// the cluster); what keeps the release from being complete is in Report.Problems.
+func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
+	if o.FieldManager == "" {
+		o.FieldManager = plan.FieldManager
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = 500
+	}
+	if o.Rewrite.ChunkSize <= 0 {
+		o.Rewrite.ChunkSize = o.ChunkSize
+	}
+	r := &runner{c: c, o: o, rep: &Report{DryRun: o.DryRun, Steps: []StepResult{}, Problems: []string{}, Warnings: []string{}}}
+	r.rep.Preflight = Preflight{DataLoss: []ObjectFinding{}, Rejected: []ObjectFinding{}, Unknown: []string{}, BlockedCRDs: []string{}}
+
+	// The checkpoint of an earlier run of the same release, if any.
+	if !o.DryRun {
+		path := o.Checkpoint
+		if path == "" {
+			p, err := DefaultCheckpointPath(c.Server, o.Next)
+			if err != nil {
+				return r.rep, err
+			}
+			path = p
+		}
+		r.cpPath = path
+		r.rep.Checkpoint = path
+		cp, err := loadState(path)
+		if err != nil {
+			return r.rep, err
+		}
+		if cp != nil && cp.Release == releaseKey(c.Server, o.Next) {
+			r.cp, r.rep.Resumed = cp, true
+			if o.BackupFile == "" || cp.Backup != nil {
+				o.BackupFile = cp.BackupFile
+				r.o.BackupFile = cp.BackupFile
+			}
+		} else {
+			r.cp = &state{Release: releaseKey(c.Server, o.Next), Done: []string{}}
+		}
+	}
+
+	p, err := PlanRelease(ctx, c, r.o)
+	if err != nil {
+		return r.rep, err
+	}
+	r.rep.Plan = p
+	r.items = p.Items
+	r.preflight(ctx)
+	for _, s := range p.Runbook {
+		r.rep.Steps = append(r.rep.Steps, StepResult{RunbookStep: s, State: StatePending})
+	}
+	if o.DryRun {
+		return r.rep, nil
+	}
+	if r.rep.Preflight.Refused {
+		return r.rep, fmt.Errorf("%w: %s; nothing was written", ErrRefused, r.rep.Preflight.Reason)
+	}
+	if o.BackupFile == "" && r.needsBackup() {
+		return r.rep, errors.New("no backup file given")
+	}
+	if err := migrate.CheckAccess(ctx, c, r.neededAccess()); err != nil {
+		return r.rep, err
+	}
+	if o.Confirm != nil && r.writes() {
+		ok, err := o.Confirm(r.rep)
+		if err != nil {
+			return r.rep, err
+		}
+		if !ok {
+			return r.rep, ErrNotConfirmed
+		}
+	}
+	// The preflight's verdict is kept: a resumed run must not lose what the first one found.
+	r.cp.DataLossAccepted = r.cp.DataLossAccepted || (len(r.rep.Preflight.DataLoss) > 0 && o.AllowDataLoss)
+	if err := r.save(); err != nil {
+		return r.rep, err
+	}
+	err = r.run(ctx)
+	for i := range r.rep.Steps {
+		if r.rep.Steps[i].State == StatePending {
+			r.rep.Steps[i].State = StateNotRun
+		}
+	}
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrInterrupted) {
+		err = fmt.Errorf("%w: %w", ErrInterrupted, err)
+	}
+	return r.rep, err
+}
+
+// preflight collects the objects that would lose fields or be rejected, and decides whether
+// the run may go on.
+func (r *runner) preflight(ctx context.Context) {
+	pf := &r.rep.Preflight
+	rewritten := map[string]bool{}
+	for _, s := range r.rep.Plan.Runbook {
+		if s.Action == plan.ActionMigrate || s.Action == plan.ActionRetire || s.Action == plan.ActionIntermediate {
+			for _, n := range s.CRDs {
+				rewritten[n] = true
+			}
+		}
+		if s.Action == plan.ActionFixCRDs {
+			pf.BlockedCRDs = append(pf.BlockedCRDs, s.CRDs...)
+		}
+	}
+	for i := range r.items {
+		it := &r.items[i]
+		for _, f := range it.Objects.Findings {
+			lost := append(append([]string{}, f.PrunedOnRead...), f.PossiblyPrunedOnRead...)
+			if len(lost) > 0 {
+				pf.DataLoss = append(pf.DataLoss, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Fields: lost})
+			}
+			if len(f.UpdateErrors) > 0 && rewritten[it.CRD] {
+				pf.Rejected = append(pf.Rejected, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: f.UpdateErrors})
+			}
+		}
+		check := r.o.Preflight
+		if check == nil {
+			check = r.deepCheck(it)
+		}
+		if rewritten[it.CRD] {
+			live, _ := it.CRDs()
+			if live != nil {
+				more, err := check(ctx, live, it.StorageVersion.After)
+				if err != nil {
+					pf.Refused, pf.Reason = true, fmt.Sprintf("%s: the preflight could not complete: %v", it.CRD, err)
+					return
+				}
+				for _, m := range more {
+					if len(m.Fields) > 0 {
+						for j, f := range m.Fields {
+							m.Fields[j] = strings.TrimPrefix(f, ".") // plan's paths have no leading dot
+						}
+						if i := slices.IndexFunc(pf.DataLoss, sameObject(m)); i >= 0 {
+							for _, f := range m.Fields {
+								if !slices.Contains(pf.DataLoss[i].Fields, f) {
+									pf.DataLoss[i].Fields = append(pf.DataLoss[i].Fields, f)
+								}
+							}
+						} else {
+							pf.DataLoss = append(pf.DataLoss, m)
+						}
+					}
+					if len(m.Unknown) > 0 {
+						for _, u := range m.Unknown {
+							pf.Unknown = append(pf.Unknown, m.CRD+": "+u)
+						}
+					}
+					if len(m.Errors) > 0 && !slices.ContainsFunc(pf.Rejected, sameObject(m)) {
+						pf.Rejected = append(pf.Rejected, m)
+					}
+				}
+			}
+		}
+	}
+	var why []string
+	if len(pf.BlockedCRDs) > 0 {
+		why = append(why, fmt.Sprintf("the API server would reject %s (see the plan's apply errors)", strings.Join(pf.BlockedCRDs, ", ")))
+	}
+	loss := len(pf.DataLoss) > 0 || (r.cp != nil && r.cp.DataLossFound && !r.cp.DataLossAccepted)
+	if r.cp != nil && len(pf.DataLoss) > 0 {
+		r.cp.DataLossFound = true
+	}
+	if loss && !r.o.AllowDataLoss {
+		n := len(pf.DataLoss)
+		why = append(why, fmt.Sprintf("%s would lose fields (listed in the preflight); back them up and convert them, or accept the loss", countObjects(n)))
+	}
+	if len(pf.Unknown) > 0 && !r.o.AllowDataLoss {
+		why = append(why, fmt.Sprintf("what the rewrite loses is unknown for %s", strings.Join(pf.Unknown, "; ")))
+	}
+	if len(pf.Rejected) > 0 && !r.o.SkipInvalid {
+		why = append(why, fmt.Sprintf("%s would be rejected when rewritten (listed in the preflight): fix them first", countObjects(len(pf.Rejected))))
+	}
+	if len(why) > 0 {
+		pf.Refused, pf.Reason = true, strings.Join(why, "; ")
+	}
+}
+
+// deepCheck is the preflight package's check of a CRD whose objects are re-encoded at its new
+// storage version: under the live CRD, or, when the live CRD lacks that version, under the
+// intermediate CRD the runbook applies (then without the dry-run writes, which need the
+// version served: plan's no-op update evaluation stands in for them).
+func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, target string) ([]ObjectFinding, error) {
+	return func(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, target string) ([]ObjectFinding, error) {
+		crd := live
+		so := preflight.Options{Target: target, ChunkSize: r.o.ChunkSize}
+		if inter := plan.IntermediateFor(it); inter != nil {
+			inter.Status = *live.Status.DeepCopy()
+			crd, so.SkipRejections = inter, true
+		}
+		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+			if tr, err := convert.DefaultTransport(crd, r.c.Kube.CoreV1().RESTClient(), 10*time.Second); err == nil {
+				so.Transport = tr
+			}
+		}
+		rep, err := preflight.Check(ctx, r.c.Dynamic, crd, so)
+		if err != nil {
+			return nil, err
+		}
+		var out []ObjectFinding
+		for _, l := range rep.Losses {
+			out = append(out, ObjectFinding{CRD: it.CRD, Namespace: l.Namespace, Name: l.Name, Fields: l.Fields, HeldAt: l.HeldAt})
+		}
+		for _, j := range rep.Rejected {
+			out = append(out, ObjectFinding{CRD: it.CRD, Namespace: j.Namespace, Name: j.Name, Errors: j.Errors})
+		}
+		if len(rep.Unknown) > 0 {
+			out = append(out, ObjectFinding{CRD: it.CRD, Unknown: rep.Unknown})
+		}
+		return out, nil
+	}
+}
+
+func countObjects(n int) string {
+	if n == 1 {
+		return "1 object"
+	}
+	return fmt.Sprintf("%d objects", n)
+}
+
+func sameObject(a ObjectFinding) func(ObjectFinding) bool {
+	return func(b ObjectFinding) bool { return a.CRD == b.CRD && a.Namespace == b.Namespace && a.Name == b.Name }
+}
+
+func (r *runner) needsBackup() bool {
+	return slices.ContainsFunc(r.rep.Plan.Runbook, func(s plan.RunbookStep) bool { return s.Action == plan.ActionBackup })
+}
+
+// writes reports whether any step would write.
+func (r *runner) writes() bool {
+	return slices.ContainsFunc(r.rep.Plan.Runbook, func(s plan.RunbookStep) bool {
+		return !s.Manual && s.Action != plan.ActionVerify && !(s.Action == plan.ActionApply && r.o.NoApply)
+	})
+}
+
+// neededAccess is every right the steps need, checked before the first write.
+func (r *runner) neededAccess() []migrate.Access {
+	var out []migrate.Access
+	crds := func(verb, sub, name string) migrate.Access {
+		return migrate.Access{Verb: verb, Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions", Subresource: sub, Name: name}
+	}
+	for _, s := range r.rep.Plan.Runbook {
+		for _, n := range s.CRDs {
+			it := r.item(n)
+			if it == nil {
+				continue
+			}
+			live, next := it.CRDs()
+			switch s.Action {
+			case plan.ActionBackup:
+				for _, res := range s.Resources {
+					if strings.HasPrefix(res, next.Spec.Names.Plural+".") {
+						out = append(out, migrate.Access{Verb: "list", Group: next.Spec.Group, Resource: next.Spec.Names.Plural})
+					}
+				}
+			case plan.ActionIntermediate:
+				out = append(out, crds("patch", "", n))
+			case plan.ActionMigrate, plan.ActionRetire:
+				if live != nil {
+					out = append(out, migrate.NeededAccess(live, true, true)...)
+				}
+			}
+		}
+		if s.Action == plan.ActionApply && !r.o.NoApply {
+			for i := range r.items {
+				live, next := r.items[i].CRDs()
+				if live == nil {
+					out = append(out, crds("create", "", ""))
+				}
+				out = append(out, crds("patch", "", next.Name))
+			}
+		}
+	}
+	var uniq []migrate.Access
+	for _, a := range out {
+		if !slices.Contains(uniq, a) {
+			uniq = append(uniq, a)
+		}
+	}
+	return uniq
+}
+
+func (r *runner) item(name string) *plan.Item {
+	for i := range r.items {
+		if r.items[i].CRD == name {
+			return &r.items[i]
+		}
+	}
+	return nil
+}
+
+// run carries out the steps in order; each is saved in the checkpoint when done.
+func (r *runner) run(ctx context.Context) error {
+	for i := range r.rep.Steps {
+		s := &r.rep.Steps[i]
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w before step %d (%s)", ErrInterrupted, i+1, s.Action)
+		}
+		var err error
+		switch s.Action {
+		case plan.ActionFixObjects:
+			s.State, s.Detail = StateSkipped, "invalid objects skipped: they fail the rewrite and keep status.storedVersions untrimmed"
+		case plan.ActionConvertObjects:
+			s.State, s.Detail = StateSkipped, "data loss accepted: the backup keeps the fields"
+		case plan.ActionChangeWriters:
+			s.State, s.Detail = StateManual, "for you to do: see the warnings"
+			r.rep.Warnings = append(r.rep.Warnings, strings.Join(s.CRDs, ", ")+": "+s.Why)
+		case plan.ActionFixCRDs:
+			s.State = StateManual
+			return fmt.Errorf("%w: %s", ErrRefused, s.Why)
+		case plan.ActionBackup:
+			err = r.backup(ctx, s)
+		case plan.ActionIntermediate:
+			err = r.intermediate(ctx, s)
+		case plan.ActionRetire:
+			err = r.retire(ctx, s)
+		case plan.ActionMigrate:
+			err = r.migrate(ctx, s)
+		case plan.ActionApply:
+			if r.o.NoApply {
+				s.State, s.Detail = StateSkipped, "not asked: apply the release yourself ("+strings.Join(s.Commands, "; ")+")"
+				continue
+			}
+			if len(r.rep.Problems) > 0 {
+				s.State, s.Detail = StateSkipped, "not applied: "+strings.Join(r.rep.Problems, "; ")
+				return nil
+			}
+			err = r.apply(ctx, s)
+		case plan.ActionToolApply:
+			s.State, s.Detail = StateManual, s.Why
+			return nil
+		case plan.ActionVerify:
+			if r.o.NoApply {
+				s.State, s.Detail = StateSkipped, "the release was not applied"
+				continue
+			}
+			err = r.verify(ctx, s)
+		}
+		if err != nil {
+			if s.State == StatePending {
+				s.State = StateFailed
+			}
+			if s.Detail == "" {
+				s.Detail = err.Error()
+			}
+			return err
+		}
+		if s.State == StatePending {
+			s.State = StateDone
+		}
+		if s.State == StateDone || s.State == StateAlready {
+			r.cp.Done = append(r.cp.Done, stepKey(s.RunbookStep))
+			if err := r.save(); err != nil {
+				return err
+			}
+		}
+		r.notify("step %d/%d %s: %s", i+1, len(r.rep.Steps), s.Action, s.State)
+	}
+	return nil
+}
+
+func (r *runner) retire(ctx context.Context, s *StepResult) error {
+	name := s.CRDs[0]
+	crd, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("getting %s: %w", name, err)
+	}
+	if _, err := crdinfo.Lookup(crd, s.Version); err != nil {
+		s.State, s.Detail = StateAlready, fmt.Sprintf("%s is no longer in spec.versions", s.Version)
+		return nil
+	}
+	ro := retire.Options{CRD: name, Version: s.Version, To: s.Target, Unserve: s.Remove, Remove: s.Remove, Rewrite: r.o.Rewrite, Notify: func(l string) { r.notify("%s: %s", name, l) }}
+	ro.Rewrite.Checkpoint = ""
+	if r.o.OnRewrite != nil {
+		ro.OnRewrite = func(rw *migrate.Rewriter, total int64) func() {
+			return r.o.OnRewrite(name, total, func() int64 { return rw.Progress().Total() })
+		}
+	}
+	res, err := retire.Run(ctx, r.c, ro)
+	if res != nil {
+		var done []string
+		for _, st := range res.Plan.Steps {
+			if st.State == retire.StateDone {
+				done = append(done, st.Name)
+			}
+		}
+		s.Detail = "retire: " + strings.Join(done, ", ")
+		if len(done) == 0 {
+			s.State, s.Detail = StateAlready, "retire found every step done"
+		}
+		for _, p := range res.Problems {
+			r.problem("%s: %s", name, p)
+		}
+		if res.Rewrite != nil && res.Rewrite.Failed > 0 {
+			r.problem("%s: %d objects could not be rewritten: status.storedVersions keeps %s, so the release cannot remove it yet", name, res.Rewrite.Failed, s.Version)
+		}
+	}
+	if errors.Is(err, retire.ErrInterrupted) {
+		return fmt.Errorf("%w: %w", ErrInterrupted, err)
+	}
+	return err
+}
+
+func (r *runner) migrate(ctx context.Context, s *StepResult) error {
+	name := s.CRDs[0]
+	crd, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("getting %s: %w", name, err)
+	}
+	if crdinfo.StorageVersion(crd) == s.Target && slices.Equal(crd.Status.StoredVersions, []string{s.Target}) {
+		s.State, s.Detail = StateAlready, fmt.Sprintf("%s is the storage version and status.storedVersions is [%s]", s.Target, s.Target)
+		return nil
+	}
+	mo := migrate.Options{Rewrite: r.o.Rewrite}
+	mo.Rewrite.Checkpoint = ""
+	if p, err := migrate.DefaultCheckpointPath(r.c.Server, name); err == nil {
+		mo.Rewrite.Checkpoint = p
+	}
+	if crdinfo.StorageVersion(crd) != s.Target {
+		mo.To = s.Target
+	}
+	m := &migrate.Migrator{Clients: r.c, Options: mo}
+	if r.o.OnRewrite != nil {
+		m.Progress = func(total int64, counts func() migrate.Counts) func() {
+			return r.o.OnRewrite(name, total, func() int64 { return counts().Total() })
+		}
+	}
+	rep, err := m.Run(ctx, crd)
+	if err != nil {
+		var ie *migrate.InterruptedError
+		if errors.As(err, &ie) {
+			return fmt.Errorf("%w: %w", ErrInterrupted, err)
+		}
+		return err
+	}
+	switch {
+	case rep.Failed() > 0:
+		r.problem("%s: %d objects could not be rewritten: status.storedVersions was not trimmed", name, rep.Failed())
+		s.Detail = fmt.Sprintf("%d objects failed", rep.Failed())
+	case rep.Trim != nil && !rep.Trim.Safe:
+		r.problem("%s: status.storedVersions was not trimmed: %s", name, rep.Trim.Reason)
+	default:
+		s.Detail = fmt.Sprintf("rewritten at %s; status.storedVersions [%s]", rep.StorageVersion(), s.Target)
+	}
+	return nil
+}
+
+// wait polls until cond holds for the CRD (at most a minute).
+func (r *runner) waitCRD(ctx context.Context, name string, cond func(*apiextensionsv1.CustomResourceDefinition) bool) (*apiextensionsv1.CustomResourceDefinition, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		crd, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if err == nil && cond(crd) {
+			return crd, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s: not established a minute after the apply", name)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrInterrupted, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
