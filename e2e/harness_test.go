@@ -90,6 +90,8 @@ type tracked struct {
 	Manifest  map[string]any
 	Namespace string
 	Name      string
+	// Applied: the GitOps applier's first server-side apply succeeded (it manages the object).
+	Applied bool
 }
 
 func (o *tracked) String() string {
@@ -472,6 +474,7 @@ func (h *harness) createOne(o *tracked, crd *apiextensionsv1.CustomResourceDefin
 		if err := h.gitopsApply(o, o.Version, o.Manifest); err != nil {
 			return true, err
 		}
+		o.Applied = true
 	}
 	return true, nil
 }
@@ -765,7 +768,7 @@ func (h *harness) ssaByEveryManager(manifests map[*tracked]map[string]any) []str
 		if !slices.Contains(servedVersions(crd), version) {
 			version = storageVersion(crd)
 		}
-		if h.rel.Applier != "" {
+		if o.Applied {
 			if err := h.gitopsApply(o, version, manifest); err != nil {
 				fails = append(fails, fmt.Sprintf("%s: %v", o, err))
 			}
