@@ -58,9 +58,13 @@ func managerIDs(entries []metav1.ManagedFieldsEntry) []string {
 // The Flux case of issue 15: HelmRepositories created at v1beta1 after v1 became the storage
 // version, so that v1's new default (spec.provider) appears on read. A rewrite at v1 makes the
 // API server's field manager convert the object to v1beta1 for the v1beta1 entries, which
-// fails on spec.provider (not in v1beta1's schema), and then it drops every managedFields entry.
-// The rewrite moves those entries to v1 within the same update, so every manager survives, and
-// it compares the managers before and after each write.
+// fails on spec.provider (not in v1beta1's schema). Up to 1.36 the API server then drops every
+// managedFields entry (FieldManager.UpdateNoErrors; measured here with a 1.34.4 server: all
+// managers gone, ManagedFieldsLost 3 without the move); 1.37 restores the live entries
+// instead, so on the default test server the test fails without the move on its "moved to v1"
+// checks. The rewrite moves those entries to v1 within the same update, so every manager
+// survives on any version, and it compares the managers before and after each write. To run
+// it against an older server: KUBEBUILDER_ASSETS=<folder with that kube-apiserver and etcd>.
 func TestRewriteKeepsManagedFieldsOfOtherVersions(t *testing.T) {
 	ctx := context.Background()
 	group := "mf.source.example.com"

@@ -118,8 +118,8 @@ type Migrator struct {
 
 	// Planned is called with the plan before anything is written (also on a dry run).
 	Planned func(p *Plan)
-	// PreWrite, when set, is called after Planned and before anything is written (also on a
-	// dry run) with the CRD and the version the objects will be rewritten at: a check of
+	// PreWrite, when set, is called after Planned and your rights are checked, before anything
+	// is written (on a dry run, right after Planned) with the CRD and the version the objects will be rewritten at: a check of
 	// what the rewrite would lose or be refused (package preflight). What it returns is kept
 	// in Report.Preflight; an error stops the run before the storage switch (a *StepError
 	// of StepPreWrite wrapping it), and the report is returned with it.
@@ -162,15 +162,19 @@ func (m *Migrator) Run(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	if m.Planned != nil {
 		m.Planned(plan)
 	}
-	if m.PreWrite != nil {
+	preWrite := func() error {
+		if m.PreWrite == nil {
+			return nil
+		}
 		found, err := m.PreWrite(ctx, crd, plan.TargetVersion)
 		report.Preflight = found
 		if err != nil {
-			return report, fail(StepPreWrite, err)
+			return fail(StepPreWrite, err)
 		}
+		return nil
 	}
 	if o.DryRun {
-		return report, nil
+		return report, preWrite()
 	}
 
 	needed := NeededAccess(crd, plan.SwitchStorage, trim)
@@ -179,6 +183,10 @@ func (m *Migrator) Run(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	}
 	if err := CheckAccess(ctx, c, needed); err != nil {
 		return report, fail(StepAccess, err)
+	}
+	// After the rights (the check may write dry runs), before the first write.
+	if err := preWrite(); err != nil {
+		return report, err
 	}
 	var clusterAPI string
 	if o.Engine == EngineCluster {

@@ -101,6 +101,8 @@ type crdPlan struct {
 	removedStored []string // removed versions still in the live status.storedVersions
 	removedNamed  []string // the other removed versions (not stored; maybe named by managedFields)
 	managedBy     string   // the deployment tool managing the live CRD ("" when none)
+	unservedNamed []string // versions the release stops serving that managedFields name
+	serveAgain    bool     // a version to retire is not served by the live CRD
 	migrate       bool     // the storage switches or storedVersions lists other versions
 	intermediate  bool     // the live CRD lacks a served new storage version
 	blocked       bool     // the apply is rejected for a reason the steps do not remove
@@ -125,16 +127,35 @@ func analyse(it *Item) *crdPlan {
 		}
 	}
 	p.managedBy = retire.ManagedBy(p.live)
+	named := map[string]bool{}
+	for _, mv := range it.ManagedFields {
+		named[mv.Version] = true
+		if mv.UnservedByThisChange {
+			p.unservedNamed = append(p.unservedNamed, mv.Version)
+		}
+	}
+	// retire converts managedFields entries through a read at the version: it must be served
+	// while they are moved (cert-manager 1.7 removes v1alpha2, which 1.6 already unserved).
+	for _, v := range p.retired() {
+		if lv, err := crdinfo.Lookup(p.live, v); err == nil && !lv.Served && (named[v] || slices.Contains(p.removedStored, v)) {
+			p.serveAgain = true
+		}
+	}
 	p.migrate = it.StorageVersion.Before != p.storage || len(p.removedStored) > 0
 	for _, v := range p.live.Status.StoredVersions {
 		p.migrate = p.migrate || v != p.storage
 	}
-	if p.migrate || len(p.removedNamed) > 0 {
+	if p.migrate || len(p.removedNamed) > 0 || len(p.unservedNamed) > 0 {
 		v, err := crdinfo.Lookup(p.live, p.storage)
-		p.intermediate = err != nil || !v.Served
+		p.intermediate = err != nil || !v.Served || p.serveAgain
 	}
 	p.blocked = !it.Apply.Allowed && len(p.removedStored) == 0
 	return p
+}
+
+// retired are the versions whose managedFields entries retire moves before the apply.
+func (p *crdPlan) retired() []string {
+	return append(append(append([]string{}, p.removedStored...), p.removedNamed...), p.unservedNamed...)
 }
 
 // Intermediate is the CRD to apply before the objects are rewritten when the live CRD lacks
@@ -148,6 +169,11 @@ func Intermediate(live, next *apiextensionsv1.CustomResourceDefinition, keep []s
 	out.ResourceVersion, out.UID, out.Generation, out.ManagedFields, out.CreationTimestamp = "", "", 0, nil, metav1.Time{}
 	for _, n := range keep {
 		if _, err := crdinfo.Lookup(out, n); err == nil {
+			for i := range out.Spec.Versions {
+				if out.Spec.Versions[i].Name == n {
+					out.Spec.Versions[i].Served = true // served until retire has moved its entries
+				}
+			}
 			continue
 		}
 		v, err := crdinfo.Lookup(live, n)
@@ -167,7 +193,7 @@ func IntermediateFor(it *Item) *apiextensionsv1.CustomResourceDefinition {
 	if !p.intermediate || p.live == nil {
 		return nil
 	}
-	return Intermediate(p.live, p.next, append(append([]string{}, p.removedStored...), p.removedNamed...))
+	return Intermediate(p.live, p.next, p.retired())
 }
 
 // Runbook is the ordered runbook of a whole release: fix and convert objects → back up every
@@ -249,7 +275,7 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 		if p.live == nil || p.it.Objects.Total == 0 {
 			continue
 		}
-		if !p.migrate && len(p.it.Objects.Findings) == 0 && len(p.removedNamed) == 0 {
+		if !p.migrate && len(p.it.Objects.Findings) == 0 && len(p.removedNamed) == 0 && len(p.unservedNamed) == 0 {
 			continue
 		}
 		backupCRDs = append(backupCRDs, p.live.Name)
@@ -288,7 +314,7 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 				fmt.Sprintf("kubectl crdver upgrade -f %s --intermediate-crds > crdver-intermediate.yaml", file),
 				"kubectl apply --server-side --force-conflicts -f crdver-intermediate.yaml",
 			},
-			Why: fmt.Sprintf("the live CRDs %s lack their new storage version: first apply the new CRDs with the versions they remove kept (served), so the objects can be rewritten at the new storage version and their managedFields moved while the old versions are still readable", strings.Join(inter, ", "))})
+			Why: fmt.Sprintf("the live CRDs %s lack their new storage version or do not serve a version whose entries must be moved: first apply the new CRDs with the versions they remove or unserve kept (served), so the objects can be rewritten at the new storage version and their managedFields moved while the old versions are still readable", strings.Join(inter, ", "))})
 	}
 	for _, p := range plans {
 		if p.live == nil {
@@ -310,6 +336,11 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 			}
 			add(RunbookStep{Phase: PhaseStorage, Action: ActionMigrate, CRDs: []string{name}, Target: s, Commands: []string{cmd},
 				Why: fmt.Sprintf("make %s the storage version of %s, rewrite every object at it and trim status.storedVersions to [%s]", s, name, s)})
+		}
+		for _, v := range p.unservedNamed {
+			add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s,
+				Commands: []string{fmt.Sprintf("kubectl crdver retire %s %s --to %s", name, v, s)},
+				Why:      fmt.Sprintf("move %s's managedFields entries of %s to %s while %s is served: the release stops serving it, after which server-side apply of those objects fails", name, v, s, v)})
 		}
 		for _, v := range p.removedNamed {
 			add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s, Remove: p.Remove(),

@@ -68,7 +68,7 @@ func printUpgradeResult(w io.Writer, r upgradeResultView, noHeaders bool) error 
 	t := &table{header: []string{"#", "step", "crds", "state", "detail"}}
 	for i, s := range rep.Steps {
 		crds := strings.Join(s.CRDs, ", ")
-		if len(s.CRDs) > 2 {
+		if len(s.CRDs) > 1 {
 			crds = fmt.Sprintf("%d CRDs", len(s.CRDs))
 		}
 		t.add(fmt.Sprint(i+1), s.Action, dash(crds), s.State, dash(s.Detail))

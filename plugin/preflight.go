@@ -68,7 +68,7 @@ func (g *Globals) runPreflight(ctx context.Context, crd *apiextensionsv1.CustomR
 	}
 	var done, total atomic.Int64
 	total.Store(-1)
-	stop := progress.Start(Task{Name: "preflight", Prefix: prefix, Unit: "objects", Verb: "evaluated",
+	stop := progress.Start(Task{Name: "preflight", Prefix: prefix + " preflight", Unit: "objects", Verb: "evaluated",
 		TotalFunc: total.Load, Done: done.Load})
 	rep, err := preflight.Check(ctx, dyn, crd, preflight.Options{Target: target, ChunkSize: rf.ChunkSize, Transport: g.webhookTransport(crd),
 		Progress: func(d, t int64) { done.Store(d); total.Store(t) }})
@@ -85,6 +85,12 @@ func (g *Globals) runPreflight(ctx context.Context, crd *apiextensionsv1.CustomR
 // refusal is the error that stops a run on reps' findings, or nil when the flags allow them.
 // cmd is the command line to run again.
 func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {
+	of := func(names []string) string {
+		if len(reps) == 1 {
+			return ""
+		}
+		return " of " + strings.Join(names, ", ")
+	}
 	var losing, rejecting, unknown []string
 	var lost, rejected int64
 	for _, r := range reps {
@@ -105,17 +111,17 @@ func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {
 	}
 	var what, then []string
 	if lost > 0 {
-		what = append(what, fmt.Sprintf("%d objects of %s would lose fields", lost, strings.Join(losing, ", ")))
+		what = append(what, fmt.Sprintf("%d objects%s would lose fields", lost, of(losing)))
 		then = append(then, "back up and convert them as said above, or accept the loss with "+cmd+" --allow-data-loss")
 	}
 	if len(unknown) > 0 {
-		what = append(what, fmt.Sprintf("what the rewrite of %s loses is unknown", strings.Join(unknown, ", ")))
+		what = append(what, fmt.Sprintf("what the rewrite%s loses is unknown", of(unknown)))
 		if lost == 0 {
 			then = append(then, "make it evaluable as said above, or accept the risk with "+cmd+" --allow-data-loss")
 		}
 	}
 	if rejected > 0 {
-		what = append(what, fmt.Sprintf("%d objects of %s would be rejected by the rewrite", rejected, strings.Join(rejecting, ", ")))
+		what = append(what, fmt.Sprintf("%d objects%s would be rejected by the rewrite", rejected, of(rejecting)))
 		then = append(then, "fix them as said above, or leave them unrewritten with "+cmd+" --skip-invalid (status.storedVersions then keeps the old versions)")
 	}
 	return &preflightRefusal{reports: reps, msg: fmt.Sprintf("refusing before any write: %s (listed above); nothing was written: %s",

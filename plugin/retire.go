@@ -146,11 +146,11 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 		},
 	}
 	printed := false
-	ro.Confirm = func(p *retire.Plan) (bool, error) {
+	ro.Planned = func(p *retire.Plan) {
 		printed = true
-		if err := o.printer.PrintPart(o.g.Out, p); err != nil {
-			return false, err
-		}
+		_ = o.printer.PrintPart(o.g.Out, p)
+	}
+	ro.Confirm = func(p *retire.Plan) (bool, error) {
 		if o.Yes || !planWrites(p) {
 			return true, nil
 		}

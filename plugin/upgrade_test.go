@@ -540,3 +540,23 @@ func TestRetireAdviceNeverPointsForward(t *testing.T) {
 		t.Errorf("advice for v1alpha2: %q, want %q", got, want)
 	}
 }
+
+// TestUpgradeAsks: without --yes the upgrade asks once before the first write; "no" writes
+// nothing (no backup either) and exits 3.
+func TestUpgradeAsks(t *testing.T) {
+	isolateCache(t)
+	r := setupRelease(t, "ask.upgrade.example.com", false)
+	before := r.snapshot(t)
+	backup := filepath.Join(t.TempDir(), "backup.yaml")
+	res := run(t, "n\n", "upgrade", "-f", r.dir, "--backup", backup, "--kubeconfig", env.Kubeconfig)
+	if res.code != 3 {
+		t.Fatalf("upgrade answered no: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	mustContain(t, "question", res.stderr, "Carry out the upgrade", "not confirmed")
+	if after := r.snapshot(t); !mapsEqual(before, after) {
+		t.Errorf("an unconfirmed upgrade wrote")
+	}
+	if _, err := os.Stat(backup); err == nil {
+		t.Errorf("an unconfirmed upgrade wrote a backup")
+	}
+}

@@ -218,7 +218,7 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 	e := &evaluation{ctx: ctx, dyn: dyn, crd: crd, o: o, r: r, p: p, total: -1}
 
 	if !o.SkipRejections {
-		if err := e.rejections(); err != nil {
+		if err := e.rejections(); err != nil && !errors.Is(err, errStopPass) {
 			return r, err
 		}
 	}
@@ -331,6 +331,11 @@ func (e *evaluation) rejections() error {
 					}
 				case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err) || apierrors.IsBadRequest(err):
 					e.rejected(u, statusTexts(err))
+				case apierrors.IsForbidden(err):
+					// No right to update (a dry run needs the rights a write needs): the rest
+					// would be refused alike.
+					e.r.Unknown = append(e.r.Unknown, fmt.Sprintf("whether the API server accepts writes at %s is unknown: a dry-run write needs update rights on %s (%s)", e.r.Target, e.crd.Spec.Names.Plural, statusTexts(err)[0]))
+					return errStopPass
 				default:
 					return fmt.Errorf("%s: a dry-run write at %s (nothing is written): %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, err)
 				}
@@ -369,6 +374,9 @@ func statusTexts(err error) []string {
 	}
 	return []string{err.Error()}
 }
+
+// errStopPass ends a pass early without failing the check.
+var errStopPass = errors.New("pass stopped")
 
 func (e *evaluation) rejected(u *unstructured.Unstructured, errs []string) {
 	e.r.RejectedCount++

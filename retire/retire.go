@@ -104,7 +104,13 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 		}
 	}
 	r.res = &Result{Plan: plan, DryRun: o.DryRun, WritersSinceStart: []ownership.Writer{}, Problems: []string{}}
-	if o.PreWrite != nil && r.step(StepRewrite).State == StatePending {
+	if o.Planned != nil {
+		o.Planned(plan)
+	}
+	preWrite := func() error {
+		if o.PreWrite == nil || r.step(StepRewrite).State != StatePending {
+			return nil
+		}
 		// The rewrite is at the storage version, which is the target when it is the version retired.
 		at := plan.StorageVersion
 		if at == o.Version {
@@ -112,12 +118,10 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 		}
 		found, err := o.PreWrite(ctx, crd, at)
 		r.res.Preflight = found
-		if err != nil {
-			return r.res, err
-		}
+		return err
 	}
 	if o.DryRun {
-		return r.res, nil
+		return r.res, preWrite()
 	}
 	// Every right the pending steps need, before anything is written.
 	needed := migrate.NeededAccess(crd, plan.StorageVersion == o.Version, slices.Contains(crd.Status.StoredVersions, o.Version))
@@ -125,6 +129,10 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 		needed = append(needed, migrate.Access{Verb: "update", Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions", Name: crd.Name})
 	}
 	if err := migrate.CheckAccess(ctx, c, needed); err != nil {
+		return r.res, err
+	}
+	// After the rights (the check may write dry runs), before the question and any write.
+	if err := preWrite(); err != nil {
 		return r.res, err
 	}
 	if o.Confirm != nil {

@@ -36,6 +36,9 @@ type Options struct {
 	// Rewrite tunes the object rewrite (Checkpoint "" = migrate's default path) and the
 	// managedFields pass (Concurrency, ChunkSize, MaxAttempts).
 	Rewrite migrate.RewriteOptions
+	// Planned, when set, is called with the plan as soon as it is made (also on a dry run),
+	// before PreWrite and Confirm.
+	Planned func(*Plan)
 	// Confirm is asked once, after planning, before the first write; nil means yes.
 	Confirm func(*Plan) (bool, error)
 	// OnRewrite is called when the object rewrite starts (e.g. to show progress); the
@@ -43,8 +46,8 @@ type Options struct {
 	OnRewrite func(r *migrate.Rewriter, total int64) func()
 	// Notify receives a line for every step taken.
 	Notify func(string)
-	// PreWrite, when set, is called after planning and before anything is written (also on a
-	// dry run), when the objects are still to be rewritten, with the CRD and the version they
+	// PreWrite, when set, is called after planning and the rights check, before the question
+	// and any write (on a dry run, after planning), when the objects are still to be rewritten, with the CRD and the version they
 	// will be rewritten at: a check of what the rewrite would lose or be refused (package
 	// preflight). What it returns is kept in Result.Preflight; an error stops the run before
 	// any write and is returned as it is.

@@ -155,11 +155,11 @@ func (r *runner) backup(ctx context.Context, s *StepResult) error {
 		return fail(err)
 	}
 	r.rep.Backup, r.cp.Backup = b, b
-	var parts []string
+	var n int64
 	for _, x := range b.Resources {
-		parts = append(parts, fmt.Sprintf("%s %d", x.Resource, x.Objects))
+		n += x.Objects
 	}
-	s.Detail = fmt.Sprintf("%s: %s", file, strings.Join(parts, ", "))
+	s.Detail = fmt.Sprintf("%d objects at %d versions to %s", n, len(b.Resources), file)
 	return nil
 }
 
@@ -238,12 +238,12 @@ func (r *runner) intermediate(ctx context.Context, s *StepResult) error {
 		if err != nil {
 			return fmt.Errorf("getting %s: %w", n, err)
 		}
-		if v, err := crdinfo.Lookup(cur, crdinfo.StorageVersion(next)); err == nil && v.Served && v.Storage {
-			continue // applied by an earlier run
-		}
 		inter := plan.IntermediateFor(it)
 		if inter == nil {
 			inter = next
+		}
+		if intermediateApplied(cur, inter) {
+			continue // applied by an earlier run
 		}
 		_ = live
 		if err := r.applyCRD(ctx, inter); err != nil {
@@ -267,6 +267,20 @@ func (r *runner) intermediate(ctx context.Context, s *StepResult) error {
 	}
 	s.Detail = "applied as field manager " + r.o.FieldManager + ": " + strings.Join(applied, ", ")
 	return nil
+}
+
+// intermediateApplied: cur has inter's storage version as storage and serves every version
+// inter serves.
+func intermediateApplied(cur, inter *apiextensionsv1.CustomResourceDefinition) bool {
+	if crdinfo.StorageVersion(cur) != crdinfo.StorageVersion(inter) {
+		return false
+	}
+	for _, v := range crdinfo.ServedVersions(inter) {
+		if cv, err := crdinfo.Lookup(cur, v); err != nil || !cv.Served {
+			return false
+		}
+	}
+	return true
 }
 
 // apply server-side applies every CRD of the release and waits until each is established

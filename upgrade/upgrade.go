@@ -387,7 +387,7 @@ func (r *runner) run(ctx context.Context) error {
 		case plan.ActionConvertObjects:
 			s.State, s.Detail = StateSkipped, "data loss accepted: the backup keeps the fields"
 		case plan.ActionChangeWriters:
-			s.State, s.Detail = StateManual, s.Why
+			s.State, s.Detail = StateManual, "for you to do: see the warnings"
 			r.rep.Warnings = append(r.rep.Warnings, strings.Join(s.CRDs, ", ")+": "+s.Why)
 		case plan.ActionFixCRDs:
 			s.State = StateManual
