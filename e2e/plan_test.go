@@ -50,9 +50,7 @@ var releaseCases = []releaseCase{
 		Samples:    []string{"samples/*.yaml"},
 		Controller: "cert-manager-certificates-issuing", Applier: "kustomize-controller", WriteMayFail: certManagerWriteMayFail,
 	}},
-	{name: "cert-manager-1.6-to-1.7", via: []string{"v1.6.3"}, brokenUpgrade: "retire cannot move a kubectl-create managedFields entry of " +
-		"the unserved v1alpha2 that owns a field the object lacks at v1 (resource_with_organization_v1alpha2.yaml: spec.organization); it says " +
-		"\"serve it again\" but the runbook/upgrade do not, and stop after writing (other entries moved, versions removed)", rel: release{
+	{name: "cert-manager-1.6-to-1.7", via: []string{"v1.6.3"}, rel: release{
 		Project: "cert-manager", Old: "v1.5.5", New: "v1.7.3",
 		Samples:    []string{"samples/*.yaml"},
 		Controller: "cert-manager-certificates-issuing", Applier: "kustomize-controller", WriteMayFail: certManagerWriteMayFail,
