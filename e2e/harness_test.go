@@ -47,7 +47,20 @@ import (
 // has its own API groups; a test deletes its CRDs when it ends).
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.Options{}) }
+func TestMain(m *testing.M) {
+	e, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
+	}
+	env = e
+	code := m.Run()
+	e.Stop()
+	if pluginDir != "" {
+		os.RemoveAll(pluginDir) // the kubectl-crdver binary the runbook tests built
+	}
+	os.Exit(code)
+}
 
 // Field managers of the sample objects, as real clusters have them.
 const (
