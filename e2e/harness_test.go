@@ -47,7 +47,20 @@ import (
 // has its own API groups; a test deletes its CRDs when it ends).
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.Options{}) }
+func TestMain(m *testing.M) {
+	e, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
+	}
+	env = e
+	code := m.Run()
+	e.Stop()
+	if pluginDir != "" {
+		os.RemoveAll(pluginDir) // the kubectl-crdver binary the runbook tests built
+	}
+	os.Exit(code)
+}
 
 // Field managers of the sample objects, as real clusters have them.
 const (
@@ -90,6 +103,8 @@ type tracked struct {
 	Manifest  map[string]any
 	Namespace string
 	Name      string
+	// Applied: the GitOps applier's first server-side apply succeeded (it manages the object).
+	Applied bool
 }
 
 func (o *tracked) String() string {
@@ -472,6 +487,7 @@ func (h *harness) createOne(o *tracked, crd *apiextensionsv1.CustomResourceDefin
 		if err := h.gitopsApply(o, o.Version, o.Manifest); err != nil {
 			return true, err
 		}
+		o.Applied = true
 	}
 	return true, nil
 }
@@ -765,7 +781,7 @@ func (h *harness) ssaByEveryManager(manifests map[*tracked]map[string]any) []str
 		if !slices.Contains(servedVersions(crd), version) {
 			version = storageVersion(crd)
 		}
-		if h.rel.Applier != "" {
+		if o.Applied {
 			if err := h.gitopsApply(o, version, manifest); err != nil {
 				fails = append(fails, fmt.Sprintf("%s: %v", o, err))
 			}

@@ -30,6 +30,9 @@ func TestReleaseUpgrade(t *testing.T) {
 }
 
 func testUpgrade(t *testing.T, rc releaseCase) {
+	if rc.brokenUpgrade != "" {
+		t.Skip("known broken (issue 15): " + rc.brokenUpgrade)
+	}
 	h := newHarness(t, rc.rel)
 	h.setUp(rc.via)
 	oldStorage := map[string]string{}

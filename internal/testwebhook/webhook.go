@@ -289,6 +289,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if b == Identity {
 			converted = obj
 			converted["apiVersion"] = in.Request.DesiredAPIVersion
+			if _, ok := converted["metadata"]; !ok {
+				// A typed webhook (controller-runtime, apimachinery conversion) always writes
+				// metadata; the API server refuses a converted object without it, and sends
+				// objects without metadata (server-side apply converts pruned field sets).
+				converted["metadata"] = map[string]any{}
+			}
 		} else {
 			converted, err = Convert(obj, in.Request.DesiredAPIVersion, b == Lossy)
 		}
