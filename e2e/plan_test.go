@@ -33,9 +33,6 @@ type releaseCase struct {
 	// drops/renames v1beta2 fields): upgrade must refuse before writing unless told
 	// --allow-data-loss, and the runbook must not get past its storage switch.
 	losesData bool
-	// brokenUpgrade: why the runbook and upgrade are known not to complete on this release
-	// yet (their tests skip it, saying so); remove it when fixed.
-	brokenUpgrade string
 }
 
 // The releases of testdata/releases (SOURCES.md says what each covers).

@@ -208,17 +208,8 @@ type printedStep struct {
 }
 
 // runbookSteps flattens the release runbook of plan -o json (Report.Runbook) into commands in
-// order; whole is false when the report has none (plan before issue 15 B), and then the
-// per-CRD Steps are returned.
-func runbookSteps(rep *plan.Report) (steps []printedStep, whole bool) {
-	if len(rep.Runbook) == 0 {
-		for _, it := range rep.Items {
-			for _, c := range it.Steps {
-				steps = append(steps, printedStep{Command: c, Manual: strings.HasPrefix(strings.TrimSpace(c), "#")})
-			}
-		}
-		return steps, false
-	}
+// order; a step without commands (or Manual) is one for a person.
+func runbookSteps(rep *plan.Report) (steps []printedStep) {
 	for _, st := range rep.Runbook {
 		if st.Manual || len(st.Commands) == 0 {
 			steps = append(steps, printedStep{Manual: true, Action: st.Action, Why: st.Why, CRDs: st.CRDs, Objects: st.Objects})
@@ -228,7 +219,7 @@ func runbookSteps(rep *plan.Report) (steps []printedStep, whole bool) {
 			steps = append(steps, printedStep{Command: c, Action: st.Action, Why: st.Why, CRDs: st.CRDs})
 		}
 	}
-	return steps, true
+	return steps
 }
 
 // TestReleaseRunbook follows the runbook plan prints for each release, step by step, as a user
@@ -245,9 +236,6 @@ func TestReleaseRunbook(t *testing.T) {
 }
 
 func testRunbook(t *testing.T, rc releaseCase) {
-	if rc.brokenUpgrade != "" {
-		t.Skip("known broken (issue 15): " + rc.brokenUpgrade)
-	}
 	h := newHarness(t, rc.rel)
 	h.setUp(rc.via)
 	oldStorage := map[string]string{}
@@ -264,9 +252,9 @@ func testRunbook(t *testing.T, rc releaseCase) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("plan -o json: %v\n%s", err, r.stdout)
 	}
-	steps, whole := runbookSteps(&rep)
-	if !whole {
-		t.Logf("plan -o json has no release runbook; following the per-CRD steps (%d)", len(steps))
+	steps := runbookSteps(&rep)
+	if len(steps) == 0 {
+		t.Fatalf("plan -o json has no release runbook (runbook is empty):\n%s", r.stdout)
 	}
 	if human := h.crdver("plan", "-f", newDir); true {
 		t.Logf("plan -f NEW/ (exit %d):\n%s", human.code, tail(human.stdout, 60))
@@ -299,16 +287,10 @@ func testRunbook(t *testing.T, rc releaseCase) {
 			t.Errorf("after step %d (%s): %s", i+1, step, v)
 		}
 		if res.Code != 0 {
-			// kubectl crdver refuses before writing (preflight); of today's per-CRD steps,
-			// `kubectl apply -f NEW/` in the first block applies part of the release (issue 15
-			// item 5), which a release runbook must not do.
-			strict := whole || strings.HasPrefix(strings.TrimSpace(step), "kubectl crdver ")
+			// A step that fails must have written nothing (kubectl crdver refuses before
+			// writing; the one apply of the release comes after every CRD is ready).
 			for _, w := range wroteNothing(prevCRDs, nowCRDs, prev, now) {
-				if strict {
-					t.Errorf("step %d (%s) failed (exit %d) after writing: %s", i+1, step, res.Code, w)
-				} else {
-					t.Logf("step %d (%s) failed (exit %d) after writing (issue 15 item 5): %s", i+1, step, res.Code, w)
-				}
+				t.Errorf("step %d (%s) failed (exit %d) after writing: %s", i+1, step, res.Code, w)
 			}
 			stopped = fmt.Sprintf("step %d failed (exit %d): %s", i+1, res.Code, step)
 			break
@@ -321,8 +303,6 @@ func testRunbook(t *testing.T, rc releaseCase) {
 	case rc.losesData:
 		t.Logf("the runbook stopped before losing data: %s", stopped)
 		return
-	case stopped != "" && !whole:
-		t.Skipf("plan -o json prints no release runbook yet (issue 15 B), so the release cannot be expected to be applied; the per-CRD steps stopped: %s (the safety checks above ran)", stopped)
 	case stopped != "":
 		t.Errorf("the release runbook did not take the cluster to the new release: %s", stopped)
 		return
