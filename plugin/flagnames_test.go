@@ -82,6 +82,9 @@ func stringLiterals(t *testing.T, dir string) map[string][]string {
 	return out
 }
 
+// adviceCommand finds one of our commands in a message: "kubectl crdver migrate status", "kubectl crdver retire".
+var adviceCommand = regexp.MustCompile(`kubectl crdver ([a-z]+(?: status)?)\b`)
+
 // Every message, help text and example that names a flag names one the command it belongs to
 // really has; library packages name no flags of ours at all (package plugin words their errors),
 // except convert's (checked against the convert command) and other programs' flags.
@@ -121,8 +124,18 @@ func TestMessagesNameRealFlags(t *testing.T) {
 			for _, g := range knownGaps[rel] {
 				gaps[g] = true
 			}
-			cmd := commandOf(file)
+			fileCmd := commandOf(file)
 			for _, s := range lits {
+				cmd := fileCmd
+				// Advice written as one of our commands ("kubectl crdver retire %s %s --to %s")
+				// names that command's flags: a library may give it (it is the exact command to
+				// run), and its flags are checked against that command.
+				advice := false
+				if m := adviceCommand.FindStringSubmatch(s); m != nil {
+					if _, ok := cmds[m[1]]; ok {
+						cmd, advice = m[1], true
+					}
+				}
 				for _, m := range flagRef.FindAllStringSubmatch(s, -1) {
 					flag := strings.TrimRight(m[1], "-")
 					checked++
@@ -134,6 +147,9 @@ func TestMessagesNameRealFlags(t *testing.T) {
 						continue
 					}
 					switch {
+					case advice && !cmds[cmd][flag] && !connection[flag]:
+						t.Errorf("%s: advice names %s, but `kubectl crdver %s` has no such flag: %q", rel, flag, cmd, s)
+					case advice:
 					case library && cmd == "":
 						t.Errorf("%s: library message names %s (libraries name no flags; let package plugin word it): %q", rel, flag, s)
 					case library && connection[flag]:
