@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+
+	"github.com/crdver/kubectl-crdver/kubeversion"
 )
 
 // Severities of findings.
@@ -71,6 +73,9 @@ type Summary struct {
 type Report struct {
 	Items   []Item  `json:"items"`
 	Summary Summary `json:"summary"`
+	// KubernetesVersion is the version the checks were judged as (the cluster's, or
+	// --kube-version; "1.37").
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 }
 
 // Options of a run.
@@ -95,6 +100,9 @@ type Options struct {
 	// Progress, when set, is called after each CRD with the number done and the total; it is
 	// called from one goroutine at a time.
 	Progress func(done, total int)
+	// KubeVersion is the Kubernetes version the API server's code runs as for the schema
+	// checks (kubeversion.Emulate: the CEL environment; zero: whatever the process emulates).
+	KubeVersion kubeversion.Version
 }
 
 // clients are what the checks use.
@@ -122,6 +130,11 @@ func Run(ctx context.Context, opts Options, crds []*apiextensionsv1.CustomResour
 	}
 	if opts.AllCRDs == nil {
 		opts.AllCRDs = crds
+	}
+	if !opts.KubeVersion.IsZero() {
+		if err := kubeversion.Emulate(opts.KubeVersion); err != nil {
+			return nil, err
+		}
 	}
 	var c clients
 	var err error

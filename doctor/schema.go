@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"sync"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -80,15 +79,11 @@ func CELCosts(schema *apiextensions.JSONSchemaProps) (rules []RuleCost, total ui
 	return rules, root.TotalCost.Total
 }
 
-var (
-	envSetOnce sync.Once
-	envSet     *environment.EnvSet
-)
-
-// celEnvSet is the environment the API server's CRD validation uses.
+// celEnvSet is the environment the API server's CRD validation uses, at the compatibility
+// version of the Kubernetes version emulated (kubeversion.Emulate); MustBaseEnvSet caches one
+// per version.
 func celEnvSet() *environment.EnvSet {
-	envSetOnce.Do(func() { envSet = environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()) })
-	return envSet
+	return environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
 }
 
 // walkCEL follows ValidateCustomResourceDefinitionOpenAPISchema's recursion (properties,

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresourcedefinition"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,91 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
+
+// Sources of an Item's apply verdict (Item.ApplyVerdictSource).
+const (
+	// VerdictServerDryRun: the API server answered a server-side dry-run create or update of
+	// the new CRD (exact for that server, admission included).
+	VerdictServerDryRun = "server-dry-run"
+	// VerdictOffline: the API server's CRD validation run here, as the Kubernetes version
+	// of Options.KubeVersion.
+	VerdictOffline = "offline"
+)
+
+// checkApplyFor is the apply verdict from the server (Options.DryRun set and the live CRD from
+// that server) or, failing that, computed offline.
+func checkApplyFor(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinition, opts Options) (Apply, []string, string, []string, error) {
+	if opts.DryRun != nil {
+		a, stored, err := dryRunApply(ctx, opts.DryRun, live, next)
+		if err == nil {
+			return a, stored, VerdictServerDryRun, nil, nil
+		}
+		if ctx.Err() != nil {
+			return Apply{}, nil, "", nil, ctx.Err()
+		}
+		note := fmt.Sprintf("the server-side dry-run of the CRD %s failed (%v): the apply verdict is computed offline", applyVerb(live), err)
+		a, stored, err = checkApply(ctx, live, next)
+		return a, stored, VerdictOffline, []string{note}, err
+	}
+	a, stored, err := checkApply(ctx, live, next)
+	return a, stored, VerdictOffline, nil, err
+}
+
+func applyVerb(live *apiextensionsv1.CustomResourceDefinition) string {
+	if live == nil {
+		return "create"
+	}
+	return "update"
+}
+
+// dryRunApply asks the API server: a create (live == nil) or an update of the new CRD on the
+// live object's identity (what a replace or apply sends), with dryRun=All. An Invalid or
+// Forbidden-by-admission answer is the verdict; anything else (unreachable, a conflict, no
+// permission after all) is an error, and the caller computes the verdict offline.
+func dryRunApply(ctx context.Context, c apiextensionsclient.Interface, live, next *apiextensionsv1.CustomResourceDefinition) (Apply, []string, error) {
+	crds := c.ApiextensionsV1().CustomResourceDefinitions()
+	obj := next.DeepCopy()
+	obj.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+	obj.ResourceVersion, obj.UID, obj.ManagedFields = "", "", nil
+	var got *apiextensionsv1.CustomResourceDefinition
+	var err error
+	if live == nil {
+		got, err = crds.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	} else {
+		obj.ResourceVersion = live.ResourceVersion
+		got, err = crds.Update(ctx, obj, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+	}
+	// The server's warnings go to the client's warning handler (the command's stderr).
+	a := Apply{Allowed: err == nil, Errors: []string{}}
+	if err != nil {
+		if !apierrors.IsInvalid(err) && !(apierrors.IsForbidden(err) && isAdmissionDenial(err)) && !apierrors.IsBadRequest(err) {
+			return Apply{}, nil, err
+		}
+		a.Errors = append(a.Errors, err.Error())
+		stored := []string{}
+		if live != nil {
+			stored = append(stored, live.Status.StoredVersions...)
+		}
+		return a, stored, nil
+	}
+	stored := append([]string{}, got.Status.StoredVersions...)
+	if live == nil {
+		// The CRD controller records the storage version once the CRD is created.
+		stored = []string{crdinfo.StorageVersion(next)}
+	}
+	return a, stored, nil
+}
+
+// isAdmissionDenial: a Forbidden answer from an admission plugin or webhook (the verdict),
+// not from authorization (which the access review should have caught).
+func isAdmissionDenial(err error) bool {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		return false
+	}
+	m := se.Status().Message
+	return strings.Contains(m, "admission webhook") || strings.Contains(m, "denied the request")
+}
 
 type warningRecorder struct{ warnings []string }
 

@@ -10,11 +10,13 @@ import (
 	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/crdschema"
+	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/preview"
 )
 
@@ -34,6 +36,13 @@ type Options struct {
 	ConvertTransport convert.Transport
 	// ApplyFile names the new CRDs in the runbook's commands ("" is NEW-CRDS.yaml).
 	ApplyFile string
+	// KubeVersion is the Kubernetes version the API server's code runs as (kubeversion.Emulate;
+	// zero: whatever the process emulates).
+	KubeVersion kubeversion.Version
+	// DryRun, when set, is a client of the cluster the live CRD comes from, allowed to create
+	// and update CRDs: the apply verdict is then the API server's answer to a server-side
+	// dry-run (Item.ApplyVerdictSource), exact for that server.
+	DryRun apiextensionsclient.Interface
 }
 
 // Plan predicts what applying next does, given the live CRD (nil when the cluster does not
@@ -59,11 +68,17 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 			it.Notes = append(it.Notes, fmt.Sprintf("the live CRD has no status.storedVersions (a file?): taken as [%s]; a cluster may list more", it.StorageVersion.Before))
 		}
 	}
-	apply, stored, err := checkApply(ctx, live, next)
+	if !opts.KubeVersion.IsZero() {
+		if err := kubeversion.Emulate(opts.KubeVersion); err != nil {
+			return nil, err
+		}
+	}
+	apply, stored, source, notes, err := checkApplyFor(ctx, live, next, opts)
 	if err != nil {
 		return nil, err
 	}
-	it.Apply = apply
+	it.Apply, it.ApplyVerdictSource = apply, source
+	it.Notes = append(it.Notes, notes...)
 	it.StoredVersionsAfterApply = stored
 	if it.StoredVersionsAfterApply == nil {
 		it.StoredVersionsAfterApply = []string{}

@@ -9,6 +9,9 @@ package plan
 // Report is the result of planning one or more CRDs.
 type Report struct {
 	Items []Item `json:"items"`
+	// KubernetesVersion is the version the plan was judged as (the cluster's, or
+	// --kube-version; "1.37").
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 }
 
 // Breaking reports whether any item is breaking (see Item.Breaking).
@@ -33,6 +36,8 @@ type Item struct {
 	// Operation is create when the CRD is not in the cluster, update otherwise.
 	Operation string `json:"operation"`
 	Apply     Apply  `json:"apply"`
+	// ApplyVerdictSource says where Apply comes from: server-dry-run or offline.
+	ApplyVerdictSource string `json:"applyVerdictSource,omitempty"`
 	// StorageVersion before (the live CRD; "" for a create) and after the apply.
 	StorageVersion StorageChange `json:"storageVersion"`
 	// StoredVersionsAfterApply is status.storedVersions as the API server leaves it after the

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/kubeversion"
 )
 
 // maxCRDErrorsShown is how many of the API server's messages an invalid CRD's error shows.
@@ -21,7 +22,9 @@ const maxCRDErrorsShown = 3
 // customresourcedefinition registry strategy's PrepareForCreate (status reset, storedVersions
 // set to the storage version) and Validate, which is validation.ValidateCustomResourceDefinition
 // (names, versions, exactly one storage version, structural schemas, defaults, list types, CEL
-// rules compiled with their cost). It returns the errors as the API server words them.
+// rules compiled with their cost). It returns the errors as the API server words them. It
+// validates as the Kubernetes version the process emulates (kubeversion.Emulate, set once per
+// run from --kube-version or the cluster): the CEL libraries admitted in new rules, the formats.
 func validateCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (field.ErrorList, error) {
 	internal := &apiextensions.CustomResourceDefinition{}
 	if err := crdinfo.Scheme().Convert(crd.DeepCopy(), internal, nil); err != nil {
@@ -46,8 +49,8 @@ func crdInvalidError(where, name string, errs field.ErrorList) error {
 	if len(errs) > maxCRDErrorsShown {
 		more = fmt.Sprintf(" (and %d more)", len(errs)-maxCRDErrorsShown)
 	}
-	return UsageErrorf("%s: CustomResourceDefinition %s is invalid: the API server would refuse it (%s): %s%s",
-		where, name, plural(len(errs), "error"), strings.Join(msgs, "; "), more)
+	return UsageErrorf("%s: CustomResourceDefinition %s is invalid: the API server would refuse it (as Kubernetes %s; %s): %s%s",
+		where, name, kubeversion.Emulated(), plural(len(errs), "error"), strings.Join(msgs, "; "), more)
 }
 
 // fieldErrorText is the API server's text for one error, without the value when it is not a

@@ -45,6 +45,7 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/crdschema"
+	"github.com/crdver/kubectl-crdver/kubeversion"
 )
 
 // Previewer runs the API server's create and update path for the objects of one CRD: decoding
@@ -62,6 +63,38 @@ type Previewer struct {
 	decoder  map[FieldValidation]runtime.Decoder
 
 	lastReadDefaults []string
+
+	// kubeVersion is the Kubernetes version the API server's code runs as (zero: whatever the
+	// process emulates, by default the newest known).
+	kubeVersion kubeversion.Version
+}
+
+// Option tunes a Previewer.
+type Option func(*Previewer)
+
+// WithKubeVersion makes the previews those of a Kubernetes v API server: before each preview
+// the process emulates v (kubeversion.Emulate: feature-gate defaults, the formats the schema
+// validator knows), and a verdict that depends on a known difference between versions
+// (kubeversion.Differences) carries its note. The emulation is process-wide: previewers of
+// different versions must not run at the same time.
+func WithKubeVersion(v kubeversion.Version) Option {
+	return func(p *Previewer) { p.kubeVersion = v }
+}
+
+// KubeVersion is the Kubernetes version the previews are judged as.
+func (p *Previewer) KubeVersion() kubeversion.Version {
+	if p.kubeVersion.IsZero() {
+		return kubeversion.Emulated()
+	}
+	return kubeversion.Effective(p.kubeVersion)
+}
+
+// emulate switches the process to the previewer's Kubernetes version, if it has one.
+func (p *Previewer) emulate() error {
+	if p.kubeVersion.IsZero() {
+		return nil
+	}
+	return kubeversion.Emulate(p.kubeVersion)
 }
 
 type strategy interface {
@@ -72,7 +105,7 @@ type strategy interface {
 // NewPreviewer prepares the previews of crd's objects. It fails when the CRD has no storage
 // version; versions whose schema is missing or not structural fail later, when an object uses
 // them.
-func NewPreviewer(crd *apiextensionsv1.CustomResourceDefinition) (*Previewer, error) {
+func NewPreviewer(crd *apiextensionsv1.CustomResourceDefinition, opts ...Option) (*Previewer, error) {
 	p := &Previewer{
 		crd:      crd,
 		kind:     crd.Spec.Names.Kind,
@@ -81,6 +114,9 @@ func NewPreviewer(crd *apiextensionsv1.CustomResourceDefinition) (*Previewer, er
 		schemas:  map[string]*crdschema.VersionSchema{},
 		strategy: map[string]strategy{},
 		decoder:  map[FieldValidation]runtime.Decoder{},
+	}
+	for _, o := range opts {
+		o(p)
 	}
 	if p.storage == "" {
 		return nil, fmt.Errorf("%s: no version is marked storage: true", crd.Name)
@@ -387,6 +423,9 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 	if fv == "" {
 		fv = FieldValidationWarn
 	}
+	if err := p.emulate(); err != nil {
+		return nil, err
+	}
 	d, err := p.decode(data, fv)
 	if err != nil {
 		return nil, err
@@ -526,6 +565,7 @@ func (p *Previewer) reject(r *PreviewResult, rec *warningRecorder, err error) *P
 			}
 			return a.Message < b.Message
 		})
+		p.noteDifferences(r)
 		return r
 	}
 	reason := "Invalid"
@@ -533,7 +573,18 @@ func (p *Previewer) reject(r *PreviewResult, rec *warningRecorder, err error) *P
 		reason = string(se.Status().Reason)
 	}
 	r.Errors = append(r.Errors, PreviewError{Type: reason, Message: err.Error()})
+	p.noteDifferences(r)
 	return r
+}
+
+// noteDifferences adds the note of every known difference between Kubernetes versions that
+// the rejection depends on (kubeversion.Differences: what no version switch covers).
+func (p *Previewer) noteDifferences(r *PreviewResult) {
+	msgs := make([]string, 0, len(r.Errors))
+	for _, e := range r.Errors {
+		msgs = append(msgs, e.Message)
+	}
+	r.Notes = append(r.Notes, kubeversion.NotesFor(p.KubeVersion(), kubeversion.CheckObjectValidation, msgs)...)
 }
 
 // deprecationWarning is the warning the API server sends with every request to a deprecated

@@ -47,6 +47,9 @@ func (p *Previewer) Read(stored []byte, read string) (*ReadResult, error) {
 			gvk.GroupVersion(), gvk.Kind, p.crd.Name, p.crd.Spec.Group, p.kind)
 	}
 	enc := gvk.Version
+	if err := p.emulate(); err != nil {
+		return nil, err
+	}
 	if _, err := p.usable(enc); err != nil {
 		return nil, err
 	}
