@@ -85,7 +85,11 @@ if [[ "$kube_module" != kube ]]; then
     case "$w" in
       kube-apiserver) build kube-apiserver "$kube_module" k8s.io/kubernetes/cmd/kube-apiserver ;;
       etcd)
-        current=$(KUBEBUILDER_ASSETS= CRDVER_TEST_ASSETS= "$here/build-test-binaries.sh" etcd)
+        current=$("$here/build-test-binaries.sh" etcd | tail -n 1)
+        if [[ ! -x "$current/etcd" ]]; then
+          echo "build-test-binaries.sh: no etcd in $current (KUBEBUILDER_ASSETS?)" >&2
+          exit 3
+        fi
         ln -sfn "$current/etcd" "$dir/etcd" ;;
       *) echo "build-test-binaries.sh: --kube builds kube-apiserver and etcd only, not \"$w\"" >&2; exit 2 ;;
     esac

@@ -19,6 +19,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
@@ -136,10 +137,7 @@ func TestAgreementWithAPIServers(t *testing.T) {
 	var rows []*row
 	for _, m := range minorsToRun(t) {
 		t.Run(m, func(t *testing.T) {
-			r := runMinor(t, m, probes, probeObjects, corpus)
-			if r != nil {
-				rows = append(rows, r)
-			}
+			runMinor(t, m, probes, probeObjects, corpus, &rows)
 		})
 	}
 	table := agreementTable(rows)
@@ -175,9 +173,13 @@ type harness struct {
 	row    *row
 	tmp    string
 	nfiles int
+	spent  map[string]time.Duration // by phase, logged at the end
 }
 
-func runMinor(t *testing.T, minor string, probes []*apiextensionsv1.CustomResourceDefinition, probeObjects []map[string]any, corpus []*apiextensionsv1.CustomResourceDefinition) *row {
+// timed adds the time since start to phase.
+func (h *harness) timed(phase string, start time.Time) { h.spent[phase] += time.Since(start) }
+
+func runMinor(t *testing.T, minor string, probes []*apiextensionsv1.CustomResourceDefinition, probeObjects []map[string]any, corpus []*apiextensionsv1.CustomResourceDefinition, rows *[]*row) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	opts := testenv.Options{}
@@ -212,24 +214,28 @@ func runMinor(t *testing.T, minor string, probes []*apiextensionsv1.CustomResour
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, ctx: ctx, env: env, srv: srv, kv: kv, tmp: t.TempDir(),
-		row: &row{minor: minor, server: info.GitVersion, counts: map[string]*tally{}}}
+	h := &harness{t: t, ctx: ctx, env: env, srv: srv, kv: kv, tmp: t.TempDir(), spent: map[string]time.Duration{},
+		row: &row{minor: minor, server: moduleVersion(t, minor), counts: map[string]*tally{}}}
+	*rows = append(*rows, h.row)
+	defer func() {
+		for _, d := range h.row.disagreements {
+			t.Log(d)
+		}
+		t.Logf("time spent: %v", h.spent)
+	}()
 	for _, crd := range probes {
 		h.compareCRD(crd, "probes", probeObjects)
 	}
 	for _, crd := range corpus {
 		h.compareCRD(crd, "corpus", nil)
 	}
-	for _, d := range h.row.disagreements {
-		t.Log(d)
-	}
-	return h.row
 }
 
 // compareCRD compares the verdicts on one CRD, then (if the server installs it) on its objects.
 func (h *harness) compareCRD(file *apiextensionsv1.CustomResourceDefinition, source string, given []map[string]any) {
 	t := h.t
 	crd := testenv.ForServer(file)
+	defer h.timed("crd verdicts", time.Now())
 	refusal, failure := h.srv.dryRunCreateCRD(h.ctx, crd)
 	if failure != nil {
 		t.Fatalf("%s: dry-run create on the server: %v", crd.Name, failure)
@@ -254,11 +260,14 @@ func (h *harness) compareCRD(file *apiextensionsv1.CustomResourceDefinition, sou
 	if !serverAllows {
 		return
 	}
+	start := time.Now()
 	live, err := h.env.CreateCRD(h.ctx, crd.DeepCopy())
+	h.timed("install", start)
 	if err != nil {
 		t.Fatalf("%s: the server allowed a dry-run create but not the create: %v", crd.Name, err)
 	}
 	defer func() {
+		defer h.timed("delete", time.Now())
 		if err := h.env.DeleteCRD(context.Background(), crd.Name); err != nil {
 			t.Errorf("deleting %s: %v", crd.Name, err)
 		}
@@ -267,7 +276,9 @@ func (h *harness) compareCRD(file *apiextensionsv1.CustomResourceDefinition, sou
 		// (c) for an update: the same CRD applied again over the installed one.
 		h.compareUpdate(live, crd, source, crd.Name+" (update, unchanged)")
 	}
+	start = time.Now()
 	h.compareObjects(crd, source, given)
+	h.timed("objects", start)
 }
 
 // compareRuleAdded installs the probe CRD without its x-kubernetes-validations, then compares
@@ -310,9 +321,20 @@ func stripRules(s *apiextensionsv1.JSONSchemaProps) {
 // dry-run update.
 func (h *harness) compareUpdate(live, next *apiextensionsv1.CustomResourceDefinition, source, what string) {
 	t := h.t
-	refusal, failure := h.srv.dryRunUpdateCRD(h.ctx, live, next)
-	if failure != nil {
-		t.Fatalf("%s: dry-run update on the server: %v", what, failure)
+	var refusal error
+	// The CRD controller updates the status meanwhile: retry with the latest live CRD.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := h.srv.crds.ApiextensionsV1().CustomResourceDefinitions().Get(h.ctx, live.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		live = cur
+		var failure error
+		refusal, failure = h.srv.dryRunUpdateCRD(h.ctx, live, next)
+		return failure
+	})
+	if err != nil {
+		t.Fatalf("%s: dry-run update on the server: %v", what, err)
 	}
 	it, err := plan.Plan(h.ctx, live, next, nil, plan.Options{KubeVersion: h.kv})
 	if err != nil {
@@ -368,7 +390,14 @@ func (h *harness) validateFile(crd *apiextensionsv1.CustomResourceDefinition) (b
 	}
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 	root := plugin.NewRootCmd(streams)
-	root.SetArgs([]string{"versions", "-f", file, "--kube-version", h.kv.String()})
+	args := []string{"versions", "-f", file}
+	if cmd, _, err := root.Find([]string{"versions"}); err == nil && cmd.Flags().Lookup("kube-version") != nil {
+		args = append(args, "--kube-version", h.kv.String())
+	} else if err := kubeversion.Emulate(h.kv); err != nil {
+		// (a build without the flag: the loader validates as the process emulates)
+		t.Fatal(err)
+	}
+	root.SetArgs(args)
 	err = root.ExecuteContext(h.ctx)
 	switch code := plugin.ExitCode(err); {
 	case code == 0:
@@ -400,6 +429,7 @@ func (h *harness) compareObjects(crd *apiextensionsv1.CustomResourceDefinition, 
 				objects = append(objects, o)
 			}
 		}
+		start := time.Now()
 		gen, err := convert.GenerateContext(h.ctx, crd, convert.GenerateOptions{Version: v.Name, Count: generatedPerVersion, Seed: 1})
 		if err != nil {
 			t.Logf("%s %s: no objects generated: %v", crd.Name, v.Name, err)
@@ -408,6 +438,7 @@ func (h *harness) compareObjects(crd *apiextensionsv1.CustomResourceDefinition, 
 				objects = append(objects, o.Object)
 			}
 		}
+		h.timed("generate", start)
 		for _, o := range objects {
 			body, err := json.Marshal(o)
 			if err != nil {
@@ -448,6 +479,27 @@ func knownNotes(notes []string) []string {
 	return out
 }
 
+// moduleVersion is the k8s.io/kubernetes release the minor's kube-apiserver is built from
+// (hack/tools/kube or hack/tools/kube-<minor>): builds from the module proxy carry no version
+// stamp of their own (gitVersion v0.0.0-master), only the minor.
+func moduleVersion(t testing.TB, minor string) string {
+	dir := "kube"
+	if minor != "current" {
+		dir = "kube-" + minor
+	}
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "hack", "tools", dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "require" && f[1] == "k8s.io/kubernetes" {
+			return strings.TrimPrefix(f[2], "v")
+		}
+	}
+	t.Fatalf("hack/tools/%s/go.mod requires no k8s.io/kubernetes", dir)
+	return ""
+}
+
 func repoRoot(t testing.TB) string {
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -456,8 +508,15 @@ func repoRoot(t testing.TB) string {
 	return root
 }
 
+// readCRDs is every CRD of a file (a document of comments only is no CRD).
 func readCRDs(t testing.TB, path string) []*apiextensionsv1.CustomResourceDefinition {
-	return testenv.ReadCRDs(t, path)
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, crd := range testenv.ReadCRDs(t, path) {
+		if crd.Name != "" {
+			out = append(out, crd)
+		}
+	}
+	return out
 }
 
 // readObjects reads every document of a YAML file as an object.
