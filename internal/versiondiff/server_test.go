@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -185,9 +186,62 @@ func sorted(s []string) []string {
 	return out
 }
 
+// celValueWording is how API servers up to 1.34 word a failed x-kubernetes-validations rule:
+// `Invalid value: "<the field's type>": <message>`. From 1.35 the value is the field's value
+// for a scalar and left out for an object or array (apiextensions-apiserver's CEL validator;
+// no version switch covers it): a difference in wording only, never in the verdict
+// (docs/kubernetes-versions.md, known difference cel-error-value).
+var celValueWording = regexp.MustCompile(`^Invalid value: "(object|array|string|integer|number|boolean)": (.*)$`)
+
+// sameButCELWording reports whether the server's error (a server up to 1.34) and preview's
+// differ only in that wording.
+func sameButCELWording(server, ours preview.PreviewError) bool {
+	if server.Field != ours.Field || server.Type != ours.Type {
+		return false
+	}
+	m := celValueWording.FindStringSubmatch(server.Message)
+	return m != nil && strings.HasPrefix(ours.Message, "Invalid value: ") && strings.HasSuffix(ours.Message, m[2])
+}
+
+// celWordingOnly reports whether the two error lists pair up, each pair equal or differing
+// only in the 1.34 wording of a failed rule, with at least one such pair.
+func celWordingOnly(server, ours []preview.PreviewError) bool {
+	if len(server) != len(ours) {
+		return false
+	}
+	a, b := append([]preview.PreviewError{}, server...), append([]preview.PreviewError{}, ours...)
+	byField := func(es []preview.PreviewError) {
+		sort.SliceStable(es, func(i, j int) bool { return es[i].Field+es[i].Type < es[j].Field+es[j].Type })
+	}
+	byField(a)
+	byField(b)
+	worded := false
+	for i := range a {
+		switch {
+		case a[i] == b[i]:
+		case sameButCELWording(a[i], b[i]):
+			worded = true
+		default:
+			return false
+		}
+	}
+	return worded
+}
+
 // previewDiff is "" when preview said what the server said (verdict, warnings, errors, the
-// object), else what differs.
-func previewDiff(p *preview.PreviewResult, s *objectAnswer) string {
+// object), else what differs. wordingOnly is set when the only difference is the wording of
+// failed rules of servers up to 1.34 (celValueWording).
+func previewDiff(p *preview.PreviewResult, s *objectAnswer) (diff string, wordingOnly bool) {
+	if d := previewDiffExact(p, s); d == "" || p.Verdict != preview.Rejected || s.verdict != preview.Rejected {
+		return d, false
+	} else if celWordingOnly(s.errors, p.Errors) && cmp.Equal(sorted(s.warnings), sorted(p.Warnings)) {
+		return d, true
+	} else {
+		return d, false
+	}
+}
+
+func previewDiffExact(p *preview.PreviewResult, s *objectAnswer) string {
 	if p.Verdict != s.verdict {
 		return fmt.Sprintf("verdict: preview %s, server %s (preview errors %v, server errors %v)", p.Verdict, s.verdict, p.Errors, s.errors)
 	}
