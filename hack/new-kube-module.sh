@@ -4,6 +4,9 @@
 # differential tests against older API servers (docs/kubernetes-versions.md).
 #
 #   hack/new-kube-module.sh 1.34.4
+#   hack/new-kube-module.sh 1.32.13 k8s.io/csi-translation-lib@v0.33.13
+#                       # a staging module whose v0.<minor>.<patch> the proxy does not serve,
+#                       # pointed at another release (said in go.mod)
 #
 # k8s.io/kubernetes replaces its staging modules (k8s.io/api, k8s.io/apiserver, ...) with
 # ./staging/src paths, which a module requiring it cannot use; this copies its replace list with
@@ -19,6 +22,15 @@ if [[ ! "$version" =~ ^1\.([0-9]+)\.([0-9]+)$ ]]; then
 fi
 minor=${BASH_REMATCH[1]}
 patch=${BASH_REMATCH[2]}
+shift
+declare -A override=()
+for o in "$@"; do
+  if [[ ! "$o" =~ ^(k8s\.io/[a-z0-9-]+)@(v[0-9.]+)$ ]]; then
+    echo "new-kube-module.sh: \"$o\" is not MODULE@VERSION (e.g. k8s.io/csi-translation-lib@v0.33.13)" >&2
+    exit 2
+  fi
+  override[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+done
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 dir="$here/tools/kube-1.$minor"
 mkdir -p "$dir"
@@ -43,8 +55,11 @@ staging=$(sed -n '/^replace (/,/^)/p' "$gomod" | awk '$2=="=>" && $3 ~ /^\.\/sta
   echo
   echo "require k8s.io/kubernetes v$version"
   echo
+  for m in "${!override[@]}"; do
+    echo "// $m v0.$minor.$patch is not served by the module proxy: ${override[$m]} is used instead."
+  done
   echo "replace ("
-  for m in $staging; do echo "	$m => $m v0.$minor.$patch"; done
+  for m in $staging; do echo "	$m => $m ${override[$m]:-v0.$minor.$patch}"; done
   echo ")"
 } > "$dir/go.mod"
 cat > "$dir/tools.go" <<GO
