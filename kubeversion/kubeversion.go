@@ -20,7 +20,9 @@ import (
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/component-base/featuregate"
 	baseversion "k8s.io/component-base/version"
+	"k8s.io/klog/v2"
 
 	// The apiextensions feature gates (CRDValidationRatcheting, CustomResourceFieldSelectors,
 	// …) register with the default feature gate in this package's init: they must be known
@@ -219,7 +221,15 @@ func Emulate(v Version) error {
 		mev.SetEmulationVersion(emu)
 		mev.SetMinCompatibilityVersion(compat)
 	}
-	if err := utilfeature.DefaultMutableFeatureGate.SetEmulationVersionAndMinCompatibilityVersion(emu, compat); err != nil {
+	// The feature gate logs each default that a switch flips after it was read ("will change
+	// already queried feature"): switching is the point here, so that goes nowhere.
+	var err error
+	if fg, ok := utilfeature.DefaultMutableFeatureGate.(featuregate.MutableVersionedFeatureGateWithLogger); ok {
+		err = fg.SetEmulationVersionAndMinCompatibilityVersionWithLogger(klog.Background().V(10), emu, compat)
+	} else {
+		err = utilfeature.DefaultMutableFeatureGate.SetEmulationVersionAndMinCompatibilityVersion(emu, compat)
+	}
+	if err != nil {
 		return fmt.Errorf("setting the feature gates' emulation version to %s: %w", e, err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/runtime"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -27,6 +28,11 @@ type clientSet struct {
 	dynamic dynamic.Interface
 	kube    kubernetes.Interface
 	migrate *migrate.Clients
+
+	// The server's /version, read once per run (kubeversion.go).
+	versionRead bool
+	version     *apimachineryversion.Info
+	versionErr  error
 }
 
 // clients returns the run's client set, building it on the first call (Globals live for one

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/kubeversion"
 )
 
 // crdSource is where a command's CRD comes from: files (-f/--crd-file) or, when none are
@@ -32,6 +33,9 @@ type crdSource struct {
 	input *inputFlags
 	// cmd gives fromFiles the command's context (Ctrl-C).
 	cmd *cobra.Command
+	// kube is --kube-version, when the command has it: CRD files are validated as that
+	// Kubernetes version (else as the version the run emulates).
+	kube *kubeVersionFlag
 }
 
 func addCRDFileFlag(cmd *cobra.Command, g *Globals, name, shorthand string) *crdSource {
@@ -193,6 +197,11 @@ func (s *crdSource) fromFiles() ([]*apiextensionsv1.CustomResourceDefinition, er
 func (s *crdSource) load(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	if s.loaded != nil {
 		return s.loaded, nil
+	}
+	if s.kube != nil && !s.kube.v.IsZero() {
+		if err := kubeversion.Emulate(s.kube.v); err != nil {
+			return nil, err
+		}
 	}
 	where := strings.Join(s.files, ", ")
 	skipped := &skipList{what: "not a CustomResourceDefinition", one: "is not a CustomResourceDefinition"}

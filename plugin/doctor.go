@@ -34,6 +34,7 @@ type DoctorOptions struct {
 	WebhookTimeout time.Duration
 	NoRoundTrip    bool
 	progressFlags  *progressFlags
+	kube           *kubeVersionFlag
 	// Now is the clock for certificate expiry (tests).
 	Now func() time.Time
 }
@@ -73,6 +74,7 @@ with --fail-on warning), 3 when a check could not be completed.`,
 	f.DurationVar(&o.WebhookTimeout, "webhook-timeout", 10*time.Second, "Timeout of each call to a conversion webhook")
 	f.BoolVar(&o.NoRoundTrip, "no-round-trip", false, "Send no ConversionReview to the webhooks (the other webhook checks still run)")
 	o.progressFlags = addProgressFlags(cmd)
+	o.kube = addKubeVersionFlag(cmd)
 	return cmd
 }
 
@@ -100,7 +102,7 @@ func (o *DoctorOptions) Validate() error {
 	if o.WebhookTimeout <= 0 {
 		return UsageErrorf("--webhook-timeout must be positive, got %v", o.WebhookTimeout)
 	}
-	return nil
+	return o.kube.validate()
 }
 
 // Run checks the CRDs and prints the report.
@@ -114,6 +116,10 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 		return err
 	}
 	all, err := listCRDs(ctx, c)
+	if err != nil {
+		return err
+	}
+	judged, err := o.kube.resolve(ctx, o.g, true, true)
 	if err != nil {
 		return err
 	}
@@ -142,6 +148,7 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 		WebhookTimeout: o.WebhookTimeout,
 		SkipRoundTrip:  o.NoRoundTrip,
 		Now:            o.Now,
+		KubeVersion:    judged.Version,
 	}
 	var done atomic.Int64
 	opts.Progress = func(n, _ int) { done.Store(int64(n)) }
@@ -155,9 +162,11 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 		}
 		return clusterError("checking CRDs", err)
 	}
+	report.KubernetesVersion = judged.String()
 	if err := o.print(report); err != nil {
 		return err
 	}
+	judged.printNote(o.g.ErrOut)
 	if n := len(report.Summary.Incomplete); n > 0 {
 		first := report.Summary.Incomplete[0]
 		return Unavailable(fmt.Errorf("%d check(s) could not be completed, their answer is unknown (first: %s %s: %s)", n, first.CRD, first.Check, first.Error))

@@ -26,6 +26,7 @@ import (
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
+	"github.com/crdver/kubectl-crdver/kubeversion"
 )
 
 func doctorSpec() apiextensionsv1.JSONSchemaProps {
@@ -120,8 +121,12 @@ func TestDoctorCommand(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 			t.Fatalf("%v:\n%s", err, r.stdout)
 		}
-		if got := keys(doc); !cmp.Equal(got, []string{"items", "summary"}) {
+		if got := keys(doc); !cmp.Equal(got, []string{"items", "kubernetesVersion", "summary"}) {
 			t.Errorf("top-level keys %v", got)
+		}
+		// Live: the test API server's own version (the current binary, as linked).
+		if doc["kubernetesVersion"] != kubeversion.Newest.String() {
+			t.Errorf("kubernetesVersion %v, want the server's %s", doc["kubernetesVersion"], kubeversion.Newest)
 		}
 		items := doc["items"].([]any)
 		if len(items) != 2 {

@@ -60,6 +60,7 @@ read as V2 (and back) with conversion strategy None — found by running the API
 	}
 	o.source = addCRDFileFlag(cmd, g, "filename", "f")
 	aliasFlag(cmd, "crd-file", "filename")
+	o.source.kube = addKubeVersionFlag(cmd)
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	cmd.Flags().StringVar(&o.Version, "version", "", "The version to explain (default: the preferred version)")
 	cmd.Flags().BoolVarP(&o.Recursive, "recursive", "r", false, "Show every field under FIELD.PATH, not only its direct children")
@@ -96,6 +97,9 @@ func (o *ExplainOptions) completeArgs(args []string) error {
 // Validate checks the flags. It does no I/O.
 func (o *ExplainOptions) Validate() error {
 	if err := o.out.validate(); err != nil {
+		return err
+	}
+	if err := o.source.kube.validate(); err != nil {
 		return err
 	}
 	if o.Compare != "" {

@@ -55,10 +55,14 @@ func dashList(s []string) string { return dash(strings.Join(s, ", ")) }
 
 func printPlanItem(w io.Writer, it *plan.Item, wide, noHeaders bool) error {
 	fmt.Fprintf(w, "%s (%s)\n", it.CRD, it.Operation)
+	dryRun := ""
+	if it.ApplyVerdictSource == plan.VerdictServerDryRun {
+		dryRun = " (server-side dry-run)"
+	}
 	if it.Apply.Allowed {
-		fmt.Fprintln(w, "  Apply: allowed")
+		fmt.Fprintf(w, "  Apply: allowed%s\n", dryRun)
 	} else {
-		fmt.Fprintln(w, "  Apply: rejected by the API server:")
+		fmt.Fprintf(w, "  Apply: rejected by the API server%s:\n", dryRun)
 		for _, e := range it.Apply.Errors {
 			fmt.Fprintf(w, "    %s\n", e)
 		}

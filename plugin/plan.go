@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -49,7 +51,8 @@ type PlanOptions struct {
 	ConvertSample   int
 	WebhookAddress  string
 
-	fv preview.FieldValidation
+	fv   preview.FieldValidation
+	kube *kubeVersionFlag
 }
 
 // NewCmdPlan builds `kubectl crdver plan`.
@@ -94,6 +97,7 @@ rejected on create or update, or a schema change is breaking; 3 could not comple
 	f.IntVar(&o.ConvertSample, "convert-sample", 0, "For a new CRD with a conversion webhook: round-trip this many live objects through the new webhook configuration, with convert's checks")
 	f.StringVar(&o.WebhookAddress, "webhook-address", "", "With --convert-sample: HOST:PORT to reach the new webhook at (e.g. after kubectl port-forward); TLS is still verified as the clientConfig's name")
 	o.progressFlags = addProgressFlags(cmd)
+	o.kube = addKubeVersionFlag(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("field-validation", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"Strict", "Warn", "Ignore"}, cobra.ShellCompDirectiveNoFileComp
 	})
@@ -136,7 +140,7 @@ func (o *PlanOptions) Validate() error {
 	case o.Workers < 0:
 		return UsageErrorf("--workers must be 0 (one per core) or more, got %d", o.Workers)
 	}
-	return nil
+	return o.kube.validate()
 }
 
 // readCRDDocs reads the CRDs of files, skipping (and counting) documents that are not CRDs.
@@ -175,6 +179,11 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	live := len(o.OldFiles) == 0
+	judged, err := o.kube.resolve(ctx, o.g, live, live)
+	if err != nil {
+		return err
+	}
 	if skipped > 0 {
 		o.progress.Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
 	}
@@ -186,7 +195,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if applyFile == "-" {
 		applyFile = "NEW-CRDS.yaml"
 	}
-	report := &plan.Report{Items: []plan.Item{}}
+	report := &plan.Report{Items: []plan.Item{}, KubernetesVersion: judged.String()}
 	var runErr error
 	for i, crd := range next {
 		var counter atomic.Int64
@@ -206,7 +215,13 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 					return total
 				}})
 		}
-		opts := plan.Options{FieldValidation: o.fv, Sample: o.Sample, Workers: o.Workers, Progress: &counter, ApplyFile: applyFile}
+		opts := plan.Options{FieldValidation: o.fv, Sample: o.Sample, Workers: o.Workers, Progress: &counter, ApplyFile: applyFile, KubeVersion: judged.Version}
+		if live && o.kube.v.IsZero() { // --kube-version asks for another version than the server's
+			if opts.DryRun, err = o.dryRunClient(ctx, lives[i], crd.Name); err != nil {
+				stop()
+				return err
+			}
+		}
 		if o.ConvertSample > 0 && crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
 			tr, err := convert.NewHTTPTransport(crd, convert.TransportOptions{Address: o.WebhookAddress})
 			if err != nil {
@@ -233,6 +248,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
 		return err
 	}
+	judged.printNote(o.g.ErrOut)
 	if runErr != nil {
 		return o.runError(runErr)
 	}
@@ -306,4 +322,34 @@ func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.Cust
 		}
 	}
 	return lives, sources, nil
+}
+
+// dryRunClient is the CRD client for a server-side dry-run of the apply when the user may
+// create (live == nil) or update the CRD (a SelfSubjectAccessReview), else nil: the verdict is
+// then computed offline. A dry-run writes nothing.
+func (o *PlanOptions) dryRunClient(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, name string) (apiextensionsclient.Interface, error) {
+	cs, err := o.g.clients()
+	if err != nil {
+		return nil, err
+	}
+	kube, err := cs.Kube()
+	if err != nil {
+		return nil, err
+	}
+	attr := &authorizationv1.ResourceAttributes{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verb: "update", Name: name}
+	if live == nil {
+		attr.Verb, attr.Name = "create", ""
+	}
+	review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
+		&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attr}}, metav1.CreateOptions{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, Unavailable(ctx.Err())
+		}
+		return nil, nil // no answer: offline
+	}
+	if !review.Status.Allowed {
+		return nil, nil
+	}
+	return cs.CRDs()
 }

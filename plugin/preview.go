@@ -57,6 +57,8 @@ type PreviewOptions struct {
 	input    *inputFlags
 	progress *progressFlags
 	fv       preview.FieldValidation
+	kube     *kubeVersionFlag
+	judged   judgedAs
 }
 
 // NewCmdPreview builds `kubectl crdver preview`.
@@ -104,6 +106,7 @@ interrupted).`,
 	cmd.Flags().BoolVar(&o.Diff, "diff", false, "Print a unified diff from the input to the result instead of the whole result")
 	o.color = addColorFlag(cmd)
 	cmd.Flags().StringVar(&o.FieldValidation, "field-validation", "Warn", "How unknown and duplicate fields are handled, as the API server's fieldValidation: Warn, Strict or Ignore")
+	o.kube = addKubeVersionFlag(cmd)
 	registerVersionCompletion(cmd, o.source, "version")
 	_ = cmd.RegisterFlagCompletionFunc("field-validation", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"Warn", "Strict", "Ignore"}, cobra.ShellCompDirectiveNoFileComp
@@ -160,6 +163,9 @@ func (o *PreviewOptions) Validate() error {
 	if o.Workers < 1 {
 		return UsageErrorf("--workers must be at least 1, got %d", o.Workers)
 	}
+	if err := o.kube.validate(); err != nil {
+		return err
+	}
 	for _, f := range o.Files {
 		if f == "-" {
 			for _, c := range append(append([]string{}, o.source.files...), o.OldFiles...) {
@@ -189,6 +195,9 @@ type PreviewReport struct {
 	Rejected int           `json:"rejected"`
 	// Skipped counts the documents of the input that no CustomResourceDefinition defines.
 	Skipped int `json:"skipped"`
+	// KubernetesVersion is the version the objects were judged as ("1.37": the cluster's,
+	// --kube-version's, or the newest known).
+	KubernetesVersion string `json:"kubernetesVersion"`
 }
 
 type gkKey struct{ group, kind string }

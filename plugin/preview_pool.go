@@ -158,7 +158,7 @@ func (p *previewPool) preview(job previewJob, previewers map[string]*preview.Pre
 	pv, ok := previewers[crd.Name]
 	if !ok {
 		var err error
-		pv, err = preview.NewPreviewer(crd)
+		pv, err = preview.NewPreviewer(crd, preview.WithKubeVersion(p.o.judged.Version))
 		if err != nil {
 			return previewDone{err: Usage(fmt.Errorf("%s: %w", d.Where(), err))}
 		}
@@ -291,13 +291,13 @@ func (out *previewOutput) finish(accepted, rejected, skipped int) error {
 		if !out.started {
 			head = "{\n  \"items\": [],\n"
 		}
-		_, err = fmt.Fprintf(out.w, "%s  \"accepted\": %d,\n  \"rejected\": %d,\n  \"skipped\": %d\n}\n", head, accepted, rejected, skipped)
+		_, err = fmt.Fprintf(out.w, "%s  \"accepted\": %d,\n  \"rejected\": %d,\n  \"skipped\": %d,\n  \"kubernetesVersion\": %q\n}\n", head, accepted, rejected, skipped, out.o.judged.String())
 	case outputYAML:
 		head := ""
 		if !out.started {
 			head = "items: []\n"
 		}
-		_, err = fmt.Fprintf(out.w, "%saccepted: %d\nrejected: %d\nskipped: %d\n", head, accepted, rejected, skipped)
+		_, err = fmt.Fprintf(out.w, "%saccepted: %d\nrejected: %d\nskipped: %d\nkubernetesVersion: %q\n", head, accepted, rejected, skipped, out.o.judged.String())
 	case outputName:
 		// One line per object on stdout; the counts go to stderr.
 		_, err = fmt.Fprintf(out.o.g.ErrOut, "%s: %d accepted, %d rejected\n", plural(accepted+rejected, "object"), accepted, rejected)

@@ -17,6 +17,13 @@ import (
 func (o *PreviewOptions) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Without --crd-file the CRDs may come from the cluster: judge as its version when it
+	// can be read.
+	judged, err := o.kube.resolve(ctx, o.g, !o.source.offline(), false)
+	if err != nil {
+		return err
+	}
+	o.judged = judged
 	olds, err := o.readOld(ctx)
 	if err != nil {
 		return err
@@ -102,6 +109,7 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 	if err := skipped.report(o.g.ErrOut, o.input.Verbose); err != nil {
 		return err
 	}
+	o.judged.printNote(o.g.ErrOut)
 	if pool.rejected > 0 {
 		return ProblemsFound("%d of %s would be rejected by the API server", pool.rejected, plural(pool.total(), "object"))
 	}

@@ -13,6 +13,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/crdver/kubectl-crdver/kubeversion"
+
 	// Auth plugins (exec, OIDC) so that every kubeconfig kubectl accepts works here too.
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 )
@@ -84,6 +86,11 @@ func runE(o interface {
 	Run(ctx context.Context) error
 }) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
+		// Every run starts as the newest Kubernetes known; commands that judge choose theirs
+		// (--kube-version or the cluster's). In-process runs (tests) inherit nothing.
+		if err := kubeversion.Emulate(kubeversion.Newest); err != nil {
+			return markRun(err, ExitUnavailable)
+		}
 		if err := o.Complete(cmd, args); err != nil {
 			return markRun(err, ExitUsage)
 		}

@@ -64,6 +64,7 @@ status.storedVersions (migrate first), or is the only served version.`,
 	}
 	o.source = addCRDFileFlag(cmd, g, "filename", "f")
 	o.source.input = addInputFlags(cmd, "Make documents in -f that are not CustomResourceDefinitions an error instead of skipping them")
+	o.source.kube = addKubeVersionFlag(cmd)
 	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
 	cmd.Flags().BoolVarP(&o.All, "all", "A", false, "Summarise every CRD (of the cluster, or of the files given with -f)")
 	// -A selects all namespaces in kubectl and convert: here it still works, with a note.
@@ -101,6 +102,9 @@ func (o *VersionsOptions) completeArgs(args []string) error {
 // Validate checks that the flags fit together. It does no I/O.
 func (o *VersionsOptions) Validate() error {
 	if err := o.out.validate(); err != nil {
+		return err
+	}
+	if err := o.source.kube.validate(); err != nil {
 		return err
 	}
 	switch {
