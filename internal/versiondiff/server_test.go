@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -180,12 +181,6 @@ func errorLines(errs []preview.PreviewError) []string {
 	return out
 }
 
-func sorted(s []string) []string {
-	out := append([]string{}, s...)
-	sort.Strings(out)
-	return out
-}
-
 // celValueWording is how API servers up to 1.34 word a failed x-kubernetes-validations rule:
 // `Invalid value: "<the field's type>": <message>`. From 1.35 the value is the field's value
 // for a scalar and left out for an object or array (apiextensions-apiserver's CEL validator;
@@ -234,7 +229,7 @@ func celWordingOnly(server, ours []preview.PreviewError) bool {
 func previewDiff(p *preview.PreviewResult, s *objectAnswer) (diff string, wordingOnly bool) {
 	if d := previewDiffExact(p, s); d == "" || p.Verdict != preview.Rejected || s.verdict != preview.Rejected {
 		return d, false
-	} else if celWordingOnly(s.errors, p.Errors) && cmp.Equal(sorted(s.warnings), sorted(p.Warnings)) {
+	} else if celWordingOnly(s.errors, p.Errors) && cmp.Equal(slices.Sorted(slices.Values(s.warnings)), slices.Sorted(slices.Values(p.Warnings))) {
 		return d, true
 	} else {
 		return d, false
@@ -246,7 +241,7 @@ func previewDiffExact(p *preview.PreviewResult, s *objectAnswer) string {
 		return fmt.Sprintf("verdict: preview %s, server %s (preview errors %v, server errors %v)", p.Verdict, s.verdict, p.Errors, s.errors)
 	}
 	var diffs []string
-	if d := cmp.Diff(sorted(s.warnings), sorted(p.Warnings)); d != "" {
+	if d := cmp.Diff(slices.Sorted(slices.Values(s.warnings)), slices.Sorted(slices.Values(p.Warnings))); d != "" {
 		diffs = append(diffs, "warnings (-server +preview):\n"+d)
 	}
 	switch p.Verdict {

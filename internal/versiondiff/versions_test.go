@@ -1,12 +1,9 @@
 package versiondiff
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -527,27 +524,12 @@ func readCRDs(t testing.TB, path string) []*apiextensionsv1.CustomResourceDefini
 	return out
 }
 
-// readObjects reads every document of a YAML file as an object.
+// readObjects reads every document of a YAML file as an object (a document of comments
+// only is none).
 func readObjects(t testing.TB, path string) []map[string]any {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var out []map[string]any
-	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
-	for {
-		doc, err := r.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
+	for _, doc := range testenv.ReadDocuments(t, path) {
 		var o map[string]any
 		if err := utilyaml.Unmarshal(doc, &o); err != nil {
 			t.Fatalf("%s: %v", path, err)
