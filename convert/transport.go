@@ -384,3 +384,20 @@ func webhookClientConfig(crd *apiextensionsv1.CustomResourceDefinition) (*apiext
 	}
 	return c.Webhook.ClientConfig, nil
 }
+
+// DefaultTransport is the way to crd's conversion webhook that needs no option: its URL
+// directly (TLS verified against the caBundle), or, for a service, the API server's service
+// proxy through client (core/v1's REST client; the caBundle is not verified on that path).
+func DefaultTransport(crd *apiextensionsv1.CustomResourceDefinition, client rest.Interface, timeout time.Duration) (Transport, error) {
+	cc, err := webhookClientConfig(crd)
+	if err != nil {
+		return nil, err
+	}
+	if cc.URL != nil {
+		return NewHTTPTransport(crd, TransportOptions{Timeout: timeout})
+	}
+	if client == nil {
+		return nil, fmt.Errorf("%s: the conversion webhook is a service and no client for the API server's service proxy was given", crd.Name)
+	}
+	return NewServiceProxyTransport(crd, client, timeout)
+}

@@ -26,7 +26,11 @@ func (k *checker) checkStorage() *ownership.Census {
 		byName[v.Name] = v
 	}
 	if crdinfo.MigrationPending(crd) {
-		k.add(CheckStorage, SeverityWarning, "kubectl crdver migrate "+crd.Name,
+		fix := "kubectl crdver migrate " + crd.Name
+		if k.checkDataLoss() {
+			fix = "keep the data first (the data-loss finding says how), then " + fix
+		}
+		k.add(CheckStorage, SeverityWarning, fix,
 			fmt.Sprintf("migration pending: status.storedVersions is [%s] but the storage version is %s; objects may still be stored at the older versions",
 				strings.Join(crd.Status.StoredVersions, ", "), storage))
 	}

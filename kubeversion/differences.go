@@ -29,7 +29,11 @@ type Difference struct {
 	// measured to behave the new way. Versions in between are not known.
 	OldUntil Version `json:"oldUntil"`
 	NewSince Version `json:"newSince"`
-	// Match reports whether an error or warning text of the linked code is this difference.
+	// WordingOnly: only the wording of a message differs, never a verdict; no verdict carries
+	// its note.
+	WordingOnly bool `json:"wordingOnly,omitempty"`
+	// Match reports whether an error or warning text of the linked code is this difference
+	// (nil for a wording-only difference).
 	Match func(message string) bool `json:"-"`
 }
 
@@ -48,6 +52,18 @@ var differences = []Difference{
 		Match: func(m string) bool {
 			return strings.Contains(m, "Maximum boundary value must be of type")
 		},
+	},
+	{
+		ID:     "cel-error-value",
+		Checks: []string{CheckObjectValidation},
+		Summary: "a failed x-kubernetes-validations rule's error names the value as \"object\" " +
+			"(Invalid value: \"object\": …) on servers up to 1.34; from 1.35 (and here) it shows the field's value; " +
+			"the verdict and the rule's message are the same (measured by the differential test)",
+		Before:      "words the error Invalid value: \"object\"",
+		After:       "show the field's value",
+		OldUntil:    Version{Major: 1, Minor: 34},
+		NewSince:    Version{Major: 1, Minor: 35},
+		WordingOnly: true,
 	},
 }
 
@@ -112,7 +128,7 @@ func verb(s string, plural bool) string {
 func NotesFor(v Version, check string, messages []string) []string {
 	var notes []string
 	for _, d := range differences {
-		if !hasCheck(d, check) {
+		if d.WordingOnly || d.Match == nil || !hasCheck(d, check) {
 			continue
 		}
 		for _, m := range messages {

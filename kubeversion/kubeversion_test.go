@@ -199,4 +199,27 @@ func TestNotes(t *testing.T) {
 	if n := NotesFor(Version{1, 34}, CheckCRDValidation, []string{msg}); n != nil {
 		t.Errorf("other check: %q", n)
 	}
+	// A wording-only difference never notes a verdict.
+	if n := NotesFor(Version{1, 34}, CheckObjectValidation, []string{`spec: Invalid value: "object": items must be unique`}); n != nil {
+		t.Errorf("wording only: %q", n)
+	}
+}
+
+func TestDifferencesTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, d := range Differences() {
+		if d.ID == "" || seen[d.ID] {
+			t.Errorf("%q: empty or duplicate id", d.ID)
+		}
+		seen[d.ID] = true
+		if !d.OldUntil.Less(d.NewSince) || d.OldUntil.Less(Oldest) || Newest.Less(d.NewSince) {
+			t.Errorf("%s: old until %s, new since %s: want Oldest <= old < new <= Newest", d.ID, d.OldUntil, d.NewSince)
+		}
+		if (d.Match == nil) != d.WordingOnly {
+			t.Errorf("%s: a difference that changes verdicts needs Match (and only it)", d.ID)
+		}
+		if len(d.Checks) == 0 || d.Summary == "" || d.Before == "" || d.After == "" {
+			t.Errorf("%s: incomplete: %+v", d.ID, d)
+		}
+	}
 }

@@ -63,6 +63,7 @@ type Step string
 // The steps of Migrator.Run, in order.
 const (
 	StepPlan          Step = "plan"
+	StepPreWrite      Step = "pre-write"
 	StepAccess        Step = "access"
 	StepClusterAPI    Step = "cluster-api"
 	StepConfirm       Step = "confirm"

@@ -45,12 +45,14 @@ type Options struct {
 // Report is what a migration did. Its JSON form is the -o json|yaml output of
 // `kubectl crdver migrate`: fields may be added, never renamed or removed.
 type Report struct {
-	Plan    *Plan          `json:"plan"`
-	DryRun  bool           `json:"dryRun"`
-	Engine  Engine         `json:"engine"`
-	Result  *Result        `json:"result,omitempty"`
-	Cluster *ClusterResult `json:"clusterMigration,omitempty"`
-	Trim    *TrimResult    `json:"trim,omitempty"`
+	Plan   *Plan  `json:"plan"`
+	DryRun bool   `json:"dryRun"`
+	Engine Engine `json:"engine"`
+	// Preflight is what Migrator.PreWrite found before anything was written (nil without it).
+	Preflight any            `json:"preflight,omitempty"`
+	Result    *Result        `json:"result,omitempty"`
+	Cluster   *ClusterResult `json:"clusterMigration,omitempty"`
+	Trim      *TrimResult    `json:"trim,omitempty"`
 }
 
 // Failed is the number of objects that could not be rewritten.
@@ -116,6 +118,12 @@ type Migrator struct {
 
 	// Planned is called with the plan before anything is written (also on a dry run).
 	Planned func(p *Plan)
+	// PreWrite, when set, is called after Planned and your rights are checked, before anything
+	// is written (on a dry run, right after Planned) with the CRD and the version the objects will be rewritten at: a check of
+	// what the rewrite would lose or be refused (package preflight). What it returns is kept
+	// in Report.Preflight; an error stops the run before the storage switch (a *StepError
+	// of StepPreWrite wrapping it), and the report is returned with it.
+	PreWrite func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string) (any, error)
 	// Confirm is asked before the storage version is changed; false stops the run with
 	// ErrNotConfirmed. nil means yes: the caller asked for Options.To.
 	Confirm func(ctx context.Context, p *Plan) (bool, error)
@@ -154,8 +162,19 @@ func (m *Migrator) Run(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	if m.Planned != nil {
 		m.Planned(plan)
 	}
+	preWrite := func() error {
+		if m.PreWrite == nil {
+			return nil
+		}
+		found, err := m.PreWrite(ctx, crd, plan.TargetVersion)
+		report.Preflight = found
+		if err != nil {
+			return fail(StepPreWrite, err)
+		}
+		return nil
+	}
 	if o.DryRun {
-		return report, nil
+		return report, preWrite()
 	}
 
 	needed := NeededAccess(crd, plan.SwitchStorage, trim)
@@ -164,6 +183,10 @@ func (m *Migrator) Run(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	}
 	if err := CheckAccess(ctx, c, needed); err != nil {
 		return report, fail(StepAccess, err)
+	}
+	// After the rights (the check may write dry runs), before the first write.
+	if err := preWrite(); err != nil {
+		return report, err
 	}
 	var clusterAPI string
 	if o.Engine == EngineCluster {

@@ -87,7 +87,26 @@ type Result struct {
 	// ObjectsPerSecond is this run's rate (objects accounted for in this run per second).
 	ObjectsPerSecond float64  `json:"objectsPerSecond"`
 	Notes            []string `json:"notes,omitempty"`
+	// ManagedFieldsMoved counts the managedFields entries of other versions that were moved
+	// to the version the objects were written at, within their rewrite (this run).
+	ManagedFieldsMoved int64 `json:"managedFieldsMoved"`
+	// ManagedFieldsLost counts the objects that lost field managers through their rewrite
+	// (this run); ManagedFieldsLosses lists them (at most MaxListed).
+	ManagedFieldsLost   int64               `json:"managedFieldsLost"`
+	ManagedFieldsLosses []ManagedFieldsLoss `json:"managedFieldsLosses,omitempty"`
 }
+
+// ManagedFieldsLoss is an object whose field managers were not all there after its rewrite.
+type ManagedFieldsLoss struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Managers are the managers (manager/operation[/subresource]) missing afterwards.
+	Managers []string `json:"managers"`
+}
+
+// MaxListed bounds the objects a rewrite lists by name for a kind of finding (the counts
+// are complete).
+const MaxListed = 1000
 
 // Rewriter writes every object of a CRD back unchanged so that the API server stores it at the
 // current storage version. Its parts: a lister (one goroutine, paged, following expired
@@ -98,13 +117,19 @@ type Rewriter struct {
 	crd  *apiextensionsv1.CustomResourceDefinition
 	opts RewriteOptions
 	res  dynamic.NamespaceableResourceInterface
-	lim  *rate.Limiter
-	gate *inflightLimit
+	// version is the version objects are read and written at (the storage version when
+	// served): managedFields entries of other versions are moved to it.
+	version string
+	lim     *rate.Limiter
+	gate    *inflightLimit
 
 	// live counters (this run plus what the checkpoint brought), read by Progress.
 	rewritten, current, deleted, failed atomic.Int64
 	base                                Counts
 	expired                             atomic.Int64
+	mfMoved, mfLost                     atomic.Int64
+	mfMu                                sync.Mutex
+	mfLosses                            []ManagedFieldsLoss
 
 	// the checkpoint is read once (Resuming and Run share it).
 	resumeOnce sync.Once
@@ -145,7 +170,7 @@ func NewRewriter(c *Clients, crd *apiextensionsv1.CustomResourceDefinition, opts
 		base := c.throttled.Load()
 		gate.seen429 = func() int64 { return c.throttled.Load() - base }
 	}
-	return &Rewriter{c: c, crd: crd, opts: opts, res: c.Dynamic.Resource(crdinfo.GVR(crd, read)), lim: lim, gate: gate}, nil
+	return &Rewriter{c: c, crd: crd, opts: opts, res: c.Dynamic.Resource(crdinfo.GVR(crd, read)), version: read, lim: lim, gate: gate}, nil
 }
 
 // Progress is a snapshot of the counts so far (safe to call while Run runs).
@@ -219,6 +244,10 @@ func (r *Rewriter) Run(ctx context.Context) (*Result, error) {
 
 	wm.report(res)
 	res.ExpiredContinues = r.expired.Load()
+	res.ManagedFieldsMoved, res.ManagedFieldsLost = r.mfMoved.Load(), r.mfLost.Load()
+	r.mfMu.Lock()
+	res.ManagedFieldsLosses = r.mfLosses
+	r.mfMu.Unlock()
 	res.InFlight = r.gate.snapshot()
 	elapsed := time.Since(start)
 	res.ElapsedSeconds = elapsed.Seconds()

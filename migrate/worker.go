@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/ownership"
 )
 
 // lister lists the pages of a rewrite, one after the other, registers each with the
@@ -153,12 +158,15 @@ func (r *Rewriter) migrateOne(ctx context.Context, obj *unstructured.Unstructure
 			return 0, "", false
 		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		send, moved := r.moveEntries(wctx, obj)
 		sent := time.Now()
-		updated, err := ri.Update(wctx, obj, metav1.UpdateOptions{})
+		updated, err := ri.Update(wctx, send, metav1.UpdateOptions{})
 		r.gate.release(time.Since(sent), apierrors.IsTooManyRequests(err))
 		cancel()
 		switch {
 		case err == nil:
+			r.mfMoved.Add(int64(moved))
+			r.checkManagers(obj, updated)
 			if updated.GetResourceVersion() != obj.GetResourceVersion() {
 				return outcomeRewritten, "", true
 			}
@@ -248,4 +256,94 @@ func reasonOf(err error) string {
 		return st.Status().Message
 	}
 	return err.Error()
+}
+
+// moveEntries returns obj to send, with every managedFields entry that names another version
+// of the CRD's group moved to the version obj is written at (ownership.Move, as retire does),
+// and the number of entries moved. Without it, a rewrite that changes the object (a default
+// that appears on read) makes the API server's field manager convert the object to each
+// entry's version; when that fails (a field that version's schema lacks, a version gone from
+// spec.versions) it drops every entry. Entries whose ownership cannot be worked out are left
+// as they are (checkManagers reports a loss if the API server drops them). obj is not modified.
+func (r *Rewriter) moveEntries(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, int) {
+	entries := obj.GetManagedFields()
+	group := r.crd.Spec.Group
+	to := group + "/" + r.version
+	var from []string
+	for _, e := range entries {
+		v, ok := strings.CutPrefix(e.APIVersion, group+"/")
+		if ok && v != r.version && !slices.Contains(from, e.APIVersion) {
+			from = append(from, e.APIVersion)
+		}
+	}
+	total := 0
+	for _, f := range from {
+		need, err := ownership.NeedsSource(entries, f, obj.Object)
+		if err != nil {
+			continue
+		}
+		var source map[string]any
+		if need {
+			// The same object read at the entry's version (same resourceVersion), through the
+			// CRD's own conversion, to translate renamed fields.
+			v := strings.TrimPrefix(f, group+"/")
+			if !crdinfo.IsServed(r.crd, v) {
+				continue
+			}
+			ri := dynamic.ResourceInterface(r.c.Dynamic.Resource(crdinfo.GVR(r.crd, v)))
+			if ns := obj.GetNamespace(); ns != "" {
+				ri = r.c.Dynamic.Resource(crdinfo.GVR(r.crd, v)).Namespace(ns)
+			}
+			s, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+			if err != nil || s.GetResourceVersion() != obj.GetResourceVersion() {
+				continue
+			}
+			source = s.Object
+		}
+		next, res, err := ownership.Move(entries, f, to, source, obj.Object)
+		if err != nil || res.Unresolved != "" || res.Moved == 0 || len(next) == 0 {
+			continue
+		}
+		entries, total = next, total+res.Moved
+	}
+	if total == 0 {
+		return obj, 0
+	}
+	out := obj.DeepCopy()
+	out.SetManagedFields(entries)
+	return out, total
+}
+
+// managerID names a field manager the way the API server keys it, without the apiVersion
+// (which a move changes).
+func managerID(e metav1.ManagedFieldsEntry) string {
+	id := e.Manager + "/" + string(e.Operation)
+	if e.Subresource != "" {
+		id += "/" + e.Subresource
+	}
+	return id
+}
+
+// checkManagers compares the field managers of before (as listed or re-read) and after (as
+// the update returned it) and records any that are gone.
+func (r *Rewriter) checkManagers(before, after *unstructured.Unstructured) {
+	have := map[string]bool{}
+	for _, e := range after.GetManagedFields() {
+		have[managerID(e)] = true
+	}
+	var lost []string
+	for _, e := range before.GetManagedFields() {
+		if id := managerID(e); !have[id] && !slices.Contains(lost, id) {
+			lost = append(lost, id)
+		}
+	}
+	if len(lost) == 0 {
+		return
+	}
+	r.mfLost.Add(1)
+	r.mfMu.Lock()
+	defer r.mfMu.Unlock()
+	if len(r.mfLosses) < MaxListed {
+		r.mfLosses = append(r.mfLosses, ManagedFieldsLoss{Namespace: before.GetNamespace(), Name: before.GetName(), Managers: lost})
+	}
 }

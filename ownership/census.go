@@ -63,47 +63,71 @@ func Take(ctx context.Context, md metadata.Interface, gvr schema.GroupVersionRes
 	if chunk <= 0 {
 		chunk = 500
 	}
-	type key struct{ v, manager, op, sub string }
-	objects := map[string]int64{}
-	writers := map[key]*Writer{}
-	c := &Census{}
-	prefix := gvr.Group + "/"
+	t := NewTally(gvr.Group)
 	err := EachObject(ctx, md, gvr, chunk, func(o *metav1.PartialObjectMetadata) error {
-		c.Objects++
-		seen := map[string]bool{}
-		seenW := map[key]bool{}
-		for _, e := range o.ManagedFields {
-			v, ok := strings.CutPrefix(e.APIVersion, prefix)
-			if !ok {
-				v = e.APIVersion
-			}
-			if !seen[v] {
-				seen[v] = true
-				objects[v]++
-			}
-			k := key{v, e.Manager, string(e.Operation), e.Subresource}
-			w := writers[k]
-			if w == nil {
-				w = &Writer{Manager: e.Manager, Operation: string(e.Operation), Subresource: e.Subresource}
-				writers[k] = w
-			}
-			if !seenW[k] {
-				seenW[k] = true
-				w.Objects++
-			}
-			if e.Time != nil && (w.LastWrite == nil || w.LastWrite.Before(e.Time)) {
-				t := *e.Time
-				w.LastWrite = &t
-			}
-		}
+		t.Add(o.ManagedFields)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	for v, n := range objects {
+	return t.Census(), nil
+}
+
+// Tally counts managedFields entries object by object (what Take does over a list), for
+// callers that read the objects themselves. It is not safe for concurrent use.
+type Tally struct {
+	prefix  string
+	objects int64
+	perV    map[string]int64
+	writers map[tallyKey]*Writer
+}
+
+type tallyKey struct{ v, manager, op, sub string }
+
+// NewTally counts the entries of objects of API group group: entries of its versions are
+// counted by version name, others by their full apiVersion.
+func NewTally(group string) *Tally {
+	return &Tally{prefix: group + "/", perV: map[string]int64{}, writers: map[tallyKey]*Writer{}}
+}
+
+// Add counts one object's managedFields.
+func (t *Tally) Add(entries []metav1.ManagedFieldsEntry) {
+	t.objects++
+	seen := map[string]bool{}
+	seenW := map[tallyKey]bool{}
+	for _, e := range entries {
+		v, ok := strings.CutPrefix(e.APIVersion, t.prefix)
+		if !ok {
+			v = e.APIVersion
+		}
+		if !seen[v] {
+			seen[v] = true
+			t.perV[v]++
+		}
+		k := tallyKey{v, e.Manager, string(e.Operation), e.Subresource}
+		w := t.writers[k]
+		if w == nil {
+			w = &Writer{Manager: e.Manager, Operation: string(e.Operation), Subresource: e.Subresource}
+			t.writers[k] = w
+		}
+		if !seenW[k] {
+			seenW[k] = true
+			w.Objects++
+		}
+		if e.Time != nil && (w.LastWrite == nil || w.LastWrite.Before(e.Time)) {
+			tm := *e.Time
+			w.LastWrite = &tm
+		}
+	}
+}
+
+// Census is the count so far: one row per version, managers most recent write first.
+func (t *Tally) Census() *Census {
+	c := &Census{Objects: t.objects, Versions: []VersionCount{}}
+	for v, n := range t.perV {
 		row := VersionCount{Version: v, Objects: n, Managers: []Writer{}}
-		for k, w := range writers {
+		for k, w := range t.writers {
 			if k.v == v {
 				row.Managers = append(row.Managers, *w)
 			}
@@ -118,10 +142,7 @@ func Take(ctx context.Context, md metadata.Interface, gvr schema.GroupVersionRes
 		c.Versions = append(c.Versions, row)
 	}
 	sort.Slice(c.Versions, func(i, j int) bool { return c.Versions[i].Version < c.Versions[j].Version })
-	if c.Versions == nil {
-		c.Versions = []VersionCount{}
-	}
-	return c, nil
+	return c
 }
 
 // WritersSince are the managers of version v whose last write is at or after since.

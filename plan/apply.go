@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -17,6 +18,8 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/kubeversion"
+	"github.com/crdver/kubectl-crdver/preview"
 )
 
 // Sources of an Item's apply verdict (Item.ApplyVerdictSource).
@@ -158,4 +161,15 @@ func checkApply(ctx context.Context, live, next *apiextensionsv1.CustomResourceD
 		stored = []string{crdinfo.StorageVersion(next)}
 	}
 	return a, stored, nil
+}
+
+// differenceNotes adds to notes the note of each known difference between Kubernetes versions
+// (kubeversion.Differences) that errors depend on, once.
+func differenceNotes(p *preview.Previewer, notes, errors []string) []string {
+	for _, n := range kubeversion.NotesFor(p.KubeVersion(), kubeversion.CheckObjectValidation, errors) {
+		if !slices.Contains(notes, n) {
+			notes = append(notes, n)
+		}
+	}
+	return notes
 }

@@ -43,6 +43,8 @@ type scenario struct {
 	status  map[string]map[string]any
 	manager string
 	check   func(t *testing.T, it *Item)
+	// setup runs after the objects are created, before the plan.
+	setup func(t *testing.T, ctx context.Context, dyn dynamic.Interface)
 }
 
 // regroup renames a CRD's group (one group per scenario: no CRD deletions between them).
@@ -167,6 +169,9 @@ func runScenario(t *testing.T, sc scenario) *Item {
 					t.Fatalf("status of %s: %v", o.GetName(), err)
 				}
 			}
+		}
+		if sc.setup != nil {
+			sc.setup(t, ctx, dyn)
 		}
 		if live, err = crdClient.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, sc.old.Name, metav1.GetOptions{}); err != nil {
 			t.Fatal(err)
@@ -435,6 +440,16 @@ func TestPlanMatchesServerManagers(t *testing.T) {
 			if beta == nil || !slices.Equal(beta.Managers, []string{"old-controller"}) || beta.Objects != 2 || beta.RemovedByThisChange != remove || beta.UnservedByThisChange == remove {
 				t.Fatalf("managedFields: %+v", it.ManagedFields)
 			}
+			// old-controller created the objects at v1beta1 (Update): whether it still writes
+			// v1beta1 cannot be told; with v1beta1 removed, server-side apply breaks for sure.
+			reasons := strings.Join(append(append([]string{}, it.BreakingReasons...), it.UnknownReasons...), "\n")
+			wantVerdict, wantReason := VerdictUnknown, "old-controller last wrote v1beta1 (Update, 2 objects), which the new CRD no longer serves: if it still does, its writes fail"
+			if remove {
+				wantVerdict, wantReason = VerdictBreaking, "server-side apply fails on 2 objects whose managedFields name v1beta1"
+			}
+			if it.Verdict != wantVerdict || !strings.Contains(reasons, wantReason) {
+				t.Errorf("verdict %q (want %q), reasons:\n%s\nwant %q", it.Verdict, wantVerdict, reasons, wantReason)
+			}
 			wantStep := "# make old-controller write v1"
 			if remove {
 				wantStep = "kubectl crdver retire " + old.Name + " v1beta1"
@@ -457,6 +472,144 @@ func TestPlanMatchesServerCreate(t *testing.T) {
 	it = runScenario(t, scenario{next: bad})
 	if it.Apply.Allowed {
 		t.Errorf("a non-structural CRD is allowed")
+	}
+}
+
+// TestPlanMatchesServerSSAOnRemovedVersion is cert-manager 1.6 → 1.7: objects whose
+// managedFields name a version the release removes (a kubectl create and a GitOps apply at
+// v1beta1). The plan is breaking (server-side apply fails; the applier still writes v1beta1),
+// the one-time create is not called a writer, and after the apply a real server-side apply of
+// such an object fails as the plan said.
+func TestPlanMatchesServerSSAOnRemovedVersion(t *testing.T) {
+	group := "ssa.plan.example.com"
+	old, objs := betaAndV1(t, group, "v1")
+	for i := range objs {
+		unstructured.RemoveNestedField(objs[i].Object, "spec", "tier")
+	}
+	next := old.DeepCopy()
+	next.Spec.Versions = next.Spec.Versions[1:]
+	applied := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": group + "/v1beta1", "kind": "Widget",
+		"metadata": map[string]any{"name": "applied", "namespace": "default"},
+		"spec":     map[string]any{"size": int64(2), "mode": "a"},
+	}}
+	it := runScenario(t, scenario{old: old, next: next, objects: objs, manager: "kubectl-create",
+		setup: func(t *testing.T, ctx context.Context, dyn dynamic.Interface) {
+			if _, err := resource(old, "v1beta1", dyn, "default").Apply(ctx, "applied", applied, metav1.ApplyOptions{FieldManager: "kustomize-controller", Force: true}); err != nil {
+				t.Fatalf("server-side apply at v1beta1: %v", err)
+			}
+		}})
+	if it.Verdict != VerdictBreaking || !it.Breaking {
+		t.Errorf("verdict %q, reasons %q", it.Verdict, it.BreakingReasons)
+	}
+	reasons := strings.Join(it.BreakingReasons, "\n")
+	for _, want := range []string{
+		"server-side apply fails on 3 objects whose managedFields name v1beta1, which the new CRD removes",
+		"kustomize-controller still writes v1beta1 (Apply, 1 object), which the new CRD removes: its next apply fails; change the manifests of kustomize-controller to apiVersion " + group + "/v1",
+	} {
+		if !strings.Contains(reasons, want) {
+			t.Errorf("reasons lack %q:\n%s", want, reasons)
+		}
+	}
+	if strings.Contains(reasons, "kubectl-create") {
+		t.Errorf("a one-time create is called a writer:\n%s", reasons)
+	}
+	var created *ManagerWriter
+	for _, mv := range it.ManagedFields {
+		for i := range mv.Writers {
+			if mv.Version == "v1beta1" && mv.Writers[i].Manager == "kubectl-create" {
+				created = &mv.Writers[i]
+			}
+		}
+	}
+	if created == nil || created.Role != "one-time" || !strings.HasPrefix(created.Summary, "created at v1beta1 by kubectl-create on ") || created.Objects != 2 {
+		t.Errorf("kubectl-create's entries: %+v", created)
+	}
+
+	// The API server agrees: once v1beta1 is gone from the apply path (it drops it a moment
+	// after the CRD update), a server-side apply of an object created at v1beta1 fails.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": group + "/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": objs[0].GetName(), "namespace": "default", "labels": map[string]any{"checked": "yes"}},
+	}}
+	r := resource(next, "v1", dyn, "default")
+	var applyErr error
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, applyErr = r.Apply(ctx, objs[0].GetName(), patch, metav1.ApplyOptions{FieldManager: "labeller", DryRun: []string{metav1.DryRunAll}})
+		return applyErr != nil, nil
+	})
+	_, applyErr = r.Apply(ctx, objs[0].GetName(), patch, metav1.ApplyOptions{FieldManager: "labeller"})
+	if applyErr == nil || !strings.Contains(applyErr.Error(), "invalid group/version") {
+		t.Errorf("server-side apply after the CRD removed v1beta1: %v; the plan said it fails", applyErr)
+	}
+}
+
+// TestPlanMatchesServerStricterNotBreaking: an added CEL rule and a tighter maxLength that no
+// live object violates: the API server accepts every object's update and re-create (checked by
+// runScenario), so the plan says stricter, not breaking; a new object that breaks the rule is
+// rejected, so the rule is indeed stricter.
+func TestPlanMatchesServerStricterNotBreaking(t *testing.T) {
+	group := "stricter.plan.example.com"
+	old := regroup(readCRD(t, filepath.Join("testdata", "widgets-old.yaml")), group)
+	next := regroup(readCRD(t, filepath.Join("testdata", "widgets-stricter.yaml")), group)
+	objs := regroupObjects(readObjects(t, filepath.Join("testdata", "widgets-objects.yaml")), group)
+	for i := range objs {
+		unstructured.RemoveNestedField(objs[i].Object, "spec", "tier")
+	}
+	it := runScenario(t, scenario{old: old, next: next, objects: objs, manager: "widget-controller"})
+	if it.Verdict != VerdictStricter || it.Breaking || len(it.Objects.Findings) != 0 || len(it.BreakingReasons)+len(it.UnknownReasons) != 0 {
+		t.Errorf("verdict %q, findings %+v, reasons %q %q", it.Verdict, it.Objects.Findings, it.BreakingReasons, it.UnknownReasons)
+	}
+	if !slices.ContainsFunc(it.Stricter, func(c SchemaChange) bool { return c.Path == "spec" && strings.HasPrefix(c.Change, "CEL rule added") }) {
+		t.Errorf("stricter: %+v", it.Stricter)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": group + "/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "root-owned", "namespace": "default"},
+		"spec":     map[string]any{"owner": "root"},
+	}}
+	_, err = resource(next, "v1", dyn, "default").Create(ctx, root, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err == nil || !strings.Contains(err.Error(), "owner must not be root") {
+		t.Errorf("a new object that breaks the added rule: %v", err)
+	}
+}
+
+// TestPlanMatchesServerStorageVersusStorage is Strimzi's KafkaUser: the new storage version v1
+// lacks a field the old storage version v1beta1 holds, and v1 itself is unchanged. The plan
+// lists the field as a change from v1beta1 to v1 and the object that holds it as losing it on
+// read, which the API server confirms after the apply.
+func TestPlanMatchesServerStorageVersusStorage(t *testing.T) {
+	group := "kafka.plan.example.com"
+	old := kafkaLike(t, group)
+	next := old.DeepCopy()
+	next.Spec.Versions[0].Storage, next.Spec.Versions[0].Served = false, false
+	next.Spec.Versions[1].Storage = true
+	var objs []unstructured.Unstructured
+	for _, o := range regroupObjects(readObjects(t, filepath.Join("testdata", "widgets-objects.yaml")), group)[:2] {
+		o.SetAPIVersion(group + "/v1beta1")
+		unstructured.RemoveNestedField(o.Object, "spec", "tier")
+		objs = append(objs, o)
+	}
+	it := runScenario(t, scenario{old: old, next: next, objects: objs})
+	if !slices.ContainsFunc(it.SchemaChanges, func(c SchemaChange) bool {
+		return c.From == "v1beta1" && c.Version == "v1" && c.Path == "spec.legacy" && c.Effect == EffectLossy
+	}) {
+		t.Errorf("no change v1beta1 → v1 spec.legacy: %+v", it.SchemaChanges)
+	}
+	if f := findingOf(it, "legacy"); f == nil || !slices.Equal(f.PrunedOnRead, []string{"spec.legacy"}) || it.Verdict != VerdictBreaking {
+		t.Errorf("legacy: %+v; verdict %q", f, it.Verdict)
 	}
 }
 

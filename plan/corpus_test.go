@@ -70,7 +70,7 @@ func TestPlanCorpusAgainstItself(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !it.Apply.Allowed || it.Breaking || len(it.SchemaChanges) > 0 || len(it.Objects.Findings) > 0 || len(it.Conversion) > 0 || it.MigrationPending {
+			if !it.Apply.Allowed || it.Breaking || it.Verdict != VerdictSafe || len(it.Stricter) > 0 || len(it.SchemaChanges) > 0 || len(it.Objects.Findings) > 0 || len(it.Conversion) > 0 || it.MigrationPending {
 				t.Errorf("%s planned against itself reports something: apply %+v, changes %+v, findings %+v", crd.Name, it.Apply, it.SchemaChanges, it.Objects.Findings)
 			}
 			if it.Objects.Evaluated != int64(len(live)) {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/ownership"
 	"github.com/crdver/kubectl-crdver/preview"
 )
 
@@ -37,35 +38,19 @@ type evaluator struct {
 
 // objResult is one evaluated object.
 type objResult struct {
-	finding  Finding
-	managers map[string][]string // managedFields: version → managers
-	err      error
+	finding Finding
+	err     error
 }
 
 var serverMetadata = []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
 
-func errorTexts(errs []preview.PreviewError) []string {
-	out := make([]string, 0, len(errs))
-	for _, e := range errs {
-		if e.Field != "" && e.Field != "<nil>" && !strings.HasPrefix(e.Message, e.Field) {
-			out = append(out, e.Field+": "+e.Message)
-		} else {
-			out = append(out, e.Message)
-		}
-	}
-	return out
-}
+// errorTexts words preview's errors as the API server does ("field: message").
+func errorTexts(errs []preview.PreviewError) []string { return preview.ErrorTexts(errs) }
 
 func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstructured.Unstructured) objResult {
 	f := Finding{Namespace: u.GetNamespace(), Name: u.GetName(), PrunedOnRead: []string{}, DefaultedOnRead: []string{}, CreateErrors: []string{}, UpdateErrors: []string{}}
-	res := objResult{managers: map[string][]string{}}
+	res := objResult{}
 	group := e.next.Spec.Group
-	for _, mf := range u.GetManagedFields() {
-		gv, err := schema.ParseGroupVersion(mf.APIVersion)
-		if err == nil && gv.Group == group && !slices.Contains(res.managers[gv.Version], mf.Manager) {
-			res.managers[gv.Version] = append(res.managers[gv.Version], mf.Manager)
-		}
-	}
 	listed := u.GroupVersionKind().Version
 	where := u.GetName()
 	if ns := u.GetNamespace(); ns != "" {
@@ -128,6 +113,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 		}
 		if !ur.Accepted() {
 			f.UpdateErrors = errorTexts(ur.Errors)
+			f.Notes = differenceNotes(p, f.Notes, f.UpdateErrors)
 		}
 		warnings := ur.Warnings
 		if e.readDeprecated && len(warnings) > 0 {
@@ -161,6 +147,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 		}
 		if !cr.Accepted() {
 			f.CreateErrors = errorTexts(cr.Errors)
+			f.Notes = differenceNotes(p, f.Notes, f.CreateErrors)
 		}
 	}
 	res.finding = f
@@ -180,9 +167,9 @@ type evalOptions struct {
 type objectsOutcome struct {
 	evaluated int64
 	findings  []Finding
-	managers  map[string]map[string]bool // version → managers
-	objects   map[string]int64           // version → objects with an entry of it
-	kept      []unstructured.Unstructured
+	// managers counts the objects' managedFields entries per version and manager.
+	managers *ownership.Tally
+	kept     []unstructured.Unstructured
 }
 
 // evaluateAll reads src page by page and evaluates each page's objects on a pool of workers
@@ -228,7 +215,7 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 		}
 	}()
 
-	out := &objectsOutcome{findings: []Finding{}, managers: map[string]map[string]bool{}, objects: map[string]int64{}}
+	out := &objectsOutcome{findings: []Finding{}, managers: ownership.NewTally(e.next.Spec.Group)}
 	for pg := range pages {
 		if pg.err != nil {
 			return out, pg.err
@@ -269,15 +256,7 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 				return out, r.err
 			}
 			out.evaluated++
-			for v, ms := range r.managers {
-				if out.managers[v] == nil {
-					out.managers[v] = map[string]bool{}
-				}
-				for _, m := range ms {
-					out.managers[v][m] = true
-				}
-				out.objects[v]++
-			}
+			out.managers.Add(items[i].GetManagedFields())
 			if !r.finding.empty() {
 				out.findings = append(out.findings, r.finding)
 			}

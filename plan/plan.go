@@ -57,6 +57,7 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 		SchemaChanges:  []SchemaChange{}, Conversion: []string{},
 		Objects:       Objects{Findings: []Finding{}},
 		ManagedFields: []ManagedFieldsVersion{}, Steps: []string{}, Notes: []string{},
+		Verdict: VerdictSafe, BreakingReasons: []string{}, UnknownReasons: []string{}, Stricter: []SchemaChange{},
 	}
 	if live == nil {
 		it.Operation = OperationCreate
@@ -64,6 +65,7 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 		live = live.DeepCopy()
 		it.StorageVersion.Before = crdinfo.StorageVersion(live)
 		if len(live.Status.StoredVersions) == 0 && it.StorageVersion.Before != "" {
+			it.storedVersionsUnknown = true
 			live.Status.StoredVersions = []string{it.StorageVersion.Before}
 			it.Notes = append(it.Notes, fmt.Sprintf("the live CRD has no status.storedVersions (a file?): taken as [%s]; a cluster may list more", it.StorageVersion.Before))
 		}
@@ -100,6 +102,9 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 			if changes[i].Version != changes[j].Version {
 				return changes[i].Version < changes[j].Version
 			}
+			if changes[i].From != changes[j].From {
+				return changes[i].From < changes[j].From
+			}
 			return changes[i].Path < changes[j].Path
 		})
 		it.SchemaChanges = changes
@@ -107,6 +112,12 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 	}
 
 	if err := evaluateObjects(ctx, live, next, src, opts, it); err != nil {
+		judge(live, it)
+		it.UnknownReasons = append(it.UnknownReasons, "the plan did not complete: "+err.Error())
+		if it.Verdict != VerdictBreaking {
+			it.Verdict = VerdictUnknown
+		}
+		it.Breaking = true
 		return it, err
 	}
 	if it.MigrationPending {
@@ -115,16 +126,7 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 			it.MigrationObjects = it.Objects.Evaluated
 		}
 	}
-	it.Breaking = !it.Apply.Allowed
-	for _, c := range it.SchemaChanges {
-		it.Breaking = it.Breaking || c.Breaking
-	}
-	for i := range it.Objects.Findings {
-		it.Breaking = it.Breaking || it.Objects.Findings[i].losesOrRejected()
-	}
-	for _, s := range it.ConversionSample {
-		it.Breaking = it.Breaking || s.Problems > 0 || s.Unreachable != ""
-	}
+	judge(live, it)
 	it.Steps = runbook(live, next, it, opts.ApplyFile)
 	return it, nil
 }
@@ -201,17 +203,11 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	if out != nil {
 		it.Objects.Evaluated = out.evaluated
 		it.Objects.Findings = out.findings
-		for _, v := range sortedVersions(out.managers) {
-			mv := ManagedFieldsVersion{Version: v, Managers: sortedSet(out.managers[v]), Objects: out.objects[v]}
-			ver, err := crdinfo.Lookup(next, v)
-			mv.RemovedByThisChange = err != nil
-			mv.UnservedByThisChange = err == nil && !ver.Served
-			it.ManagedFields = append(it.ManagedFields, mv)
-		}
+		it.ManagedFields = managedFieldsVersions(out.managers.Census(), next, e.readVersion)
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%s: %w after %d objects", next.Name, ErrInterrupted, it.Objects.Evaluated)
+			return fmt.Errorf("%s: %w after %s", next.Name, ErrInterrupted, objectsCount(int(it.Objects.Evaluated)))
 		}
 		return fmt.Errorf("%s: evaluating the objects: %w", next.Name, err)
 	}
@@ -227,11 +223,12 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		}
 	}
 	if it.Objects.Total < 0 && opts.Sample > 0 && it.Objects.Evaluated >= opts.Sample {
-		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d objects evaluated; the total is not known", it.Objects.Evaluated))
+		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %s evaluated; the total is not known", objectsCount(int(it.Objects.Evaluated))))
 	}
 	if it.Objects.Evaluated < it.Objects.Total {
-		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d of %d objects evaluated", it.Objects.Evaluated, it.Objects.Total))
+		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %d of %s evaluated", it.Objects.Evaluated, objectsCount(int(it.Objects.Total))))
 	}
+	it.allEvaluated = it.Objects.Total >= 0 && it.Objects.Evaluated >= it.Objects.Total
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -297,5 +298,137 @@ func TestPlanNonStructuralNewSchema(t *testing.T) {
 	}
 	if it.Apply.Allowed || !it.Breaking || it.Objects.Evaluated != 0 || len(it.Objects.Notes) == 0 || !strings.Contains(it.Objects.Notes[0], "no structural schema") {
 		t.Errorf("apply %+v, objects %+v", it.Apply, it.Objects)
+	}
+}
+
+// kafkaLike is widgets-old with v1beta1 the storage version holding spec.legacy and v1 served
+// without it (Strimzi's KafkaUser: acls[].operation exists only in v1beta2); stored lists
+// status.storedVersions.
+func kafkaLike(t *testing.T, group string) *apiextensionsv1.CustomResourceDefinition {
+	crd := readCRD(t, filepath.Join("testdata", "widgets-old.yaml"))
+	if group != "" {
+		crd.Spec.Group = group
+		crd.Name = crd.Spec.Names.Plural + "." + group
+	}
+	beta := *crd.Spec.Versions[0].DeepCopy()
+	beta.Name = "v1beta1"
+	v1 := &crd.Spec.Versions[0]
+	v1.Storage = false
+	spec := v1.Schema.OpenAPIV3Schema.Properties["spec"]
+	delete(spec.Properties, "legacy")
+	v1.Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	crd.Spec.Versions = append([]apiextensionsv1.CustomResourceDefinitionVersion{beta}, crd.Spec.Versions...)
+	crd.Status.StoredVersions = []string{"v1beta1"}
+	return crd
+}
+
+// TestPlanStorageVersusStorage: the new storage version lacks a field the old storage version
+// holds; same-named versions are unchanged, so only comparing the storage versions shows it.
+func TestPlanStorageVersusStorage(t *testing.T) {
+	live := kafkaLike(t, "")
+	next := live.DeepCopy()
+	next.Spec.Versions[0].Storage, next.Spec.Versions[0].Served = false, false
+	next.Spec.Versions[1].Storage = true
+	var objs []unstructured.Unstructured
+	for _, o := range readObjects(t, filepath.Join("testdata", "widgets-objects.yaml"))[:2] { // fine, legacy
+		o.SetAPIVersion("plan.example.com/v1beta1")
+		unstructured.RemoveNestedField(o.Object, "spec", "tier")
+		objs = append(objs, o)
+	}
+	it, err := Plan(context.Background(), live, next, &SliceSource{Objects: objs}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cross []SchemaChange
+	for _, c := range it.SchemaChanges {
+		if c.From != "" {
+			cross = append(cross, c)
+		}
+	}
+	want := []SchemaChange{{Version: "v1", From: "v1beta1", Path: "spec.legacy", Change: "removed (was string): pruned from stored objects on read", Breaking: true, Effect: EffectLossy}}
+	if d := cmp.Diff(want, cross); d != "" {
+		t.Errorf("storage-version changes (-want +got):\n%s", d)
+	}
+	if f := findingOf(it, "legacy"); f == nil || !slices.Equal(f.PrunedOnRead, []string{"spec.legacy"}) {
+		t.Errorf("legacy: %+v", f)
+	}
+	if it.Verdict != VerdictBreaking || !slices.ContainsFunc(it.BreakingReasons, func(r string) bool { return strings.HasPrefix(r, "1 object loses fields on read") }) {
+		t.Errorf("verdict %q, reasons %q", it.Verdict, it.BreakingReasons)
+	}
+
+	// Removing v1beta1 outright: the apply is rejected (it is in storedVersions) and the
+	// comparison is the same.
+	next.Spec.Versions = next.Spec.Versions[1:]
+	it, err = Plan(context.Background(), live, next, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Apply.Allowed || it.Verdict != VerdictBreaking || !slices.ContainsFunc(it.SchemaChanges, func(c SchemaChange) bool { return c.From == "v1beta1" && c.Path == "spec.legacy" }) {
+		t.Errorf("apply %+v, verdict %q, changes %+v", it.Apply, it.Verdict, it.SchemaChanges)
+	}
+}
+
+// TestPlanVerdicts: stricter rules no object violates are stricter, not breaking; the same
+// rules with an object that violates them, or with no objects evaluated, are not.
+func TestPlanVerdicts(t *testing.T) {
+	live := readCRD(t, filepath.Join("testdata", "widgets-old.yaml"))
+	next := readCRD(t, filepath.Join("testdata", "widgets-stricter.yaml"))
+	objs := readObjects(t, filepath.Join("testdata", "widgets-objects.yaml"))
+	it, err := Plan(context.Background(), live, next, &SliceSource{Objects: objs}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Verdict != VerdictStricter || it.Breaking || len(it.Stricter) != 2 || len(it.BreakingReasons)+len(it.UnknownReasons) != 0 {
+		t.Errorf("verdict %q, stricter %+v, reasons %q %q", it.Verdict, it.Stricter, it.BreakingReasons, it.UnknownReasons)
+	}
+	long := objs[0].DeepCopy()
+	long.SetName("long-owner")
+	unstructured.SetNestedField(long.Object, strings.Repeat("o", 70), "spec", "owner")
+	it, err = Plan(context.Background(), live, next, &SliceSource{Objects: append(objs, *long)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An owner of 70 characters is valid now and over the new maxLength: the no-op update
+	// passes (ratcheting), a restore of the object is rejected. Something live breaks.
+	if it.Verdict != VerdictBreaking || !slices.ContainsFunc(it.BreakingReasons, func(r string) bool { return strings.HasPrefix(r, "1 object violates the new schema") }) {
+		t.Errorf("an object over the new rule: verdict %q, reasons %q", it.Verdict, it.BreakingReasons)
+	}
+	it, err = Plan(context.Background(), live, next, &SliceSource{Objects: objs}, Options{Sample: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Verdict != VerdictUnknown || !it.Breaking || len(it.UnknownReasons) != 1 || !strings.HasPrefix(it.UnknownReasons[0], "only 3 of 7 objects were evaluated") {
+		t.Errorf("sampled: verdict %q, unknown %q", it.Verdict, it.UnknownReasons)
+	}
+}
+
+// TestPlanUnservedVersionAppliedByGitOps: the release stops serving v1alpha2 (kept in
+// spec.versions): server-side apply keeps working, but kustomize-controller applies manifests
+// at v1alpha2, so its next apply fails (breaking, with what to change); the one-time create is
+// reported as such.
+func TestPlanUnservedVersionAppliedByGitOps(t *testing.T) {
+	live := readCRD(t, filepath.Join("testdata", "certs-old.yaml"))
+	next := live.DeepCopy()
+	next.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+	next.Spec.Versions[0].Served = false
+	objs := readObjects(t, filepath.Join("testdata", "certs-objects.yaml"))
+	it, err := Plan(context.Background(), live, next, &SliceSource{Objects: objs}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"kustomize-controller still writes v1alpha2 (Apply, 1 object), which the new CRD no longer serves: its next apply fails; change the manifests of kustomize-controller to apiVersion plan.example.com/v1"}
+	if d := cmp.Diff(want, it.BreakingReasons); d != "" || it.Verdict != VerdictBreaking || len(it.UnknownReasons) != 0 {
+		t.Errorf("verdict %q, unknown %q, breaking reasons (-want +got):\n%s", it.Verdict, it.UnknownReasons, d)
+	}
+	var created ManagerWriter
+	for _, mv := range it.ManagedFields {
+		for _, w := range mv.Writers {
+			if w.Manager == "kubectl-create" {
+				created = w
+			}
+		}
+	}
+	if created.Role != "one-time" || created.Summary != "created at v1alpha2 by kubectl-create on 2025-03-01" || created.Advice != "" {
+		t.Errorf("kubectl-create: %+v", created)
 	}
 }

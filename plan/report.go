@@ -6,12 +6,79 @@
 // Report whose JSON form is the stable output of `kubectl crdver plan -o json`.
 package plan
 
+import (
+	"github.com/crdver/kubectl-crdver/ownership"
+)
+
 // Report is the result of planning one or more CRDs.
 type Report struct {
 	Items []Item `json:"items"`
+	// Summary counts the items by verdict (filled by Summarize).
+	Summary Summary `json:"summary"`
 	// KubernetesVersion is the version the plan was judged as (the cluster's, or
 	// --kube-version; "1.37").
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+}
+
+// Verdicts of an Item (and of a Report: its worst item's).
+const (
+	// VerdictSafe: nothing live breaks and no rule gets stricter.
+	VerdictSafe = "safe"
+	// VerdictStricter: rules get stricter for new objects and changes (Item.Stricter), and no
+	// evaluated live object violates them.
+	VerdictStricter = "stricter"
+	// VerdictUnknown: the plan cannot tell whether something live breaks (Item.UnknownReasons);
+	// it is never taken as safe.
+	VerdictUnknown = "unknown"
+	// VerdictBreaking: something live breaks or loses data (Item.BreakingReasons).
+	VerdictBreaking = "breaking"
+)
+
+// verdictRank orders verdicts from best to worst.
+var verdictRank = map[string]int{VerdictSafe: 0, VerdictStricter: 1, VerdictUnknown: 2, VerdictBreaking: 3}
+
+// Summary counts the items of a report by verdict.
+type Summary struct {
+	// Verdict is the worst verdict of the items.
+	Verdict  string `json:"verdict"`
+	CRDs     int    `json:"crds"`
+	Breaking int    `json:"breaking"`
+	Unknown  int    `json:"unknown"`
+	Stricter int    `json:"stricter"`
+	Safe     int    `json:"safe"`
+}
+
+// Summarize fills r.Summary from the items.
+func (r *Report) Summarize() {
+	s := Summary{Verdict: VerdictSafe, CRDs: len(r.Items)}
+	for i := range r.Items {
+		v := r.Items[i].Verdict
+		switch v {
+		case VerdictBreaking:
+			s.Breaking++
+		case VerdictUnknown:
+			s.Unknown++
+		case VerdictStricter:
+			s.Stricter++
+		default:
+			s.Safe++
+		}
+		if verdictRank[v] > verdictRank[s.Verdict] {
+			s.Verdict = v
+		}
+	}
+	r.Summary = s
+}
+
+// Stricter reports whether any item makes rules stricter for new objects (and none is
+// breaking or unknown: those come first).
+func (r *Report) Stricter() bool {
+	for i := range r.Items {
+		if r.Items[i].Verdict == VerdictStricter {
+			return true
+		}
+	}
+	return false
 }
 
 // Breaking reports whether any item is breaking (see Item.Breaking).
@@ -61,9 +128,26 @@ type Item struct {
 	Steps []string `json:"steps"`
 	// Notes say what the plan could not know or assumed.
 	Notes []string `json:"notes"`
-	// Breaking: the apply would be rejected, a schema change is breaking, or an object loses
-	// data or would be rejected on create or update (exit status 1).
+	// Breaking: the verdict is breaking or unknown (exit status 1): the apply would be
+	// rejected, an object loses data or would be rejected on create or update, server-side
+	// apply fails on objects, a manager still writes a version that disappears, or the plan
+	// cannot tell (BreakingReasons, UnknownReasons).
 	Breaking bool `json:"breaking"`
+	// Verdict is safe, stricter, unknown or breaking (see the Verdict constants).
+	Verdict string `json:"verdict"`
+	// BreakingReasons say what live breaks or loses data, one sentence each.
+	BreakingReasons []string `json:"breakingReasons"`
+	// UnknownReasons say what the plan could not tell that might break something live.
+	UnknownReasons []string `json:"unknownReasons"`
+	// Stricter are the schema changes that hold new objects and changes to stricter rules
+	// (or drop fields no evaluated object holds); no evaluated live object is broken by them
+	// unless BreakingReasons says so.
+	Stricter []SchemaChange `json:"stricter"`
+
+	// allEvaluated: every live object was evaluated (not a sample, none skipped).
+	allEvaluated bool
+	// storedVersionsUnknown: the live CRD came without status.storedVersions.
+	storedVersionsUnknown bool
 }
 
 // Apply is the API server's verdict on the CRD create or update.
@@ -88,14 +172,31 @@ type VersionChanges struct {
 	Deprecated []string `json:"deprecated"`
 }
 
-// SchemaChange is one difference between the live and the new schema of the same version.
+// SchemaChange is one difference between the live and the new schema of the same version, or
+// (From set) between the live schema of version From (the old storage version, or a removed
+// version still in storedVersions) and the new storage version Version: what objects encoded at
+// From become when read and rewritten at Version.
 type SchemaChange struct {
 	Version string `json:"version"`
+	// From is the live version compared with the new Version ("": the same version).
+	From string `json:"from,omitempty"`
 	// Path is dotted from the root; lists and maps are transparent (as in explain).
-	Path     string `json:"path"`
-	Change   string `json:"change"`
-	Breaking bool   `json:"breaking"`
+	Path   string `json:"path"`
+	Change string `json:"change"`
+	// Breaking: the change alone can break an object valid before (Effect lossy or stricter);
+	// whether one is broken is the objects' evaluation (Item.Verdict).
+	Breaking bool `json:"breaking"`
+	// Effect is lossy (objects holding the field lose data), stricter (new objects and changes
+	// are held to stricter rules or other defaults) or compatible.
+	Effect string `json:"effect"`
 }
+
+// Effects of a SchemaChange.
+const (
+	EffectLossy      = "lossy"
+	EffectStricter   = "stricter"
+	EffectCompatible = "compatible"
+)
 
 // Objects is the evaluation of the live objects under the new CRD.
 type Objects struct {
@@ -155,4 +256,21 @@ type ManagedFieldsVersion struct {
 	// UnservedByThisChange: the version stays but is no longer served: these managers'
 	// requests will fail with 404.
 	UnservedByThisChange bool `json:"unservedByThisChange,omitempty"`
+	// Writers are the managers' entries of this version (manager, operation, subresource,
+	// objects, last write) with what each entry says about its manager.
+	Writers []ManagerWriter `json:"writers"`
+}
+
+// ManagerWriter is one field manager's entries of one version.
+type ManagerWriter struct {
+	ownership.Writer
+	// Role: applier (manifests applied again on every sync: it still writes this version),
+	// one-time (a kubectl create, edit, label…: it wrote once), or controller (it may or may
+	// not write this version again).
+	Role ownership.Role `json:"role"`
+	// Summary says what the entry means, e.g. "created at v1alpha2 by kubectl-create".
+	Summary string `json:"summary"`
+	// Advice, when the change removes or stops serving the version, says what to change,
+	// e.g. "change the manifests of kustomize-controller to apiVersion example.com/v1".
+	Advice string `json:"advice,omitempty"`
 }

@@ -8,6 +8,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preflight"
 )
 
 // runbook lists the steps that make the change safe, in order, each a command (lines starting
@@ -35,7 +36,16 @@ func runbook(live, next *apiextensionsv1.CustomResourceDefinition, it *Item, fil
 		}
 	}
 	if losesData {
-		steps = append(steps, fmt.Sprintf("kubectl get %s -A -o yaml > %s-backup.yaml   # objects lose fields on their next write", name, name))
+		// Read at every version that holds the data: a plain kubectl get reads at the
+		// preferred version, which already prunes the fields at risk.
+		for _, c := range preflight.BackupCommands(live.Spec.Group, live.Spec.Names.Plural, preflight.HoldingVersions(live)) {
+			steps = append(steps, c+"   # objects lose fields on their next write")
+		}
+		steps = append(steps, "# keep the fields that would be lost (listed above): convert those objects to the new shape (e.g. with the conversion tool of the project that owns the CRD) and apply them before the steps below")
+	}
+	if rejectedOnUpdate > 0 {
+		// Before any storage switch: the rewrite would fail on them and leave the CRD half-migrated.
+		steps = append(steps, fmt.Sprintf("# fix the %d objects whose next update would be rejected (listed above) before migrating or applying", rejectedOnUpdate))
 	}
 
 	// Versions still in storedVersions (or named by managedFields) that the new CRD removes.
@@ -65,9 +75,6 @@ func runbook(live, next *apiextensionsv1.CustomResourceDefinition, it *Item, fil
 		if mv.UnservedByThisChange {
 			steps = append(steps, fmt.Sprintf("# make %s write %s instead of %s before %s stops being served", strings.Join(mv.Managers, ", "), storageAfter, mv.Version, mv.Version))
 		}
-	}
-	if rejectedOnUpdate > 0 {
-		steps = append(steps, fmt.Sprintf("# fix the %d objects whose next update would be rejected (listed above) before applying", rejectedOnUpdate))
 	}
 	if !it.Apply.Allowed && len(storedRemoved) == 0 {
 		return append(steps, "# fix "+file+": the API server would reject the update (see apply errors)")

@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -13,8 +14,11 @@ import (
 )
 
 // schemaChanges compares, for every version both CRDs have, the live schema with the new one
-// (the field trees explain builds), and marks each change breaking or not: breaking when an
-// object valid before can lose data or be rejected after.
+// (the field trees explain builds), and the live schema of the old storage version and of every
+// removed version still in storedVersions with the new storage version's schema (objects
+// encoded at those versions are read and rewritten at it). Each change has an effect: lossy
+// (objects holding the field lose it), stricter (new objects and changes are held to stricter
+// rules) or compatible.
 func schemaChanges(live, next *apiextensionsv1.CustomResourceDefinition) ([]SchemaChange, []string, error) {
 	out := []SchemaChange{}
 	var notes []string
@@ -22,24 +26,53 @@ func schemaChanges(live, next *apiextensionsv1.CustomResourceDefinition) ([]Sche
 		if _, err := crdinfo.Lookup(live, v); err != nil {
 			continue
 		}
-		a, errA := fieldsOf(live, v)
-		b, errB := fieldsOf(next, v)
-		if errA != nil || errB != nil {
-			if (errA == nil) != (errB == nil) {
-				if errA != nil {
-					out = append(out, SchemaChange{Version: v, Path: "", Change: "schema added", Breaking: true})
-				} else {
-					out = append(out, SchemaChange{Version: v, Path: "", Change: "schema removed (objects are no longer validated or pruned)", Breaking: false})
-				}
-			}
-			continue
+		out = append(out, compareVersions(live, v, next, v)...)
+	}
+	to := crdinfo.StorageVersion(next)
+	var froms []string
+	if s := crdinfo.StorageVersion(live); s != "" && s != to {
+		froms = append(froms, s)
+	}
+	for _, v := range live.Status.StoredVersions {
+		if _, err := crdinfo.Lookup(next, v); err != nil && v != to && !slices.Contains(froms, v) {
+			froms = append(froms, v)
 		}
-		out = append(out, compareFields(v, a, b)...)
+	}
+	if _, err := crdinfo.Lookup(next, to); err == nil {
+		for _, from := range froms {
+			if _, err := crdinfo.Lookup(live, from); err != nil {
+				continue
+			}
+			changes := compareVersions(live, from, next, to)
+			for i := range changes {
+				changes[i].From = from
+			}
+			out = append(out, changes...)
+			if len(changes) > 0 && strategyOf(next) == apiextensionsv1.WebhookConverter {
+				notes = append(notes, fmt.Sprintf("schema changes %s → %s: the new CRD converts with a webhook, which decides what objects encoded at %s keep at %s (fields it does not carry over are pruned)", from, to, from, to))
+			}
+		}
 	}
 	if live.Spec.PreserveUnknownFields && !next.Spec.PreserveUnknownFields {
-		out = append(out, SchemaChange{Path: "", Change: "spec.preserveUnknownFields true → false: unknown fields are pruned from now on", Breaking: true})
+		out = append(out, SchemaChange{Path: "", Change: "spec.preserveUnknownFields true → false: unknown fields are pruned from now on", Breaking: true, Effect: EffectLossy})
 	}
 	return out, notes, nil
+}
+
+// compareVersions compares live's schema of version from with next's schema of version to.
+func compareVersions(live *apiextensionsv1.CustomResourceDefinition, from string, next *apiextensionsv1.CustomResourceDefinition, to string) []SchemaChange {
+	a, errA := fieldsOf(live, from)
+	b, errB := fieldsOf(next, to)
+	if errA != nil || errB != nil {
+		switch {
+		case errA != nil && errB == nil:
+			return []SchemaChange{{Version: to, Path: "", Change: "schema added", Breaking: true, Effect: EffectLossy}}
+		case errA == nil && errB != nil:
+			return []SchemaChange{{Version: to, Path: "", Change: "schema removed (objects are no longer validated or pruned)", Effect: EffectCompatible}}
+		}
+		return nil
+	}
+	return compareFields(to, a, b)
 }
 
 func fieldsOf(crd *apiextensionsv1.CustomResourceDefinition, v string) (map[string]explain.Field, error) {
@@ -76,8 +109,8 @@ func parent(p string) string {
 // removed field is listed: its children come and go with it.
 func compareFields(v string, a, b map[string]explain.Field) []SchemaChange {
 	var out []SchemaChange
-	add := func(path, change string, breaking bool) {
-		out = append(out, SchemaChange{Version: v, Path: path, Change: change, Breaking: breaking})
+	add := func(path, change, effect string) {
+		out = append(out, SchemaChange{Version: v, Path: path, Change: change, Breaking: effect != EffectCompatible, Effect: effect})
 	}
 	for _, p := range sortedPaths(b) {
 		if _, ok := a[p]; ok || p == "" {
@@ -88,9 +121,9 @@ func compareFields(v string, a, b map[string]explain.Field) []SchemaChange {
 		}
 		f := b[p]
 		if f.Required {
-			add(p, fmt.Sprintf("added, required (%s)", f.Type), true)
+			add(p, fmt.Sprintf("added, required (%s)", f.Type), EffectStricter)
 		} else {
-			add(p, fmt.Sprintf("added (%s)", f.Type), false)
+			add(p, fmt.Sprintf("added (%s)", f.Type), EffectCompatible)
 		}
 	}
 	for _, p := range sortedPaths(a) {
@@ -98,21 +131,35 @@ func compareFields(v string, a, b map[string]explain.Field) []SchemaChange {
 		fb, ok := b[p]
 		if !ok {
 			if _, parentKept := b[parent(p)]; p != "" && (parentKept || parent(p) == "") {
-				add(p, fmt.Sprintf("removed (was %s): pruned from stored objects on read", fa.Type), true)
+				add(p, fmt.Sprintf("removed (was %s): pruned from stored objects on read", fa.Type), EffectLossy)
 			}
 			continue
 		}
 		if fa.Type != fb.Type {
-			add(p, fmt.Sprintf("type %s → %s", fa.Type, fb.Type), true)
+			add(p, fmt.Sprintf("type %s → %s", fa.Type, fb.Type), EffectStricter)
 		}
 		if !fa.Required && fb.Required {
-			add(p, "now required", true)
+			add(p, "now required", EffectStricter)
 		} else if fa.Required && !fb.Required {
-			add(p, "no longer required", false)
+			add(p, "no longer required", EffectCompatible)
 		}
-		compareConstraints(fa, fb, func(change string, breaking bool) { add(p, change, breaking) })
+		compareConstraints(fa, fb, func(change string, breaking bool) { add(p, change, effectOf(change, breaking)) })
 	}
 	return out
+}
+
+// lossyConstraints are the constraint changes that drop data objects hold (the rest of the
+// breaking ones make rules stricter).
+var lossyConstraints = []string{"no longer nullable", "x-kubernetes-preserve-unknown-fields removed"}
+
+func effectOf(change string, breaking bool) string {
+	switch {
+	case !breaking:
+		return EffectCompatible
+	case slices.ContainsFunc(lossyConstraints, func(p string) bool { return strings.HasPrefix(change, p) }):
+		return EffectLossy
+	}
+	return EffectStricter
 }
 
 func jsonText(v any) string {

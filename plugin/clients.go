@@ -166,3 +166,12 @@ func unknownKubeconfigEntry(err error) bool {
 	}
 	return false
 }
+
+// migrateClients are the migrate engine's clients for the selected kubeconfig context.
+func (g *Globals) migrateClients() (*migrate.Clients, error) {
+	cs, err := g.clients()
+	if err != nil {
+		return nil, err
+	}
+	return cs.Migrate()
+}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/crdschema"
 	"github.com/crdver/kubectl-crdver/kubeversion"
 )
 
@@ -268,14 +269,14 @@ func decodeCRD(ctx context.Context, d Document, warnOut io.Writer) (*apiextensio
 	if err != nil {
 		return nil, err
 	}
-	errs, err := validateCRD(ctx, crd)
+	errs, err := crdschema.Validate(ctx, crd)
 	if err != nil {
 		return nil, UsageErrorf("%s: %s: %v", d.Where(), crd.Name, err)
 	}
 	if len(errs) == 0 {
 		return crd, nil
 	}
-	invalid := crdInvalidError(d.Where(), crd.Name, errs)
+	invalid := UsageErrorf("%s: %w", d.Where(), &crdschema.InvalidError{Name: crd.Name, Errors: errs, KubeVersion: kubeversion.Emulated().String()})
 	if d.APIVersion == "apiextensions.k8s.io/v1beta1" {
 		if warnOut != nil {
 			fmt.Fprintf(warnOut, "warning: %s (apiextensions.k8s.io/v1beta1 is refused by API servers since 1.22; as v1 it would be refused for these errors)\n", invalid)

@@ -9,6 +9,8 @@ import (
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/crdver/kubectl-crdver/crdschema"
 )
 
 // invalidCRDs are CRDs the API server refuses, with what the one-line error must say.
@@ -59,11 +61,7 @@ func TestInvalidCRDsMatchAPIServer(t *testing.T) {
 	}
 	for _, tc := range invalidCRDs {
 		t.Run(tc.file, func(t *testing.T) {
-			b, err := os.ReadFile(td("invalid-crds", tc.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			docs, err := readAll(t, string(b), InputOptions{})
+			docs, err := ReadDocuments([]string{td("invalid-crds", tc.file)}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,9 +69,9 @@ func TestInvalidCRDsMatchAPIServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ours, err := validateCRD(context.Background(), crd)
+			ours, err := crdschema.Validate(context.Background(), crd)
 			if err != nil || len(ours) == 0 {
-				t.Fatalf("validateCRD: %v, %d errors; want errors", err, len(ours))
+				t.Fatalf("crdschema.Validate: %v, %d errors; want errors", err, len(ours))
 			}
 			_, err = c.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), crd, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			if err == nil {
@@ -81,7 +79,7 @@ func TestInvalidCRDsMatchAPIServer(t *testing.T) {
 			}
 			for _, e := range ours {
 				if !strings.Contains(err.Error(), e.Field+": "+e.Type.String()) || !strings.Contains(err.Error(), e.Detail) {
-					t.Errorf("the API server's error lacks %q:\n%v", fieldErrorText(e), err)
+					t.Errorf("the API server's error lacks %q:\n%v", crdschema.FieldErrorText(e), err)
 				}
 			}
 		})

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -124,16 +123,3 @@ func statusMessage(err error) string {
 }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
-
-// notAnObject words a document that is not a YAML mapping (a list, a string, a number) without
-// the decoder's Go types: where it is, what it is, and what was expected.
-func notAnObject(where string, js []byte) error {
-	what := "a scalar"
-	switch t := bytes.TrimSpace(js); {
-	case len(t) > 0 && t[0] == '[':
-		what = "a YAML list"
-	case len(t) > 0 && t[0] == '"':
-		what = "a string"
-	}
-	return UsageErrorf("%s: not a Kubernetes object: it is %s, want a mapping with apiVersion and kind", where, what)
-}

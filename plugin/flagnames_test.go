@@ -112,7 +112,7 @@ func TestMessagesNameRealFlags(t *testing.T) {
 		return ""
 	}
 	checked := 0
-	for _, dir := range []string{".", "../convert", "../migrate", "../explain", "../preview", "../crd", "../crdschema"} {
+	for _, dir := range []string{".", "../convert", "../migrate", "../explain", "../preview", "../crd", "../crdschema", "../manifest", "../ownership"} {
 		library := dir != "."
 		for file, lits := range stringLiterals(t, dir) {
 			file = strings.TrimPrefix(file, "./")

@@ -85,6 +85,8 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 		return err
 	case *migrate.Status:
 		return printMigrateStatus(w, r)
+	case preflightPart:
+		return printPreflight(w, r.r, p.noHeaders)
 	}
 	return fmt.Errorf("no human printer for %T", report)
 }

@@ -100,6 +100,7 @@ func printResult(w io.Writer, r *migrate.Result, noHeaders bool) error {
 	}
 	fmt.Fprintf(w, "\n%s at %s: %d objects accounted for in %s (%.0f objects/s this run)\n",
 		r.CRD, r.StorageVersion, r.Total(), (time.Duration(r.ElapsedSeconds * float64(time.Second))).Round(10*time.Millisecond), r.ObjectsPerSecond)
+	printManagedFieldsOutcome(w, r, noHeaders)
 	if len(r.Failures) > 0 {
 		fmt.Fprintln(w, "\nObjects that could not be rewritten:")
 		ft := &table{header: []string{"namespace", "name", "reason"}}
@@ -197,4 +198,25 @@ func printAllSummary(w io.Writer, items []migrate.AllItem, noHeaders bool) error
 		}
 	}
 	return nil
+}
+
+// printManagedFieldsOutcome says what the rewrite did to managedFields: entries moved to the
+// storage version, and the objects that lost field managers (listed).
+func printManagedFieldsOutcome(w io.Writer, r *migrate.Result, noHeaders bool) {
+	if r.ManagedFieldsMoved > 0 {
+		fmt.Fprintf(w, "managedFields: %d entries of other versions moved to %s within the rewrite\n", r.ManagedFieldsMoved, r.StorageVersion)
+	}
+	if r.ManagedFieldsLost == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%d objects lost field managers through their rewrite:\n", r.ManagedFieldsLost)
+	t := &table{header: []string{"namespace", "name", "managers lost"}, maxWidth: terminalWidth}
+	for i, l := range r.ManagedFieldsLosses {
+		if i == preflightShown {
+			fmt.Fprintf(w, "… and %d more (-o json lists them)\n", r.ManagedFieldsLost-int64(i))
+			break
+		}
+		t.add(l.Namespace, l.Name, strings.Join(l.Managers, ", "))
+	}
+	_ = t.print(w, noHeaders)
 }

@@ -4,44 +4,88 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/crdver/kubectl-crdver/ownership"
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
 // findingsShown is how many objects the default output lists per CRD (-o wide: all).
 const findingsShown = 10
 
-// printPlanReport prints a summary table, then each CRD's details.
+// changeShown is how many runes of a schema change (a CEL rule, a pattern) the default output
+// shows; -o wide and json keep the whole text.
+const changeShown = 80
+
+// schemaChangesShown is how many schema changes other than lossy ones the default output
+// lists per CRD (-o wide: all).
+const schemaChangesShown = 20
+
+// planPrinter prints a plan for people: within terminalWidth columns by default (prose and the
+// last column of each table wrapped, long CEL text shortened), everything whole with -o wide.
+type planPrinter struct {
+	w         io.Writer
+	wide      bool
+	noHeaders bool
+}
+
+// printPlanReport prints a summary table, then each CRD's details: the verdict and its
+// reasons, the objects with findings and the field managers, then the schema detail.
 func printPlanReport(w io.Writer, r *plan.Report, wide, noHeaders bool) error {
-	t := &table{header: []string{"crd", "operation", "apply", "storage", "schema changes", "objects", "findings", "breaking"}}
+	p := &planPrinter{w: w, wide: wide, noHeaders: noHeaders}
+	// The summary fits 120 columns for CRD names up to 56 characters: the storage change and
+	// the schema changes by effect are in the details (and in -o wide).
+	t := &table{header: []string{"crd", "verdict", "apply", "storage", "changes", "objects", "findings"}}
 	for _, it := range r.Items {
 		apply := "allowed"
 		if !it.Apply.Allowed {
 			apply = "rejected"
 		}
 		storage := it.StorageVersion.After
-		if it.StorageVersion.Before != "" && it.StorageVersion.Before != it.StorageVersion.After {
-			storage = it.StorageVersion.Before + " → " + it.StorageVersion.After
-		}
-		breaking := 0
-		for _, c := range it.SchemaChanges {
-			if c.Breaking {
-				breaking++
+		changes := fmt.Sprint(len(it.SchemaChanges))
+		if wide {
+			if it.StorageVersion.Before != "" && it.StorageVersion.Before != it.StorageVersion.After {
+				storage = it.StorageVersion.Before + " → " + it.StorageVersion.After
 			}
+			changes = changesText(it.SchemaChanges)
 		}
 		objects := fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total))
-		t.add(it.CRD, it.Operation, apply, storage, fmt.Sprintf("%d (%d breaking)", len(it.SchemaChanges), breaking), objects, fmt.Sprint(len(it.Objects.Findings)), yesNo(it.Breaking))
+		t.add(it.CRD, dash(it.Verdict), apply, dash(storage), changes, objects, fmt.Sprint(len(it.Objects.Findings)))
 	}
 	if err := t.print(w, noHeaders); err != nil {
 		return err
 	}
 	for i := range r.Items {
 		fmt.Fprintln(w)
-		if err := printPlanItem(w, &r.Items[i], wide, noHeaders); err != nil {
+		if err := p.item(&r.Items[i]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// changesText counts the schema changes by effect: "8 (2 lossy, 5 stricter)".
+func changesText(cs []plan.SchemaChange) string {
+	lossy, stricter := 0, 0
+	for _, c := range cs {
+		switch c.Effect {
+		case plan.EffectLossy:
+			lossy++
+		case plan.EffectStricter:
+			stricter++
+		}
+	}
+	var parts []string
+	if lossy > 0 {
+		parts = append(parts, fmt.Sprintf("%d lossy", lossy))
+	}
+	if stricter > 0 {
+		parts = append(parts, fmt.Sprintf("%d stricter", stricter))
+	}
+	if len(parts) == 0 {
+		return fmt.Sprint(len(cs))
+	}
+	return fmt.Sprintf("%d (%s)", len(cs), strings.Join(parts, ", "))
 }
 
 func countText(n int64) string {
@@ -53,26 +97,101 @@ func countText(n int64) string {
 
 func dashList(s []string) string { return dash(strings.Join(s, ", ")) }
 
-func printPlanItem(w io.Writer, it *plan.Item, wide, noHeaders bool) error {
-	fmt.Fprintf(w, "%s (%s)\n", it.CRD, it.Operation)
-	dryRun := ""
-	if it.ApplyVerdictSource == plan.VerdictServerDryRun {
-		dryRun = " (server-side dry-run)"
+// table is a table whose last column wraps at terminalWidth minus the indent, except -o wide.
+func (p *planPrinter) table(header ...string) *table {
+	t := &table{header: header}
+	if !p.wide {
+		t.maxWidth = terminalWidth - 4
+	}
+	return t
+}
+
+// line prints prefix+text wrapped at terminalWidth, continuation lines indented under the
+// text (-o wide: one line).
+func (p *planPrinter) line(prefix, text string) {
+	if p.wide {
+		fmt.Fprintf(p.w, "%s%s\n", prefix, text)
+		return
+	}
+	indent := utf8.RuneCountInString(prefix)
+	width := max(terminalWidth-indent, 40)
+	fmt.Fprintf(p.w, "%s%s\n", prefix, strings.ReplaceAll(wrapWords(text, width), "\n", "\n"+strings.Repeat(" ", indent)))
+}
+
+// bullet prints "- text" under indent, wrapped.
+func (p *planPrinter) bullet(indent int, text string) {
+	p.line(strings.Repeat(" ", indent)+"- ", text)
+}
+
+// shorten keeps the first line and at most n runes of s, marking the cut with "…"
+// (-o wide: s whole).
+func (p *planPrinter) shorten(s string, n int) string {
+	if p.wide {
+		return s
+	}
+	cut := false
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s, cut = s[:i], true
+	}
+	if r := []rune(s); len(r) > n {
+		s, cut = string(r[:n]), true
+	}
+	if cut {
+		return strings.TrimRight(s, " ") + "…"
+	}
+	return s
+}
+
+func (p *planPrinter) item(it *plan.Item) error {
+	w := p.w
+	verdict := it.Verdict
+	if verdict == plan.VerdictStricter {
+		verdict = "stricter for new objects; nothing live breaks"
+	}
+	fmt.Fprintf(w, "%s (%s): %s\n", it.CRD, it.Operation, dash(verdict))
+
+	if len(it.BreakingReasons) > 0 {
+		fmt.Fprintln(w, "  Breaking:")
+		for _, r := range it.BreakingReasons {
+			p.bullet(4, r)
+		}
+	}
+	if len(it.UnknownReasons) > 0 {
+		fmt.Fprintln(w, "  Unknown (taken as breaking):")
+		for _, r := range it.UnknownReasons {
+			p.bullet(4, r)
+		}
+	}
+	if len(it.Stricter) > 0 {
+		lossy := 0
+		for _, c := range it.Stricter {
+			if c.Effect == plan.EffectLossy {
+				lossy++
+			}
+		}
+		text := fmt.Sprintf("%s hold new objects and changes to stricter rules or other defaults", plural(len(it.Stricter)-lossy, "schema change"))
+		if lossy > 0 {
+			text += fmt.Sprintf("; %s drop fields", plural(lossy, "change"))
+		}
+		if it.Verdict == plan.VerdictStricter {
+			text += "; no live object violates them"
+		}
+		p.line("  Stricter: ", text+" (schema changes below)")
 	}
 	if it.Apply.Allowed {
-		fmt.Fprintf(w, "  Apply: allowed%s\n", dryRun)
+		fmt.Fprintln(w, "  Apply: allowed")
 	} else {
-		fmt.Fprintf(w, "  Apply: rejected by the API server%s:\n", dryRun)
+		fmt.Fprintln(w, "  Apply: rejected by the API server:")
 		for _, e := range it.Apply.Errors {
-			fmt.Fprintf(w, "    %s\n", e)
+			p.line("    ", e)
 		}
 	}
 	for _, wn := range it.Apply.Warnings {
-		fmt.Fprintf(w, "    warning: %s\n", wn)
+		p.line("    warning: ", wn)
 	}
 	if it.Operation == plan.OperationUpdate {
-		fmt.Fprintf(w, "  Versions: added %s; removed %s; unserved %s; deprecated %s\n",
-			dashList(it.Versions.Added), dashList(it.Versions.Removed), dashList(it.Versions.Unserved), dashList(it.Versions.Deprecated))
+		p.line("  Versions: ", fmt.Sprintf("added %s; removed %s; unserved %s; deprecated %s",
+			dashList(it.Versions.Added), dashList(it.Versions.Removed), dashList(it.Versions.Unserved), dashList(it.Versions.Deprecated)))
 	}
 	storage := it.StorageVersion.After
 	switch it.StorageVersion.Before {
@@ -83,47 +202,64 @@ func printPlanItem(w io.Writer, it *plan.Item, wide, noHeaders bool) error {
 		storage = it.StorageVersion.Before + " → " + it.StorageVersion.After
 	}
 	pending := "no migration pending"
-	if it.MigrationPending {
-		pending = fmt.Sprintf("migration pending for %d objects", it.MigrationObjects)
+	switch {
+	case it.MigrationPending && it.MigrationObjects == 0 && it.Objects.Total < 0:
+		pending = "migration pending; objects not counted"
+	case it.MigrationPending:
+		pending = "migration pending for " + plural(int(it.MigrationObjects), "object")
 	}
-	fmt.Fprintf(w, "  Storage: %s; storedVersions after the apply: %s (%s)\n", storage, dashList(it.StoredVersionsAfterApply), pending)
+	p.line("  Storage: ", fmt.Sprintf("%s; storedVersions after the apply: %s (%s)", storage, dashList(it.StoredVersionsAfterApply), pending))
 	if len(it.Conversion) > 0 {
-		fmt.Fprintf(w, "  Conversion: %s\n", strings.Join(it.Conversion, "; "))
+		p.line("  Conversion: ", strings.Join(it.Conversion, "; "))
 	}
-	if len(it.ConversionSample) > 0 {
-		fmt.Fprintln(w, "  Conversion sample (round trips through the new webhook):")
-		t := &table{header: []string{"to", "objects", "converted", "problems"}}
-		for _, c := range it.ConversionSample {
-			t.add(c.To, fmt.Sprint(c.Objects), fmt.Sprint(c.Converted), fmt.Sprint(c.Problems))
+	if err := p.conversionSample(it); err != nil {
+		return err
+	}
+	if err := p.objects(it); err != nil {
+		return err
+	}
+	if err := p.managers(it); err != nil {
+		return err
+	}
+	if err := p.schemaChanges(it); err != nil {
+		return err
+	}
+	p.steps(it.Steps)
+	for _, n := range it.Notes {
+		p.line("  note: ", n)
+	}
+	return nil
+}
+
+func (p *planPrinter) conversionSample(it *plan.Item) error {
+	if len(it.ConversionSample) == 0 {
+		return nil
+	}
+	fmt.Fprintln(p.w, "  Conversion sample (round trips through the new webhook):")
+	t := p.table("to", "objects", "converted", "problems")
+	for _, c := range it.ConversionSample {
+		t.add(c.To, fmt.Sprint(c.Objects), fmt.Sprint(c.Converted), fmt.Sprint(c.Problems))
+	}
+	if err := printIndented(p.w, t, p.noHeaders); err != nil {
+		return err
+	}
+	for _, c := range it.ConversionSample {
+		if c.Unreachable != "" {
+			p.line("    ", fmt.Sprintf("to %s: webhook unreachable: %s", c.To, c.Unreachable))
 		}
-		if err := printIndented(w, t, noHeaders); err != nil {
-			return err
-		}
-		for _, c := range it.ConversionSample {
-			if c.Unreachable != "" {
-				fmt.Fprintf(w, "    to %s: webhook unreachable: %s\n", c.To, c.Unreachable)
+		for i, f := range c.Findings {
+			if !p.wide && i == findingsShown {
+				p.line("    ", fmt.Sprintf("… and %d more (-o wide lists them)", len(c.Findings)-i))
+				break
 			}
-			for i, f := range c.Findings {
-				if !wide && i == findingsShown {
-					fmt.Fprintf(w, "    … and %d more (-o wide lists them)\n", len(c.Findings)-i)
-					break
-				}
-				fmt.Fprintf(w, "    %s: %s %s %s: %s\n", f.Object, f.Direction, f.Check, f.Path, f.Detail)
-			}
+			p.line("    ", fmt.Sprintf("%s: %s %s %s: %s", f.Object, f.Direction, f.Check, f.Path, f.Detail))
 		}
 	}
-	if len(it.SchemaChanges) > 0 {
-		fmt.Fprintln(w, "  Schema changes:")
-		t := &table{header: []string{"version", "path", "change", "breaking"}}
-		for _, c := range it.SchemaChanges {
-			t.add(c.Version, dash(c.Path), c.Change, yesNo(c.Breaking))
-		}
-		if err := printIndented(w, t, noHeaders); err != nil {
-			return err
-		}
-	} else if it.Operation == plan.OperationUpdate {
-		fmt.Fprintln(w, "  Schema changes: none")
-	}
+	return nil
+}
+
+func (p *planPrinter) objects(it *plan.Item) error {
+	w := p.w
 	if it.Operation == plan.OperationUpdate {
 		at := ""
 		if it.Objects.ReadVersion != "" {
@@ -131,82 +267,224 @@ func printPlanItem(w io.Writer, it *plan.Item, wide, noHeaders bool) error {
 		}
 		fmt.Fprintf(w, "  Objects: %d of %s evaluated%s, %d with findings\n", it.Objects.Evaluated, countText(it.Objects.Total), at, len(it.Objects.Findings))
 		for _, n := range it.Objects.Notes {
-			fmt.Fprintf(w, "    note: %s\n", n)
+			p.line("    note: ", n)
 		}
 	}
-	if len(it.Objects.Findings) > 0 {
-		shown := it.Objects.Findings
-		if !wide && len(shown) > findingsShown {
-			shown = shown[:findingsShown]
+	if len(it.Objects.Findings) == 0 {
+		return nil
+	}
+	shown := it.Objects.Findings
+	if !p.wide && len(shown) > findingsShown {
+		shown = shown[:findingsShown]
+	}
+	t := p.table("namespace", "name", "re-create", "no-op update", "defaulted on read", "pruned on read")
+	for _, f := range shown {
+		pruned := dashList(f.PrunedOnRead)
+		if len(f.PossiblyPrunedOnRead) > 0 {
+			pruned = strings.TrimPrefix(pruned+" ", "- ") + "(depending on the encoding: " + strings.Join(f.PossiblyPrunedOnRead, ", ") + ")"
 		}
-		t := &table{header: []string{"namespace", "name", "pruned on read", "defaulted on read", "re-create", "no-op update"}}
-		for _, f := range shown {
-			pruned := dashList(f.PrunedOnRead)
-			if len(f.PossiblyPrunedOnRead) > 0 {
-				pruned = strings.TrimPrefix(pruned+" ", "- ") + "(depending on the encoding: " + strings.Join(f.PossiblyPrunedOnRead, ", ") + ")"
-			}
-			t.add(dash(f.Namespace), f.Name, pruned, dashList(f.DefaultedOnRead), verdict(f.CreateErrors), verdict(f.UpdateErrors))
+		defaulted := dashList(f.DefaultedOnRead)
+		if !p.wide {
+			defaulted = wrapWords(defaulted, 30)
 		}
-		if err := printIndented(w, t, noHeaders); err != nil {
-			return err
+		t.add(dash(f.Namespace), f.Name, verdict(f.CreateErrors), verdict(f.UpdateErrors), defaulted, pruned)
+	}
+	if err := printIndented(w, t, p.noHeaders); err != nil {
+		return err
+	}
+	// Messages: each object's errors (default: the first of each kind); warnings of the no-op
+	// update once each, with the number of objects they came from.
+	type warning struct {
+		text    string
+		objects []string
+	}
+	var warnings []*warning
+	byText := map[string]*warning{}
+	for _, f := range shown {
+		name := f.Name
+		if f.Namespace != "" {
+			name = f.Namespace + "/" + name
 		}
-		for _, f := range shown {
-			name := f.Name
-			if f.Namespace != "" {
-				name = f.Namespace + "/" + name
-			}
-			msgs := f.CreateErrors
-			if !wide && len(msgs) > 1 {
-				msgs = msgs[:1]
-			}
-			for _, m := range msgs {
-				fmt.Fprintf(w, "    %s: re-create: %s\n", name, m)
-			}
-			msgs = f.UpdateErrors
-			if !wide && len(msgs) > 1 {
-				msgs = msgs[:1]
-			}
-			for _, m := range msgs {
-				fmt.Fprintf(w, "    %s: update: %s\n", name, m)
-			}
-			for _, m := range f.UpdateWarnings {
-				fmt.Fprintf(w, "    %s: update warning: %s\n", name, m)
-			}
-			for _, m := range f.Notes {
-				fmt.Fprintf(w, "    %s: note: %s\n", name, m)
-			}
+		for _, m := range firstUnlessWide(f.CreateErrors, p.wide) {
+			p.line("    ", fmt.Sprintf("%s: re-create: %s", name, p.shorten(m, 2*changeShown)))
 		}
-		if len(shown) < len(it.Objects.Findings) {
-			fmt.Fprintf(w, "    … and %d more objects (-o wide lists every object and every message)\n", len(it.Objects.Findings)-len(shown))
+		for _, m := range firstUnlessWide(f.UpdateErrors, p.wide) {
+			p.line("    ", fmt.Sprintf("%s: update: %s", name, p.shorten(m, 2*changeShown)))
+		}
+		for _, m := range f.UpdateWarnings {
+			wn := byText[m]
+			if wn == nil {
+				wn = &warning{text: m}
+				byText[m] = wn
+				warnings = append(warnings, wn)
+			}
+			wn.objects = append(wn.objects, name)
+		}
+		for _, m := range f.Notes {
+			p.line("    ", fmt.Sprintf("%s: note: %s", name, m))
 		}
 	}
-	if len(it.ManagedFields) > 0 {
-		fmt.Fprintln(w, "  Field managers:")
-		t := &table{header: []string{"version", "managers", "objects", "after the apply"}}
-		for _, m := range it.ManagedFields {
+	for _, wn := range warnings {
+		who := wn.objects[0]
+		if len(wn.objects) > 1 {
+			who = fmt.Sprintf("%s (%s, …)", plural(len(wn.objects), "object"), wn.objects[0])
+			if p.wide {
+				who = fmt.Sprintf("%s (%s)", plural(len(wn.objects), "object"), strings.Join(wn.objects, ", "))
+			}
+		}
+		p.line("    ", fmt.Sprintf("%s: update warning: %s", who, p.shorten(wn.text, 2*changeShown)))
+	}
+	if len(shown) < len(it.Objects.Findings) {
+		p.line("    ", fmt.Sprintf("… and %s more (-o wide lists every object and every message)", plural(len(it.Objects.Findings)-len(shown), "object")))
+	}
+	return nil
+}
+
+func firstUnlessWide(msgs []string, wide bool) []string {
+	if !wide && len(msgs) > 1 {
+		return msgs[:1]
+	}
+	return msgs
+}
+
+func (p *planPrinter) managers(it *plan.Item) error {
+	if len(it.ManagedFields) == 0 {
+		return nil
+	}
+	fmt.Fprintln(p.w, "  Field managers:")
+	t := p.table("version", "manager", "role", "objects", "last write", "after the apply")
+	for _, m := range it.ManagedFields {
+		writers := m.Writers
+		if len(writers) == 0 { // a report from before writers were recorded
+			for _, name := range m.Managers {
+				writers = append(writers, plan.ManagerWriter{Writer: ownership.Writer{Manager: name, Objects: m.Objects}})
+			}
+		}
+		for _, wr := range writers {
 			after := "ok"
 			switch {
 			case m.RemovedByThisChange:
-				after = "version removed: server-side apply fails on these objects"
+				after = "removed: server-side apply fails on these objects"
 			case m.UnservedByThisChange:
-				after = "version no longer served"
+				after = "no longer served"
 			}
-			t.add(m.Version, strings.Join(m.Managers, ", "), fmt.Sprint(m.Objects), after)
-		}
-		if err := printIndented(w, t, noHeaders); err != nil {
-			return err
+			if wr.Role == ownership.RoleOneTime && (m.RemovedByThisChange || m.UnservedByThisChange) {
+				after += "; written once, nothing to change in " + wr.Manager
+			}
+			if wr.Advice != "" {
+				after += "; " + wr.Advice
+			}
+			name := wr.Manager
+			if wr.Subresource != "" {
+				name += " (/" + wr.Subresource + ")"
+			}
+			last := "-"
+			if wr.LastWrite != nil {
+				last = wr.LastWrite.UTC().Format("2006-01-02")
+			}
+			t.add(m.Version, name, dash(string(wr.Role)), fmt.Sprint(wr.Objects), last, after)
 		}
 	}
-	if len(it.Steps) > 0 {
-		fmt.Fprintln(w, "  Steps:")
-		for i, s := range it.Steps {
-			fmt.Fprintf(w, "    %d. %s\n", i+1, s)
+	return printIndented(p.w, t, p.noHeaders)
+}
+
+func (p *planPrinter) schemaChanges(it *plan.Item) error {
+	if len(it.SchemaChanges) == 0 {
+		if it.Operation == plan.OperationUpdate {
+			fmt.Fprintln(p.w, "  Schema changes: none")
 		}
+		return nil
 	}
-	for _, n := range it.Notes {
-		fmt.Fprintf(w, "  note: %s\n", n)
+	fmt.Fprintln(p.w, "  Schema changes:")
+	t := p.table("version", "path", "effect", "change")
+	// The default shows every lossy change and the first of the others; -o wide all.
+	others, hidden := 0, 0
+	for _, c := range it.SchemaChanges {
+		if !p.wide && c.Effect != plan.EffectLossy {
+			if others++; others > schemaChangesShown {
+				hidden++
+				continue
+			}
+		}
+		v := c.Version
+		if c.From != "" {
+			v = c.From + " → " + c.Version
+		}
+		path := dash(c.Path)
+		if !p.wide {
+			path = wrapPath(path, 48)
+		}
+		t.add(v, path, dash(c.Effect), p.shorten(c.Change, changeShown))
+	}
+	if err := printIndented(p.w, t, p.noHeaders); err != nil {
+		return err
+	}
+	if hidden > 0 {
+		p.line("    ", fmt.Sprintf("… and %d more (-o wide lists every schema change)", hidden))
 	}
 	return nil
+}
+
+// wrapPath breaks a dotted path into lines of at most width runes after a dot (a segment
+// longer than a line is cut).
+func wrapPath(path string, width int) string {
+	if utf8.RuneCountInString(path) <= width {
+		return path
+	}
+	segs := strings.SplitAfter(path, ".")
+	var lines []string
+	line := ""
+	for _, s := range segs {
+		if line != "" && utf8.RuneCountInString(line)+utf8.RuneCountInString(s) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		line += s
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return wrapWords(strings.Join(lines, " "), width)
+}
+
+// steps prints the runbook: a step's "   # why" comment goes on its own line above the
+// command, so that commands are never wrapped (a command longer than a line is continued
+// with a backslash).
+func (p *planPrinter) steps(steps []string) {
+	if len(steps) == 0 {
+		return
+	}
+	fmt.Fprintln(p.w, "  Steps:")
+	for i, s := range steps {
+		prefix := fmt.Sprintf("    %d. ", i+1)
+		pad := strings.Repeat(" ", utf8.RuneCountInString(prefix))
+		cmd, why, hasWhy := strings.Cut(s, "   # ")
+		if p.wide {
+			fmt.Fprintf(p.w, "%s%s\n", prefix, s)
+			continue
+		}
+		if strings.HasPrefix(cmd, "# ") { // a step no command does: prose
+			p.line(prefix, cmd)
+			prefix = pad
+		} else if hasWhy {
+			p.line(prefix, "# "+why)
+			prefix = pad
+		}
+		if strings.HasPrefix(cmd, "# ") {
+			continue
+		}
+		fmt.Fprintf(p.w, "%s%s\n", prefix, continued(cmd, terminalWidth-len(pad), pad))
+	}
+}
+
+// continued breaks a shell command longer than width at spaces, ending each broken line with
+// " \" (the shell joins them back).
+func continued(cmd string, width int, pad string) string {
+	if utf8.RuneCountInString(cmd) <= width {
+		return cmd
+	}
+	wrapped := wrapWords(cmd, width-2)
+	return strings.ReplaceAll(wrapped, "\n", " \\\n"+pad+"  ")
 }
 
 func verdict(errs []string) string {

@@ -125,10 +125,25 @@ func TestPreviewKnownDifferenceNote(t *testing.T) {
 		human := run(t, "", "preview", "-f", f, "--crd-file", f, "--kube-version", v)
 		mustContain(t, "stdout", human.stdout, want)
 	}
+	// plan's re-create of a live object carries the same note.
+	r := run(t, "", "plan", "-f", f, "--old-file", f, "--objects", f, "--kube-version", "1.34", "-o", "json")
+	var rep plan.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Items) != 1 || len(rep.Items[0].Objects.Findings) != 1 {
+		t.Fatalf("plan: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	fd := rep.Items[0].Objects.Findings[0]
+	if len(fd.CreateErrors) == 0 || !strings.Contains(strings.Join(fd.Notes, "\n"), "Kubernetes 1.34 accepts this; 1.36+ reject it") {
+		t.Errorf("plan finding: create errors %q, notes %q; want the int32-maximum-format note", fd.CreateErrors, fd.Notes)
+	}
+
 	// An object that is rejected for another reason carries no note.
-	r := run(t, "", "preview", "-f", td("kubeversion", "distinct-crd.yaml"), "--crd-file", td("kubeversion", "distinct-crd.yaml"), "-o", "json")
+	probe := "apiVersion: kubeversion.example.com/v1\nkind: Probe\nmetadata:\n  name: dup\nspec:\n  items: [a, a]\n"
+	r = run(t, probe, "preview", "-f", "-", "--crd-file", td("kubeversion", "distinct-crd.yaml"), "-o", "json")
+	if r.code != ExitProblems || !strings.Contains(r.stdout, "items must be unique") {
+		t.Fatalf("duplicate items: exit %d, want 1 with the rule's message:\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	if strings.Contains(r.stdout, "known difference") {
-		t.Errorf("unrelated preview carries a note:\n%s", r.stdout)
+		t.Errorf("unrelated rejection carries a note:\n%s", r.stdout)
 	}
 }
 
@@ -207,7 +222,8 @@ func TestPlanLiveApplyVerdictFromDryRun(t *testing.T) {
 	if r.code != ExitProblems {
 		t.Errorf("human: exit %d, want 1:\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	mustContain(t, "stdout", r.stdout, "Apply: rejected by the API server (server-side dry-run):", "probes are not allowed here")
+	mustContain(t, "stdout", r.stdout, "Apply: rejected by the API server:", "probes are not allowed here")
+	mustContain(t, "stderr", r.stderr, "note: apply verdict from the API server (server-side dry-run, nothing written): "+name)
 	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the dry-run created the CRD (get: %v)", err)
 	}

@@ -14,8 +14,11 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/preflight"
 )
 
 const migrateExample = `  # See what a migration would do, writing nothing
@@ -94,8 +97,20 @@ verified.
 Your rights are checked first (list, get and update on the resource; update on the CRD and on
 customresourcedefinitions/status as needed): nothing is written if one is missing.
 
-Exit codes: 0 done; 1 some objects could not be rewritten; 2 usage; 3 could not complete
-(forbidden, unreachable, interrupted: the message says how to resume).`,
+Preflight (before anything is written, also on --dry-run): every object is read at each
+version that may hold its data (status.storedVersions) and at the target version, under the
+live CRD: fields the rewrite would drop (conversion None: fields the target's schema lacks;
+a webhook: a round trip through it) and writes the API server would reject (required fields,
+validation). If any, it refuses before switching the storage version, lists the objects and
+fields and says how to keep them (the backup commands read at the version holding the data).
+--allow-data-loss rewrites anyway; --skip-invalid lets the rejected objects fail (they keep
+status.storedVersions untrimmed). managedFields entries naming other versions are moved to the
+target within each object's rewrite, and each object's field managers are compared before and
+after its write.
+
+Exit codes: 0 done; 1 some objects could not be rewritten, lost field managers, or the
+preflight refused; 2 usage; 3 could not complete (forbidden, unreachable, interrupted: the
+message says how to resume).`,
 		Example:           migrateExample,
 		ValidArgsFunction: completeCRDNames(g),
 		RunE:              runE(o),
@@ -204,12 +219,36 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 			}
 		},
 	}
+	m.PreWrite = func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string) (any, error) {
+		rep, err := o.g.runPreflight(ctx, crd, target, o.RewriteFlags, o.progress, o.printer, "migrate")
+		if err != nil {
+			return nil, err
+		}
+		cmd := "kubectl crdver migrate " + crd.Name
+		if o.To != "" {
+			cmd += " --to " + o.To
+		}
+		return rep, o.refusal([]*preflight.Report{rep}, cmd)
+	}
 	if !o.Yes {
 		m.Confirm = func(_ context.Context, p *migrate.Plan) (bool, error) {
 			return o.confirm(fmt.Sprintf("Make %s the storage version of %s (now %s)? [y/N]: ", p.TargetVersion, p.CRD, p.StorageVersion))
 		}
 	}
 	report, err := m.Run(ctx, crd)
+	var refused *preflightRefusal
+	if errors.As(err, &refused) {
+		if report.DryRun || printsData(o.printer) {
+			_ = o.printer.PrintReport(o.g.Out, report)
+		}
+		return ProblemsFound("%s: %s", crd.Name, refused.msg)
+	}
+	if err == nil && report.Result != nil && report.Result.ManagedFieldsLost > 0 {
+		if perr := o.printer.PrintReport(o.g.Out, report); perr != nil {
+			return perr
+		}
+		return ProblemsFound("%s: %d objects lost field managers through the rewrite (listed above): their managedFields are gone; re-apply them from their source (GitOps repository, Helm release) to restore ownership", crd.Name, report.Result.ManagedFieldsLost)
+	}
 	if err != nil {
 		var ie *migrate.InterruptedError
 		if errors.As(err, &ie) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/preflight"
 )
 
 // MigrateAllReport is the -o json|yaml shape of `kubectl crdver migrate --all`.
@@ -15,6 +16,9 @@ type MigrateAllReport struct {
 	DryRun      bool              `json:"dryRun"`
 	Items       []migrate.AllItem `json:"items"`
 	Interrupted bool              `json:"interrupted"`
+	// Preflight is what each CRD's rewrite would lose or be refused, found before anything
+	// was written.
+	Preflight []*preflight.Report `json:"preflight,omitempty"`
 }
 
 // allPlan is the plan of --all, printed before the question.
@@ -71,6 +75,20 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 	if err := o.printer.PrintPart(o.g.Out, allPlan{plans: plans, crds: len(all), total: total}); err != nil {
 		return err
 	}
+	// Preflight every CRD before anything is written: one refusal stops the whole run.
+	for _, crd := range pending {
+		rep, err := o.g.runPreflight(ctx, crd, "", o.RewriteFlags, o.progress, o.printer, "migrate --all")
+		if err != nil {
+			return err
+		}
+		report.Preflight = append(report.Preflight, rep)
+	}
+	if err := o.refusal(report.Preflight, "kubectl crdver migrate --all"); err != nil {
+		if o.DryRun || printsData(o.printer) {
+			_ = o.printer.PrintReport(o.g.Out, report)
+		}
+		return ProblemsFound("%s", err.Error())
+	}
 	if o.DryRun || len(plans) == 0 {
 		return o.printer.PrintReport(o.g.Out, report)
 	}
@@ -117,7 +135,11 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 
 	worst := migrate.OutcomeDone
 	var bad []string
+	var lostManagers []string
 	for _, it := range res.Items {
+		if it.Result != nil && it.Result.ManagedFieldsLost > 0 {
+			lostManagers = append(lostManagers, fmt.Sprintf("%s (%d objects)", it.CRD, it.Result.ManagedFieldsLost))
+		}
 		if it.Outcome != migrate.OutcomeDone {
 			bad = append(bad, it.CRD+" ("+it.Outcome+")")
 		}
@@ -132,6 +154,8 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 		return Unavailable(fmt.Errorf("some migrations could not complete: %s (see the summary)", strings.Join(bad, ", ")))
 	case worst == migrate.OutcomeProblems:
 		return ProblemsFound("some migrations found problems: %s (see the summary)", strings.Join(bad, ", "))
+	case len(lostManagers) > 0:
+		return ProblemsFound("objects lost field managers through their rewrite: %s (-o json lists them); re-apply them from their source to restore ownership", strings.Join(lostManagers, ", "))
 	}
 	return nil
 }

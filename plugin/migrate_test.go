@@ -167,7 +167,21 @@ func TestMigrateWebhookRejectsSomeObjects(t *testing.T) {
 			return ""
 		})
 
-	r := runCluster(t, "migrate", name, "--to", "v1", "--yes", "--quiet", "--checkpoint", filepath.Join(t.TempDir(), "cp"))
+	// The preflight's dry runs meet the webhook's "no": refused before the storage switch.
+	cp := filepath.Join(t.TempDir(), "cp")
+	_, rev := storedAt(t, group)
+	r := runCluster(t, "migrate", name, "--to", "v1", "--yes", "--quiet", "--checkpoint", cp)
+	if r.code != ExitProblems {
+		t.Fatalf("exit %d, want 1:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "preflight stdout", r.stdout, "2 objects would be rejected by a write at v1", "gadget-007", "gadget-017", "gadgets ending in 7")
+	mustContain(t, "preflight stderr", r.stderr, "refusing before any write", "--skip-invalid")
+	if _, rev2 := storedAt(t, group); rev2 != rev || crdOf(t, name).Status.StoredVersions[0] != "v1beta1" || len(crdOf(t, name).Status.StoredVersions) != 1 {
+		t.Fatalf("the refused run wrote something: etcd revision %d -> %d, storedVersions %v", rev, rev2, crdOf(t, name).Status.StoredVersions)
+	}
+
+	// --skip-invalid: the others are rewritten, the two fail and keep storedVersions untrimmed.
+	r = runCluster(t, "migrate", name, "--to", "v1", "--yes", "--quiet", "--skip-invalid", "--checkpoint", cp)
 	if r.code != ExitProblems {
 		t.Fatalf("exit %d, want 1:\n%s%s", r.code, r.stdout, r.stderr)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/preview"
+	"io"
 	"strings"
 	"sync/atomic"
 
@@ -50,6 +51,7 @@ type PlanOptions struct {
 	progress        Progress
 	ConvertSample   int
 	WebhookAddress  string
+	FailOn          string
 
 	fv   preview.FieldValidation
 	kube *kubeVersionFlag
@@ -68,19 +70,31 @@ what applying it does. Nothing is written to the cluster.
    every status.storedVersions entry must stay in spec.versions), with its error text.
 2. Versions added, removed, no longer served or newly deprecated; the storage version before and
    after; status.storedVersions after the apply and whether a migration is then pending.
-3. Schema changes per version (live and new schema of the same version), breaking or not.
+3. Schema changes per version (live and new schema of the same version), and from the old
+   storage version (and removed versions still in storedVersions) to the new storage version,
+   each lossy, stricter or compatible.
 4. Every live object under the new CRD: what its next read prunes and defaults, whether
    re-creating it as listed (a restore, a GitOps replace; --field-validation, Strict by default
    as kubectl create) and a no-op update (a controller's next write; ratcheting applies) would
    be rejected, with the messages.
-5. Field managers per version (managedFields), and entries naming a version the change removes.
+5. Field managers per version (managedFields), each an applier (GitOps, kubectl apply), a
+   one-time command (kubectl create) or a controller, with what to change when the version goes.
 6. Conversion strategy and webhook changes.
 7. The runbook: the steps that make the change safe, as commands.
 
 Offline (CI, no cluster): --old-file gives the live CRDs and --objects sample objects.
 
-Exit status: 0 nothing breaking; 1 the apply would be rejected, an object loses data or would be
-rejected on create or update, or a schema change is breaking; 3 could not complete.`,
+Verdict per CRD: breaking when something live breaks or loses data (the apply is rejected; an
+object loses fields on read or would be rejected on re-create or update; server-side apply
+fails on objects whose managedFields name a removed version; a manager that applies manifests
+still writes a version that is removed or no longer served); unknown when the plan cannot tell
+(status.storedVersions not known and a version removed, objects not evaluated or sampled,
+a controller that last wrote a version that goes); stricter when only new objects and changes
+meet stricter rules (added CEL rules, tighter limits, new required fields, changed defaults)
+that no live object violates; safe otherwise.
+
+Exit status: 0 safe or stricter; 1 breaking or unknown (and stricter with --fail-on stricter);
+3 could not complete.`,
 		Example: planExample,
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),
@@ -95,12 +109,16 @@ rejected on create or update, or a schema change is breaking; 3 could not comple
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page")
 	f.IntVar(&o.Workers, "workers", 0, "Objects evaluated in parallel (0: one per core)")
 	f.IntVar(&o.ConvertSample, "convert-sample", 0, "For a new CRD with a conversion webhook: round-trip this many live objects through the new webhook configuration, with convert's checks")
+	f.StringVar(&o.FailOn, "fail-on", "breaking", "Exit 1 on: breaking (something live breaks or the plan cannot tell) or stricter (also when rules only get stricter for new objects)")
 	f.StringVar(&o.WebhookAddress, "webhook-address", "", "With --convert-sample: HOST:PORT to reach the new webhook at (e.g. after kubectl port-forward); TLS is still verified as the clientConfig's name")
 	o.progressFlags = addProgressFlags(cmd)
-	o.kube = addKubeVersionFlag(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("fail-on", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"breaking", "stricter"}, cobra.ShellCompDirectiveNoFileComp
+	})
 	_ = cmd.RegisterFlagCompletionFunc("field-validation", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"Strict", "Warn", "Ignore"}, cobra.ShellCompDirectiveNoFileComp
 	})
+	o.kube = addKubeVersionFlag(cmd)
 	return cmd
 }
 
@@ -125,6 +143,8 @@ func (o *PlanOptions) Validate() error {
 	}
 	o.fv = fv
 	switch {
+	case o.FailOn != "breaking" && o.FailOn != "stricter":
+		return UsageErrorf("--fail-on %q is not supported: use breaking or stricter", o.FailOn)
 	case len(o.Files) == 0:
 		return UsageErrorf("give the new CRDs with -f FILE (a file, a directory, or - for stdin)")
 	case len(o.ObjectFiles) > 0 && len(o.OldFiles) == 0:
@@ -168,7 +188,7 @@ func (o *PlanOptions) readCRDDocs(files []string, flag string) ([]*apiextensions
 		crds = append(crds, crd)
 	}
 	if len(crds) == 0 {
-		return nil, 0, UsageErrorf("%s: no CustomResourceDefinitions found (%d other documents)", strings.Join(files, ", "), skipped)
+		return nil, 0, UsageErrorf("%s: no CustomResourceDefinitions found (%s)", strings.Join(files, ", "), plural(skipped, "other document"))
 	}
 	return crds, skipped, nil
 }
@@ -185,7 +205,11 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if skipped > 0 {
-		o.progress.Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
+		if skipped == 1 {
+			o.progress.Notef("skipped 1 document that is not a CustomResourceDefinition")
+		} else {
+			o.progress.Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
+		}
 	}
 	lives, sources, err := o.liveCRDs(ctx, next)
 	if err != nil {
@@ -245,10 +269,12 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if runErr != nil && len(report.Items) == 0 {
 		return o.runError(runErr)
 	}
+	report.Summarize()
 	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
 		return err
 	}
 	judged.printNote(o.g.ErrOut)
+	printApplySources(o.g.ErrOut, report)
 	if runErr != nil {
 		return o.runError(runErr)
 	}
@@ -259,7 +285,16 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 				names = append(names, it.CRD)
 			}
 		}
-		return ProblemsFound("applying would break: %s (see above)", strings.Join(names, ", "))
+		return ProblemsFound("applying would break, or the plan cannot tell: %s (see above)", strings.Join(names, ", "))
+	}
+	if o.FailOn == "stricter" && report.Stricter() {
+		var names []string
+		for _, it := range report.Items {
+			if it.Verdict == plan.VerdictStricter {
+				names = append(names, it.CRD)
+			}
+		}
+		return ProblemsFound("applying makes rules stricter for new objects (--fail-on stricter): %s (see above)", strings.Join(names, ", "))
 	}
 	return nil
 }
@@ -352,4 +387,24 @@ func (o *PlanOptions) dryRunClient(ctx context.Context, live *apiextensionsv1.Cu
 		return nil, nil
 	}
 	return cs.CRDs()
+}
+
+// printApplySources says, after the output, which apply verdicts the API server gave itself
+// (server-side dry-run) and which were computed here (JSON: items[].applyVerdictSource).
+func printApplySources(w io.Writer, r *plan.Report) {
+	var server, offline []string
+	for _, it := range r.Items {
+		switch it.ApplyVerdictSource {
+		case plan.VerdictServerDryRun:
+			server = append(server, it.CRD)
+		case plan.VerdictOffline:
+			offline = append(offline, it.CRD)
+		}
+	}
+	if len(server) > 0 {
+		fmt.Fprintf(w, "note: apply verdict from the API server (server-side dry-run, nothing written): %s\n", strings.Join(server, ", "))
+		if len(offline) > 0 {
+			fmt.Fprintf(w, "note: apply verdict computed here (the dry-run could not be made or was not allowed): %s\n", strings.Join(offline, ", "))
+		}
+	}
 }

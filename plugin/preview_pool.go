@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,30 +16,21 @@ import (
 	"github.com/crdver/kubectl-crdver/preview"
 )
 
-// previewPool previews objects on several workers and hands the results to the output in the
-// input's order. At most a few objects per worker are in flight: memory stays bounded.
+// previewPool previews objects on the workers of a preview.Pool and writes the results in the
+// input's order as they come, counting the verdicts.
 type previewPool struct {
-	ctx    context.Context
-	o      *PreviewOptions
-	ns     string
-	olds   map[oldKey][]byte
-	out    *previewOutput
-	jobs   chan previewJob
-	window chan struct{}
-	wg     sync.WaitGroup
-	done   chan struct{}
+	ctx  context.Context
+	o    *PreviewOptions
+	ns   string
+	olds map[oldKey][]byte
+	out  *previewOutput
+	pool *preview.Pool[previewJob, previewDone]
 
-	mu       sync.Mutex
-	results  map[int]previewDone
-	next     int
-	seq      int
-	err      error
 	accepted int
 	rejected int
 }
 
 type previewJob struct {
-	seq int
 	doc Document
 	crd *apiextensionsv1.CustomResourceDefinition
 }
@@ -54,17 +44,8 @@ type previewDone struct {
 }
 
 func newPreviewPool(ctx context.Context, o *PreviewOptions, ns string, olds map[oldKey][]byte, out *previewOutput) *previewPool {
-	p := &previewPool{
-		ctx: ctx, o: o, ns: ns, olds: olds, out: out,
-		jobs:    make(chan previewJob),
-		window:  make(chan struct{}, 4*o.Workers),
-		done:    make(chan struct{}),
-		results: map[int]previewDone{},
-	}
-	for i := 0; i < o.Workers; i++ {
-		p.wg.Add(1)
-		go p.work()
-	}
+	p := &previewPool{ctx: ctx, o: o, ns: ns, olds: olds, out: out}
+	p.pool = preview.NewPool(ctx, o.Workers, p.preview, p.deliver)
 	return p
 }
 
@@ -72,109 +53,55 @@ func (p *previewPool) total() int { return p.accepted + p.rejected }
 
 // submit queues one object; it blocks while the window of objects in flight is full.
 func (p *previewPool) submit(d Document, crd *apiextensionsv1.CustomResourceDefinition) error {
-	if err := p.failed(); err != nil {
-		return err
-	}
-	select {
-	case p.window <- struct{}{}:
-	case <-p.ctx.Done():
-		return Interrupted(p.ctx)
-	}
-	job := previewJob{seq: p.seq, doc: d, crd: crd}
-	p.seq++
-	select {
-	case p.jobs <- job:
-		return nil
-	case <-p.ctx.Done():
-		return Interrupted(p.ctx)
-	}
-}
-
-func (p *previewPool) failed() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
+	return p.poolError(p.pool.Submit(previewJob{doc: d, crd: crd}))
 }
 
 // finish waits for the objects in flight and returns the first error, in input order.
 func (p *previewPool) finish() error {
-	close(p.jobs)
-	p.wg.Wait()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
+	return p.poolError(p.pool.Wait())
 }
 
-func (p *previewPool) work() {
-	defer p.wg.Done()
-	previewers := map[string]*preview.Previewer{} // a Previewer is not safe for concurrent use
-	for job := range p.jobs {
-		var r previewDone
-		if p.ctx.Err() != nil {
-			r.err = Interrupted(p.ctx)
-		} else {
-			r = p.preview(job, previewers)
-		}
-		p.deliver(job.seq, r)
+// poolError is the pool's error with its exit code: the context's cause is an interruption.
+func (p *previewPool) poolError(err error) error {
+	if err != nil && p.ctx.Err() != nil && errors.Is(err, context.Cause(p.ctx)) {
+		return Interrupted(p.ctx)
 	}
+	return err
 }
 
-// deliver records a result and writes every result that is next in order.
-func (p *previewPool) deliver(seq int, r previewDone) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.results[seq] = r
-	for {
-		r, ok := p.results[p.next]
-		if !ok {
-			return
+// deliver writes one result, in input order (called by the pool one at a time).
+func (p *previewPool) deliver(r previewDone) error {
+	if r.err != nil {
+		if len(r.before) > 0 {
+			_, _ = p.out.w.Write(r.before)
 		}
-		delete(p.results, p.next)
-		p.next++
-		<-p.window
-		if p.err != nil {
-			continue
-		}
-		if r.err != nil {
-			if len(r.before) > 0 {
-				_, _ = p.out.w.Write(r.before)
-			}
-			p.err = r.err
-			continue
-		}
-		if r.accepted {
-			p.accepted++
-		} else {
-			p.rejected++
-		}
-		if err := p.out.write(r.text); err != nil {
-			p.err = err
-		}
+		return r.err
 	}
+	if r.accepted {
+		p.accepted++
+	} else {
+		p.rejected++
+	}
+	return p.out.write(r.text)
 }
 
-func (p *previewPool) preview(job previewJob, previewers map[string]*preview.Previewer) previewDone {
+// preview previews one object on a worker of the pool.
+func (p *previewPool) preview(ctx context.Context, w *preview.Worker, job previewJob) previewDone {
 	d, crd := job.doc, job.crd
-	pv, ok := previewers[crd.Name]
-	if !ok {
-		var err error
-		pv, err = preview.NewPreviewer(crd, preview.WithKubeVersion(p.o.judged.Version))
-		if err != nil {
-			return previewDone{err: Usage(fmt.Errorf("%s: %w", d.Where(), err))}
-		}
-		previewers[crd.Name] = pv
+	pv, err := w.Previewer(crd, preview.WithKubeVersion(p.o.judged.Version))
+	if err != nil {
+		return previewDone{err: Usage(fmt.Errorf("%s: %w", d.Where(), err))}
 	}
 	opts := preview.PreviewOptions{FieldValidation: p.o.fv, ReadVersion: p.o.Version, Namespace: p.ns}
 	var res *preview.PreviewResult
-	var err error
 	if p.olds != nil {
 		old, ferr := p.o.findOld(p.olds, d, p.ns)
 		if ferr != nil {
 			return previewDone{err: ferr}
 		}
-		res, err = pv.Update(p.ctx, d.JSON, old, opts)
+		res, err = pv.Update(ctx, d.JSON, old, opts)
 	} else {
-		res, err = pv.Create(p.ctx, d.JSON, opts)
+		res, err = pv.Create(ctx, d.JSON, opts)
 	}
 	if err != nil {
 		var nse *preview.NonStructuralError

@@ -98,6 +98,15 @@ func (p dataPrinter) PrintReport(w io.Writer, report any) error {
 }
 func (dataPrinter) PrintPart(io.Writer, any) error { return nil }
 
+// printsData reports whether p prints JSON or YAML (rather than for people).
+func printsData(p ReportPrinter) bool {
+	switch p.(type) {
+	case dataPrinter, *dataPrinter:
+		return true
+	}
+	return false
+}
+
 func printData(w io.Writer, format string, v any) error {
 	js, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {

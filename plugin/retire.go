@@ -11,8 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/ownership"
+	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/retire"
 )
 
@@ -134,19 +137,33 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 				Done: func() int64 { return r.Progress().Total() }})
 		},
 		Notify: func(s string) { o.progress.Notef("retire: %s", s) },
+		PreWrite: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string) (any, error) {
+			rep, err := o.g.runPreflight(ctx, crd, target, o.RewriteFlags, o.progress, o.printer, "retire")
+			if err != nil {
+				return nil, err
+			}
+			return rep, o.refusal([]*preflight.Report{rep}, fmt.Sprintf("kubectl crdver retire %s %s", crd.Name, o.Version))
+		},
 	}
 	printed := false
-	ro.Confirm = func(p *retire.Plan) (bool, error) {
+	ro.Planned = func(p *retire.Plan) {
 		printed = true
-		if err := o.printer.PrintPart(o.g.Out, p); err != nil {
-			return false, err
-		}
+		_ = o.printer.PrintPart(o.g.Out, p)
+	}
+	ro.Confirm = func(p *retire.Plan) (bool, error) {
 		if o.Yes || !planWrites(p) {
 			return true, nil
 		}
 		return o.g.confirm(fmt.Sprintf("Carry out the pending steps on %s? [y/N]: ", p.CRD))
 	}
 	res, err := retire.Run(ctx, c, ro)
+	var refused *preflightRefusal
+	if errors.As(err, &refused) {
+		if printsData(o.printer) {
+			_ = o.printer.PrintReport(o.g.Out, retireReport{res: res})
+		}
+		return ProblemsFound("%s: %s", crd.Name, refused.msg)
+	}
 	if res != nil {
 		if !printed {
 			if perr := o.printer.PrintPart(o.g.Out, res.Plan); perr != nil {

@@ -12,14 +12,21 @@ type RewriteFlags struct {
 	QPS         float64
 	ChunkSize   int64
 	Checkpoint  string
+	// AllowDataLoss rewrites even when the preflight finds objects that would lose fields
+	// (or cannot tell); SkipInvalid even when it finds objects whose write would be rejected.
+	AllowDataLoss bool
+	SkipInvalid   bool
 }
 
-// addRewriteFlags registers --concurrency, --qps, --chunk-size and --checkpoint on f.
+// addRewriteFlags registers --concurrency, --qps, --chunk-size, --checkpoint, and the
+// preflight's --allow-data-loss and --skip-invalid on f.
 func (r *RewriteFlags) addRewriteFlags(f *pflag.FlagSet, checkpointHelp string) {
 	f.IntVar(&r.Concurrency, "concurrency", 0, "Writes in flight; 0 adapts them to the API server's latency and to 429s")
 	f.Float64Var(&r.QPS, "qps", 0, "Limit requests per second (0: no client-side limit; the API server's priority and fairness still applies)")
 	f.Int64Var(&r.ChunkSize, "chunk-size", 500, "Objects per list page (memory is bounded by it)")
 	f.StringVar(&r.Checkpoint, "checkpoint", "", checkpointHelp)
+	f.BoolVar(&r.AllowDataLoss, "allow-data-loss", false, "Rewrite even when objects would lose fields the target version's schema does not have (the preflight lists them)")
+	f.BoolVar(&r.SkipInvalid, "skip-invalid", false, "Rewrite even when some objects' writes would be rejected: they are left as they are and status.storedVersions is not trimmed")
 }
 
 // validateRewriteFlags checks --concurrency, --qps and --chunk-size. It does no I/O.

@@ -155,7 +155,7 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 	}
 	census, mfNotes := clusterManagedFields(ctx, o.g, o.source.offline(), crd)
 	if !o.source.offline() {
-		managedFieldsSafety(crd.Name, &report, census, census != nil || len(mfNotes) == 0)
+		explain.ManagedFieldsSafety(crd.Name, &report, census, census != nil || len(mfNotes) == 0)
 	}
 	if err := o.printer.PrintReport(o.g.Out, withCensus{report: report, census: census, notes: mfNotes}); err != nil {
 		return err

@@ -87,6 +87,20 @@ type PreviewResult struct {
 	Notes []string `json:"notes"`
 }
 
+// ErrorTexts words errors as the API server's messages do: "field: message" (the message
+// alone when it already names the field).
+func ErrorTexts(errs []PreviewError) []string {
+	out := make([]string, 0, len(errs))
+	for _, e := range errs {
+		if e.Field != "" && e.Field != "<nil>" && !strings.HasPrefix(e.Message, e.Field) {
+			out = append(out, e.Field+": "+e.Message)
+		} else {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
 // Accepted reports whether the API server would accept the object.
 func (r *PreviewResult) Accepted() bool { return r.Verdict == Accepted }
 

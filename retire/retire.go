@@ -104,8 +104,24 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 		}
 	}
 	r.res = &Result{Plan: plan, DryRun: o.DryRun, WritersSinceStart: []ownership.Writer{}, Problems: []string{}}
+	if o.Planned != nil {
+		o.Planned(plan)
+	}
+	preWrite := func() error {
+		if o.PreWrite == nil || r.step(StepRewrite).State != StatePending {
+			return nil
+		}
+		// The rewrite is at the storage version, which is the target when it is the version retired.
+		at := plan.StorageVersion
+		if at == o.Version {
+			at = plan.Target
+		}
+		found, err := o.PreWrite(ctx, crd, at)
+		r.res.Preflight = found
+		return err
+	}
 	if o.DryRun {
-		return r.res, nil
+		return r.res, preWrite()
 	}
 	// Every right the pending steps need, before anything is written.
 	needed := migrate.NeededAccess(crd, plan.StorageVersion == o.Version, slices.Contains(crd.Status.StoredVersions, o.Version))
@@ -113,6 +129,10 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 		needed = append(needed, migrate.Access{Verb: "update", Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions", Name: crd.Name})
 	}
 	if err := migrate.CheckAccess(ctx, c, needed); err != nil {
+		return r.res, err
+	}
+	// After the rights (the check may write dry runs), before the question and any write.
+	if err := preWrite(); err != nil {
 		return r.res, err
 	}
 	if o.Confirm != nil {
@@ -189,6 +209,9 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 			if res.Interrupted {
 				rw.State, rw.Detail = StateFailed, fmt.Sprintf("interrupted after %d objects; progress saved in %s", res.Total(), res.Checkpoint)
 				return fmt.Errorf("%w: %d objects of %s done, progress saved in %s", ErrInterrupted, res.Total(), crd.Name, res.Checkpoint)
+			}
+			if res.ManagedFieldsLost > 0 {
+				r.problem("%d objects lost field managers through their rewrite (see managedFieldsLosses): re-apply them from their source to restore ownership", res.ManagedFieldsLost)
 			}
 			e := migrate.EvidenceOf(res)
 			ev = &e

@@ -1,7 +1,10 @@
 package retire
 
 import (
+	"context"
 	"errors"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/ownership"
@@ -33,6 +36,9 @@ type Options struct {
 	// Rewrite tunes the object rewrite (Checkpoint "" = migrate's default path) and the
 	// managedFields pass (Concurrency, ChunkSize, MaxAttempts).
 	Rewrite migrate.RewriteOptions
+	// Planned, when set, is called with the plan as soon as it is made (also on a dry run),
+	// before PreWrite and Confirm.
+	Planned func(*Plan)
 	// Confirm is asked once, after planning, before the first write; nil means yes.
 	Confirm func(*Plan) (bool, error)
 	// OnRewrite is called when the object rewrite starts (e.g. to show progress); the
@@ -40,6 +46,12 @@ type Options struct {
 	OnRewrite func(r *migrate.Rewriter, total int64) func()
 	// Notify receives a line for every step taken.
 	Notify func(string)
+	// PreWrite, when set, is called after planning and the rights check, before the question
+	// and any write (on a dry run, after planning), when the objects are still to be rewritten, with the CRD and the version they
+	// will be rewritten at: a check of what the rewrite would lose or be refused (package
+	// preflight). What it returns is kept in Result.Preflight; an error stops the run before
+	// any write and is returned as it is.
+	PreWrite func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string) (any, error)
 }
 
 // Step names.
@@ -109,11 +121,13 @@ type FieldsResult struct {
 
 // Result is what Run did.
 type Result struct {
-	Plan    *Plan               `json:"plan"`
-	DryRun  bool                `json:"dryRun"`
-	Rewrite *migrate.Result     `json:"rewrite,omitempty"`
-	Trim    *migrate.TrimResult `json:"trim,omitempty"`
-	Fields  *FieldsResult       `json:"managedFields,omitempty"`
+	Plan   *Plan `json:"plan"`
+	DryRun bool  `json:"dryRun"`
+	// Preflight is what Options.PreWrite found before anything was written.
+	Preflight any                 `json:"preflight,omitempty"`
+	Rewrite   *migrate.Result     `json:"rewrite,omitempty"`
+	Trim      *migrate.TrimResult `json:"trim,omitempty"`
+	Fields    *FieldsResult       `json:"managedFields,omitempty"`
 	// WritersSinceStart are managers that wrote Version after the run began.
 	WritersSinceStart []ownership.Writer `json:"writersSinceStart"`
 	// Problems say what keeps Version from being dropped safely (empty when nothing does).

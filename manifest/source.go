@@ -1,4 +1,4 @@
-package plugin
+package manifest
 
 import (
 	"bufio"
@@ -12,10 +12,10 @@ import (
 	"time"
 )
 
-// countingReader counts the bytes read into an InputProgress.
+// countingReader counts the bytes read into an Progress.
 type countingReader struct {
 	r io.Reader
-	p *InputProgress
+	p *Progress
 }
 
 func (c countingReader) Read(b []byte) (int, error) {
@@ -24,16 +24,16 @@ func (c countingReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-func readSource(ctx context.Context, path string, opts InputOptions, send func(Document) error) error {
+func readSource(ctx context.Context, path string, opts Options, send func(Document) error) error {
 	var r io.Reader
 	source := path
 	switch {
 	case path == "-":
 		if opts.Stdin == nil {
-			return UsageErrorf("-f -: no standard input")
+			return inputError(ErrNoStdin)
 		}
 		r, source = opts.Stdin, "stdin"
-	case isURL(path):
+	case IsURL(path):
 		body, err := openURL(ctx, path, opts)
 		if err != nil {
 			return err
@@ -43,7 +43,7 @@ func readSource(ctx context.Context, path string, opts InputOptions, send func(D
 	default:
 		f, err := os.Open(path)
 		if err != nil {
-			return UsageErrorf("%s: %v", path, unwrapPathError(err))
+			return inputErrorf("%s: %v", path, unwrapPathError(err))
 		}
 		defer f.Close()
 		r = f
@@ -56,9 +56,9 @@ func readSource(ctx context.Context, path string, opts InputOptions, send func(D
 }
 
 // openURL starts the download of an http(s) URL, bounded in time and size.
-func openURL(ctx context.Context, u string, opts InputOptions) (io.ReadCloser, error) {
+func openURL(ctx context.Context, u string, opts Options) (io.ReadCloser, error) {
 	if _, err := url.Parse(u); err != nil {
-		return nil, UsageErrorf("%s: %v", u, err)
+		return nil, inputErrorf("%s: %v", u, err)
 	}
 	timeout := opts.URLTimeout
 	if timeout <= 0 {
@@ -72,24 +72,24 @@ func openURL(ctx context.Context, u string, opts InputOptions) (io.ReadCloser, e
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		cancel()
-		return nil, UsageErrorf("%s: %v", u, err)
+		return nil, inputErrorf("%s: %v", u, err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
 		cancel()
 		if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, Unavailable(fmt.Errorf("%s: no answer within %v", u, timeout))
+			return nil, unavailable(fmt.Errorf("%s: no answer within %v", u, timeout))
 		}
-		return nil, Unavailable(fmt.Errorf("%s: %w", u, unwrapURLError(err)))
+		return nil, unavailable(fmt.Errorf("%s: %w", u, unwrapURLError(err)))
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
 		cancel()
 		err := fmt.Errorf("%s: the server answered %s", u, resp.Status)
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
-			return nil, Usage(err)
+			return nil, inputError(err)
 		}
-		return nil, Unavailable(err)
+		return nil, unavailable(err)
 	}
 	limit := opts.MaxURLBytes
 	if limit <= 0 {
@@ -121,7 +121,7 @@ type urlBody struct {
 
 func (b *urlBody) Read(p []byte) (int, error) {
 	if b.left < 0 {
-		return 0, UsageErrorf("%s: larger than %s, the limit for one URL: download it and pass the file", b.url, byteSize(b.limit))
+		return 0, inputErrorf("%s: larger than %s, the limit for one URL: download it and pass the file", b.url, byteSize(b.limit))
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left+1]
@@ -129,7 +129,7 @@ func (b *urlBody) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
 	b.left -= int64(n)
 	if err != nil && err != io.EOF && b.ctx.Err() != nil && errors.Is(b.ctx.Err(), context.DeadlineExceeded) {
-		return n, Unavailable(fmt.Errorf("%s: not downloaded within %v", b.url, b.timeout))
+		return n, unavailable(fmt.Errorf("%s: not downloaded within %v", b.url, b.timeout))
 	}
 	return n, err
 }

@@ -1,4 +1,4 @@
-package plugin
+package manifest
 
 // This file is one cohesive thing, the streaming document scanner (over 400 lines): it splits
 // YAML and JSON input into documents and List items one at a time, bounded by the per-document
@@ -26,7 +26,7 @@ type docScanner struct {
 	max    int64
 	send   func(Document) error
 	index  int
-	// prefilter: see InputOptions.Prefilter.
+	// prefilter: see Options.Prefilter.
 	prefilter []byte
 }
 
@@ -39,7 +39,7 @@ func (s *docScanner) tooLarge(item int) error {
 	if item > 0 {
 		where = fmt.Sprintf("%s (document %d, item %d)", s.source, s.index, item)
 	}
-	return UsageErrorf("%s: larger than %s, the limit for one document (an object the API server accepts is at most 3 MiB): is this really YAML or JSON?", where, byteSize(s.max))
+	return inputErrorf("%s: larger than %s, the limit for one document (an object the API server accepts is at most 3 MiB): is this really YAML or JSON?", where, byteSize(s.max))
 }
 
 func (s *docScanner) run() error {
@@ -118,7 +118,7 @@ func (s *docScanner) runYAML() error {
 		}
 		inItems = false
 		if doc.streamed > 0 && !strings.HasSuffix(doc.kind, "List") {
-			return UsageErrorf("%s (document %d): has a top-level items list before its kind, and kind %q is not a List: put kind first, or make it a List", s.source, s.index, doc.kind)
+			return inputErrorf("%s (document %d): has a top-level items list before its kind, and kind %q is not a List: put kind first, or make it a List", s.source, s.index, doc.kind)
 		}
 		if doc.items > 0 {
 			// A List whose items were sent; the rest (apiVersion, kind, metadata) is not an object.
@@ -157,16 +157,15 @@ func (s *docScanner) runYAML() error {
 			return endDoc()
 		}
 		if err != nil {
-			var ee *ExitError
-			if errors.As(err, &ee) {
+			if classified(err) {
 				return err
 			}
-			return UsageErrorf("%s: reading document %d: %v", s.source, s.index, err)
+			return inputErrorf("%s: reading document %d: %v", s.source, s.index, err)
 		}
 		if bytes.HasPrefix(line, []byte("---")) {
 			rest := bytes.TrimSpace(line[3:])
 			if len(rest) > 0 && rest[0] != '#' {
-				return UsageErrorf("%s (document %d): invalid YAML document separator: %s", s.source, s.index+1, rest)
+				return inputErrorf("%s (document %d): invalid YAML document separator: %s", s.source, s.index+1, rest)
 			}
 			if err := endDoc(); err != nil {
 				return err
@@ -259,7 +258,7 @@ func (s *docScanner) sendDoc(raw []byte) (bool, error) {
 	}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
-		return false, UsageErrorf("%s (document %d): malformed YAML: %v", s.source, s.index, trimYAMLError(err))
+		return false, inputErrorf("%s (document %d): malformed YAML: %v", s.source, s.index, trimYAMLError(err))
 	}
 	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
 		return false, nil
@@ -276,7 +275,7 @@ func (s *docScanner) sendJSONDoc(js []byte) error {
 		if js[0] == '[' {
 			what = "a list"
 		}
-		return UsageErrorf("%s: not a Kubernetes object: %s, not a mapping with apiVersion and kind (several objects go in separate documents, or in a kind: List with items)", d.Where(), what)
+		return inputErrorf("%s: not a Kubernetes object: %s, not a mapping with apiVersion and kind (several objects go in separate documents, or in a kind: List with items)", d.Where(), what)
 	}
 	if err := d.fillHead(); err != nil {
 		return err
@@ -303,7 +302,7 @@ func (s *docScanner) sendItem(raw []byte, item int) error {
 	}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
-		return UsageErrorf("%s (document %d, item %d): malformed YAML: %v", s.source, s.index, item, trimYAMLError(err))
+		return inputErrorf("%s (document %d, item %d): malformed YAML: %v", s.source, s.index, item, trimYAMLError(err))
 	}
 	return s.sendItemJSON(js, item)
 }
@@ -335,7 +334,7 @@ func (s *docScanner) runJSON() error {
 			return s.jsonError(err, 0)
 		}
 		if d, ok := tok.(json.Delim); !ok || d != '{' {
-			return UsageErrorf("%s (document %d): not a Kubernetes object: want a JSON object with apiVersion and kind", s.source, s.index)
+			return inputErrorf("%s (document %d): not a Kubernetes object: want a JSON object with apiVersion and kind", s.source, s.index)
 		}
 		var out bytes.Buffer
 		out.WriteByte('{')
@@ -381,7 +380,7 @@ func (s *docScanner) runJSON() error {
 		out.WriteByte('}')
 		if items > 0 || (kind != "" && strings.HasSuffix(kind, "List") && bytes.Contains(out.Bytes(), []byte(`"items":[]`))) {
 			if !strings.HasSuffix(kind, "List") {
-				return UsageErrorf("%s (document %d): has a top-level items list before its kind, and kind %q is not a List: put kind first, or make it a List", s.source, s.index, kind)
+				return inputErrorf("%s (document %d): has a top-level items list before its kind, and kind %q is not a List: put kind first, or make it a List", s.source, s.index, kind)
 			}
 			continue
 		}
@@ -407,7 +406,7 @@ func (s *docScanner) jsonItems(dec *json.Decoder, lr *docLimitReader) (int, bool
 	switch t := tok.(type) {
 	case json.Delim:
 		if t != '[' {
-			return 0, false, nil, UsageErrorf("%s (document %d): items is an object, not a list", s.source, s.index)
+			return 0, false, nil, inputErrorf("%s (document %d): items is an object, not a list", s.source, s.index)
 		}
 	default:
 		raw, _ := json.Marshal(t)
@@ -442,8 +441,7 @@ func writeJSONField(b *bytes.Buffer, key string, raw []byte) {
 }
 
 func (s *docScanner) jsonError(err error, item int) error {
-	var ee *ExitError
-	if errors.As(err, &ee) {
+	if classified(err) {
 		return err
 	}
 	if errors.Is(err, errDocTooLarge) {
@@ -454,9 +452,9 @@ func (s *docScanner) jsonError(err error, item int) error {
 		where = fmt.Sprintf("%s (document %d, item %d)", s.source, s.index, item)
 	}
 	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
-		return UsageErrorf("%s: malformed JSON: unexpected end of input", where)
+		return inputErrorf("%s: malformed JSON: unexpected end of input", where)
 	}
-	return UsageErrorf("%s: malformed JSON: %v", where, jsonErrorText(err))
+	return inputErrorf("%s: malformed JSON: %v", where, jsonErrorText(err))
 }
 
 var errDocTooLarge = errors.New("document too large")
@@ -498,7 +496,7 @@ func (d *Document) fillHead() error {
 		Kind       any `json:"kind"`
 	}
 	if err := json.Unmarshal(d.JSON, &head); err != nil {
-		return UsageErrorf("%s: not a Kubernetes object (want a mapping with apiVersion and kind): %v", d.Where(), jsonErrorText(err))
+		return inputErrorf("%s: not a Kubernetes object (want a mapping with apiVersion and kind): %v", d.Where(), jsonErrorText(err))
 	}
 	d.APIVersion, _ = head.APIVersion.(string)
 	d.Kind, _ = head.Kind.(string)
@@ -523,5 +521,3 @@ func trimYAMLError(err error) string {
 	s = strings.TrimPrefix(s, "error converting YAML to JSON: ")
 	return s
 }
-
-func jsonUnmarshalHead(js []byte, v any) error { return json.Unmarshal(js, v) }

@@ -1,4 +1,4 @@
-package plugin
+package manifest
 
 import (
 	"bufio"
@@ -19,7 +19,6 @@ import (
 	"time"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 )
 
@@ -62,7 +61,7 @@ func referenceDocuments(t *testing.T, r io.Reader) []Document {
 	}
 }
 
-func readAll(t *testing.T, input string, opts InputOptions) ([]Document, error) {
+func readAll(t *testing.T, input string, opts Options) ([]Document, error) {
 	t.Helper()
 	opts.Stdin = strings.NewReader(input)
 	var docs []Document
@@ -133,7 +132,7 @@ func TestEachDocumentMatchesWholeReads(t *testing.T) {
 	}
 	inputs = append(inputs, string(j))
 	// A stream of two JSON Lists (kubectl's decoder reads both; the reference reader cannot).
-	if got, err := readAll(t, string(j)+"\n"+string(j), InputOptions{}); err != nil || len(got) != 2*len(objects) || got[len(objects)].Index != 2 {
+	if got, err := readAll(t, string(j)+"\n"+string(j), Options{}); err != nil || len(got) != 2*len(objects) || got[len(objects)].Index != 2 {
 		t.Errorf("two JSON Lists: %d documents (%v), want %d", len(got), err, 2*len(objects))
 	}
 	// Hand-written: kind first, an indented sequence, comments, a flow item, a block scalar,
@@ -177,7 +176,7 @@ items:
 		if i < len(files) {
 			name = files[i]
 		}
-		got, err := readAll(t, in, InputOptions{})
+		got, err := readAll(t, in, Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -217,33 +216,18 @@ func TestEachDocumentSizeLimit(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			n := 0
-			err := EachDocument(context.Background(), []string{"-"}, InputOptions{Stdin: io.LimitReader(tc.r, 512<<20), MaxDocumentBytes: 1 << 20}, func(Document) error {
+			err := EachDocument(context.Background(), []string{"-"}, Options{Stdin: io.LimitReader(tc.r, 512<<20), MaxDocumentBytes: 1 << 20}, func(Document) error {
 				n++
 				return nil
 			})
-			var ee *ExitError
-			if !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), tc.want) {
+			var ie *InputError
+			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want exit 2 with %q", err, tc.want)
 			}
 			if z, ok := tc.r.(*zeros); ok && z.read.Load() > 4<<20 {
 				t.Errorf("read %d bytes before failing; want about the 1 MiB limit", z.read.Load())
 			}
 		})
-	}
-}
-
-// TestVersionsFromDevZero: `versions -f - < /dev/zero` fails with one clear line (here with a
-// bounded reader of 64 MiB standing in for /dev/zero).
-func TestVersionsFromDevZero(t *testing.T) {
-	streams, _, out, errOut := newTestStreams(io.LimitReader(&zeros{}, 64<<20))
-	root := NewRootCmd(streams)
-	root.SetArgs([]string{"versions", "-f", "-"})
-	err := root.ExecuteContext(context.Background())
-	if ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "stdin (document 1): larger than 16 MiB") {
-		t.Fatalf("exit %d, error %v; want 2 and the size limit", ExitCode(err), err)
-	}
-	if out.Len() != 0 || errOut.Len() != 0 {
-		t.Errorf("output on a failed read: %q %q", out.String(), errOut.String())
 	}
 }
 
@@ -254,14 +238,15 @@ func TestEachDocumentInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- EachDocument(ctx, []string{"-"}, InputOptions{Stdin: pr}, func(Document) error { return nil })
+		done <- EachDocument(ctx, []string{"-"}, Options{Stdin: pr}, func(Document) error { return nil })
 	}()
 	_, _ = pw.Write([]byte("apiVersion: v1\nkind: Pod\n"))
 	cancel()
 	select {
 	case err := <-done:
-		if ExitCode(err) != ExitUnavailable || !strings.Contains(err.Error(), "interrupted") {
-			t.Errorf("error %v (exit %d), want interrupted, exit 3", err, ExitCode(err))
+		var ie *InterruptedError
+		if !errors.As(err, &ie) || err.Error() != "interrupted" {
+			t.Errorf("error %v, want an InterruptedError", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("EachDocument did not return after the context was cancelled")
@@ -278,9 +263,9 @@ func TestEachDocumentErrors(t *testing.T) {
 		"JSON array":          {`[{"kind": "A"}]`, "stdin (document 1): not a Kubernetes object: a list"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := readAll(t, tc.in, InputOptions{})
-			if ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v (exit %d), want exit 2 with %q", err, ExitCode(err), tc.want)
+			_, err := readAll(t, tc.in, Options{})
+			if !isInputError(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want an InputError with %q", err, tc.want)
 			}
 			if err != nil && (strings.Contains(err.Error(), "Go value") || strings.Contains(err.Error(), "[]interface")) {
 				t.Errorf("error shows Go types: %v", err)
@@ -310,21 +295,25 @@ func TestExpandPathRecursive(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
-	flat, err := expandPathR(dir, false)
+	flat, err := ExpandPath(dir, false)
 	if err != nil || rel(flat) != "a.json b.yaml" {
 		t.Errorf("non-recursive: %q %v", rel(flat), err)
 	}
-	deep, err := expandPathR(dir, true)
+	deep, err := ExpandPath(dir, true)
 	if err != nil || rel(deep) != "a.json b.yaml sub/c.yml sub/deeper/d.yaml" {
 		t.Errorf("recursive: %q %v", rel(deep), err)
 	}
-	if _, err := expandPathR(filepath.Join(dir, "sub", "deeper", ".."), false); err != nil {
+	if _, err := ExpandPath(filepath.Join(dir, "sub", "deeper", ".."), false); err != nil {
 		t.Errorf("a directory with one file: %v", err)
 	}
 	empty := filepath.Join(dir, "empty", "inner")
 	_ = os.MkdirAll(empty, 0o755)
-	if _, err := expandPathR(filepath.Dir(empty), false); err == nil || !strings.Contains(err.Error(), "-R reads its subdirectories") {
+	var ed *EmptyDirError
+	if _, err := ExpandPath(filepath.Dir(empty), false); !isInputError(err) || !errors.As(err, &ed) || ed.Recursive || ed.Path != filepath.Dir(empty) {
 		t.Errorf("empty directory: %v", err)
+	}
+	if _, err := ExpandPath(filepath.Dir(empty), true); !errors.As(err, &ed) || !ed.Recursive {
+		t.Errorf("empty directory tree: %v", err)
 	}
 }
 
@@ -350,7 +339,7 @@ func TestEachDocumentURL(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	read := func(u string, opts InputOptions) ([]Document, error) {
+	read := func(u string, opts Options) ([]Document, error) {
 		var docs []Document
 		err := EachDocument(context.Background(), []string{u}, opts, func(d Document) error {
 			docs = append(docs, d)
@@ -358,27 +347,32 @@ func TestEachDocumentURL(t *testing.T) {
 		})
 		return docs, err
 	}
-	docs, err := read(srv.URL+"/crd.yaml", InputOptions{})
+	docs, err := read(srv.URL+"/crd.yaml", Options{})
 	if err != nil || len(docs) != 1 || docs[0].Kind != "CustomResourceDefinition" || docs[0].Source != srv.URL+"/crd.yaml" {
 		t.Fatalf("download: %v, %d documents", err, len(docs))
 	}
-	if _, err := read(srv.URL+"/missing.yaml", InputOptions{}); ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "404 Not Found") {
-		t.Errorf("404: %v (exit %d)", err, ExitCode(err))
+	if _, err := read(srv.URL+"/missing.yaml", Options{}); !isInputError(err) || !strings.Contains(err.Error(), "404 Not Found") {
+		t.Errorf("404: %v", err)
 	}
-	if _, err := read(srv.URL+"/big", InputOptions{MaxURLBytes: 1 << 20}); ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "larger than 1 MiB, the limit for one URL") {
-		t.Errorf("too big: %v (exit %d)", err, ExitCode(err))
+	if _, err := read(srv.URL+"/big", Options{MaxURLBytes: 1 << 20}); !isInputError(err) || !strings.Contains(err.Error(), "larger than 1 MiB, the limit for one URL") {
+		t.Errorf("too big: %v", err)
 	}
-	if _, err := read(srv.URL+"/slow", InputOptions{URLTimeout: 300 * time.Millisecond}); ExitCode(err) != ExitUnavailable || !strings.Contains(err.Error(), "no answer within") {
-		t.Errorf("no answer: %v (exit %d)", err, ExitCode(err))
-	}
-	// Through the command: versions -f URL.
-	r := run(t, "", "versions", "-f", srv.URL+"/crd.yaml", "-o", "json")
-	if r.code != 0 || !strings.Contains(r.stdout, `"name": "crontabs.stable.example.com"`) {
-		t.Errorf("versions -f URL: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if _, err := read(srv.URL+"/slow", Options{URLTimeout: 300 * time.Millisecond}); !isUnavailable(err) || !strings.Contains(err.Error(), "no answer within") {
+		t.Errorf("no answer: %v", err)
 	}
 }
 
-func newTestStreams(in io.Reader) (genericiooptions.IOStreams, io.Reader, *bytes.Buffer, *bytes.Buffer) {
-	out, errOut := &bytes.Buffer{}, &bytes.Buffer{}
-	return genericiooptions.IOStreams{In: in, Out: out, ErrOut: errOut}, in, out, errOut
+func isInputError(err error) bool {
+	var ie *InputError
+	return errors.As(err, &ie)
+}
+
+func isUnavailable(err error) bool {
+	var ue *UnavailableError
+	return errors.As(err, &ue)
+}
+
+// td is a path under the repository's testdata folder.
+func td(parts ...string) string {
+	return filepath.Join(append([]string{"..", "testdata"}, parts...)...)
 }

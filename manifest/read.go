@@ -1,4 +1,8 @@
-package plugin
+// Package manifest reads Kubernetes manifests the way kubectl -f does: files, directories (-R
+// recursion), http(s) URLs and stdin, YAML or JSON, streamed one document (one List item) at a
+// time with a per-document size limit. Errors are typed (InputError, UnavailableError,
+// InterruptedError); they name files and documents, never a command's flags.
+package manifest
 
 import (
 	"context"
@@ -43,8 +47,8 @@ const (
 	DefaultURLTimeout       = 2 * time.Minute
 )
 
-// InputOptions tune how documents are read.
-type InputOptions struct {
+// Options tune how documents are read.
+type Options struct {
 	// Stdin is what "-" reads.
 	Stdin io.Reader
 	// Recursive walks directories (and their subdirectories) like kubectl -R.
@@ -62,16 +66,16 @@ type InputOptions struct {
 	Prefilter []byte
 	// Progress, when set, counts the bytes read so far and the total expected (0 when unknown:
 	// stdin, a URL without Content-Length).
-	Progress *InputProgress
+	Progress *Progress
 }
 
-// InputProgress counts what has been read; safe to read from another goroutine.
-type InputProgress struct {
+// Progress counts what has been read; safe to read from another goroutine.
+type Progress struct {
 	Read  atomic.Int64
 	Total atomic.Int64
 }
 
-func (o InputOptions) maxDoc() int64 {
+func (o Options) maxDoc() int64 {
 	if o.MaxDocumentBytes > 0 {
 		return o.MaxDocumentBytes
 	}
@@ -84,7 +88,7 @@ func (o InputOptions) maxDoc() int64 {
 // keeps every document in memory: for large inputs use EachDocument.
 func ReadDocuments(paths []string, stdin io.Reader) ([]Document, error) {
 	var docs []Document
-	err := EachDocument(context.Background(), paths, InputOptions{Stdin: stdin}, func(d Document) error {
+	err := EachDocument(context.Background(), paths, Options{Stdin: stdin}, func(d Document) error {
 		docs = append(docs, d)
 		return nil
 	})
@@ -93,9 +97,9 @@ func ReadDocuments(paths []string, stdin io.Reader) ([]Document, error) {
 
 // EachDocument reads the documents of paths (files, directories, "-" for stdin, http(s) URLs)
 // one at a time, in order, and calls fn for each; memory is bounded by one document (one item
-// of a List). It stops at the first error of fn, and returns an "interrupted" error (exit 3) as
+// of a List). It stops at the first error of fn, and returns an "*InterruptedError as
 // soon as ctx is done, even while a read is blocked.
-func EachDocument(ctx context.Context, paths []string, opts InputOptions, fn func(Document) error) error {
+func EachDocument(ctx context.Context, paths []string, opts Options, fn func(Document) error) error {
 	type msg struct {
 		doc Document
 		err error
@@ -123,7 +127,7 @@ func EachDocument(ctx context.Context, paths []string, opts InputOptions, fn fun
 	for {
 		select {
 		case <-ctx.Done():
-			return Interrupted(ctx)
+			return interrupted(ctx)
 		case m, ok := <-ch:
 			if !ok {
 				return nil
@@ -140,19 +144,10 @@ func EachDocument(ctx context.Context, paths []string, opts InputOptions, fn fun
 
 var errStopped = errors.New("stopped")
 
-// Interrupted is the error of a command stopped by Ctrl-C or SIGTERM: exit 3.
-func Interrupted(ctx context.Context) error {
-	cause := context.Cause(ctx)
-	if cause == nil || errors.Is(cause, context.Canceled) {
-		return Unavailable(errors.New("interrupted"))
-	}
-	return Unavailable(fmt.Errorf("interrupted: %w", cause))
-}
-
-func produceDocuments(ctx context.Context, paths []string, opts InputOptions, send func(Document) error) error {
+func produceDocuments(ctx context.Context, paths []string, opts Options, send func(Document) error) error {
 	var files []string
 	for _, p := range paths {
-		f, err := expandPathR(p, opts.Recursive)
+		f, err := ExpandPath(p, opts.Recursive)
 		if err != nil {
 			return err
 		}
@@ -161,7 +156,7 @@ func produceDocuments(ctx context.Context, paths []string, opts InputOptions, se
 	if opts.Progress != nil {
 		var total int64
 		for _, f := range files {
-			if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() && !isURL(f) {
+			if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() && !IsURL(f) {
 				total += st.Size()
 			}
 		}
@@ -169,7 +164,7 @@ func produceDocuments(ctx context.Context, paths []string, opts InputOptions, se
 	}
 	for _, f := range files {
 		if ctx.Err() != nil {
-			return Interrupted(ctx)
+			return interrupted(ctx)
 		}
 		if err := readSource(ctx, f, opts, send); err != nil {
 			return err
@@ -178,7 +173,8 @@ func produceDocuments(ctx context.Context, paths []string, opts InputOptions, se
 	return nil
 }
 
-func isURL(p string) bool {
+// IsURL is true for an http(s) URL, which EachDocument downloads.
+func IsURL(p string) bool {
 	return strings.HasPrefix(p, "http://") || strings.HasPrefix(p, "https://")
 }
 
@@ -191,17 +187,15 @@ func inputFile(name string) bool {
 	return false
 }
 
-// expandPath lists the files of p: itself, or the input files of a directory (not recursively).
-func expandPath(p string) ([]string, error) { return expandPathR(p, false) }
-
-// expandPathR lists the files of p; recursive walks subdirectories like kubectl -R.
-func expandPathR(p string, recursive bool) ([]string, error) {
-	if p == "-" || isURL(p) {
+// ExpandPath lists the files of p: itself ("-" and URLs too), or the .yaml, .yml and .json files
+// of a directory, in name order; recursive walks subdirectories like kubectl -R.
+func ExpandPath(p string, recursive bool) ([]string, error) {
+	if p == "-" || IsURL(p) {
 		return []string{p}, nil
 	}
 	st, err := os.Stat(p)
 	if err != nil {
-		return nil, UsageErrorf("%s: %v", p, unwrapPathError(err))
+		return nil, inputErrorf("%s: %v", p, unwrapPathError(err))
 	}
 	if !st.IsDir() {
 		return []string{p}, nil
@@ -218,12 +212,12 @@ func expandPathR(p string, recursive bool) ([]string, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, UsageErrorf("%s: %v", p, unwrapPathError(err))
+			return nil, inputErrorf("%s: %v", p, unwrapPathError(err))
 		}
 	} else {
 		entries, err := os.ReadDir(p)
 		if err != nil {
-			return nil, UsageErrorf("%s: %v", p, unwrapPathError(err))
+			return nil, inputErrorf("%s: %v", p, unwrapPathError(err))
 		}
 		for _, e := range entries {
 			if !e.IsDir() && inputFile(e.Name()) {
@@ -233,10 +227,7 @@ func expandPathR(p string, recursive bool) ([]string, error) {
 		sort.Strings(files)
 	}
 	if len(files) == 0 {
-		if !recursive {
-			return nil, UsageErrorf("%s: directory has no .yaml, .yml or .json files (-R reads its subdirectories)", p)
-		}
-		return nil, UsageErrorf("%s: directory tree has no .yaml, .yml or .json files", p)
+		return nil, inputError(&EmptyDirError{Path: p, Recursive: recursive})
 	}
 	return files, nil
 }

@@ -1,0 +1,87 @@
+package doctor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/crdver/kubectl-crdver/convert"
+	"k8s.io/client-go/rest"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preflight"
+)
+
+// CheckDataLoss: objects whose data is held at a version in status.storedVersions and would
+// be lost when read (and so written) at the storage version.
+const CheckDataLoss = "data-loss"
+
+// shownLosses bounds the objects a finding names.
+const shownLosses = 3
+
+// checkDataLoss reads, for a CRD with a pending migration, every object at each stored
+// version and at the storage version (package preflight, the check migrate runs before it
+// writes): fields present at the stored version and gone at the storage version are lost by
+// the next write of the object, by anyone. It returns whether any were found.
+func (k *checker) checkDataLoss() bool {
+	crd := k.crd
+	if k.c.dyn == nil || !crdinfo.MigrationPending(crd) || !crdinfo.IsServed(crd, crdinfo.StorageVersion(crd)) {
+		return false
+	}
+	r, err := preflight.Check(k.ctx, k.c.dyn, crd, preflight.Options{ChunkSize: k.opts.ChunkSize, SkipRejections: true,
+		Transport: k.transport(), MaxListed: shownLosses})
+	if err != nil {
+		k.incomplete(CheckDataLoss, fmt.Errorf("reading the objects of %s at its stored versions: %w", crd.Name, err))
+		return false
+	}
+	for _, u := range r.Unknown {
+		// A stored version that is unserved or gone is the storage check's finding already.
+		if slices.ContainsFunc(crd.Status.StoredVersions, func(v string) bool {
+			return !crdinfo.IsServed(crd, v) && strings.HasPrefix(u, v+" is in status.storedVersions")
+		}) {
+			continue
+		}
+		k.incomplete(CheckDataLoss, fmt.Errorf("%s", u))
+	}
+	if r.LossCount == 0 {
+		return false
+	}
+	var objs []string
+	for _, l := range r.Losses {
+		objs = append(objs, fmt.Sprintf("%s (%s)", objKey(l.Namespace, l.Name), strings.Join(l.Fields, ", ")))
+	}
+	more := ""
+	if r.LossCount > int64(len(r.Losses)) {
+		more = fmt.Sprintf(" and %d more", r.LossCount-int64(len(r.Losses)))
+	}
+	k.add(CheckDataLoss, SeverityError, strings.Join(preflight.Advice(r), " "),
+		fmt.Sprintf("%d objects lose fields when read at the storage version %s (the next write of each, e.g. a migration, drops them for good): %s%s",
+			r.LossCount, r.Target, strings.Join(objs, "; "), more))
+	return true
+}
+
+// transport reaches the CRD's conversion webhook for the data-loss check (nil for strategy
+// None, when round trips are skipped, or when it cannot be built: the answer is then unknown).
+func (k *checker) transport() convert.Transport {
+	if convert.Strategy(k.crd) != string(apiextensionsv1.WebhookConverter) || k.opts.SkipRoundTrip {
+		return nil
+	}
+	var client rest.Interface
+	if k.c.core != nil {
+		client = k.c.core.CoreV1().RESTClient()
+	}
+	t, err := convert.DefaultTransport(k.crd, client, k.opts.WebhookTimeout)
+	if err != nil {
+		return nil
+	}
+	return t
+}
+
+func objKey(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}

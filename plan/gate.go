@@ -1,0 +1,262 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/ownership"
+)
+
+// managedFieldsVersions turns the census of the objects' managedFields into one row per version
+// of the CRD's group (highest priority first), each writer classified by its role, with advice
+// where the new CRD removes or stops serving the version. target is the version the advice
+// points to (the version the new CRD is read at).
+func managedFieldsVersions(c *ownership.Census, next *apiextensionsv1.CustomResourceDefinition, target string) []ManagedFieldsVersion {
+	byVersion := map[string]ownership.VersionCount{}
+	for _, r := range c.Versions {
+		if !strings.Contains(r.Version, "/") { // another group's entry: not ours to judge
+			byVersion[r.Version] = r
+		}
+	}
+	group := next.Spec.Group
+	out := []ManagedFieldsVersion{}
+	for _, v := range sortedVersions(byVersion) {
+		r := byVersion[v]
+		mv := ManagedFieldsVersion{Version: v, Objects: r.Objects, Managers: []string{}, Writers: []ManagerWriter{}}
+		ver, err := crdinfo.Lookup(next, v)
+		mv.RemovedByThisChange = err != nil
+		mv.UnservedByThisChange = err == nil && !ver.Served
+		names := map[string]bool{}
+		for _, w := range r.Managers {
+			names[w.Manager] = true
+			mv.Writers = append(mv.Writers, classify(w, group, v, target, mv.RemovedByThisChange, mv.UnservedByThisChange))
+		}
+		mv.Managers = sortedSet(names)
+		out = append(out, mv)
+	}
+	return out
+}
+
+// classify says what one writer's entries of version v mean, and what to change when v goes.
+func classify(w ownership.Writer, group, v, target string, removed, unserved bool) ManagerWriter {
+	mw := ManagerWriter{Writer: w, Role: ownership.RoleOf(w.Manager, w.Operation)}
+	detail := []string{w.Operation}
+	if w.Subresource != "" {
+		detail = append(detail, "/"+w.Subresource)
+	}
+	when := ""
+	if w.LastWrite != nil {
+		when = " on " + w.LastWrite.UTC().Format("2006-01-02")
+		detail = append(detail, "last "+w.LastWrite.UTC().Format("2006-01-02"))
+	}
+	gv := group + "/" + v
+	switch mw.Role {
+	case ownership.RoleApplier:
+		mw.Summary = fmt.Sprintf("%s applies manifests at apiVersion %s (%s)", w.Manager, gv, strings.Join(detail, ", "))
+	case ownership.RoleOneTime:
+		if w.Manager == "kubectl-create" {
+			mw.Summary = fmt.Sprintf("created at %s by %s%s", v, w.Manager, when)
+		} else {
+			mw.Summary = fmt.Sprintf("changed once at %s by %s%s", v, w.Manager, when)
+		}
+	default:
+		mw.Summary = fmt.Sprintf("%s last wrote %s (%s)", w.Manager, v, strings.Join(detail, ", "))
+	}
+	if !removed && !unserved || target == "" || target == v {
+		return mw
+	}
+	switch mw.Role {
+	case ownership.RoleApplier:
+		mw.Advice = fmt.Sprintf("change the manifests of %s to apiVersion %s/%s", w.Manager, group, target)
+	case ownership.RoleController:
+		mw.Advice = fmt.Sprintf("if %s still writes %s, deploy a release of it that writes %s first", w.Manager, v, target)
+	case ownership.RoleOneTime:
+		if removed {
+			mw.Advice = fmt.Sprintf("move its entries of %s to %s before %s is removed", v, target, v)
+		}
+	}
+	return mw
+}
+
+func orEmpty(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
+}
+
+// judge sets the item's verdict from what the plan found: breaking when something live breaks
+// or loses data, unknown when the plan cannot tell, stricter when only new objects and
+// changes meet stricter rules, safe otherwise.
+func judge(live *apiextensionsv1.CustomResourceDefinition, it *Item) {
+	breaking, unknown := []string{}, []string{}
+	if !it.Apply.Allowed {
+		breaking = append(breaking, fmt.Sprintf("the API server rejects the CRD %s (see the apply errors)", it.Operation))
+	}
+	if live != nil && it.storedVersionsUnknown {
+		var removed []string
+		for _, v := range it.Versions.Removed {
+			if v != it.StorageVersion.Before {
+				removed = append(removed, v)
+			}
+		}
+		if len(removed) > 0 {
+			unknown = append(unknown, fmt.Sprintf("status.storedVersions of the live CRD is not known (it was read without status): if it lists %s, which the new CRD removes, the API server rejects the update and objects encoded at it cannot be read; plan against the cluster or a copy of the live CRD with its status",
+				strings.Join(removed, ", ")))
+		}
+	}
+
+	// Objects.
+	var pruned, possibly, updates, creates []string
+	var prunedPaths, possiblyPaths []string
+	for i := range it.Objects.Findings {
+		f := &it.Objects.Findings[i]
+		name := objectName(f)
+		if len(f.PrunedOnRead) > 0 {
+			pruned = append(pruned, name)
+			prunedPaths = union(prunedPaths, f.PrunedOnRead)
+		}
+		if len(f.PossiblyPrunedOnRead) > 0 {
+			possibly = append(possibly, name)
+			possiblyPaths = union(possiblyPaths, f.PossiblyPrunedOnRead)
+		}
+		if len(f.UpdateErrors) > 0 {
+			updates = append(updates, name)
+		}
+		if len(f.CreateErrors) > 0 {
+			creates = append(creates, name)
+		}
+	}
+	if len(pruned) > 0 {
+		breaking = append(breaking, fmt.Sprintf("%s %s fields on read, and from etcd on the next write: %s (%s)", objectsCount(len(pruned)), agree(len(pruned), "loses", "lose"), strings.Join(prunedPaths, ", "), names(pruned)))
+	}
+	if len(updates) > 0 {
+		breaking = append(breaking, fmt.Sprintf("%s would be rejected on the next update (a controller's write): %s", objectsCount(len(updates)), names(updates)))
+	}
+	if len(creates) > 0 {
+		breaking = append(breaking, fmt.Sprintf("%s %s the new schema: re-creating as listed (a restore, a GitOps replace) is rejected: %s", objectsCount(len(creates)), agree(len(creates), "violates", "violate"), names(creates)))
+	}
+	if len(possibly) > 0 {
+		unknown = append(unknown, fmt.Sprintf("%s %s fields on read if encoded at another version in etcd (a migration is pending; the API cannot show it): %s (%s)", objectsCount(len(possibly)), agree(len(possibly), "loses", "lose"), strings.Join(possiblyPaths, ", "), names(possibly)))
+	}
+	for _, s := range it.ConversionSample {
+		switch {
+		case s.Unreachable != "":
+			unknown = append(unknown, fmt.Sprintf("the new conversion webhook could not be reached to convert to %s: %s", s.To, s.Unreachable))
+		case s.Problems > 0:
+			breaking = append(breaking, fmt.Sprintf("the new conversion webhook fails %d checks converting sampled objects to %s and back", s.Problems, s.To))
+		}
+	}
+
+	// Field managers.
+	for _, mv := range it.ManagedFields {
+		gone := "no longer serves"
+		if mv.RemovedByThisChange {
+			gone = "removes"
+			breaking = append(breaking, fmt.Sprintf("server-side apply fails on %s whose managedFields name %s, which the new CRD removes (and a plain update wipes their managedFields)", objectsCount(int(mv.Objects)), mv.Version))
+		}
+		if !mv.RemovedByThisChange && !mv.UnservedByThisChange {
+			continue
+		}
+		for _, w := range mv.Writers {
+			switch w.Role {
+			case ownership.RoleApplier:
+				breaking = append(breaking, fmt.Sprintf("%s still writes %s (%s, %s), which the new CRD %s: its next apply fails; %s", w.Manager, mv.Version, w.Operation, objectsCount(int(w.Objects)), gone, orEmpty(w.Advice, "change its manifests")))
+			case ownership.RoleController:
+				unknown = append(unknown, fmt.Sprintf("%s last wrote %s (%s, %s), which the new CRD %s: if it still does, its writes fail; %s", w.Manager, mv.Version, w.Operation, objectsCount(int(w.Objects)), gone, orEmpty(w.Advice, "check which version it writes")))
+			}
+		}
+	}
+
+	// What was not evaluated.
+	var risky []SchemaChange
+	stricter := []SchemaChange{}
+	for _, c := range it.SchemaChanges {
+		if c.Effect == EffectLossy || c.Effect == EffectStricter {
+			risky = append(risky, c)
+			stricter = append(stricter, c)
+		}
+	}
+	gone := len(it.Versions.Removed) > 0 || len(it.Versions.Unserved) > 0
+	if live != nil && !it.allEvaluated && (len(risky) > 0 || gone) {
+		what := []string{}
+		if len(risky) > 0 {
+			what = append(what, fmt.Sprintf("%s (removed fields, stricter rules) may break them", plural(len(risky), "schema change")))
+		}
+		if gone {
+			what = append(what, "their managedFields may name a version that disappears")
+		}
+		switch {
+		case it.Objects.Evaluated == 0:
+			unknown = append(unknown, "the objects were not evaluated: "+strings.Join(what, "; "))
+		default:
+			unknown = append(unknown, fmt.Sprintf("only %d of %s objects were evaluated: for the others, %s", it.Objects.Evaluated, totalText(it.Objects.Total), strings.Join(what, "; ")))
+		}
+	}
+
+	it.BreakingReasons, it.UnknownReasons, it.Stricter = breaking, unknown, stricter
+	switch {
+	case len(breaking) > 0:
+		it.Verdict = VerdictBreaking
+	case len(unknown) > 0:
+		it.Verdict = VerdictUnknown
+	case len(stricter) > 0:
+		it.Verdict = VerdictStricter
+	default:
+		it.Verdict = VerdictSafe
+	}
+	it.Breaking = it.Verdict == VerdictBreaking || it.Verdict == VerdictUnknown
+}
+
+func objectName(f *Finding) string {
+	if f.Namespace != "" {
+		return f.Namespace + "/" + f.Name
+	}
+	return f.Name
+}
+
+// namesShown is how many object names a reason lists.
+const namesShown = 3
+
+func names(ns []string) string {
+	if len(ns) <= namesShown {
+		return strings.Join(ns, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ns[:namesShown], ", "), len(ns)-namesShown)
+}
+
+func union(a, b []string) []string {
+	for _, s := range b {
+		if !slices.Contains(a, s) {
+			a = append(a, s)
+		}
+	}
+	return a
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func agree(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func objectsCount(n int) string { return plural(n, "object") }
+
+func totalText(n int64) string {
+	if n < 0 {
+		return "an unknown number of"
+	}
+	return fmt.Sprint(n)
+}

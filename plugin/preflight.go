@@ -1,0 +1,203 @@
+package plugin
+
+// preflight.go: the check before a rewrite (package preflight) as migrate, migrate --all and
+// retire run it: --allow-data-loss and --skip-invalid, the webhook transport, the refusal and
+// its human printer.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/preflight"
+)
+
+// preflightShown bounds the objects a human report lists per kind of finding (-o json lists
+// up to preflight's MaxListed; the counts are complete).
+const preflightShown = 20
+
+// preflightRefusal: the preflight found what the flags do not allow; nothing was written.
+type preflightRefusal struct {
+	reports []*preflight.Report
+	msg     string
+}
+
+func (e *preflightRefusal) Error() string { return e.msg }
+
+// preflightPart is a preflight report as printed before the question (human output only).
+type preflightPart struct{ r *preflight.Report }
+
+// webhookTransport is the way to crd's conversion webhook for a preflight: its URL, or the
+// API server's service proxy for a service (no flag needed). nil when it cannot be built:
+// what the webhook loses is then reported as unknown.
+func (g *Globals) webhookTransport(crd *apiextensionsv1.CustomResourceDefinition) convert.Transport {
+	if convert.Strategy(crd) != string(apiextensionsv1.WebhookConverter) {
+		return nil
+	}
+	var client rest.Interface
+	if cs, err := g.clients(); err == nil {
+		if kube, err := cs.Kube(); err == nil {
+			client = kube.CoreV1().RESTClient()
+		}
+	}
+	t, err := convert.DefaultTransport(crd, client, 10*time.Second)
+	if err != nil {
+		return nil
+	}
+	return t
+}
+
+// runPreflight checks what rewriting crd's objects at target would lose or be refused, with a
+// progress display, prints the findings for people (before any question) and returns the
+// report.
+func (g *Globals) runPreflight(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string, rf RewriteFlags, progress Progress, printer ReportPrinter, prefix string) (*preflight.Report, error) {
+	cs, err := g.clients()
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := cs.Dynamic()
+	if err != nil {
+		return nil, err
+	}
+	var done, total atomic.Int64
+	total.Store(-1)
+	stop := progress.Start(Task{Name: "preflight", Prefix: prefix + " preflight", Unit: "objects", Verb: "evaluated",
+		TotalFunc: total.Load, Done: done.Load})
+	rep, err := preflight.Check(ctx, dyn, crd, preflight.Options{Target: target, ChunkSize: rf.ChunkSize, Transport: g.webhookTransport(crd),
+		Progress: func(d, t int64) { done.Store(d); total.Store(t) }})
+	stop()
+	if err != nil {
+		return nil, clusterError(fmt.Sprintf("checking what rewriting %s at %s would lose", crd.Name, target), err)
+	}
+	if err := printer.PrintPart(g.Out, preflightPart{rep}); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// refusal is the error that stops a run on reps' findings, or nil when the flags allow them.
+// cmd is the command line to run again.
+func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {
+	of := func(names []string) string {
+		if len(reps) == 1 {
+			return ""
+		}
+		return " of " + strings.Join(names, ", ")
+	}
+	var losing, rejecting, unknown []string
+	var lost, rejected int64
+	for _, r := range reps {
+		if r.LossCount > 0 && !rf.AllowDataLoss {
+			losing = append(losing, r.CRD)
+			lost += r.LossCount
+		}
+		if len(r.Unknown) > 0 && !rf.AllowDataLoss {
+			unknown = append(unknown, r.CRD)
+		}
+		if r.RejectedCount > 0 && !rf.SkipInvalid {
+			rejecting = append(rejecting, r.CRD)
+			rejected += r.RejectedCount
+		}
+	}
+	if len(losing)+len(rejecting)+len(unknown) == 0 {
+		return nil
+	}
+	var what, then []string
+	if lost > 0 {
+		what = append(what, fmt.Sprintf("%d objects%s would lose fields", lost, of(losing)))
+		then = append(then, "back up and convert them as said above, or accept the loss with "+cmd+" --allow-data-loss")
+	}
+	if len(unknown) > 0 {
+		what = append(what, fmt.Sprintf("what the rewrite%s loses is unknown", of(unknown)))
+		if lost == 0 {
+			then = append(then, "make it evaluable as said above, or accept the risk with "+cmd+" --allow-data-loss")
+		}
+	}
+	if rejected > 0 {
+		what = append(what, fmt.Sprintf("%d objects%s would be rejected by the rewrite", rejected, of(rejecting)))
+		then = append(then, "fix them as said above, or leave them unrewritten with "+cmd+" --skip-invalid (status.storedVersions then keeps the old versions)")
+	}
+	return &preflightRefusal{reports: reps, msg: fmt.Sprintf("refusing before any write: %s (listed above); nothing was written: %s",
+		strings.Join(what, "; "), strings.Join(then, "; "))}
+}
+
+// printPreflight prints a preflight report for people: counts, the objects (at most
+// preflightShown of each kind), what is unknown, and how to keep the data.
+func printPreflight(w io.Writer, r *preflight.Report, noHeaders bool) error {
+	fmt.Fprintf(w, "\nPreflight of %s at %s (conversion %s): %d objects read at %s", r.CRD, r.Target, r.Strategy, r.Objects, r.Target)
+	if len(r.Compared) > 0 {
+		fmt.Fprintf(w, ", compared with %s", strings.Join(r.Compared, ", "))
+	}
+	fmt.Fprintln(w)
+	if r.Safe() {
+		fmt.Fprintf(w, "  nothing is lost or refused by rewriting them at %s\n", r.Target)
+		return nil
+	}
+	if r.LossCount > 0 {
+		fmt.Fprintf(w, "  %d objects would lose fields:\n", r.LossCount)
+		t := &table{header: []string{"object", "held at", "fields lost"}, maxWidth: terminalWidth}
+		for i, l := range r.Losses {
+			if i == preflightShown {
+				break
+			}
+			t.add(objectName(l.Namespace, l.Name), l.HeldAt, shorten(strings.Join(l.Fields, ", "), 80))
+		}
+		if err := t.print(w, noHeaders); err != nil {
+			return err
+		}
+		if r.LossCount > int64(min(len(r.Losses), preflightShown)) {
+			fmt.Fprintf(w, "  … and %d more (-o json lists up to %d)\n", r.LossCount-int64(min(len(r.Losses), preflightShown)), len(r.Losses))
+		}
+	}
+	if r.RejectedCount > 0 {
+		fmt.Fprintf(w, "  %d objects would be rejected by a write at %s:\n", r.RejectedCount, r.Target)
+		t := &table{header: []string{"object", "error"}, maxWidth: terminalWidth}
+		for i, x := range r.Rejected {
+			if i == preflightShown {
+				break
+			}
+			t.add(objectName(x.Namespace, x.Name), shorten(strings.Join(x.Errors, "; "), 90))
+		}
+		if err := t.print(w, noHeaders); err != nil {
+			return err
+		}
+		if r.RejectedCount > int64(min(len(r.Rejected), preflightShown)) {
+			fmt.Fprintf(w, "  … and %d more (-o json lists up to %d)\n", r.RejectedCount-int64(min(len(r.Rejected), preflightShown)), len(r.Rejected))
+		}
+	}
+	for _, u := range r.Unknown {
+		fmt.Fprintf(w, "  %s\n", indentWrap("unknown: "+u, terminalWidth-4, 4))
+	}
+	fmt.Fprintln(w, "  To keep the data:")
+	for _, a := range preflight.Advice(r) {
+		if strings.HasPrefix(a, "  ") {
+			fmt.Fprintf(w, "  %s\n", a) // a command: one line, to copy
+			continue
+		}
+		fmt.Fprintf(w, "  %s\n", indentWrap(a, terminalWidth-4, 4))
+	}
+	return nil
+}
+
+func objectName(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+// shorten cuts s to n runes with "…".
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
