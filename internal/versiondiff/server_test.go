@@ -185,7 +185,7 @@ func errorLines(errs []preview.PreviewError) []string {
 // `Invalid value: "<the field's type>": <message>`. From 1.35 the value is the field's value
 // for a scalar and left out for an object or array (apiextensions-apiserver's CEL validator;
 // no version switch covers it): a difference in wording only, never in the verdict
-// (docs/kubernetes-versions.md, known difference cel-error-value).
+// (kubeversion.Differences: cel-error-value).
 var celValueWording = regexp.MustCompile(`^Invalid value: "(object|array|string|integer|number|boolean)": (.*)$`)
 
 // sameButCELWording reports whether the server's error (a server up to 1.34) and preview's

@@ -38,8 +38,16 @@ const (
 )
 
 // celWordingChanged is the first minor whose failed-rule errors carry the field's value
-// (celValueWording).
-var celWordingChanged = kubeversion.Version{Major: 1, Minor: 35}
+// (celValueWording): NewSince of the known difference cel-error-value.
+func celWordingChanged(t testing.TB) kubeversion.Version {
+	for _, d := range kubeversion.Differences() {
+		if d.ID == "cel-error-value" {
+			return d.NewSince
+		}
+	}
+	t.Fatal("kubeversion.Differences() has no cel-error-value")
+	return kubeversion.Version{}
+}
 
 // minorsToRun reads $CRDVER_KUBE_MINORS (see the package doc).
 func minorsToRun(t *testing.T) []string {
@@ -465,8 +473,8 @@ func (h *harness) compareObjects(crd *apiextensionsv1.CustomResourceDefinition, 
 			line := fmt.Sprintf("%s preview %s %s %s: preview (as %s) and the server disagree: %s\nobject: %s", h.row.server, crd.Name, v.Name,
 				(&unstructured.Unstructured{Object: o}).GetName(), h.kv, diff, body)
 			notes := knownNotes(pr.Notes)
-			if wordingOnly && !h.kv.AtLeast(celWordingChanged) {
-				notes = append(notes, "known difference cel-error-value: the same verdict and errors, in the wording of servers up to 1.34")
+			if wordingOnly && !h.kv.AtLeast(celWordingChanged(t)) {
+				notes = append(notes, "known difference cel-error-value (wording only): the same verdict and errors, worded as servers before "+celWordingChanged(t).String()+" word them")
 			}
 			h.disagree(checkPreview, source, line, notes)
 		}
