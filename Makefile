@@ -11,8 +11,12 @@ ifeq ($(GOBIN),)
 GOBIN       := $(shell $(GO) env GOPATH)/bin
 endif
 TEST_BINARIES := kube-apiserver etcd kube-controller-manager
+# The older Kubernetes minor whose real kube-apiserver `make test` checks kubectl-crdver's
+# --kube-version answers against, besides the current one (internal/versiondiff.CIOlderMinor);
+# `make test-versions` checks every minor of hack/tools/kube-1.*.
+CI_KUBE_MINOR := 1.34
 
-.PHONY: install build test test-assets bench clean
+.PHONY: install build test test-assets test-versions bench clean
 
 ## install: install kubectl-crdver (and kubectl_complete-crdver for shell completion) into GOBIN,
 ## then run `kubectl crdver versions` on the bundled CronTab example (the binary directly when
@@ -34,13 +38,25 @@ install:
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kubectl-crdver ./cmd/kubectl-crdver
 
-## test-assets: build kube-apiserver, etcd and kube-controller-manager from the Go module proxy (cached)
+## test-assets: build kube-apiserver, etcd and kube-controller-manager from the Go module proxy (cached),
+## and the kube-apiserver of $(CI_KUBE_MINOR)
 test-assets:
 	@hack/build-test-binaries.sh $(TEST_BINARIES) >/dev/null
+	@hack/build-test-binaries.sh --kube $(CI_KUBE_MINOR) kube-apiserver etcd >/dev/null
 
-## test: every test, unit and integration (real kube-apiserver + etcd)
+## test: every test, unit and integration (real kube-apiserver + etcd; the version differential
+## test against the current minor and $(CI_KUBE_MINOR))
 test: test-assets
-	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" $(GO) test -count=1 -timeout 45m ./...
+	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_KUBE_MINORS=current,$(CI_KUBE_MINOR) $(GO) test -count=1 -timeout 45m ./...
+
+## test-versions: the version differential test against every supported minor's real
+## kube-apiserver (builds the missing ones one at a time: ~10 min each on 2 cores, the first
+## time only); the agreement table goes to bin/kube-versions-agreement.md
+test-versions: test-assets
+	@for m in $$(hack/build-test-binaries.sh --minors); do hack/build-test-binaries.sh --kube $$m kube-apiserver etcd >/dev/null || exit 1; done
+	@mkdir -p bin
+	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_KUBE_MINORS=all CRDVER_AGREEMENT_OUT=$(CURDIR)/bin/kube-versions-agreement.md \
+		$(GO) test -count=1 -timeout 90m -run TestAgreementWithAPIServers -v ./internal/versiondiff/
 
 ## bench: the performance figures recorded in docs/benchmarks.md
 bench: test-assets

@@ -5,24 +5,52 @@
 #
 #   hack/build-test-binaries.sh [kube-apiserver] [etcd] [kube-controller-manager]
 #   hack/build-test-binaries.sh --dir     # print the cache folder, build nothing
+#   hack/build-test-binaries.sh --kube 1.34 [--dir]
+#                                         # an older minor's kube-apiserver (from
+#                                         # hack/tools/kube-1.34, see hack/new-kube-module.sh),
+#                                         # with the current etcd linked beside it
+#   hack/build-test-binaries.sh --minors  # list the older minors that have a module
 #
 # With no arguments it builds kube-apiserver and etcd. It does nothing when KUBEBUILDER_ASSETS
-# is set, or when every requested binary is already in the folder.
+# is set (without --kube), or when every requested binary is already in the folder.
 #
 # The folder is $CRDVER_TEST_ASSETS or, by default,
-# ${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-crdver/testbin/k8s-<version>-etcd-<version>.
+# ${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-crdver/testbin/k8s-<version>-etcd-<version>;
+# with --kube, .../testbin/k8s-<that version>-etcd-<version> (CRDVER_TEST_ASSETS is ignored).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-kube_version=$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' "$here/tools/kube/go.mod")
 etcd_version=$(awk '$1=="require" && $2=="go.etcd.io/etcd/server/v3" {print $3}' "$here/tools/etcd/go.mod")
+root=${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-crdver/testbin
 
-if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
-  echo "$KUBEBUILDER_ASSETS"
+if [[ "${1:-}" == "--minors" ]]; then
+  for m in "$here"/tools/kube-1.*/go.mod; do
+    [[ -f "$m" ]] && basename "$(dirname "$m")" | sed 's/^kube-//'
+  done | sort -t. -k2,2n
   exit 0
 fi
 
-dir=${CRDVER_TEST_ASSETS:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-crdver/testbin/k8s-${kube_version}-etcd-${etcd_version}}
+kube_module=kube
+if [[ "${1:-}" == "--kube" ]]; then
+  minor=${2:?build-test-binaries.sh: --kube needs a minor version such as 1.34}
+  shift 2
+  kube_module=kube-$minor
+  if [[ ! -f "$here/tools/$kube_module/go.mod" ]]; then
+    echo "build-test-binaries.sh: no module for Kubernetes $minor; write one with hack/new-kube-module.sh $minor.<patch>" >&2
+    exit 2
+  fi
+fi
+kube_version=$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' "$here/tools/$kube_module/go.mod")
+
+if [[ "$kube_module" == kube ]]; then
+  if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
+    echo "$KUBEBUILDER_ASSETS"
+    exit 0
+  fi
+  dir=${CRDVER_TEST_ASSETS:-$root/k8s-${kube_version}-etcd-${etcd_version}}
+else
+  dir=$root/k8s-${kube_version}-etcd-${etcd_version}
+fi
 if [[ "${1:-}" == "--dir" ]]; then
   echo "$dir"
   exit 0
@@ -41,11 +69,34 @@ wanted=("$@")
 build() { # name module-dir package
   local name=$1 moddir=$2 pkg=$3
   if [[ -x "$dir/$name" ]]; then return 0; fi
-  echo "building $name from the Go module proxy into $dir (first run only; ~5-10 min on 2 cores)" >&2
+  echo "building $name $kube_version from the Go module proxy into $dir (first run only; ~5-10 min on 2 cores)" >&2
   # -trimpath and no VCS stamping keep the build cacheable; CGO off gives static binaries.
-  (cd "$here/tools/$moddir" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$dir/$name.tmp.$$" "$pkg")
+  # GOSUMDB=off for the older minors' modules: their committed go.sum pins what is fetched.
+  local sumdb=${GOSUMDB:-}
+  [[ "$moddir" == kube ]] || sumdb=off
+  (cd "$here/tools/$moddir" && GOSUMDB=${sumdb:-$(go env GOSUMDB)} CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$dir/$name.tmp.$$" "$pkg")
   mv "$dir/$name.tmp.$$" "$dir/$name"
 }
+
+if [[ "$kube_module" != kube ]]; then
+  # An older minor's folder holds its kube-apiserver; etcd is the current one, built (once)
+  # in the current folder and linked here.
+  for w in "${wanted[@]}"; do
+    case "$w" in
+      kube-apiserver) build kube-apiserver "$kube_module" k8s.io/kubernetes/cmd/kube-apiserver ;;
+      etcd)
+        current=$("$here/build-test-binaries.sh" etcd | tail -n 1)
+        if [[ ! -x "$current/etcd" ]]; then
+          echo "build-test-binaries.sh: no etcd in $current (KUBEBUILDER_ASSETS?)" >&2
+          exit 3
+        fi
+        ln -sfn "$current/etcd" "$dir/etcd" ;;
+      *) echo "build-test-binaries.sh: --kube builds kube-apiserver and etcd only, not \"$w\"" >&2; exit 2 ;;
+    esac
+  done
+  echo "$dir"
+  exit 0
+fi
 
 for w in "${wanted[@]}"; do
   case "$w" in

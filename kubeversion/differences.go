@@ -47,7 +47,7 @@ var differences = []Difference{
 			"does not fit the field's format (format: int32 with maximum: 4294967295, as metallb's BGPPeer myASN)",
 		Before:   "accepts this",
 		After:    "rejects it",
-		OldUntil: Version{Major: 1, Minor: 34},
+		OldUntil: Version{Major: 1, Minor: 35},
 		NewSince: Version{Major: 1, Minor: 36},
 		Match: func(m string) bool {
 			return strings.Contains(m, "Maximum boundary value must be of type")

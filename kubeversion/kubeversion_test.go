@@ -185,8 +185,8 @@ func TestNotes(t *testing.T) {
 	msg := `spec.myASN: Invalid value: 4294967295: Maximum boundary value must be of type integer with format int32 in spec.myASN`
 	for v, want := range map[Version]string{
 		{1, 34}: "Kubernetes 1.34 accepts this; 1.36+ reject it, as this verdict does",
-		{1, 35}: "Kubernetes 1.32–1.34 accept this; 1.36+ reject it; 1.35 is not measured",
-		{1, 37}: "Kubernetes 1.32–1.34 accept this; 1.36+ reject it, as here",
+		{1, 35}: "Kubernetes 1.35 accepts this; 1.36+ reject it, as this verdict does",
+		{1, 37}: "Kubernetes 1.32–1.35 accept this; 1.36+ reject it, as here",
 	} {
 		notes := NotesFor(v, CheckObjectValidation, []string{"something else", msg})
 		if len(notes) != 1 || !strings.HasPrefix(notes[0], want) {

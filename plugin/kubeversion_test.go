@@ -105,8 +105,8 @@ func TestPreviewKnownDifferenceNote(t *testing.T) {
 	f := td("kubeversion", "bgppeers-crd.yaml")
 	for v, want := range map[string]string{
 		"1.34": "Kubernetes 1.34 accepts this; 1.36+ reject it, as this verdict does (known difference int32-maximum-format",
-		"1.35": "1.35 is not measured",
-		"1.36": "Kubernetes 1.32–1.34 accept this; 1.36+ reject it, as here",
+		"1.35": "Kubernetes 1.35 accepts this; 1.36+ reject it, as this verdict does (known difference int32-maximum-format",
+		"1.36": "Kubernetes 1.32–1.35 accept this; 1.36+ reject it, as here",
 	} {
 		r := run(t, "", "preview", "-f", f, "--crd-file", f, "--kube-version", v, "-o", "json")
 		if r.code != ExitProblems {

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,5 +68,47 @@ func TestBuildScriptWarmIsNoOp(t *testing.T) {
 	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS=")
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), `unknown binary "kubelet"`) {
 		t.Errorf("unknown binary: %q, %v; want an error", out, err)
+	}
+}
+
+// TestBuildScriptOlderMinors: --minors lists the minors hack/tools has a kube-apiserver module
+// for, oldest first; --kube MINOR --dir names that minor's own cache folder (by its release,
+// KUBEBUILDER_ASSETS notwithstanding: it holds the current minor); a minor without a module is
+// refused with the command that adds one. Nothing is built.
+func TestBuildScriptOlderMinors(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "hack", "build-test-binaries.sh")
+	minors, err := OlderMinors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, _ := filepath.Glob(filepath.Join(root, "hack", "tools", "kube-1.*", "go.mod"))
+	if len(minors) == 0 || len(minors) != len(mods) {
+		t.Fatalf("--minors listed %v; hack/tools has %d kube-1.* modules", minors, len(mods))
+	}
+	for i := 1; i < len(minors); i++ {
+		var a, b int
+		fmt.Sscanf(minors[i-1], "1.%d", &a)
+		fmt.Sscanf(minors[i], "1.%d", &b)
+		if a >= b {
+			t.Errorf("--minors is not oldest first: %v", minors)
+		}
+	}
+	cmd := exec.Command("bash", script, "--kube", minors[0], "--dir")
+	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS=/some/where")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if !strings.Contains(filepath.Base(dir), "k8s-v"+minors[0]+".") || filepath.Base(filepath.Dir(dir)) != "testbin" {
+		t.Errorf("--kube %s --dir printed %q, want .../testbin/k8s-v%s.<patch>-etcd-<version>", minors[0], dir, minors[0])
+	}
+	cmd = exec.Command("bash", script, "--kube", "1.9", "kube-apiserver")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "hack/new-kube-module.sh 1.9.<patch>") {
+		t.Errorf("--kube 1.9: %q, %v; want an error naming hack/new-kube-module.sh", out, err)
 	}
 }

@@ -25,16 +25,15 @@ func CRDFile(t testing.TB, name string) string {
 	return filepath.Join(root, "testdata", "crds", name)
 }
 
-// ReadCRDs decodes every CRD of a file (v1 or v1beta1, several documents) as the API server
-// would (crd.Decode).
-func ReadCRDs(t testing.TB, path string) []*apiextensionsv1.CustomResourceDefinition {
+// ReadDocuments returns the non-empty YAML (or JSON) documents of a file.
+func ReadDocuments(t testing.TB, path string) [][]byte {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []*apiextensionsv1.CustomResourceDefinition
+	var out [][]byte
 	r := utilyaml.NewYAMLReader(bufio.NewReaderSize(f, 64*1024))
 	for {
 		doc, err := r.Read()
@@ -44,9 +43,19 @@ func ReadCRDs(t testing.TB, path string) []*apiextensionsv1.CustomResourceDefini
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
+		if len(bytes.TrimSpace(doc)) > 0 {
+			out = append(out, doc)
 		}
+	}
+	return out
+}
+
+// ReadCRDs decodes every CRD of a file (v1 or v1beta1, several documents) as the API server
+// would (crd.Decode).
+func ReadCRDs(t testing.TB, path string) []*apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, doc := range ReadDocuments(t, path) {
 		crd, err := crdinfo.Decode(doc)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)

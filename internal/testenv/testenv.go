@@ -45,6 +45,9 @@ type Options struct {
 	APIServerArgs []string
 	// Binaries to build besides kube-apiserver and etcd (e.g. "kube-controller-manager").
 	ExtraBinaries []string
+	// KubeMinor, when set ("1.34"), runs that older minor's kube-apiserver, built from
+	// hack/tools/kube-<minor> (see AssetsForMinor), instead of the current one.
+	KubeMinor string
 }
 
 // RepoRoot is the folder holding the module's go.mod.
@@ -87,9 +90,47 @@ func Assets(extra ...string) (string, error) {
 	return lines[len(lines)-1], nil
 }
 
+// AssetsForMinor returns the folder with an older minor's kube-apiserver (and the current
+// etcd), building it with hack/build-test-binaries.sh --kube <minor> when missing (minutes,
+// the first time only). KUBEBUILDER_ASSETS does not apply: it holds the current minor.
+func AssetsForMinor(minor string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("bash", filepath.Join(root, "hack", "build-test-binaries.sh"), "--kube", minor, "kube-apiserver", "etcd")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("building kube-apiserver %s (hack/build-test-binaries.sh --kube %s): %w", minor, minor, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}
+
+// OlderMinors lists the minors that hack/tools has a kube-apiserver module for
+// (hack/build-test-binaries.sh --minors), oldest first.
+func OlderMinors() ([]string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command("bash", filepath.Join(root, "hack", "build-test-binaries.sh"), "--minors").Output()
+	if err != nil {
+		return nil, fmt.Errorf("hack/build-test-binaries.sh --minors: %w", err)
+	}
+	return strings.Fields(string(out)), nil
+}
+
 // Start starts etcd and kube-apiserver.
 func Start(opts Options) (*Env, error) {
-	assets, err := Assets(opts.ExtraBinaries...)
+	var assets string
+	var err error
+	if opts.KubeMinor != "" {
+		assets, err = AssetsForMinor(opts.KubeMinor)
+	} else {
+		assets, err = Assets(opts.ExtraBinaries...)
+	}
 	if err != nil {
 		return nil, err
 	}
