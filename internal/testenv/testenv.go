@@ -144,6 +144,11 @@ func Start(opts Options) (*Env, error) {
 		ControlPlaneStopTimeout:  time.Minute,
 	}
 	api := te.ControlPlane.GetAPIServer()
+	// The binaries are named by path: envtest would otherwise take KUBEBUILDER_ASSETS (the
+	// current minor, which make test sets) over BinaryAssetsDirectory, and an older minor's run
+	// would start the current kube-apiserver.
+	api.Path = filepath.Join(assets, "kube-apiserver")
+	te.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd")}
 	for _, a := range opts.APIServerArgs {
 		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 		api.Configure().Append(name, value)
