@@ -147,7 +147,9 @@ func TestProgressOnTerminal(t *testing.T) {
 	})
 	t.Run("plan", func(t *testing.T) {
 		var objects strings.Builder
-		for i := 0; i < 1500; i++ {
+		// Enough objects to keep one worker busy well past the bar's one-second delay on an
+		// idle machine (1,500 took under a second).
+		for i := 0; i < 6000; i++ {
 			fmt.Fprintf(&objects, "---\napiVersion: plan.example.com/v1\nkind: Widget\nmetadata: {name: w-%d, namespace: default}\nspec: {size: 4, mode: a, owner: x, tier: gold}\n", i)
 		}
 		path := filepath.Join(t.TempDir(), "objects.yaml")
@@ -157,7 +159,7 @@ func TestProgressOnTerminal(t *testing.T) {
 		raw := onTerminalAndPipe(t, nil, "plan", "-f", repo("plan", "testdata", "widgets-new.yaml"), "--old-file", repo("plan", "testdata", "widgets-old.yaml"),
 			"--objects", path, "--workers", "1")
 		if !barFrame.MatchString(raw) {
-			t.Errorf("no bar while plan evaluated 1500 objects on one worker:\n%q", raw)
+			t.Errorf("no bar while plan evaluated 6000 objects on one worker:\n%q", raw)
 		}
 	})
 	t.Run("convert", func(t *testing.T) {
