@@ -11,7 +11,10 @@ import (
 // TestTally: entries are counted per version (by name within the group, by apiVersion
 // otherwise), per manager, operation and subresource, once per object, with the latest write.
 func TestTally(t *testing.T) {
-	at := func(day int) *metav1.Time { tm := metav1.NewTime(time.Date(2026, 1, day, 0, 0, 0, 0, time.UTC)); return &tm }
+	at := func(day int) *metav1.Time {
+		tm := metav1.NewTime(time.Date(2026, 1, day, 0, 0, 0, 0, time.UTC))
+		return &tm
+	}
 	tl := NewTally("example.com")
 	tl.Add([]metav1.ManagedFieldsEntry{
 		{Manager: "kubectl-create", Operation: "Update", APIVersion: "example.com/v1beta1", Time: at(1)},
