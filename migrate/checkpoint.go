@@ -66,32 +66,41 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 	return &cp, nil
 }
 
-// Save writes the checkpoint atomically (a temporary file renamed over path). Errors are
-// *CheckpointError.
+// Save writes the checkpoint atomically (WriteJSONAtomic). Errors are *CheckpointError.
 func (cp *Checkpoint) Save(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := WriteJSONAtomic(path, cp); err != nil {
 		return &CheckpointError{Op: CheckpointWrite, Path: path, Err: err}
 	}
-	b, err := json.MarshalIndent(cp, "", "  ")
+	return nil
+}
+
+// WriteJSONAtomic writes v as indented JSON to path through a temporary file renamed over it
+// (the folder is created 0700, the file is 0600), so a reader never sees half a file. The
+// migrate checkpoint and upgrade's state file are written with it.
+func WriteJSONAtomic(path string, v any) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return &CheckpointError{Op: CheckpointWrite, Path: path, Err: err}
+		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".checkpoint-*")
 	if err != nil {
-		return &CheckpointError{Op: CheckpointWrite, Path: path, Err: err}
+		return err
 	}
 	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
-		return &CheckpointError{Op: CheckpointWrite, Path: path, Err: err}
+		return err
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
-		return &CheckpointError{Op: CheckpointWrite, Path: path, Err: err}
+		return err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		os.Remove(tmp.Name())
-		return &CheckpointError{Op: CheckpointWrite, Path: path, Err: err}
+		return err
 	}
 	return nil
 }

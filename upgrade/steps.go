@@ -87,18 +87,10 @@ func (r *runner) save() error {
 		return nil
 	}
 	r.cp.BackupFile = r.o.BackupFile
-	b, err := json.MarshalIndent(r.cp, "", "  ")
-	if err != nil {
-		return err
+	if err := migrate.WriteJSONAtomic(r.cpPath, r.cp); err != nil {
+		return fmt.Errorf("writing the upgrade checkpoint %s: %w", r.cpPath, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(r.cpPath), 0o700); err != nil {
-		return fmt.Errorf("writing the upgrade checkpoint: %w", err)
-	}
-	tmp := r.cpPath + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("writing the upgrade checkpoint: %w", err)
-	}
-	return os.Rename(tmp, r.cpPath)
+	return nil
 }
 
 func stepKey(s plan.RunbookStep) string {
