@@ -806,3 +806,12 @@ func (h *harness) ssaByEveryManager(manifests map[*tracked]map[string]any) []str
 func versionsOf[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
 }
+
+// storageVersions is each release CRD's live storage version, by name.
+func (h *harness) storageVersions() map[string]string {
+	out := map[string]string{}
+	for name := range h.crds {
+		out[name] = storageVersion(h.liveCRD(name))
+	}
+	return out
+}

@@ -19,10 +19,7 @@ func TestReleaseUpgrade(t *testing.T) {
 func testUpgrade(t *testing.T, rc releaseCase) {
 	h := newHarness(t, rc.rel)
 	h.setUp(rc.via)
-	oldStorage := map[string]string{}
-	for name := range h.crds {
-		oldStorage[name] = storageVersion(h.liveCRD(name))
-	}
+	oldStorage := h.storageVersions()
 	initial, initialCRDs := h.snapshot(), h.crdStates()
 	newDir := h.releaseDir(rc.rel.New)
 	step := "kubectl crdver upgrade -f " + newDir + " --yes"

@@ -238,10 +238,7 @@ func TestReleaseRunbook(t *testing.T) {
 func testRunbook(t *testing.T, rc releaseCase) {
 	h := newHarness(t, rc.rel)
 	h.setUp(rc.via)
-	oldStorage := map[string]string{}
-	for name := range h.crds {
-		oldStorage[name] = storageVersion(h.liveCRD(name))
-	}
+	oldStorage := h.storageVersions()
 	initial := h.snapshot()
 	newDir := h.releaseDir(rc.rel.New)
 	r := h.crdver("plan", "-f", newDir, "-o", "json")
