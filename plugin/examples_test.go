@@ -312,7 +312,7 @@ type docUpdate struct {
 
 // checkShown compares what page example d shows with the run's output r. Output piped or
 // redirected elsewhere is not compared; a shown exit code must be the real one. A page that
-// shortens the output with "…" must show lines of the real output; otherwise the page shows
+// shortens the output (elided) must show lines of the real output; otherwise the page shows
 // standard output and standard error as a terminal interleaves them, exactly.
 func checkShown(t *testing.T, d docExample, code int, r result, updates map[string][]docUpdate) {
 	t.Helper()
@@ -333,7 +333,7 @@ func checkShown(t *testing.T, d docExample, code int, r result, updates map[stri
 	}
 	shortened := false
 	for _, l := range d.output {
-		if strings.TrimSpace(l) == "…" || strings.TrimSpace(l) == "..." {
+		if elided(l) {
 			shortened = true
 		}
 	}
@@ -343,7 +343,7 @@ func checkShown(t *testing.T, d docExample, code int, r result, updates map[stri
 			real[l] = true
 		}
 		for _, l := range d.output {
-			if s := strings.TrimSpace(l); s != "…" && s != "..." && !real[l] {
+			if !elided(l) && !real[l] {
 				t.Errorf("%s:%d: the page shows a line the command does not print:\n%s", d.file, d.line, l)
 			}
 		}
@@ -355,6 +355,13 @@ func checkShown(t *testing.T, d docExample, code int, r result, updates map[stri
 			d.file, d.line, d.cmd, strings.Join(d.output, "\n"), strings.Join(got, "\n"))
 		updates[d.file] = append(updates[d.file], docUpdate{line: d.line, old: d.output, new: got})
 	}
+}
+
+// elided reports whether a line of a page stands for lines left out: "…" or "..." alone, or a
+// JSON member "...": "..." in an abridged document.
+func elided(line string) bool {
+	s := strings.TrimSpace(line)
+	return s == "…" || s == "..." || strings.HasPrefix(s, `"...": "..."`)
 }
 
 func splitLines(s string) []string {
