@@ -357,11 +357,12 @@ func checkShown(t *testing.T, d docExample, code int, r result, updates map[stri
 	}
 }
 
-// elided reports whether a line of a page stands for lines left out: "…" or "..." alone, or a
-// JSON member "...": "..." in an abridged document.
+// elided reports whether a line of a page stands for lines left out: "…" or "..." alone or
+// followed by what was left out ("… (the sections of …)"), or a JSON member "...": "..." in an
+// abridged document.
 func elided(line string) bool {
 	s := strings.TrimSpace(line)
-	return s == "…" || s == "..." || strings.HasPrefix(s, `"...": "..."`)
+	return s == "…" || s == "..." || strings.HasPrefix(s, "… ") || strings.HasPrefix(s, `"...": "..."`)
 }
 
 func splitLines(s string) []string {
