@@ -76,7 +76,7 @@ func SeverityOf(check string) string {
 	return SeverityError
 }
 
-// Report is the result of a run. Its JSON shape is stable (README "convert").
+// Report is the result of a run. Its JSON shape is stable (docs/commands/convert.md, "Output and JSON shape").
 type Report struct {
 	CRD           string   `json:"crd"`
 	Strategy      string   `json:"strategy"`                // Webhook or None

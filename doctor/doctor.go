@@ -69,7 +69,7 @@ type Summary struct {
 	Incomplete []Incomplete `json:"incomplete"`
 }
 
-// Report is the result of a run. Its JSON shape is stable (README.md, "doctor output").
+// Report is the result of a run. Its JSON shape is stable (docs/commands/doctor.md, "Output and JSON shape").
 type Report struct {
 	Items   []Item  `json:"items"`
 	Summary Summary `json:"summary"`

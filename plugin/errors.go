@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// Exit codes, the same for every command (README "Exit codes").
+// Exit codes, the same for every command (docs/exit-codes.md).
 const (
 	ExitOK          = 0 // all good
 	ExitProblems    = 1 // the check ran and found problems

@@ -1,6 +1,6 @@
 // Command democluster starts the test control plane (kube-apiserver + etcd, as the tests do),
-// prints the path of an admin kubeconfig and waits for Ctrl-C. It is how the README's example
-// output was captured:
+// prints the path of an admin kubeconfig and waits for Ctrl-C. It is how the cluster examples
+// of docs/ were captured:
 //
 //	go run ./hack/democluster          # prints e.g. /tmp/crdver-testenv-123/kubeconfig
 //	export KUBECONFIG=/tmp/crdver-testenv-123/kubeconfig

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// The CronTab conversion the webhook performs (and the tests and the README demo rely on).
+// The CronTab conversion the webhook performs (and the tests and the docs/commands/convert.md demo rely on).
 
 // version is the version part of an apiVersion.
 func version(apiVersion any) string {

@@ -1,5 +1,5 @@
-// Package testwebhook is a real HTTPS conversion webhook for tests, benchmarks and the README
-// example: the CronTab seed example (stable.example.com v1beta1 spec.hostPort "host:port" ↔
+// Package testwebhook is a real HTTPS conversion webhook for tests, benchmarks and the
+// docs/commands/convert.md example: the CronTab seed example (stable.example.com v1beta1 spec.hostPort "host:port" ↔
 // v1 spec.host and spec.port), served on 127.0.0.1 with a generated CA and serving
 // certificate. Switches make it misbehave one way at a time.
 package testwebhook
