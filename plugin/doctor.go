@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crdver/kubectl-crdver/crdsource"
 	"github.com/crdver/kubectl-crdver/doctor"
 )
 
@@ -128,8 +129,8 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 		crds = nil
 		seen := map[string]bool{}
 		for _, n := range o.Names {
-			crd, err := matchCRD(all, n)
-			if errors.Is(err, errNoMatch) {
+			crd, err := crdsource.Match(all, n)
+			if errors.Is(err, crdsource.ErrNoMatch) {
 				return Usage(fmt.Errorf("%w (kubectl get crds lists them)", err))
 			}
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/preview"
 	"io"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
@@ -330,7 +332,10 @@ func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.Cust
 		for i, c := range next {
 			lives[i] = byName[c.Name]
 			if lives[i] != nil && len(o.ObjectFiles) > 0 {
-				sources[i] = newFileObjectSource(o.ObjectFiles, lives[i].Spec.Group, lives[i].Spec.Names.Kind, int(o.ChunkSize))
+				if slices.Contains(o.ObjectFiles, "-") {
+					return nil, nil, UsageErrorf("--objects -: read objects from files (stdin holds the CRDs)")
+				}
+				sources[i] = manifest.NewObjectPages(o.ObjectFiles, lives[i].Spec.Group, lives[i].Spec.Names.Kind, int(o.ChunkSize))
 			}
 		}
 		return lives, sources, nil
