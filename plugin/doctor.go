@@ -68,7 +68,7 @@ with --fail-on warning), 3 when a check could not be completed.`,
 		ValidArgsFunction: completeCRDNames(g),
 		RunE:              runE(o),
 	}
-	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
+	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML, outputMarkdown)
 	f := cmd.Flags()
 	f.StringVar(&o.FailOn, "fail-on", doctor.SeverityError, "Exit 1 when a finding of this severity or worse is found: error or warning")
 	f.IntVar(&o.Concurrency, "concurrency", 8, "CRDs checked at once")
