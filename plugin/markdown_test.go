@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -63,4 +65,17 @@ func TestMarkdownDoctorGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "doctor.md", b.String())
+}
+
+// TestPlanBadObjectsFile: a malformed --objects file is bad input (exit 2, one error line naming
+// the file and document), not a failure to complete.
+func TestPlanBadObjectsFile(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "objects.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: plan.example.com/v1\nkind: Widget\nmetadata: [unclosed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "", "plan", "-f", planFile("widgets-new.yaml"), "--old-file", planFile("widgets-old.yaml"), "--objects", bad, "-o", "markdown")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "objects.yaml (document 1): malformed YAML") {
+		t.Errorf("exit %d, stderr %q; want exit 2 naming objects.yaml (document 1)", r.code, r.stderr)
+	}
 }

@@ -313,7 +313,8 @@ func (o *PlanOptions) runError(err error) error {
 		return Unavailable(fmt.Errorf("%w: the plan is incomplete (nothing was written)", err))
 	}
 	var ie *preview.InputError
-	if errors.As(err, &ie) {
+	var mie *manifest.InputError
+	if errors.As(err, &ie) || errors.As(err, &mie) { // mie: an --objects file is wrong
 		return Usage(err)
 	}
 	return clusterError("planning", err)
