@@ -16,7 +16,7 @@ TEST_BINARIES := kube-apiserver etcd kube-controller-manager
 # `make test-versions` checks every minor of hack/tools/kube-1.*.
 CI_KUBE_MINOR := 1.34
 
-.PHONY: install build test test-assets test-versions bench clean
+.PHONY: install build docs test test-assets test-versions bench clean
 
 ## install: install kubectl-crdver (and kubectl_complete-crdver for shell completion) into GOBIN,
 ## then run `kubectl crdver versions` on the bundled CronTab example (the binary directly when
@@ -37,6 +37,12 @@ install:
 ## build: build bin/kubectl-crdver
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kubectl-crdver ./cmd/kubectl-crdver
+
+## docs: regenerate the CLI reference docs/reference/*.md from the commands (cobra's generator;
+## hack/docgen's TestReferenceIsCurrent fails when it is stale). The man pages and completion
+## scripts are generated at release time (.goreleaser.yaml: hack/docgen -release-files).
+docs:
+	$(GO) run ./hack/docgen -out docs/reference
 
 ## test-assets: build kube-apiserver, etcd and kube-controller-manager from the Go module proxy (cached),
 ## and the kube-apiserver of $(CI_KUBE_MINOR)
@@ -63,4 +69,4 @@ bench: test-assets
 	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" $(GO) test -run '^$$' -bench . -benchtime 20x -timeout 60m ./...
 
 clean:
-	rm -rf bin dist
+	rm -rf bin dist .release

@@ -52,6 +52,23 @@ type Item struct {
 	Findings []Finding `json:"findings"`
 }
 
+// Rank orders CRDs for tables and comments: errors first, then warnings, then other findings, then
+// those without any.
+func (it Item) Rank() int {
+	rank := 3
+	for _, f := range it.Findings {
+		switch f.Severity {
+		case SeverityError:
+			rank = min(rank, 0)
+		case SeverityWarning:
+			rank = min(rank, 1)
+		default:
+			rank = min(rank, 2)
+		}
+	}
+	return rank
+}
+
 // Incomplete is a check that could not be completed: its answer is unknown.
 type Incomplete struct {
 	CRD   string `json:"crd"`

@@ -45,8 +45,14 @@ func TestInstallFromRenderedManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := cfg.Archives[0].Files
-	if !contains(files, "LICENSE") {
-		t.Fatalf(".goreleaser.yaml archives carry %v; krew-index requires a LICENSE in every archive", files)
+	var plain []string
+	for _, f := range files {
+		if f.Dst == "" {
+			plain = append(plain, f.Src)
+		}
+	}
+	if !contains(plain, "LICENSE") {
+		t.Fatalf(".goreleaser.yaml archives carry %v; krew-index requires a LICENSE in every archive", plain)
 	}
 
 	const tag = "v0.9.1"
@@ -59,8 +65,23 @@ func TestInstallFromRenderedManifest(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	entries := map[string]string{"kubectl-crdver": bin}
+	generated := releaseFiles(t, cfg.Before.Hooks, filepath.Join(work, "release"))
 	for _, f := range files {
-		entries[f] = filepath.Join("..", f)
+		if f.Dst == "" {
+			entries[f.Src] = filepath.Join("..", f.Src)
+			continue
+		}
+		src, ok := strings.CutPrefix(f.Src, releaseDir+"/")
+		if !ok || !f.StripParent {
+			t.Fatalf(".goreleaser.yaml archive file %+v: want a glob under %s/ with strip_parent", f, releaseDir)
+		}
+		matches, err := filepath.Glob(filepath.Join(generated, src))
+		if err != nil || len(matches) == 0 {
+			t.Fatalf("%s matches nothing the before hook generates (%v)", f.Src, err)
+		}
+		for _, m := range matches {
+			entries[path.Join(f.Dst, filepath.Base(m))] = m
+		}
 	}
 	archive := tarGz(t, entries)
 	own := "_" + runtime.GOOS + "_" + runtime.GOARCH + ".tar.gz"
@@ -95,8 +116,10 @@ func TestInstallFromRenderedManifest(t *testing.T) {
 	// krew unpacks into store/<plugin>/<version>/ and links bin/kubectl-<name> to spec's bin.
 	store := filepath.Join(work, "store", m.Metadata.Name, tag)
 	unpacked := untarGz(t, archive, store)
-	if !contains(unpacked, "LICENSE") {
-		t.Errorf("archive holds %v, no LICENSE", unpacked)
+	for _, want := range []string{"LICENSE", "man/kubectl-crdver.1", "man/kubectl-crdver-plan.1", "completions/kubectl-crdver.bash", "completions/_kubectl-crdver", "completions/kubectl-crdver.fish"} {
+		if !contains(unpacked, want) {
+			t.Errorf("archive holds %v, no %s", unpacked, want)
+		}
 	}
 	target := filepath.Join(store, chosen.Bin)
 	if st, err := os.Stat(target); err != nil || st.Mode()&0o111 == 0 {
@@ -118,6 +141,37 @@ func TestInstallFromRenderedManifest(t *testing.T) {
 	if !strings.Contains(string(out), tag) {
 		t.Errorf("kubectl crdver version printed %q, want the tag %s", out, tag)
 	}
+}
+
+// releaseDir is where .goreleaser.yaml's before hook writes the man pages and completions.
+const releaseDir = ".release"
+
+// releaseFiles runs the before hook that generates the archives' man pages and completion
+// scripts (hack/docgen -release-files .release), writing into dir instead of the repository.
+func releaseFiles(t *testing.T, hooks []string, dir string) string {
+	t.Helper()
+	for _, h := range hooks {
+		args := strings.Fields(h)
+		if len(args) < 5 || args[0] != "go" || args[1] != "run" || args[2] != "./hack/docgen" {
+			continue
+		}
+		for i := range args {
+			if args[i] == "-release-files" && i+1 < len(args) && args[i+1] == releaseDir {
+				args[i+1] = dir
+			}
+			if strings.HasPrefix(args[i], "{{") {
+				args[i] = "1700000000" // the hook's {{ .CommitTimestamp }}
+			}
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", h, err, out)
+		}
+		return dir
+	}
+	t.Fatalf(".goreleaser.yaml has no before hook `go run ./hack/docgen -release-files %s` (hooks: %q)", releaseDir, hooks)
+	return ""
 }
 
 func contains(list []string, s string) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -216,8 +217,29 @@ func TestValidatorCatchesBadManifests(t *testing.T) {
 	}
 }
 
-// goreleaserConfig is the part of .goreleaser.yaml that decides the archive names.
+// archiveFile is one entry of an archive's files: a path, or {src: glob, dst: dir,
+// strip_parent: true}.
+type archiveFile struct {
+	Src         string `json:"src"`
+	Dst         string `json:"dst"`
+	StripParent bool   `json:"strip_parent"`
+}
+
+func (f *archiveFile) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*f = archiveFile{Src: s}
+		return nil
+	}
+	type plain archiveFile
+	return json.Unmarshal(b, (*plain)(f))
+}
+
+// goreleaserConfig is the part of .goreleaser.yaml that decides the archive names and contents.
 type goreleaserConfig struct {
+	Before struct {
+		Hooks []string `json:"hooks"`
+	} `json:"before"`
 	ProjectName string `json:"project_name"`
 	Builds      []struct {
 		Binary  string   `json:"binary"`
@@ -231,9 +253,9 @@ type goreleaserConfig struct {
 		} `json:"ignore"`
 	} `json:"builds"`
 	Archives []struct {
-		NameTemplate    string   `json:"name_template"`
-		Files           []string `json:"files"`
-		Formats         []string `json:"formats"`
+		NameTemplate    string        `json:"name_template"`
+		Files           []archiveFile `json:"files"`
+		Formats         []string      `json:"formats"`
 		FormatOverrides []struct {
 			Goos    string   `json:"goos"`
 			Formats []string `json:"formats"`

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/crdver/kubectl-crdver/progress"
 )
 
 // colorFlag is --color=auto|always|never. auto colours only when stdout is a terminal and
@@ -44,7 +46,7 @@ func (c *colorFlag) enabled(out io.Writer, applies bool) (bool, error) {
 	case "never":
 		return false, nil
 	}
-	return os.Getenv("NO_COLOR") == "" && isTerminal(out), nil
+	return os.Getenv("NO_COLOR") == "" && progress.IsTerminal(out), nil
 }
 
 const (

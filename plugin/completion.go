@@ -20,7 +20,7 @@ func (s *crdSource) completionCRD(cmd *cobra.Command, args []string) (*apiextens
 	}
 	// During completion cobra parses the flags twice, so slice flags hold every file twice.
 	src := *s
-	src.files, src.loaded = nil, nil
+	src.files, src.src, src.reported = nil, nil, false
 	seen := map[string]bool{}
 	for _, f := range s.files {
 		if !seen[f] && f != "-" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crdver/kubectl-crdver/crdsource"
 	"github.com/crdver/kubectl-crdver/doctor"
 )
 
@@ -67,7 +68,7 @@ with --fail-on warning), 3 when a check could not be completed.`,
 		ValidArgsFunction: completeCRDNames(g),
 		RunE:              runE(o),
 	}
-	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
+	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML, outputMarkdown)
 	f := cmd.Flags()
 	f.StringVar(&o.FailOn, "fail-on", doctor.SeverityError, "Exit 1 when a finding of this severity or worse is found: error or warning")
 	f.IntVar(&o.Concurrency, "concurrency", 8, "CRDs checked at once")
@@ -128,8 +129,8 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 		crds = nil
 		seen := map[string]bool{}
 		for _, n := range o.Names {
-			crd, err := matchCRD(all, n)
-			if errors.Is(err, errNoMatch) {
+			crd, err := crdsource.Match(all, n)
+			if errors.Is(err, crdsource.ErrNoMatch) {
 				return Usage(fmt.Errorf("%w (kubectl get crds lists them)", err))
 			}
 			if err != nil {

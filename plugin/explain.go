@@ -149,9 +149,9 @@ func (o *ExplainOptions) Run(ctx context.Context) error {
 	if _, err := crdinfo.Lookup(crd, version); err != nil {
 		return Usage(err)
 	}
-	path := explainPath(crd, version, o.Path)
+	path := explain.Path(crd, version, o.Path)
 	if field, ok := strings.CutPrefix(path, "metadata"); ok && (field == "" || field[0] == '.') {
-		m, err := explainMetadata(crd, version, strings.TrimPrefix(field, "."))
+		m, err := explain.Metadata(crd, version, strings.TrimPrefix(field, "."))
 		if err != nil {
 			return Usage(err)
 		}

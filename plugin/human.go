@@ -51,7 +51,7 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 		return printVersionsTable(w, r, p.wide, p.noHeaders)
 	case *explain.Explanation:
 		return printExplanation(w, r, p.noHeaders)
-	case *metadataExplanation:
+	case *explain.MetadataExplanation:
 		return printMetadataExplanation(w, r, p.noHeaders)
 	case *explain.SchemaDiff:
 		return printCompare(w, r, p.noHeaders)

@@ -13,7 +13,7 @@ import (
 // full.
 func printDoctorReport(w io.Writer, r *doctor.Report, wide, noHeaders bool) error {
 	items := slices.Clone(r.Items)
-	slices.SortStableFunc(items, func(a, b doctor.Item) int { return doctorRank(a) - doctorRank(b) })
+	slices.SortStableFunc(items, func(a, b doctor.Item) int { return a.Rank() - b.Rank() })
 	if wide {
 		t := &table{header: []string{"crd", "check", "severity", "message", "fix"}}
 		for _, it := range items {
@@ -45,21 +45,4 @@ func printDoctorReport(w io.Writer, r *doctor.Report, wide, noHeaders bool) erro
 		t.add(it.CRD, strconv.Itoa(e), strconv.Itoa(wn), first)
 	}
 	return t.print(w, noHeaders)
-}
-
-// doctorRank orders CRDs for the tables: errors first, then warnings, then other findings, then
-// those without any.
-func doctorRank(it doctor.Item) int {
-	rank := 3
-	for _, f := range it.Findings {
-		switch f.Severity {
-		case doctor.SeverityError:
-			rank = min(rank, 0)
-		case doctor.SeverityWarning:
-			rank = min(rank, 1)
-		default:
-			rank = min(rank, 2)
-		}
-	}
-	return rank
 }

@@ -239,3 +239,23 @@ func indentWrap(s string, width, indent int) string {
 	}
 	return strings.ReplaceAll(wrapWords(s, width), "\n", "\n"+strings.Repeat(" ", indent))
 }
+
+func printMetadataExplanation(w io.Writer, e *explain.MetadataExplanation, noHeaders bool) error {
+	if _, err := fmt.Fprintf(w, "CRD:         %s\nVERSION:     %s\nFIELD:       metadata <object>\nNOTE:        %s\n\n", e.CRD, e.Version, e.Note); err != nil {
+		return err
+	}
+	t := &table{header: []string{"FIELD", "TYPE", "DESCRIPTION"}}
+	for _, f := range e.Fields {
+		t.add(f.Name, f.Type, abbreviate(f.Description, 64))
+	}
+	return t.print(w, noHeaders)
+}
+
+// abbreviate shortens s to at most n characters, ending with "…" when it was cut.
+func abbreviate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/crdver/kubectl-crdver/crdsource"
 )
 
 // inputFlags are the flags about reading inputs that several commands share: -R, -v and
@@ -39,7 +41,7 @@ const skipNamesKept = 1000
 
 func (l *skipList) add(d Document) {
 	if l.n == 0 {
-		l.firstWhy = fmt.Sprintf("%s: %s %s", d.Where(), describeDoc(d), l.one)
+		l.firstWhy = fmt.Sprintf("%s: %s %s", d.Where(), crdsource.Describe(d), l.one)
 	}
 	l.n++
 	if len(l.names) < skipNamesKept {
@@ -72,7 +74,7 @@ func (l *skipList) report(w io.Writer, verbose bool) error {
 
 // describeObject names a document's object: apiVersion, kind, and namespace/name when present.
 func describeObject(d Document) string {
-	what := describeDoc(d)
+	what := crdsource.Describe(d)
 	var meta struct {
 		Metadata struct {
 			Name      string `json:"name"`

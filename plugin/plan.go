@@ -7,6 +7,7 @@ import (
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/preview"
 	"io"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
@@ -102,9 +104,9 @@ Exit status: 0 safe or stricter; 1 breaking or unknown (and stricter with --fail
 	}
 	f := cmd.Flags()
 	f.StringSliceVarP(&o.Files, "filename", "f", nil, "The new CRDs: files, directories (- for stdin); documents that are not CRDs are skipped")
-	f.StringSliceVar(&o.OldFiles, "old-file", nil, "Offline: the CRDs as they are now (instead of the cluster's); a CRD of -f not found here is a create")
+	f.StringSliceVar(&o.OldFiles, "old-file", nil, "Offline: the CRDs as they are now (instead of the cluster's); a CRD of -f not found here is a create (an empty file: every CRD is)")
 	f.StringSliceVar(&o.ObjectFiles, "objects", nil, "Offline: objects as the cluster returns them (kubectl get -o yaml), evaluated under the new CRDs; needs --old-file")
-	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
+	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML, outputMarkdown)
 	f.Int64Var(&o.Sample, "sample", 0, "Evaluate at most this many objects per CRD (0: all)")
 	f.StringVar(&o.FieldValidation, "field-validation", "Strict", "fieldValidation of the re-create: Strict (kubectl create's default), Warn or Ignore")
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page")
@@ -187,6 +189,9 @@ func (o *PlanOptions) readCRDDocs(files []string, flag string) ([]*apiextensions
 		}
 		seen[crd.Name] = d.Where()
 		crds = append(crds, crd)
+	}
+	if len(crds) == 0 && len(docs) == 0 && flag == "--old-file" {
+		return nil, 0, nil // an empty file: nothing is installed, every CRD of -f is a create
 	}
 	if len(crds) == 0 {
 		return nil, 0, UsageErrorf("%s: no CustomResourceDefinitions found (%s)", strings.Join(files, ", "), plural(skipped, "other document"))
@@ -308,7 +313,8 @@ func (o *PlanOptions) runError(err error) error {
 		return Unavailable(fmt.Errorf("%w: the plan is incomplete (nothing was written)", err))
 	}
 	var ie *preview.InputError
-	if errors.As(err, &ie) {
+	var mie *manifest.InputError
+	if errors.As(err, &ie) || errors.As(err, &mie) { // mie: an --objects file is wrong
 		return Usage(err)
 	}
 	return clusterError("planning", err)
@@ -330,7 +336,10 @@ func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.Cust
 		for i, c := range next {
 			lives[i] = byName[c.Name]
 			if lives[i] != nil && len(o.ObjectFiles) > 0 {
-				sources[i] = newFileObjectSource(o.ObjectFiles, lives[i].Spec.Group, lives[i].Spec.Names.Kind, int(o.ChunkSize))
+				if slices.Contains(o.ObjectFiles, "-") {
+					return nil, nil, UsageErrorf("--objects -: read objects from files (stdin holds the CRDs)")
+				}
+				sources[i] = manifest.NewObjectPages(o.ObjectFiles, lives[i].Spec.Group, lives[i].Spec.Names.Kind, int(o.ChunkSize))
 			}
 		}
 		return lives, sources, nil

@@ -201,8 +201,6 @@ type PreviewReport struct {
 	KubernetesVersion string `json:"kubernetesVersion"`
 }
 
-type gkKey struct{ group, kind string }
-
 type oldKey struct{ kind, namespace, name string }
 
 func (o *PreviewOptions) readOld(ctx context.Context) (map[oldKey][]byte, error) {

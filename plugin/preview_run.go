@@ -56,14 +56,14 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 	readErr := EachDocument(ctx, o.Files, InputOptions{Stdin: o.g.In, Recursive: o.input.Recursive, Progress: progress}, func(d Document) error {
 		if crdinfo.IsCRD(d.APIVersion, d.Kind) {
 			crdsInInput++
-			if res.prescanned[d.Where()] {
+			if res.Prescanned(d.Where()) {
 				return nil
 			}
 			crd, err := decodeCRD(ctx, d, o.verboseOut())
 			if err != nil {
 				return err
 			}
-			return res.addInput(d, crd)
+			return inputError(res.AddInput(d, crd))
 		}
 		gv, err := schema.ParseGroupVersion(d.APIVersion)
 		if err != nil || d.Kind == "" || gv.Version == "" {

@@ -45,7 +45,7 @@ func (f *outputFlags) validate() error {
 	if f.format == outputTable {
 		return nil
 	}
-	if f.noHeaders && (f.format == outputJSON || f.format == outputYAML) {
+	if f.noHeaders && (f.format == outputJSON || f.format == outputYAML || f.format == outputMarkdown) {
 		return UsageErrorf("--no-headers applies to tables: it cannot be combined with -o %s", f.format)
 	}
 	for _, a := range f.allowed {
@@ -86,6 +86,9 @@ func (f *outputFlags) toPrinter(h humanOptions) (ReportPrinter, error) {
 	}
 	if f.structured() {
 		return dataPrinter{format: f.format}, nil
+	}
+	if f.format == outputMarkdown {
+		return markdownPrinter{}, nil
 	}
 	return &humanPrinter{noHeaders: f.noHeaders, wide: f.format == outputWide, diff: h.diff, color: h.color}, nil
 }

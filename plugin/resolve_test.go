@@ -13,6 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
 
+	"github.com/crdver/kubectl-crdver/crdsource"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
@@ -68,8 +69,8 @@ func TestResolverOneListForManyKinds(t *testing.T) {
 			t.Fatalf("byGroupKind(%v) = %v, %v", gk, crd, err)
 		}
 	}
-	if _, err := s.byGroupKind(ctx, "resolver.example.com", "Nothing"); !errors.Is(err, errNoMatch) || ExitCode(err) != ExitUsage {
-		t.Errorf("a kind no CRD defines: err %v (exit %d), want errNoMatch, exit 2", err, ExitCode(err))
+	if _, err := s.byGroupKind(ctx, "resolver.example.com", "Nothing"); !errors.Is(err, crdsource.ErrNoMatch) || ExitCode(err) != ExitUsage {
+		t.Errorf("a kind no CRD defines: err %v (exit %d), want crdsource.ErrNoMatch, exit 2", err, ExitCode(err))
 	}
 	if crd, err := s.one(ctx, "rct"); err != nil || crd.Name != "rcrontabs.resolver.example.com" {
 		t.Errorf("one(rct) = %v, %v; want the RCronTab CRD by short name", crd, err)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/crdver/kubectl-crdver/kubeversion"
+	"github.com/crdver/kubectl-crdver/progress"
 
 	// Auth plugins (exec, OIDC) so that every kubeconfig kubectl accepts works here too.
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
@@ -41,7 +42,7 @@ func (g *Globals) Namespace() (string, error) {
 // NewRootCmd builds the `kubectl crdver` command tree. Every call returns a fresh tree with
 // its own flags, so tests can build as many as they like.
 func NewRootCmd(streams genericiooptions.IOStreams) *cobra.Command {
-	streams = onScreen(streams) // the progress bar is cleared before anything is printed to its terminal
+	streams = progress.OnScreen(streams) // the progress bar is cleared before anything is printed to its terminal
 	g := &Globals{IOStreams: streams, ConfigFlags: genericclioptions.NewConfigFlags(true)}
 	cmd := &cobra.Command{
 		Use:   "kubectl-crdver",

@@ -68,7 +68,7 @@ that could not be listed) the answer is unknown, never safe.`,
 	o.source = addCRDFileFlag(cmd, g, "filename", "f")
 	o.source.input = addInputFlags(cmd, "Make documents in -f that are not CustomResourceDefinitions an error instead of skipping them")
 	o.source.kube = addKubeVersionFlag(cmd)
-	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
+	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML, outputMarkdown)
 	cmd.Flags().BoolVarP(&o.All, "all", "A", false, "Summarise every CRD (of the cluster, or of the files given with -f)")
 	// -A selects all namespaces in kubectl and convert: here it still works, with a note.
 	_ = cmd.Flags().MarkShorthandDeprecated("all", "use --all (in kubectl and in convert, -A selects all namespaces)")
@@ -123,6 +123,8 @@ func (o *VersionsOptions) Validate() error {
 		return UsageErrorf("--all shows every CRD: do not name one (%q)", o.Name)
 	case o.All && o.CanRemove != "":
 		return UsageErrorf("--can-remove needs one CRD, not --all")
+	case !o.All && o.out.format == outputMarkdown:
+		return UsageErrorf("-o markdown is for --all (a pull request comment on every CRD): use -o json or -o yaml for one CRD")
 	case o.All && o.out.format == outputWide:
 		return UsageErrorf("--all has no wide output: use -o json or -o yaml for every field")
 	case !o.All && !o.Sort && o.Name == "" && !o.source.offline():

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/discovery"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/crdsource"
 	"github.com/crdver/kubectl-crdver/explain"
 )
 
@@ -37,7 +38,7 @@ func createVersionsCRDs(t *testing.T) []*apiextensionsv1.CustomResourceDefinitio
 	if err != nil {
 		t.Fatal(err)
 	}
-	crds, err := decodeCRDs(docs)
+	crds, err := crdsource.DecodeAll(docs)
 	if err != nil {
 		t.Fatal(err)
 	}

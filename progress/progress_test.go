@@ -1,4 +1,4 @@
-package plugin
+package progress
 
 import (
 	"bytes"
@@ -160,7 +160,7 @@ func TestProgressPlainLinesAndQuiet(t *testing.T) {
 		}
 	})
 	var out bytes.Buffer
-	p := NewProgress(&out, true, time.Millisecond)
+	p := New(&out, true, time.Millisecond)
 	stop := p.Start(Task{Name: "x", Unit: "objects", Done: func() int64 { return 3 }, Total: 3})
 	stop()
 	p.Notef("note")

@@ -1,8 +1,7 @@
-package plugin
+package explain
 
 import (
 	"fmt"
-	"io"
 	"maps"
 	"reflect"
 	"regexp"
@@ -16,11 +15,11 @@ import (
 // listIndex is an index or key in a path as preview prints it: spec.rules[0].matches.
 var listIndex = regexp.MustCompile(`\[[^\]]*\]`)
 
-// explainPath turns the paths people paste into explain's dotted form, where lists and maps
+// Path turns the paths people paste into explain's dotted form, where lists and maps
 // are transparent: preview's spec.rules[0].matches (indexes dropped) and kubectl's
 // <resource>.spec.rules (the leading resource dropped when it names crd and is not a field of
 // the root).
-func explainPath(crd *apiextensionsv1.CustomResourceDefinition, version, path string) string {
+func Path(crd *apiextensionsv1.CustomResourceDefinition, version, path string) string {
 	p := strings.Trim(listIndex.ReplaceAllString(path, ""), ".")
 	if rest, ok := strings.CutPrefix(p, crd.Name); ok && (rest == "" || rest[0] == '.') {
 		return strings.TrimPrefix(rest, ".")
@@ -54,24 +53,25 @@ func rootField(crd *apiextensionsv1.CustomResourceDefinition, version, name stri
 	return false
 }
 
-// metadataExplanation is what `explain CRD metadata` prints: the standard ObjectMeta fields the
+// MetadataExplanation is what `explain CRD metadata` prints: the standard ObjectMeta fields the
 // API server keeps for every object, which are not part of the CRD's schema.
-type metadataExplanation struct {
+type MetadataExplanation struct {
 	CRD     string          `json:"crd"`
 	Version string          `json:"version"`
 	Note    string          `json:"note"`
-	Fields  []metadataField `json:"fields"`
+	Fields  []MetadataField `json:"fields"`
 }
 
-type metadataField struct {
+// MetadataField is one field of metav1.ObjectMeta.
+type MetadataField struct {
 	Name        string `json:"name"`
 	Type        string `json:"type"`
 	Description string `json:"description"`
 }
 
-// explainMetadata describes metadata (or one field of it) from metav1.ObjectMeta itself: its
+// Metadata describes metadata (or one field of it) from metav1.ObjectMeta itself: its
 // JSON field names, Go types and the API documentation's descriptions.
-func explainMetadata(crd *apiextensionsv1.CustomResourceDefinition, version, field string) (*metadataExplanation, error) {
+func Metadata(crd *apiextensionsv1.CustomResourceDefinition, version, field string) (*MetadataExplanation, error) {
 	note := "metadata is the standard ObjectMeta (meta/v1): the API server keeps and validates it for every object; it is not part of the CRD's schema"
 	if crd.Spec.Scope == apiextensionsv1.ClusterScoped {
 		note += "; the CRD is cluster-scoped, so metadata.namespace is always empty"
@@ -83,7 +83,7 @@ func explainMetadata(crd *apiextensionsv1.CustomResourceDefinition, version, fie
 			}
 		}
 	}
-	e := &metadataExplanation{CRD: crd.Name, Version: version, Note: note}
+	e := &MetadataExplanation{CRD: crd.Name, Version: version, Note: note}
 	docs := metav1.ObjectMeta{}.SwaggerDoc()
 	t := reflect.TypeOf(metav1.ObjectMeta{})
 	var names []string
@@ -96,7 +96,7 @@ func explainMetadata(crd *apiextensionsv1.CustomResourceDefinition, version, fie
 		if field != "" && field != name {
 			continue
 		}
-		e.Fields = append(e.Fields, metadataField{Name: name, Type: jsonType(t.Field(i).Type), Description: firstSentence(docs[name])})
+		e.Fields = append(e.Fields, MetadataField{Name: name, Type: jsonType(t.Field(i).Type), Description: firstSentence(docs[name])})
 	}
 	if len(e.Fields) == 0 {
 		return nil, fmt.Errorf("%s %s: field %q does not exist: metadata has %s", crd.Name, version, "metadata."+field, strings.Join(names, ", "))
@@ -129,24 +129,4 @@ func firstSentence(s string) string {
 		return s[:i+1]
 	}
 	return s
-}
-
-func printMetadataExplanation(w io.Writer, e *metadataExplanation, noHeaders bool) error {
-	if _, err := fmt.Fprintf(w, "CRD:         %s\nVERSION:     %s\nFIELD:       metadata <object>\nNOTE:        %s\n\n", e.CRD, e.Version, e.Note); err != nil {
-		return err
-	}
-	t := &table{header: []string{"FIELD", "TYPE", "DESCRIPTION"}}
-	for _, f := range e.Fields {
-		t.add(f.Name, f.Type, abbreviate(f.Description, 64))
-	}
-	return t.print(w, noHeaders)
-}
-
-// abbreviate shortens s to at most n characters, ending with "…" when it was cut.
-func abbreviate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

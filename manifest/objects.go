@@ -1,11 +1,10 @@
-package plugin
+package manifest
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 
@@ -15,9 +14,12 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// fileObjectSource streams the objects of one group and kind from files (--objects), a page at
-// a time: memory holds one page, whatever the size of the files. Other documents are skipped.
-type fileObjectSource struct {
+// ObjectPages streams the objects of one group and kind from files, a page at a time: memory
+// holds one page, whatever the size of the files. Other documents, and documents that are not
+// Kubernetes objects, are skipped; List items are read one at a time. Paths are files or
+// directories (not recursively; not stdin or URLs). Its Next and Total make it a
+// plan.ObjectSource.
+type ObjectPages struct {
 	paths     []string
 	group     string
 	kind      string
@@ -32,25 +34,27 @@ type fileObjectSource struct {
 	exhausted bool
 }
 
-func newFileObjectSource(paths []string, group, kind string, pageSize int) *fileObjectSource {
-	return &fileObjectSource{paths: paths, group: group, kind: kind, pageSize: pageSize, total: -1}
+// NewObjectPages reads the objects of group and kind from paths, pageSize at a time.
+func NewObjectPages(paths []string, group, kind string, pageSize int) *ObjectPages {
+	return &ObjectPages{paths: paths, group: group, kind: kind, pageSize: pageSize, total: -1}
 }
 
-// Total is known once every file has been read.
-func (s *fileObjectSource) Total() int64 {
+// Total is the number of objects, known once every file has been read (-1 before).
+func (s *ObjectPages) Total() int64 {
 	if s.exhausted {
 		return s.total
 	}
 	return -1
 }
 
-func (s *fileObjectSource) Next(ctx context.Context) ([]unstructured.Unstructured, error) {
+// Next returns the next page, or io.EOF after the last one. Errors are *InputError.
+func (s *ObjectPages) Next(ctx context.Context) ([]unstructured.Unstructured, error) {
 	if !s.expanded {
 		for _, p := range s.paths {
 			if p == "-" {
-				return nil, UsageErrorf("--objects -: read objects from files (stdin holds the CRDs)")
+				return nil, inputErrorf("-: objects are read from files, not standard input")
 			}
-			fs, err := expandPath(p)
+			fs, err := ExpandPath(p, false)
 			if err != nil {
 				return nil, err
 			}
@@ -69,7 +73,7 @@ func (s *fileObjectSource) Next(ctx context.Context) ([]unstructured.Unstructure
 			}
 			f, err := os.Open(s.files[s.fileIndex])
 			if err != nil {
-				return nil, UsageErrorf("%s: %v", s.files[s.fileIndex], unwrapPathError(err))
+				return nil, inputErrorf("%s: %v", s.files[s.fileIndex], unwrapPathError(err))
 			}
 			s.cur, s.reader, s.docIndex = f, utilyaml.NewYAMLReader(bufio.NewReaderSize(f, 64*1024)), 0
 		}
@@ -83,14 +87,14 @@ func (s *fileObjectSource) Next(ctx context.Context) ([]unstructured.Unstructure
 		name := s.files[s.fileIndex]
 		s.docIndex++
 		if err != nil {
-			return nil, UsageErrorf("%s: reading document %d: %v", name, s.docIndex, err)
+			return nil, inputErrorf("%s: reading document %d: %v", name, s.docIndex, err)
 		}
 		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
 			continue
 		}
 		js, err := yaml.YAMLToJSON(raw)
 		if err != nil {
-			return nil, UsageErrorf("%s (document %d): malformed YAML: %v", name, s.docIndex, trimYAMLError(err))
+			return nil, inputErrorf("%s (document %d): malformed YAML: %v", name, s.docIndex, trimYAMLError(err))
 		}
 		var head struct {
 			APIVersion string            `json:"apiVersion"`
@@ -98,7 +102,7 @@ func (s *fileObjectSource) Next(ctx context.Context) ([]unstructured.Unstructure
 			Items      []json.RawMessage `json:"items"`
 		}
 		if err := json.Unmarshal(js, &head); err != nil {
-			continue // not an object: nothing to do with this CRD
+			continue // not an object: nothing to do with this kind
 		}
 		items := []json.RawMessage{js}
 		if head.Items != nil && len(head.Kind) > 4 && head.Kind[len(head.Kind)-4:] == "List" {
@@ -114,7 +118,7 @@ func (s *fileObjectSource) Next(ctx context.Context) ([]unstructured.Unstructure
 				continue
 			}
 			if u.GetName() == "" {
-				return nil, UsageErrorf("%s (document %d, item %d): %s has no metadata.name", name, s.docIndex, i+1, s.kind)
+				return nil, inputErrorf("%s (document %d, item %d): %s has no metadata.name", name, s.docIndex, i+1, s.kind)
 			}
 			page = append(page, u)
 			s.total++
@@ -126,5 +130,3 @@ func (s *fileObjectSource) Next(ctx context.Context) ([]unstructured.Unstructure
 	}
 	return page, nil
 }
-
-var _ = fmt.Sprint

@@ -1,0 +1,98 @@
+package crdsource
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/crdver/kubectl-crdver/manifest"
+)
+
+func crdOf(group, kind, plural string, short ...string) *apiextensionsv1.CustomResourceDefinition {
+	c := &apiextensionsv1.CustomResourceDefinition{}
+	c.Name = plural + "." + group
+	c.Spec.Group = group
+	c.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, Plural: plural, Singular: strings.ToLower(kind), ShortNames: short}
+	return c
+}
+
+func TestMatch(t *testing.T) {
+	crds := []*apiextensionsv1.CustomResourceDefinition{
+		crdOf("stable.example.com", "CronTab", "crontabs", "ct"),
+		crdOf("other.example.com", "CronTab", "crontabs"),
+		crdOf("stable.example.com", "Widget", "widgets", "wd"),
+	}
+	for _, tc := range []struct {
+		name, want, err string
+	}{
+		{"crontabs.stable.example.com", "crontabs.stable.example.com", ""},
+		{"ct", "crontabs.stable.example.com", ""},
+		{"WD", "widgets.stable.example.com", ""},
+		{"widget", "widgets.stable.example.com", ""},
+		{"crontab.other.example.com", "crontabs.other.example.com", ""},
+		{"crontabs", "", "ambiguous"},
+		{"gadgets", "", "no CustomResourceDefinition matches"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Match(crds, tc.name)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Match(%q): err %v, want one containing %q", tc.name, err, tc.err)
+				}
+				if tc.err == "no CustomResourceDefinition matches" && !errors.Is(err, ErrNoMatch) {
+					t.Errorf("Match(%q): %v does not wrap ErrNoMatch", tc.name, err)
+				}
+				return
+			}
+			if err != nil || got.Name != tc.want {
+				t.Fatalf("Match(%q) = %v, %v; want %s", tc.name, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestLoad reads a directory holding a CRD and another kind: the CRD is decoded, the other document reported as skipped, and resolved
+// by short name; StrictKinds makes the other document a *NotCRDError inside an InputError.
+func TestLoad(t *testing.T) {
+	crd, err := os.ReadFile("../testdata/crds/crontab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), append(crd, []byte("\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var skipped []string
+	s := &Source{Files: []string{dir}, Skipped: func(d manifest.Document) { skipped = append(skipped, d.Where()+" "+Describe(d)) }}
+	crds, err := s.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(crds) != 1 {
+		t.Fatalf("Load: %d CRDs, want 1", len(crds))
+	}
+	if len(skipped) != 1 || !strings.Contains(skipped[0], "(document 2) v1 ConfigMap") {
+		t.Errorf("skipped %q, want document 2, a v1 ConfigMap", skipped)
+	}
+	short := crds[0].Spec.Names.ShortNames
+	if len(short) > 0 {
+		if got, err := s.One(context.Background(), short[0]); err != nil || got != crds[0] {
+			t.Errorf("One(%q) = %v, %v", short[0], got, err)
+		}
+	}
+	if _, err := s.One(context.Background(), "nothing"); !errors.Is(err, ErrNoMatch) {
+		t.Errorf("One(nothing): %v, want ErrNoMatch", err)
+	}
+	strict := &Source{Files: []string{dir}, StrictKinds: true}
+	_, err = strict.Load(context.Background())
+	var ie *manifest.InputError
+	var nce *NotCRDError
+	if !errors.As(err, &ie) || !errors.As(err, &nce) || !nce.Strict {
+		t.Errorf("strict Load: %v (%T), want an InputError holding a strict NotCRDError", err, err)
+	}
+}
