@@ -1,17 +1,15 @@
 package plugin
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
-	"github.com/olekukonko/tablewriter/tw"
 	"github.com/spf13/cobra"
+	"golang.org/x/text/width"
 	"sigs.k8s.io/yaml"
 )
 
@@ -128,7 +126,7 @@ func printData(w io.Writer, format string, v any) error {
 }
 
 // table is a human-readable table printed the way kubectl prints: upper-case headers, no
-// borders, columns separated by three spaces. It is the only user of tablewriter.
+// borders, columns separated by three spaces.
 type table struct {
 	header []string
 	rows   [][]string
@@ -202,56 +200,77 @@ func wrapWords(s string, width int) string {
 	return strings.Join(lines, "\n")
 }
 
+// displayWidth is how many columns s takes on a terminal: two for an East Asian wide or
+// full-width character (日本語), none for a combining mark or a format character, one for any
+// other (ambiguous ones such as → and … included, as in a terminal not set to East Asian widths).
+func displayWidth(s string) int {
+	n := 0
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			n++
+		case unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf):
+		default:
+			switch width.LookupRune(r).Kind() {
+			case width.EastAsianWide, width.EastAsianFullwidth:
+				n += 2
+			default:
+				n++
+			}
+		}
+	}
+	return n
+}
+
 func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
 
 func (t *table) print(w io.Writer, noHeaders bool) error {
 	t.wrapLastColumn(noHeaders)
-	var buf bytes.Buffer
-	tbl := tablewriter.NewTable(&buf,
-		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
-			Borders: tw.BorderNone,
-			Symbols: tw.NewSymbols(tw.StyleNone),
-			Settings: tw.Settings{
-				Separators: tw.Separators{BetweenColumns: tw.Off, BetweenRows: tw.Off},
-				Lines:      tw.Lines{ShowHeaderLine: tw.Off, ShowFooterLine: tw.Off, ShowTop: tw.Off, ShowBottom: tw.Off},
-			},
-		})),
-		tablewriter.WithConfig(tablewriter.Config{
-			Header: tw.CellConfig{
-				Alignment:  tw.CellAlignment{Global: tw.AlignLeft},
-				Formatting: tw.CellFormatting{AutoFormat: tw.Off, AutoWrap: tw.WrapNone},
-				Padding:    tw.CellPadding{Global: tw.Padding{Left: "", Right: "   ", Overwrite: true}},
-			},
-			Row: tw.CellConfig{
-				Alignment:  tw.CellAlignment{Global: tw.AlignLeft},
-				Formatting: tw.CellFormatting{AutoFormat: tw.Off, AutoWrap: tw.WrapNone},
-				Padding:    tw.CellPadding{Global: tw.Padding{Left: "", Right: "   ", Overwrite: true}},
-			},
-		}),
-		tablewriter.WithTrimSpace(tw.Off),
-	)
+	rows := t.rows
 	if !noHeaders {
-		h := make([]any, len(t.header))
+		h := make([]string, len(t.header))
 		for i, c := range t.header {
 			h[i] = strings.ToUpper(c)
 		}
-		tbl.Header(h...)
+		rows = append([][]string{h}, rows...)
 	}
-	for _, r := range t.rows {
-		if err := tbl.Append(r); err != nil {
-			return err
+	// A cell of several lines (a wrapped last column) spans as many output lines; a column is
+	// as wide as its widest line on a terminal (displayWidth).
+	var widths []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			for _, l := range strings.Split(c, "\n") {
+				widths[i] = max(widths[i], displayWidth(l))
+			}
 		}
 	}
-	if err := tbl.Render(); err != nil {
-		return err
-	}
-	// Padding leaves trailing blanks after the last column; kubectl prints none.
-	for _, line := range strings.SplitAfter(buf.String(), "\n") {
-		if line == "" {
-			continue
+	var b strings.Builder
+	for _, r := range rows {
+		cells := make([][]string, len(r))
+		height := 1
+		for i, c := range r {
+			cells[i] = strings.Split(c, "\n")
+			height = max(height, len(cells[i]))
 		}
-		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+"\n"); err != nil {
-			return err
+		for n := 0; n < height; n++ {
+			b.Reset()
+			for i := range widths {
+				l := ""
+				if i < len(cells) && n < len(cells[i]) {
+					l = cells[i][n]
+				}
+				b.WriteString(l)
+				if i < len(widths)-1 {
+					b.WriteString(strings.Repeat(" ", widths[i]-displayWidth(l)+3))
+				}
+			}
+			// kubectl prints no blanks at the end of a line
+			if _, err := io.WriteString(w, strings.TrimRight(b.String(), " ")+"\n"); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

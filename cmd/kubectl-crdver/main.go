@@ -4,6 +4,10 @@
 package main
 
 import (
+	// Initialised before the API server's packages (see its doc): the garbage collector is
+	// off while they initialise.
+	"github.com/crdver/kubectl-crdver/internal/initgc"
+
 	"context"
 	"fmt"
 	"io"
@@ -19,7 +23,14 @@ import (
 	"github.com/crdver/kubectl-crdver/plugin"
 )
 
+// gcHeadroom is how much more memory a command may use, beyond what the packages'
+// initialisation left, before the garbage collector's first cycle (internal/initgc): enough
+// for `versions --sort`, a CRD file or one CRD read from the cluster, so that the commands
+// scripts run in loops finish without one. From that cycle on the collector runs as GOGC asks.
+const gcHeadroom = 16 << 20
+
 func main() {
+	initgc.Resume(gcHeadroom)
 	os.Exit(run(os.Args))
 }
 

@@ -187,26 +187,6 @@ func TestKubectlCompletion(t *testing.T) {
 	}
 }
 
-// BenchmarkVersionsSortProcess measures `kubectl-crdver versions --sort ...` from process start
-// to exit (the figure in docs/benchmarks.md; target: median under 50 ms).
-func BenchmarkVersionsSortProcess(b *testing.B) {
-	bin := filepath.Join(binDir, "kubectl-crdver")
-	args := append([]string{"versions", "--sort"}, strings.Fields("v10 v2 v1 v11beta2 v10beta3 v3beta1 v12alpha1 v11alpha2 foo1 foo10")...)
-	durations := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		if out, err := exec.Command(bin, args...).Output(); err != nil || len(out) == 0 {
-			b.Fatalf("run failed: %v", err)
-		}
-		durations = append(durations, time.Since(start))
-	}
-	b.StopTimer()
-	sort.Slice(durations, func(i, j int) bool { return durations[i] < durations[j] })
-	b.ReportMetric(float64(durations[len(durations)/2].Microseconds())/1000, "median-ms")
-	b.ReportMetric(float64(durations[len(durations)*9/10].Microseconds())/1000, "p90-ms")
-}
-
 // TestCompletionCommand: the binary run directly generates cobra's completion scripts, and
 // kubectl's plugin completion completes version flags from the CRD file.
 func TestCompletionCommand(t *testing.T) {
