@@ -161,7 +161,7 @@ func (p *planPrinter) item(it *plan.Item) error {
 		}
 	}
 	if len(it.InvalidOnRecreateReasons) > 0 {
-		fmt.Fprintln(w, "  Invalid on re-create (fix the objects; the release still applies and upgrades):")
+		fmt.Fprintln(w, "  Invalid on re-create (for you to fix; not breaking by itself: their writes are accepted):")
 		for _, r := range it.InvalidOnRecreateReasons {
 			p.bullet(4, r)
 		}

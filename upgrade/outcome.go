@@ -162,6 +162,10 @@ func decide(rep *Report, err error, o Options) Outcome {
 				out.Message += ": " + s.Detail
 			}
 		}
+		if len(left) > 0 {
+			out.ExitCode = userExit
+			out.Message += "; left for you: " + strings.Join(out.Remaining, "; ")
+		}
 	case len(left) > 0:
 		out.Result, out.ExitCode = ResultAppliedRemaining, userExit
 		out.Message = "the release is applied and verified; left for you: " + strings.Join(out.Remaining, "; ")
