@@ -236,24 +236,28 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 		resource := p.live.Spec.Names.Plural + "." + readAt + "." + p.live.Spec.Group
 		var rejected, losing []string
 		var rejectedCmds, losingCmds []string
+		// Each object by its kinds (the decision table: a rejected write → fix-objects; data
+		// loss, known or depending on the encoding → convert-objects).
 		for _, f := range p.it.Objects.Findings {
 			edit := editCommand(resource, f)
-			if len(f.UpdateErrors) > 0 {
+			kinds := f.kinds()
+			if slices.Contains(kinds, KindRejectedWrite) {
 				rejected = append(rejected, objectName(&f)+": "+strings.Join(f.UpdateErrors, "; "))
 				rejectedCmds = append(rejectedCmds, edit)
 			}
-			if lost := append(append([]string{}, f.PrunedOnRead...), f.PossiblyPrunedOnRead...); len(lost) > 0 {
+			if slices.Contains(kinds, KindDataLoss) || slices.Contains(kinds, KindUnknown) {
+				lost := append(append([]string{}, f.PrunedOnRead...), f.PossiblyPrunedOnRead...)
 				losing = append(losing, objectName(&f)+": "+strings.Join(lost, ", "))
 				losingCmds = append(losingCmds, edit)
 			}
 		}
 		if len(rejected) > 0 {
-			add(RunbookStep{Phase: PhaseFix, Action: ActionFixObjects, CRDs: []string{p.next.Name}, Manual: true,
+			add(RunbookStep{Phase: PhaseFix, Action: ActionFixObjects, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindRejectedWrite).Manual,
 				Objects: capList(rejected), Commands: capList(rejectedCmds),
 				Why: fmt.Sprintf("%s of %s would be rejected on their next write under the new CRD: fix them before any storage switch, or the rewrite fails on them and leaves %s half-migrated", objects(len(rejected)), p.next.Name, p.next.Name)})
 		}
 		if len(losing) > 0 {
-			add(RunbookStep{Phase: PhaseFix, Action: ActionConvertObjects, CRDs: []string{p.next.Name}, Manual: true,
+			add(RunbookStep{Phase: PhaseFix, Action: ActionConvertObjects, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindDataLoss).Manual,
 				Objects: capList(losing), Commands: capList(losingCmds),
 				Why: fmt.Sprintf("fields the new version %[3]s lacks are held by %[1]s of %[2]s: rewriting at %[3]s drops them from etcd. Move the data to the fields %[3]s has (the release's own migration guide says how), or accept the loss: kubectl crdver upgrade refuses unless --allow-data-loss; the backup below keeps it", objects(len(losing)), p.next.Name, p.storage)})
 		}
@@ -268,7 +272,7 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 	for _, p := range plans {
 		if p.blocked {
 			blocked = append(blocked, p.next.Name)
-			add(RunbookStep{Phase: PhaseFix, Action: ActionFixCRDs, CRDs: []string{p.next.Name}, Manual: true,
+			add(RunbookStep{Phase: PhaseFix, Action: ActionFixCRDs, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindApplyRejected).Manual,
 				Why: fmt.Sprintf("the API server would reject %s as it is in %s: %s", p.next.Name, file, strings.Join(p.it.Apply.Errors, "; "))})
 		}
 	}
@@ -398,7 +402,7 @@ func recreateStep(p *crdPlan) (RunbookStep, bool) {
 	v, both := fixVersion(p)
 	resource := p.next.Spec.Names.Plural + "." + v + "." + p.next.Spec.Group
 	for _, f := range p.it.Objects.Findings {
-		if !f.InvalidOnRecreate() {
+		if !slices.Contains(f.kinds(), KindInvalidOnRecreate) {
 			continue
 		}
 		objs = append(objs, objectName(&f)+": "+strings.Join(f.RecreateErrors(), "; "))
@@ -416,7 +420,7 @@ func recreateStep(p *crdPlan) (RunbookStep, bool) {
 	if len(cmds) > 2*objectsShown {
 		cmds = append(cmds[:2*objectsShown:2*objectsShown], fmt.Sprintf("… and %d more (kubectl crdver plan -o json lists them all)", len(objs)-objectsShown))
 	}
-	return RunbookStep{Phase: PhaseFix, Action: ActionFixRecreate, CRDs: []string{p.next.Name}, Target: v, Manual: true,
+	return RunbookStep{Phase: PhaseFix, Action: ActionFixRecreate, CRDs: []string{p.next.Name}, Target: v, Manual: DecisionFor(KindInvalidOnRecreate).Manual,
 		Objects: capList(objs), Commands: cmds, Why: why}, true
 }
 
