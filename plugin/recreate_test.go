@@ -180,6 +180,12 @@ func TestInvalidOnRecreateFromPlanToVerify(t *testing.T) {
 	t.Logf("plan (exit %d):\n%s%s", human.code, human.stdout, human.stderr)
 	mustContain(t, "plan's human output", human.stdout, "sources."+group+" (update): invalid on re-create", "Invalid on re-create", "default/bad-interval: ")
 
+	// --dry-run says what the run would end with: the release applied, the objects left.
+	res = runCluster(t, "upgrade", "-f", dir, "--dry-run")
+	if res.code != 1 || !strings.Contains(res.stderr, "the upgrade would apply the release and leave 2 objects invalid on re-create") {
+		t.Errorf("upgrade --dry-run: exit %d\n%s", res.code, res.stderr)
+	}
+
 	// 2. upgrade --yes: lists the objects before the first write, applies and verifies the
 	// release, ends with exit 1 and says the release is applied.
 	backup := filepath.Join(t.TempDir(), "backup.yaml")
