@@ -139,6 +139,9 @@ func printUpgradeResult(w io.Writer, r upgradeResultView, noHeaders bool) error 
 	case upgrade.ResultAppliedRemaining:
 		fmt.Fprintln(w)
 		writeWrapped(w, "Release applied and verified. Left for you: "+strings.Join(rep.Outcome.Remaining, "; "), "  ", 120)
+	case upgrade.ResultNotApplied:
+		fmt.Fprintln(w)
+		writeWrapped(w, "Not applied: "+rep.Outcome.Message, "  ", 120)
 	}
 	return nil
 }

@@ -17,6 +17,9 @@ import (
 func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 	rep, err := runUpgrade(ctx, c, o)
 	if rep != nil {
+		if rep.Preflight.InvalidOnRecreate == nil {
+			rep.Preflight.InvalidOnRecreate = []ObjectFinding{}
+		}
 		rep.Outcome = decide(rep, err, o)
 	}
 	return rep, err
