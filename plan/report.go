@@ -36,8 +36,8 @@ type Summary struct {
 	InvalidOnRecreate int `json:"invalidOnRecreate"`
 	Stricter          int `json:"stricter"`
 	Safe              int `json:"safe"`
-	// ExitCode is plan's exit status for the report with the default --fail-on breaking (the
-	// decision table: 1 for breaking, unknown and invalid-on-recreate; 0 for stricter and safe).
+	// ExitCode is plan's exit status for the report (the decision table: 1 for breaking,
+	// unknown and invalid-on-recreate; 0 for stricter and safe, 1 with --fail-on stricter).
 	ExitCode int `json:"exitCode"`
 }
 

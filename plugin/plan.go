@@ -276,6 +276,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		report.Runbook = plan.Runbook(report.Items, plan.RunbookOptions{ApplyFile: applyFile})
 	}
 	report.Summarize()
+	report.Summary.ExitCode = report.ExitCode(o.FailOn == "stricter") // the exit status, with --fail-on
 	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
 		return err
 	}
