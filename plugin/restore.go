@@ -134,15 +134,15 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		stop()
 		started = false
 		done.Store(0)
+		if o.Yes {
+			return true, nil // the report of the writes follows
+		}
 		printed = true
 		if err := o.printer.PrintPart(o.g.Out, restoreView{r}); err != nil {
 			return false, err
 		}
-		if o.Yes {
-			return true, nil
-		}
 		if r.Counts[restore.StateRestored]+r.Counts[restore.StateRecreated] == 0 {
-			return false, nil
+			return false, nil // nothing to write: the dry run is the answer
 		}
 		return o.g.confirm("Write these restores (the dry run above)? [y/N]: ")
 	}

@@ -190,6 +190,7 @@ func TestRestoreAfterUpgradeAndBack(t *testing.T) {
 		t.Errorf("restore onto the new release wrote: %v → %v", onNew.rv, after.rv)
 	}
 	res = runCluster(t, "restore", "-f", backup, "--dry-run")
+	t.Logf("restore --dry-run onto the new release: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	mustContain(t, "human restore onto the new release", res.stdout, "Fields no served version holds", "widget default/w-1: spec.legacy")
 
 	// 3. Back to the old release.
@@ -229,6 +230,7 @@ func TestRestoreAfterUpgradeAndBack(t *testing.T) {
 	if res.code != 1 {
 		t.Fatalf("restore --dry-run (a conflict, a deleted object): exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
+	t.Logf("restore --dry-run after going back: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	mustContain(t, "restore --dry-run", res.stdout, "would restore", "spec.legacy", "conflict", "spec.color", "missing", "Dry run: nothing was written.")
 	mustContain(t, "restore --dry-run", res.stderr, "--force", "--recreate")
 	if after := rc.snap(t, "v1beta1"); !mapsEqual(back.rv, after.rv) {
@@ -281,6 +283,7 @@ func TestRestoreAfterUpgradeAndBack(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("restore --force --recreate: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
+	t.Logf("restore --yes --force --recreate: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	mustContain(t, "restore --force --recreate", res.stdout, "re-created", "overwritten: spec.color")
 	now = rc.snap(t, "v1beta1")
 	for _, name := range []string{"w-3", "w-6"} {
@@ -302,6 +305,27 @@ func TestRestoreAfterUpgradeAndBack(t *testing.T) {
 	}
 	if after := rc.snap(t, "v1beta1"); !mapsEqual(again.rv, after.rv) {
 		t.Errorf("a restore with nothing to restore wrote: %v → %v", again.rv, after.rv)
+	}
+
+	// 7. Up again to the same release: a new upgrade with a backup of its own (the first run's
+	// checkpoint is complete: not resumed, its backup not reused), holding the restored fields.
+	backup3 := filepath.Join(t.TempDir(), "backup-3.yaml")
+	res = runCluster(t, "upgrade", "-f", rc.newDir, "--yes", "--allow-data-loss", "--backup", backup3, "-o", "json")
+	if res.code != 0 {
+		t.Fatalf("upgrade -f NEW a second time: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	var up struct {
+		Resumed bool `json:"resumed"`
+		Backup  struct {
+			File   string `json:"file"`
+			Reused bool   `json:"reused"`
+		} `json:"backup"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &up); err != nil || up.Resumed || up.Backup.Reused || up.Backup.File != backup3 {
+		t.Errorf("upgrade -f NEW a second time: resumed %v backup %+v (%v), want a new run with backup %s", up.Resumed, up.Backup, err, backup3)
+	}
+	if b, err := os.ReadFile(backup3); err != nil || strings.Count(string(b), "legacy: keep-") != 6 {
+		t.Errorf("the second upgrade's backup lacks the restored spec.legacy of the 6 objects (%v)", err)
 	}
 }
 
