@@ -124,14 +124,15 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		OnObject: func(restore.Outcome) {
 			if !started {
 				started = true
-				stop = o.progress.Start(Task{Name: "restoring", Prefix: "restore", Unit: "objects", Verb: "compared", Done: done.Load, TotalFunc: func() int64 { return -1 }})
+				end := o.progress.Start(Task{Name: "restoring", Prefix: "restore", Unit: "objects", Verb: "compared", Done: done.Load, TotalFunc: func() int64 { return -1 }})
+				stop = func() { end(); stop = func() {} }
 			}
 			done.Add(1)
 		},
 	}
 	printed := false
 	ro.Confirm = func(r *restore.Report) (bool, error) {
-		stop()
+		stop() // the dry-run pass's display
 		started = false
 		done.Store(0)
 		if o.Yes {
