@@ -511,12 +511,19 @@ func (r *runner) write(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 			continue // in notHeld already (preview's pruned paths)
 		}
 		lv, found, blocked := lookup(live.Object, l.path)
+		var missing []string
 		switch {
 		case found && same(lv, hv):
 		case !found && !blocked:
 			set(patch, l.path, hv)
 			sets = append(sets, leaf{path: l.path, val: hv})
 			out.Restored = append(out.Restored, l.String())
+		case found && prunedFrom(hv, lv, l.String(), &missing) && len(missing) > 0:
+			// A list whose items lost fields (what a re-encoding does): the backup's list is
+			// written whole, and the fields it puts back are reported.
+			set(patch, l.path, hv)
+			sets = append(sets, leaf{path: l.path, val: hv})
+			out.Restored = append(out.Restored, missing...)
 		default:
 			out.Conflicts = append(out.Conflicts, l.String())
 			if r.o.Force {
@@ -564,6 +571,49 @@ func (r *runner) write(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	po.DryRun = nil
 	_, err = ri.Patch(ctx, clean.GetName(), types.MergePatchType, body, po)
 	return err
+}
+
+// prunedFrom reports whether live is backup with fields removed and nothing else changed
+// (maps: no key live has that backup lacks; lists: the same length, item by item; other
+// values: equal), and appends the removed fields' paths to missing.
+func prunedFrom(backup, live any, path string, missing *[]string) bool {
+	switch b := backup.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k := range l {
+			if _, ok := b[k]; !ok {
+				return false
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(b)) {
+			lv, ok := l[k]
+			if !ok {
+				if b[k] != nil {
+					*missing = append(*missing, path+"."+k)
+				}
+				continue
+			}
+			if !prunedFrom(b[k], lv, path+"."+k, missing) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := live.([]any)
+		if !ok || len(l) != len(b) {
+			return false
+		}
+		for i := range b {
+			if !prunedFrom(b[i], l[i], fmt.Sprintf("%s[%d]", path, i), missing) {
+				return false
+			}
+		}
+		return true
+	}
+	return same(backup, live)
 }
 
 func droppedBy(obj map[string]any, sets []leaf) []string {

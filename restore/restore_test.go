@@ -52,3 +52,28 @@ func TestLookupAndSame(t *testing.T) {
 		t.Errorf("set: %v", p)
 	}
 }
+
+// A list whose items lost a field is the backup's list pruned: restored whole, the lost
+// fields reported; any other difference is a change since the backup.
+func TestPrunedFrom(t *testing.T) {
+	backup := []any{map[string]any{"resource": "topic", "operation": "Read"}, map[string]any{"resource": "group", "operation": "Write"}}
+	for _, tc := range []struct {
+		name    string
+		live    any
+		ok      bool
+		missing []string
+	}{
+		{"items lost a field", []any{map[string]any{"resource": "topic"}, map[string]any{"resource": "group"}}, true, []string{"spec.acls[0].operation", "spec.acls[1].operation"}},
+		{"same", backup, true, nil},
+		{"a value changed", []any{map[string]any{"resource": "topic", "operation": "Write"}, map[string]any{"resource": "group"}}, false, nil},
+		{"an item more", append(slices.Clone(backup), map[string]any{"resource": "x"}), false, nil},
+		{"a field added", []any{map[string]any{"resource": "topic", "operations": []any{"Read"}}, map[string]any{"resource": "group"}}, false, nil},
+		{"not a list", "x", false, nil},
+	} {
+		var missing []string
+		ok := prunedFrom(backup, tc.live, "spec.acls", &missing)
+		if ok != tc.ok || (ok && !slices.Equal(missing, tc.missing)) {
+			t.Errorf("%s: %v %v, want %v %v", tc.name, ok, missing, tc.ok, tc.missing)
+		}
+	}
+}
