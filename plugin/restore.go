@@ -42,10 +42,10 @@ func NewCmdRestore(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore -f BACKUP [--dry-run] [--yes] [--force] [--recreate]",
 		Short: "Put back from an upgrade's backup the objects and fields the upgrade dropped, onto the CRDs in place now",
-		Long: `Restore from the backup file of kubectl crdver upgrade (every object at every version that held
-its data) what the cluster no longer has: fields an upgrade dropped with --allow-data-loss, once a
-release whose CRDs hold them again is applied (kubectl crdver upgrade -f OLD-RELEASE), and
-objects deleted since (with --recreate).
+		Long: `Restore from the backup file an upgrade wrote (every object at every version that held its
+data) what the cluster no longer has: fields the upgrade dropped with your consent, once a release
+whose CRDs hold them again is applied (an upgrade to the old release), and objects deleted since
+(with --recreate).
 
 For each object of the backup:
 1. Pick the served version of the live CRD that keeps the most of it. Conversion None: the object

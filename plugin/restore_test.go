@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/restore"
 )
 
@@ -375,5 +376,53 @@ func TestRestoreBadInput(t *testing.T) {
 		if res.code != tc.code || !strings.Contains(res.stderr, tc.want) || strings.Count(strings.TrimSpace(res.stderr), "\n") > 0 {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and one line naming %q", tc.args, res.code, res.stderr, tc.code, tc.want)
 		}
+	}
+}
+
+// TestRestoreInterrupted: Ctrl-C (the context cancelled) after the first object of the pass
+// that writes stops the restore there: an error, and no later object written.
+func TestRestoreInterrupted(t *testing.T) {
+	isolateCache(t)
+	rc := setupRestoreCase(t, "stop.restore.example.com")
+	backup := filepath.Join(t.TempDir(), "backup.yaml")
+	if res := runCluster(t, "upgrade", "-f", rc.newDir, "--yes", "--allow-data-loss", "--backup", backup); res.code != 0 {
+		t.Fatalf("upgrade: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if res := runCluster(t, "upgrade", "-f", rc.oldDir, "--yes", "--backup", backup+".2"); res.code != 0 {
+		t.Fatalf("upgrade -f OLD: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	c, err := migrate.NewClients(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	writing := false
+	rep, err := restore.Run(ctx, c, restore.Options{Files: []string{backup},
+		Confirm: func(*restore.Report) (bool, error) { writing = true; return true, nil },
+		OnObject: func(restore.Outcome) {
+			if writing {
+				cancel()
+			}
+		}})
+	if err == nil || ctx.Err() == nil {
+		t.Fatalf("interrupted restore: err %v, want an error", err)
+	}
+	if rep != nil && len(rep.Objects) != 1 {
+		t.Errorf("interrupted restore handled %d objects, want 1", len(rep.Objects))
+	}
+	now := rc.snap(t, "v1beta1")
+	restored := 0
+	for _, d := range now.data {
+		if strings.Contains(d, `"legacy":`) {
+			restored++
+		}
+	}
+	if restored != 1 {
+		t.Errorf("%d objects hold spec.legacy after the interruption, want 1 (the first)", restored)
+	}
+	// Running it again restores the rest.
+	if res := runCluster(t, "restore", "-f", backup, "--yes"); res.code != 0 {
+		t.Errorf("restore after the interruption: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
 }
