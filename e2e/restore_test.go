@@ -166,6 +166,13 @@ func checkRestored(t *testing.T, h *harness, backup string, before snapshot, old
 	if dropped == 0 {
 		t.Fatalf("the upgrade with --allow-data-loss dropped nothing: the restore has nothing to prove")
 	}
+	dry := h.crdver("restore", "-f", backup, "--dry-run")
+	t.Logf("restore --dry-run: exit %d\n%s%s", dry.code, dry.stdout, dry.stderr)
+	for o, a := range h.snapshot() {
+		if a.ResourceVersion != back[o].ResourceVersion {
+			t.Errorf("%s: written by restore --dry-run", o)
+		}
+	}
 	res := h.crdver("restore", "-f", backup, "--yes", "-o", "json")
 	var rep restore.Report
 	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {

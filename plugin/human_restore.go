@@ -3,6 +3,8 @@ package plugin
 import (
 	"fmt"
 	"io"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/crdver/kubectl-crdver/restore"
@@ -35,7 +37,7 @@ func printRestoreReport(w io.Writer, r *restore.Report, noHeaders bool) error {
 			if x.Namespace != "" {
 				name = x.Namespace + "/" + name
 			}
-			notHeld = append(notHeld, fmt.Sprintf("  %s %s: %s", strings.ToLower(x.Kind), name, strings.Join(x.NotHeld, ", ")))
+			notHeld = append(notHeld, fmt.Sprintf("  %s %s: %s", strings.ToLower(x.Kind), name, compactPaths(x.NotHeld)))
 		}
 	}
 	if len(notHeld) > 0 {
@@ -74,9 +76,9 @@ func restoreOutcome(x restore.Outcome, dry bool) string {
 func restoreFields(x restore.Outcome) string {
 	switch x.State {
 	case restore.StateRestored:
-		s := strings.Join(x.Restored, ", ")
+		s := compactPaths(x.Restored)
 		if len(x.Overwritten) > 0 {
-			s = strings.TrimPrefix(s+"; overwritten: "+strings.Join(x.Overwritten, ", "), "; ")
+			s = strings.TrimPrefix(s+"; overwritten: "+compactPaths(x.Overwritten), "; ")
 		}
 		return s
 	case restore.StateRecreated:
@@ -84,7 +86,33 @@ func restoreFields(x restore.Outcome) string {
 	case restore.StateUnchanged:
 		return "-"
 	case restore.StateNotHeld:
-		return "not held: " + strings.Join(x.NotHeld, ", ")
+		return "not held: " + compactPaths(x.NotHeld)
 	}
 	return x.Reason
+}
+
+var restoreListIndex = regexp.MustCompile(`\[\d+\]`)
+
+// compactPaths joins paths, the same field of many list items once: acls[*].operation (18).
+// -o json lists every path.
+func compactPaths(paths []string) string {
+	var order []string
+	count := map[string]int{}
+	for _, p := range paths {
+		k := restoreListIndex.ReplaceAllString(p, "[*]")
+		if count[k] == 0 {
+			order = append(order, k)
+		}
+		count[k]++
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		if count[k] > 1 {
+			k = fmt.Sprintf("%s (%d)", k, count[k])
+		} else if strings.Contains(k, "[*]") {
+			k = paths[slices.IndexFunc(paths, func(p string) bool { return restoreListIndex.ReplaceAllString(p, "[*]") == k })]
+		}
+		out = append(out, k)
+	}
+	return strings.Join(out, ", ")
 }

@@ -426,3 +426,10 @@ func TestRestoreInterrupted(t *testing.T) {
 		t.Errorf("restore after the interruption: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
 }
+
+func TestCompactPaths(t *testing.T) {
+	got := compactPaths([]string{"spec.acls[0].operation", "spec.acls[1].operation", "spec.legacy", "spec.ports[3].name"})
+	if want := "spec.acls[*].operation (2), spec.legacy, spec.ports[3].name"; got != want {
+		t.Errorf("compactPaths = %q, want %q", got, want)
+	}
+}
