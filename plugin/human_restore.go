@@ -49,7 +49,7 @@ func printRestoreReport(w io.Writer, r *restore.Report, noHeaders bool) error {
 	var counts []string
 	for _, s := range []string{restore.StateRestored, restore.StateRecreated, restore.StateUnchanged, restore.StateConflict, restore.StateMissing, restore.StateNotHeld, restore.StateFailed} {
 		if n := r.Counts[s]; n > 0 {
-			counts = append(counts, fmt.Sprintf("%d %s", n, s))
+			counts = append(counts, fmt.Sprintf("%d %s", n, restoreOutcome(restore.Outcome{State: s}, r.DryRun)))
 		}
 	}
 	what := "Restore"

@@ -196,6 +196,9 @@ func (r *runner) loadCRDs(ctx context.Context) error {
 func (r *runner) pass(ctx context.Context, dry bool) (*Report, error) {
 	rep := &Report{DryRun: dry, Objects: []Outcome{}, Counts: map[string]int{}}
 	err := manifest.EachDocument(ctx, r.o.Files, manifest.Options{Stdin: r.o.Stdin}, func(d manifest.Document) error {
+		if err := ctx.Err(); err != nil {
+			return err // Ctrl-C: stop before the next object
+		}
 		if d.Kind == "" || d.APIVersion == "" {
 			return nil
 		}
@@ -231,6 +234,9 @@ func (r *runner) one(ctx context.Context, b *unstructured.Unstructured, dry bool
 	out.CRD = e.crd.Name
 	clean := cleaned(b)
 	target, err := r.choose(ctx, e, clean, gvk.Version)
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
 	if err != nil {
 		out.State, out.Reason = StateFailed, err.Error()
 		return out, nil
