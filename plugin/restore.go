@@ -67,7 +67,8 @@ a time.
 
 Exit codes: 0 everything in the backup is in the cluster (restored, re-created or unchanged);
 1 something is not (conflict, deleted and not re-created, fields no version holds, a write
-rejected); 2 usage; 3 could not complete (unreachable, forbidden, interrupted, not confirmed).`,
+rejected or forbidden for the object); 2 usage; 3 could not complete (unreachable, unauthorized,
+interrupted, not confirmed).`,
 		Example: restoreExample,
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),

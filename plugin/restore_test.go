@@ -180,6 +180,7 @@ func TestRestoreAfterUpgradeAndBack(t *testing.T) {
 		t.Fatalf("restore onto the new release: exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
 	rep := decodeRestore(t, res.stdout)
+	t.Logf("restore -o json onto the new release:\n%s", res.stdout)
 	for _, name := range rc.names {
 		o := outcomeOf(rep, name)
 		if o.State != restore.StateNotHeld || !slices.Equal(o.NotHeld, []string{"spec.legacy"}) || o.Version != "v1" {
