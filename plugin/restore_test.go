@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/restore"
 )
@@ -432,5 +433,105 @@ func TestCompactPaths(t *testing.T) {
 	got := compactPaths([]string{"spec.acls[0].operation", "spec.acls[1].operation", "spec.legacy", "spec.ports[3].name"})
 	if want := "spec.acls[*].operation (2), spec.legacy, spec.ports[3].name"; got != want {
 		t.Errorf("compactPaths = %q, want %q", got, want)
+	}
+}
+
+// TestRestoreWebhookCRD: a CRD converting through a webhook: the backup's own version is
+// written (the API server converts through the webhook), never a relabelled copy; once that
+// version is no longer served the object fails with what to do, exit 1.
+func TestRestoreWebhookCRD(t *testing.T) {
+	isolateCache(t)
+	ctx := context.Background()
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
+	srv.Set(testwebhook.Identity)
+	group := "hook.restore.example.com"
+	crd := upgradeCRD(group, "gizmos", "Gizmo", ver("v1beta1", true, true, upgradeSchema(true, 0, "")), ver("v1", true, false, upgradeSchema(false, 0, "")))
+	crd.Spec.Conversion = srv.WebhookConversion()
+	if _, err := env.CreateCRD(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(v string) dynamic.ResourceInterface {
+		return dyn.Resource(schema.GroupVersionResource{Group: group, Version: v, Resource: "gizmos"}).Namespace("default")
+	}
+	for i, legacy := range []string{"a", "b"} {
+		obj := map[string]any{"apiVersion": group + "/v1beta1", "kind": "Gizmo", "metadata": map[string]any{"name": fmt.Sprintf("g-%d", i+1)},
+			"spec": map[string]any{"size": int64(i + 1), "legacy": legacy}}
+		if _, err := at("v1beta1").Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The backup as upgrade writes it: every object at each version (v1 lacks spec.legacy).
+	var b strings.Builder
+	for _, v := range []string{"v1beta1", "v1"} {
+		list, err := at(v).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "# gizmos.%s.%s\n", v, group)
+		for _, u := range list.Items {
+			y, _ := yaml.Marshal(u.Object)
+			fmt.Fprintf(&b, "---\n%s", y)
+		}
+	}
+	backup := filepath.Join(t.TempDir(), "backup.yaml")
+	if err := os.WriteFile(backup, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := at("v1beta1").Patch(ctx, "g-1", types.MergePatchType, []byte(`{"spec":{"legacy":null}}`), metav1.PatchOptions{FieldManager: "someone"}); err != nil {
+		t.Fatal(err)
+	}
+	before := srv.Requests()
+	res := runCluster(t, "restore", "-f", backup, "--yes", "-o", "json")
+	if res.code != 0 {
+		t.Fatalf("restore: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	rep := decodeRestore(t, res.stdout)
+	if len(rep.Objects) != 4 || rep.Counts[restore.StateRestored] != 1 || rep.Counts[restore.StateUnchanged] != 3 {
+		t.Errorf("restore: counts %v of %d, want 1 restored and 3 unchanged of 4", rep.Counts, len(rep.Objects))
+	}
+	for _, o := range rep.Objects {
+		if want := strings.TrimPrefix(o.APIVersion, group+"/"); o.Version != want {
+			t.Errorf("%s (backed up at %s) written at %s: a webhook CRD is written at the backup's own version", o.Name, o.APIVersion, o.Version)
+		}
+		if o.Name == "g-1" && o.Version == "v1beta1" && !slices.Equal(o.Restored, []string{"spec.legacy"}) {
+			t.Errorf("g-1 at v1beta1: %+v, want spec.legacy restored", o)
+		}
+	}
+	if srv.Requests() == before {
+		t.Errorf("the webhook was never called: the v1 reads and writes go through it")
+	}
+	g1, err := at("v1beta1").Get(ctx, "g-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _, _ := unstructured.NestedString(g1.Object, "spec", "legacy"); l != "a" {
+		t.Errorf("g-1 spec.legacy after the restore = %q, want a", l)
+	}
+
+	// v1beta1 no longer served: its backup documents fail, saying what to do.
+	live, err := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.Spec.Versions[0].Served = false
+	if _, err := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions().Update(ctx, live, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.WaitEstablished(ctx, crd.Name); err != nil {
+		t.Fatal(err)
+	}
+	res = runCluster(t, "restore", "-f", backup, "--dry-run", "-o", "json")
+	if res.code != 1 {
+		t.Fatalf("restore with v1beta1 unserved: exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	rep = decodeRestore(t, res.stdout)
+	for _, o := range rep.Objects {
+		if o.APIVersion == group+"/v1beta1" && (o.State != restore.StateFailed || !strings.Contains(o.Reason, "serve v1beta1 again")) {
+			t.Errorf("%s at v1beta1 with v1beta1 unserved: %+v, want failed saying to serve it again", o.Name, o)
+		}
 	}
 }
