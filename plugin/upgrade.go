@@ -168,7 +168,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		uo.DryRun = true
 		p, err := upgrade.PlanRelease(ctx, c, uo)
 		if err != nil {
-			return o.runError(ctx, err)
+			return o.runError(ctx, err, nil)
 		}
 		inter := upgrade.Intermediates(p)
 		if len(inter) == 0 {
@@ -198,6 +198,15 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		}
 		return o.g.confirm("Carry out the upgrade (the steps above)? [y/N]: ")
 	}
+	uo.ConfirmServe = func(r *upgrade.Report) (bool, error) {
+		what := servedAgainText(r.ServedAgain)
+		if o.Yes {
+			o.progress.Notef("upgrade: serving again %s to read the objects stored at them (unserved again if the upgrade is refused)", what)
+			return true, nil
+		}
+		writeWrapped(o.g.ErrOut, fmt.Sprintf("Objects may be stored at versions the live CRDs do not serve: %s. They can be read as stored only once served, so the preflight and the backup need them served again: a change of the CRDs, undone if the upgrade is then refused or not confirmed.", what), "", 120)
+		return o.g.confirm("Serve them again and run the preflight? [y/N]: ")
+	}
 	rep, err := upgrade.Run(ctx, c, uo)
 	if rep != nil && rep.Plan != nil {
 		if !printed {
@@ -210,9 +219,12 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return o.runError(ctx, err)
+		return o.runError(ctx, err, rep)
 	}
 	if o.DryRun {
+		if len(rep.Preflight.Unread) > 0 && len(rep.Preflight.BlockedCRDs) == 0 {
+			return ProblemsFound("the preflight is not complete: %s (--dry-run: nothing was written); run the upgrade without --dry-run: it asks before serving them", rep.Preflight.Reason)
+		}
 		if rep.Preflight.Refused {
 			return ProblemsFound("the upgrade would be refused: %s (--dry-run: nothing was written)", rep.Preflight.Reason)
 		}
@@ -224,12 +236,18 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-func (o *UpgradeOptions) runError(ctx context.Context, err error) error {
+func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.Report) error {
 	switch {
+	case errors.Is(err, upgrade.ErrRefused) && rep != nil && rep.Preflight.Incomplete:
+		// No answer: no flag accepts it. Run again once the cause is gone.
+		return Unavailable(fmt.Errorf("%w; run the same command again once the cause is fixed", err))
 	case errors.Is(err, upgrade.ErrRefused):
-		return ProblemsFound("%v (--allow-data-loss, --skip-invalid to go on anyway)", err)
+		if flags := o.refusalFlags(rep); len(flags) > 0 {
+			return ProblemsFound("%v (%s to go on anyway)", err, strings.Join(flags, ", "))
+		}
+		return ProblemsFound("%v", err)
 	case errors.Is(err, upgrade.ErrNotConfirmed):
-		return Unavailable(errors.New("nothing was written: not confirmed (use --yes to skip the question)"))
+		return Unavailable(fmt.Errorf("nothing was written: %v (use --yes to skip the question)", err))
 	case errors.Is(err, upgrade.ErrInterrupted), ctx.Err() != nil:
 		return Unavailable(fmt.Errorf("%w; run the same command again to resume", err))
 	case errors.Is(err, migrate.ErrAccessDenied):
@@ -248,3 +266,34 @@ type upgradeResultView struct {
 }
 
 func (v upgradeResultView) MarshalJSON() ([]byte, error) { return json.Marshal(v.rep) }
+
+// refusalFlags are the flags that would let a refused upgrade go on: --allow-data-loss only
+// when objects would lose fields or what they lose is unknown, --skip-invalid only when
+// objects' rewrites would be rejected, and neither when they are given already or when a CRD
+// of the release would be rejected (no flag helps there).
+func (o *UpgradeOptions) refusalFlags(rep *upgrade.Report) []string {
+	if rep == nil {
+		return nil
+	}
+	pf := rep.Preflight
+	if len(pf.BlockedCRDs) > 0 || len(pf.Unread) > 0 {
+		return nil
+	}
+	var out []string
+	if (len(pf.DataLoss) > 0 || len(pf.Unknown) > 0) && !o.AllowDataLoss {
+		out = append(out, "--allow-data-loss")
+	}
+	if len(pf.Rejected) > 0 && !o.SkipInvalid {
+		out = append(out, "--skip-invalid")
+	}
+	return out
+}
+
+// servedAgainText names the versions served again: "widgets.example.com v1alpha1, …".
+func servedAgainText(s []upgrade.ServedAgain) string {
+	var out []string
+	for _, x := range s {
+		out = append(out, x.CRD+" "+x.Version)
+	}
+	return strings.Join(out, ", ")
+}
