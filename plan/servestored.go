@@ -8,6 +8,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preflight"
 )
 
 // ActionServeStored: serve again the versions in status.storedVersions that the live CRD has
@@ -33,14 +34,6 @@ func UnservedStored(live *apiextensionsv1.CustomResourceDefinition) []string {
 	return out
 }
 
-// ServeCommand is the command that serves version v of crd again (a JSON patch of its
-// served flag, with a test of its name so that a changed CRD is not patched blindly).
-func ServeCommand(crd *apiextensionsv1.CustomResourceDefinition, v string, served bool) string {
-	i := slices.IndexFunc(crd.Spec.Versions, func(x apiextensionsv1.CustomResourceDefinitionVersion) bool { return x.Name == v })
-	return fmt.Sprintf(`kubectl patch crd %s --type=json -p '[{"op":"test","path":"/spec/versions/%d/name","value":"%s"},{"op":"replace","path":"/spec/versions/%d/served","value":%t}]'`,
-		crd.Name, i, v, i, served)
-}
-
 // serveStoredStep is the runbook step that serves the unserved stored versions of the CRDs
 // whose objects are read (backed up and rewritten), or nil when none needs it.
 func serveStoredStep(plans []*crdPlan) *RunbookStep {
@@ -53,7 +46,7 @@ func serveStoredStep(plans []*crdPlan) *RunbookStep {
 		crds = append(crds, p.live.Name)
 		what = append(what, p.live.Name+" "+strings.Join(vs, ", "))
 		for _, v := range vs {
-			cmds = append(cmds, ServeCommand(p.live, v, true))
+			cmds = append(cmds, preflight.ServeCommand(p.live, v, true))
 		}
 	}
 	if len(crds) == 0 {

@@ -212,12 +212,12 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 	}
 	for _, h := range crd.Status.StoredVersions {
 		if crdinfo.Has(crd, h) && !crdinfo.IsServed(crd, h) {
-			r.Unknown = append(r.Unknown, fmt.Sprintf("%s is in status.storedVersions but not served: objects stored at it cannot be read at it, so neither backed up nor compared (serve it again to check)", h))
+			r.Unknown = append(r.Unknown, unservedStoredUnknown(crd, h))
 		}
 	}
 	for _, h := range crd.Status.StoredVersions {
 		if !crdinfo.Has(crd, h) {
-			r.Unknown = append(r.Unknown, fmt.Sprintf("%s is in status.storedVersions but not in spec.versions: objects stored at it cannot be read", h))
+			r.Unknown = append(r.Unknown, missingStoredUnknown(h))
 		}
 	}
 	r.Backup = BackupCommands(r.Group, r.Resource, r.HoldingVersions)
