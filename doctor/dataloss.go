@@ -2,7 +2,6 @@ package doctor
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -37,12 +36,8 @@ func (k *checker) checkDataLoss() bool {
 		return false
 	}
 	for _, u := range r.Unknown {
-		// A stored version that is unserved or gone is the storage check's finding already.
-		if slices.ContainsFunc(crd.Status.StoredVersions, func(v string) bool {
-			return !crdinfo.IsServed(crd, v) && strings.HasPrefix(u, v+" is in status.storedVersions")
-		}) {
-			continue
-		}
+		// A stored version that is unserved or gone included: what its objects hold cannot be
+		// read, so whether they lose fields is unknown (the text says how to read them).
 		k.incomplete(CheckDataLoss, fmt.Errorf("%s", u))
 	}
 	if r.LossCount == 0 {
