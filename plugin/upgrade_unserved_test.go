@@ -33,6 +33,20 @@ type unservedHistory struct {
 	objects          []string
 }
 
+// setupClients is an unservedHistory with only its clients set.
+func setupClients(t *testing.T) *unservedHistory {
+	t.Helper()
+	h := &unservedHistory{}
+	var err error
+	if h.crds, err = apiextensionsclient.NewForConfig(env.Config); err != nil {
+		t.Fatal(err)
+	}
+	if h.dyn, err = dynamic.NewForConfig(env.Config); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 // thingSchema: size and color, and legacy when withLegacy.
 func thingSchema(withLegacy bool) *apiextensionsv1.CustomResourceValidation {
 	spec := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
@@ -50,14 +64,8 @@ func thingSchema(withLegacy bool) *apiextensionsv1.CustomResourceValidation {
 func setupUnservedHistory(t *testing.T, group string, lossy bool) *unservedHistory {
 	t.Helper()
 	ctx := context.Background()
-	h := &unservedHistory{group: group, name: "things." + group}
-	var err error
-	if h.crds, err = apiextensionsclient.NewForConfig(env.Config); err != nil {
-		t.Fatal(err)
-	}
-	if h.dyn, err = dynamic.NewForConfig(env.Config); err != nil {
-		t.Fatal(err)
-	}
+	h := setupClients(t)
+	h.group, h.name = group, "things."+group
 	old := upgradeCRD(group, "things", "Thing", ver("v1alpha1", true, true, thingSchema(true)), ver("v1beta1", true, false, thingSchema(!lossy)))
 	if _, err := env.CreateCRD(ctx, old.DeepCopy()); err != nil {
 		t.Fatal(err)
@@ -167,7 +175,7 @@ func TestUpgradeStoredUnservedRefusedRestoresCRD(t *testing.T) {
 	if res.code != 1 {
 		t.Fatalf("upgrade --dry-run: exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
-	mustContain(t, "dry run", res.stdout, "serve-stored", h.name+" v1alpha1 (planned)", `"path":"/spec/versions/0/served","value":true`)
+	mustContain(t, "dry run", res.stdout, "serve again the versions in status.storedVersions", h.name+" v1alpha1 (planned)", "kubectl patch crd "+h.name, "Preflight: not evaluated")
 	mustContain(t, "dry run", res.stderr, "the preflight is not complete", h.name+" v1alpha1", "nothing was written")
 	if strings.Contains(res.stderr, "--allow-data-loss") || strings.Contains(res.stderr, "could not find the requested resource") {
 		t.Errorf("dry run: advice that does not help, or a 404:\n%s", res.stderr)
@@ -182,6 +190,10 @@ func TestUpgradeStoredUnservedRefusedRestoresCRD(t *testing.T) {
 		t.Fatalf("upgrade, serving not confirmed: exit %d, want 3\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
 	mustContain(t, "question", res.stderr, "Serve them again and run the preflight? [y/N]", "not confirmed")
+	mustContain(t, "question", res.stdout, "Preflight: not evaluated")
+	if strings.Contains(res.stdout, "no object loses a field") {
+		t.Errorf("a preflight that did not run is reported clean:\n%s", res.stdout)
+	}
 	if got := h.crd(t).ResourceVersion; got != rv {
 		t.Errorf("a no to serving changed the CRD (resourceVersion %s → %s)", rv, got)
 	}

@@ -235,16 +235,32 @@ func (r *runner) askServe(ctx context.Context) error {
 	if confirm != nil {
 		ok, err := confirm(r.rep)
 		if err != nil {
+			r.markUnread()
 			return err
 		}
 		if !ok {
+			r.markUnread()
 			return ErrNotConfirmed
 		}
 	}
 	if err := r.serve(ctx); err != nil {
-		return fmt.Errorf("%w; nothing else was written%s", err, r.restoreNote(ctx))
+		err = fmt.Errorf("%w; nothing else was written%s", err, r.restoreNote(ctx))
+		r.markUnread()
+		return err
 	}
 	return nil
+}
+
+// markUnread lists in the preflight the versions not served (again) whose objects it did not
+// read: what they lose is not evaluated.
+func (r *runner) markUnread() {
+	pf := &r.rep.Preflight
+	pf.Unread = pf.Unread[:0]
+	for _, sa := range r.rep.ServedAgain {
+		if sa.State != ServeServed {
+			pf.Unread = append(pf.Unread, sa.CRD+" "+sa.Version)
+		}
+	}
 }
 
 // serveStep is the runbook's serve-stored step: done before the preflight.

@@ -249,11 +249,7 @@ func (r *runner) preflight(ctx context.Context) {
 		}
 	}
 	var why []string
-	for _, sa := range r.rep.ServedAgain {
-		if sa.State == ServePlanned {
-			pf.Unread = append(pf.Unread, sa.CRD+" "+sa.Version)
-		}
-	}
+	r.markUnread()
 	if len(pf.Unread) > 0 && len(pf.BlockedCRDs) == 0 {
 		// --dry-run: what the objects stored there lose is unknown, and no flag accepts that.
 		why = append(why, fmt.Sprintf("objects may be stored at versions the live CRDs do not serve (%s), which the upgrade reads by serving them again after asking, and serves no longer if it is then refused; --dry-run writes nothing, so what they would lose is not evaluated", strings.Join(pf.Unread, ", ")))
