@@ -57,7 +57,10 @@ func NewCmdUpgrade(g *Globals) *cobra.Command {
    CRDs: fields the re-encoding at the new storage version drops, writes that would be rejected.
    If any, stop before writing anything, list the objects and fields, and say how to keep them
    (--allow-data-loss goes on anyway; --skip-invalid goes on past objects whose rewrite would be
-   rejected, which then keep their CRD's status.storedVersions untrimmed).
+   rejected, which then keep their CRD's status.storedVersions untrimmed). Objects stored at a
+   version the live CRD no longer serves can be read as stored only at it: the upgrade first
+   serves it again (asked for like any write; --dry-run does not, and says the preflight is not
+   complete) and serves it no longer if the upgrade is then refused or not confirmed.
 2. Back up every object at every version that holds its data (--backup FILE, default
    ./crdver-backup-<time>.yaml): a read at the preferred version may already drop those fields.
 3. Per CRD: where the live CRD lacks the new storage version, apply an intermediate CRD (the new
