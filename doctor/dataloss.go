@@ -37,7 +37,12 @@ func (k *checker) checkDataLoss() bool {
 	}
 	for _, u := range r.Unknown {
 		// A stored version that is unserved or gone included: what its objects hold cannot be
-		// read, so whether they lose fields is unknown (the text says how to read them).
+		// read, so whether they lose fields is unknown.
+		for _, n := range r.NotServed {
+			if strings.HasPrefix(u, n.Version+" is in status.storedVersions but not served") {
+				u = fmt.Sprintf("%s is in status.storedVersions but not served: what the objects stored at it hold cannot be read, so whether they lose fields is unknown; serve it again to read them: %s", n.Version, n.Serve)
+			}
+		}
 		k.incomplete(CheckDataLoss, fmt.Errorf("%s", u))
 	}
 	if r.LossCount == 0 {

@@ -254,7 +254,7 @@ func TestUpgradeStoredUnservedCompletes(t *testing.T) {
 		t.Errorf("versions %v, want [v1beta1 v1]", names)
 	}
 	b, err := os.ReadFile(backup)
-	if n := strings.Count(string(b), "apiVersion: "+h.group+"/v1alpha1\n"); err != nil || n != 2 {
+	if n := strings.Count(string(b), "---\napiVersion: "+h.group+"/v1alpha1\n"); err != nil || n != 2 {
 		t.Errorf("backup holds %d objects read at v1alpha1, want 2 (%v)", n, err)
 	}
 	if !strings.Contains(string(b), "legacy: from-gitops") {

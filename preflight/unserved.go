@@ -18,11 +18,33 @@ func ServeCommand(crd *apiextensionsv1.CustomResourceDefinition, v string, serve
 		crd.Name, i, v, i, served)
 }
 
-// unservedStoredUnknown says why objects stored at h, which crd has but does not serve, were
-// neither backed up nor compared, and how to read them.
-func unservedStoredUnknown(crd *apiextensionsv1.CustomResourceDefinition, h string) string {
-	return fmt.Sprintf("%s is in status.storedVersions but not served: objects stored at it cannot be read as stored, so neither backed up nor compared; serve it again to read them (`%s`), run this command again, then stop serving it if you wish (`%s`)",
-		h, ServeCommand(crd, h, true), ServeCommand(crd, h, false))
+// NotServed is a version in status.storedVersions that the CRD has but does not serve, with
+// the commands that serve it again (so the objects stored at it can be read) and, afterwards,
+// stop serving it.
+type NotServed struct {
+	Version string `json:"version"`
+	Serve   string `json:"serve"`
+	Unserve string `json:"unserve"`
+}
+
+func notServed(crd *apiextensionsv1.CustomResourceDefinition, h string) NotServed {
+	return NotServed{Version: h, Serve: ServeCommand(crd, h, true), Unserve: ServeCommand(crd, h, false)}
+}
+
+// unservedStoredUnknown says why objects stored at h, which the CRD has but does not serve,
+// were neither backed up nor compared.
+func unservedStoredUnknown(h string) string {
+	return fmt.Sprintf("%s is in status.storedVersions but not served: objects stored at it cannot be read as stored, so neither backed up nor compared (serve it again to read them: see below)", h)
+}
+
+// serveAdvice: how to read the objects stored at versions not served, one command a line.
+func serveAdvice(r *Report) []string {
+	var out []string
+	for _, n := range r.NotServed {
+		out = append(out, fmt.Sprintf("serve %s again, so the objects stored at it are read as stored, then run this command again:", n.Version), "  "+n.Serve,
+			fmt.Sprintf("once no object is stored at %s (status.storedVersions lacks it), stop serving it if you wish:", n.Version), "  "+n.Unserve)
+	}
+	return out
 }
 
 // missingStoredUnknown says why objects stored at h, which is not in crd's spec.versions, are

@@ -32,7 +32,7 @@ func TestCheckStoredVersionsNotReadable(t *testing.T) {
 	if r.Safe() || !r.LosesData() {
 		t.Errorf("Safe %v LosesData %v: want neither a pass nor a known no-loss", r.Safe(), r.LosesData())
 	}
-	all := strings.Join(r.Unknown, "\n")
+	all := strings.Join(append(r.Unknown, Advice(r)...), "\n")
 	serve := `kubectl patch crd widgets.notreadable.preflight.example.com --type=json -p '[{"op":"test","path":"/spec/versions/0/name","value":"v1beta1"},{"op":"replace","path":"/spec/versions/0/served","value":true}]'`
 	for _, want := range []string{
 		"v1beta1 is in status.storedVersions but not served", serve,
