@@ -241,6 +241,8 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 
 func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.Report) error {
 	switch {
+	case errors.Is(err, upgrade.ErrRefused) && rep != nil && rep.Preflight.Incomplete && ctx.Err() != nil:
+		return Unavailable(fmt.Errorf("%w: %w; run the same command again", upgrade.ErrInterrupted, err))
 	case errors.Is(err, upgrade.ErrRefused) && rep != nil && rep.Preflight.Incomplete:
 		// No answer: no flag accepts it. Run again once the cause is gone.
 		return Unavailable(fmt.Errorf("%w; run the same command again once the cause is fixed", err))
