@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
 // A CRD with a history, as cert-manager 0.x → 1.6 leaves it: things.<group> was created with
@@ -293,4 +298,40 @@ func TestUpgradeStoredUnservedCompletes(t *testing.T) {
 			t.Errorf("%s: manager %s lost", n, manager)
 		}
 	}
+}
+
+// TestUpgradeStoredUnservedInterrupted: Ctrl-C while the preflight reads the versions served
+// again leaves the CRD as it was: they are unserved again although the run's context is done.
+// The preflight is handed the CRD with them served (what it reads), and nothing else changes.
+func TestUpgradeStoredUnservedInterrupted(t *testing.T) {
+	isolateCache(t)
+	h := setupUnservedHistory(t, "interrupted.unserved.example.com", false)
+	before := h.state(t)
+	c, err := migrate.NewClients(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := testenv.ReadCRDs(t, filepath.Join(h.dir, "things.yaml"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var sawServed bool
+	rep, err := upgrade.Run(ctx, c, upgrade.Options{Next: next, ApplyFile: h.dir, BackupFile: filepath.Join(t.TempDir(), "b.yaml"),
+		Preflight: func(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, target string) ([]upgrade.ObjectFinding, error) {
+			sawServed = live.Spec.Versions[0].Name == "v1alpha1" && live.Spec.Versions[0].Served
+			if v := h.crd(t).Spec.Versions[0]; !v.Served {
+				t.Errorf("during the preflight v1alpha1 is not served on the server")
+			}
+			cancel() // Ctrl-C
+			return nil, ctx.Err()
+		}})
+	if !errors.Is(err, upgrade.ErrRefused) || rep == nil || !rep.Preflight.Incomplete {
+		t.Fatalf("Run: %v (report %+v), want an incomplete preflight", err, rep)
+	}
+	if !sawServed {
+		t.Errorf("the preflight was handed the CRD without v1alpha1 served")
+	}
+	if len(rep.ServedAgain) != 1 || rep.ServedAgain[0].State != upgrade.ServeRestored {
+		t.Errorf("servedAgain %+v, want v1alpha1 unserved again", rep.ServedAgain)
+	}
+	diffStates(t, "the interrupted upgrade", before, h.state(t))
 }
