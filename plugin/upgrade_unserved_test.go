@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
@@ -334,4 +336,63 @@ func TestUpgradeStoredUnservedInterrupted(t *testing.T) {
 		t.Errorf("servedAgain %+v, want v1alpha1 unserved again", rep.ServedAgain)
 	}
 	diffStates(t, "the interrupted upgrade", before, h.state(t))
+}
+
+// TestUpgradeStoredUnservedRunbookByHand: the runbook plan prints for the history serves
+// v1alpha1 again before the backup (so the backup reads the objects as stored), and followed
+// by hand — its kubectl commands run by a shell, as copied — it takes the cluster to the
+// release keeping every field and manager.
+func TestUpgradeStoredUnservedRunbookByHand(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl is not installed") // the runbook's kubectl steps need the real one
+	}
+	isolateCache(t)
+	h := setupUnservedHistory(t, "byhand.unserved.example.com", false)
+	kc := tempKubeconfig(t)
+	res := run(t, "", "plan", "-f", h.dir, "--kubeconfig", kc, "-o", "json")
+	var rep plan.Report
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("plan -o json: %v\n%s\n%s", err, res.stdout, res.stderr)
+	}
+	var actions []string
+	for _, s := range rep.Runbook {
+		actions = append(actions, s.Action)
+	}
+	i, b := slices.Index(actions, plan.ActionServeStored), slices.Index(actions, plan.ActionBackup)
+	if i < 0 || b < i {
+		t.Fatalf("runbook actions %v: want serve-stored before backup", actions)
+	}
+	work := t.TempDir()
+	for n, s := range rep.Runbook {
+		for _, c := range s.Commands {
+			if strings.HasPrefix(c, "kubectl crdver ") {
+				runStep(t, work, kc, c, n+1)
+				continue
+			}
+			cmd := exec.Command("bash", "-c", c)
+			cmd.Dir, cmd.Env = work, append(os.Environ(), "KUBECONFIG="+kc)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("step %d: %s: %v\n%s", n+1, c, err, out)
+			}
+		}
+	}
+	backup, err := os.ReadFile(filepath.Join(work, "crdver-backup.yaml"))
+	if n := strings.Count(string(backup), "apiVersion: "+h.group+"/v1alpha1\n  kind: Thing"); err != nil || n != 2 {
+		t.Errorf("the backup holds %d objects read at v1alpha1, want 2 (%v)", n, err)
+	}
+	crd := h.crd(t)
+	if !slices.Equal(crd.Status.StoredVersions, []string{"v1"}) || len(crd.Spec.Versions) != 2 {
+		t.Errorf("after the runbook: storedVersions %v, %d versions; want [v1], v1beta1 and v1", crd.Status.StoredVersions, len(crd.Spec.Versions))
+	}
+	v1 := schema.GroupVersionResource{Group: h.group, Version: "v1", Resource: "things"}
+	u, err := h.dyn.Resource(v1).Namespace("default").Get(context.Background(), "t-gitops", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _, _ := unstructured.NestedString(u.Object, "spec", "legacy"); l != "from-gitops" {
+		t.Errorf("t-gitops: spec.legacy %q after the runbook", l)
+	}
+	if !slices.ContainsFunc(u.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Manager == "gitops" && e.APIVersion == h.group+"/v1" }) {
+		t.Errorf("t-gitops: gitops's entry not at v1: %+v", u.GetManagedFields())
+	}
 }
