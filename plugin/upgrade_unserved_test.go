@@ -179,6 +179,7 @@ func TestUpgradeStoredUnservedRefusedRestoresCRD(t *testing.T) {
 
 	// --dry-run serves nothing: it says the preflight is not complete, and why.
 	res := runCluster(t, "upgrade", "-f", h.dir, "--dry-run")
+	t.Logf("upgrade -f NEW --dry-run → exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	if res.code != 1 {
 		t.Fatalf("upgrade --dry-run: exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
@@ -207,6 +208,7 @@ func TestUpgradeStoredUnservedRefusedRestoresCRD(t *testing.T) {
 
 	backup := filepath.Join(t.TempDir(), "backup.yaml")
 	res = runCluster(t, "upgrade", "-f", h.dir, "--yes", "--backup", backup)
+	t.Logf("upgrade -f NEW --yes → exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	if res.code != 1 {
 		t.Fatalf("upgrade: exit %d, want 1 (refused)\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
