@@ -58,7 +58,10 @@ func NewCmdUpgrade(g *Globals) *cobra.Command {
    CRDs: fields the re-encoding at the new storage version drops, writes that would be rejected.
    If any, stop before writing anything, list the objects and fields, and say how to keep them
    (--allow-data-loss goes on anyway; --skip-invalid goes on past objects whose rewrite would be
-   rejected, which then keep their CRD's status.storedVersions untrimmed).
+   rejected, which then keep their CRD's status.storedVersions untrimmed). Objects stored at a
+   version the live CRD no longer serves can be read as stored only at it: the upgrade first
+   serves it again (asked for like any write; --dry-run does not, and says the preflight is not
+   complete) and serves it no longer if the upgrade is then refused or not confirmed.
 2. Back up every object at every version that holds its data (--backup FILE, default
    ./crdver-backup-<time>.yaml): a read at the preferred version may already drop those fields.
 3. Per CRD: where the live CRD lacks the new storage version, apply an intermediate CRD (the new
@@ -205,6 +208,15 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		}
 		return o.g.confirm("Carry out the upgrade (the steps above)? [y/N]: ")
 	}
+	uo.ConfirmServe = func(r *upgrade.Report) (bool, error) {
+		what := servedAgainText(r.ServedAgain)
+		if o.Yes {
+			o.progress.Notef("upgrade: serving again %s to read the objects stored at them (unserved again if the upgrade is refused)", what)
+			return true, nil
+		}
+		writeWrapped(o.g.ErrOut, fmt.Sprintf("Objects may be stored at versions the live CRDs do not serve: %s. They can be read as stored only once served, so the preflight and the backup need them served again: a change of the CRDs, undone if the upgrade is then refused or not confirmed.", what), "", 120)
+		return o.g.confirm("Serve them again and run the preflight? [y/N]: ")
+	}
 	rep, err := upgrade.Run(ctx, c, uo)
 	if rep != nil && rep.Plan != nil {
 		if !printed {
@@ -221,6 +233,9 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 	}
 	// The exit status and the last line are the decision table's (upgrade.Report.Outcome).
 	out := rep.Outcome
+	if o.DryRun && len(rep.Preflight.Unread) > 0 && len(rep.Preflight.BlockedCRDs) == 0 {
+		return ProblemsFound("the preflight is not complete: %s (--dry-run: nothing was written); run the upgrade without --dry-run: it asks before serving them", rep.Preflight.Reason)
+	}
 	if o.DryRun && out.ExitCode == 0 {
 		return o.printer.PrintPart(o.g.Out, dryRunNote{})
 	}
@@ -232,22 +247,18 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 
 func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.Report) error {
 	switch {
+	case errors.Is(err, upgrade.ErrRefused) && rep != nil && rep.Preflight.Incomplete && ctx.Err() != nil:
+		return Unavailable(fmt.Errorf("%w: %w; run the same command again", upgrade.ErrInterrupted, err))
+	case errors.Is(err, upgrade.ErrRefused) && rep != nil && rep.Preflight.Incomplete:
+		// No answer: no flag accepts it. Run again once the cause is gone.
+		return Unavailable(fmt.Errorf("%w; run the same command again once the cause is fixed", err))
 	case errors.Is(err, upgrade.ErrRefused):
-		// Only the flags that make this refusal go on (the decision table's overrides).
-		var flags []string
-		if rep != nil {
-			for _, k := range rep.Outcome.Refusals {
-				if d := plan.DecisionFor(k); d.Override != "" && !slices.Contains(flags, "--"+d.Override) {
-					flags = append(flags, "--"+d.Override)
-				}
-			}
+		if flags := o.refusalFlags(rep); len(flags) > 0 {
+			return ProblemsFound("%v (%s to go on anyway)", err, strings.Join(flags, ", "))
 		}
-		if len(flags) == 0 {
-			return ProblemsFound("%v", err)
-		}
-		return ProblemsFound("%v (%s to go on anyway)", err, strings.Join(flags, ", "))
+		return ProblemsFound("%v", err)
 	case errors.Is(err, upgrade.ErrNotConfirmed):
-		return Unavailable(errors.New("nothing was written: not confirmed (use --yes to skip the question)"))
+		return Unavailable(fmt.Errorf("nothing was written: %v (use --yes to skip the question)", err))
 	case errors.Is(err, upgrade.ErrInterrupted), ctx.Err() != nil:
 		return Unavailable(fmt.Errorf("%w; run the same command again to resume", err))
 	case errors.Is(err, migrate.ErrAccessDenied):
@@ -266,3 +277,36 @@ type upgradeResultView struct {
 }
 
 func (v upgradeResultView) MarshalJSON() ([]byte, error) { return json.Marshal(v.rep) }
+
+// refusalFlags are the flags that would let a refused upgrade go on: --allow-data-loss only
+// when objects would lose fields or what they lose is unknown, --skip-invalid only when
+// objects' rewrites would be rejected, and neither when they are given already or when a CRD
+// of the release would be rejected (no flag helps there).
+func (o *UpgradeOptions) refusalFlags(rep *upgrade.Report) []string {
+	if rep == nil {
+		return nil
+	}
+	// A CRD the API server would reject, or a version that could not be read: no flag helps.
+	if len(rep.Preflight.BlockedCRDs) > 0 || len(rep.Preflight.Unread) > 0 {
+		return nil
+	}
+	given := map[string]bool{plan.OverrideAllowDataLoss: o.AllowDataLoss, plan.OverrideSkipInvalid: o.SkipInvalid}
+	// Only the flags that make this refusal go on (the decision table's overrides), and not
+	// one already given.
+	var flags []string
+	for _, k := range rep.Outcome.Refusals {
+		if d := plan.DecisionFor(k); d.Override != "" && !given[d.Override] && !slices.Contains(flags, "--"+d.Override) {
+			flags = append(flags, "--"+d.Override)
+		}
+	}
+	return flags
+}
+
+// servedAgainText names the versions served again: "widgets.example.com v1alpha1, …".
+func servedAgainText(s []upgrade.ServedAgain) string {
+	var out []string
+	for _, x := range s {
+		out = append(out, x.CRD+" "+x.Version)
+	}
+	return strings.Join(out, ", ")
+}
