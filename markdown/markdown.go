@@ -150,7 +150,8 @@ func words(key string) string {
 		}
 		b.WriteRune(r)
 	}
-	return b.String()
+	// The one compound the plan's own words hyphenate ("invalid on re-create").
+	return strings.ReplaceAll(b.String(), "recreate", "re-create")
 }
 
 // stringLists are the []string (or []named-string) fields of the struct v, in declaration

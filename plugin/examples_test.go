@@ -51,6 +51,7 @@ var offlineExamples = []struct {
 	{args: "plan -f plan/testdata/widgets-stricter.yaml --old-file plan/testdata/widgets-old.yaml --objects plan/testdata/widgets-objects.yaml --fail-on stricter -o json", code: 1},
 	{args: "plan -f plan/testdata/certs-new.yaml --old-file plan/testdata/certs-old.yaml --objects plan/testdata/certs-objects.yaml", code: 1},
 	{args: "plan -f testdata/migrate/crontab-4-v1-only.yaml --old-file testdata/migrate/crontab-2-add-v1.yaml", code: 1},
+	{args: "plan -f plan/testdata/widgets-stricter.yaml --old-file plan/testdata/widgets-old.yaml --objects plan/testdata/widgets-objects.yaml -o markdown", code: 0},
 }
 
 // clusterExamples are the example commands of the pages that need a cluster (the test control
@@ -78,6 +79,8 @@ var clusterExamples = []string{
 	"upgrade -f testdata/releases/gateway-api/v1.0.0/ --yes",
 	"upgrade -f testdata/releases/strimzi/1.0.0/",
 	"plan -f testdata/releases/gateway-api/v1.0.0/",
+	"upgrade -f new/ --yes",            // docs/concepts/stored-unserved.md: TestUpgradeStoredUnservedRefusedRestoresCRD
+	"restore -f backup.yaml --dry-run", // TestRestoreAfterUpgradeAndBack
 	"doctor",
 	"doctor -o wide",
 	"doctor kafkausers.kafka.example.com",

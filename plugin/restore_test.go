@@ -445,7 +445,7 @@ func TestRestoreWebhookCRD(t *testing.T) {
 	srv := testwebhook.StartForTest(t, testwebhook.Options{})
 	srv.Set(testwebhook.Identity)
 	group := "hook.restore.example.com"
-	crd := upgradeCRD(group, "gizmos", "Gizmo", ver("v1beta1", true, true, upgradeSchema(true, 0, "")), ver("v1", true, false, upgradeSchema(false, 0, "")))
+	crd := upgradeCRD(group, "sprockets", "Sprocket", ver("v1beta1", true, true, upgradeSchema(true, 0, "")), ver("v1", true, false, upgradeSchema(false, 0, "")))
 	crd.Spec.Conversion = srv.WebhookConversion()
 	if _, err := env.CreateCRD(ctx, crd); err != nil {
 		t.Fatal(err)
@@ -455,10 +455,10 @@ func TestRestoreWebhookCRD(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := func(v string) dynamic.ResourceInterface {
-		return dyn.Resource(schema.GroupVersionResource{Group: group, Version: v, Resource: "gizmos"}).Namespace("default")
+		return dyn.Resource(schema.GroupVersionResource{Group: group, Version: v, Resource: "sprockets"}).Namespace("default")
 	}
 	for i, legacy := range []string{"a", "b"} {
-		obj := map[string]any{"apiVersion": group + "/v1beta1", "kind": "Gizmo", "metadata": map[string]any{"name": fmt.Sprintf("g-%d", i+1)},
+		obj := map[string]any{"apiVersion": group + "/v1beta1", "kind": "Sprocket", "metadata": map[string]any{"name": fmt.Sprintf("g-%d", i+1)},
 			"spec": map[string]any{"size": int64(i + 1), "legacy": legacy}}
 		if _, err := at("v1beta1").Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
 			t.Fatal(err)
@@ -471,7 +471,7 @@ func TestRestoreWebhookCRD(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&b, "# gizmos.%s.%s\n", v, group)
+		fmt.Fprintf(&b, "# sprockets.%s.%s\n", v, group)
 		for _, u := range list.Items {
 			y, _ := yaml.Marshal(u.Object)
 			fmt.Fprintf(&b, "---\n%s", y)
