@@ -290,12 +290,11 @@ func (o *UpgradeOptions) refusalFlags(rep *upgrade.Report) []string {
 	if len(rep.Preflight.BlockedCRDs) > 0 || len(rep.Preflight.Unread) > 0 {
 		return nil
 	}
-	given := map[string]bool{plan.OverrideAllowDataLoss: o.AllowDataLoss, plan.OverrideSkipInvalid: o.SkipInvalid}
-	// Only the flags that make this refusal go on (the decision table's overrides), and not
-	// one already given.
+	// Only the flags that make this refusal go on (the decision table's overrides); those
+	// already given refuse nothing (RefusalKinds leaves their findings out).
 	var flags []string
-	for _, k := range rep.Outcome.Refusals {
-		if d := plan.DecisionFor(k); d.Override != "" && !given[d.Override] && !slices.Contains(flags, "--"+d.Override) {
+	for _, k := range upgrade.RefusalKinds(rep.Preflight, upgrade.Options{AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid}) {
+		if d := plan.DecisionFor(k); d.Override != "" && !slices.Contains(flags, "--"+d.Override) {
 			flags = append(flags, "--"+d.Override)
 		}
 	}

@@ -89,6 +89,25 @@ func (r *runner) verifyPlan(v *Verify, after *plan.Report) {
 	}
 }
 
+// RefusalKinds are the findings of a preflight that refuse the upgrade with options o, by the
+// decision table's rows (a finding whose override o gives does not refuse).
+func RefusalKinds(pf Preflight, o Options) []plan.Kind {
+	var out []plan.Kind
+	if len(pf.BlockedCRDs) > 0 {
+		out = append(out, plan.KindApplyRejected)
+	}
+	if len(pf.DataLoss) > 0 && !o.AllowDataLoss {
+		out = append(out, plan.KindDataLoss)
+	}
+	if len(pf.Rejected) > 0 && !o.SkipInvalid {
+		out = append(out, plan.KindRejectedWrite)
+	}
+	if len(pf.Unknown) > 0 && !o.AllowDataLoss {
+		out = append(out, plan.KindUnknown)
+	}
+	return out
+}
+
 // decide is the outcome of a run by the decision table: the result, the exit status and the
 // last line.
 func decide(rep *Report, err error, o Options) Outcome {
@@ -118,21 +137,9 @@ func decide(rep *Report, err error, o Options) Outcome {
 	switch {
 	case errors.Is(err, ErrRefused):
 		out.Result, out.ExitCode = ResultRefused, 0
-		add := func(k plan.Kind) {
+		for _, k := range RefusalKinds(pf, o) {
 			out.Refusals = append(out.Refusals, k)
 			out.ExitCode = max(out.ExitCode, plan.DecisionFor(k).UpgradeExit)
-		}
-		if len(pf.BlockedCRDs) > 0 {
-			add(plan.KindApplyRejected)
-		}
-		if len(pf.DataLoss) > 0 && !o.AllowDataLoss {
-			add(plan.KindDataLoss)
-		}
-		if len(pf.Rejected) > 0 && !o.SkipInvalid {
-			add(plan.KindRejectedWrite)
-		}
-		if len(pf.Unknown) > 0 && !o.AllowDataLoss {
-			add(plan.KindUnknown)
 		}
 		if out.ExitCode == 0 {
 			out.ExitCode = 1 // refused for a reason no override removes (the preflight could not complete)
