@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/crdver/kubectl-crdver/preview"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 const previewExample = `  # A helm chart's objects (your chart in ./chart), with the CRDs from the chart itself (other
@@ -253,9 +254,4 @@ func previewInputError(d Document, crd *apiextensionsv1.CustomResourceDefinition
 	return fmt.Errorf("%s: previewing with %s: %w", d.Where(), crd.Name, err)
 }
 
-func plural(n int, what string) string {
-	if n == 1 {
-		return fmt.Sprintf("1 %s", what)
-	}
-	return fmt.Sprintf("%d %ss", n, what)
-}
+func plural(n int, what string) string { return printers.Plural(n, what) }

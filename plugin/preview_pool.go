@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/preview"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 // previewPool previews objects on the workers of a preview.Pool and writes the results in the
@@ -108,7 +109,7 @@ func (p *previewPool) preview(ctx context.Context, w *preview.Worker, job previe
 		var before bytes.Buffer
 		if errors.As(err, &nse) && p.olds == nil {
 			// The violations go out before the error, as explain prints them.
-			if perr := printViolations(&before, nse.Violations, p.o.out.noHeaders); perr != nil {
+			if perr := printers.PrintViolations(&before, nse.Violations, p.o.out.noHeaders); perr != nil {
 				return previewDone{err: perr}
 			}
 		}
@@ -160,7 +161,7 @@ func (out *previewOutput) format(item PreviewItem, input []byte) ([]byte, error)
 	case outputName:
 		b.WriteString(nameLine(item))
 	default:
-		if err := printPreview(&b, item, input, out.o.Diff, out.o.colorOn); err != nil {
+		if err := printers.Preview(&b, item.Source, item.PreviewResult, input, out.o.Diff, out.o.colorOn); err != nil {
 			return nil, err
 		}
 	}
