@@ -43,10 +43,8 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 		return printLines(w, r)
 	case versionsSummary:
 		return printers.VersionsSummary(w, r.Items, p.noHeaders)
-	case *PreviewReport:
-		return printPreviewReport(w, r, p.diff, p.color)
 	case *migrate.Report:
-		return printers.MigrateReport(w, r, p.noHeaders, "status.storedVersions left as it is (--no-trim)")
+		return printers.MigrateReport(w, r, p.noHeaders, "status.storedVersions left as it is (--no-trim)", "-o json")
 	case allPlan:
 		return printers.AllPlan(w, r.plans, r.crds, r.total, p.wide, p.noHeaders)
 	case *MigrateAllReport:
@@ -77,18 +75,7 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 	case preflightPart:
 		return printPreflight(w, r.r, p.noHeaders)
 	}
-	return printers.Human{NoHeaders: p.noHeaders, Wide: p.wide}.PrintReport(w, report)
-}
-
-// printPreviewReport prints every object's preview, then the count.
-func printPreviewReport(w io.Writer, r *PreviewReport, diff, color bool) error {
-	for _, item := range r.Items {
-		if err := printers.Preview(w, item.Source, item.PreviewResult, item.input, diff, color); err != nil {
-			return err
-		}
-	}
-	_, err := fmt.Fprintf(w, "%s: %d accepted, %d rejected\n", plural(len(r.Items), "object"), r.Accepted, r.Rejected)
-	return err
+	return printers.Human{NoHeaders: p.noHeaders, Wide: p.wide, AllListed: "-o json"}.PrintReport(w, report)
 }
 
 // withCensus is a report with the managedFields census of the CRD's objects: in JSON/YAML the

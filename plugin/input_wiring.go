@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 
@@ -78,5 +77,3 @@ func inputError(err error) error {
 func stripComments(b []byte) []byte   { return manifest.StripComments(b) }
 func trimYAMLError(err error) string  { return manifest.YAMLErrorText(err) }
 func unwrapPathError(err error) error { return manifest.PathErrorText(err) }
-
-func jsonUnmarshalHead(js []byte, v any) error { return json.Unmarshal(js, v) }

@@ -11,7 +11,7 @@ import (
 	"github.com/crdver/kubectl-crdver/convert"
 )
 
-func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
+func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool, allListed string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "CRD:        %s (conversion strategy %s)\n", r.CRD, r.Strategy)
 	if r.Webhook != "" {
@@ -68,11 +68,11 @@ func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
 	if err := ft.Print(w, noHeaders); err != nil {
 		return err
 	}
-	return printBisections(w, r.Bisections)
+	return printBisections(w, r.Bisections, allListed)
 }
 
 // printBisections names the objects to blame for each request that failed as a whole.
-func printBisections(w io.Writer, bs []convert.Bisection) error {
+func printBisections(w io.Writer, bs []convert.Bisection, allListed string) error {
 	var b strings.Builder
 	for _, bi := range bs {
 		state := "minimal failing object(s)"
@@ -83,7 +83,7 @@ func printBisections(w io.Writer, bs []convert.Bisection) error {
 		const shown = 20
 		for i, o := range bi.Objects {
 			if i == shown {
-				fmt.Fprintf(&b, "  … and %d more (-o json lists them all)\n", len(bi.Objects)-shown)
+				fmt.Fprintf(&b, "  … and %d more (%s lists them all)\n", len(bi.Objects)-shown, allListed)
 				break
 			}
 			fmt.Fprintf(&b, "  %s\n", o)

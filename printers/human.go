@@ -56,6 +56,9 @@ func (Data) PrintPart(io.Writer, any) error { return nil }
 type Human struct {
 	NoHeaders bool
 	Wide      bool
+	// AllListed names what lists every item where only the first are shown ("-o json" for the
+	// command line); empty: "the JSON report".
+	AllListed string
 }
 
 // PrintPart prints a part of a report as soon as it is known.
@@ -63,6 +66,10 @@ func (p Human) PrintPart(w io.Writer, part any) error { return p.PrintReport(w, 
 
 // PrintReport prints report with the printer of its type.
 func (p Human) PrintReport(w io.Writer, report any) error {
+	all := p.AllListed
+	if all == "" {
+		all = "the JSON report"
+	}
 	switch r := report.(type) {
 	case explain.VersionsReport:
 		return printVersionsTable(w, r, p.Wide, p.NoHeaders)
@@ -77,11 +84,11 @@ func (p Human) PrintReport(w io.Writer, report any) error {
 	case *migrate.Plan:
 		return printPlan(w, r, p.NoHeaders)
 	case *migrate.Report:
-		return MigrateReport(w, r, p.NoHeaders, "status.storedVersions left as it is (not trimmed)")
+		return MigrateReport(w, r, p.NoHeaders, "status.storedVersions left as it is (not trimmed)", all)
 	case *migrate.Status:
 		return printMigrateStatus(w, r)
 	case *convert.Report:
-		return printConvertReport(w, r, p.NoHeaders)
+		return printConvertReport(w, r, p.NoHeaders, all)
 	case *doctor.Report:
 		return printDoctorReport(w, r, p.Wide, p.NoHeaders)
 	case *retire.Plan:

@@ -12,14 +12,15 @@ import (
 )
 
 // MigrateReport prints what a migration did (its plan was printed before, as a part);
-// untrimmed is the line printed when the run was told not to trim status.storedVersions.
-func MigrateReport(w io.Writer, r *migrate.Report, noHeaders bool, untrimmed string) error {
+// untrimmed is the line printed when the run was told not to trim status.storedVersions,
+// allListed what lists every object when only the first are shown.
+func MigrateReport(w io.Writer, r *migrate.Report, noHeaders bool, untrimmed, allListed string) error {
 	if r.DryRun {
 		_, err := fmt.Fprintln(w, "\nDry run: nothing was written.")
 		return err
 	}
 	if r.Result != nil {
-		if err := printResult(w, r.Result, noHeaders); err != nil {
+		if err := printResult(w, r.Result, noHeaders, allListed); err != nil {
 			return err
 		}
 		if r.Result.Interrupted {
@@ -86,7 +87,7 @@ func printPlan(w io.Writer, p *migrate.Plan, noHeaders bool) error {
 	return nil
 }
 
-func printResult(w io.Writer, r *migrate.Result, noHeaders bool) error {
+func printResult(w io.Writer, r *migrate.Result, noHeaders bool, allListed string) error {
 	fmt.Fprintln(w)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "Note: %s\n", n)
@@ -102,7 +103,7 @@ func printResult(w io.Writer, r *migrate.Result, noHeaders bool) error {
 	}
 	fmt.Fprintf(w, "\n%s at %s: %s accounted for in %s (%.0f objects/s this run)\n",
 		r.CRD, r.StorageVersion, Plural(int(r.Total()), "object"), (time.Duration(r.ElapsedSeconds * float64(time.Second))).Round(10*time.Millisecond), r.ObjectsPerSecond)
-	printManagedFieldsOutcome(w, r, noHeaders)
+	printManagedFieldsOutcome(w, r, noHeaders, allListed)
 	if len(r.Failures) > 0 {
 		fmt.Fprintln(w, "\nObjects that could not be rewritten:")
 		ft := &Table{Header: []string{"namespace", "name", "reason"}}
@@ -222,7 +223,7 @@ const lossesShown = 20
 
 // printManagedFieldsOutcome says what the rewrite did to managedFields: entries moved to the
 // storage version, and the objects that lost field managers (listed).
-func printManagedFieldsOutcome(w io.Writer, r *migrate.Result, noHeaders bool) {
+func printManagedFieldsOutcome(w io.Writer, r *migrate.Result, noHeaders bool, allListed string) {
 	if r.ManagedFieldsMoved > 0 {
 		fmt.Fprintf(w, "managedFields: %d entries of other versions moved to %s within the rewrite\n", r.ManagedFieldsMoved, r.StorageVersion)
 	}
@@ -233,7 +234,7 @@ func printManagedFieldsOutcome(w io.Writer, r *migrate.Result, noHeaders bool) {
 	t := &Table{Header: []string{"namespace", "name", "managers lost"}, MaxWidth: TerminalWidth}
 	for i, l := range r.ManagedFieldsLosses {
 		if i == lossesShown {
-			fmt.Fprintf(w, "… and %d more (-o json lists them)\n", r.ManagedFieldsLost-int64(i))
+			fmt.Fprintf(w, "… and %d more (%s lists them)\n", r.ManagedFieldsLost-int64(i), allListed)
 			break
 		}
 		t.Add(l.Namespace, l.Name, strings.Join(l.Managers, ", "))
