@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/ownership"
@@ -35,12 +34,12 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 		if err := p.PrintReport(w, r.report); err != nil {
 			return err
 		}
-		printNotes(w, r.notes)
+		printers.Notes(w, r.notes)
 		return nil
 	case BuildInfo:
 		return printBuildInfo(w, r)
 	case sortedVersions:
-		return printLines(w, r)
+		return printers.Lines(w, r)
 	case versionsSummary:
 		return printers.VersionsSummary(w, r.Items, p.noHeaders)
 	case *migrate.Report:
@@ -79,7 +78,8 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 }
 
 // withCensus is a report with the managedFields census of the CRD's objects: in JSON/YAML the
-// census is the last key "managedFields" (withManagedFields); for people, notes after the report.
+// census is the last key "managedFields" (printers.WithManagedFields); for people, notes after
+// the report.
 type withCensus struct {
 	report any
 	census *ownership.Census
@@ -87,7 +87,7 @@ type withCensus struct {
 }
 
 func (r withCensus) MarshalJSON() ([]byte, error) {
-	v, err := withManagedFields(r.report, r.census)
+	v, err := printers.WithManagedFields(r.report, r.census)
 	if err != nil {
 		return nil, err
 	}
@@ -100,15 +100,5 @@ func printBuildInfo(w io.Writer, bi BuildInfo) error {
 		commit = " commit " + bi.Commit
 	}
 	_, err := fmt.Fprintf(w, "kubectl-crdver %s%s (%s, %s, Kubernetes libraries %s)\n", bi.Version, commit, bi.GoVersion, bi.Platform, bi.KubernetesLibrary)
-	return err
-}
-
-func printLines(w io.Writer, lines []string) error {
-	var b strings.Builder
-	for _, l := range lines {
-		b.WriteString(l)
-		b.WriteByte('\n')
-	}
-	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -39,7 +39,7 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 	}
 	progress := &InputProgress{}
 	var objects atomic.Int64
-	stopProgress := startInputProgress(o.progress.toProgress(o.g.ErrOut), o.Files, o.input.Recursive, progress, &objects)
+	stopProgress := printers.InputProgress(o.progress.toProgress(o.g.ErrOut), o.Files, o.input.Recursive, progress, &objects)
 	defer stopProgress()
 
 	pool := o.newPreviewStream(ctx, ns, olds)
