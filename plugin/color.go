@@ -3,7 +3,6 @@ package plugin
 import (
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -47,42 +46,4 @@ func (c *colorFlag) enabled(out io.Writer, applies bool) (bool, error) {
 		return false, nil
 	}
 	return os.Getenv("NO_COLOR") == "" && progress.IsTerminal(out), nil
-}
-
-const (
-	ansiRed   = "\x1b[31m"
-	ansiGreen = "\x1b[32m"
-	ansiCyan  = "\x1b[36m"
-	ansiReset = "\x1b[0m"
-)
-
-// colorDiff colours a unified diff: removed lines red, added lines green, hunk headers cyan.
-func colorDiff(diff string, color bool) string {
-	if !color {
-		return diff
-	}
-	var b strings.Builder
-	for _, line := range strings.SplitAfter(diff, "\n") {
-		body := strings.TrimSuffix(line, "\n")
-		nl := line[len(body):]
-		switch {
-		case body == "":
-			b.WriteString(line)
-			continue
-		case strings.HasPrefix(body, "---") || strings.HasPrefix(body, "+++"):
-			b.WriteString(line)
-			continue
-		case strings.HasPrefix(body, "-"):
-			b.WriteString(ansiRed)
-		case strings.HasPrefix(body, "+"):
-			b.WriteString(ansiGreen)
-		case strings.HasPrefix(body, "@@"):
-			b.WriteString(ansiCyan)
-		default:
-			b.WriteString(line)
-			continue
-		}
-		b.WriteString(body + ansiReset + nl)
-	}
-	return b.String()
 }

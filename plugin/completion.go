@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -90,32 +89,8 @@ func completeExplainArgs(g *Globals, s *crdSource, version *string) cobra.Comple
 				v = crdinfo.StorageVersion(crd)
 			}
 		}
-		return append(out, fieldPaths(crd, v, toComplete)...), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+		return append(out, explain.FieldPaths(crd, v, toComplete)...), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 	}
-}
-
-// fieldPaths completes a dotted field path in a version's schema with the explain library: the
-// children of the part before the last dot that start with what follows it.
-func fieldPaths(crd *apiextensionsv1.CustomResourceDefinition, version, toComplete string) []string {
-	parent, prefix := "", toComplete
-	if i := strings.LastIndex(toComplete, "."); i >= 0 {
-		parent, prefix = toComplete[:i+1], toComplete[i+1:]
-	}
-	e, err := explain.Explain(crd, version, strings.TrimSuffix(parent, "."), false)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	if parent == "" && strings.HasPrefix("metadata", prefix) {
-		out = append(out, "metadata") // ObjectMeta: explain CRD metadata
-	}
-	for _, c := range e.Field.Fields {
-		if strings.HasPrefix(c.Name, prefix) && !(parent == "" && c.Name == "metadata") {
-			out = append(out, parent+c.Name)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // completeCRDThenVersion completes `CRD VERSION` arguments (retire).

@@ -1,9 +1,11 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -12,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
@@ -405,4 +408,26 @@ func (o *ConvertOptions) namespaceOrDefault() (string, error) {
 		return ns, err
 	}
 	return "default", nil
+}
+
+// writeKeep writes the failing objects as a multi-document YAML file.
+func writeKeep(path string, failed []convert.FailedObject) error {
+	var b bytes.Buffer
+	for _, f := range failed {
+		if f.Object == nil {
+			fmt.Fprintf(&b, "# %s (live object: get it with kubectl)\n---\n", f.Source)
+			continue
+		}
+		y, err := yaml.Marshal(f.Object)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "# %s\n", f.Source)
+		b.Write(y)
+		b.WriteString("---\n")
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return Unavailable(fmt.Errorf("--keep: %w", err))
+	}
+	return nil
 }

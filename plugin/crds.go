@@ -13,6 +13,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
 	"github.com/crdver/kubectl-crdver/crdsource"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 // crdSource is a command's crdsource.Source: files (-f/--crd-file) or, when none are given,
@@ -30,7 +31,7 @@ type crdSource struct {
 	kube *kubeVersionFlag
 
 	src     *crdsource.Source
-	skipped *skipList
+	skipped *printers.Skipped
 	// reported: the skipped documents were counted on stderr.
 	reported bool
 }
@@ -49,8 +50,8 @@ func (s *crdSource) lib() *crdsource.Source {
 	if s.src != nil {
 		return s.src
 	}
-	s.skipped = &skipList{what: "not a CustomResourceDefinition", one: "is not a CustomResourceDefinition"}
-	s.src = &crdsource.Source{Files: s.files, Input: s.inputOptions(), Skipped: s.skipped.add, Client: s.g.crdClient}
+	s.skipped = &printers.Skipped{What: "not a CustomResourceDefinition", One: "is not a CustomResourceDefinition"}
+	s.src = &crdsource.Source{Files: s.files, Input: s.inputOptions(), Skipped: s.skipped.Add, Client: s.g.crdClient}
 	if s.input != nil {
 		s.src.StrictKinds = s.input.StrictKinds
 		if s.input.Verbose {
@@ -156,7 +157,7 @@ func (s *crdSource) load(ctx context.Context) ([]*apiextensionsv1.CustomResource
 	}
 	if !s.reported {
 		s.reported = true
-		if err := s.skipped.report(s.g.ErrOut, s.input != nil && s.input.Verbose); err != nil {
+		if err := s.skipped.Report(s.g.ErrOut, s.input != nil && s.input.Verbose, "-v"); err != nil {
 			return nil, err
 		}
 	}

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 
@@ -34,17 +33,6 @@ func ReadDocuments(paths []string, stdin io.Reader) ([]Document, error) {
 	return docs, inputError(err)
 }
 
-// expandPath lists the files of p: itself, or the input files of a directory (not recursively).
-func expandPath(p string) ([]string, error) { return expandPathR(p, false) }
-
-// expandPathR lists the files of p; recursive walks subdirectories like kubectl -R.
-func expandPathR(p string, recursive bool) ([]string, error) {
-	files, err := manifest.ExpandPath(p, recursive)
-	return files, inputError(err)
-}
-
-func isURL(p string) bool { return manifest.IsURL(p) }
-
 // Interrupted is the error of a command stopped by Ctrl-C or SIGTERM: exit 3.
 func Interrupted(ctx context.Context) error {
 	return Unavailable(&manifest.InterruptedError{Cause: context.Cause(ctx)})
@@ -74,9 +62,3 @@ func inputError(err error) error {
 	}
 	return err
 }
-
-func stripComments(b []byte) []byte   { return manifest.StripComments(b) }
-func trimYAMLError(err error) string  { return manifest.YAMLErrorText(err) }
-func unwrapPathError(err error) error { return manifest.PathErrorText(err) }
-
-func jsonUnmarshalHead(js []byte, v any) error { return json.Unmarshal(js, v) }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/preview"
-	"io"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 const planExample = `  # What applying an operator release's CRDs would do to the cluster (nothing is written):
@@ -286,7 +286,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return err
 	}
 	judged.printNote(o.g.ErrOut)
-	printApplySources(o.g.ErrOut, report)
+	printers.ApplySources(o.g.ErrOut, report)
 	if runErr != nil {
 		return o.runError(runErr)
 	}
@@ -411,24 +411,4 @@ func (o *PlanOptions) dryRunClient(ctx context.Context, live *apiextensionsv1.Cu
 		return nil, nil
 	}
 	return cs.CRDs()
-}
-
-// printApplySources says, after the output, which apply verdicts the API server gave itself
-// (server-side dry-run) and which were computed here (JSON: items[].applyVerdictSource).
-func printApplySources(w io.Writer, r *plan.Report) {
-	var server, offline []string
-	for _, it := range r.Items {
-		switch it.ApplyVerdictSource {
-		case plan.VerdictServerDryRun:
-			server = append(server, it.CRD)
-		case plan.VerdictOffline:
-			offline = append(offline, it.CRD)
-		}
-	}
-	if len(server) > 0 {
-		fmt.Fprintf(w, "note: apply verdict from the API server (server-side dry-run, nothing written): %s\n", strings.Join(server, ", "))
-		if len(offline) > 0 {
-			fmt.Fprintf(w, "note: apply verdict computed here (the dry-run could not be made or was not allowed): %s\n", strings.Join(offline, ", "))
-		}
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/crdver/kubectl-crdver/preview"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 const previewExample = `  # A helm chart's objects (your chart in ./chart), with the CRDs from the chart itself (other
@@ -179,27 +180,11 @@ func (o *PreviewOptions) Validate() error {
 	return nil
 }
 
-// PreviewItem is one object's preview in `preview -o json|yaml`.
-type PreviewItem struct {
-	// Source names the file and document the object came from.
-	Source string `json:"source"`
-	// input is the object as read, for --diff.
-	input []byte
-	preview.PreviewResult
-}
-
-// PreviewReport is the whole output of `preview -o json|yaml`. It is written as the objects
-// are previewed: items first, then the counts.
-type PreviewReport struct {
-	Items    []PreviewItem `json:"items"`
-	Accepted int           `json:"accepted"`
-	Rejected int           `json:"rejected"`
-	// Skipped counts the documents of the input that no CustomResourceDefinition defines.
-	Skipped int `json:"skipped"`
-	// KubernetesVersion is the version the objects were judged as ("1.37": the cluster's,
-	// --kube-version's, or the newest known).
-	KubernetesVersion string `json:"kubernetesVersion"`
-}
+// PreviewItem and PreviewReport are the shape of `preview -o json|yaml`.
+type (
+	PreviewItem   = printers.PreviewItem
+	PreviewReport = printers.PreviewReport
+)
 
 type oldKey struct{ kind, namespace, name string }
 
@@ -225,37 +210,32 @@ func (o *PreviewOptions) readOld(ctx context.Context) (map[oldKey][]byte, error)
 	return out, nil
 }
 
-func (o *PreviewOptions) findOld(olds map[oldKey][]byte, d Document, ns string) ([]byte, error) {
+func (o *PreviewOptions) findOld(olds map[oldKey][]byte, source string, js []byte, ns string) ([]byte, error) {
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(d.JSON); err != nil {
-		return nil, UsageErrorf("%s: %v", d.Where(), err)
+	if err := u.UnmarshalJSON(js); err != nil {
+		return nil, UsageErrorf("%s: %v", source, err)
 	}
 	for _, k := range []oldKey{{u.GetKind(), u.GetNamespace(), u.GetName()}, {u.GetKind(), ns, u.GetName()}, {u.GetKind(), "", u.GetName()}} {
 		if old, ok := olds[k]; ok {
 			return old, nil
 		}
 	}
-	return nil, UsageErrorf("%s: --old-file has no %s named %q: give the stored object to preview an update", d.Where(), u.GetKind(), u.GetName())
+	return nil, UsageErrorf("%s: --old-file has no %s named %q: give the stored object to preview an update", source, u.GetKind(), u.GetName())
 }
 
 // previewInputError turns a preview error into one line naming the document: input problems
 // and non-structural schemas are usage errors (exit 2).
-func previewInputError(d Document, crd *apiextensionsv1.CustomResourceDefinition, err error) error {
+func previewInputError(source string, crd *apiextensionsv1.CustomResourceDefinition, err error) error {
 	var ie *preview.InputError
 	var ns *preview.NonStructuralError
 	switch {
 	case errors.As(err, &ie):
-		return UsageErrorf("%s: %v", d.Where(), ie.Err)
+		return UsageErrorf("%s: %v", source, ie.Err)
 	case errors.As(err, &ns):
 		return UsageErrorf("%s: %s: the schema of version %q is not structural (%s listed above): the API server would neither prune nor default its objects, so there is nothing faithful to preview",
-			d.Where(), ns.CRD, ns.Version, plural(len(ns.Violations), "violation"))
+			source, ns.CRD, ns.Version, plural(len(ns.Violations), "violation"))
 	}
-	return fmt.Errorf("%s: previewing with %s: %w", d.Where(), crd.Name, err)
+	return fmt.Errorf("%s: previewing with %s: %w", source, crd.Name, err)
 }
 
-func plural(n int, what string) string {
-	if n == 1 {
-		return fmt.Sprintf("1 %s", what)
-	}
-	return fmt.Sprintf("%d %ss", n, what)
-}
+func plural(n int, what string) string { return printers.Plural(n, what) }

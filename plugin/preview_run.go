@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 // Run previews every object of the input, streaming: documents are read one at a time,
@@ -38,19 +39,18 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 	}
 	progress := &InputProgress{}
 	var objects atomic.Int64
-	stopProgress := startInputProgress(o.progress.toProgress(o.g.ErrOut), o.Files, o.input.Recursive, progress, &objects)
+	stopProgress := printers.InputProgress(o.progress.toProgress(o.g.ErrOut), o.Files, o.input.Recursive, progress, &objects)
 	defer stopProgress()
 
-	out := newPreviewOutput(o)
-	pool := newPreviewPool(ctx, o, ns, olds, out)
-	skipped := &skipList{what: "no CustomResourceDefinition in the input or the cluster defines their kind", one: "is not defined by any CustomResourceDefinition in the input or the cluster"}
+	pool := o.newPreviewStream(ctx, ns, olds)
+	skipped := &printers.Skipped{What: "no CustomResourceDefinition in the input or the cluster defines their kind", One: "is not defined by any CustomResourceDefinition in the input or the cluster"}
 	switch {
 	case o.CRDName != "":
-		skipped.what = "not of CustomResourceDefinition " + o.CRDName
-		skipped.one = "does not belong to CustomResourceDefinition " + o.CRDName
+		skipped.What = "not of CustomResourceDefinition " + o.CRDName
+		skipped.One = "does not belong to CustomResourceDefinition " + o.CRDName
 	case o.source.offline():
-		skipped.what = "no CustomResourceDefinition of --crd-file or the input defines their kind"
-		skipped.one = "is not defined by any CustomResourceDefinition of --crd-file or the input"
+		skipped.What = "no CustomResourceDefinition of --crd-file or the input defines their kind"
+		skipped.One = "is not defined by any CustomResourceDefinition of --crd-file or the input"
 	}
 	crdsInInput := 0
 	readErr := EachDocument(ctx, o.Files, InputOptions{Stdin: o.g.In, Recursive: o.input.Recursive, Progress: progress}, func(d Document) error {
@@ -77,41 +77,41 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 			if o.input.StrictKinds {
 				return res.unmatchedError(d)
 			}
-			skipped.add(d)
+			skipped.Add(d)
 			return nil
 		}
 		objects.Add(1)
-		return pool.submit(d, crd)
+		return poolError(ctx, pool.Submit(printers.PreviewJob{Source: d.Where(), JSON: d.JSON, CRD: crd}))
 	})
-	poolErr := pool.finish()
+	poolErr := poolError(ctx, pool.Wait())
 	stopProgress()
 	switch {
 	case ctx.Err() != nil:
-		return Unavailable(fmt.Errorf("interrupted after %s: the output is incomplete", plural(pool.total(), "object")))
+		return Unavailable(fmt.Errorf("interrupted after %s: the output is incomplete", plural(pool.Total(), "object")))
 	case poolErr != nil:
 		return poolErr
 	case readErr != nil:
 		return readErr
 	}
-	if pool.total() == 0 {
-		if skipped.n == 0 && crdsInInput > 0 {
+	if pool.Total() == 0 {
+		if skipped.N == 0 && crdsInInput > 0 {
 			return UsageErrorf("%s: only CustomResourceDefinitions, no objects to preview", strings.Join(o.Files, ", "))
 		}
-		if skipped.n == 0 {
+		if skipped.N == 0 {
 			return UsageErrorf("%s: no objects found", strings.Join(o.Files, ", "))
 		}
 		return UsageErrorf("nothing to preview: %s skipped; the first: %s (give the CRD with --crd-file, or put it in the input before the objects)",
-			plural(skipped.n, "document"), skipped.firstWhy)
+			plural(skipped.N, "document"), skipped.FirstWhy)
 	}
-	if err := out.finish(pool.accepted, pool.rejected, skipped.n); err != nil {
+	if err := pool.Finish(skipped.N, o.judged.String()); err != nil {
 		return err
 	}
-	if err := skipped.report(o.g.ErrOut, o.input.Verbose); err != nil {
+	if err := skipped.Report(o.g.ErrOut, o.input.Verbose, "-v"); err != nil {
 		return err
 	}
 	o.judged.printNote(o.g.ErrOut)
-	if pool.rejected > 0 {
-		return ProblemsFound("%d of %s would be rejected by the API server", pool.rejected, plural(pool.total(), "object"))
+	if pool.Rejected() > 0 {
+		return ProblemsFound("%d of %s would be rejected by the API server", pool.Rejected(), plural(pool.Total(), "object"))
 	}
 	return nil
 }

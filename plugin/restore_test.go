@@ -429,13 +429,6 @@ func TestRestoreInterrupted(t *testing.T) {
 	}
 }
 
-func TestCompactPaths(t *testing.T) {
-	got := compactPaths([]string{"spec.acls[0].operation", "spec.acls[1].operation", "spec.legacy", "spec.ports[3].name"})
-	if want := "spec.acls[*].operation (2), spec.legacy, spec.ports[3].name"; got != want {
-		t.Errorf("compactPaths = %q, want %q", got, want)
-	}
-}
-
 // TestRestoreWebhookCRD: a CRD converting through a webhook: the backup's own version is
 // written (the API server converts through the webhook), never a relabelled copy; once that
 // version is no longer served the object fails with what to do, exit 1.

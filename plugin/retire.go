@@ -5,16 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/migrate"
-	"github.com/crdver/kubectl-crdver/ownership"
 	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/retire"
 )
@@ -221,20 +218,4 @@ func planWrites(p *retire.Plan) bool {
 		}
 	}
 	return false
-}
-
-func writersTable(ws []ownership.Writer) *table {
-	t := &table{header: []string{"manager", "operation", "objects", "last write"}}
-	for _, m := range ws {
-		op := m.Operation
-		if m.Subresource != "" {
-			op += " (" + m.Subresource + ")"
-		}
-		last := "-"
-		if m.LastWrite != nil {
-			last = m.LastWrite.UTC().Format(time.RFC3339)
-		}
-		t.add(m.Manager, op, strconv.FormatInt(m.Objects, 10), last)
-	}
-	return t
 }

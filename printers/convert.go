@@ -1,44 +1,17 @@
-package plugin
+package printers
 
-// convert_print.go: convert's human output: the report, the bisections, progress lines, and
-// the --keep file.
+// convert.go: convert's report for people: the checks, the findings and the bisections.
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/convert"
 )
 
-// writeKeep writes the failing objects as a multi-document YAML file.
-func writeKeep(path string, failed []convert.FailedObject) error {
-	var b bytes.Buffer
-	for _, f := range failed {
-		if f.Object == nil {
-			fmt.Fprintf(&b, "# %s (live object: get it with kubectl)\n---\n", f.Source)
-			continue
-		}
-		y, err := yaml.Marshal(f.Object)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "# %s\n", f.Source)
-		b.Write(y)
-		b.WriteString("---\n")
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		return Unavailable(fmt.Errorf("--keep: %w", err))
-	}
-	return nil
-}
-
-func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
+func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool, allListed string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "CRD:        %s (conversion strategy %s)\n", r.CRD, r.Strategy)
 	if r.Webhook != "" {
@@ -68,12 +41,12 @@ func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
-	t := &table{header: []string{"check", "passed", "failed", "warnings"}}
+	t := &Table{Header: []string{"check", "passed", "failed", "warnings"}}
 	for _, c := range r.Checks {
-		t.add(c.Name, strconv.Itoa(c.Passed), strconv.Itoa(c.Failed), strconv.Itoa(c.Warnings))
+		t.Add(c.Name, strconv.Itoa(c.Passed), strconv.Itoa(c.Failed), strconv.Itoa(c.Warnings))
 	}
 	if len(r.Checks) > 0 {
-		if err := t.print(w, noHeaders); err != nil {
+		if err := t.Print(w, noHeaders); err != nil {
 			return err
 		}
 	}
@@ -84,22 +57,22 @@ func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool) error {
 	if _, err := fmt.Fprintf(w, "\n%d finding(s): %d failed check(s), %d warning(s):\n", len(r.Findings), r.Problems(), r.Warnings()); err != nil {
 		return err
 	}
-	ft := &table{header: []string{"object", "direction", "check", "path", "detail"}}
+	ft := &Table{Header: []string{"object", "direction", "check", "path", "detail"}}
 	for _, f := range r.Findings {
 		check := f.Check
 		if f.Severity == convert.SeverityWarning {
 			check += " (warning)"
 		}
-		ft.add(f.Object, f.Direction, check, dash(f.Path), f.Detail)
+		ft.Add(f.Object, f.Direction, check, Dash(f.Path), f.Detail)
 	}
-	if err := ft.print(w, noHeaders); err != nil {
+	if err := ft.Print(w, noHeaders); err != nil {
 		return err
 	}
-	return printBisections(w, r.Bisections)
+	return printBisections(w, r.Bisections, allListed)
 }
 
 // printBisections names the objects to blame for each request that failed as a whole.
-func printBisections(w io.Writer, bs []convert.Bisection) error {
+func printBisections(w io.Writer, bs []convert.Bisection, allListed string) error {
 	var b strings.Builder
 	for _, bi := range bs {
 		state := "minimal failing object(s)"
@@ -110,7 +83,7 @@ func printBisections(w io.Writer, bs []convert.Bisection) error {
 		const shown = 20
 		for i, o := range bi.Objects {
 			if i == shown {
-				fmt.Fprintf(&b, "  … and %d more (-o json lists them all)\n", len(bi.Objects)-shown)
+				fmt.Fprintf(&b, "  … and %d more (%s lists them all)\n", len(bi.Objects)-shown, allListed)
 				break
 			}
 			fmt.Fprintf(&b, "  %s\n", o)

@@ -1,4 +1,4 @@
-package plugin
+package printers
 
 import (
 	"fmt"
@@ -9,10 +9,6 @@ import (
 	"github.com/crdver/kubectl-crdver/crdschema"
 	"github.com/crdver/kubectl-crdver/explain"
 )
-
-// nonStructural is the structural-schema violations shown before the error that stops a
-// preview (a report part).
-type nonStructural []crdschema.Violation
 
 func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error {
 	var b strings.Builder
@@ -43,12 +39,12 @@ func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error
 		fmt.Fprintf(&b, "STRUCTURAL:  no%s\n", pruneNote)
 	default:
 		fmt.Fprintf(&b, "STRUCTURAL:  no, %s%s: the API server neither prunes nor defaults, and apiextensions.k8s.io/v1 refuses the CRD\n",
-			plural(len(violations), "violation"), pruneNote)
+			Plural(len(violations), "violation"), pruneNote)
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
-	if err := printViolations(w, violations, noHeaders); err != nil {
+	if err := PrintViolations(w, violations, noHeaders); err != nil {
 		return err
 	}
 	b.Reset()
@@ -59,7 +55,7 @@ func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error
 	}
 	fmt.Fprintf(&b, "\nFIELD:       %s <%s>%s\n", path, f.Type, requiredMark(f.Required))
 	if f.Description != "" {
-		fmt.Fprintf(&b, "DESCRIPTION: %s\n", indentWrap(oneLine(f.Description, 200), terminalWidth-13, 13))
+		fmt.Fprintf(&b, "DESCRIPTION: %s\n", IndentWrap(oneLine(f.Description, 200), TerminalWidth-13, 13))
 	}
 	if len(f.Default) > 0 {
 		fmt.Fprintf(&b, "DEFAULT:     %s\n", f.Default)
@@ -72,16 +68,16 @@ func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error
 		return err
 	}
 	if len(f.Fields) > 0 {
-		t := &table{header: []string{"field", "type", "required", "default", "constraints"}, maxWidth: terminalWidth}
+		t := &Table{Header: []string{"field", "type", "required", "default", "constraints"}, MaxWidth: TerminalWidth}
 		root := &f
 		root.Walk(func(n *explain.Field, depth int) {
 			if n == root {
 				return
 			}
 			name := strings.Repeat("  ", depth-1) + n.Name
-			t.add(name, n.Type, yesNo(n.Required), abbreviate(dash(string(n.Default)), 32), dash(n.Constraints()))
+			t.Add(name, n.Type, YesNo(n.Required), abbreviate(Dash(string(n.Default)), 32), Dash(n.Constraints()))
 		})
-		if err := t.print(w, noHeaders); err != nil {
+		if err := t.Print(w, noHeaders); err != nil {
 			return err
 		}
 	}
@@ -98,12 +94,12 @@ func printExplanation(w io.Writer, e *explain.Explanation, noHeaders bool) error
 				rule += " (transition rule: checked on update)"
 			}
 			// long rules and messages wrap at 120 columns (-o json|yaml has them whole)
-			line := "  " + indentWrap(rule, terminalWidth-6, 6)
+			line := "  " + IndentWrap(rule, TerminalWidth-6, 6)
 			switch {
 			case r.MessageExpression != "":
-				line += "\n      " + indentWrap("messageExpression: "+r.MessageExpression, terminalWidth-6, 6)
+				line += "\n      " + IndentWrap("messageExpression: "+r.MessageExpression, TerminalWidth-6, 6)
 			case r.Message != "":
-				line += "\n      " + indentWrap("message: "+r.Message, terminalWidth-6, 6)
+				line += "\n      " + IndentWrap("message: "+r.Message, TerminalWidth-6, 6)
 			}
 			if r.FieldPath != "" {
 				line += "\n      fieldPath: " + r.FieldPath
@@ -141,27 +137,27 @@ func printCompare(w io.Writer, d *explain.SchemaDiff, noHeaders bool) error {
 	if _, err := fmt.Fprintf(w, "COMPARE:     %s %s -> %s (conversion strategy %s)\n\n", d.CRD, d.From, d.To, d.ConversionStrategy); err != nil {
 		return err
 	}
-	t := &table{header: []string{"change", "field", d.From, d.To}}
+	t := &Table{Header: []string{"change", "field", d.From, d.To}}
 	for _, c := range d.Added {
-		t.add("added", c.Path, "-", c.To)
+		t.Add("added", c.Path, "-", c.To)
 	}
 	for _, c := range d.Removed {
-		t.add("removed", c.Path, c.From, "-")
+		t.Add("removed", c.Path, c.From, "-")
 	}
 	for _, c := range d.Retyped {
-		t.add("retyped", c.Path, c.From, c.To)
+		t.Add("retyped", c.Path, c.From, c.To)
 	}
 	for _, c := range d.DefaultsChanged {
-		t.add("default", c.Path, c.From, c.To)
+		t.Add("default", c.Path, c.From, c.To)
 	}
 	for _, c := range d.ValidationChanged {
-		t.add("validation", c.Path, c.From, c.To)
+		t.Add("validation", c.Path, c.From, c.To)
 	}
-	if len(t.rows) == 0 {
+	if len(t.Rows) == 0 {
 		if _, err := fmt.Fprintln(w, "The two schemas are the same."); err != nil {
 			return err
 		}
-	} else if err := t.print(w, noHeaders); err != nil {
+	} else if err := t.Print(w, noHeaders); err != nil {
 		return err
 	}
 	pruned := func(from, to string, paths []string) error {
@@ -202,13 +198,13 @@ func sortViolations(violations []crdschema.Violation) {
 	})
 }
 
-// printViolations prints structural-schema violations as a table, then the rules they break.
-func printViolations(w io.Writer, violations []crdschema.Violation, noHeaders bool) error {
+// PrintViolations prints structural-schema violations as a table, then the rules they break.
+func PrintViolations(w io.Writer, violations []crdschema.Violation, noHeaders bool) error {
 	if len(violations) == 0 {
 		return nil
 	}
 	sortViolations(violations)
-	t := &table{header: []string{"rule", "field", "problem"}}
+	t := &Table{Header: []string{"rule", "field", "problem"}}
 	rules := map[int]bool{}
 	for _, v := range violations {
 		rule := "other"
@@ -216,9 +212,9 @@ func printViolations(w io.Writer, violations []crdschema.Violation, noHeaders bo
 			rule = fmt.Sprint(v.Rule)
 		}
 		rules[v.Rule] = true
-		t.add(rule, v.Field, v.Message)
+		t.Add(rule, v.Field, v.Message)
 	}
-	if err := t.print(w, noHeaders); err != nil {
+	if err := t.Print(w, noHeaders); err != nil {
 		return err
 	}
 	for r := 1; r <= 5; r++ {
@@ -231,24 +227,24 @@ func printViolations(w io.Writer, violations []crdschema.Violation, noHeaders bo
 	return nil
 }
 
-// indentWrap wraps s at width columns; lines after the first are indented by indent spaces and
+// IndentWrap wraps s at width columns; lines after the first are indented by indent spaces and
 // are width-indent+... wide so that every line fits in the first line's width plus its prefix.
-func indentWrap(s string, width, indent int) string {
+func IndentWrap(s string, width, indent int) string {
 	if width < 30 {
 		return s
 	}
-	return strings.ReplaceAll(wrapWords(s, width), "\n", "\n"+strings.Repeat(" ", indent))
+	return strings.ReplaceAll(WrapWords(s, width), "\n", "\n"+strings.Repeat(" ", indent))
 }
 
 func printMetadataExplanation(w io.Writer, e *explain.MetadataExplanation, noHeaders bool) error {
 	if _, err := fmt.Fprintf(w, "CRD:         %s\nVERSION:     %s\nFIELD:       metadata <object>\nNOTE:        %s\n\n", e.CRD, e.Version, e.Note); err != nil {
 		return err
 	}
-	t := &table{header: []string{"FIELD", "TYPE", "DESCRIPTION"}}
+	t := &Table{Header: []string{"FIELD", "TYPE", "DESCRIPTION"}}
 	for _, f := range e.Fields {
-		t.add(f.Name, f.Type, abbreviate(f.Description, 64))
+		t.Add(f.Name, f.Type, abbreviate(f.Description, 64))
 	}
-	return t.print(w, noHeaders)
+	return t.Print(w, noHeaders)
 }
 
 // abbreviate shortens s to at most n characters, ending with "…" when it was cut.

@@ -1,17 +1,18 @@
-package plugin
+package printers
 
 import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
-// printRunbook prints the release runbook: numbered steps, each with why and its commands
+// Runbook prints the release runbook: numbered steps, each with why and its commands
 // (a step without a command is for a person to do). Lines are wrapped to fit 120 columns;
 // a command longer than a line is continued with a backslash.
-func printRunbook(w io.Writer, title string, steps []plan.RunbookStep) {
+func Runbook(w io.Writer, title string, steps []plan.RunbookStep) {
 	if len(steps) == 0 {
 		return
 	}
@@ -21,9 +22,9 @@ func printRunbook(w io.Writer, title string, steps []plan.RunbookStep) {
 		if len(s.CRDs) > 0 && len(s.CRDs) <= 3 {
 			head += strings.Join(s.CRDs, ", ") + ": "
 		}
-		writeWrapped(w, head+s.Why, strings.Repeat(" ", 7), 120)
+		WriteWrapped(w, head+s.Why, strings.Repeat(" ", 7), 120)
 		for _, o := range s.Objects {
-			writeWrapped(w, "       - "+o, strings.Repeat(" ", 9), 120)
+			WriteWrapped(w, "       - "+o, strings.Repeat(" ", 9), 120)
 		}
 		for _, c := range s.Commands {
 			prefix := "       $ "
@@ -32,13 +33,13 @@ func printRunbook(w io.Writer, title string, steps []plan.RunbookStep) {
 			}
 			// A command longer than the line is continued with a backslash (the shell joins
 			// the lines back), so it stays runnable as copied.
-			fmt.Fprintf(w, "%s%s\n", prefix, continued(c, terminalWidth-len(prefix), strings.Repeat(" ", len(prefix))))
+			fmt.Fprintf(w, "%s%s\n", prefix, continued(c, TerminalWidth-len(prefix), strings.Repeat(" ", len(prefix))))
 		}
 	}
 }
 
-// writeWrapped writes text wrapped at width, continuation lines indented by indent.
-func writeWrapped(w io.Writer, text, indent string, width int) {
+// WriteWrapped writes text wrapped at width, continuation lines indented by indent.
+func WriteWrapped(w io.Writer, text, indent string, width int) {
 	line := text[:len(text)-len(strings.TrimLeft(text, " "))]
 	empty := true
 	for _, word := range strings.Fields(text) {
@@ -54,4 +55,14 @@ func writeWrapped(w io.Writer, text, indent string, width int) {
 	if !empty {
 		fmt.Fprintln(w, line)
 	}
+}
+
+// continued breaks a shell command longer than width at spaces, ending each broken line with
+// " \" (the shell joins them back).
+func continued(cmd string, width int, pad string) string {
+	if utf8.RuneCountInString(cmd) <= width {
+		return cmd
+	}
+	wrapped := WrapWords(cmd, width-2)
+	return strings.ReplaceAll(wrapped, "\n", " \\\n"+pad+"  ")
 }

@@ -1,4 +1,4 @@
-package plugin
+package printers
 
 import (
 	"fmt"
@@ -7,23 +7,15 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/preview"
 )
 
-// printPreviewReport prints every object's preview, then the count.
-func printPreviewReport(w io.Writer, r *PreviewReport, diff, color bool) error {
-	for _, item := range r.Items {
-		if err := printPreview(w, item, item.input, diff, color); err != nil {
-			return err
-		}
-	}
-	_, err := fmt.Fprintf(w, "%s: %d accepted, %d rejected\n", plural(len(r.Items), "object"), r.Accepted, r.Rejected)
-	return err
-}
-
-// printPreview prints one object's preview for humans.
-func printPreview(w io.Writer, item PreviewItem, input []byte, diff, color bool) error {
+// Preview prints one object's preview for people: a heading (source, object, verdict), the
+// object as the API server would store it (or, with diff, a unified diff from input, coloured
+// when color), then what was pruned, defaulted, warned and refused.
+func Preview(w io.Writer, source string, r preview.PreviewResult, input []byte, diff, color bool) error {
 	var b strings.Builder
-	r := item.PreviewResult
 	who := r.Name
 	if who == "" {
 		who = "(no name)"
@@ -35,7 +27,7 @@ func printPreview(w io.Writer, item PreviewItem, input []byte, diff, color bool)
 	if r.ReadVersion != r.Version && r.Object != nil {
 		shown = ", shown as read in " + r.ReadVersion
 	}
-	fmt.Fprintf(&b, "# %s: %s %s, %s in %s%s: %s\n", item.Source, r.Kind, who, r.Operation, r.Version, shown, strings.ToUpper(r.Verdict))
+	fmt.Fprintf(&b, "# %s: %s %s, %s in %s%s: %s\n", source, r.Kind, who, r.Operation, r.Version, shown, strings.ToUpper(r.Verdict))
 	if r.Object != nil {
 		out, err := yaml.Marshal(r.Object)
 		if err != nil {
@@ -56,7 +48,7 @@ func printPreview(w io.Writer, item PreviewItem, input []byte, diff, color bool)
 			if text == "" {
 				text = "(no change)\n"
 			}
-			b.WriteString(colorDiff(text, color))
+			b.WriteString(ColorDiff(text, color))
 		} else {
 			b.Write(out)
 		}

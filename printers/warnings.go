@@ -1,27 +1,25 @@
-package plugin
+package printers
 
 import (
 	"fmt"
 	"io"
 	"sync"
-
-	"github.com/spf13/cobra"
 )
 
 // maxWarningLines is how many distinct API server warnings the summary shows.
 const maxWarningLines = 5
 
-// warningCounter is the run's handler of API server warnings (rest.WarningHandler): it counts
+// WarningCounter is a run's handler of API server warnings (rest.WarningHandler): it counts
 // them instead of printing each, so that a warning sent on every request of a bulk run (a
 // deprecated version read a page at a time) neither floods stderr nor breaks a progress bar.
-type warningCounter struct {
+type WarningCounter struct {
 	mu     sync.Mutex
 	order  []string
 	counts map[string]int
 }
 
 // HandleWarningHeader counts one warning (code 299, the only one the API server sends).
-func (w *warningCounter) HandleWarningHeader(code int, _ string, text string) {
+func (w *WarningCounter) HandleWarningHeader(code int, _ string, text string) {
 	if code != 299 || text == "" {
 		return
 	}
@@ -36,9 +34,9 @@ func (w *warningCounter) HandleWarningHeader(code int, _ string, text string) {
 	w.counts[text]++
 }
 
-// summary prints each distinct warning once, in the order first seen, with how many responses
+// Summary prints each distinct warning once, in the order first seen, with how many responses
 // carried it ("Warning: … (in 40 responses)"), at most maxWarningLines of them; then forgets them.
-func (w *warningCounter) summary(out io.Writer) {
+func (w *WarningCounter) Summary(out io.Writer) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i, text := range w.order {
@@ -53,19 +51,4 @@ func (w *warningCounter) summary(out io.Writer) {
 		}
 	}
 	w.order, w.counts = nil, nil
-}
-
-// summariseWarnings makes every command of the tree print the API server's warnings once it
-// has run, after its output.
-func summariseWarnings(c *cobra.Command, g *Globals) {
-	if run := c.RunE; run != nil {
-		c.RunE = func(cmd *cobra.Command, args []string) error {
-			err := run(cmd, args)
-			g.warnings.summary(g.ErrOut)
-			return err
-		}
-	}
-	for _, sub := range c.Commands() {
-		summariseWarnings(sub, g)
-	}
 }

@@ -1,10 +1,13 @@
-package plugin
+package printers
 
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/crdver/kubectl-crdver/ownership"
 	"github.com/crdver/kubectl-crdver/retire"
 )
 
@@ -21,36 +24,54 @@ func printRetirePlan(w io.Writer, p *retire.Plan, wide, noHeaders bool) error {
 	}
 	if len(p.Writers) > 0 {
 		fmt.Fprintf(w, "\nField managers holding entries of %s (most recent first):\n", p.Version)
-		if err := writersTable(p.Writers).print(w, noHeaders); err != nil {
+		if err := WritersTable(p.Writers).Print(w, noHeaders); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintln(w, "\nSteps:")
-	t := &table{header: []string{"step", "state", "detail"}}
+	t := &Table{Header: []string{"step", "state", "detail"}}
 	if !wide {
-		t.maxWidth = terminalWidth
+		t.MaxWidth = TerminalWidth
 	}
 	for i, s := range p.Steps {
-		t.add(fmt.Sprintf("%d. %s", i+1, s.Name), s.State, s.Detail)
+		t.Add(fmt.Sprintf("%d. %s", i+1, s.Name), s.State, s.Detail)
 	}
-	return t.print(w, noHeaders)
+	return t.Print(w, noHeaders)
 }
 
-func printRetireResult(w io.Writer, r *retire.Result, wide, noHeaders bool) {
+// RetireResult prints what retire did, step by step.
+func RetireResult(w io.Writer, r *retire.Result, wide, noHeaders bool) {
 	fmt.Fprintln(w, "\nResult:")
-	t := &table{header: []string{"step", "state", "detail"}}
+	t := &Table{Header: []string{"step", "state", "detail"}}
 	if !wide {
-		t.maxWidth = terminalWidth
+		t.MaxWidth = TerminalWidth
 	}
 	for i, s := range r.Plan.Steps {
-		t.add(fmt.Sprintf("%d. %s", i+1, s.Name), s.State, s.Detail)
+		t.Add(fmt.Sprintf("%d. %s", i+1, s.Name), s.State, s.Detail)
 	}
-	_ = t.print(w, noHeaders)
+	_ = t.Print(w, noHeaders)
 	if len(r.WritersSinceStart) > 0 {
 		fmt.Fprintf(w, "\nManagers that wrote %s after this run began:\n", r.Plan.Version)
-		_ = writersTable(r.WritersSinceStart).print(w, noHeaders)
+		_ = WritersTable(r.WritersSinceStart).Print(w, noHeaders)
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "problem: %s\n", p)
 	}
+}
+
+// WritersTable is one row per field manager: its operation, objects and last write.
+func WritersTable(ws []ownership.Writer) *Table {
+	t := &Table{Header: []string{"manager", "operation", "objects", "last write"}}
+	for _, m := range ws {
+		op := m.Operation
+		if m.Subresource != "" {
+			op += " (" + m.Subresource + ")"
+		}
+		last := "-"
+		if m.LastWrite != nil {
+			last = m.LastWrite.UTC().Format(time.RFC3339)
+		}
+		t.Add(m.Manager, op, strconv.FormatInt(m.Objects, 10), last)
+	}
+	return t
 }

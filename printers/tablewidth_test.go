@@ -1,4 +1,4 @@
-package plugin
+package printers
 
 import (
 	"bytes"
@@ -35,10 +35,10 @@ func TestTablesFit120Columns(t *testing.T) {
 		if err := printDoctorReport(&b, doc, wide, false); err != nil {
 			t.Fatal(err)
 		}
-		if err := printAllPlan(&b, plans, 3, 20, wide, false); err != nil {
+		if err := AllPlan(&b, plans, 3, 20, wide, false); err != nil {
 			t.Fatal(err)
 		}
-		if err := printAllSummary(&b, items, wide, false); err != nil {
+		if err := AllSummary(&b, items, wide, false); err != nil {
 			t.Fatal(err)
 		}
 		if err := printRetirePlan(&b, rp, wide, false); err != nil {

@@ -1,4 +1,4 @@
-package plugin
+package printers
 
 import (
 	"io"
@@ -15,18 +15,18 @@ func printDoctorReport(w io.Writer, r *doctor.Report, wide, noHeaders bool) erro
 	items := slices.Clone(r.Items)
 	slices.SortStableFunc(items, func(a, b doctor.Item) int { return a.Rank() - b.Rank() })
 	if wide {
-		t := &table{header: []string{"crd", "check", "severity", "message", "fix"}}
+		t := &Table{Header: []string{"crd", "check", "severity", "message", "fix"}}
 		for _, it := range items {
 			if len(it.Findings) == 0 {
-				t.add(it.CRD, "-", "ok", "no findings", "")
+				t.Add(it.CRD, "-", "ok", "no findings", "")
 			}
 			for _, f := range it.Findings {
-				t.add(it.CRD, f.Check, f.Severity, f.Message, f.Fix)
+				t.Add(it.CRD, f.Check, f.Severity, f.Message, f.Fix)
 			}
 		}
-		return t.print(w, noHeaders)
+		return t.Print(w, noHeaders)
 	}
-	t := &table{header: []string{"crd", "errors", "warnings", "first finding"}, maxWidth: terminalWidth}
+	t := &Table{Header: []string{"crd", "errors", "warnings", "first finding"}, MaxWidth: TerminalWidth}
 	for _, it := range items {
 		e, wn := 0, 0
 		for _, f := range it.Findings {
@@ -42,7 +42,7 @@ func printDoctorReport(w io.Writer, r *doctor.Report, wide, noHeaders bool) erro
 			f := it.Findings[0]
 			first = f.Severity + " " + f.Check + ": " + f.Message
 		}
-		t.add(it.CRD, strconv.Itoa(e), strconv.Itoa(wn), first)
+		t.Add(it.CRD, strconv.Itoa(e), strconv.Itoa(wn), first)
 	}
-	return t.print(w, noHeaders)
+	return t.Print(w, noHeaders)
 }

@@ -1,4 +1,4 @@
-package plugin
+package printers
 
 import (
 	"bytes"
@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/crdver/kubectl-crdver/manifest"
+	"github.com/crdver/kubectl-crdver/progress"
 )
 
 type lockedBuffer struct {
@@ -34,13 +37,13 @@ func TestInputProgressLines(t *testing.T) {
 		want  string
 	}{
 		"stdin": {[]string{"-"}, "preview: 42/? objects, "},
-		"file":  {[]string{td("crds", "widget.yaml")}, "/1 MiB (42 objects), "},
+		"file":  {[]string{"../testdata/crds/widget.yaml"}, "/1 MiB (42 objects), "},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out lockedBuffer
 			var objects atomic.Int64
 			objects.Store(42)
-			stop := startInputProgress(NewProgress(&out, false, 10*time.Millisecond), tc.paths, false, &InputProgress{}, &objects)
+			stop := InputProgress(progress.New(&out, false, 10*time.Millisecond), tc.paths, false, &manifest.Progress{}, &objects)
 			deadline := time.Now().Add(10 * time.Second)
 			for !strings.Contains(out.String(), "\n") && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)

@@ -1,4 +1,4 @@
-package plugin
+package printers
 
 import (
 	"fmt"
@@ -11,14 +11,16 @@ import (
 	"github.com/crdver/kubectl-crdver/migrate"
 )
 
-// printMigrateReport prints what a migration did (its plan was printed before, as a part).
-func printMigrateReport(w io.Writer, r *migrate.Report, noHeaders bool) error {
+// MigrateReport prints what a migration did (its plan was printed before, as a part);
+// untrimmed is the line printed when the run was told not to trim status.storedVersions,
+// allListed what lists every object when only the first are shown.
+func MigrateReport(w io.Writer, r *migrate.Report, noHeaders bool, untrimmed, allListed string) error {
 	if r.DryRun {
 		_, err := fmt.Fprintln(w, "\nDry run: nothing was written.")
 		return err
 	}
 	if r.Result != nil {
-		if err := printResult(w, r.Result, noHeaders); err != nil {
+		if err := printResult(w, r.Result, noHeaders, allListed); err != nil {
 			return err
 		}
 		if r.Result.Interrupted {
@@ -28,7 +30,7 @@ func printMigrateReport(w io.Writer, r *migrate.Report, noHeaders bool) error {
 	if r.Cluster != nil {
 		printClusterResult(w, r.Cluster)
 	}
-	printTrim(w, r.Trim, r.StorageVersion())
+	printTrim(w, r.Trim, untrimmed)
 	return nil
 }
 
@@ -38,14 +40,14 @@ func printMigrateStatus(w io.Writer, st *migrate.Status) error {
 	fmt.Fprintf(&b, "CRD:               %s\n", st.CRD)
 	fmt.Fprintf(&b, "storage version:   %s\n", st.StorageVersion)
 	fmt.Fprintf(&b, "storedVersions:    [%s]\n", strings.Join(st.StoredVersions, " "))
-	fmt.Fprintf(&b, "migration pending: %s\n", yesNo(st.Pending))
+	fmt.Fprintf(&b, "migration pending: %s\n", YesNo(st.Pending))
 	if st.LastRun != nil {
 		fmt.Fprintf(&b, "last run:          %s at %s, %d objects (rewritten %d, already current %d, deleted %d, failed %d), %s\n",
 			st.LastRun.State, st.LastRun.StorageVersion, st.LastRun.Counts.Total(), st.LastRun.Counts.Rewritten, st.LastRun.Counts.Current,
 			st.LastRun.Counts.Deleted, st.LastRun.Counts.Failed, st.LastRun.UpdatedAt.Format(time.RFC3339))
 	}
 	if st.Pending {
-		fmt.Fprintf(&b, "trim safe:         %s: %s\n", yesNo(st.TrimSafe), st.Reason)
+		fmt.Fprintf(&b, "trim safe:         %s: %s\n", YesNo(st.TrimSafe), st.Reason)
 	} else {
 		fmt.Fprintf(&b, "trim needed:       no: %s\n", st.Reason)
 	}
@@ -76,47 +78,47 @@ func printPlan(w io.Writer, p *migrate.Plan, noHeaders bool) error {
 	}
 	if p.Namespaced && len(p.Namespaces) > 0 {
 		fmt.Fprintln(w)
-		t := &table{header: []string{"namespace", "objects"}}
+		t := &Table{Header: []string{"namespace", "objects"}}
 		for _, n := range p.Namespaces {
-			t.add(n.Namespace, strconv.FormatInt(n.Objects, 10))
+			t.Add(n.Namespace, strconv.FormatInt(n.Objects, 10))
 		}
-		return t.print(w, noHeaders)
+		return t.Print(w, noHeaders)
 	}
 	return nil
 }
 
-func printResult(w io.Writer, r *migrate.Result, noHeaders bool) error {
+func printResult(w io.Writer, r *migrate.Result, noHeaders bool, allListed string) error {
 	fmt.Fprintln(w)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "Note: %s\n", n)
 	}
-	t := &table{header: []string{"result", "objects"}}
-	t.add("rewritten", strconv.FormatInt(r.Rewritten, 10))
-	t.add("already current", strconv.FormatInt(r.Current, 10))
-	t.add("deleted meanwhile", strconv.FormatInt(r.Deleted, 10))
-	t.add("failed", strconv.FormatInt(r.Failed, 10))
-	t.add("total", strconv.FormatInt(r.Total(), 10))
-	if err := t.print(w, noHeaders); err != nil {
+	t := &Table{Header: []string{"result", "objects"}}
+	t.Add("rewritten", strconv.FormatInt(r.Rewritten, 10))
+	t.Add("already current", strconv.FormatInt(r.Current, 10))
+	t.Add("deleted meanwhile", strconv.FormatInt(r.Deleted, 10))
+	t.Add("failed", strconv.FormatInt(r.Failed, 10))
+	t.Add("total", strconv.FormatInt(r.Total(), 10))
+	if err := t.Print(w, noHeaders); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\n%s at %s: %s accounted for in %s (%.0f objects/s this run)\n",
-		r.CRD, r.StorageVersion, plural(int(r.Total()), "object"), (time.Duration(r.ElapsedSeconds * float64(time.Second))).Round(10*time.Millisecond), r.ObjectsPerSecond)
-	printManagedFieldsOutcome(w, r, noHeaders)
+		r.CRD, r.StorageVersion, Plural(int(r.Total()), "object"), (time.Duration(r.ElapsedSeconds * float64(time.Second))).Round(10*time.Millisecond), r.ObjectsPerSecond)
+	printManagedFieldsOutcome(w, r, noHeaders, allListed)
 	if len(r.Failures) > 0 {
 		fmt.Fprintln(w, "\nObjects that could not be rewritten:")
-		ft := &table{header: []string{"namespace", "name", "reason"}}
+		ft := &Table{Header: []string{"namespace", "name", "reason"}}
 		for _, f := range r.Failures {
-			ft.add(f.Namespace, f.Name, f.Reason)
+			ft.Add(f.Namespace, f.Name, f.Reason)
 		}
-		return ft.print(w, noHeaders)
+		return ft.Print(w, noHeaders)
 	}
 	return nil
 }
 
-func printTrim(w io.Writer, tr *migrate.TrimResult, storage string) {
+func printTrim(w io.Writer, tr *migrate.TrimResult, untrimmed string) {
 	switch {
 	case tr == nil:
-		fmt.Fprintln(w, "status.storedVersions left as it is (--no-trim)")
+		fmt.Fprintln(w, untrimmed)
 	case tr.Trimmed:
 		fmt.Fprintf(w, "status.storedVersions: [%s] -> [%s]; the other versions can now be removed from spec.versions\n", strings.Join(tr.Before, " "), strings.Join(tr.After, " "))
 	case tr.Safe:
@@ -138,50 +140,38 @@ func printClusterResult(w io.Writer, r *migrate.ClusterResult) {
 	fmt.Fprintln(w)
 }
 
-// printMigrateAllReport prints what migrate --all did (its plan was printed before, as a part).
-func printMigrateAllReport(w io.Writer, r *MigrateAllReport, wide, noHeaders bool) error {
-	switch {
-	case r.DryRun:
-		_, err := fmt.Fprintln(w, "\nDry run: nothing was written.")
-		return err
-	case len(r.Plans) == 0:
-		return nil
-	}
-	return printAllSummary(w, r.Items, wide, noHeaders)
-}
-
-// printAllPlan prints the plan of migrate --all: one row per CRD, its last step wrapped to fit
+// AllPlan prints the plan of migrate --all: one row per CRD, its last step wrapped to fit
 // the terminal (in full with -o wide).
-func printAllPlan(w io.Writer, plans []*migrate.Plan, crds int, total int64, wide, noHeaders bool) error {
+func AllPlan(w io.Writer, plans []*migrate.Plan, crds int, total int64, wide, noHeaders bool) error {
 	if len(plans) == 0 {
 		_, err := fmt.Fprintf(w, "No pending migration: each of the %d CRDs has only its storage version in status.storedVersions.\n", crds)
 		return err
 	}
 	fmt.Fprintf(w, "%d of %d CRDs have a pending migration (%d objects):\n\n", len(plans), crds, total)
-	t := &table{header: []string{"crd", "storage", "stored versions", "objects", "after the rewrite"}}
+	t := &Table{Header: []string{"crd", "storage", "stored versions", "objects", "after the rewrite"}}
 	if !wide {
-		t.maxWidth = terminalWidth
+		t.MaxWidth = TerminalWidth
 	}
 	for _, p := range plans {
 		last := ""
 		if len(p.Steps) > 0 {
 			last = p.Steps[len(p.Steps)-1]
 		}
-		t.add(p.CRD, p.StorageVersion, strings.Join(p.StoredVersions, ","), strconv.FormatInt(p.Objects, 10), last)
+		t.Add(p.CRD, p.StorageVersion, strings.Join(p.StoredVersions, ","), strconv.FormatInt(p.Objects, 10), last)
 	}
-	return t.print(w, noHeaders)
+	return t.Print(w, noHeaders)
 }
 
-// printAllSummary prints one row per CRD, those that did not end "done" first (worst first),
+// AllSummary prints one row per CRD, those that did not end "done" first (worst first),
 // then the objects that failed. The notes (what stopped a CRD, why a trim was refused) come as
 // lines under the table, wrapped to fit the terminal; with -o wide, as its last column.
-func printAllSummary(w io.Writer, items []migrate.AllItem, wide, noHeaders bool) error {
+func AllSummary(w io.Writer, items []migrate.AllItem, wide, noHeaders bool) error {
 	fmt.Fprintln(w)
 	header := []string{"crd", "outcome", "rewritten", "already current", "deleted", "failed", "stored versions"}
 	if wide {
 		header = append(header, "note")
 	}
-	t := &table{header: header}
+	t := &Table{Header: header}
 	items = slices.Clone(items)
 	slices.SortStableFunc(items, func(a, b migrate.AllItem) int { return outcomeRank(b.Outcome) - outcomeRank(a.Outcome) })
 	var notes []string
@@ -202,25 +192,25 @@ func printAllSummary(w io.Writer, items []migrate.AllItem, wide, noHeaders bool)
 			}
 			row = row[:7]
 		}
-		t.add(row...)
+		t.Add(row...)
 	}
-	if err := t.print(w, noHeaders); err != nil {
+	if err := t.Print(w, noHeaders); err != nil {
 		return err
 	}
 	for _, n := range notes {
-		fmt.Fprintln(w, strings.ReplaceAll(wrapWords(n, terminalWidth-2), "\n", "\n  "))
+		fmt.Fprintln(w, strings.ReplaceAll(WrapWords(n, TerminalWidth-2), "\n", "\n  "))
 	}
 	for _, it := range items {
 		if it.Result != nil && len(it.Result.Failures) > 0 {
 			fmt.Fprintf(w, "\nObjects of %s that could not be rewritten:\n", it.CRD)
-			ft := &table{header: []string{"namespace", "name", "reason"}}
+			ft := &Table{Header: []string{"namespace", "name", "reason"}}
 			if !wide {
-				ft.maxWidth = terminalWidth
+				ft.MaxWidth = TerminalWidth
 			}
 			for _, f := range it.Result.Failures {
-				ft.add(f.Namespace, f.Name, f.Reason)
+				ft.Add(f.Namespace, f.Name, f.Reason)
 			}
-			if err := ft.print(w, noHeaders); err != nil {
+			if err := ft.Print(w, noHeaders); err != nil {
 				return err
 			}
 		}
@@ -228,25 +218,28 @@ func printAllSummary(w io.Writer, items []migrate.AllItem, wide, noHeaders bool)
 	return nil
 }
 
+// lossesShown is how many objects that lost field managers are listed (-o json: all).
+const lossesShown = 20
+
 // printManagedFieldsOutcome says what the rewrite did to managedFields: entries moved to the
 // storage version, and the objects that lost field managers (listed).
-func printManagedFieldsOutcome(w io.Writer, r *migrate.Result, noHeaders bool) {
+func printManagedFieldsOutcome(w io.Writer, r *migrate.Result, noHeaders bool, allListed string) {
 	if r.ManagedFieldsMoved > 0 {
 		fmt.Fprintf(w, "managedFields: %d entries of other versions moved to %s within the rewrite\n", r.ManagedFieldsMoved, r.StorageVersion)
 	}
 	if r.ManagedFieldsLost == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n%s lost field managers through their rewrite:\n", plural(int(r.ManagedFieldsLost), "object"))
-	t := &table{header: []string{"namespace", "name", "managers lost"}, maxWidth: terminalWidth}
+	fmt.Fprintf(w, "\n%s lost field managers through their rewrite:\n", Plural(int(r.ManagedFieldsLost), "object"))
+	t := &Table{Header: []string{"namespace", "name", "managers lost"}, MaxWidth: TerminalWidth}
 	for i, l := range r.ManagedFieldsLosses {
-		if i == preflightShown {
-			fmt.Fprintf(w, "… and %d more (-o json lists them)\n", r.ManagedFieldsLost-int64(i))
+		if i == lossesShown {
+			fmt.Fprintf(w, "… and %d more (%s lists them)\n", r.ManagedFieldsLost-int64(i), allListed)
 			break
 		}
-		t.add(l.Namespace, l.Name, strings.Join(l.Managers, ", "))
+		t.Add(l.Namespace, l.Name, strings.Join(l.Managers, ", "))
 	}
-	_ = t.print(w, noHeaders)
+	_ = t.Print(w, noHeaders)
 }
 
 // outcomeRank orders migrate --all's outcomes from best (0) to worst.

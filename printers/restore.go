@@ -1,4 +1,4 @@
-package plugin
+package printers
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 // is not unchanged (a backup of a whole cluster is mostly unchanged objects: they are counted,
 // and -o json lists them), then the fields no served version holds and a count per outcome.
 func printRestoreReport(w io.Writer, r *restore.Report, noHeaders bool) error {
-	t := &table{header: []string{"object", "backup version", "written at", "outcome", "fields"}}
+	t := &Table{Header: []string{"object", "backup version", "written at", "outcome", "fields"}}
 	for _, x := range r.Objects {
 		if x.State == restore.StateUnchanged && len(x.NotHeld) == 0 {
 			continue
@@ -27,12 +27,12 @@ func printRestoreReport(w io.Writer, r *restore.Report, noHeaders bool) error {
 		if i := strings.LastIndex(from, "/"); i >= 0 {
 			from = from[i+1:]
 		}
-		t.add(strings.ToLower(x.Kind)+" "+name, from, dash(x.Version), restoreOutcome(x, r.DryRun), restoreFields(x))
+		t.Add(strings.ToLower(x.Kind)+" "+name, from, Dash(x.Version), restoreOutcome(x, r.DryRun), restoreFields(x))
 	}
-	if len(t.rows) > 0 {
-		t.maxWidth = terminalWidth
-		t.wrapLastColumn(noHeaders)
-		if err := t.print(w, noHeaders); err != nil {
+	if len(t.Rows) > 0 {
+		t.MaxWidth = TerminalWidth
+		t.WrapLastColumn(noHeaders)
+		if err := t.Print(w, noHeaders); err != nil {
 			return err
 		}
 		fmt.Fprintln(w)
@@ -64,7 +64,7 @@ func printRestoreReport(w io.Writer, r *restore.Report, noHeaders bool) error {
 	if r.DryRun {
 		what = "Restore (dry run)"
 	}
-	_, err := fmt.Fprintf(w, "%s: %s of %d backup documents.\n", what, dash(strings.Join(counts, ", ")), len(r.Objects))
+	_, err := fmt.Fprintf(w, "%s: %s of %d backup documents.\n", what, Dash(strings.Join(counts, ", ")), len(r.Objects))
 	return err
 }
 

@@ -1,4 +1,4 @@
-package plugin
+package printers
 
 import (
 	"bytes"
@@ -11,12 +11,12 @@ import (
 // blanks apart, a wrapped cell continues on the next lines with the other columns blank, a row
 // with fewer cells leaves the rest empty, and no line ends in blanks.
 func TestTableLayout(t *testing.T) {
-	tb := &table{header: []string{"name", "served", "notes"}}
-	tb.add("日本語", "yes", "first line\nsecond line")
-	tb.add("v1", "no")
-	tb.add("é", "", "x")
+	tb := &Table{Header: []string{"name", "served", "notes"}}
+	tb.Add("日本語", "yes", "first line\nsecond line")
+	tb.Add("v1", "no")
+	tb.Add("é", "", "x")
 	var b bytes.Buffer
-	if err := tb.print(&b, false); err != nil {
+	if err := tb.Print(&b, false); err != nil {
 		t.Fatal(err)
 	}
 	want := "" +
@@ -29,7 +29,7 @@ func TestTableLayout(t *testing.T) {
 		t.Errorf("table (-want +got):\n%s", diff)
 	}
 	b.Reset()
-	if err := tb.print(&b, true); err != nil {
+	if err := tb.Print(&b, true); err != nil {
 		t.Fatal(err)
 	}
 	if got := b.String(); got[:len("日本語   yes")] != "日本語   yes" {
@@ -39,8 +39,8 @@ func TestTableLayout(t *testing.T) {
 
 func TestDisplayWidth(t *testing.T) {
 	for s, want := range map[string]int{"": 0, "v1beta1": 7, "日本語": 6, "ｆｕｌｌ": 8, "e\u0301": 1, "→…": 2, "a\u200bb": 2} {
-		if got := displayWidth(s); got != want {
-			t.Errorf("displayWidth(%q) = %d, want %d", s, got, want)
+		if got := DisplayWidth(s); got != want {
+			t.Errorf("DisplayWidth(%q) = %d, want %d", s, got, want)
 		}
 	}
 }

@@ -1,24 +1,27 @@
-package plugin
+package printers
 
 import (
 	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/crdver/kubectl-crdver/manifest"
+	"github.com/crdver/kubectl-crdver/progress"
 )
 
-// startInputProgress shows a long read of documents on the shared progress display: in
+// InputProgress shows a long read of documents on the shared progress display: in
 // megabytes of the input files (so the bar has an ETA) with the objects counted beside, or, when
 // the size is unknown (stdin, a URL), in objects. The returned function stops it; it may be
 // called more than once.
-func startInputProgress(p Progress, paths []string, recursive bool, in *InputProgress, objects *atomic.Int64) func() {
+func InputProgress(p progress.Progress, paths []string, recursive bool, in *manifest.Progress, objects *atomic.Int64) func() {
 	var total int64
 	for _, path := range paths {
-		if path == "-" || isURL(path) {
+		if path == "-" || manifest.IsURL(path) {
 			total = 0
 			break
 		}
-		files, err := expandPathR(path, recursive)
+		files, err := manifest.ExpandPath(path, recursive)
 		if err != nil {
 			break
 		}
@@ -28,7 +31,7 @@ func startInputProgress(p Progress, paths []string, recursive bool, in *InputPro
 			}
 		}
 	}
-	t := Task{Name: "previewing", Prefix: "preview", Unit: "objects", Total: -1, Done: objects.Load}
+	t := progress.Task{Name: "previewing", Prefix: "preview", Unit: "objects", Total: -1, Done: objects.Load}
 	if total > 0 {
 		const mb = 1 << 20
 		t.Unit, t.Total = "MiB", (total+mb-1)/mb

@@ -1,0 +1,268 @@
+package printers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/kubeversion"
+	"github.com/crdver/kubectl-crdver/preview"
+)
+
+// PreviewStreamOptions say how a PreviewStream previews objects and writes the results.
+type PreviewStreamOptions struct {
+	// Out gets the results; ErrOut the counts of the "name" format.
+	Out, ErrOut io.Writer
+	// Format is "" (for people), "json", "yaml" or "name" (one line per object).
+	Format string
+	// NoHeaders: tables (the violations of a non-structural schema) without their header.
+	NoHeaders bool
+	// OnlyRejected: the objects the API server would accept are counted, not written.
+	OnlyRejected bool
+	// Diff: for people, a unified diff from the input to the result (coloured when Color).
+	Diff, Color bool
+	// Workers previewing at once (at least one).
+	Workers int
+	// KubeVersion is the version the objects are judged as (preview.WithKubeVersion).
+	KubeVersion kubeversion.Version
+	// Preview are the options of each preview (field validation, version read, namespace).
+	Preview preview.PreviewOptions
+	// Old, when set, finds the stored object of each job: every job is then an update.
+	Old func(job PreviewJob) ([]byte, error)
+	// PreviewerError and InputError word the errors of building a CRD's previewer and of a
+	// preview for the caller (nil: as they are).
+	PreviewerError func(job PreviewJob, err error) error
+	InputError     func(job PreviewJob, err error) error
+}
+
+// PreviewJob is one object to preview with its CRD.
+type PreviewJob struct {
+	// Source names the file and document the object came from.
+	Source string
+	JSON   []byte
+	CRD    *apiextensionsv1.CustomResourceDefinition
+}
+
+type previewDone struct {
+	text     []byte
+	accepted bool
+	err      error
+	// before is printed as is before err (the violations of a non-structural schema).
+	before []byte
+}
+
+// PreviewItem is one object's preview in the json and yaml formats.
+type PreviewItem struct {
+	// Source names the file and document the object came from.
+	Source string `json:"source"`
+	preview.PreviewResult
+}
+
+// PreviewReport is the whole json or yaml output of a PreviewStream: the items, then the
+// counts (written as the objects are previewed).
+type PreviewReport struct {
+	Items    []PreviewItem `json:"items"`
+	Accepted int           `json:"accepted"`
+	Rejected int           `json:"rejected"`
+	// Skipped counts the documents of the input that no CustomResourceDefinition defines.
+	Skipped int `json:"skipped"`
+	// KubernetesVersion is the version the objects were judged as ("1.37").
+	KubernetesVersion string `json:"kubernetesVersion"`
+}
+
+// PreviewStream previews objects on the workers of a preview.Pool and writes the results in the
+// input's order as they come, counting the verdicts; Finish writes the counts.
+type PreviewStream struct {
+	o    PreviewStreamOptions
+	pool *preview.Pool[PreviewJob, previewDone]
+
+	started  bool
+	accepted int
+	rejected int
+}
+
+// NewPreviewStream starts the workers; they stop when ctx is done.
+func NewPreviewStream(ctx context.Context, o PreviewStreamOptions) *PreviewStream {
+	s := &PreviewStream{o: o}
+	s.pool = preview.NewPool(ctx, o.Workers, s.preview, s.deliver)
+	return s
+}
+
+// Accepted and Rejected count the results written so far; Total is their sum.
+func (s *PreviewStream) Accepted() int { return s.accepted }
+func (s *PreviewStream) Rejected() int { return s.rejected }
+func (s *PreviewStream) Total() int    { return s.accepted + s.rejected }
+
+// Submit queues one object; it blocks while the window of objects in flight is full.
+func (s *PreviewStream) Submit(job PreviewJob) error { return s.pool.Submit(job) }
+
+// Wait waits for the objects in flight and returns the first error, in input order.
+func (s *PreviewStream) Wait() error { return s.pool.Wait() }
+
+// deliver writes one result, in input order (called by the pool one at a time).
+func (s *PreviewStream) deliver(r previewDone) error {
+	if r.err != nil {
+		if len(r.before) > 0 {
+			_, _ = s.o.Out.Write(r.before)
+		}
+		return r.err
+	}
+	if r.accepted {
+		s.accepted++
+	} else {
+		s.rejected++
+	}
+	return s.write(r.text)
+}
+
+func word(f func(PreviewJob, error) error, job PreviewJob, err error) error {
+	if f == nil {
+		return err
+	}
+	return f(job, err)
+}
+
+// preview previews one object on a worker of the pool.
+func (s *PreviewStream) preview(ctx context.Context, w *preview.Worker, job PreviewJob) previewDone {
+	pv, err := w.Previewer(job.CRD, preview.WithKubeVersion(s.o.KubeVersion))
+	if err != nil {
+		return previewDone{err: word(s.o.PreviewerError, job, err)}
+	}
+	var res *preview.PreviewResult
+	if s.o.Old != nil {
+		old, ferr := s.o.Old(job)
+		if ferr != nil {
+			return previewDone{err: ferr}
+		}
+		res, err = pv.Update(ctx, job.JSON, old, s.o.Preview)
+	} else {
+		res, err = pv.Create(ctx, job.JSON, s.o.Preview)
+	}
+	if err != nil {
+		var nse *preview.NonStructuralError
+		var before bytes.Buffer
+		if errors.As(err, &nse) && s.o.Old == nil {
+			// The violations go out before the error, as explain prints them.
+			if perr := PrintViolations(&before, nse.Violations, s.o.NoHeaders); perr != nil {
+				return previewDone{err: perr}
+			}
+		}
+		return previewDone{err: word(s.o.InputError, job, err), before: before.Bytes()}
+	}
+	text, err := s.format(PreviewItem{Source: job.Source, PreviewResult: *res}, job.JSON)
+	return previewDone{text: text, accepted: res.Accepted(), err: err}
+}
+
+// format renders one item (in a worker); nothing when OnlyRejected and it was accepted.
+func (s *PreviewStream) format(item PreviewItem, input []byte) ([]byte, error) {
+	if s.o.OnlyRejected && item.Accepted() {
+		return nil, nil
+	}
+	var b bytes.Buffer
+	switch s.o.Format {
+	case "json":
+		js, err := json.MarshalIndent(item, "    ", "  ")
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString("    ")
+		b.Write(js)
+	case "yaml":
+		y, err := yaml.Marshal(item)
+		if err != nil {
+			return nil, err
+		}
+		for i, line := range strings.SplitAfter(strings.TrimSuffix(string(y), "\n"), "\n") {
+			if i == 0 {
+				b.WriteString("- ")
+			} else if line != "\n" {
+				b.WriteString("  ")
+			}
+			b.WriteString(line)
+		}
+		b.WriteString("\n")
+	case "name":
+		b.WriteString(nameLine(item))
+	default:
+		if err := Preview(&b, item.Source, item.PreviewResult, input, s.o.Diff, s.o.Color); err != nil {
+			return nil, err
+		}
+	}
+	return b.Bytes(), nil
+}
+
+// nameLine is the "name" format's line: verdict, object (kubectl's kind.group/name), counts,
+// source.
+func nameLine(item PreviewItem) string {
+	r := item.PreviewResult
+	gv, _ := schema.ParseGroupVersion(r.APIVersion)
+	name := r.Name
+	if name == "" {
+		name = "(no name)"
+	}
+	obj := strings.ToLower(r.Kind) + "." + gv.Group + "/" + name
+	if r.Namespace != "" {
+		obj += " -n " + r.Namespace
+	}
+	return fmt.Sprintf("%s %s errors=%d warnings=%d pruned=%d defaulted=%d source=%q\n",
+		r.Verdict, obj, len(r.Errors), len(r.Warnings), len(r.Pruned)+len(r.PrunedOnConversion), len(r.Defaulted), item.Source)
+}
+
+func (s *PreviewStream) write(text []byte) error {
+	if len(text) == 0 {
+		return nil
+	}
+	switch s.o.Format {
+	case "json":
+		if !s.started {
+			if _, err := io.WriteString(s.o.Out, "{\n  \"items\": [\n"); err != nil {
+				return err
+			}
+		} else if _, err := io.WriteString(s.o.Out, ",\n"); err != nil {
+			return err
+		}
+	case "yaml":
+		if !s.started {
+			if _, err := io.WriteString(s.o.Out, "items:\n"); err != nil {
+				return err
+			}
+		}
+	}
+	s.started = true
+	_, err := s.o.Out.Write(text)
+	return err
+}
+
+// Finish writes the counts (skipped: the documents no CRD defines) and the version judged as.
+func (s *PreviewStream) Finish(skipped int, kubernetesVersion string) error {
+	accepted, rejected := s.accepted, s.rejected
+	var err error
+	switch s.o.Format {
+	case "json":
+		head := "\n  ],\n"
+		if !s.started {
+			head = "{\n  \"items\": [],\n"
+		}
+		_, err = fmt.Fprintf(s.o.Out, "%s  \"accepted\": %d,\n  \"rejected\": %d,\n  \"skipped\": %d,\n  \"kubernetesVersion\": %q\n}\n", head, accepted, rejected, skipped, kubernetesVersion)
+	case "yaml":
+		head := ""
+		if !s.started {
+			head = "items: []\n"
+		}
+		_, err = fmt.Fprintf(s.o.Out, "%saccepted: %d\nrejected: %d\nskipped: %d\nkubernetesVersion: %q\n", head, accepted, rejected, skipped, kubernetesVersion)
+	case "name":
+		// One line per object on Out; the counts go to ErrOut.
+		_, err = fmt.Fprintf(s.o.ErrOut, "%s: %d accepted, %d rejected\n", Plural(accepted+rejected, "object"), accepted, rejected)
+	default:
+		_, err = fmt.Fprintf(s.o.Out, "%s: %d accepted, %d rejected\n", Plural(accepted+rejected, "object"), accepted, rejected)
+	}
+	return err
+}
