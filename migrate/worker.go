@@ -347,3 +347,11 @@ func (r *Rewriter) checkManagers(before, after *unstructured.Unstructured) {
 		r.mfLosses = append(r.mfLosses, ManagedFieldsLoss{Namespace: before.GetNamespace(), Name: before.GetName(), Managers: lost})
 	}
 }
+
+// Retryable reports whether err is worth retrying after a back-off: throttled (429), server
+// errors (5xx), timeouts, transport errors. The rewrite and the preflight's dry runs retry alike.
+func Retryable(err error) bool { return retryable(err) }
+
+// Backoff is how long to wait before attempt+1 after err: the server's Retry-After, else
+// doubling from 100 ms up to 5 s.
+func Backoff(err error, attempt int) time.Duration { return backoff(err, attempt) }

@@ -62,7 +62,9 @@ func (g *Globals) runPreflight(ctx context.Context, crd *apiextensionsv1.CustomR
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := cs.Dynamic()
+	// The migrate engine's clients: no client-side rate limit (the dry runs adapt to the
+	// server like the rewrite; --qps limits them), and 429s are counted on the wire.
+	mc, err := cs.Migrate()
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +72,8 @@ func (g *Globals) runPreflight(ctx context.Context, crd *apiextensionsv1.CustomR
 	total.Store(-1)
 	stop := progress.Start(Task{Name: "preflight", Prefix: prefix + " preflight", Unit: "objects", Verb: "evaluated",
 		TotalFunc: total.Load, Done: done.Load})
-	rep, err := preflight.Check(ctx, dyn, crd, preflight.Options{Target: target, ChunkSize: rf.ChunkSize, Transport: g.webhookTransport(crd),
+	rep, err := preflight.Check(ctx, mc.Dynamic, crd, preflight.Options{Target: target, ChunkSize: rf.ChunkSize, Transport: g.webhookTransport(crd),
+		Concurrency: rf.Concurrency, QPS: rf.QPS, Throttled: mc.Throttled,
 		Progress: func(d, t int64) { done.Store(d); total.Store(t) }})
 	stop()
 	if err != nil {
@@ -136,6 +139,9 @@ func printPreflight(w io.Writer, r *preflight.Report, noHeaders bool) error {
 		fmt.Fprintf(w, ", compared with %s", strings.Join(r.Compared, ", "))
 	}
 	fmt.Fprintln(w)
+	for _, n := range r.NotNeeded {
+		fmt.Fprintf(w, "  %s\n", indentWrap("not needed: "+n, terminalWidth-4, 4))
+	}
 	if r.Safe() {
 		fmt.Fprintf(w, "  nothing is lost or refused by rewriting them at %s\n", r.Target)
 		return nil
