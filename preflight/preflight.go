@@ -120,6 +120,9 @@ type Report struct {
 	Rejected      []Rejection `json:"rejected"`
 	// NotNeeded says which passes were not run and what proves that they cannot find anything.
 	NotNeeded []string `json:"notNeeded,omitempty"`
+	// DryRuns is the number of objects whose write was sent as a dry run (the others were
+	// proven accepted: see NotNeeded).
+	DryRuns int64 `json:"dryRuns"`
 	// DryRunInFlight says how many dry-run writes were in flight (nil when none was sent).
 	DryRunInFlight *migrate.InFlight `json:"dryRunInFlight,omitempty"`
 	// Unknown says what could not be evaluated: the answer there is not known.
@@ -258,9 +261,23 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 		o.SkipRejections = true
 		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes: nothing is pending (status.storedVersions is [%s], the storage version): every object is already stored at %s and is written back as it reads there, so nothing held at another version can be lost, and a write the API server refused would leave that object as it is (the rewrite lists it)", target, target))
 	}
-	e := &evaluation{ctx: ctx, dyn: dyn, crd: crd, o: o, r: r, p: p, total: -1}
+	e := &evaluation{ctx: ctx, dyn: dyn, crd: crd, o: o, r: r, p: p, total: -1, compare: r.Compared}
 	if o.QPS > 0 {
 		e.lim = rate.NewLimiter(rate.Limit(o.QPS), max(1, int(o.QPS)))
+	}
+	if !o.SkipRejections && len(r.Unknown) == 0 && r.Strategy == string(apiextensionsv1.NoneConverter) &&
+		sameSchemas(crd, target, r.Compared) && !hasTransitionRule(crd, target) {
+		if read, ok := e.noAdmission(ctx); ok {
+			// See proof.go.
+			e.proven = true
+			if len(r.Compared) > 0 {
+				e.compare = nil
+				r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("loss comparison: conversion is None and %s %s the same schema as %s, so an object reads at %s as it reads where its data is held: a rewrite drops nothing readable",
+					strings.Join(r.Compared, ", "), map[bool]string{true: "has", false: "have"}[len(r.Compared) == 1], target, target))
+			}
+			r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of the objects valid under %s's schema: no admission webhook or policy matches updates of %s (read: %s) and %s's schema has no transition rule, so only validation could refuse the rewrite's write; each object was validated here with the API server's validation as a create (stricter than an update), and those it did not accept were sent as dry runs",
+				target, crd.Name, read, target))
+		}
 	}
 
 	// The passes run side by side, each with its own LIST (one per version): the dry runs are
@@ -279,7 +296,7 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 		}()
 	}
 	var lossErr error
-	for _, h := range r.Compared {
+	for _, h := range e.compare {
 		if r.Strategy == string(apiextensionsv1.WebhookConverter) {
 			lossErr = e.webhookLosses(h)
 		} else {
@@ -320,6 +337,10 @@ type evaluation struct {
 	r   *Report
 	p   *preview.Previewer
 	lim *rate.Limiter // nil: no client-side limit
+	// compare are the versions the loss pass lists (Report.Compared unless proven needless);
+	// proven: objects valid in-process need no dry run (proof.go).
+	compare []string
+	proven  bool
 
 	// mu guards done, total and the progress calls: the passes run side by side.
 	mu          sync.Mutex
@@ -381,7 +402,7 @@ func (e *evaluation) eachPage(ctx context.Context, v string, progress bool, fn f
 			}
 			e.mu.Lock()
 			if n >= 0 && e.total < 0 {
-				passes := int64(len(e.r.Compared))
+				passes := int64(len(e.compare))
 				if !e.o.SkipRejections {
 					passes++
 				}
@@ -438,6 +459,7 @@ func (e *evaluation) rejections() error {
 		i int
 	}
 	pages := make(chan *dryPage, 1)
+	var dryRuns atomic.Int64
 	work := make(chan job, e.o.ChunkSize)
 	var listErr error
 	go func() {
@@ -445,8 +467,14 @@ func (e *evaluation) rejections() error {
 		defer close(work)
 		listErr = e.eachPage(ctx, e.r.Target, false, func(items []unstructured.Unstructured) error {
 			p := &dryPage{items: items, out: make([]outcome, len(items)), done: make(chan struct{})}
-			p.remaining.Store(int64(len(items)))
-			if len(items) == 0 {
+			send := make([]int, 0, len(items))
+			for i := range items {
+				if !e.proven || !validIn(ctx, e.p, &items[i]) {
+					send = append(send, i)
+				}
+			}
+			p.remaining.Store(int64(len(send)))
+			if len(send) == 0 {
 				close(p.done)
 			}
 			select {
@@ -454,7 +482,7 @@ func (e *evaluation) rejections() error {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			for i := range items {
+			for _, i := range send {
 				select {
 				case work <- job{p, i}:
 				case <-ctx.Done():
@@ -471,6 +499,7 @@ func (e *evaluation) rejections() error {
 			defer wg.Done()
 			for j := range work {
 				if ctx.Err() == nil {
+					dryRuns.Add(1)
 					o := &j.p.out[j.i]
 					o.errs, o.unknown, o.err = e.dryRun(ctx, gate, ri, &j.p.items[j.i])
 				}
@@ -485,8 +514,11 @@ func (e *evaluation) rejections() error {
 		for range pages {
 		}
 		wg.Wait()
-		snap := gate.Snapshot()
-		e.inFlight = &snap
+		e.r.DryRuns = dryRuns.Load()
+		if e.r.DryRuns > 0 {
+			snap := gate.Snapshot()
+			e.inFlight = &snap
+		}
 	}()
 	for p := range pages {
 		select {

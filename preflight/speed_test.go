@@ -9,6 +9,10 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -43,13 +47,31 @@ func countingClient(t *testing.T) (dynamic.Interface, *atomic.Int64) {
 	return dyn, n
 }
 
+// differing gives crd's v1 an optional field v1beta1 lacks: the schemas differ, so nothing
+// proves the checks needless (proof.go) and every pass runs.
+func differing(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
+	for i := range crd.Spec.Versions {
+		if crd.Spec.Versions[i].Name == "v1" {
+			s := crd.Spec.Versions[i].Schema.OpenAPIV3Schema
+			spec := s.Properties["spec"]
+			props := map[string]apiextensionsv1.JSONSchemaProps{"note": {Type: "string"}}
+			for k, v := range spec.Properties {
+				props[k] = v
+			}
+			spec.Properties = props
+			s.Properties["spec"] = spec
+		}
+	}
+	return crd
+}
+
 // The dry-run pass streams its writes through the rewrite's gate: adaptive by default, fixed
 // with Concurrency, one dry run per object, nothing written; Ctrl-C (ctx cancelled) in the
 // middle of it ends the check within a second with the context's error.
 func TestDryRunPass(t *testing.T) {
 	ctx := context.Background()
-	crd := testenv.TwoVersionCRD("dryrun.preflight.example.com", "gadgets", "Gadget", apiextensionsv1.JSONSchemaProps{
-		Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}})
+	crd := differing(testenv.TwoVersionCRD("dryrun.preflight.example.com", "gadgets", "Gadget", apiextensionsv1.JSONSchemaProps{
+		Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}}))
 	setup(t, crd, "pf-dryrun")
 	const n = 150
 	if err := env.CreateObjects(ctx, crd, []string{"pf-dryrun"}, n); err != nil {
@@ -117,8 +139,8 @@ func TestDryRunPass(t *testing.T) {
 // same check sends one per object.
 func TestNothingPendingNoDryRuns(t *testing.T) {
 	ctx := context.Background()
-	crd := testenv.TwoVersionCRD("pending.preflight.example.com", "gizmos", "Gizmo", apiextensionsv1.JSONSchemaProps{
-		Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}})
+	crd := differing(testenv.TwoVersionCRD("pending.preflight.example.com", "gizmos", "Gizmo", apiextensionsv1.JSONSchemaProps{
+		Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}}))
 	setup(t, crd, "pf-pending")
 	if err := env.CreateObjects(ctx, crd, []string{"pf-pending"}, 5); err != nil {
 		t.Fatal(err)
@@ -143,3 +165,66 @@ func TestNothingPendingNoDryRuns(t *testing.T) {
 		t.Errorf("v1 pending: %d dry runs sent, objects %d, not needed %q", sent.Load(), r.Objects, r.NotNeeded)
 	}
 }
+
+// Versions with the same schema, conversion None, no admission webhook or policy: the loss
+// comparison is not run and only the objects the in-process validation does not accept are
+// sent as dry runs (here the ones made invalid by a maximum added after they were written:
+// the API server accepts their no-op write by ratcheting, so nothing is rejected). Once a
+// ValidatingAdmissionPolicy matches the resource, every object is dry-run again.
+func TestProvenNotNeeded(t *testing.T) {
+	ctx := context.Background()
+	crd := testenv.TwoVersionCRD("proven.preflight.example.com", "doohickeys", "Doohickey", apiextensionsv1.JSONSchemaProps{
+		Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}})
+	setup(t, crd, "pf-proven")
+	const n = 12
+	if err := env.CreateObjects(ctx, crd, []string{"pf-proven"}, n); err != nil {
+		t.Fatal(err)
+	}
+	// size ≤ 9 from now on, in both versions: objects 10 and 11 are no longer valid.
+	live := fresh(t, crd.Name)
+	for i := range live.Spec.Versions {
+		size := live.Spec.Versions[i].Schema.OpenAPIV3Schema.Properties["spec"].Properties["size"]
+		size.Maximum = ptrTo(9.0)
+		live.Spec.Versions[i].Schema.OpenAPIV3Schema.Properties["spec"].Properties["size"] = size
+	}
+	if _, err := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions().Update(ctx, live, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	live = fresh(t, crd.Name)
+	live.Status.StoredVersions = []string{"v1beta1", "v1"} // as after a switch to v1
+	dyn, sent := countingClient(t)
+	r, err := Check(ctx, dyn, live, Options{Target: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Objects != n || r.DryRuns != 2 || sent.Load() != 2 || !r.Safe() || len(r.NotNeeded) != 2 {
+		t.Fatalf("proven: objects %d, dry runs %d (sent %d), want %d and 2; safe %v; not needed %q; %+v", r.Objects, r.DryRuns, sent.Load(), n, r.Safe(), r.NotNeeded, r)
+	}
+
+	// A policy that may match updates of the resource: nothing is proven any more.
+	vap := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+		"metadata": map[string]any{"name": "proven-preflight"},
+		"spec": map[string]any{
+			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
+				"apiGroups": []any{crd.Spec.Group}, "apiVersions": []any{"*"}, "resources": []any{"doohickeys"}, "operations": []any{"UPDATE"},
+			}}},
+			"validations": []any{map[string]any{"expression": "true"}},
+		},
+	}}
+	vapRes := dyn.Resource(schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"})
+	if _, err := vapRes.Create(ctx, vap, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = vapRes.Delete(context.Background(), "proven-preflight", metav1.DeleteOptions{}) })
+	sent.Store(0)
+	r, err = Check(ctx, dyn, live, Options{Target: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Objects != n || r.DryRuns != n || sent.Load() != n || len(r.NotNeeded) != 0 || len(r.Compared) != 1 {
+		t.Errorf("with a matching policy: objects %d, dry runs %d (sent %d), want %d; not needed %q, compared %v", r.Objects, r.DryRuns, sent.Load(), n, r.NotNeeded, r.Compared)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,160 @@
+package clusterengine_test
+
+// BenchmarkSafeMigrate: `kubectl crdver migrate --to V --yes` (the built binary: plan,
+// preflight, storage switch, rewrite, trim) against the machine's ceiling and the naive
+// runbook IN THE SAME RUN, interleaved per iteration, so that the ratios hold while the load
+// of a shared machine changes. Each iteration, on the same objects:
+//
+//	ceiling   16 workers doing nothing but PUT the listed objects (putAll), after a storage
+//	          switch that is not timed
+//	runbook   kubectl get items.<group> -A -o json | kubectl replace -f -, after a storage
+//	          switch that is not timed
+//	checked   the command, its safety checks on: the fixture's v1 has a field v1beta1 lacks, so
+//	          nothing proves the checks unnecessary (a full preflight: dry-run writes and the
+//	          loss comparison); its own storage switch is timed
+//	proven    the command on a CRD whose versions have identical schemas and which no admission
+//	          webhook or policy matches (the preflight says why its passes are not needed)
+//
+// and every run ends with etcd read directly: every object must be at the new version.
+//
+//	CRDVER_BENCH_SAFE_OBJECTS  objects per CRD (default 500; recorded: 3000 and 30000)
+//	CRDVER_BENCH_SAFE_METHODS  comma-separated subset of ceiling,runbook,checked,proven
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testenv"
+)
+
+func BenchmarkSafeMigrate(b *testing.B) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin := filepath.Join(b.TempDir(), "kubectl-crdver")
+	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "kubectl-crdver")).CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	kubectl, kubectlErr := exec.LookPath("kubectl")
+	methods := map[string]bool{}
+	for _, m := range strings.Split(envString("CRDVER_BENCH_SAFE_METHODS", "ceiling,runbook,checked,proven"), ",") {
+		methods[strings.TrimSpace(m)] = true
+	}
+	n := envInt("CRDVER_BENCH_SAFE_OBJECTS", 500)
+	proven := newBenchFixture(b, "proven", n)
+	checked := newBenchFixture(b, "checked", n)
+	// checked's v1 gains an optional field: the versions' schemas differ, so the command keeps
+	// every check.
+	ctx := context.Background()
+	cur := checked.fresh(b)
+	for i := range cur.Spec.Versions {
+		if cur.Spec.Versions[i].Name == "v1" {
+			cur.Spec.Versions[i].Schema.OpenAPIV3Schema.Properties["spec"].Properties["note"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+		}
+	}
+	if _, err := checked.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	cache := b.TempDir()
+
+	// other is the version f's objects are not stored at.
+	other := func(f *benchFixture) string {
+		if crdinfo.StorageVersion(f.fresh(b)) == "v1" {
+			return "v1beta1"
+		}
+		return "v1"
+	}
+	command := func(f *benchFixture) time.Duration {
+		to := other(f)
+		cmd := exec.Command(bin, "migrate", f.crd.Name, "--to", to, "--yes", "--quiet", "--kubeconfig", env.Kubeconfig,
+			"--checkpoint", filepath.Join(b.TempDir(), "cp.json"), "-o", "json")
+		cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache, "HOME="+cache)
+		start := time.Now()
+		out, err := cmd.Output()
+		d := time.Since(start)
+		if err != nil {
+			b.Fatalf("migrate --to %s: %v\n%s", to, err, out)
+		}
+		f.check(b, to)
+		return d
+	}
+	timed := func(f *benchFixture, method func()) time.Duration {
+		to := f.flip(b)
+		start := time.Now()
+		method()
+		d := time.Since(start)
+		f.check(b, to)
+		return d
+	}
+
+	var tCeil, tRunbook, tChecked, tProven time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if methods["ceiling"] {
+			tCeil += timed(proven, func() { putAll(b, proven.c, proven.fresh(b), 16) })
+		}
+		if methods["runbook"] {
+			if kubectlErr != nil {
+				b.Fatal("kubectl is not on PATH")
+			}
+			tRunbook += timed(proven, func() {
+				script := fmt.Sprintf("set -o pipefail; %[1]s --kubeconfig %[2]s get items.%[3]s -A -o json | %[1]s --kubeconfig %[2]s replace -f - >/dev/null", kubectl, env.Kubeconfig, proven.group)
+				if out, err := exec.Command("bash", "-c", script).CombinedOutput(); err != nil {
+					b.Fatalf("%v: %s", err, out)
+				}
+			})
+		}
+		if methods["checked"] {
+			tChecked += command(checked)
+		}
+		if methods["proven"] {
+			tProven += command(proven)
+		}
+	}
+	b.StopTimer()
+	rate := func(d time.Duration) float64 {
+		if d == 0 {
+			return 0
+		}
+		return float64(n*b.N) / d.Seconds()
+	}
+	report := func(name string, d time.Duration) {
+		if d > 0 {
+			b.ReportMetric(rate(d), name+"-obj/s")
+		}
+	}
+	report("ceiling16", tCeil)
+	report("runbook", tRunbook)
+	report("checked", tChecked)
+	report("proven", tProven)
+	if tCeil > 0 && tChecked > 0 {
+		b.ReportMetric(rate(tChecked)/rate(tCeil), "checked/ceiling")
+	}
+	if tRunbook > 0 && tChecked > 0 {
+		b.ReportMetric(rate(tChecked)/rate(tRunbook), "checked/runbook")
+	}
+	if tCeil > 0 && tProven > 0 {
+		b.ReportMetric(rate(tProven)/rate(tCeil), "proven/ceiling")
+	}
+	if tRunbook > 0 && tProven > 0 {
+		b.ReportMetric(rate(tProven)/rate(tRunbook), "proven/runbook")
+	}
+}
+
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
