@@ -43,6 +43,9 @@ func (l *lister) run(ctx context.Context, pages int64, cont string) {
 			return
 		}
 		p := &page{index: idx, next: list.GetContinue()}
+		if k := len(list.Items); k > 0 {
+			p.last = ObjectKey(list.Items[k-1].GetNamespace(), list.Items[k-1].GetName())
+		}
 		p.remaining.Store(int64(len(list.Items)))
 		l.wm.add(p)
 		for i := range list.Items {

@@ -71,6 +71,15 @@ type Options struct {
 	// server's priority and fairness still applies, and 429s cut the writes in flight). dyn
 	// should have no rate limiter of its own (migrate.NewClients builds such clients).
 	QPS float64
+	// After skips the objects listed up to this key (namespace/name, migrate.ObjectKey) in
+	// both passes: a resumed rewrite writes only the objects after it (migrate.Checkpoint's
+	// Through), so nothing is to be checked before it.
+	After string
+	// Evidence is a file (next to the rewrite's checkpoint) where the objects whose dry run was
+	// accepted are recorded with their resourceVersion; a later check reads it and does not
+	// send the dry run of an object unchanged since under the same CRD spec and admission
+	// configuration (evidence.go). "" keeps no evidence.
+	Evidence string
 	// Throttled, when set, counts the API server's 429 answers on dyn's transport
 	// (migrate.Clients.Throttled), including those client-go retried by itself.
 	Throttled func() int64
@@ -265,19 +274,30 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 	if o.QPS > 0 {
 		e.lim = rate.NewLimiter(rate.Limit(o.QPS), max(1, int(o.QPS)))
 	}
-	if !o.SkipRejections && len(r.Unknown) == 0 && r.Strategy == string(apiextensionsv1.NoneConverter) &&
-		sameSchemas(crd, target, r.Compared) && !hasTransitionRule(crd, target) {
-		if read, ok := e.noAdmission(ctx); ok {
-			// See proof.go.
-			e.proven = true
-			if len(r.Compared) > 0 {
-				e.compare = nil
-				r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("loss comparison: conversion is None and %s %s the same schema as %s, so an object reads at %s as it reads where its data is held: a rewrite drops nothing readable",
-					strings.Join(r.Compared, ", "), map[bool]string{true: "has", false: "have"}[len(r.Compared) == 1], target, target))
-			}
-			r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of the objects valid under %s's schema: no admission webhook or policy matches updates of %s (read: %s) and %s's schema has no transition rule, so only validation could refuse the rewrite's write; each object was validated here with the API server's validation as a create (stricter than an update), and those it did not accept were sent as dry runs",
-				target, crd.Name, read, target))
+	var adm admissionState
+	if !o.SkipRejections && len(r.Unknown) == 0 {
+		if o.Evidence != "" || r.Strategy == string(apiextensionsv1.NoneConverter) {
+			adm = e.admission(ctx)
 		}
+		if o.Evidence != "" && adm.ok && r.Strategy == string(apiextensionsv1.NoneConverter) {
+			// With a conversion webhook the verdicts depend on the webhook's code too, which no
+			// resourceVersion tracks: no evidence is kept.
+			h := evidenceHeaderFor(next, target, adm)
+			e.evidence = openEvidence(o.Evidence, h)
+			e.record = createEvidence(o.Evidence, h)
+		}
+	}
+	if !o.SkipRejections && len(r.Unknown) == 0 && r.Strategy == string(apiextensionsv1.NoneConverter) &&
+		sameSchemas(crd, target, r.Compared) && !hasTransitionRule(crd, target) && adm.ok && !adm.matches {
+		// See proof.go.
+		e.proven = true
+		if len(r.Compared) > 0 {
+			e.compare = nil
+			r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("loss comparison: conversion is None and %s %s the same schema as %s, so an object reads at %s as it reads where its data is held: a rewrite drops nothing readable",
+				strings.Join(r.Compared, ", "), map[bool]string{true: "has", false: "have"}[len(r.Compared) == 1], target, target))
+		}
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of the objects valid under %s's schema: no admission webhook or policy matches updates of %s (read: %s) and %s's schema has no transition rule, so only validation could refuse the rewrite's write; each object was validated here with the API server's validation as a create (stricter than an update), and those it did not accept were sent as dry runs",
+			target, crd.Name, adm.read, target))
 	}
 
 	// The passes run side by side, each with its own LIST (one per version): the dry runs are
@@ -307,6 +327,19 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 		}
 	}
 	wg.Wait()
+	e.evidence.close()
+	if rejErr == nil || errors.Is(rejErr, context.Canceled) {
+		e.record.commit() // every line is a verdict the API server gave, even after Ctrl-C
+	} else if e.record != nil {
+		e.record.err = rejErr
+		e.record.commit()
+	}
+	if e.reused > 0 {
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of %d objects: an earlier preflight's dry runs accepted them (evidence in %s) and they have not changed since (same resourceVersion, same CRD spec and admission configuration)", e.reused, o.Evidence))
+	}
+	if e.skipped > 0 {
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("checks of the %d objects up to %s: the interrupted rewrite already wrote them, and the resumed one starts after them", e.skipped, o.After))
+	}
 	r.DryRunInFlight = e.inFlight
 	if len(e.rejUnknown) > 0 {
 		r.Unknown = append(append(append([]string{}, r.Unknown[:base]...), e.rejUnknown...), r.Unknown[base:]...)
@@ -341,6 +374,11 @@ type evaluation struct {
 	// proven: objects valid in-process need no dry run (proof.go).
 	compare []string
 	proven  bool
+	// evidence is an earlier check's (nil: none usable); record is this one's (nil: none kept).
+	evidence *evidenceReader
+	record   *evidenceWriter
+	// skipped counts the objects up to Options.After; reused those the evidence vouched for.
+	skipped, reused int64
 
 	// mu guards done, total and the progress calls: the passes run side by side.
 	mu          sync.Mutex
@@ -444,9 +482,10 @@ func (e *evaluation) rejections() error {
 	gate := migrate.NewGate(e.o.Concurrency, e.o.Throttled)
 
 	type outcome struct {
-		errs    []string
-		unknown string
-		err     error
+		errs         []string
+		unknown      string
+		err          error
+		skip, reused bool
 	}
 	type dryPage struct {
 		items     []unstructured.Unstructured
@@ -469,7 +508,15 @@ func (e *evaluation) rejections() error {
 			p := &dryPage{items: items, out: make([]outcome, len(items)), done: make(chan struct{})}
 			send := make([]int, 0, len(items))
 			for i := range items {
-				if !e.proven || !validIn(ctx, e.p, &items[i]) {
+				u := &items[i]
+				key := migrate.ObjectKey(u.GetNamespace(), u.GetName())
+				switch {
+				case e.o.After != "" && key <= e.o.After:
+					p.out[i].skip = true
+				case e.evidence.accepted(key, u.GetResourceVersion()):
+					p.out[i].reused = true
+				case e.proven && validIn(ctx, e.p, u):
+				default:
 					send = append(send, i)
 				}
 			}
@@ -529,7 +576,14 @@ func (e *evaluation) rejections() error {
 			return err
 		}
 		for i := range p.items {
+			if p.out[i].skip {
+				e.skipped++
+				continue
+			}
 			e.r.Objects++
+			if p.out[i].reused {
+				e.reused++
+			}
 			switch o := p.out[i]; {
 			case o.err != nil:
 				return o.err
@@ -538,6 +592,8 @@ func (e *evaluation) rejections() error {
 				return errStopPass
 			case o.errs != nil:
 				e.rejected(&p.items[i], o.errs)
+			default:
+				e.record.add(migrate.ObjectKey(p.items[i].GetNamespace(), p.items[i].GetName()), p.items[i].GetResourceVersion())
 			}
 		}
 		e.progress(len(p.items))
@@ -690,6 +746,9 @@ func (e *evaluation) noneLosses(h string) error {
 	return e.eachPage(e.ctx, h, true, func(items []unstructured.Unstructured) error {
 		for i := range items {
 			u := &items[i]
+			if e.o.After != "" && migrate.ObjectKey(u.GetNamespace(), u.GetName()) <= e.o.After {
+				continue
+			}
 			body, err := u.MarshalJSON()
 			if err != nil {
 				return err

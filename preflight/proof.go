@@ -14,15 +14,11 @@ package preflight
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/preview"
@@ -64,39 +60,6 @@ var admissionKinds = []struct {
 	{"mutatingwebhookconfigurations", []string{"v1"}, false},
 	{"validatingadmissionpolicies", []string{"v1", "v1beta1"}, true},
 	{"mutatingadmissionpolicies", []string{"v1", "v1beta1", "v1alpha1"}, true},
-}
-
-// noAdmission reports whether no admission webhook or policy of the cluster can match an
-// UPDATE of the CRD's objects, with what was read; ok is false when one may match or a
-// configuration could not be read (then the answer is not known).
-func (e *evaluation) noAdmission(ctx context.Context) (read string, ok bool) {
-	group, plural := e.crd.Spec.Group, e.crd.Spec.Names.Plural
-	var counts []string
-	for _, k := range admissionKinds {
-		served := false
-		n := 0
-		for _, v := range k.versions {
-			list, err := e.dyn.Resource(schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: v, Resource: k.resource}).List(ctx, metav1.ListOptions{})
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return "", false
-			}
-			served = true
-			for i := range list.Items {
-				if admissionMatches(&list.Items[i], k.policy, group, plural) {
-					return "", false
-				}
-			}
-			n = len(list.Items)
-			break
-		}
-		if served {
-			counts = append(counts, fmt.Sprintf("%d %s", n, k.resource))
-		}
-	}
-	return strings.Join(counts, ", "), true
 }
 
 // admissionMatches reports whether a webhook configuration or policy may match an UPDATE of

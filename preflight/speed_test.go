@@ -3,7 +3,9 @@ package preflight
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,7 +18,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
+	"github.com/crdver/kubectl-crdver/migrate"
 )
 
 // dryRunCounter counts the dry-run writes that reach the API server.
@@ -228,3 +232,125 @@ func TestProvenNotNeeded(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// rvs are the resourceVersions of crd's objects read at v, by key.
+func rvs(t *testing.T, dyn dynamic.Interface, crd *apiextensionsv1.CustomResourceDefinition, v string) map[string]string {
+	t.Helper()
+	list, err := dyn.Resource(crdinfo.GVR(crd, v)).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, u := range list.Items {
+		out[migrate.ObjectKey(u.GetNamespace(), u.GetName())] = u.GetResourceVersion()
+	}
+	return out
+}
+
+// A run resumed after Ctrl-C in the rewrite does not redo the completed preflight: the
+// objects up to the checkpoint's Through were written already and are not checked, and of the
+// rest only those whose resourceVersion changed since the first preflight (rewritten in the
+// unfinished pages, or changed by someone) are dry-run again; the others are vouched for by
+// the evidence file. With the CRD's spec changed, the evidence is not used.
+func TestResumedPreflight(t *testing.T) {
+	ctx := context.Background()
+	crd := differing(testenv.TwoVersionCRD("resume.preflight.example.com", "widgets", "Widget", apiextensionsv1.JSONSchemaProps{
+		Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}}))
+	setup(t, crd, "pf-resume")
+	const n = 300
+	if err := env.CreateObjects(ctx, crd, []string{"pf-resume"}, n); err != nil {
+		t.Fatal(err)
+	}
+	dyn, sent := countingClient(t)
+	dir := t.TempDir()
+	cpPath := filepath.Join(dir, "cp.json")
+	evidence := cpPath + ".preflight"
+
+	// The first run's preflight, at v1 before the switch: every object dry-run, all recorded.
+	r, err := Check(ctx, dyn, fresh(t, crd.Name), Options{Target: "v1", Evidence: evidence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent.Load() != n || r.Objects != n || !r.Safe() {
+		t.Fatalf("first preflight: sent %d, objects %d, safe %v", sent.Load(), r.Objects, r.Safe())
+	}
+	before := rvs(t, dyn, crd, "v1")
+
+	// The switch, then a rewrite interrupted after about 120 objects.
+	c, err := migrate.NewClients(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := migrate.SwitchStorage(ctx, c, crd.Name, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := migrate.NewRewriter(c, live, migrate.RewriteOptions{Concurrency: 4, ChunkSize: 50, QPS: 150, Checkpoint: cpPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	go func() {
+		deadline := time.Now().Add(time.Minute)
+		for rw.Progress().Total() < 120 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	if res, err := rw.Run(runCtx); err != nil || !res.Interrupted {
+		t.Fatalf("rewrite: %+v, %v; want interrupted", res, err)
+	}
+	cp, err := migrate.LoadCheckpoint(cpPath)
+	if err != nil || cp == nil || cp.Through == "" || !cp.ResumableFor(c.Server, live) {
+		t.Fatalf("checkpoint %+v (%v): want a resumable run with Through set", cp, err)
+	}
+	// Someone changes the last object meanwhile.
+	last := fmt.Sprintf("widget-%03d", n-1)
+	u, err := dyn.Resource(crdinfo.GVR(crd, "v1")).Namespace("pf-resume").Get(ctx, last, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetLabels(map[string]string{"changed": "yes"})
+	if _, err := dyn.Resource(crdinfo.GVR(crd, "v1")).Namespace("pf-resume").Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	after := rvs(t, dyn, crd, "v1")
+	var want, upTo int64
+	for k, rv := range after {
+		switch {
+		case k <= cp.Through:
+			upTo++
+		case before[k] != rv:
+			want++
+		}
+	}
+	if want < 1 || want > 3*50 {
+		t.Fatalf("%d objects after %s changed: the fixture should leave a few", want, cp.Through)
+	}
+
+	// The resumed run's preflight.
+	sent.Store(0)
+	live = fresh(t, crd.Name)
+	r, err = Check(ctx, dyn, live, Options{Target: "v1", Evidence: evidence, After: cp.Through})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent.Load() != want || r.DryRuns != want || r.Objects != n-upTo || !r.Safe() || len(r.NotNeeded) != 2 {
+		t.Errorf("resumed preflight: sent %d dry runs (report %d), want %d (the objects after %s that changed); objects %d, want %d; safe %v; not needed %q",
+			sent.Load(), r.DryRuns, want, cp.Through, r.Objects, n-upTo, r.Safe(), r.NotNeeded)
+	}
+
+	// The CRD's spec changes: the evidence no longer applies.
+	live.Spec.Versions[0].Schema.OpenAPIV3Schema.Description = "changed"
+	if _, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, live, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sent.Store(0)
+	r, err = Check(ctx, dyn, fresh(t, crd.Name), Options{Target: "v1", Evidence: evidence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent.Load() != n || r.Objects != n {
+		t.Errorf("after a spec change: sent %d, objects %d; want %d each", sent.Load(), r.Objects, n)
+	}
+}
