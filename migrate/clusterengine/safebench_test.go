@@ -19,6 +19,10 @@ package clusterengine_test
 //
 //	CRDVER_BENCH_SAFE_OBJECTS  objects per CRD (default 500; recorded: 3000 and 30000)
 //	CRDVER_BENCH_SAFE_METHODS  comma-separated subset of ceiling,runbook,checked,proven
+//	CRDVER_BENCH_SERVER_PROFILE  a folder: the API server's CPU profile (its /debug/pprof) is
+//	                             taken during the first iteration's checked and proven runs
+//	                             and the ceiling, for CRDVER_BENCH_SERVER_PROFILE_SECONDS each
+//	                             (default 8), into <folder>/<method>.pprof
 
 import (
 	"context"
@@ -38,14 +42,7 @@ import (
 )
 
 func BenchmarkSafeMigrate(b *testing.B) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	bin := filepath.Join(b.TempDir(), "kubectl-crdver")
-	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "kubectl-crdver")).CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildCommand(b)
 	kubectl, kubectlErr := exec.LookPath("kubectl")
 	methods := map[string]bool{}
 	for _, m := range strings.Split(envString("CRDVER_BENCH_SAFE_METHODS", "ceiling,runbook,checked,proven"), ",") {
@@ -54,18 +51,7 @@ func BenchmarkSafeMigrate(b *testing.B) {
 	n := envInt("CRDVER_BENCH_SAFE_OBJECTS", 500)
 	proven := newBenchFixture(b, "proven", n)
 	checked := newBenchFixture(b, "checked", n)
-	// checked's v1 gains an optional field: the versions' schemas differ, so the command keeps
-	// every check.
-	ctx := context.Background()
-	cur := checked.fresh(b)
-	for i := range cur.Spec.Versions {
-		if cur.Spec.Versions[i].Name == "v1" {
-			cur.Spec.Versions[i].Schema.OpenAPIV3Schema.Properties["spec"].Properties["note"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
-		}
-	}
-	if _, err := checked.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-		b.Fatal(err)
-	}
+	checked.differ(b)
 	cache := b.TempDir()
 
 	// other is the version f's objects are not stored at.
@@ -75,17 +61,31 @@ func BenchmarkSafeMigrate(b *testing.B) {
 		}
 		return "v1"
 	}
+	profDir := os.Getenv("CRDVER_BENCH_SERVER_PROFILE")
+	profSecs := envInt("CRDVER_BENCH_SERVER_PROFILE_SECONDS", 8)
+	// profile takes the API server's CPU profile while fn runs (first iteration only).
+	profile := func(i int, name string, fn func() time.Duration) time.Duration {
+		if profDir == "" || i > 0 {
+			return fn()
+		}
+		done := make(chan error, 1)
+		go func() {
+			raw, err := proven.c.Kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+				Param("seconds", fmt.Sprint(profSecs)).Timeout(time.Duration(profSecs+30) * time.Second).DoRaw(context.Background())
+			if err == nil {
+				err = os.WriteFile(filepath.Join(profDir, name+".pprof"), raw, 0o644)
+			}
+			done <- err
+		}()
+		d := fn()
+		if err := <-done; err != nil {
+			b.Logf("server profile of %s: %v", name, err)
+		}
+		return d
+	}
 	command := func(f *benchFixture) time.Duration {
 		to := other(f)
-		cmd := exec.Command(bin, "migrate", f.crd.Name, "--to", to, "--yes", "--quiet", "--kubeconfig", env.Kubeconfig,
-			"--checkpoint", filepath.Join(b.TempDir(), "cp.json"), "-o", "json")
-		cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache, "HOME="+cache)
-		start := time.Now()
-		out, err := cmd.Output()
-		d := time.Since(start)
-		if err != nil {
-			b.Fatalf("migrate --to %s: %v\n%s", to, err, out)
-		}
+		d := runMigrate(b, bin, env.Kubeconfig, cache, f, to)
 		f.check(b, to)
 		return d
 	}
@@ -102,7 +102,9 @@ func BenchmarkSafeMigrate(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if methods["ceiling"] {
-			tCeil += timed(proven, func() { putAll(b, proven.c, proven.fresh(b), 16) })
+			tCeil += profile(i, "ceiling", func() time.Duration {
+				return timed(proven, func() { putAll(b, proven.c, proven.fresh(b), 16) })
+			})
 		}
 		if methods["runbook"] {
 			if kubectlErr != nil {
@@ -116,10 +118,10 @@ func BenchmarkSafeMigrate(b *testing.B) {
 			})
 		}
 		if methods["checked"] {
-			tChecked += command(checked)
+			tChecked += profile(i, "checked", func() time.Duration { return command(checked) })
 		}
 		if methods["proven"] {
-			tProven += command(proven)
+			tProven += profile(i, "proven", func() time.Duration { return command(proven) })
 		}
 	}
 	b.StopTimer()
@@ -157,4 +159,49 @@ func envString(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// buildCommand builds kubectl-crdver into a temporary folder.
+func buildCommand(b *testing.B) string {
+	b.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin := filepath.Join(b.TempDir(), "kubectl-crdver")
+	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "kubectl-crdver")).CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// differ gives the fixture's v1 an optional field v1beta1 lacks: the versions' schemas
+// differ, so nothing proves the preflight's checks needless and the command runs them all.
+func (f *benchFixture) differ(b *testing.B) {
+	b.Helper()
+	cur := f.fresh(b)
+	for i := range cur.Spec.Versions {
+		if cur.Spec.Versions[i].Name == "v1" {
+			cur.Spec.Versions[i].Schema.OpenAPIV3Schema.Properties["spec"].Properties["note"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+		}
+	}
+	if _, err := f.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Update(context.Background(), cur, metav1.UpdateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// runMigrate runs `kubectl-crdver migrate CRD --to to --yes` (safety checks as the command
+// decides) against kubeconfig and returns how long it took.
+func runMigrate(b *testing.B, bin, kubeconfig, cache string, f *benchFixture, to string) time.Duration {
+	b.Helper()
+	cmd := exec.Command(bin, "migrate", f.crd.Name, "--to", to, "--yes", "--quiet", "--kubeconfig", kubeconfig,
+		"--checkpoint", filepath.Join(b.TempDir(), "cp.json"), "-o", "json")
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache, "HOME="+cache)
+	start := time.Now()
+	out, err := cmd.Output()
+	d := time.Since(start)
+	if err != nil {
+		b.Fatalf("migrate --to %s: %v\n%s", to, err, out)
+	}
+	return d
 }
