@@ -287,15 +287,15 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 			e.record = createEvidence(o.Evidence, h)
 		}
 	}
-	if !o.SkipRejections && len(r.Unknown) == 0 && r.Strategy == string(apiextensionsv1.NoneConverter) &&
-		sameSchemas(crd, target, r.Compared) && !hasTransitionRule(crd, target) && adm.ok && !adm.matches {
-		// See proof.go.
+	// See proof.go.
+	none := r.Strategy == string(apiextensionsv1.NoneConverter)
+	if none && len(r.Compared) > 0 && sameSchemas(crd, target, r.Compared) {
+		e.compare = nil
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("loss comparison: conversion is None and %s %s the same schema as %s, so an object reads at %s as it reads where its data is held: a rewrite drops nothing readable",
+			strings.Join(r.Compared, ", "), map[bool]string{true: "has", false: "have"}[len(r.Compared) == 1], target, target))
+	}
+	if none && !o.SkipRejections && len(r.Unknown) == 0 && adm.ok && !adm.matches && !hasTransitionRule(crd, target) {
 		e.proven = true
-		if len(r.Compared) > 0 {
-			e.compare = nil
-			r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("loss comparison: conversion is None and %s %s the same schema as %s, so an object reads at %s as it reads where its data is held: a rewrite drops nothing readable",
-				strings.Join(r.Compared, ", "), map[bool]string{true: "has", false: "have"}[len(r.Compared) == 1], target, target))
-		}
 		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of the objects valid under %s's schema: no admission webhook or policy matches updates of %s (read: %s) and %s's schema has no transition rule, so only validation could refuse the rewrite's write; each object was validated here with the API server's validation as a create (stricter than an update), and those it did not accept were sent as dry runs",
 			target, crd.Name, adm.read, target))
 	}

@@ -1,15 +1,20 @@
 package preflight
 
-// proof.go: when the preflight's passes cannot find anything, and what proves it. A rewrite
-// with conversion None re-encodes each object as it reads at the target; with every holding
-// version's schema identical to the target's, reading at the target gives what reading at the
-// version holding the data gives, so the loss comparison has nothing to find. The dry-run
-// writes then only have validation and admission left to find: when no admission webhook or
-// policy can match the resource (their configurations are read; unreadable ones keep the
-// dry runs) and the target's schema has no transition rule (oldSelf), an object that the
-// API server's own validation (the preview engine's create path, stricter than the update's
-// ratcheting) accepts under the target's schema is accepted by the rewrite's write; the
-// objects it does not accept still go to the API server as dry runs.
+// proof.go: when the preflight's passes cannot find anything, and what proves it.
+//
+//   - The loss comparison. A rewrite with conversion None re-encodes each object as it reads
+//     at the target; with every holding version's schema identical to the target's, reading
+//     at the target gives what reading at the version holding the data gives: nothing
+//     readable can be lost, and the comparison is not run.
+//   - The dry-run writes. With conversion None, what can refuse the rewrite's no-op write is
+//     admission (webhooks, policies) and validation. When no admission webhook or policy can
+//     match updates of the resource (their configurations are read; one that cannot be read
+//     keeps the dry runs) and the target's schema has no transition rule (a rule on oldSelf is
+//     evaluated on every update), an object that the API server's own validation accepts as a
+//     create at the target (the preview engine, in this process: a create is validated in
+//     full, an update only where ratcheting does not spare it) is accepted by the rewrite's
+//     write. The objects it does not accept still go to the API server as dry runs, whose
+//     answer stands.
 
 import (
 	"context"

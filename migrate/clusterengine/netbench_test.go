@@ -9,7 +9,8 @@ package clusterengine_test
 //	sequential    one worker: list pages of 500, update each object (kube-storage-version-migrator)
 //	kubectl       kubectl get -A -o json | kubectl replace -f -   (the runbook)
 //	command       the whole `kubectl crdver migrate --to V --yes` (built binary: plan, preflight
-//	              with every check on — the fixture's versions differ —, switch, rewrite, trim)
+//	              with every check on — the fixture's versions differ and an unbound admission
+//	              policy matches it, so every object is dry-run —, switch, rewrite, trim)
 //	ceiling-N     N workers doing nothing but PUT the listed objects; the best N is the
 //	              server's ceiling for that delay
 //
@@ -60,6 +61,7 @@ func BenchmarkNetwork(b *testing.B) {
 	kubectl, kubectlErr := exec.LookPath("kubectl")
 	whole := newBenchFixture(b, "netcmd", envInt("CRDVER_BENCH_OBJECTS", 500))
 	whole.differ(b)
+	whole.guard(b)
 	bin := buildCommand(b)
 	cache := b.TempDir()
 	for _, rtt := range benchRTTs(b) {

@@ -9,9 +9,10 @@ package clusterengine_test
 //	          switch that is not timed
 //	runbook   kubectl get items.<group> -A -o json | kubectl replace -f -, after a storage
 //	          switch that is not timed
-//	checked   the command, its safety checks on: the fixture's v1 has a field v1beta1 lacks, so
-//	          nothing proves the checks unnecessary (a full preflight: dry-run writes and the
-//	          loss comparison); its own storage switch is timed
+//	checked   the command, its safety checks on: the fixture's v1 has a field v1beta1 lacks (the
+//	          loss comparison runs) and an unbound ValidatingAdmissionPolicy (it costs the
+//	          server nothing) matches its updates, so every object's write is sent as a dry run:
+//	          the full preflight; its own storage switch is timed
 //	proven    the command on a CRD whose versions have identical schemas and which no admission
 //	          webhook or policy matches (the preflight says why its passes are not needed)
 //
@@ -36,6 +37,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
@@ -52,6 +55,7 @@ func BenchmarkSafeMigrate(b *testing.B) {
 	proven := newBenchFixture(b, "proven", n)
 	checked := newBenchFixture(b, "checked", n)
 	checked.differ(b)
+	checked.guard(b)
 	cache := b.TempDir()
 
 	// other is the version f's objects are not stored at.
@@ -204,4 +208,26 @@ func runMigrate(b *testing.B, bin, kubeconfig, cache string, f *benchFixture, to
 		b.Fatalf("migrate --to %s: %v\n%s", to, err, out)
 	}
 	return d
+}
+
+// guard installs a ValidatingAdmissionPolicy without a binding (it refuses nothing and costs the
+// API server nothing) that matches updates of the fixture's objects: the preflight cannot
+// prove its dry runs needless and sends one per object.
+func (f *benchFixture) guard(b *testing.B) {
+	b.Helper()
+	vap := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+		"metadata": map[string]any{"name": f.crd.Name},
+		"spec": map[string]any{
+			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
+				"apiGroups": []any{f.group}, "apiVersions": []any{"*"}, "resources": []any{"items"}, "operations": []any{"UPDATE"},
+			}}},
+			"validations": []any{map[string]any{"expression": "true"}},
+		},
+	}}
+	res := f.c.Dynamic.Resource(schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"})
+	if _, err := res.Create(context.Background(), vap, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = res.Delete(context.Background(), f.crd.Name, metav1.DeleteOptions{}) })
 }
