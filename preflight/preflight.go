@@ -268,7 +268,7 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 		// the same) and no data held at another version can be lost. A write it would refuse
 		// changes nothing: the rewrite lists it as failed.
 		o.SkipRejections = true
-		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes: nothing is pending (status.storedVersions is [%s], the storage version): every object is already stored at %s and is written back as it reads there, so nothing held at another version can be lost, and a write the API server refused would leave that object as it is (the rewrite lists it)", target, target))
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes: nothing is pending (status.storedVersions is [%s], the storage version): every object is stored at %s already and is written back as it reads there; nothing held at another version can be lost, and a write the API server refused would leave its object as it is (the rewrite lists it)", target, target))
 	}
 	e := &evaluation{ctx: ctx, dyn: dyn, crd: crd, o: o, r: r, p: p, total: -1, compare: r.Compared}
 	if o.QPS > 0 {
@@ -291,13 +291,11 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 	none := r.Strategy == string(apiextensionsv1.NoneConverter)
 	if none && len(r.Compared) > 0 && sameSchemas(crd, target, r.Compared) {
 		e.compare = nil
-		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("loss comparison: conversion is None and %s %s the same schema as %s, so an object reads at %s as it reads where its data is held: a rewrite drops nothing readable",
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("the loss comparison: conversion is None and %s %s %s's schema, so an object reads the same at each: a rewrite at %s drops nothing readable",
 			strings.Join(r.Compared, ", "), map[bool]string{true: "has", false: "have"}[len(r.Compared) == 1], target, target))
 	}
 	if none && !o.SkipRejections && len(r.Unknown) == 0 && adm.ok && !adm.matches && !hasTransitionRule(crd, target) {
-		e.proven = true
-		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of the objects valid under %s's schema: no admission webhook or policy matches updates of %s (read: %s) and %s's schema has no transition rule, so only validation could refuse the rewrite's write; each object was validated here with the API server's validation as a create (stricter than an update), and those it did not accept were sent as dry runs",
-			target, crd.Name, adm.read, target))
+		e.proven, e.admRead = true, adm.read
 	}
 
 	// The passes run side by side, each with its own LIST (one per version): the dry runs are
@@ -334,11 +332,15 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 		e.record.err = rejErr
 		e.record.commit()
 	}
+	if e.validated > 0 {
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of %d objects: each is valid under %s's schema (validated here with the API server's code, as a create: stricter than the rewrite's update), %s's schema has no transition rule, and no admission webhook or policy matches updates of %s (read: %s)",
+			e.validated, target, target, crd.Name, e.admRead))
+	}
 	if e.reused > 0 {
-		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of %d objects: an earlier preflight's dry runs accepted them (evidence in %s) and they have not changed since (same resourceVersion, same CRD spec and admission configuration)", e.reused, o.Evidence))
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of %d objects: an earlier preflight found them accepted (evidence in %s) and they have not changed since (same resourceVersion, CRD spec and admission configuration)", e.reused, o.Evidence))
 	}
 	if e.skipped > 0 {
-		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("checks of the %d objects up to %s: the interrupted rewrite already wrote them, and the resumed one starts after them", e.skipped, o.After))
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("checks of the %d objects up to %s: the interrupted rewrite wrote them already, and the resumed one starts after them", e.skipped, o.After))
 	}
 	r.DryRunInFlight = e.inFlight
 	if len(e.rejUnknown) > 0 {
@@ -372,8 +374,10 @@ type evaluation struct {
 	lim *rate.Limiter // nil: no client-side limit
 	// compare are the versions the loss pass lists (Report.Compared unless proven needless);
 	// proven: objects valid in-process need no dry run (proof.go).
-	compare []string
-	proven  bool
+	compare   []string
+	proven    bool
+	admRead   string // the admission configurations read, for the report
+	validated int64  // objects proven valid in-process (set by the dry-run pass's lister)
 	// evidence is an earlier check's (nil: none usable); record is this one's (nil: none kept).
 	evidence *evidenceReader
 	record   *evidenceWriter
@@ -516,6 +520,7 @@ func (e *evaluation) rejections() error {
 				case e.evidence.accepted(key, u.GetResourceVersion()):
 					p.out[i].reused = true
 				case e.proven && validIn(ctx, e.p, u):
+					e.validated++
 				default:
 					send = append(send, i)
 				}
