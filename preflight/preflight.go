@@ -340,7 +340,7 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of %d objects: an earlier preflight found them accepted (evidence in %s) and they have not changed since (same resourceVersion, CRD spec and admission configuration)", e.reused, o.Evidence))
 	}
 	if e.skipped > 0 {
-		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("checks of the %d objects up to %s: the interrupted rewrite wrote them already, and the resumed one starts after them", e.skipped, o.After))
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("checks of the %d objects up to %s: the interrupted rewrite wrote them already, and this run goes on after them", e.skipped, o.After))
 	}
 	r.DryRunInFlight = e.inFlight
 	if len(e.rejUnknown) > 0 {
