@@ -83,6 +83,9 @@ func (e *evaluation) admission(ctx context.Context) admissionState {
 	}
 	sort.Strings(ids)
 	st.read, st.fingerprint = strings.Join(counts, ", "), digest(ids)
+	if len(ids) == 0 {
+		st.read = "the cluster has none"
+	}
 	return st
 }
 

@@ -333,7 +333,7 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 		e.record.commit()
 	}
 	if e.validated > 0 {
-		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of %d objects: each is valid under %s's schema (validated here with the API server's code, as a create: stricter than the rewrite's update), %s's schema has no transition rule, and no admission webhook or policy matches updates of %s (read: %s)",
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of %d objects: each is valid under %s's schema (validated here with the API server's code, as a create: stricter than the rewrite's update), %s's schema has no transition rule, and no admission webhook or policy matches updates of %s (%s)",
 			e.validated, target, target, crd.Name, e.admRead))
 	}
 	if e.reused > 0 {
