@@ -20,6 +20,7 @@ package clusterengine_test
 //
 //	CRDVER_BENCH_SAFE_OBJECTS  objects per CRD (default 500; recorded: 3000 and 30000)
 //	CRDVER_BENCH_SAFE_METHODS  comma-separated subset of ceiling,runbook,checked,proven
+//	CRDVER_BENCH_BIN           the kubectl-crdver binary to time (default: built from this tree)
 //	CRDVER_BENCH_SERVER_PROFILE  a folder: the API server's CPU profile (its /debug/pprof) is
 //	                             taken during the first iteration's checked and proven runs
 //	                             and the ceiling, for CRDVER_BENCH_SERVER_PROFILE_SECONDS each
@@ -165,9 +166,13 @@ func envString(name, def string) string {
 	return def
 }
 
-// buildCommand builds kubectl-crdver into a temporary folder.
+// buildCommand builds kubectl-crdver into a temporary folder, or returns CRDVER_BENCH_BIN (a
+// binary built elsewhere, e.g. from an older commit for a before/after comparison).
 func buildCommand(b *testing.B) string {
 	b.Helper()
+	if bin := os.Getenv("CRDVER_BENCH_BIN"); bin != "" {
+		return bin
+	}
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		b.Fatal(err)
