@@ -199,3 +199,36 @@ func (l *inflightLimit) snapshot() InFlight {
 // adaptiveStart is the first limit of an adaptive run: low enough to measure the base RTT on an
 // idle server, and doubled each window while the server has room.
 const adaptiveStart = 4
+
+// Gate bounds the requests in flight of a bulk pass over a CRD's objects the way the rewrite
+// bounds its writes (inflightLimit): a fixed number, or adapted to the rate the API server
+// completes them, cut by 30% on each 429. The preflight's dry-run writes use it, so that they
+// adapt to the server like the rewrite does.
+type Gate struct{ l *inflightLimit }
+
+// NewGate returns a gate of concurrency requests in flight, or an adaptive one when
+// concurrency is 0. throttled, when set, reads a count of the API server's 429 answers
+// (Clients.Throttled): the ones client-go retried by itself count too.
+func NewGate(concurrency int, throttled func() int64) *Gate {
+	l := newFixedLimit(concurrency)
+	if concurrency <= 0 {
+		l = newAdaptiveLimit(adaptiveStart, 0)
+	}
+	if throttled != nil {
+		base := throttled()
+		l.seen429 = func() int64 { return throttled() - base }
+	}
+	return &Gate{l: l}
+}
+
+// Workers is how many goroutines may ever hold a slot.
+func (g *Gate) Workers() int { return g.l.workers() }
+
+// Acquire waits for a slot; it returns ctx's error if ctx ends first.
+func (g *Gate) Acquire(ctx context.Context) error { return g.l.acquire(ctx) }
+
+// Release frees a slot, with the request's latency and whether the server throttled it (429).
+func (g *Gate) Release(rtt time.Duration, throttled bool) { g.l.release(rtt, throttled) }
+
+// Snapshot is how many requests were in flight, for a report.
+func (g *Gate) Snapshot() InFlight { return g.l.snapshot() }

@@ -10,6 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 )
 
 // Checkpoint states.
@@ -23,18 +27,21 @@ const (
 // redoes the page it was in the middle of (the objects it had already rewritten come back as
 // already current).
 type Checkpoint struct {
-	Server         string    `json:"server"`
-	CRD            string    `json:"crd"`
-	UID            string    `json:"uid"`
-	StorageVersion string    `json:"storageVersion"`
-	Generation     int64     `json:"generation"`
-	State          string    `json:"state"`
-	Continue       string    `json:"continue,omitempty"`
-	Pages          int64     `json:"pages"`
-	Counts         Counts    `json:"counts"`
-	Failures       []Failure `json:"failures,omitempty"`
-	StartedAt      time.Time `json:"startedAt"`
-	UpdatedAt      time.Time `json:"updatedAt"`
+	Server         string `json:"server"`
+	CRD            string `json:"crd"`
+	UID            string `json:"uid"`
+	StorageVersion string `json:"storageVersion"`
+	Generation     int64  `json:"generation"`
+	State          string `json:"state"`
+	Continue       string `json:"continue,omitempty"`
+	// Through is the key (namespace/name, ObjectKey) of the last object of the last page done:
+	// a resumed run writes only objects after it (the API server lists in key order).
+	Through   string    `json:"through,omitempty"`
+	Pages     int64     `json:"pages"`
+	Counts    Counts    `json:"counts"`
+	Failures  []Failure `json:"failures,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 	// TrimmedTo is status.storedVersions as a trim based on this completed run left it (Trim).
 	TrimmedTo []string `json:"trimmedTo,omitempty"`
 }
@@ -119,4 +126,24 @@ func (cp *Checkpoint) matches(server, crd, uid, storage string, generation int64
 		return false, fmt.Sprintf("the CRD's spec changed since (generation %d, now %d)", cp.Generation, generation)
 	}
 	return true, ""
+}
+
+// ObjectKey is an object's key in list order: namespace/name, or the name of a cluster-scoped
+// object. The API server lists objects in the byte order of these keys (etcd's), so comparing
+// two keys as strings says which is listed first.
+func ObjectKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// ResumableFor reports whether a rewrite of crd (as it is now) on server would resume from cp:
+// cp is a run in progress for the same CRD object, storage version and generation.
+func (cp *Checkpoint) ResumableFor(server string, crd *apiextensionsv1.CustomResourceDefinition) bool {
+	if cp == nil || cp.State != StateRunning {
+		return false
+	}
+	ok, _ := cp.matches(server, crd.Name, string(crd.UID), crdinfo.StorageVersion(crd), crd.Generation)
+	return ok
 }

@@ -20,3 +20,12 @@ func (t throttleCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
+
+// Throttled is the number of 429 answers the API server gave these clients so far (including
+// those client-go retried by itself): a Gate's throttle signal.
+func (c *Clients) Throttled() int64 {
+	if c == nil || c.throttled == nil {
+		return 0
+	}
+	return c.throttled.Load()
+}

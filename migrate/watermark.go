@@ -12,6 +12,7 @@ import (
 type page struct {
 	index     int64
 	next      string // the continue token after this page ("" = last page)
+	last      string // the key (namespace/name) of its last object ("" for an empty page)
 	remaining atomic.Int64
 	mu        sync.Mutex
 	counts    Counts
@@ -69,6 +70,9 @@ func (w *watermark) advanceLocked() {
 		w.cp.Failures = append(w.cp.Failures, p.failures...)
 		p.mu.Unlock()
 		w.cp.Continue = p.next
+		if p.last != "" {
+			w.cp.Through = p.last
+		}
 		w.cp.Pages++
 		moved = true
 		if p.next == "" {

@@ -43,6 +43,9 @@ func (l *lister) run(ctx context.Context, pages int64, cont string) {
 			return
 		}
 		p := &page{index: idx, next: list.GetContinue()}
+		if k := len(list.Items); k > 0 {
+			p.last = ObjectKey(list.Items[k-1].GetNamespace(), list.Items[k-1].GetName())
+		}
 		p.remaining.Store(int64(len(list.Items)))
 		l.wm.add(p)
 		for i := range list.Items {
@@ -350,3 +353,11 @@ func (r *Rewriter) checkManagers(before, after *unstructured.Unstructured) {
 		r.mfLosses = append(r.mfLosses, ManagedFieldsLoss{Namespace: before.GetNamespace(), Name: before.GetName(), Managers: lost})
 	}
 }
+
+// Retryable reports whether err is worth retrying after a back-off: throttled (429), server
+// errors (5xx), timeouts, transport errors. The rewrite and the preflight's dry runs retry alike.
+func Retryable(err error) bool { return retryable(err) }
+
+// Backoff is how long to wait before attempt+1 after err: the server's Retry-After, else
+// doubling from 100 ms up to 5 s.
+func Backoff(err error, attempt int) time.Duration { return backoff(err, attempt) }

@@ -106,7 +106,12 @@ fields and says how to keep them (the backup commands read at the version holdin
 --allow-data-loss rewrites anyway; --skip-invalid lets the rejected objects fail (they keep
 status.storedVersions untrimmed). managedFields entries naming other versions are moved to the
 target within each object's rewrite, and each object's field managers are compared before and
-after its write.
+after its write. The preflight's dry-run writes adapt to the API server like the rewrite's
+(--concurrency and --qps apply to both); what is proven needless is skipped and said ("not
+needed": same schemas, no admission webhook or policy matching, objects valid as the API
+server's validation judges them; nothing pending), and a resumed run does not check again the
+objects already rewritten nor those an earlier preflight accepted and that have not changed
+since (recorded next to the checkpoint).
 
 Exit codes: 0 done; 1 some objects could not be rewritten, lost field managers, or the
 preflight refused; 2 usage; 3 could not complete (forbidden, unreachable, interrupted: the

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/preflight"
 )
 
@@ -62,15 +64,33 @@ func (g *Globals) runPreflight(ctx context.Context, crd *apiextensionsv1.CustomR
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := cs.Dynamic()
+	// The migrate engine's clients: no client-side rate limit (the dry runs adapt to the
+	// server like the rewrite; --qps limits them), and 429s are counted on the wire.
+	mc, err := cs.Migrate()
 	if err != nil {
 		return nil, err
+	}
+	// The rewrite's checkpoint (--checkpoint, else migrate's default per cluster and CRD, as
+	// migrate, migrate --all and retire use it): the preflight keeps its evidence next to it,
+	// and a rewrite in progress there at target has already written the objects up to its
+	// Through key.
+	var after, evidence string
+	cpPath := rf.Checkpoint
+	if cpPath == "" {
+		cpPath, _ = migrate.DefaultCheckpointPath(mc.Server, crd.Name)
+	}
+	if cpPath != "" {
+		evidence = cpPath + ".preflight"
+		if cp, err := migrate.LoadCheckpoint(cpPath); err == nil && cp.ResumableFor(mc.Server, crd) && crdinfo.StorageVersion(crd) == target {
+			after = cp.Through
+		}
 	}
 	var done, total atomic.Int64
 	total.Store(-1)
 	stop := progress.Start(Task{Name: "preflight", Prefix: prefix + " preflight", Unit: "objects", Verb: "evaluated",
 		TotalFunc: total.Load, Done: done.Load})
-	rep, err := preflight.Check(ctx, dyn, crd, preflight.Options{Target: target, ChunkSize: rf.ChunkSize, Transport: g.webhookTransport(crd),
+	rep, err := preflight.Check(ctx, mc.Dynamic, crd, preflight.Options{Target: target, ChunkSize: rf.ChunkSize, Transport: g.webhookTransport(crd),
+		Concurrency: rf.Concurrency, QPS: rf.QPS, Throttled: mc.Throttled, After: after, Evidence: evidence,
 		Progress: func(d, t int64) { done.Store(d); total.Store(t) }})
 	stop()
 	if err != nil {
@@ -136,6 +156,9 @@ func printPreflight(w io.Writer, r *preflight.Report, noHeaders bool) error {
 		fmt.Fprintf(w, ", compared with %s", strings.Join(r.Compared, ", "))
 	}
 	fmt.Fprintln(w)
+	for _, n := range r.NotNeeded {
+		fmt.Fprintf(w, "  %s\n", indentWrap("not needed: "+n, terminalWidth-4, 4))
+	}
 	if r.Safe() {
 		fmt.Fprintf(w, "  nothing is lost or refused by rewriting them at %s\n", r.Target)
 		return nil

@@ -21,8 +21,8 @@ type RewriteFlags struct {
 // addRewriteFlags registers --concurrency, --qps, --chunk-size, --checkpoint, and the
 // preflight's --allow-data-loss and --skip-invalid on f.
 func (r *RewriteFlags) addRewriteFlags(f *pflag.FlagSet, checkpointHelp string) {
-	f.IntVar(&r.Concurrency, "concurrency", 0, "Writes in flight; 0 adapts them to the API server's latency and to 429s")
-	f.Float64Var(&r.QPS, "qps", 0, "Limit requests per second (0: no client-side limit; the API server's priority and fairness still applies)")
+	f.IntVar(&r.Concurrency, "concurrency", 0, "Writes in flight (the rewrite's, and the preflight's dry-run writes); 0 adapts them to the rate the API server completes them and to 429s")
+	f.Float64Var(&r.QPS, "qps", 0, "Limit requests per second of the preflight and of the rewrite (0: no client-side limit; the API server's priority and fairness still applies)")
 	f.Int64Var(&r.ChunkSize, "chunk-size", 500, "Objects per list page (memory is bounded by it)")
 	f.StringVar(&r.Checkpoint, "checkpoint", "", checkpointHelp)
 	f.BoolVar(&r.AllowDataLoss, "allow-data-loss", false, "Rewrite even when objects would lose fields the target version's schema does not have (the preflight lists them)")

@@ -30,6 +30,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,6 +42,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/preview"
 )
 
@@ -60,6 +64,25 @@ type Options struct {
 	// SkipRejections leaves out the rejection pass (its dry-run writes need update rights):
 	// only what the rewrite would lose is evaluated.
 	SkipRejections bool
+	// Concurrency fixes the number of dry-run writes in flight; 0 adapts it to the rate the
+	// API server completes them and to its 429s, as the rewrite does (migrate.Gate).
+	Concurrency int
+	// QPS limits the check's requests per second; 0 means no client-side limit (the API
+	// server's priority and fairness still applies, and 429s cut the writes in flight). dyn
+	// should have no rate limiter of its own (migrate.NewClients builds such clients).
+	QPS float64
+	// After skips the objects listed up to this key (namespace/name, migrate.ObjectKey) in
+	// both passes: a resumed rewrite writes only the objects after it (migrate.Checkpoint's
+	// Through), so nothing is to be checked before it.
+	After string
+	// Evidence is a file (next to the rewrite's checkpoint) where the objects whose dry run was
+	// accepted are recorded with their resourceVersion; a later check reads it and does not
+	// send the dry run of an object unchanged since under the same CRD spec and admission
+	// configuration (evidence.go). "" keeps no evidence.
+	Evidence string
+	// Throttled, when set, counts the API server's 429 answers on dyn's transport
+	// (migrate.Clients.Throttled), including those client-go retried by itself.
+	Throttled func() int64
 }
 
 // Loss is an object whose fields a rewrite at the target would drop.
@@ -104,6 +127,13 @@ type Report struct {
 	// them (at most Options.MaxListed).
 	RejectedCount int64       `json:"rejectedCount"`
 	Rejected      []Rejection `json:"rejected"`
+	// NotNeeded says which passes were not run and what proves that they cannot find anything.
+	NotNeeded []string `json:"notNeeded,omitempty"`
+	// DryRuns is the number of objects whose write was sent as a dry run (the others were
+	// proven accepted: see NotNeeded).
+	DryRuns int64 `json:"dryRuns"`
+	// DryRunInFlight says how many dry-run writes were in flight (nil when none was sent).
+	DryRunInFlight *migrate.InFlight `json:"dryRunInFlight,omitempty"`
 	// Unknown says what could not be evaluated: the answer there is not known.
 	Unknown []string `json:"unknown"`
 	// Backup are the commands that save every object at each version that holds data.
@@ -236,22 +266,98 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 		r.Unknown = append(r.Unknown, fmt.Sprintf("objects not evaluated: %v", err))
 		return r, nil
 	}
-	e := &evaluation{ctx: ctx, dyn: dyn, crd: crd, o: o, r: r, p: p, total: -1}
-
-	if !o.SkipRejections {
-		if err := e.rejections(); err != nil && !errors.Is(err, errStopPass) {
-			return r, err
+	if !o.SkipRejections && len(r.Unknown) == 0 && target == storage && slices.Equal(crd.Status.StoredVersions, []string{target}) {
+		// Nothing is pending: every object is stored at the target already, so the rewrite
+		// writes each back as it is stored (the API server skips the write when the bytes are
+		// the same) and no data held at another version can be lost. A write it would refuse
+		// changes nothing: the rewrite lists it as failed.
+		o.SkipRejections = true
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes: nothing is pending (status.storedVersions is [%s], the storage version): every object is stored at %s already and is written back as it reads there; nothing held at another version can be lost, and a write the API server refused would leave its object as it is (the rewrite lists it)", target, target))
+	}
+	e := &evaluation{ctx: ctx, dyn: dyn, crd: crd, o: o, r: r, p: p, total: -1, compare: r.Compared}
+	if o.QPS > 0 {
+		e.lim = rate.NewLimiter(rate.Limit(o.QPS), max(1, int(o.QPS)))
+	}
+	var adm admissionState
+	if !o.SkipRejections && len(r.Unknown) == 0 {
+		if o.Evidence != "" || r.Strategy == string(apiextensionsv1.NoneConverter) {
+			adm = e.admission(ctx)
+		}
+		if o.Evidence != "" && adm.ok && r.Strategy == string(apiextensionsv1.NoneConverter) {
+			// With a conversion webhook the verdicts depend on the webhook's code too, which no
+			// resourceVersion tracks: no evidence is kept.
+			h := evidenceHeaderFor(next, target, adm)
+			e.evidence = openEvidence(o.Evidence, h)
+			e.record = createEvidence(o.Evidence, h)
 		}
 	}
-	for _, h := range r.Compared {
+	// See proof.go.
+	none := r.Strategy == string(apiextensionsv1.NoneConverter)
+	if none && len(r.Compared) > 0 && sameSchemas(crd, target, r.Compared) {
+		e.compare = nil
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("the loss comparison: conversion is None and %s %s %s's schema, so an object reads the same at each: a rewrite at %s drops nothing readable",
+			strings.Join(r.Compared, ", "), map[bool]string{true: "has", false: "have"}[len(r.Compared) == 1], target, target))
+	}
+	if none && !o.SkipRejections && len(r.Unknown) == 0 && adm.ok && !adm.matches && !hasTransitionRule(crd, target) {
+		e.proven, e.admRead = true, adm.read
+	}
+
+	// The passes run side by side, each with its own LIST (one per version): the dry runs are
+	// bound by the API server's write path, the loss comparison (conversion None) by this
+	// process's CPU, so the comparison costs no time of its own.
+	var wg sync.WaitGroup
+	var rejErr error
+	base := len(r.Unknown)
+	if !o.SkipRejections {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.rejections(); err != nil && !errors.Is(err, errStopPass) {
+				rejErr = err
+			}
+		}()
+	}
+	var lossErr error
+	for _, h := range e.compare {
 		if r.Strategy == string(apiextensionsv1.WebhookConverter) {
-			err = e.webhookLosses(h)
+			lossErr = e.webhookLosses(h)
 		} else {
-			err = e.noneLosses(h)
+			lossErr = e.noneLosses(h)
 		}
-		if err != nil {
-			return r, err
+		if lossErr != nil {
+			break
 		}
+	}
+	wg.Wait()
+	e.evidence.close()
+	if rejErr == nil || errors.Is(rejErr, context.Canceled) {
+		e.record.commit() // every line is a verdict the API server gave, even after Ctrl-C
+	} else if e.record != nil {
+		e.record.err = rejErr
+		e.record.commit()
+	}
+	if e.validated > 0 {
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of %d objects: each is valid under %s's schema (validated here with the API server's code, as a create: stricter than the rewrite's update), %s's schema has no transition rule, and no admission webhook or policy matches updates of %s (%s)",
+			e.validated, target, target, crd.Name, e.admRead))
+	}
+	if e.reused > 0 {
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes of %d objects: an earlier preflight found them accepted (evidence in %s) and they have not changed since (same resourceVersion, CRD spec and admission configuration)", e.reused, o.Evidence))
+	}
+	if e.skipped > 0 {
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("checks of the %d objects up to %s: the interrupted rewrite wrote them already, and this run goes on after them", e.skipped, o.After))
+	}
+	r.DryRunInFlight = e.inFlight
+	if len(e.rejUnknown) > 0 {
+		r.Unknown = append(append(append([]string{}, r.Unknown[:base]...), e.rejUnknown...), r.Unknown[base:]...)
+	}
+	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	if rejErr != nil {
+		return r, rejErr
+	}
+	if lossErr != nil {
+		return r, lossErr
 	}
 	sort.SliceStable(r.Losses, func(i, j int) bool {
 		return objKey(r.Losses[i].Namespace, r.Losses[i].Name) < objKey(r.Losses[j].Namespace, r.Losses[j].Name)
@@ -263,55 +369,99 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 }
 
 type evaluation struct {
-	ctx         context.Context
-	dyn         dynamic.Interface
-	crd         *apiextensionsv1.CustomResourceDefinition
-	o           Options
-	r           *Report
-	p           *preview.Previewer
+	ctx context.Context
+	dyn dynamic.Interface
+	crd *apiextensionsv1.CustomResourceDefinition
+	o   Options
+	r   *Report
+	p   *preview.Previewer
+	lim *rate.Limiter // nil: no client-side limit
+	// compare are the versions the loss pass lists (Report.Compared unless proven needless);
+	// proven: objects valid in-process need no dry run (proof.go).
+	compare   []string
+	proven    bool
+	admRead   string // the admission configurations read, for the report
+	validated int64  // objects proven valid in-process (set by the dry-run pass's lister)
+	// evidence is an earlier check's (nil: none usable); record is this one's (nil: none kept).
+	evidence *evidenceReader
+	record   *evidenceWriter
+	// skipped counts the objects up to Options.After; reused those the evidence vouched for.
+	skipped, reused int64
+
+	// mu guards done, total and the progress calls: the passes run side by side.
+	mu          sync.Mutex
 	done, total int64
+	// what the dry-run pass could not evaluate and how many writes it had in flight, read
+	// once it ended (Report.Unknown lists them before the loss pass's).
+	rejUnknown []string
+	inFlight   *migrate.InFlight
 }
 
 func (e *evaluation) progress(n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.done += int64(n)
 	if e.o.Progress != nil {
 		e.o.Progress(e.done, e.total)
 	}
 }
 
-// eachPage lists the objects at version v a page at a time and hands each page to fn. An
-// expired continue token (410) continues from the inconsistent token the error carries.
-func (e *evaluation) eachPage(v string, fn func([]unstructured.Unstructured) error) error {
+// unknown records what the loss pass could not evaluate (it runs on Check's goroutine).
+func (e *evaluation) unknown(s string) { e.r.Unknown = append(e.r.Unknown, s) }
+
+// eachPage lists the objects at version v a page at a time and hands each page to fn (and,
+// when progress is set, counts it as evaluated). An expired continue token (410) continues
+// from the inconsistent token the error carries; transient errors are retried after a back-off.
+func (e *evaluation) eachPage(ctx context.Context, v string, progress bool, fn func([]unstructured.Unstructured) error) error {
 	ri := e.dyn.Resource(crdinfo.GVR(e.crd, v))
 	cont := ""
-	for first := true; ; first = false {
-		if err := e.ctx.Err(); err != nil {
+	for first, attempt := true, 1; ; {
+		if err := e.wait(ctx); err != nil {
 			return err
 		}
-		list, err := ri.List(e.ctx, metav1.ListOptions{Limit: e.o.ChunkSize, Continue: cont})
+		list, err := ri.List(ctx, metav1.ListOptions{Limit: e.o.ChunkSize, Continue: cont})
 		if err != nil {
 			var st apierrors.APIStatus
-			if apierrors.IsResourceExpired(err) && errors.As(err, &st) && st.Status().ListMeta.Continue != "" && cont != "" {
+			switch {
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case apierrors.IsResourceExpired(err) && errors.As(err, &st) && st.Status().ListMeta.Continue != "" && cont != "":
 				cont = st.Status().ListMeta.Continue
+				continue
+			case migrate.Retryable(err) && attempt < maxAttempts:
+				if err := sleep(ctx, migrate.Backoff(err, attempt)); err != nil {
+					return err
+				}
+				attempt++
 				continue
 			}
 			return fmt.Errorf("listing %s at %s: %w", e.crd.Name, v, err)
 		}
-		if first && e.total < 0 {
+		attempt = 1
+		if first {
+			first = false
 			n := int64(len(list.Items))
 			if rem := list.GetRemainingItemCount(); rem != nil {
 				n += *rem
 			} else if list.GetContinue() != "" {
 				n = -1
 			}
-			if n >= 0 {
-				e.total = n * int64(1+len(e.r.Compared))
+			e.mu.Lock()
+			if n >= 0 && e.total < 0 {
+				passes := int64(len(e.compare))
+				if !e.o.SkipRejections {
+					passes++
+				}
+				e.total = n * passes
 			}
+			e.mu.Unlock()
 		}
 		if err := fn(list.Items); err != nil {
 			return err
 		}
-		e.progress(len(list.Items))
+		if progress {
+			e.progress(len(list.Items))
+		}
 		if cont = list.GetContinue(); cont == "" {
 			return nil
 		}
@@ -326,69 +476,170 @@ func (e *evaluation) eachPage(v string, fn func([]unstructured.Unstructured) err
 // from the listed object cannot see (a field the target dropped makes the object "changed"):
 // the API server itself is the oracle. Validation is at the request version, so the answer
 // is the same before and after the storage switch.
+//
+// The dry runs stream like the rewrite's writes: one goroutine lists the pages (the next page
+// is listed while this one is checked), the writes in flight are bounded by a migrate.Gate
+// (adaptive unless Options.Concurrency is set, cut on 429s), transient errors are retried
+// with the rewrite's back-off, and the outcomes are folded into the report page by page in
+// list order (the first MaxListed findings are the same whatever the timing). Memory is
+// bounded by about two pages.
 func (e *evaluation) rejections() error {
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
 	ri := e.dyn.Resource(crdinfo.GVR(e.crd, e.r.Target))
-	return e.eachPage(e.r.Target, func(items []unstructured.Unstructured) error {
-		// A page's dry runs, dryRunWorkers at a time; the outcomes are recorded in list order.
-		type outcome struct {
-			errs    []string
-			unknown string
-			err     error
-		}
-		out := make([]outcome, len(items))
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for w := 0; w < dryRunWorkers && w < len(items); w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= len(items) || e.ctx.Err() != nil {
-						return
-					}
-					out[i].errs, out[i].unknown, out[i].err = e.dryRun(ri, &items[i])
+	gate := migrate.NewGate(e.o.Concurrency, e.o.Throttled)
+
+	type outcome struct {
+		errs         []string
+		unknown      string
+		err          error
+		skip, reused bool
+	}
+	type dryPage struct {
+		items     []unstructured.Unstructured
+		out       []outcome
+		remaining atomic.Int64
+		done      chan struct{}
+	}
+	type job struct {
+		p *dryPage
+		i int
+	}
+	pages := make(chan *dryPage, 1)
+	var dryRuns atomic.Int64
+	work := make(chan job, e.o.ChunkSize)
+	var listErr error
+	go func() {
+		defer close(pages)
+		defer close(work)
+		listErr = e.eachPage(ctx, e.r.Target, false, func(items []unstructured.Unstructured) error {
+			p := &dryPage{items: items, out: make([]outcome, len(items)), done: make(chan struct{})}
+			send := make([]int, 0, len(items))
+			for i := range items {
+				u := &items[i]
+				key := migrate.ObjectKey(u.GetNamespace(), u.GetName())
+				switch {
+				case e.o.After != "" && key <= e.o.After:
+					p.out[i].skip = true
+				case e.evidence.accepted(key, u.GetResourceVersion()):
+					p.out[i].reused = true
+				case e.proven && validIn(ctx, e.p, u):
+					e.validated++
+				default:
+					send = append(send, i)
 				}
-			}()
+			}
+			p.remaining.Store(int64(len(send)))
+			if len(send) == 0 {
+				close(p.done)
+			}
+			select {
+			case pages <- p:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			for _, i := range send {
+				select {
+				case work <- job{p, i}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		})
+	}()
+	var wg sync.WaitGroup
+	for w := 0; w < gate.Workers(); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				if ctx.Err() == nil {
+					dryRuns.Add(1)
+					o := &j.p.out[j.i]
+					o.errs, o.unknown, o.err = e.dryRun(ctx, gate, ri, &j.p.items[j.i])
+				}
+				if j.p.remaining.Add(-1) == 0 {
+					close(j.p.done)
+				}
+			}
+		}()
+	}
+	defer func() {
+		cancel()
+		for range pages {
 		}
 		wg.Wait()
+		e.r.DryRuns = dryRuns.Load()
+		if e.r.DryRuns > 0 {
+			snap := gate.Snapshot()
+			e.inFlight = &snap
+		}
+	}()
+	for p := range pages {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+		}
 		if err := e.ctx.Err(); err != nil {
 			return err
 		}
-		for i := range items {
+		for i := range p.items {
+			if p.out[i].skip {
+				e.skipped++
+				continue
+			}
 			e.r.Objects++
-			switch o := out[i]; {
+			if p.out[i].reused {
+				e.reused++
+			}
+			switch o := p.out[i]; {
 			case o.err != nil:
 				return o.err
 			case o.unknown != "":
-				e.r.Unknown = append(e.r.Unknown, o.unknown)
+				e.rejUnknown = append(e.rejUnknown, o.unknown)
 				return errStopPass
 			case o.errs != nil:
-				e.rejected(&items[i], o.errs)
+				e.rejected(&p.items[i], o.errs)
+			default:
+				e.record.add(migrate.ObjectKey(p.items[i].GetNamespace(), p.items[i].GetName()), p.items[i].GetResourceVersion())
 			}
 		}
-		return nil
-	})
+		e.progress(len(p.items))
+	}
+	if err := e.ctx.Err(); err != nil {
+		return err
+	}
+	return listErr
 }
-
-// dryRunWorkers is how many dry-run writes are in flight.
-const dryRunWorkers = 8
 
 // dryRun sends u's write at the target as a dry run: the API server's reasons when it would
 // be rejected (nil when accepted or gone), or why the answer is unknown (no right to update).
-func (e *evaluation) dryRun(ri dynamic.NamespaceableResourceInterface, u *unstructured.Unstructured) ([]string, string, error) {
+// Each write holds a slot of gate; 429s, 5xx and timeouts are retried after the rewrite's
+// back-off (migrate.Backoff). ctx ends it at once: nothing is written either way.
+func (e *evaluation) dryRun(ctx context.Context, gate *migrate.Gate, ri dynamic.NamespaceableResourceInterface, u *unstructured.Unstructured) ([]string, string, error) {
 	var w dynamic.ResourceInterface = ri
 	if ns := u.GetNamespace(); ns != "" {
 		w = ri.Namespace(ns)
 	}
 	for attempt := 1; ; attempt++ {
-		_, err := w.Update(e.ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err := e.wait(ctx); err != nil {
+			return nil, "", err
+		}
+		if err := gate.Acquire(ctx); err != nil {
+			return nil, "", err
+		}
+		sent := time.Now()
+		_, err := w.Update(ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		gate.Release(time.Since(sent), apierrors.IsTooManyRequests(err))
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			return nil, "", nil
-		case apierrors.IsConflict(err) && attempt < 5:
+		case ctx.Err() != nil:
+			return nil, "", ctx.Err()
+		case apierrors.IsConflict(err) && attempt < maxAttempts:
 			// Changed since listed: judge it as it is now.
-			fresh, gerr := w.Get(e.ctx, u.GetName(), metav1.GetOptions{})
+			fresh, gerr := e.get(ctx, w, u.GetName())
 			if apierrors.IsNotFound(gerr) {
 				return nil, "", nil
 			}
@@ -402,9 +653,52 @@ func (e *evaluation) dryRun(ri dynamic.NamespaceableResourceInterface, u *unstru
 			// No right to update (a dry run needs the rights a write needs): the rest would be
 			// refused alike.
 			return nil, fmt.Sprintf("whether the API server accepts writes at %s is unknown: a dry-run write needs update rights on %s (%s)", e.r.Target, e.crd.Spec.Names.Plural, statusTexts(err)[0]), nil
+		case migrate.Retryable(err) && attempt < maxAttempts:
+			if serr := sleep(ctx, migrate.Backoff(err, attempt)); serr != nil {
+				return nil, "", serr
+			}
 		default:
 			return nil, "", fmt.Errorf("%s: a dry-run write at %s (nothing is written): %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, err)
 		}
+	}
+}
+
+// maxAttempts bounds the requests for one object on conflicts and on 429/5xx (the rewrite's
+// default).
+const maxAttempts = 8
+
+// get reads one object, retrying transient errors.
+func (e *evaluation) get(ctx context.Context, w dynamic.ResourceInterface, name string) (*unstructured.Unstructured, error) {
+	for attempt := 1; ; attempt++ {
+		if err := e.wait(ctx); err != nil {
+			return nil, err
+		}
+		obj, err := w.Get(ctx, name, metav1.GetOptions{})
+		if err == nil || ctx.Err() != nil || !migrate.Retryable(err) || attempt >= maxAttempts {
+			return obj, err
+		}
+		if err := sleep(ctx, migrate.Backoff(err, attempt)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// wait honours Options.QPS (no limit without it).
+func (e *evaluation) wait(ctx context.Context) error {
+	if e.lim == nil {
+		return ctx.Err()
+	}
+	return e.lim.Wait(ctx)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -458,16 +752,19 @@ func (e *evaluation) lost(ns, name, heldAt string, fields []string) {
 // server's read path (decoded at h, apiVersion switched, pruned in the target's schema): the
 // fields present at h and absent at the target are lost.
 func (e *evaluation) noneLosses(h string) error {
-	return e.eachPage(h, func(items []unstructured.Unstructured) error {
+	return e.eachPage(e.ctx, h, true, func(items []unstructured.Unstructured) error {
 		for i := range items {
 			u := &items[i]
+			if e.o.After != "" && migrate.ObjectKey(u.GetNamespace(), u.GetName()) <= e.o.After {
+				continue
+			}
 			body, err := u.MarshalJSON()
 			if err != nil {
 				return err
 			}
 			rr, err := e.p.Read(body, e.r.Target)
 			if err != nil {
-				e.r.Unknown = append(e.r.Unknown, fmt.Sprintf("%s: reading it at %s: %v", objKey(u.GetNamespace(), u.GetName()), e.r.Target, err))
+				e.unknown(fmt.Sprintf("%s: reading it at %s: %v", objKey(u.GetNamespace(), u.GetName()), e.r.Target, err))
 				continue
 			}
 			if fields := lostFields(u.Object, rr.Object); len(fields) > 0 {
@@ -503,7 +800,7 @@ func lostFields(held, at map[string]any) []string {
 // the webhook with the API server's response checks; pruned and lost fields are losses.
 func (e *evaluation) webhookLosses(h string) error {
 	if e.o.Transport == nil {
-		e.r.Unknown = append(e.r.Unknown, fmt.Sprintf("objects held at %s: the conversion webhook was not reached (no way to reach it was given), so what converting them to %s loses is unknown", h, e.r.Target))
+		e.unknown(fmt.Sprintf("objects held at %s: the conversion webhook was not reached (no way to reach it was given), so what converting them to %s loses is unknown", h, e.r.Target))
 		return nil
 	}
 	src := &progressSource{src: convert.NewClusterSource(e.dyn, e.crd, h, convert.Selection{AllNamespaces: true, PageSize: e.o.ChunkSize}), e: e}
@@ -512,7 +809,7 @@ func (e *evaluation) webhookLosses(h string) error {
 		return fmt.Errorf("round-tripping the objects held at %s through the conversion webhook: %w", h, err)
 	}
 	if rep.Unreachable != "" {
-		e.r.Unknown = append(e.r.Unknown, fmt.Sprintf("objects held at %s: the conversion webhook could not be reached (%s), so what converting them to %s loses is unknown", h, rep.Unreachable, e.r.Target))
+		e.unknown(fmt.Sprintf("objects held at %s: the conversion webhook could not be reached (%s), so what converting them to %s loses is unknown", h, rep.Unreachable, e.r.Target))
 		return nil
 	}
 	byObject := map[string][]string{}
@@ -548,7 +845,7 @@ func (e *evaluation) webhookLosses(h string) error {
 	}
 	sort.Strings(checks)
 	for _, c := range checks {
-		e.r.Unknown = append(e.r.Unknown, fmt.Sprintf("objects held at %s: the conversion webhook failed check %s on %d objects (kubectl crdver convert %s --to %s --from-cluster --round-trip shows them): the API server would fail those conversions too", h, c, other[c], e.crd.Name, e.r.Target))
+		e.unknown(fmt.Sprintf("objects held at %s: the conversion webhook failed check %s on %d objects (kubectl crdver convert %s --to %s --from-cluster --round-trip shows them): the API server would fail those conversions too", h, c, other[c], e.crd.Name, e.r.Target))
 	}
 	return nil
 }

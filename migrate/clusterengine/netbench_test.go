@@ -8,6 +8,9 @@ package clusterengine_test
 //	engine-16     the engine with --concurrency 16 (the fixed default before it adapted)
 //	sequential    one worker: list pages of 500, update each object (kube-storage-version-migrator)
 //	kubectl       kubectl get -A -o json | kubectl replace -f -   (the runbook)
+//	command       the whole `kubectl crdver migrate --to V --yes` (built binary: plan, preflight
+//	              with every check on — the fixture's versions differ and an unbound admission
+//	              policy matches it, so every object is dry-run —, switch, rewrite, trim)
 //	ceiling-N     N workers doing nothing but PUT the listed objects; the best N is the
 //	              server's ceiling for that delay
 //
@@ -56,6 +59,11 @@ func BenchmarkNetwork(b *testing.B) {
 	big := newBenchFixture(b, "net", envInt("CRDVER_BENCH_OBJECTS", 500))
 	small := newBenchFixture(b, "netslow", envInt("CRDVER_BENCH_SLOW_OBJECTS", 200))
 	kubectl, kubectlErr := exec.LookPath("kubectl")
+	whole := newBenchFixture(b, "netcmd", envInt("CRDVER_BENCH_OBJECTS", 500))
+	whole.differ(b)
+	whole.guard(b)
+	bin := buildCommand(b)
+	cache := b.TempDir()
 	for _, rtt := range benchRTTs(b) {
 		proxy, err := env.StartLatencyProxy(rtt)
 		if err != nil {
@@ -93,6 +101,18 @@ func BenchmarkNetwork(b *testing.B) {
 				big.run(b, func(b *testing.B) { putAll(b, c, big.fresh(b), n) })
 			})
 		}
+		b.Run(name("command"), func(b *testing.B) {
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				to := "v1"
+				if crdinfo.StorageVersion(whole.fresh(b)) == "v1" {
+					to = "v1beta1"
+				}
+				total += runMigrate(b, bin, proxy.Kubeconfig, cache, whole, to)
+				whole.check(b, to)
+			}
+			b.ReportMetric(float64(whole.n*b.N)/total.Seconds(), "objects/s")
+		})
 		b.Run(name("sequential"), func(b *testing.B) {
 			small.run(b, func(b *testing.B) { sequentialLoop(b, c, small.fresh(b)) })
 		})

@@ -1,0 +1,238 @@
+package clusterengine_test
+
+// BenchmarkSafeMigrate: `kubectl crdver migrate --to V --yes` (the built binary: plan,
+// preflight, storage switch, rewrite, trim) against the machine's ceiling and the naive
+// runbook IN THE SAME RUN, interleaved per iteration, so that the ratios hold while the load
+// of a shared machine changes. Each iteration, on the same objects:
+//
+//	ceiling   16 workers doing nothing but PUT the listed objects (putAll), after a storage
+//	          switch that is not timed
+//	runbook   kubectl get items.<group> -A -o json | kubectl replace -f -, after a storage
+//	          switch that is not timed
+//	checked   the command, its safety checks on: the fixture's v1 has a field v1beta1 lacks (the
+//	          loss comparison runs) and an unbound ValidatingAdmissionPolicy (it costs the
+//	          server nothing) matches its updates, so every object's write is sent as a dry run:
+//	          the full preflight; its own storage switch is timed
+//	proven    the command on a CRD whose versions have identical schemas and which no admission
+//	          webhook or policy matches (the preflight says why its passes are not needed)
+//
+// and every run ends with etcd read directly: every object must be at the new version.
+//
+//	CRDVER_BENCH_SAFE_OBJECTS  objects per CRD (default 500; recorded: 3000 and 30000)
+//	CRDVER_BENCH_SAFE_METHODS  comma-separated subset of ceiling,runbook,checked,proven
+//	CRDVER_BENCH_BIN           the kubectl-crdver binary to time (default: built from this tree)
+//	CRDVER_BENCH_SERVER_PROFILE  a folder: the API server's CPU profile (its /debug/pprof) is
+//	                             taken during the first iteration's checked and proven runs
+//	                             and the ceiling, for CRDVER_BENCH_SERVER_PROFILE_SECONDS each
+//	                             (default 8), into <folder>/<method>.pprof
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testenv"
+)
+
+func BenchmarkSafeMigrate(b *testing.B) {
+	bin := buildCommand(b)
+	kubectl, kubectlErr := exec.LookPath("kubectl")
+	methods := map[string]bool{}
+	for _, m := range strings.Split(envString("CRDVER_BENCH_SAFE_METHODS", "ceiling,runbook,checked,proven"), ",") {
+		methods[strings.TrimSpace(m)] = true
+	}
+	n := envInt("CRDVER_BENCH_SAFE_OBJECTS", 500)
+	proven := newBenchFixture(b, "proven", n)
+	checked := newBenchFixture(b, "checked", n)
+	checked.differ(b)
+	checked.guard(b)
+	cache := b.TempDir()
+
+	// other is the version f's objects are not stored at.
+	other := func(f *benchFixture) string {
+		if crdinfo.StorageVersion(f.fresh(b)) == "v1" {
+			return "v1beta1"
+		}
+		return "v1"
+	}
+	profDir := os.Getenv("CRDVER_BENCH_SERVER_PROFILE")
+	profSecs := envInt("CRDVER_BENCH_SERVER_PROFILE_SECONDS", 8)
+	// profile takes the API server's CPU profile while fn runs (first iteration only).
+	profile := func(i int, name string, fn func() time.Duration) time.Duration {
+		if profDir == "" || i > 0 {
+			return fn()
+		}
+		done := make(chan error, 1)
+		go func() {
+			raw, err := proven.c.Kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+				Param("seconds", fmt.Sprint(profSecs)).Timeout(time.Duration(profSecs+30) * time.Second).DoRaw(context.Background())
+			if err == nil {
+				err = os.WriteFile(filepath.Join(profDir, name+".pprof"), raw, 0o644)
+			}
+			done <- err
+		}()
+		d := fn()
+		if err := <-done; err != nil {
+			b.Logf("server profile of %s: %v", name, err)
+		}
+		return d
+	}
+	command := func(f *benchFixture) time.Duration {
+		to := other(f)
+		d := runMigrate(b, bin, env.Kubeconfig, cache, f, to)
+		f.check(b, to)
+		return d
+	}
+	timed := func(f *benchFixture, method func()) time.Duration {
+		to := f.flip(b)
+		start := time.Now()
+		method()
+		d := time.Since(start)
+		f.check(b, to)
+		return d
+	}
+
+	var tCeil, tRunbook, tChecked, tProven time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if methods["ceiling"] {
+			tCeil += profile(i, "ceiling", func() time.Duration {
+				return timed(proven, func() { putAll(b, proven.c, proven.fresh(b), 16) })
+			})
+		}
+		if methods["runbook"] {
+			if kubectlErr != nil {
+				b.Fatal("kubectl is not on PATH")
+			}
+			tRunbook += timed(proven, func() {
+				script := fmt.Sprintf("set -o pipefail; %[1]s --kubeconfig %[2]s get items.%[3]s -A -o json | %[1]s --kubeconfig %[2]s replace -f - >/dev/null", kubectl, env.Kubeconfig, proven.group)
+				if out, err := exec.Command("bash", "-c", script).CombinedOutput(); err != nil {
+					b.Fatalf("%v: %s", err, out)
+				}
+			})
+		}
+		if methods["checked"] {
+			tChecked += profile(i, "checked", func() time.Duration { return command(checked) })
+		}
+		if methods["proven"] {
+			tProven += profile(i, "proven", func() time.Duration { return command(proven) })
+		}
+	}
+	b.StopTimer()
+	rate := func(d time.Duration) float64 {
+		if d == 0 {
+			return 0
+		}
+		return float64(n*b.N) / d.Seconds()
+	}
+	report := func(name string, d time.Duration) {
+		if d > 0 {
+			b.ReportMetric(rate(d), name+"-obj/s")
+		}
+	}
+	report("ceiling16", tCeil)
+	report("runbook", tRunbook)
+	report("checked", tChecked)
+	report("proven", tProven)
+	if tCeil > 0 && tChecked > 0 {
+		b.ReportMetric(rate(tChecked)/rate(tCeil), "checked/ceiling")
+	}
+	if tRunbook > 0 && tChecked > 0 {
+		b.ReportMetric(rate(tChecked)/rate(tRunbook), "checked/runbook")
+	}
+	if tCeil > 0 && tProven > 0 {
+		b.ReportMetric(rate(tProven)/rate(tCeil), "proven/ceiling")
+	}
+	if tRunbook > 0 && tProven > 0 {
+		b.ReportMetric(rate(tProven)/rate(tRunbook), "proven/runbook")
+	}
+}
+
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// buildCommand builds kubectl-crdver into a temporary folder, or returns CRDVER_BENCH_BIN (a
+// binary built elsewhere, e.g. from an older commit for a before/after comparison).
+func buildCommand(b *testing.B) string {
+	b.Helper()
+	if bin := os.Getenv("CRDVER_BENCH_BIN"); bin != "" {
+		return bin
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin := filepath.Join(b.TempDir(), "kubectl-crdver")
+	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "kubectl-crdver")).CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// differ gives the fixture's v1 an optional field v1beta1 lacks: the versions' schemas
+// differ, so nothing proves the preflight's checks needless and the command runs them all.
+func (f *benchFixture) differ(b *testing.B) {
+	b.Helper()
+	cur := f.fresh(b)
+	for i := range cur.Spec.Versions {
+		if cur.Spec.Versions[i].Name == "v1" {
+			cur.Spec.Versions[i].Schema.OpenAPIV3Schema.Properties["spec"].Properties["note"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+		}
+	}
+	if _, err := f.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Update(context.Background(), cur, metav1.UpdateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// runMigrate runs `kubectl-crdver migrate CRD --to to --yes` (safety checks as the command
+// decides) against kubeconfig and returns how long it took.
+func runMigrate(b *testing.B, bin, kubeconfig, cache string, f *benchFixture, to string) time.Duration {
+	b.Helper()
+	cmd := exec.Command(bin, "migrate", f.crd.Name, "--to", to, "--yes", "--quiet", "--kubeconfig", kubeconfig,
+		"--checkpoint", filepath.Join(b.TempDir(), "cp.json"), "-o", "json")
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache, "HOME="+cache)
+	start := time.Now()
+	out, err := cmd.Output()
+	d := time.Since(start)
+	if err != nil {
+		b.Fatalf("migrate --to %s: %v\n%s", to, err, out)
+	}
+	return d
+}
+
+// guard installs a ValidatingAdmissionPolicy without a binding (it refuses nothing and costs the
+// API server nothing) that matches updates of the fixture's objects: the preflight cannot
+// prove its dry runs needless and sends one per object.
+func (f *benchFixture) guard(b *testing.B) {
+	b.Helper()
+	vap := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+		"metadata": map[string]any{"name": f.crd.Name},
+		"spec": map[string]any{
+			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
+				"apiGroups": []any{f.group}, "apiVersions": []any{"*"}, "resources": []any{"items"}, "operations": []any{"UPDATE"},
+			}}},
+			"validations": []any{map[string]any{"expression": "true"}},
+		},
+	}}
+	res := f.c.Dynamic.Resource(schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"})
+	if _, err := res.Create(context.Background(), vap, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = res.Delete(context.Background(), f.crd.Name, metav1.DeleteOptions{}) })
+}

@@ -1,0 +1,202 @@
+package preflight
+
+// evidence.go: what an earlier preflight proved, kept so that a run resumed after Ctrl-C does
+// not send the same dry runs again. The file (next to the rewrite's checkpoint) holds a header
+// — the CRD object, the target, a digest of the CRD's spec as the write is judged by and of the
+// admission configurations (names and resourceVersions) — then one line per object whose
+// dry-run write the API server accepted: its key and resourceVersion, in list order. A later
+// check with the same header skips the dry run of an object listed with the same
+// resourceVersion (it has not changed since; the rules it was judged by have not either) and
+// re-checks every other. Both are read and written as streams, in list order: memory stays
+// bounded by a page.
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+const evidenceFormat = 1
+
+type evidenceHeader struct {
+	Format    int    `json:"format"`
+	CRD       string `json:"crd"`
+	UID       string `json:"uid"`
+	Target    string `json:"target"`
+	Spec      string `json:"spec"`
+	Admission string `json:"admission"`
+}
+
+func digest(v any) string {
+	b, _ := json.Marshal(v)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// admissionState is what the cluster's admission configuration is, read once per check.
+type admissionState struct {
+	ok          bool   // every kind could be read (or is not served)
+	matches     bool   // a webhook or policy may match updates of the CRD's objects
+	read        string // what was read, for the report
+	fingerprint string // digest of every configuration's kind, name and resourceVersion
+}
+
+// admission reads the webhook configurations and admission policies of the cluster.
+func (e *evaluation) admission(ctx context.Context) admissionState {
+	group, plural := e.crd.Spec.Group, e.crd.Spec.Names.Plural
+	var counts, ids []string
+	st := admissionState{ok: true}
+	for _, k := range admissionKinds {
+		for _, v := range k.versions {
+			if err := e.wait(ctx); err != nil {
+				return admissionState{}
+			}
+			list, err := e.dyn.Resource(schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: v, Resource: k.resource}).List(ctx, metav1.ListOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return admissionState{}
+			}
+			for i := range list.Items {
+				u := &list.Items[i]
+				if admissionMatches(u, k.policy, group, plural) {
+					st.matches = true
+				}
+				ids = append(ids, k.resource+"/"+u.GetName()+"@"+u.GetResourceVersion())
+			}
+			counts = append(counts, fmt.Sprintf("%d %s", len(list.Items), k.resource))
+			break
+		}
+	}
+	sort.Strings(ids)
+	st.read, st.fingerprint = strings.Join(counts, ", "), digest(ids)
+	if len(ids) == 0 {
+		st.read = "the cluster has none"
+	}
+	return st
+}
+
+// evidenceReader streams an evidence file in list order.
+type evidenceReader struct {
+	f       *os.File
+	sc      *bufio.Scanner
+	key, rv string
+	more    bool
+}
+
+// openEvidence opens the evidence at path when its header is want (nil otherwise: none, or
+// written under other rules).
+func openEvidence(path string, want evidenceHeader) *evidenceReader {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	sc := bufio.NewScanner(f)
+	var got evidenceHeader
+	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &got) != nil || got != want {
+		f.Close()
+		return nil
+	}
+	r := &evidenceReader{f: f, sc: sc}
+	r.next()
+	return r
+}
+
+func (r *evidenceReader) next() {
+	r.more = false
+	for r.sc.Scan() {
+		if k, v, ok := strings.Cut(r.sc.Text(), "\t"); ok {
+			r.key, r.rv, r.more = k, v, true
+			return
+		}
+	}
+}
+
+// accepted reports whether the evidence holds key at resourceVersion rv. Keys must be asked
+// in list order.
+func (r *evidenceReader) accepted(key, rv string) bool {
+	if r == nil {
+		return false
+	}
+	for r.more && r.key < key {
+		r.next()
+	}
+	return r.more && r.key == key && r.rv == rv
+}
+
+func (r *evidenceReader) close() {
+	if r != nil {
+		r.f.Close()
+	}
+}
+
+// evidenceWriter writes a new evidence file beside path and renames it over path on commit.
+type evidenceWriter struct {
+	f    *os.File
+	w    *bufio.Writer
+	path string
+	err  error
+}
+
+func createEvidence(path string, h evidenceHeader) *evidenceWriter {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".preflight-*")
+	if err != nil {
+		return nil
+	}
+	w := &evidenceWriter{f: f, w: bufio.NewWriter(f), path: path}
+	b, _ := json.Marshal(h)
+	w.line(string(b))
+	return w
+}
+
+func (w *evidenceWriter) line(s string) {
+	if w.err == nil {
+		_, w.err = w.w.WriteString(s + "\n")
+	}
+}
+
+func (w *evidenceWriter) add(key, rv string) {
+	if w != nil {
+		w.line(key + "\t" + rv)
+	}
+}
+
+// commit replaces path with what was written (nothing is replaced after a write error).
+func (w *evidenceWriter) commit() {
+	if w == nil {
+		return
+	}
+	if w.err == nil {
+		w.err = w.w.Flush()
+	}
+	if err := w.f.Close(); w.err == nil {
+		w.err = err
+	}
+	if w.err == nil {
+		w.err = os.Rename(w.f.Name(), w.path)
+	}
+	if w.err != nil {
+		os.Remove(w.f.Name())
+	}
+}
+
+// evidenceHeaderFor is the header of a check of crd at target under the admission state adm.
+func evidenceHeaderFor(next *apiextensionsv1.CustomResourceDefinition, target string, adm admissionState) evidenceHeader {
+	return evidenceHeader{Format: evidenceFormat, CRD: next.Name, UID: string(next.UID), Target: target, Spec: digest(next.Spec), Admission: adm.fingerprint}
+}
