@@ -127,7 +127,7 @@ func (r *Rewriter) listPage(ctx context.Context, cont string) (*unstructured.Uns
 			cont = next // objects changed since are already stored at the storage version
 			r.expired.Add(1)
 		case retryable(err) && attempt < r.opts.MaxAttempts:
-			if err := sleep(ctx, backoff(err, attempt)); err != nil {
+			if err := Sleep(ctx, backoff(err, attempt)); err != nil {
 				return nil, err
 			}
 		default:
@@ -195,7 +195,7 @@ func (r *Rewriter) migrateOne(ctx context.Context, obj *unstructured.Unstructure
 				return outcomeFailed, "re-reading after a conflict: " + reasonOf(gerr), true
 			}
 		case retryable(err) && attempt < r.opts.MaxAttempts:
-			if serr := sleep(ctx, backoff(err, attempt)); serr != nil {
+			if serr := Sleep(ctx, backoff(err, attempt)); serr != nil {
 				return 0, "", false
 			}
 		default:
@@ -213,7 +213,7 @@ func (r *Rewriter) getFresh(ctx context.Context, ri dynamic.ResourceInterface, n
 		if err == nil || !retryable(err) || attempt >= r.opts.MaxAttempts {
 			return obj, err
 		}
-		if err := sleep(ctx, backoff(err, attempt)); err != nil {
+		if err := Sleep(ctx, backoff(err, attempt)); err != nil {
 			return nil, err
 		}
 	}
@@ -241,7 +241,9 @@ func backoff(err error, attempt int) time.Duration {
 	return d
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx is done (then its error): the back-off of the rewrite and of
+// the preflight's dry runs, so that Ctrl-C is never held up by a wait.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

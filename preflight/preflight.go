@@ -429,7 +429,7 @@ func (e *evaluation) eachPage(ctx context.Context, v string, progress bool, fn f
 				cont = st.Status().ListMeta.Continue
 				continue
 			case migrate.Retryable(err) && attempt < maxAttempts:
-				if err := sleep(ctx, migrate.Backoff(err, attempt)); err != nil {
+				if err := migrate.Sleep(ctx, migrate.Backoff(err, attempt)); err != nil {
 					return err
 				}
 				attempt++
@@ -654,7 +654,7 @@ func (e *evaluation) dryRun(ctx context.Context, gate *migrate.Gate, ri dynamic.
 			// refused alike.
 			return nil, fmt.Sprintf("whether the API server accepts writes at %s is unknown: a dry-run write needs update rights on %s (%s)", e.r.Target, e.crd.Spec.Names.Plural, statusTexts(err)[0]), nil
 		case migrate.Retryable(err) && attempt < maxAttempts:
-			if serr := sleep(ctx, migrate.Backoff(err, attempt)); serr != nil {
+			if serr := migrate.Sleep(ctx, migrate.Backoff(err, attempt)); serr != nil {
 				return nil, "", serr
 			}
 		default:
@@ -677,7 +677,7 @@ func (e *evaluation) get(ctx context.Context, w dynamic.ResourceInterface, name 
 		if err == nil || ctx.Err() != nil || !migrate.Retryable(err) || attempt >= maxAttempts {
 			return obj, err
 		}
-		if err := sleep(ctx, migrate.Backoff(err, attempt)); err != nil {
+		if err := migrate.Sleep(ctx, migrate.Backoff(err, attempt)); err != nil {
 			return nil, err
 		}
 	}
@@ -689,17 +689,6 @@ func (e *evaluation) wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return e.lim.Wait(ctx)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // isAdmissionDenial tells an admission webhook's or policy's "no" (a 403 whose message says
