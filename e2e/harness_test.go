@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -89,6 +90,9 @@ type release struct {
 	// Applier is the GitOps tool that server-side applies the sample manifests
 	// (kustomize-controller or argocd-controller), with force as they do.
 	Applier string
+	// Fix is what a user does to an object kubectl crdver names as rejected (by its errors):
+	// the manifest edited (TestReleaseMatrix).
+	Fix fixer
 }
 
 // tracked is one sample object created on the old release.
@@ -558,6 +562,8 @@ type objectSnap struct {
 	StoredAPIVersion string
 	// ResourceVersion as read at the storage version.
 	ResourceVersion string
+	// Stored is the object as etcd holds it (JSON), to prove a refused step wrote nothing.
+	Stored string
 }
 
 // snapshot is every tracked object, by tracked pointer.
@@ -592,6 +598,8 @@ func (h *harness) snapshot() snapshot {
 		}
 		if stored, _, err := env.StoredObject(h.ctx, o.Group, o.Resource, o.Namespace, o.Name); err == nil {
 			s.StoredAPIVersion, _ = stored["apiVersion"].(string)
+			b, _ := json.Marshal(stored)
+			s.Stored = string(b)
 		} else {
 			h.t.Errorf("%s: reading etcd: %v", o, err)
 		}
