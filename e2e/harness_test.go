@@ -198,6 +198,9 @@ func (h *harness) releaseDir(ver string) string {
 			if h.webhook == nil {
 				h.webhook = testwebhook.StartForTest(h.t, testwebhook.Options{})
 				h.webhook.Set(testwebhook.Identity)
+				// Cleanups run last-registered first: the CRDs go while the webhook still answers
+				// (deleting objects still encoded at another version needs their conversion).
+				h.t.Cleanup(h.deleteCRDs)
 			}
 			cc := map[string]any{"url": h.webhook.URL, "caBundle": base64.StdEncoding.EncodeToString(h.webhook.CABundle)}
 			if err := unstructured.SetNestedField(crd, cc, "spec", "conversion", "webhook", "clientConfig"); err != nil {
@@ -787,7 +790,21 @@ func (h *harness) ssaByEveryManager(manifests map[*tracked]map[string]any) []str
 			version = (&unstructured.Unstructured{Object: m}).GroupVersionKind().Version
 		}
 		if !slices.Contains(servedVersions(crd), version) {
+			// The runbook told the user to change the manifest to a served version: they
+			// write what the object holds at the storage version.
 			version = storageVersion(crd)
+			if _, ok := manifests[o]; !ok {
+				if live, err := h.get(o, version); err == nil {
+					m := cleanObject(live.Object)
+					delete(m, "status")
+					if md, ok := m["metadata"].(map[string]any); ok {
+						delete(md, "labels")
+						delete(md, "annotations")
+					}
+					m["apiVersion"] = o.Group + "/" + version
+					manifest = m
+				}
+			}
 		}
 		if o.Applied {
 			if err := h.gitopsApply(o, version, manifest); err != nil {

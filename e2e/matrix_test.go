@@ -71,7 +71,7 @@ func testMatrixUpgrade(t *testing.T, rc releaseCase) {
 	// (1)
 	backup := filepath.Join(work, "backup-1.yaml")
 	r1 := h.runStep(work, fmt.Sprintf("kubectl crdver upgrade -f %s --yes --backup %s 2>&1", newDir, backup))
-	t.Logf("(1) %s → exit %d\n%s", r1.Step, r1.Code, tail(r1.Stdout, 40))
+	t.Logf("(1) %s → exit %d\n%s", r1.Step, r1.Code, tail(r1.Stdout, 60))
 	s1, c1 := h.snapshot(), h.crdStates()
 	before := s0 // what the way back and the restore are compared with
 	consented := map[*tracked][]string{}
@@ -113,7 +113,7 @@ func testMatrixUpgrade(t *testing.T, rc releaseCase) {
 		before = h.snapshot()
 		backup = filepath.Join(work, "backup-2.yaml")
 		r2 := h.runStep(work, fmt.Sprintf("kubectl crdver upgrade -f %s --yes --allow-data-loss --backup %s 2>&1", newDir, backup))
-		t.Logf("(2) %s → exit %d\n%s", r2.Step, r2.Code, tail(r2.Stdout, 40))
+		t.Logf("(2) %s → exit %d\n%s", r2.Step, r2.Code, tail(r2.Stdout, 60))
 		if !h.checkApplied("(2) upgrade --yes --allow-data-loss after the fixes", r2, newDir, before, oldStorage, consented) {
 			return
 		}
@@ -394,4 +394,113 @@ func (h *harness) runbookFixes(rep *plan.Report, ps printedStep) bool {
 		}
 	}
 	return did
+}
+
+// fixStrimzi does what Strimzi's v1 migration guide asks of v1beta2 objects, at v1beta2, for
+// the fields the errors name: KafkaConnect's groupId and storage topics moved out of
+// spec.config (replicas made explicit); MirrorMaker2's target and mirrors[].source filled from
+// spec.clusters; ACL rules' operation given as operations; keycloak authorization written as
+// the custom authorizer it is.
+func fixStrimzi(o *tracked, m map[string]any, errs []string) bool {
+	spec, _ := m["spec"].(map[string]any)
+	if spec == nil {
+		return false
+	}
+	changed := false
+	set := func(mm map[string]any, k string, v any) {
+		if _, ok := mm[k]; !ok && v != nil && v != "" {
+			mm[k] = v
+			changed = true
+		}
+	}
+	storage := func(cfg map[string]any, prefix string) map[string]any {
+		out := map[string]any{}
+		for field, key := range map[string]string{"groupId": "group.id", "configStorageTopic": "config.storage.topic", "offsetStorageTopic": "offset.storage.topic", "statusStorageTopic": "status.storage.topic"} {
+			v, _ := cfg[key].(string)
+			if v == "" {
+				v = map[string]string{"groupId": prefix, "configStorageTopic": prefix + "-configs", "offsetStorageTopic": prefix + "-offsets", "statusStorageTopic": prefix + "-status"}[field]
+			}
+			out[field] = v
+		}
+		return out
+	}
+	if anyContains(errs, "spec.replicas") {
+		set(spec, "replicas", int64(3))
+	}
+	switch o.Kind {
+	case "KafkaConnect":
+		cfg, _ := spec["config"].(map[string]any)
+		for field, v := range storage(cfg, o.Name) {
+			if anyContains(errs, "spec."+field) {
+				set(spec, field, v)
+			}
+		}
+	case "KafkaMirrorMaker2":
+		clusters := map[string]map[string]any{}
+		list, _ := spec["clusters"].([]any)
+		for _, c := range list {
+			if cm, ok := c.(map[string]any); ok {
+				alias, _ := cm["alias"].(string)
+				clusters[alias] = cm
+			}
+		}
+		cluster := func(alias string) map[string]any {
+			c := clusters[alias]
+			if c == nil {
+				return nil
+			}
+			out := map[string]any{}
+			for _, k := range []string{"alias", "bootstrapServers", "tls", "authentication", "config"} {
+				if v, ok := c[k]; ok {
+					out[k] = v
+				}
+			}
+			return copyMap(out)
+		}
+		if anyContains(errs, "spec.target") {
+			connect, _ := spec["connectCluster"].(string)
+			if t := cluster(connect); t != nil {
+				cfg, _ := t["config"].(map[string]any)
+				for k, v := range storage(cfg, "mirrormaker2-cluster") {
+					t[k] = v
+				}
+				set(spec, "target", t)
+			}
+		}
+		if anyContains(errs, "spec.mirrors") {
+			mirrors, _ := spec["mirrors"].([]any)
+			for _, mi := range mirrors {
+				mm, _ := mi.(map[string]any)
+				src, _ := mm["sourceCluster"].(string)
+				if s := cluster(src); mm != nil && s != nil {
+					set(mm, "source", s)
+				}
+			}
+		}
+	case "KafkaUser":
+		if anyContains(errs, "operation") {
+			acls, _, _ := unstructured.NestedSlice(spec, "authorization", "acls")
+			for _, a := range acls {
+				am, _ := a.(map[string]any)
+				if op, ok := am["operation"]; ok {
+					set(am, "operations", []any{op})
+				}
+			}
+			if changed {
+				_ = unstructured.SetNestedSlice(spec, acls, "authorization", "acls")
+			}
+		}
+	case "Kafka":
+		if anyContains(errs, "authorization") {
+			authz, _, _ := unstructured.NestedMap(spec, "kafka", "authorization")
+			if t, _ := authz["type"].(string); t == "keycloak" {
+				authz = map[string]any{"type": "custom", "authorizerClass": "io.strimzi.kafka.oauth.server.authorizer.KeycloakAuthorizer", "superUsers": authz["superUsers"]}
+				if authz["superUsers"] == nil {
+					delete(authz, "superUsers")
+				}
+				changed = unstructured.SetNestedMap(spec, authz, "kafka", "authorization") == nil
+			}
+		}
+	}
+	return changed
 }
