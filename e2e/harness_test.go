@@ -137,13 +137,15 @@ type harness struct {
 	// crds are the names of the CRDs this harness created (deleted at the end).
 	crds    map[string]bool
 	objects []*tracked
+	// fixed are the objects the test's scripted fixes edited (each once).
+	fixed map[*tracked]bool
 }
 
 func newHarness(t *testing.T, rel release) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel)
-	h := &harness{t: t, ctx: ctx, rel: rel, home: t.TempDir(), crds: map[string]bool{}}
+	h := &harness{t: t, ctx: ctx, rel: rel, home: t.TempDir(), crds: map[string]bool{}, fixed: map[*tracked]bool{}}
 	t.Setenv("HOME", h.home)
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(h.home, ".cache"))
 	var err error

@@ -303,6 +303,10 @@ func (h *harness) fixObject(label, crd, ns, name string, errs []string) {
 		h.t.Errorf("%s: %s %s/%s is named for a fix but was not created by the test", label, crd, ns, name)
 		return
 	}
+	if h.fixed[o] {
+		h.t.Errorf("%s: %s is named again after the test fixed it (%v)", label, o, errs)
+		return
+	}
 	m := copyMap(o.Manifest)
 	if h.rel.Fix == nil || !h.rel.Fix(o, m, errs) {
 		h.t.Errorf("%s: no scripted fix for %s: %v", label, o, errs)
@@ -329,6 +333,7 @@ func (h *harness) fixObject(label, crd, ns, name string, errs []string) {
 		}
 	}
 	o.Manifest = m
+	h.fixed[o] = true
 	h.t.Logf("%s: fixed %s (%v)", label, o, errs)
 }
 
@@ -389,8 +394,11 @@ func (h *harness) runbookFixes(rep *plan.Report, ps printedStep) bool {
 			if len(errs) == 0 {
 				continue
 			}
-			h.fixObject("(3) runbook "+ps.Action, it.CRD, f.Namespace, f.Name, errs)
 			did = true
+			if o := h.find(it.CRD, f.Namespace, f.Name); o != nil && h.fixed[o] {
+				continue // an earlier step of the runbook named it
+			}
+			h.fixObject("(3) runbook "+ps.Action, it.CRD, f.Namespace, f.Name, errs)
 		}
 	}
 	return did
