@@ -63,8 +63,8 @@ func testMatrixUpgrade(t *testing.T, rc releaseCase) {
 	h := newHarness(t, rc.rel)
 	h.setUp(rc.via)
 	prevDir, newDir := h.releaseDir(rc.previous()), h.releaseDir(rc.rel.New)
-	h.watchRelease(newDir)
 	oldStorage := h.storageVersions()
+	h.watchRelease(newDir) // a CRD the release adds is compared and deleted too
 	work := t.TempDir()
 	s0, c0 := h.snapshot(), h.crdStates()
 
