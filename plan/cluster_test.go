@@ -586,6 +586,46 @@ func TestPlanMatchesServerStricterNotBreaking(t *testing.T) {
 	}
 }
 
+// TestPlanMatchesServerInvalidOnRecreate: an owner of 70 characters, valid under the live
+// maxLength and over the new one. The API server accepts the object's no-op update (it ratchets
+// the unchanged field) and rejects its strict re-create with the errors plan predicts (checked
+// by runScenario). The plan's verdict is invalid-on-recreate, not breaking; its runbook has a
+// step for a person naming the object with the server's errors and how to look at and edit it.
+func TestPlanMatchesServerInvalidOnRecreate(t *testing.T) {
+	group := "recreate.plan.example.com"
+	old := regroup(readCRD(t, filepath.Join("testdata", "widgets-old.yaml")), group)
+	next := regroup(readCRD(t, filepath.Join("testdata", "widgets-stricter.yaml")), group)
+	objs := regroupObjects(readObjects(t, filepath.Join("testdata", "widgets-objects.yaml")), group)[:2]
+	for i := range objs {
+		unstructured.RemoveNestedField(objs[i].Object, "spec", "tier")
+	}
+	long := objs[0].DeepCopy()
+	long.SetName("long-owner")
+	unstructured.SetNestedField(long.Object, strings.Repeat("o", 70), "spec", "owner")
+	it := runScenario(t, scenario{old: old, next: next, objects: append(objs, *long), manager: "widget-controller"})
+	f := findingOf(it, "long-owner")
+	if f == nil || len(f.UpdateErrors) != 0 || len(f.CreateErrors) == 0 || !slices.Equal(f.Kinds, []Kind{KindInvalidOnRecreate}) {
+		t.Fatalf("long-owner: %+v", f)
+	}
+	if it.Verdict != VerdictInvalidOnRecreate || it.Breaking || len(it.BreakingReasons)+len(it.UnknownReasons) != 0 || len(it.InvalidOnRecreateReasons) != 1 || ExitCode(it.Verdict, false) != 1 {
+		t.Errorf("verdict %q breaking %v, reasons %q %q %q", it.Verdict, it.Breaking, it.BreakingReasons, it.UnknownReasons, it.InvalidOnRecreateReasons)
+	}
+	steps := Runbook([]Item{*it}, RunbookOptions{ApplyFile: "release.yaml"})
+	i := slices.IndexFunc(steps, func(s RunbookStep) bool { return s.Action == ActionFixRecreate })
+	if i < 0 {
+		t.Fatalf("no %s step: %+v", ActionFixRecreate, steps)
+	}
+	st := steps[i]
+	resource := "widgets.v1." + group
+	want := []string{"kubectl get " + resource + " long-owner -n default -o yaml", "kubectl edit " + resource + " long-owner -n default"}
+	if !st.Manual || st.Target != "v1" || !slices.Equal(st.Commands, want) || len(st.Objects) != 1 || st.Objects[0] != "default/long-owner: "+strings.Join(f.CreateErrors, "; ") {
+		t.Errorf("fix step: %+v", st)
+	}
+	if last := steps[len(steps)-1]; last.Action != ActionVerify || !slices.Contains(last.Commands, "kubectl crdver plan -f release.yaml") {
+		t.Errorf("last step: %+v", last)
+	}
+}
+
 // TestPlanMatchesServerStorageVersusStorage is Strimzi's KafkaUser: the new storage version v1
 // lacks a field the old storage version v1beta1 holds, and v1 itself is unchanged. The plan
 // lists the field as a change from v1beta1 to v1 and the object that holds it as losing it on

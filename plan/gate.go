@@ -89,13 +89,13 @@ func orEmpty(s, alt string) string {
 	return s
 }
 
-// judge sets the item's verdict from what the plan found: breaking when something live breaks
-// or loses data, unknown when the plan cannot tell, stricter when only new objects and
-// changes meet stricter rules, safe otherwise.
+// judge sets the item's verdict from what the plan found, by the decision table
+// (decision.go): each finding has a kind, each kind a verdict, and the worst verdict wins.
 func judge(live *apiextensionsv1.CustomResourceDefinition, it *Item) {
-	breaking, unknown := []string{}, []string{}
+	reasons := map[Kind][]string{}
+	add := func(k Kind, r string) { reasons[k] = append(reasons[k], r) }
 	if !it.Apply.Allowed {
-		breaking = append(breaking, fmt.Sprintf("the API server rejects the CRD %s (see the apply errors)", it.Operation))
+		add(KindApplyRejected, fmt.Sprintf("the API server rejects the CRD %s (see the apply errors)", it.Operation))
 	}
 	if live != nil && it.storedVersionsUnknown {
 		var removed []string
@@ -105,50 +105,52 @@ func judge(live *apiextensionsv1.CustomResourceDefinition, it *Item) {
 			}
 		}
 		if len(removed) > 0 {
-			unknown = append(unknown, fmt.Sprintf("status.storedVersions of the live CRD is not known (it was read without status): if it lists %s, which the new CRD removes, the API server rejects the update and objects encoded at it cannot be read; plan against the cluster or a copy of the live CRD with its status",
+			add(KindUnknown, fmt.Sprintf("status.storedVersions of the live CRD is not known (it was read without status): if it lists %s, which the new CRD removes, the API server rejects the update and objects encoded at it cannot be read; plan against the cluster or a copy of the live CRD with its status",
 				strings.Join(removed, ", ")))
 		}
 	}
 
-	// Objects.
-	var pruned, possibly, updates, creates []string
+	// Objects, each by its kinds.
+	var pruned, possibly, updates, recreates []string
 	var prunedPaths, possiblyPaths []string
 	for i := range it.Objects.Findings {
 		f := &it.Objects.Findings[i]
 		name := objectName(f)
-		if len(f.PrunedOnRead) > 0 {
-			pruned = append(pruned, name)
-			prunedPaths = union(prunedPaths, f.PrunedOnRead)
-		}
-		if len(f.PossiblyPrunedOnRead) > 0 {
-			possibly = append(possibly, name)
-			possiblyPaths = union(possiblyPaths, f.PossiblyPrunedOnRead)
-		}
-		if len(f.UpdateErrors) > 0 {
-			updates = append(updates, name)
-		}
-		if len(f.CreateErrors) > 0 {
-			creates = append(creates, name)
+		f.Kinds = f.kinds()
+		for _, k := range f.Kinds {
+			switch k {
+			case KindDataLoss:
+				pruned = append(pruned, name)
+				prunedPaths = union(prunedPaths, f.PrunedOnRead)
+			case KindUnknown:
+				possibly = append(possibly, name)
+				possiblyPaths = union(possiblyPaths, f.PossiblyPrunedOnRead)
+			case KindRejectedWrite:
+				updates = append(updates, name)
+			case KindInvalidOnRecreate:
+				recreates = append(recreates, name)
+			}
 		}
 	}
 	if len(pruned) > 0 {
-		breaking = append(breaking, fmt.Sprintf("%s %s fields on read, and from etcd on the next write: %s (%s)", objectsCount(len(pruned)), agree(len(pruned), "loses", "lose"), strings.Join(prunedPaths, ", "), names(pruned)))
+		add(KindDataLoss, fmt.Sprintf("%s %s fields on read, and from etcd on the next write: %s (%s)", objectsCount(len(pruned)), agree(len(pruned), "loses", "lose"), strings.Join(prunedPaths, ", "), names(pruned)))
 	}
 	if len(updates) > 0 {
-		breaking = append(breaking, fmt.Sprintf("%s would be rejected on the next update (a controller's write): %s", objectsCount(len(updates)), names(updates)))
+		add(KindRejectedWrite, fmt.Sprintf("%s would be rejected on the next update (a controller's write): %s", objectsCount(len(updates)), names(updates)))
 	}
-	if len(creates) > 0 {
-		breaking = append(breaking, fmt.Sprintf("%s %s the new schema: re-creating as listed (a restore, a GitOps replace) is rejected: %s", objectsCount(len(creates)), agree(len(creates), "violates", "violate"), names(creates)))
+	if len(recreates) > 0 {
+		add(KindInvalidOnRecreate, fmt.Sprintf("%s %s the new schema: writes are accepted (the API server ratchets unchanged fields), but a re-create as listed (a restore, a GitOps replace) is rejected: %s",
+			objectsCount(len(recreates)), agree(len(recreates), "violates", "violate"), names(recreates)))
 	}
 	if len(possibly) > 0 {
-		unknown = append(unknown, fmt.Sprintf("%s %s fields on read if encoded at another version in etcd (a migration is pending; the API cannot show it): %s (%s)", objectsCount(len(possibly)), agree(len(possibly), "loses", "lose"), strings.Join(possiblyPaths, ", "), names(possibly)))
+		add(KindUnknown, fmt.Sprintf("%s %s fields on read if encoded at another version in etcd (a migration is pending; the API cannot show it): %s (%s)", objectsCount(len(possibly)), agree(len(possibly), "loses", "lose"), strings.Join(possiblyPaths, ", "), names(possibly)))
 	}
 	for _, s := range it.ConversionSample {
 		switch {
 		case s.Unreachable != "":
-			unknown = append(unknown, fmt.Sprintf("the new conversion webhook could not be reached to convert to %s: %s", s.To, s.Unreachable))
+			add(KindUnknown, fmt.Sprintf("the new conversion webhook could not be reached to convert to %s: %s", s.To, s.Unreachable))
 		case s.Problems > 0:
-			breaking = append(breaking, fmt.Sprintf("the new conversion webhook fails %d checks converting sampled objects to %s and back", s.Problems, s.To))
+			add(KindDataLoss, fmt.Sprintf("the new conversion webhook fails %d checks converting sampled objects to %s and back", s.Problems, s.To))
 		}
 	}
 
@@ -157,7 +159,7 @@ func judge(live *apiextensionsv1.CustomResourceDefinition, it *Item) {
 		gone := "no longer serves"
 		if mv.RemovedByThisChange {
 			gone = "removes"
-			breaking = append(breaking, fmt.Sprintf("server-side apply fails on %s whose managedFields name %s, which the new CRD removes (and a plain update wipes their managedFields)", objectsCount(int(mv.Objects)), mv.Version))
+			add(KindManagedFields, fmt.Sprintf("server-side apply fails on %s whose managedFields name %s, which the new CRD removes (and a plain update wipes their managedFields)", objectsCount(int(mv.Objects)), mv.Version))
 		}
 		if !mv.RemovedByThisChange && !mv.UnservedByThisChange {
 			continue
@@ -165,9 +167,9 @@ func judge(live *apiextensionsv1.CustomResourceDefinition, it *Item) {
 		for _, w := range mv.Writers {
 			switch w.Role {
 			case ownership.RoleApplier:
-				breaking = append(breaking, fmt.Sprintf("%s still writes %s (%s, %s), which the new CRD %s: its next apply fails; %s", w.Manager, mv.Version, w.Operation, objectsCount(int(w.Objects)), gone, orEmpty(w.Advice, "change its manifests")))
+				add(KindManagedFields, fmt.Sprintf("%s still writes %s (%s, %s), which the new CRD %s: its next apply fails; %s", w.Manager, mv.Version, w.Operation, objectsCount(int(w.Objects)), gone, orEmpty(w.Advice, "change its manifests")))
 			case ownership.RoleController:
-				unknown = append(unknown, fmt.Sprintf("%s last wrote %s (%s, %s), which the new CRD %s: if it still does, its writes fail; %s", w.Manager, mv.Version, w.Operation, objectsCount(int(w.Objects)), gone, orEmpty(w.Advice, "check which version it writes")))
+				add(KindUnknown, fmt.Sprintf("%s last wrote %s (%s, %s), which the new CRD %s: if it still does, its writes fail; %s", w.Manager, mv.Version, w.Operation, objectsCount(int(w.Objects)), gone, orEmpty(w.Advice, "check which version it writes")))
 			}
 		}
 	}
@@ -192,24 +194,48 @@ func judge(live *apiextensionsv1.CustomResourceDefinition, it *Item) {
 		}
 		switch {
 		case it.Objects.Evaluated == 0:
-			unknown = append(unknown, "the objects were not evaluated: "+strings.Join(what, "; "))
+			add(KindUnknown, "the objects were not evaluated: "+strings.Join(what, "; "))
 		default:
-			unknown = append(unknown, fmt.Sprintf("only %d of %s objects were evaluated: for the others, %s", it.Objects.Evaluated, totalText(it.Objects.Total), strings.Join(what, "; ")))
+			add(KindUnknown, fmt.Sprintf("only %d of %s objects were evaluated: for the others, %s", it.Objects.Evaluated, totalText(it.Objects.Total), strings.Join(what, "; ")))
 		}
 	}
+	if len(stricter) > 0 {
+		add(KindStricter, "")
+	}
 
-	it.BreakingReasons, it.UnknownReasons, it.Stricter = breaking, unknown, stricter
-	switch {
-	case len(breaking) > 0:
-		it.Verdict = VerdictBreaking
-	case len(unknown) > 0:
-		it.Verdict = VerdictUnknown
-	case len(stricter) > 0:
-		it.Verdict = VerdictStricter
-	default:
-		it.Verdict = VerdictSafe
+	it.BreakingReasons, it.UnknownReasons, it.InvalidOnRecreateReasons, it.Stricter = []string{}, []string{}, []string{}, stricter
+	it.Kinds, it.Verdict = []Kind{}, VerdictSafe
+	for _, d := range decisions {
+		rs, ok := reasons[d.Kind]
+		if !ok {
+			continue
+		}
+		it.Kinds = append(it.Kinds, d.Kind)
+		it.Verdict = Worse(it.Verdict, d.Verdict)
+		switch d.Verdict {
+		case VerdictBreaking:
+			it.BreakingReasons = append(it.BreakingReasons, rs...)
+		case VerdictUnknown:
+			it.UnknownReasons = append(it.UnknownReasons, rs...)
+		case VerdictInvalidOnRecreate:
+			it.InvalidOnRecreateReasons = append(it.InvalidOnRecreateReasons, rs...)
+		}
 	}
 	it.Breaking = it.Verdict == VerdictBreaking || it.Verdict == VerdictUnknown
+}
+
+// addKind records kind k on the item (once, in the decision table's order).
+func (it *Item) addKind(k Kind) {
+	if slices.Contains(it.Kinds, k) {
+		return
+	}
+	var out []Kind
+	for _, d := range decisions {
+		if d.Kind == k || slices.Contains(it.Kinds, d.Kind) {
+			out = append(out, d.Kind)
+		}
+	}
+	it.Kinds = out
 }
 
 func objectName(f *Finding) string {

@@ -57,7 +57,7 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 		SchemaChanges:  []SchemaChange{}, Conversion: []string{},
 		Objects:       Objects{Findings: []Finding{}},
 		ManagedFields: []ManagedFieldsVersion{}, Steps: []string{}, Notes: []string{},
-		Verdict: VerdictSafe, BreakingReasons: []string{}, UnknownReasons: []string{}, Stricter: []SchemaChange{},
+		Verdict: VerdictSafe, BreakingReasons: []string{}, UnknownReasons: []string{}, InvalidOnRecreateReasons: []string{}, Kinds: []Kind{}, Stricter: []SchemaChange{},
 	}
 	if live == nil {
 		it.Operation = OperationCreate
@@ -114,9 +114,8 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 	if err := evaluateObjects(ctx, live, next, src, opts, it); err != nil {
 		judge(live, it)
 		it.UnknownReasons = append(it.UnknownReasons, "the plan did not complete: "+err.Error())
-		if it.Verdict != VerdictBreaking {
-			it.Verdict = VerdictUnknown
-		}
+		it.addKind(KindUnknown)
+		it.Verdict = Worse(it.Verdict, VerdictUnknown)
 		it.Breaking = true
 		return it, err
 	}

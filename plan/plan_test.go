@@ -389,9 +389,15 @@ func TestPlanVerdicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An owner of 70 characters is valid now and over the new maxLength: the no-op update
-	// passes (ratcheting), a restore of the object is rejected. Something live breaks.
-	if it.Verdict != VerdictBreaking || !slices.ContainsFunc(it.BreakingReasons, func(r string) bool { return strings.HasPrefix(r, "1 object violates the new schema") }) {
-		t.Errorf("an object over the new rule: verdict %q, reasons %q", it.Verdict, it.BreakingReasons)
+	// passes (ratcheting), a restore of the object is rejected. The object is invalid on
+	// re-create: the user must act (exit 1), but nothing breaks on the apply.
+	if it.Verdict != VerdictInvalidOnRecreate || it.Breaking || len(it.BreakingReasons) != 0 ||
+		!slices.ContainsFunc(it.InvalidOnRecreateReasons, func(r string) bool { return strings.HasPrefix(r, "1 object violates the new schema") }) ||
+		!slices.Equal(it.Kinds, []Kind{KindInvalidOnRecreate, KindStricter}) || ExitCode(it.Verdict, false) != 1 {
+		t.Errorf("an object over the new rule: verdict %q kinds %v, reasons %q %q", it.Verdict, it.Kinds, it.BreakingReasons, it.InvalidOnRecreateReasons)
+	}
+	if f := findingOf(it, "long-owner"); f == nil || !slices.Equal(f.Kinds, []Kind{KindInvalidOnRecreate}) || len(f.CreateErrors) == 0 {
+		t.Errorf("long-owner: %+v", f)
 	}
 	it, err = Plan(context.Background(), live, next, &SliceSource{Objects: objs}, Options{Sample: 3})
 	if err != nil {

@@ -25,23 +25,6 @@ type Report struct {
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 }
 
-// Verdicts of an Item (and of a Report: its worst item's).
-const (
-	// VerdictSafe: nothing live breaks and no rule gets stricter.
-	VerdictSafe = "safe"
-	// VerdictStricter: rules get stricter for new objects and changes (Item.Stricter), and no
-	// evaluated live object violates them.
-	VerdictStricter = "stricter"
-	// VerdictUnknown: the plan cannot tell whether something live breaks (Item.UnknownReasons);
-	// it is never taken as safe.
-	VerdictUnknown = "unknown"
-	// VerdictBreaking: something live breaks or loses data (Item.BreakingReasons).
-	VerdictBreaking = "breaking"
-)
-
-// verdictRank orders verdicts from best to worst.
-var verdictRank = map[string]int{VerdictSafe: 0, VerdictStricter: 1, VerdictUnknown: 2, VerdictBreaking: 3}
-
 // Summary counts the items of a report by verdict.
 type Summary struct {
 	// Verdict is the worst verdict of the items.
@@ -49,8 +32,13 @@ type Summary struct {
 	CRDs     int    `json:"crds"`
 	Breaking int    `json:"breaking"`
 	Unknown  int    `json:"unknown"`
-	Stricter int    `json:"stricter"`
-	Safe     int    `json:"safe"`
+	// InvalidOnRecreate counts the CRDs whose verdict is invalid-on-recreate.
+	InvalidOnRecreate int `json:"invalidOnRecreate"`
+	Stricter          int `json:"stricter"`
+	Safe              int `json:"safe"`
+	// ExitCode is plan's exit status for the report (the decision table: 1 for breaking,
+	// unknown and invalid-on-recreate; 0 for stricter and safe, 1 with --fail-on stricter).
+	ExitCode int `json:"exitCode"`
 }
 
 // Summarize fills r.Summary from the items.
@@ -63,20 +51,20 @@ func (r *Report) Summarize() {
 			s.Breaking++
 		case VerdictUnknown:
 			s.Unknown++
+		case VerdictInvalidOnRecreate:
+			s.InvalidOnRecreate++
 		case VerdictStricter:
 			s.Stricter++
 		default:
 			s.Safe++
 		}
-		if verdictRank[v] > verdictRank[s.Verdict] {
-			s.Verdict = v
-		}
+		s.Verdict = Worse(s.Verdict, v)
 	}
+	s.ExitCode = r.ExitCode(false)
 	r.Summary = s
 }
 
-// Stricter reports whether any item makes rules stricter for new objects (and none is
-// breaking or unknown: those come first).
+// Stricter reports whether any item's verdict is stricter.
 func (r *Report) Stricter() bool {
 	for i := range r.Items {
 		if r.Items[i].Verdict == VerdictStricter {
@@ -134,17 +122,24 @@ type Item struct {
 	Steps []string `json:"steps"`
 	// Notes say what the plan could not know or assumed.
 	Notes []string `json:"notes"`
-	// Breaking: the verdict is breaking or unknown (exit status 1): the apply would be
-	// rejected, an object loses data or would be rejected on create or update, server-side
-	// apply fails on objects, a manager still writes a version that disappears, or the plan
-	// cannot tell (BreakingReasons, UnknownReasons).
+	// Breaking: the verdict is breaking or unknown: the apply would be rejected, an object
+	// loses data or its next write would be rejected, server-side apply fails on objects, a
+	// manager still writes a version that disappears, or the plan cannot tell
+	// (BreakingReasons, UnknownReasons). Objects only invalid on re-create do not make an
+	// item breaking (see Verdict and the decision table).
 	Breaking bool `json:"breaking"`
-	// Verdict is safe, stricter, unknown or breaking (see the Verdict constants).
+	// Verdict is safe, stricter, invalid-on-recreate, unknown or breaking (the Verdict
+	// constants; docs/decision-table.md).
 	Verdict string `json:"verdict"`
+	// Kinds are the kinds of finding the plan made (decision table rows), most severe first.
+	Kinds []Kind `json:"kinds"`
 	// BreakingReasons say what live breaks or loses data, one sentence each.
 	BreakingReasons []string `json:"breakingReasons"`
 	// UnknownReasons say what the plan could not tell that might break something live.
 	UnknownReasons []string `json:"unknownReasons"`
+	// InvalidOnRecreateReasons say which objects the new schema rejects on re-create although
+	// their writes are accepted (the objects' findings have the API server's errors).
+	InvalidOnRecreateReasons []string `json:"invalidOnRecreateReasons"`
 	// Stricter are the schema changes that hold new objects and changes to stricter rules
 	// (or drop fields no evaluated object holds); no evaluated live object is broken by them
 	// unless BreakingReasons says so.
@@ -246,6 +241,9 @@ type Finding struct {
 	PossiblyPrunedOnRead []string `json:"possiblyPrunedOnRead,omitempty"`
 	// Notes: where the answer depends on what the API cannot show (the encoding version).
 	Notes []string `json:"notes,omitempty"`
+	// Kinds are the finding's kinds (decision table): data-loss, unknown, rejected-write,
+	// invalid-on-recreate.
+	Kinds []Kind `json:"kinds,omitempty"`
 }
 
 // losesOrRejected reports whether the finding is breaking.

@@ -26,6 +26,9 @@ const (
 const (
 	// ActionFixObjects: objects whose next write would be rejected; edit them first.
 	ActionFixObjects = "fix-objects"
+	// ActionFixRecreate: objects invalid on re-create (their writes are accepted, a re-create is
+	// rejected): a person fixes them, before or after the apply.
+	ActionFixRecreate = "fix-invalid-on-recreate"
 	// ActionConvertObjects: objects that lose fields when re-encoded at the new storage version.
 	ActionConvertObjects = "convert-objects"
 	// ActionChangeWriters: field managers that write a version the release removes or unserves.
@@ -233,26 +236,33 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 		resource := p.live.Spec.Names.Plural + "." + readAt + "." + p.live.Spec.Group
 		var rejected, losing []string
 		var rejectedCmds, losingCmds []string
+		// Each object by its kinds (the decision table: a rejected write → fix-objects; data
+		// loss, known or depending on the encoding → convert-objects).
 		for _, f := range p.it.Objects.Findings {
 			edit := editCommand(resource, f)
-			if len(f.UpdateErrors) > 0 {
+			kinds := f.kinds()
+			if slices.Contains(kinds, KindRejectedWrite) {
 				rejected = append(rejected, objectName(&f)+": "+strings.Join(f.UpdateErrors, "; "))
 				rejectedCmds = append(rejectedCmds, edit)
 			}
-			if lost := append(append([]string{}, f.PrunedOnRead...), f.PossiblyPrunedOnRead...); len(lost) > 0 {
+			if slices.Contains(kinds, KindDataLoss) || slices.Contains(kinds, KindUnknown) {
+				lost := append(append([]string{}, f.PrunedOnRead...), f.PossiblyPrunedOnRead...)
 				losing = append(losing, objectName(&f)+": "+strings.Join(lost, ", "))
 				losingCmds = append(losingCmds, edit)
 			}
 		}
 		if len(rejected) > 0 {
-			add(RunbookStep{Phase: PhaseFix, Action: ActionFixObjects, CRDs: []string{p.next.Name}, Manual: true,
+			add(RunbookStep{Phase: PhaseFix, Action: ActionFixObjects, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindRejectedWrite).Manual,
 				Objects: capList(rejected), Commands: capList(rejectedCmds),
 				Why: fmt.Sprintf("%s of %s would be rejected on their next write under the new CRD: fix them before any storage switch, or the rewrite fails on them and leaves %s half-migrated", objects(len(rejected)), p.next.Name, p.next.Name)})
 		}
 		if len(losing) > 0 {
-			add(RunbookStep{Phase: PhaseFix, Action: ActionConvertObjects, CRDs: []string{p.next.Name}, Manual: true,
+			add(RunbookStep{Phase: PhaseFix, Action: ActionConvertObjects, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindDataLoss).Manual,
 				Objects: capList(losing), Commands: capList(losingCmds),
 				Why: fmt.Sprintf("fields the new version %[3]s lacks are held by %[1]s of %[2]s: rewriting at %[3]s drops them from etcd. Move the data to the fields %[3]s has (the release's own migration guide says how), or accept the loss: kubectl crdver upgrade refuses unless --allow-data-loss; the backup below keeps it", objects(len(losing)), p.next.Name, p.storage)})
+		}
+		if st, ok := recreateStep(p); ok {
+			add(st)
 		}
 		if w := writersToChange(p); w != "" {
 			add(RunbookStep{Phase: PhaseFix, Action: ActionChangeWriters, CRDs: []string{p.next.Name}, Manual: true, Why: w})
@@ -262,7 +272,7 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 	for _, p := range plans {
 		if p.blocked {
 			blocked = append(blocked, p.next.Name)
-			add(RunbookStep{Phase: PhaseFix, Action: ActionFixCRDs, CRDs: []string{p.next.Name}, Manual: true,
+			add(RunbookStep{Phase: PhaseFix, Action: ActionFixCRDs, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindApplyRejected).Manual,
 				Why: fmt.Sprintf("the API server would reject %s as it is in %s: %s", p.next.Name, file, strings.Join(p.it.Apply.Errors, "; "))})
 		}
 	}
@@ -375,12 +385,66 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 
 	// 5. Verify.
 	add(RunbookStep{Phase: PhaseVerify, Action: ActionVerify,
-		Why: "plan of the same release finds nothing breaking (exit 0), and every CRD's status.storedVersions is its storage version only",
+		Why: "plan of the same release exits 0 (nothing breaking, unknown or invalid on re-create: the fix steps above done), and every CRD's status.storedVersions is its storage version only",
 		Commands: []string{
 			fmt.Sprintf("kubectl crdver plan -f %s", file),
 			"kubectl crdver versions --all",
 		}})
 	return steps
+}
+
+// recreateStep is the step for a person about the CRD's objects that are invalid on re-create
+// (decision table: KindInvalidOnRecreate): which objects, the API server's errors, and the
+// commands to look at and edit each, in a version that works before and after the apply when
+// there is one.
+func recreateStep(p *crdPlan) (RunbookStep, bool) {
+	var objs, cmds []string
+	v, both := fixVersion(p)
+	resource := p.next.Spec.Names.Plural + "." + v + "." + p.next.Spec.Group
+	for _, f := range p.it.Objects.Findings {
+		if !slices.Contains(f.kinds(), KindInvalidOnRecreate) {
+			continue
+		}
+		objs = append(objs, objectName(&f)+": "+strings.Join(f.RecreateErrors(), "; "))
+		cmds = append(cmds, getCommand(resource, f), editCommand(resource, f))
+	}
+	if len(objs) == 0 {
+		return RunbookStep{}, false
+	}
+	when := "before or after the apply"
+	if !both {
+		when = fmt.Sprintf("after the apply (the live CRD does not serve %s yet)", v)
+	}
+	why := fmt.Sprintf("%s of %s %s the new schema of %s: the API server accepts %s writes (it ratchets fields that do not change), so the upgrade goes on, but re-creating %s as %s (a restore, a GitOps replace) is rejected with the errors below. Edit each so that it is valid, %s; the verify step passes once none is left",
+		objects(len(objs)), p.next.Name, agree(len(objs), "violates", "violate"), v, agree(len(objs), "its", "their"), agree(len(objs), "it", "them"), agree(len(objs), "it is", "they are"), when)
+	if len(cmds) > 2*objectsShown {
+		cmds = append(cmds[:2*objectsShown:2*objectsShown], fmt.Sprintf("… and %d more (kubectl crdver plan -o json lists them all)", len(objs)-objectsShown))
+	}
+	return RunbookStep{Phase: PhaseFix, Action: ActionFixRecreate, CRDs: []string{p.next.Name}, Target: v, Manual: DecisionFor(KindInvalidOnRecreate).Manual,
+		Objects: capList(objs), Commands: cmds, Why: why}, true
+}
+
+// fixVersion is the version to look at and edit objects in: one the live and the new CRD both
+// serve (the new storage version first), so the commands work before and after the apply
+// (both); else the new storage version, for after the apply.
+func fixVersion(p *crdPlan) (string, bool) {
+	for _, v := range append([]string{p.storage}, crdinfo.VersionNames(p.next)...) {
+		lv, err := crdinfo.Lookup(p.live, v)
+		if err != nil || !lv.Served {
+			continue
+		}
+		if nv, err := crdinfo.Lookup(p.next, v); err == nil && nv.Served {
+			return v, true
+		}
+	}
+	return p.storage, false
+}
+
+func getCommand(resource string, f Finding) string {
+	if f.Namespace == "" {
+		return fmt.Sprintf("kubectl get %s %s -o yaml", resource, f.Name)
+	}
+	return fmt.Sprintf("kubectl get %s %s -n %s -o yaml", resource, f.Name, f.Namespace)
 }
 
 // Remove says whether retire steps also remove the version: not when a deployment tool manages
@@ -407,7 +471,7 @@ func (p *crdPlan) removeWhy(v string) string {
 func itemSteps(steps []RunbookStep) []string {
 	out := []string{}
 	for _, s := range steps {
-		if len(s.Commands) == 0 || s.Action == ActionFixObjects || s.Action == ActionConvertObjects {
+		if len(s.Commands) == 0 || s.Action == ActionFixObjects || s.Action == ActionConvertObjects || s.Action == ActionFixRecreate {
 			out = append(out, "# "+s.Why)
 		}
 		out = append(out, s.Commands...)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // runbookOf plans live → next offline and returns the release runbook of the one item.
@@ -94,5 +96,37 @@ func TestRunbookBlockedCRD(t *testing.T) {
 	}
 	if !slices.Contains(actionsOf(steps), ActionFixCRDs) {
 		t.Errorf("no fix step: %v", actionsOf(steps))
+	}
+}
+
+// Objects invalid on re-create where the live CRD does not serve the new storage version yet:
+// the fix step's commands use that version and say they are for after the apply.
+func TestRunbookInvalidOnRecreateAfterTheApply(t *testing.T) {
+	live := readCRD(t, "testdata/widgets-old.yaml")
+	next := readCRD(t, "testdata/widgets-stricter.yaml")
+	// The live CRD serves v1beta1 only; the release serves v1 only.
+	for i := range live.Spec.Versions {
+		live.Spec.Versions[i].Name = "v1beta1"
+	}
+	live.Status.StoredVersions = []string{"v1beta1"}
+	objs := readObjects(t, "testdata/widgets-objects.yaml")[:1]
+	objs[0].SetAPIVersion("plan.example.com/v1beta1")
+	objs[0].SetName("long-owner")
+	if err := unstructured.SetNestedField(objs[0].Object, strings.Repeat("o", 70), "spec", "owner"); err != nil {
+		t.Fatal(err)
+	}
+	it, err := Plan(context.Background(), live, next, &SliceSource{Objects: objs}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := runbookOf(t, it)
+	i := slices.IndexFunc(steps, func(s RunbookStep) bool { return s.Action == ActionFixRecreate })
+	if i < 0 {
+		t.Fatalf("no fix step: %v (verdict %q, findings %+v)", actionsOf(steps), it.Verdict, it.Objects.Findings)
+	}
+	s := steps[i]
+	if s.Target != "v1" || !strings.Contains(s.Why, "after the apply (the live CRD does not serve v1 yet)") ||
+		!slices.Contains(s.Commands, "kubectl edit widgets.v1.plan.example.com long-owner -n default") {
+		t.Errorf("fix step: %+v", s)
 	}
 }

@@ -146,11 +146,7 @@ func (p *planPrinter) shorten(s string, n int) string {
 
 func (p *planPrinter) item(it *plan.Item) error {
 	w := p.w
-	verdict := it.Verdict
-	if verdict == plan.VerdictStricter {
-		verdict = "stricter for new objects; nothing live breaks"
-	}
-	fmt.Fprintf(w, "%s (%s): %s\n", it.CRD, it.Operation, dash(verdict))
+	fmt.Fprintf(w, "%s (%s): %s\n", it.CRD, it.Operation, dash(plan.VerdictText(it.Verdict)))
 
 	if len(it.BreakingReasons) > 0 {
 		fmt.Fprintln(w, "  Breaking:")
@@ -161,6 +157,12 @@ func (p *planPrinter) item(it *plan.Item) error {
 	if len(it.UnknownReasons) > 0 {
 		fmt.Fprintln(w, "  Unknown (taken as breaking):")
 		for _, r := range it.UnknownReasons {
+			p.bullet(4, r)
+		}
+	}
+	if len(it.InvalidOnRecreateReasons) > 0 {
+		fmt.Fprintln(w, "  Invalid on re-create (for you to fix; not breaking by itself: their writes are accepted):")
+		for _, r := range it.InvalidOnRecreateReasons {
 			p.bullet(4, r)
 		}
 	}

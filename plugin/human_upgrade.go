@@ -5,18 +5,23 @@ import (
 	"io"
 	"strings"
 
+	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
 // printUpgradePlan prints the preflight and the runbook, before anything is written.
 func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
-	t := &table{header: []string{"crd", "operation", "storage", "objects", "findings", "breaking"}}
+	t := &table{header: []string{"crd", "operation", "storage", "objects", "findings", "verdict"}}
 	for _, it := range r.Plan.Items {
 		storage := it.StorageVersion.After
 		if it.StorageVersion.Before != "" && it.StorageVersion.Before != it.StorageVersion.After {
 			storage = it.StorageVersion.Before + " → " + it.StorageVersion.After
 		}
-		t.add(it.CRD, it.Operation, storage, fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total)), fmt.Sprint(len(it.Objects.Findings)), yesNo(it.Breaking))
+		verdict := it.Verdict
+		if verdict == plan.VerdictInvalidOnRecreate {
+			verdict = "invalid on re-create"
+		}
+		t.add(it.CRD, it.Operation, storage, fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total)), fmt.Sprint(len(it.Objects.Findings)), dash(verdict))
 	}
 	if err := t.print(w, noHeaders); err != nil {
 		return err
@@ -46,9 +51,27 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 			writeWrapped(w, "  Refused: "+pf.Reason+". Nothing is written. The runbook below says how to keep the data (backup, then convert or fix the objects).", "    ", 120)
 		}
 	}
+	if len(pf.InvalidOnRecreate) > 0 {
+		fmt.Fprintln(w)
+		writeWrapped(w, fmt.Sprintf("Invalid on re-create: %s the new CRDs reject on re-create (a restore, a GitOps replace), although the API server accepts their writes (it ratchets unchanged fields). The upgrade goes on and applies the release; fixing them is left to you, before or after (the runbook's fix-invalid-on-recreate step):", plural(len(pf.InvalidOnRecreate), "object")), "  ", 120)
+		if err := printObjectErrors(w, pf.InvalidOnRecreate, noHeaders); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(w)
 	printRunbook(w, "Runbook (the whole release, in this order):", r.Plan.Runbook)
 	return nil
+}
+
+// printObjectErrors prints objects with the API server's errors, indented.
+func printObjectErrors(w io.Writer, fs []upgrade.ObjectFinding, noHeaders bool) error {
+	t := &table{header: []string{"crd", "object", "re-create rejected because"}}
+	for _, f := range fs {
+		t.add(f.CRD, objectLabel(f), strings.Join(f.Errors, "; "))
+	}
+	t.maxWidth = terminalWidth - 4
+	t.wrapLastColumn(noHeaders)
+	return printIndented(w, t, noHeaders)
 }
 
 func objectLabel(f upgrade.ObjectFinding) string {
@@ -97,6 +120,12 @@ func printUpgradeResult(w io.Writer, r upgradeResultView, noHeaders bool) error 
 		if len(v.PlanBreaking) == 0 {
 			fmt.Fprintln(w, "plan of the same release: nothing breaking")
 		}
+		if len(v.InvalidOnRecreate) > 0 {
+			writeWrapped(w, fmt.Sprintf("plan of the same release: %s invalid on re-create (left for you; not caused by this upgrade, which rewrites objects unchanged):", plural(len(v.InvalidOnRecreate), "object")), "  ", 120)
+			if err := printObjectErrors(w, v.InvalidOnRecreate, noHeaders); err != nil {
+				return err
+			}
+		}
 	}
 	for _, p := range rep.Warnings {
 		writeWrapped(w, "warning: "+p, "  ", 120)
@@ -104,8 +133,15 @@ func printUpgradeResult(w io.Writer, r upgradeResultView, noHeaders bool) error 
 	for _, p := range rep.Problems {
 		writeWrapped(w, "problem: "+p, "  ", 120)
 	}
-	if rep.Checkpoint != "" && len(rep.Problems) == 0 && rep.Verify != nil {
+	switch rep.Outcome.Result {
+	case upgrade.ResultComplete:
 		fmt.Fprintf(w, "\nUpgrade complete.\n")
+	case upgrade.ResultAppliedRemaining:
+		fmt.Fprintln(w)
+		writeWrapped(w, "Release applied and verified. Left for you: "+strings.Join(rep.Outcome.Remaining, "; "), "  ", 120)
+	case upgrade.ResultNotApplied:
+		fmt.Fprintln(w)
+		writeWrapped(w, "Not applied: "+rep.Outcome.Message, "  ", 120)
 	}
 	return nil
 }

@@ -85,17 +85,19 @@ what applying it does. Nothing is written to the cluster.
 
 Offline (CI, no cluster): --old-file gives the live CRDs and --objects sample objects.
 
-Verdict per CRD: breaking when something live breaks or loses data (the apply is rejected; an
-object loses fields on read or would be rejected on re-create or update; server-side apply
-fails on objects whose managedFields name a removed version; a manager that applies manifests
-still writes a version that is removed or no longer served); unknown when the plan cannot tell
+Verdict per CRD (docs/decision-table.md): breaking when something live breaks or loses data
+(the apply is rejected; an object loses fields on read or its next write would be rejected;
+server-side apply fails on objects whose managedFields name a removed version; a manager that
+applies manifests still writes a version that is removed or no longer served); unknown when the plan cannot tell
 (status.storedVersions not known and a version removed, objects not evaluated or sampled,
-a controller that last wrote a version that goes); stricter when only new objects and changes
-meet stricter rules (added CEL rules, tighter limits, new required fields, changed defaults)
-that no live object violates; safe otherwise.
+a controller that last wrote a version that goes); invalid on re-create when live objects
+violate the new schema but their writes are accepted (the API server ratchets unchanged fields):
+a re-create of them (a restore, a GitOps replace) is rejected, and the runbook has a step to fix
+them; stricter when only new objects and changes meet stricter rules (added CEL rules, tighter
+limits, new required fields, changed defaults) that no live object violates; safe otherwise.
 
-Exit status: 0 safe or stricter; 1 breaking or unknown (and stricter with --fail-on stricter);
-3 could not complete.`,
+Exit status: 0 safe or stricter; 1 breaking, unknown or invalid on re-create (and stricter with
+--fail-on stricter); 3 could not complete.`,
 		Example: planExample,
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),
@@ -274,6 +276,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		report.Runbook = plan.Runbook(report.Items, plan.RunbookOptions{ApplyFile: applyFile})
 	}
 	report.Summarize()
+	report.Summary.ExitCode = report.ExitCode(o.FailOn == "stricter") // the exit status, with --fail-on
 	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
 		return err
 	}
@@ -282,25 +285,33 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if runErr != nil {
 		return o.runError(runErr)
 	}
-	if report.Breaking() {
-		var names []string
-		for _, it := range report.Items {
-			if it.Breaking {
-				names = append(names, it.CRD)
-			}
-		}
-		return ProblemsFound("applying would break, or the plan cannot tell: %s (see above)", strings.Join(names, ", "))
-	}
-	if o.FailOn == "stricter" && report.Stricter() {
-		var names []string
-		for _, it := range report.Items {
-			if it.Verdict == plan.VerdictStricter {
-				names = append(names, it.CRD)
-			}
-		}
-		return ProblemsFound("applying makes rules stricter for new objects (--fail-on stricter): %s (see above)", strings.Join(names, ", "))
+	failOnStricter := o.FailOn == "stricter"
+	if report.ExitCode(failOnStricter) != 0 {
+		return ProblemsFound("%s", planExitText(report, failOnStricter))
 	}
 	return nil
+}
+
+// planExitText is the last line of a plan that exits 1: the CRDs by verdict, in the decision
+// table's words (docs/decision-table.md).
+func planExitText(r *plan.Report, failOnStricter bool) string {
+	byVerdict := map[string][]string{}
+	for _, it := range r.Items {
+		if plan.ExitCode(it.Verdict, failOnStricter) != 0 {
+			byVerdict[it.Verdict] = append(byVerdict[it.Verdict], it.CRD)
+		}
+	}
+	var parts []string
+	if n := append(byVerdict[plan.VerdictBreaking], byVerdict[plan.VerdictUnknown]...); len(n) > 0 {
+		parts = append(parts, "applying would break, or the plan cannot tell: "+strings.Join(n, ", "))
+	}
+	if n := byVerdict[plan.VerdictInvalidOnRecreate]; len(n) > 0 {
+		parts = append(parts, "objects are invalid on re-create (the release applies; fix them, the runbook says how): "+strings.Join(n, ", "))
+	}
+	if n := byVerdict[plan.VerdictStricter]; len(n) > 0 {
+		parts = append(parts, "applying makes rules stricter for new objects (--fail-on stricter): "+strings.Join(n, ", "))
+	}
+	return strings.Join(parts, "; ") + " (see above)"
 }
 
 func (o *PlanOptions) runError(err error) error {

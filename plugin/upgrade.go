@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -75,9 +76,15 @@ It asks once before the first write unless --yes; --dry-run prints the runbook a
 only. Interrupted (Ctrl-C), it is resumed by running the same command again: steps found done in
 the live state or in its checkpoint are not done again, and the first backup is kept.
 
-Exit codes: 0 the release is applied and verified (or --dry-run: nothing would be refused);
-1 refused by the preflight (nothing written) or the release is not complete (said why);
-2 usage; 3 could not complete (forbidden, unreachable, interrupted: run it again to resume).`,
+Objects the new CRDs reject on re-create although their writes are accepted (the API server
+ratchets unchanged fields) do not stop it: they are listed before the first write and again at
+the end, as left for you (the runbook's fix-invalid-on-recreate step says how to fix them).
+
+Exit codes (docs/decision-table.md): 0 the release is applied and verified, nothing left (or
+--dry-run: nothing would be refused or left); 1 refused by the preflight (nothing written), the
+release is not complete (said why), or the release is applied and verified and objects are
+left for you to fix (the last line says which); 2 usage; 3 could not complete (forbidden,
+unreachable, interrupted: run it again to resume).`,
 		Example: upgradeExample,
 		Args:    cobra.NoArgs,
 		RunE:    runE(o),
@@ -168,7 +175,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		uo.DryRun = true
 		p, err := upgrade.PlanRelease(ctx, c, uo)
 		if err != nil {
-			return o.runError(ctx, err)
+			return o.runError(ctx, err, nil)
 		}
 		inter := upgrade.Intermediates(p)
 		if len(inter) == 0 {
@@ -210,24 +217,35 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return o.runError(ctx, err)
+		return o.runError(ctx, err, rep)
 	}
-	if o.DryRun {
-		if rep.Preflight.Refused {
-			return ProblemsFound("the upgrade would be refused: %s (--dry-run: nothing was written)", rep.Preflight.Reason)
-		}
+	// The exit status and the last line are the decision table's (upgrade.Report.Outcome).
+	out := rep.Outcome
+	if o.DryRun && out.ExitCode == 0 {
 		return o.printer.PrintPart(o.g.Out, dryRunNote{})
 	}
-	if len(rep.Problems) > 0 {
-		return ProblemsFound("the upgrade is not complete: %s", strings.Join(rep.Problems, "; "))
+	if out.ExitCode != 0 {
+		return &ExitError{Code: out.ExitCode, Err: errors.New(out.Message)}
 	}
 	return nil
 }
 
-func (o *UpgradeOptions) runError(ctx context.Context, err error) error {
+func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.Report) error {
 	switch {
 	case errors.Is(err, upgrade.ErrRefused):
-		return ProblemsFound("%v (--allow-data-loss, --skip-invalid to go on anyway)", err)
+		// Only the flags that make this refusal go on (the decision table's overrides).
+		var flags []string
+		if rep != nil {
+			for _, k := range rep.Outcome.Refusals {
+				if d := plan.DecisionFor(k); d.Override != "" && !slices.Contains(flags, "--"+d.Override) {
+					flags = append(flags, "--"+d.Override)
+				}
+			}
+		}
+		if len(flags) == 0 {
+			return ProblemsFound("%v", err)
+		}
+		return ProblemsFound("%v (%s to go on anyway)", err, strings.Join(flags, ", "))
 	case errors.Is(err, upgrade.ErrNotConfirmed):
 		return Unavailable(errors.New("nothing was written: not confirmed (use --yes to skip the question)"))
 	case errors.Is(err, upgrade.ErrInterrupted), ctx.Err() != nil:

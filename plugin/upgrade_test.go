@@ -400,6 +400,9 @@ func TestUpgradeRefusesDataLoss(t *testing.T) {
 	}
 	mustContain(t, "refusal", res.stdout, "w-legacy", "spec.legacy")
 	mustContain(t, "refusal", res.stderr, "nothing was written", "--allow-data-loss")
+	if strings.Contains(res.stderr, "--skip-invalid") {
+		t.Errorf("the refusal names --skip-invalid, which does not help with data loss: %s", res.stderr)
+	}
 	if after := r.snapshot(t); !mapsEqual(before, after) {
 		t.Errorf("the refused upgrade wrote: before %v after %v", before, after)
 	}

@@ -105,6 +105,10 @@ type Report struct {
 	// Warnings are what the user must still do that does not keep the release from being
 	// applied (e.g. change GitOps manifests that write a removed version).
 	Warnings []string `json:"warnings"`
+	// Outcome is how the run ended, by the decision table (docs/decision-table.md): the
+	// result, whether the release is applied and verified, what remains for the user, the exit
+	// status and the last line.
+	Outcome Outcome `json:"outcome"`
 }
 
 // Preflight is what the objects would suffer under the release.
@@ -115,6 +119,10 @@ type Preflight struct {
 	Rejected []ObjectFinding `json:"rejected"`
 	// Unknown: what the checks could not evaluate (refused like a loss).
 	Unknown []string `json:"unknown"`
+	// InvalidOnRecreate: objects the new CRDs reject on re-create although their writes are
+	// accepted (the API server ratchets unchanged fields), with the server's errors. They do
+	// not stop the upgrade: they are left for the user (decision table), listed again by verify.
+	InvalidOnRecreate []ObjectFinding `json:"invalidOnRecreate"`
 	// BlockedCRDs: CRDs the API server would reject for a reason no step removes.
 	BlockedCRDs []string `json:"blockedCRDs"`
 	// Refused: the run stops before writing because of the above (without the flags that
@@ -134,6 +142,9 @@ type ObjectFinding struct {
 	Errors []string `json:"errors,omitempty"`
 	// Unknown: what could not be evaluated (no object named), as the check says it.
 	Unknown []string `json:"unknown,omitempty"`
+	// ReportedInPreflight: (verify's findings) the object was listed by this run's preflight,
+	// before the first write.
+	ReportedInPreflight bool `json:"reportedInPreflight,omitempty"`
 }
 
 // Backup is where the backup went.
@@ -162,8 +173,51 @@ type StepResult struct {
 // Verify is the check after the apply.
 type Verify struct {
 	CRDs []VerifyCRD `json:"crds"`
-	// PlanBreaking lists the CRDs that plan of the same release still finds breaking.
+	// PlanBreaking lists the CRDs that plan of the same release still finds breaking or
+	// unknown: what this upgrade left undone (the release is not complete).
 	PlanBreaking []string `json:"planBreaking"`
+	// InvalidOnRecreate are the objects plan of the same release finds invalid on re-create:
+	// not left undone by the upgrade (it rewrites objects unchanged) but the user's to fix.
+	InvalidOnRecreate []ObjectFinding `json:"invalidOnRecreate"`
+}
+
+// Results of an upgrade (Outcome.Result).
+const (
+	// ResultComplete: the release is applied and verified, nothing is left (exit 0).
+	ResultComplete = "complete"
+	// ResultAppliedRemaining: the release is applied and verified; findings reported before
+	// the first write remain for the user (Outcome.Remaining; exit 1).
+	ResultAppliedRemaining = "applied-with-remaining"
+	// ResultNotComplete: something this upgrade should have done is not done (Report.Problems;
+	// exit 1).
+	ResultNotComplete = "not-complete"
+	// ResultRefused: the preflight refused before any write (exit 1).
+	ResultRefused = "refused"
+	// ResultNotApplied: the storage steps are done; the release's apply was not asked for, or
+	// is a deployment tool's (exit 0).
+	ResultNotApplied = "not-applied"
+	// ResultDryRun: nothing was written (exit 1 when the run would be refused or would leave
+	// findings to the user, 0 otherwise).
+	ResultDryRun = "dry-run"
+	// ResultStopped: not confirmed, interrupted, or the cluster failed (exit 3).
+	ResultStopped = "stopped"
+)
+
+// Outcome is how an upgrade ended, by the decision table.
+type Outcome struct {
+	Result string `json:"result"`
+	// Applied: the release's apply is done (by this run or an earlier one of it).
+	Applied bool `json:"applied"`
+	// Verified: the verification after the apply found nothing this upgrade left undone.
+	Verified bool `json:"verified"`
+	// Refusals are the finding kinds the preflight refused for (plan.Kind values).
+	Refusals []plan.Kind `json:"refusals,omitempty"`
+	// Remaining: what the user must still do, one sentence each, with the command to see it.
+	Remaining []string `json:"remaining"`
+	// ExitCode is the command's exit status: 0 complete, 1 the user must act, 3 stopped.
+	ExitCode int `json:"exitCode"`
+	// Message is the command's last line.
+	Message string `json:"message"`
 }
 
 // VerifyCRD is the state of one CRD after the upgrade.

@@ -81,10 +81,8 @@ func PlanRelease(ctx context.Context, c *migrate.Clients, o Options) (*plan.Repo
 	return rep, nil
 }
 
-// Run plans the release, preflights it and, unless DryRun or refused, carries out its runbook.
-// The error says what stopped the run (ErrRefused, ErrNotConfirmed, ErrInterrupted, access,
-// the cluster); what keeps the release from being complete is in Report.Problems.
-func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
+// runUpgrade is Run without the outcome (outcome.go).
+func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 	if o.FieldManager == "" {
 		o.FieldManager = plan.FieldManager
 	}
@@ -131,6 +129,7 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 	r.rep.Plan = p
 	r.items = p.Items
 	r.preflight(ctx)
+	r.invalidOnRecreate()
 	for _, s := range p.Runbook {
 		r.rep.Steps = append(r.rep.Steps, StepResult{RunbookStep: s, State: StatePending})
 	}
@@ -384,6 +383,8 @@ func (r *runner) run(ctx context.Context) error {
 		switch s.Action {
 		case plan.ActionFixObjects:
 			s.State, s.Detail = StateSkipped, "invalid objects skipped: they fail the rewrite and keep status.storedVersions untrimmed"
+		case plan.ActionFixRecreate:
+			s.State, s.Detail = StateManual, r.recreateDetail(s)
 		case plan.ActionConvertObjects:
 			s.State, s.Detail = StateSkipped, "data loss accepted: the backup keeps the fields"
 		case plan.ActionChangeWriters:

@@ -1,0 +1,196 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/plan"
+)
+
+// Run plans the release, preflights it and, unless DryRun or refused, carries out its runbook.
+// The error says what stopped the run (ErrRefused, ErrNotConfirmed, ErrInterrupted, access,
+// the cluster); what keeps the release from being complete is in Report.Problems, and how the
+// run ended — by the decision table (plan.Decisions) — in Report.Outcome.
+func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
+	rep, err := runUpgrade(ctx, c, o)
+	if rep != nil {
+		if rep.Preflight.InvalidOnRecreate == nil {
+			rep.Preflight.InvalidOnRecreate = []ObjectFinding{}
+		}
+		rep.Outcome = decide(rep, err, o)
+	}
+	return rep, err
+}
+
+// invalidOnRecreate lists, before the first write, the objects the release's CRDs reject on
+// re-create although their writes are accepted: not a reason to refuse (decision table), but
+// what the user is told now and again at the end.
+func (r *runner) invalidOnRecreate() {
+	pf := &r.rep.Preflight
+	pf.InvalidOnRecreate = []ObjectFinding{}
+	for i := range r.items {
+		it := &r.items[i]
+		for _, f := range it.Objects.Findings {
+			if f.InvalidOnRecreate() {
+				pf.InvalidOnRecreate = append(pf.InvalidOnRecreate, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: f.RecreateErrors()})
+			}
+		}
+	}
+}
+
+// recreateDetail is what the upgrade says of the runbook's step for objects invalid on
+// re-create: it is the user's, before or after the apply.
+func (r *runner) recreateDetail(s *StepResult) string {
+	n := 0
+	for _, f := range r.rep.Preflight.InvalidOnRecreate {
+		for _, c := range s.CRDs {
+			if f.CRD == c {
+				n++
+			}
+		}
+	}
+	return fmt.Sprintf("for you to do, before or after the apply: %s invalid on re-create (the upgrade goes on; listed at the end)", countObjects(n))
+}
+
+// verifyPlan sorts what plan of the same release finds after the apply, by the decision
+// table: findings the upgrade leaves to the user (objects invalid on re-create, whether or
+// not its preflight listed them) are what remains; any other finding that makes plan exit 1 is
+// something this upgrade left undone.
+func (r *runner) verifyPlan(v *Verify, after *plan.Report) {
+	for _, it := range after.Items {
+		undone := false
+		for _, k := range it.Kinds {
+			d := plan.DecisionFor(k)
+			if d.Upgrade != plan.UpgradeLeavesToUser && d.PlanExit != 0 {
+				undone = true
+			}
+		}
+		if undone {
+			v.PlanBreaking = append(v.PlanBreaking, it.CRD)
+		}
+		for _, f := range it.Objects.Findings {
+			if !f.InvalidOnRecreate() {
+				continue
+			}
+			of := ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: f.RecreateErrors()}
+			for _, p := range r.rep.Preflight.InvalidOnRecreate {
+				if sameObject(p)(of) {
+					of.ReportedInPreflight = true
+				}
+			}
+			v.InvalidOnRecreate = append(v.InvalidOnRecreate, of)
+		}
+	}
+	if len(v.PlanBreaking) > 0 {
+		r.problem("plan of the same release still finds breaking changes for %s (kubectl crdver plan -f %s)", strings.Join(v.PlanBreaking, ", "), r.o.ApplyFile)
+	}
+}
+
+// decide is the outcome of a run by the decision table: the result, the exit status and the
+// last line.
+func decide(rep *Report, err error, o Options) Outcome {
+	out := Outcome{Remaining: []string{}}
+	for _, s := range rep.Steps {
+		if s.Action == plan.ActionApply && (s.State == StateDone || s.State == StateAlready) {
+			out.Applied = true
+		}
+	}
+	out.Verified = out.Applied && rep.Verify != nil && len(rep.Problems) == 0
+	pf := rep.Preflight
+	// What remains for the user: the objects invalid on re-create (verify's list once the
+	// release is applied, the preflight's before).
+	left := pf.InvalidOnRecreate
+	if rep.Verify != nil {
+		left = rep.Verify.InvalidOnRecreate
+	}
+	if len(left) > 0 {
+		out.Remaining = append(out.Remaining, fmt.Sprintf("%s invalid on re-create (%s): writes are accepted, a re-create (a restore, a GitOps replace) is rejected; kubectl crdver plan -f %s lists them with the API server's errors and the runbook step that fixes them",
+			countObjects(len(left)), objectNames(left), o.ApplyFile))
+	}
+	userExit := 0
+	if len(left) > 0 {
+		userExit = plan.DecisionFor(plan.KindInvalidOnRecreate).UpgradeExit
+	}
+
+	switch {
+	case errors.Is(err, ErrRefused):
+		out.Result, out.ExitCode = ResultRefused, 0
+		add := func(k plan.Kind) {
+			out.Refusals = append(out.Refusals, k)
+			out.ExitCode = max(out.ExitCode, plan.DecisionFor(k).UpgradeExit)
+		}
+		if len(pf.BlockedCRDs) > 0 {
+			add(plan.KindApplyRejected)
+		}
+		if len(pf.DataLoss) > 0 && !o.AllowDataLoss {
+			add(plan.KindDataLoss)
+		}
+		if len(pf.Rejected) > 0 && !o.SkipInvalid {
+			add(plan.KindRejectedWrite)
+		}
+		if len(pf.Unknown) > 0 && !o.AllowDataLoss {
+			add(plan.KindUnknown)
+		}
+		if out.ExitCode == 0 {
+			out.ExitCode = 1 // refused for a reason no override removes (the preflight could not complete)
+		}
+		out.Message = fmt.Sprintf("%v", err)
+	case err != nil:
+		out.Result, out.ExitCode, out.Message = ResultStopped, 3, err.Error()
+	case o.DryRun:
+		out.Result = ResultDryRun
+		switch {
+		case pf.Refused:
+			out.ExitCode, out.Message = 1, fmt.Sprintf("the upgrade would be refused: %s (dry run: nothing was written)", pf.Reason)
+		case len(left) > 0:
+			out.ExitCode, out.Message = userExit, fmt.Sprintf("the upgrade would apply the release and leave %s to you (dry run: nothing was written)", strings.Join(out.Remaining, "; "))
+		default:
+			out.Message = "dry run: nothing was written"
+		}
+	case len(rep.Problems) > 0:
+		out.Result, out.ExitCode = ResultNotComplete, 1
+		state := "the release is not applied"
+		if out.Applied {
+			state = "the release is applied but not verified"
+		}
+		out.Message = fmt.Sprintf("the upgrade is not complete (%s): %s", state, strings.Join(rep.Problems, "; "))
+	case !out.Applied:
+		out.Result = ResultNotApplied
+		out.Message = "the storage steps are done; the release was not applied by this command"
+		for _, s := range rep.Steps {
+			if (s.Action == plan.ActionApply || s.Action == plan.ActionToolApply) && s.Detail != "" {
+				out.Message += ": " + s.Detail
+			}
+		}
+		if len(left) > 0 {
+			out.ExitCode = userExit
+			out.Message += "; left for you: " + strings.Join(out.Remaining, "; ")
+		}
+	case len(left) > 0:
+		out.Result, out.ExitCode = ResultAppliedRemaining, userExit
+		out.Message = "the release is applied and verified; left for you: " + strings.Join(out.Remaining, "; ")
+	default:
+		out.Result, out.Message = ResultComplete, "Upgrade complete: the release is applied and verified."
+	}
+	return out
+}
+
+// objectNames names up to three objects (crd namespace/name) and counts the others.
+func objectNames(fs []ObjectFinding) string {
+	var names []string
+	for i, f := range fs {
+		if i == 3 {
+			names = append(names, fmt.Sprintf("and %d more", len(fs)-3))
+			break
+		}
+		n := f.Name
+		if f.Namespace != "" {
+			n = f.Namespace + "/" + n
+		}
+		names = append(names, f.CRD+" "+n)
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,58 @@
+package upgrade
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/crdver/kubectl-crdver/plan"
+)
+
+// TestDecide: how a run ends, by the decision table (pure logic; the runs themselves are
+// tested on the real API server in plugin/recreate_test.go and plugin/upgrade_test.go).
+func TestDecide(t *testing.T) {
+	invalid := []ObjectFinding{{CRD: "sources.example.com", Namespace: "default", Name: "bad", Errors: []string{"spec.url: Required value"}}}
+	applied := []StepResult{{RunbookStep: plan.RunbookStep{Action: plan.ActionApply}, State: StateDone}, {RunbookStep: plan.RunbookStep{Action: plan.ActionVerify}, State: StateDone}}
+	notApplied := []StepResult{{RunbookStep: plan.RunbookStep{Action: plan.ActionApply}, State: StateSkipped, Detail: "not asked"}}
+	refused := fmt.Errorf("%w: 1 object would lose fields; nothing was written", ErrRefused)
+	for _, c := range []struct {
+		name     string
+		rep      Report
+		err      error
+		o        Options
+		result   string
+		code     int
+		refusals []plan.Kind
+		message  string
+	}{
+		{name: "complete", rep: Report{Steps: applied, Verify: &Verify{}}, result: ResultComplete, code: 0, message: "Upgrade complete"},
+		{name: "applied, objects left", rep: Report{Steps: applied, Preflight: Preflight{InvalidOnRecreate: invalid}, Verify: &Verify{InvalidOnRecreate: invalid}},
+			o: Options{ApplyFile: "rel/"}, result: ResultAppliedRemaining, code: 1, message: "the release is applied and verified; left for you: 1 object invalid on re-create (sources.example.com default/bad)"},
+		{name: "fixed during the run", rep: Report{Steps: applied, Preflight: Preflight{InvalidOnRecreate: invalid}, Verify: &Verify{}}, result: ResultComplete, code: 0},
+		{name: "not complete after the apply", rep: Report{Steps: applied, Verify: &Verify{}, Problems: []string{"x: storedVersions not trimmed"}},
+			result: ResultNotComplete, code: 1, message: "the upgrade is not complete (the release is applied but not verified): x"},
+		{name: "refused for data loss", rep: Report{Preflight: Preflight{DataLoss: invalid, Refused: true}}, err: refused,
+			result: ResultRefused, code: 1, refusals: []plan.Kind{plan.KindDataLoss}},
+		{name: "refused, nothing an option changes", rep: Report{Preflight: Preflight{Refused: true}}, err: refused, result: ResultRefused, code: 1},
+		{name: "dry run, objects left", rep: Report{Preflight: Preflight{InvalidOnRecreate: invalid}}, o: Options{DryRun: true},
+			result: ResultDryRun, code: 1, message: "the upgrade would apply the release and leave 1 object invalid on re-create"},
+		{name: "dry run", o: Options{DryRun: true}, result: ResultDryRun, code: 0},
+		{name: "no apply, objects left", rep: Report{Steps: notApplied, Preflight: Preflight{InvalidOnRecreate: invalid}}, o: Options{NoApply: true},
+			result: ResultNotApplied, code: 1, message: "the release was not applied by this command: not asked; left for you"},
+		{name: "interrupted", err: fmt.Errorf("%w: before step 2", ErrInterrupted), result: ResultStopped, code: 3},
+		{name: "not confirmed", err: ErrNotConfirmed, result: ResultStopped, code: 3},
+		{name: "cluster", err: errors.New("connection refused"), result: ResultStopped, code: 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := decide(&c.rep, c.err, c.o)
+			if out.Result != c.result || out.ExitCode != c.code || !slices.Equal(out.Refusals, c.refusals) || !strings.Contains(out.Message, c.message) {
+				t.Errorf("outcome %+v, want result %s exit %d refusals %v message containing %q", out, c.result, c.code, c.refusals, c.message)
+			}
+			if (out.Result == ResultAppliedRemaining) != (out.Applied && out.Verified && len(out.Remaining) > 0) {
+				t.Errorf("applied %v verified %v remaining %q for %s", out.Applied, out.Verified, out.Remaining, out.Result)
+			}
+		})
+	}
+}
