@@ -333,6 +333,9 @@ func (r *Rewriter) checkManagers(before, after *unstructured.Unstructured) {
 	}
 	var lost []string
 	for _, e := range before.GetManagedFields() {
+		if ownership.Vanished(e, after.Object) {
+			continue // it owned only fields the object no longer holds (a consented loss)
+		}
 		if id := managerID(e); !have[id] && !slices.Contains(lost, id) {
 			lost = append(lost, id)
 		}

@@ -115,7 +115,7 @@ func TestMessagesNameRealFlags(t *testing.T) {
 		return ""
 	}
 	checked := 0
-	for _, dir := range []string{".", "../convert", "../migrate", "../explain", "../preview", "../crd", "../crdschema", "../manifest", "../ownership", "../upgrade", "../preflight", "../kubeversion"} {
+	for _, dir := range []string{".", "../convert", "../migrate", "../explain", "../preview", "../crd", "../crdschema", "../manifest", "../ownership", "../upgrade", "../preflight", "../kubeversion", "../restore"} {
 		library := dir != "."
 		for file, lits := range stringLiterals(t, dir) {
 			file = strings.TrimPrefix(file, "./")

@@ -75,6 +75,8 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 		return printPlanReport(w, r, p.wide, p.noHeaders)
 	case upgradePlanView:
 		return printUpgradePlan(w, r.rep, p.noHeaders)
+	case restoreView:
+		return printRestoreReport(w, r.rep, p.noHeaders)
 	case upgradeResultView:
 		return printUpgradeResult(w, r, p.noHeaders)
 	case *retire.Plan:

@@ -75,6 +75,7 @@ to an object, and how to get rid of an old version safely.`,
 		NewCmdPlan(g),
 		NewCmdRetire(g),
 		NewCmdUpgrade(g),
+		NewCmdRestore(g),
 		NewCmdDoctor(g),
 	)
 	flagNotesToStderr(cmd, streams.ErrOut)

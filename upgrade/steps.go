@@ -37,6 +37,9 @@ type state struct {
 	Done             []string `json:"done"`
 	DataLossFound    bool     `json:"dataLossFound"`
 	DataLossAccepted bool     `json:"dataLossAccepted"`
+	// Complete: the run applied the release and ran to its end. A later run of the same
+	// release (after going back to another one) starts afresh, with a backup of its own.
+	Complete bool `json:"complete,omitempty"`
 }
 
 // DefaultCheckpointPath is the upgrade's state file for a release (its CRD names) on the

@@ -111,7 +111,7 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 		if err != nil {
 			return r.rep, err
 		}
-		if cp != nil && cp.Release == releaseKey(c.Server, o.Next) {
+		if cp != nil && cp.Release == releaseKey(c.Server, o.Next) && !cp.Complete {
 			r.cp, r.rep.Resumed = cp, true
 			if o.BackupFile == "" || cp.Backup != nil {
 				o.BackupFile = cp.BackupFile
@@ -160,6 +160,14 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 		return r.rep, err
 	}
 	err = r.run(ctx)
+	if err == nil && slices.ContainsFunc(r.rep.Steps, func(s StepResult) bool { return s.Action == plan.ActionApply && s.State == StateDone }) {
+		// Nothing left to resume: the next run of this release is a new upgrade (e.g. after
+		// `upgrade -f OLD` took the cluster back), which must not reuse this backup.
+		r.cp.Complete = true
+		if serr := r.save(); serr != nil {
+			err = serr
+		}
+	}
 	for i := range r.rep.Steps {
 		if r.rep.Steps[i].State == StatePending {
 			r.rep.Steps[i].State = StateNotRun

@@ -1,0 +1,698 @@
+// Package restore puts back, from an upgrade's backup file, the objects and fields the upgrade
+// dropped with consent, onto the CRDs in place now.
+//
+// The backup (upgrade's backup step) holds every object at every version that held its data,
+// one YAML document per object and version, at versions the live CRDs may no longer serve.
+// For each backup document, Run:
+//
+//  1. finds the live CRD of its group and kind and a served version to write it at: with
+//     conversion None, the object is relabelled to each served version and the API server's
+//     own create path (preview: pruning in that version and in the storage version, defaults)
+//     says what that version keeps; the version that keeps the most wins (the storage version,
+//     then priority order, on a tie). With a webhook, the backup's own version when it is still
+//     served (the API server converts through the webhook);
+//  2. reads the live object at that version and compares every field of the backup (spec and
+//     every other top-level field but status, each label and annotation) with it: a field
+//     missing live is restored; a field with the same value is unchanged; a field with
+//     another value changed since the backup: a conflict, left alone (the whole object is left
+//     alone) unless Force;
+//  3. sends the write (a JSON merge patch of the restored fields with the live
+//     resourceVersion, as field manager FieldManager: no other manager's managedFields entry
+//     is touched) first as a server-side dry run, checks that the server's answer holds every
+//     restored field, and then (unless DryRun) for real;
+//  4. an object deleted since the backup is re-created only when Recreate is set.
+//
+// Fields no served version can hold are reported by path (NotHeld), never dropped silently.
+// Memory holds one backup document at a time, plus a short outcome per document.
+package restore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/manifest"
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/preview"
+)
+
+// FieldManager is the default field manager of the restore's writes.
+const FieldManager = "kubectl-crdver-restore"
+
+// Outcome states.
+const (
+	StateRestored  = "restored"
+	StateRecreated = "re-created"
+	StateUnchanged = "unchanged"
+	StateConflict  = "conflict"
+	StateMissing   = "missing"
+	StateNotHeld   = "cannot hold fields"
+	StateFailed    = "failed"
+)
+
+// ErrNotConfirmed: Confirm said no; nothing was written.
+var ErrNotConfirmed = errors.New("not confirmed")
+
+// Options of a restore.
+type Options struct {
+	// Files are the backup files (as manifest.EachDocument reads them); Stdin is what "-" reads.
+	Files []string
+	Stdin io.Reader
+	// DryRun sends every write as a server-side dry run only.
+	DryRun bool
+	// Force overwrites fields whose live value changed since the backup.
+	Force bool
+	// Recreate re-creates objects deleted since the backup.
+	Recreate bool
+	// FieldManager of the writes ("" is FieldManager).
+	FieldManager string
+	// Confirm is asked after the dry-run pass, before the first write (not with DryRun);
+	// nil means yes.
+	Confirm func(*Report) (bool, error)
+	// OnObject is called after each backup document (progress).
+	OnObject func(Outcome)
+}
+
+// Report is what a restore found and did. Its JSON form is `kubectl crdver restore -o json`.
+type Report struct {
+	// DryRun: every write was a server-side dry run (nothing changed).
+	DryRun bool `json:"dryRun"`
+	// Objects are the backup's documents (one per object and backed-up version), in file order.
+	Objects []Outcome `json:"objects"`
+	// Counts per state.
+	Counts map[string]int `json:"counts"`
+}
+
+// Outcome is what became of one backup document.
+type Outcome struct {
+	// APIVersion is the backup document's (the version it was backed up at).
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+	CRD        string `json:"crd,omitempty"`
+	// Version is the served version the object was compared and written at.
+	Version string `json:"version,omitempty"`
+	State   string `json:"state"`
+	// Restored are the fields written back (all of them for a re-created object).
+	Restored []string `json:"restored"`
+	// Overwritten are fields whose live value changed since the backup, overwritten (Force).
+	Overwritten []string `json:"overwritten"`
+	// Conflicts are fields whose live value differs from the backup's.
+	Conflicts []string `json:"conflicts"`
+	// NotHeld are fields of the backup no served version of the live CRD holds.
+	NotHeld []string `json:"notHeld"`
+	// Reason says why, for conflict, missing, failed and cannot-hold.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Incomplete: something of the backup is not in the cluster after this outcome.
+func (o Outcome) Incomplete() bool {
+	switch o.State {
+	case StateConflict, StateMissing, StateFailed, StateNotHeld:
+		return true
+	}
+	return len(o.NotHeld) > 0
+}
+
+// Incomplete counts the outcomes that leave something of the backup out of the cluster.
+func (r *Report) Incomplete() int {
+	n := 0
+	for _, o := range r.Objects {
+		if o.Incomplete() {
+			n++
+		}
+	}
+	return n
+}
+
+// Run restores the backup: a dry-run pass over the whole file, Confirm, then (unless DryRun)
+// the pass that writes. The report is the last pass's.
+func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
+	if o.FieldManager == "" {
+		o.FieldManager = FieldManager
+	}
+	r := &runner{c: c, o: o, crds: map[schema.GroupKind]*crdEntry{}}
+	if err := r.loadCRDs(ctx); err != nil {
+		return nil, err
+	}
+	rep, err := r.pass(ctx, true)
+	if err != nil || o.DryRun {
+		return rep, err
+	}
+	if o.Confirm != nil {
+		ok, err := o.Confirm(rep)
+		if err != nil {
+			return rep, err
+		}
+		if !ok {
+			return rep, ErrNotConfirmed
+		}
+	}
+	return r.pass(ctx, false)
+}
+
+type crdEntry struct {
+	crd  *apiextensionsv1.CustomResourceDefinition
+	prev *preview.Previewer
+	err  error
+}
+
+type runner struct {
+	c    *migrate.Clients
+	o    Options
+	crds map[schema.GroupKind]*crdEntry
+}
+
+// loadCRDs lists the cluster's CRDs once.
+func (r *runner) loadCRDs(ctx context.Context) error {
+	list, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing CustomResourceDefinitions: %w", err)
+	}
+	for i := range list.Items {
+		crd := &list.Items[i]
+		r.crds[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = &crdEntry{crd: crd}
+	}
+	return nil
+}
+
+func (r *runner) pass(ctx context.Context, dry bool) (*Report, error) {
+	rep := &Report{DryRun: dry, Objects: []Outcome{}, Counts: map[string]int{}}
+	err := manifest.EachDocument(ctx, r.o.Files, manifest.Options{Stdin: r.o.Stdin}, func(d manifest.Document) error {
+		if err := ctx.Err(); err != nil {
+			return err // Ctrl-C: stop before the next object
+		}
+		if d.Kind == "" || d.APIVersion == "" {
+			return nil
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(d.JSON); err != nil {
+			return &manifest.InputError{Err: fmt.Errorf("%s: not an object: %w", d.Where(), err)}
+		}
+		out, err := r.one(ctx, u, dry)
+		if err != nil {
+			return err
+		}
+		rep.Objects = append(rep.Objects, out)
+		rep.Counts[out.State]++
+		if r.o.OnObject != nil {
+			r.o.OnObject(out)
+		}
+		return nil
+	})
+	return rep, err
+}
+
+// one restores one backup document; an error stops the run (the cluster cannot be reached,
+// the request is not authorized, the context is done).
+func (r *runner) one(ctx context.Context, b *unstructured.Unstructured, dry bool) (Outcome, error) {
+	gvk := b.GroupVersionKind()
+	out := Outcome{APIVersion: b.GetAPIVersion(), Kind: gvk.Kind, Namespace: b.GetNamespace(), Name: b.GetName(),
+		Restored: []string{}, Overwritten: []string{}, Conflicts: []string{}, NotHeld: []string{}}
+	e := r.crds[gvk.GroupKind()]
+	if e == nil {
+		out.State, out.Reason = StateFailed, fmt.Sprintf("no CustomResourceDefinition of the cluster has kind %s in group %s", gvk.Kind, gvk.Group)
+		return out, nil
+	}
+	out.CRD = e.crd.Name
+	clean := cleaned(b)
+	target, err := r.choose(ctx, e, clean, gvk.Version)
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+	if err != nil {
+		out.State, out.Reason = StateFailed, err.Error()
+		return out, nil
+	}
+	out.Version = target.version
+	out.NotHeld = target.notHeld
+	for attempt := 0; ; attempt++ {
+		err := r.write(ctx, e.crd, target, clean, &out, dry)
+		if apierrors.IsConflict(err) && attempt < 4 {
+			out.Restored, out.Overwritten, out.Conflicts, out.NotHeld = []string{}, []string{}, []string{}, target.notHeld
+			continue // the object changed between our read and write: compare again
+		}
+		if err != nil {
+			if fatal(ctx, err) {
+				return out, err
+			}
+			out.State, out.Reason = StateFailed, err.Error()
+		}
+		break
+	}
+	if out.State == StateUnchanged && len(out.NotHeld) > 0 {
+		out.State = StateNotHeld
+	}
+	if len(out.NotHeld) > 0 && out.Reason == "" {
+		out.Reason = fmt.Sprintf("no served version of %s holds %s", e.crd.Name, strings.Join(out.NotHeld, ", "))
+	}
+	return out, nil
+}
+
+// fatal errors stop the run: the context is done, the cluster cannot be reached or the
+// credentials are refused. Others (rejected, admission) are the object's outcome.
+func fatal(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return true
+	}
+	return apierrors.IsUnauthorized(err) || apierrors.IsServiceUnavailable(err)
+}
+
+// target is the version a backup document is written at and what it holds there.
+type target struct {
+	version string
+	// held is the object as that version holds it (server-like: pruned, defaulted); nil when
+	// preview could not say (the server's dry run decides).
+	held    map[string]any
+	notHeld []string
+}
+
+// cleaned is the backup object without status and without server-set metadata: what a
+// restore may write (apiVersion, kind, name, namespace, labels, annotations, the rest).
+func cleaned(b *unstructured.Unstructured) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	for k, v := range b.Object {
+		if k != "metadata" && k != "status" {
+			u.Object[k] = v
+		}
+	}
+	md := map[string]any{"name": b.GetName()}
+	if ns := b.GetNamespace(); ns != "" {
+		md["namespace"] = ns
+	}
+	if l := b.GetLabels(); len(l) > 0 {
+		md["labels"] = toAny(l)
+	}
+	if a := b.GetAnnotations(); len(a) > 0 {
+		md["annotations"] = toAny(a)
+	}
+	u.Object["metadata"] = md
+	return u
+}
+
+func toAny(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// choose picks the served version that keeps the most of the object.
+func (r *runner) choose(ctx context.Context, e *crdEntry, clean *unstructured.Unstructured, from string) (*target, error) {
+	crd := e.crd
+	served := crdinfo.ServedVersions(crd)
+	if len(served) == 0 {
+		return nil, fmt.Errorf("%s serves no version", crd.Name)
+	}
+	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+		// The API server converts through the webhook from the backup's own version; another
+		// version's schema names fields differently, so relabelling would be wrong.
+		if !slices.Contains(served, from) {
+			return nil, fmt.Errorf("%s converts through a webhook and no longer serves %s, the backup's version: serve %s again (or convert the backup to a served version through the webhook with kubectl crdver convert %s --to %s -f BACKUP), then restore", crd.Name, from, from, crd.Name, served[0])
+		}
+		return &target{version: from, notHeld: []string{}}, nil
+	}
+	if e.prev == nil && e.err == nil {
+		e.prev, e.err = preview.NewPreviewer(crd)
+	}
+	if e.err != nil {
+		return nil, fmt.Errorf("reading the schemas of %s: %w", crd.Name, e.err)
+	}
+	storage := crdinfo.StorageVersion(crd)
+	order := slices.Clone(served)
+	if i := slices.Index(order, storage); i > 0 {
+		order = append([]string{storage}, slices.Delete(order, i, i+1)...)
+	}
+	var best *target
+	for _, v := range order {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		u := clean.DeepCopy()
+		u.SetAPIVersion(schema.GroupVersion{Group: crd.Spec.Group, Version: v}.String())
+		data, err := u.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		res, err := e.prev.Create(ctx, data, preview.PreviewOptions{FieldValidation: preview.FieldValidationIgnore, ReadVersion: v, Namespace: clean.GetNamespace()})
+		if err != nil {
+			return nil, fmt.Errorf("previewing at %s: %w", v, err)
+		}
+		if !res.Accepted() || res.Object == nil {
+			continue
+		}
+		// What the version drops: preview's pruned paths, and every field of the backup the
+		// resulting object lacks (whatever preview's lists say).
+		lost := append(slices.Clone(res.Pruned), res.PrunedOnConversion...)
+		for _, l := range leaves(clean.Object) {
+			if _, found, _ := lookup(res.Object, l.path); !found {
+				lost = append(lost, l.String())
+			}
+		}
+		t := &target{version: v, held: res.Object, notHeld: dataPaths(lost)}
+		if best == nil || len(lost) < len(best.notHeld) {
+			best = t
+		}
+	}
+	if best == nil {
+		// Every version rejects a create of it: an update (ratcheting) may still pass; write at
+		// the storage version (or the first served) and let the server's dry run answer.
+		return &target{version: order[0], notHeld: []string{}}, nil
+	}
+	return best, nil
+}
+
+// dataPaths are the paths outside metadata and status, sorted and unique.
+func dataPaths(ps []string) []string {
+	out := []string{}
+	for _, p := range ps {
+		if p == "metadata" || p == "status" || strings.HasPrefix(p, "metadata.") || strings.HasPrefix(p, "status.") || strings.HasPrefix(p, "status[") {
+			continue
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// leaf is one restorable field of the backup: a path to a value that is not a non-empty map
+// (lists are compared and restored whole).
+type leaf struct {
+	path []string
+	val  any
+}
+
+func (l leaf) String() string { return strings.Join(l.path, ".") }
+
+// leaves lists the restorable fields of a cleaned object: every top-level field but
+// apiVersion, kind and metadata, descended through maps; each label and annotation.
+func leaves(obj map[string]any) []leaf {
+	var out []leaf
+	var walk func(path []string, v any)
+	walk = func(path []string, v any) {
+		if m, ok := v.(map[string]any); ok && len(m) > 0 {
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				walk(append(slices.Clone(path), k), m[k])
+			}
+			return
+		}
+		if v == nil {
+			return // a null cannot be restored by a merge patch, and holds nothing
+		}
+		out = append(out, leaf{path: path, val: v})
+	}
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		switch k {
+		case "apiVersion", "kind", "status":
+			continue
+		case "metadata":
+			md, _ := obj[k].(map[string]any)
+			for _, mk := range []string{"labels", "annotations"} {
+				m, _ := md[mk].(map[string]any)
+				for _, key := range slices.Sorted(maps.Keys(m)) {
+					out = append(out, leaf{path: []string{"metadata", mk, key}, val: m[key]})
+				}
+			}
+			continue
+		}
+		walk([]string{k}, obj[k])
+	}
+	return out
+}
+
+// lookup returns the value at path; blocked is true when a value on the way is not a map.
+func lookup(obj map[string]any, path []string) (v any, found, blocked bool) {
+	var cur any = obj
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false, true
+		}
+		cur, ok = m[p]
+		if !ok {
+			return nil, false, false
+		}
+	}
+	return cur, true, false
+}
+
+func set(obj map[string]any, path []string, v any) {
+	m := obj
+	for _, p := range path[:len(path)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
+}
+
+// same compares two JSON values by their canonical encoding (int64 1 equals float64 1 once
+// encoded; map keys sorted).
+func same(a, b any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
+
+// heldValue is the value the target version holds at the leaf's path (preview's object), or
+// the backup's value when preview could not say. ok is false when the version drops it.
+func (t *target) heldValue(l leaf) (any, bool) {
+	if t.held == nil {
+		return l.val, true
+	}
+	v, found, _ := lookup(t.held, l.path)
+	return v, found
+}
+
+func (r *runner) resource(crd *apiextensionsv1.CustomResourceDefinition, v, ns string) dynamic.ResourceInterface {
+	ri := r.c.Dynamic.Resource(crdinfo.GVR(crd, v))
+	if crd.Spec.Scope == apiextensionsv1.NamespaceScoped {
+		return ri.Namespace(ns)
+	}
+	return ri
+}
+
+// write compares the backup with the live object at t.version and writes what is missing.
+func (r *runner) write(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, t *target, clean *unstructured.Unstructured, out *Outcome, dry bool) error {
+	ri := r.resource(crd, t.version, clean.GetNamespace())
+	live, err := ri.Get(ctx, clean.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return r.recreate(ctx, ri, crd, t, clean, out, dry)
+	}
+	if err != nil {
+		return err
+	}
+	patch := map[string]any{}
+	var sets []leaf
+	for _, l := range leaves(clean.Object) {
+		hv, ok := t.heldValue(l)
+		if !ok {
+			continue // in notHeld already (preview's pruned paths)
+		}
+		lv, found, blocked := lookup(live.Object, l.path)
+		var missing []string
+		switch {
+		case found && same(lv, hv):
+		case !found && !blocked:
+			set(patch, l.path, hv)
+			sets = append(sets, leaf{path: l.path, val: hv})
+			out.Restored = append(out.Restored, l.String())
+		case found && prunedFrom(hv, lv, l.String(), &missing) && len(missing) > 0:
+			// A list whose items lost fields (what a re-encoding does): the backup's list is
+			// written whole, and the fields it puts back are reported.
+			set(patch, l.path, hv)
+			sets = append(sets, leaf{path: l.path, val: hv})
+			out.Restored = append(out.Restored, missing...)
+		default:
+			out.Conflicts = append(out.Conflicts, l.String())
+			if r.o.Force {
+				set(patch, l.path, hv)
+				sets = append(sets, leaf{path: l.path, val: hv})
+				out.Overwritten = append(out.Overwritten, l.String())
+			}
+		}
+	}
+	if len(out.Conflicts) > 0 && !r.o.Force {
+		out.State = StateConflict
+		out.Reason = fmt.Sprintf("changed since the backup: %s (left as it is)", strings.Join(out.Conflicts, ", "))
+		out.Restored = []string{}
+		return nil
+	}
+	if len(sets) == 0 {
+		out.State = StateUnchanged
+		return nil
+	}
+	set(patch, []string{"metadata", "resourceVersion"}, live.GetResourceVersion())
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	po := metav1.PatchOptions{FieldManager: r.o.FieldManager, DryRun: []string{metav1.DryRunAll}}
+	res, err := ri.Patch(ctx, clean.GetName(), types.MergePatchType, body, po)
+	if err != nil {
+		return err
+	}
+	// The server's answer must hold every restored field: what it drops (a webhook's
+	// conversion, the storage version's schema) is reported, not claimed restored.
+	if dropped := droppedBy(res.Object, sets); len(dropped) > 0 {
+		out.NotHeld = mergeSorted(out.NotHeld, dropped)
+		out.Restored = without(out.Restored, dropped)
+		out.Overwritten = without(out.Overwritten, dropped)
+		if len(out.Restored)+len(out.Overwritten) == 0 {
+			out.State = StateNotHeld
+			return nil
+		}
+	}
+	out.State = StateRestored
+	if dry {
+		return nil
+	}
+	po.DryRun = nil
+	_, err = ri.Patch(ctx, clean.GetName(), types.MergePatchType, body, po)
+	return err
+}
+
+// prunedFrom reports whether live is backup with fields removed and nothing else changed
+// (maps: no key live has that backup lacks; lists: the same length, item by item; other
+// values: equal), and appends the removed fields' paths to missing.
+func prunedFrom(backup, live any, path string, missing *[]string) bool {
+	switch b := backup.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k := range l {
+			if _, ok := b[k]; !ok {
+				return false
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(b)) {
+			lv, ok := l[k]
+			if !ok {
+				if b[k] != nil {
+					*missing = append(*missing, path+"."+k)
+				}
+				continue
+			}
+			if !prunedFrom(b[k], lv, path+"."+k, missing) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := live.([]any)
+		if !ok || len(l) != len(b) {
+			return false
+		}
+		for i := range b {
+			if !prunedFrom(b[i], l[i], fmt.Sprintf("%s[%d]", path, i), missing) {
+				return false
+			}
+		}
+		return true
+	}
+	return same(backup, live)
+}
+
+func droppedBy(obj map[string]any, sets []leaf) []string {
+	var out []string
+	for _, l := range sets {
+		v, found, _ := lookup(obj, l.path)
+		if !found || !same(v, l.val) {
+			out = append(out, l.String())
+		}
+	}
+	return out
+}
+
+func without(s, drop []string) []string {
+	out := []string{}
+	for _, x := range s {
+		if !slices.Contains(drop, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func mergeSorted(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// recreate creates an object deleted since the backup (only when asked): name, namespace,
+// labels, annotations and the fields the target version holds; not status, ownerReferences or
+// finalizers (their owners and controllers may be gone).
+func (r *runner) recreate(ctx context.Context, ri dynamic.ResourceInterface, crd *apiextensionsv1.CustomResourceDefinition, t *target, clean *unstructured.Unstructured, out *Outcome, dry bool) error {
+	if !r.o.Recreate {
+		out.State, out.Reason = StateMissing, "deleted since the backup: not re-created"
+		return nil
+	}
+	obj := map[string]any{"apiVersion": schema.GroupVersion{Group: crd.Spec.Group, Version: t.version}.String(), "kind": crd.Spec.Names.Kind}
+	md := map[string]any{"name": clean.GetName()}
+	if ns := clean.GetNamespace(); ns != "" && crd.Spec.Scope == apiextensionsv1.NamespaceScoped {
+		md["namespace"] = ns
+	}
+	obj["metadata"] = md
+	var sets []leaf
+	for _, l := range leaves(clean.Object) {
+		hv, ok := t.heldValue(l)
+		if !ok {
+			continue
+		}
+		set(obj, l.path, hv)
+		sets = append(sets, leaf{path: l.path, val: hv})
+		out.Restored = append(out.Restored, l.String())
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	co := metav1.CreateOptions{FieldManager: r.o.FieldManager, DryRun: []string{metav1.DryRunAll}}
+	res, err := ri.Create(ctx, u, co)
+	if err != nil {
+		return err
+	}
+	if dropped := droppedBy(res.Object, sets); len(dropped) > 0 {
+		out.NotHeld = mergeSorted(out.NotHeld, dropped)
+		out.Restored = without(out.Restored, dropped)
+	}
+	out.State = StateRecreated
+	if dry {
+		return nil
+	}
+	co.DryRun = nil
+	_, err = ri.Create(ctx, u, co)
+	return err
+}
