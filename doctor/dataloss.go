@@ -2,7 +2,6 @@ package doctor
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -37,11 +36,12 @@ func (k *checker) checkDataLoss() bool {
 		return false
 	}
 	for _, u := range r.Unknown {
-		// A stored version that is unserved or gone is the storage check's finding already.
-		if slices.ContainsFunc(crd.Status.StoredVersions, func(v string) bool {
-			return !crdinfo.IsServed(crd, v) && strings.HasPrefix(u, v+" is in status.storedVersions")
-		}) {
-			continue
+		// A stored version that is unserved or gone included: what its objects hold cannot be
+		// read, so whether they lose fields is unknown.
+		for _, n := range r.NotServed {
+			if strings.HasPrefix(u, n.Version+" is in status.storedVersions but not served") {
+				u = fmt.Sprintf("%s is in status.storedVersions but not served: what the objects stored at it hold cannot be read, so whether they lose fields is unknown; serve it again to read them: %s", n.Version, n.Serve)
+			}
 		}
 		k.incomplete(CheckDataLoss, fmt.Errorf("%s", u))
 	}

@@ -9,6 +9,7 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/ownership"
+	"github.com/crdver/kubectl-crdver/preflight"
 )
 
 func preferredVersions(crds []*apiextensionsv1.CustomResourceDefinition) map[string]string {
@@ -27,6 +28,12 @@ func (k *checker) checkStorage() *ownership.Census {
 	}
 	if crdinfo.MigrationPending(crd) {
 		fix := "kubectl crdver migrate " + crd.Name
+		for _, s := range crd.Status.StoredVersions {
+			if v, ok := byName[s]; ok && !v.Served {
+				// migrate refuses while what it would lose of them is unknown.
+				fix = preflight.ServeCommand(crd, s, true) + ", then " + fix
+			}
+		}
 		if k.checkDataLoss() {
 			fix = "keep the data first (the data-loss finding says how), then " + fix
 		}
@@ -43,8 +50,8 @@ func (k *checker) checkStorage() *ownership.Census {
 	}
 	for _, s := range crd.Status.StoredVersions {
 		if v, ok := byName[s]; ok && !v.Served {
-			k.add(CheckStorage, SeverityWarning, "kubectl crdver migrate "+crd.Name,
-				fmt.Sprintf("version %s is in status.storedVersions but not served: objects stored at it can only be read converted, and it cannot be removed until they are migrated", s))
+			k.add(CheckStorage, SeverityWarning, fmt.Sprintf("%s, then kubectl crdver migrate %s", preflight.ServeCommand(crd, s, true), crd.Name),
+				fmt.Sprintf("version %s is in status.storedVersions but not served: objects stored at it can only be read converted (what they hold beyond the served versions' schemas cannot be read or backed up), and it cannot be removed until they are migrated; serve it again to read them", s))
 		}
 	}
 

@@ -174,7 +174,11 @@ func AnalyzeVersions(crd *apiextensionsv1.CustomResourceDefinition, groupPreferr
 		if info.Storage {
 			why = append(why, "storage version")
 		}
-		if isStored && !info.Storage {
+		switch {
+		case isStored && !info.Storage && !info.Served:
+			// migrate refuses while objects stored at it cannot be read as stored.
+			why = append(why, "in status.storedVersions (serve it again, then migrate)")
+		case isStored && !info.Storage:
 			why = append(why, "in status.storedVersions (migrate first)")
 		}
 		if info.Served && served == 1 {

@@ -62,7 +62,7 @@ func TestAnalyzeVersionsOnlyServedAndStoredNotServed(t *testing.T) {
 	want := map[string]string{
 		"v1":       "stored but not served; deprecated storage version; not safe to remove: storage version",
 		"v1beta1":  "not safe to remove: only served version",
-		"v1alpha1": "stored but not served; migration pending; not safe to remove: in status.storedVersions (migrate first)",
+		"v1alpha1": "stored but not served; migration pending; not safe to remove: in status.storedVersions (serve it again, then migrate)",
 	}
 	if diff := cmp.Diff(want, notes); diff != "" {
 		t.Errorf("notes (-want +got):\n%s", diff)

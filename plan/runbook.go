@@ -290,12 +290,15 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 		}
 		backupCRDs = append(backupCRDs, p.live.Name)
 		for _, v := range storedVersionsOf(p.live) {
-			if lv, err := crdinfo.Lookup(p.live, v); err != nil || !lv.Served {
-				unreadable = append(unreadable, p.live.Name+" "+v)
+			if lv, err := crdinfo.Lookup(p.live, v); err != nil || !lv.Served && !p.servesStored() { // servesStored: see serve-stored
+				unreadable = append(unreadable, p.live.Name+" "+v+map[bool]string{true: " (not in spec.versions)"}[err != nil])
 				continue
 			}
 			resources = append(resources, p.live.Spec.Names.Plural+"."+v+"."+p.live.Spec.Group)
 		}
+	}
+	if s := serveStoredStep(plans); s != nil {
+		add(*s)
 	}
 	if len(resources) > 0 {
 		why := "a copy of every object at every version that holds its data (a read at the preferred version may already drop fields the new storage version lacks)"

@@ -25,6 +25,7 @@ var foreignFlags = map[string]string{
 	"--runtime-config": "kube-apiserver",
 	"--controllers":    "kube-controller-manager",
 	"--validate":       "kubectl",
+	"--type":           "kubectl patch",
 	"--include-crds":   "helm",
 }
 

@@ -27,9 +27,22 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 		return err
 	}
 	pf := r.Preflight
+	if len(r.ServedAgain) > 0 {
+		fmt.Fprintln(w)
+		var vs []string
+		for _, s := range r.ServedAgain {
+			vs = append(vs, fmt.Sprintf("%s %s (%s)", s.CRD, s.Version, s.State))
+		}
+		writeWrapped(w, "Stored but not served, so served again to read the objects stored at them (undone if the upgrade is refused): "+strings.Join(vs, ", "), "  ", 120)
+	}
 	fmt.Fprintln(w)
+	if len(pf.Unread) > 0 {
+		writeWrapped(w, "Preflight: not evaluated for the objects stored at versions not served ("+strings.Join(pf.Unread, ", ")+"): what they would lose is unknown.", "  ", 120)
+	}
 	if len(pf.DataLoss)+len(pf.Rejected)+len(pf.BlockedCRDs) == 0 {
-		fmt.Fprintln(w, "Preflight: no object loses a field or would be rejected.")
+		if len(pf.Unread) == 0 {
+			fmt.Fprintln(w, "Preflight: no object loses a field or would be rejected.")
+		}
 	} else {
 		fmt.Fprintln(w, "Preflight:")
 		ft := &table{header: []string{"crd", "object", "loses fields / rejected because"}}

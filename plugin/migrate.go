@@ -345,7 +345,10 @@ func (o *MigrateOptions) confirm(question string) (bool, error) { return o.g.con
 // confirm asks question on stderr and reads y/yes from stdin; anything else is no.
 func (g *Globals) confirm(question string) (bool, error) {
 	fmt.Fprint(g.ErrOut, "\n"+question)
-	line, err := bufio.NewReader(g.In).ReadString('\n')
+	if g.answers == nil {
+		g.answers = bufio.NewReader(g.In)
+	}
+	line, err := g.answers.ReadString('\n')
 	if err != nil && err != io.EOF {
 		return false, Unavailable(fmt.Errorf("reading the answer: %w", err))
 	}

@@ -4,6 +4,7 @@
 package plugin
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ type Globals struct {
 	clientsMu sync.Mutex
 	clientSet *clientSet // built once per run (clients.go)
 	warnings  warningCounter
+	answers   *bufio.Reader // g.In, buffered once: a run may ask twice (upgrade)
 }
 
 // Namespace returns -n or the context's namespace.

@@ -58,7 +58,10 @@ func NewCmdUpgrade(g *Globals) *cobra.Command {
    CRDs: fields the re-encoding at the new storage version drops, writes that would be rejected.
    If any, stop before writing anything, list the objects and fields, and say how to keep them
    (--allow-data-loss goes on anyway; --skip-invalid goes on past objects whose rewrite would be
-   rejected, which then keep their CRD's status.storedVersions untrimmed).
+   rejected, which then keep their CRD's status.storedVersions untrimmed). Objects stored at a
+   version the live CRD no longer serves can be read as stored only at it: the upgrade first
+   serves it again (asked for like any write; --dry-run does not, and says the preflight is not
+   complete) and serves it no longer if the upgrade is then refused or not confirmed.
 2. Back up every object at every version that holds its data (--backup FILE, default
    ./crdver-backup-<time>.yaml): a read at the preferred version may already drop those fields.
 3. Per CRD: where the live CRD lacks the new storage version, apply an intermediate CRD (the new
@@ -205,6 +208,15 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		}
 		return o.g.confirm("Carry out the upgrade (the steps above)? [y/N]: ")
 	}
+	uo.ConfirmServe = func(r *upgrade.Report) (bool, error) {
+		what := servedAgainText(r.ServedAgain)
+		if o.Yes {
+			o.progress.Notef("upgrade: serving again %s to read the objects stored at them (unserved again if the upgrade is refused)", what)
+			return true, nil
+		}
+		writeWrapped(o.g.ErrOut, fmt.Sprintf("Objects may be stored at versions the live CRDs do not serve: %s. They can be read as stored only once served, so the preflight and the backup need them served again: a change of the CRDs, undone if the upgrade is then refused or not confirmed.", what), "", 120)
+		return o.g.confirm("Serve them again and run the preflight? [y/N]: ")
+	}
 	rep, err := upgrade.Run(ctx, c, uo)
 	if rep != nil && rep.Plan != nil {
 		if !printed {
@@ -221,6 +233,9 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 	}
 	// The exit status and the last line are the decision table's (upgrade.Report.Outcome).
 	out := rep.Outcome
+	if o.DryRun && len(rep.Preflight.Unread) > 0 && len(rep.Preflight.BlockedCRDs) == 0 {
+		return ProblemsFound("the preflight is not complete: %s (--dry-run: nothing was written); run the upgrade without --dry-run: it asks before serving them", rep.Preflight.Reason)
+	}
 	if o.DryRun && out.ExitCode == 0 {
 		return o.printer.PrintPart(o.g.Out, dryRunNote{})
 	}
@@ -232,12 +247,20 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 
 func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.Report) error {
 	switch {
+	case errors.Is(err, upgrade.ErrRefused) && rep != nil && rep.Preflight.Incomplete && ctx.Err() != nil:
+		return Unavailable(fmt.Errorf("%w: %w; run the same command again", upgrade.ErrInterrupted, err))
+	case errors.Is(err, upgrade.ErrRefused) && rep != nil && rep.Preflight.Incomplete:
+		// No answer: no flag accepts it. Run again once the cause is gone.
+		return Unavailable(fmt.Errorf("%w; run the same command again once the cause is fixed", err))
 	case errors.Is(err, upgrade.ErrRefused):
-		// Only the flags that make this refusal go on (the decision table's overrides).
+		// Only the flags that make this refusal go on: the decision table's overrides for its
+		// kinds, and of those only the ones the preflight's own findings call for
+		// (refusalFlags: none when a stored version was not read or a CRD is blocked).
 		var flags []string
 		if rep != nil {
+			helps := o.refusalFlags(rep)
 			for _, k := range rep.Outcome.Refusals {
-				if d := plan.DecisionFor(k); d.Override != "" && !slices.Contains(flags, "--"+d.Override) {
+				if d := plan.DecisionFor(k); d.Override != "" && !slices.Contains(flags, "--"+d.Override) && slices.Contains(helps, "--"+d.Override) {
 					flags = append(flags, "--"+d.Override)
 				}
 			}
@@ -247,7 +270,7 @@ func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.R
 		}
 		return ProblemsFound("%v (%s to go on anyway)", err, strings.Join(flags, ", "))
 	case errors.Is(err, upgrade.ErrNotConfirmed):
-		return Unavailable(errors.New("nothing was written: not confirmed (use --yes to skip the question)"))
+		return Unavailable(fmt.Errorf("nothing was written: %v (use --yes to skip the question)", err))
 	case errors.Is(err, upgrade.ErrInterrupted), ctx.Err() != nil:
 		return Unavailable(fmt.Errorf("%w; run the same command again to resume", err))
 	case errors.Is(err, migrate.ErrAccessDenied):
@@ -266,3 +289,34 @@ type upgradeResultView struct {
 }
 
 func (v upgradeResultView) MarshalJSON() ([]byte, error) { return json.Marshal(v.rep) }
+
+// refusalFlags are the flags that would let a refused upgrade go on: --allow-data-loss only
+// when objects would lose fields or what they lose is unknown, --skip-invalid only when
+// objects' rewrites would be rejected, and neither when they are given already or when a CRD
+// of the release would be rejected (no flag helps there).
+func (o *UpgradeOptions) refusalFlags(rep *upgrade.Report) []string {
+	if rep == nil {
+		return nil
+	}
+	pf := rep.Preflight
+	if len(pf.BlockedCRDs) > 0 || len(pf.Unread) > 0 {
+		return nil
+	}
+	var out []string
+	if (len(pf.DataLoss) > 0 || len(pf.Unknown) > 0) && !o.AllowDataLoss {
+		out = append(out, "--allow-data-loss")
+	}
+	if len(pf.Rejected) > 0 && !o.SkipInvalid {
+		out = append(out, "--skip-invalid")
+	}
+	return out
+}
+
+// servedAgainText names the versions served again: "widgets.example.com v1alpha1, …".
+func servedAgainText(s []upgrade.ServedAgain) string {
+	var out []string
+	for _, x := range s {
+		out = append(out, x.CRD+" "+x.Version)
+	}
+	return strings.Join(out, ", ")
+}

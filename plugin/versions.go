@@ -166,6 +166,9 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 	if o.CanRemove != "" {
 		for _, v := range report.Versions {
 			switch {
+			case v.Name == o.CanRemove && v.SafeToRemove && v.Served:
+				// What the cluster records holds nothing at it; readers leave no record.
+				fmt.Fprintf(o.g.ErrOut, "note: %s: %s is served and neither stored nor named by managedFields; clients that still request it (the API server keeps no record of readers) get 404 once it is removed\n", crd.Name, v.Name)
 			case v.Name != o.CanRemove || v.SafeToRemove:
 			case !report.StoredVersionsKnown && strings.HasPrefix(v.Notes[len(v.Notes)-1], "unknown"):
 				return ProblemsFound("%s: whether version %q is safe to remove is unknown: the file has no status.storedVersions, and the cluster may still store objects at %s; check the cluster (kubectl crdver versions %s --can-remove %s)",

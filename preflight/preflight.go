@@ -108,6 +108,8 @@ type Report struct {
 	Unknown []string `json:"unknown"`
 	// Backup are the commands that save every object at each version that holds data.
 	Backup []string `json:"backup"`
+	// NotServed are the stored versions not served (unknown above), and how to serve them.
+	NotServed []NotServed `json:"notServed,omitempty"`
 }
 
 // Safe reports whether a rewrite at the target loses nothing and is refused for no object,
@@ -168,6 +170,7 @@ func Advice(r *Report) []string {
 	if r.RejectedCount > 0 {
 		out = append(out, fmt.Sprintf("fix the objects listed so that a write at %s is accepted (the errors are the API server's), e.g. kubectl edit %s.%s.%s NAME -n NAMESPACE", r.Target, r.Resource, r.Target, r.Group))
 	}
+	out = append(out, serveAdvice(r)...)
 	if len(r.Unknown) > 0 {
 		out = append(out, "what is unknown could not be evaluated: make it evaluable (see the reasons) before writing")
 	}
@@ -212,12 +215,13 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 	}
 	for _, h := range crd.Status.StoredVersions {
 		if crdinfo.Has(crd, h) && !crdinfo.IsServed(crd, h) {
-			r.Unknown = append(r.Unknown, fmt.Sprintf("%s is in status.storedVersions but not served: objects stored at it cannot be read at it, so neither backed up nor compared (serve it again to check)", h))
+			r.Unknown = append(r.Unknown, unservedStoredUnknown(h))
+			r.NotServed = append(r.NotServed, notServed(crd, h))
 		}
 	}
 	for _, h := range crd.Status.StoredVersions {
 		if !crdinfo.Has(crd, h) {
-			r.Unknown = append(r.Unknown, fmt.Sprintf("%s is in status.storedVersions but not in spec.versions: objects stored at it cannot be read", h))
+			r.Unknown = append(r.Unknown, missingStoredUnknown(h))
 		}
 	}
 	r.Backup = BackupCommands(r.Group, r.Resource, r.HoldingVersions)

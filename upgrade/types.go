@@ -65,6 +65,10 @@ type Options struct {
 
 	// Confirm is asked once, after the preflight, before the first write; nil means yes.
 	Confirm func(*Report) (bool, error)
+	// ConfirmServe is asked before the preflight when it can read the objects stored at
+	// versions the live CRDs do not serve only by serving them again (Report.ServedAgain):
+	// a CRD write, undone when the upgrade is then refused or not confirmed. nil: Confirm.
+	ConfirmServe func(*Report) (bool, error)
 	// OnEvaluate is called when the objects of a CRD are evaluated (progress); the function
 	// it returns is called when done.
 	OnEvaluate func(crd string, done *atomic.Int64, total func() int64) func()
@@ -92,7 +96,11 @@ type Report struct {
 	Plan      *plan.Report `json:"plan"`
 	DryRun    bool         `json:"dryRun"`
 	Preflight Preflight    `json:"preflight"`
-	Backup    *Backup      `json:"backup,omitempty"`
+	// ServedAgain are the versions in status.storedVersions the live CRDs do not serve, which
+	// the upgrade serves again so that the preflight and the backup read the objects stored
+	// at them (empty when none), and what became of each.
+	ServedAgain []ServedAgain `json:"servedAgain"`
+	Backup      *Backup       `json:"backup,omitempty"`
 	// Steps are the runbook's steps and what became of each.
 	Steps  []StepResult `json:"steps"`
 	Verify *Verify      `json:"verify,omitempty"`
@@ -129,6 +137,12 @@ type Preflight struct {
 	// accept them).
 	Refused bool   `json:"refused"`
 	Reason  string `json:"reason,omitempty"`
+	// Incomplete: the preflight could not complete (a list or a webhook failed): no answer,
+	// which no flag accepts (Refused is set too: nothing is written).
+	Incomplete bool `json:"incomplete,omitempty"`
+	// Unread: objects may be stored at versions the live CRDs do not serve and --dry-run
+	// does not serve them again to read them: what they lose is not evaluated (Refused).
+	Unread []string `json:"unread,omitempty"`
 }
 
 // ObjectFinding is one object with fields it would lose or errors its write would get.

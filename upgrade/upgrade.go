@@ -128,30 +128,38 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	}
 	r.rep.Plan = p
 	r.items = p.Items
-	r.preflight(ctx)
-	r.invalidOnRecreate()
 	for _, s := range p.Runbook {
 		r.rep.Steps = append(r.rep.Steps, StepResult{RunbookStep: s, State: StatePending})
 	}
+	// Versions stored but not served are read by serving them again: asked for before the
+	// preflight, undone below whenever the run stops before its first step.
+	r.rep.ServedAgain = r.toServe()
+	if len(r.rep.ServedAgain) > 0 && !o.DryRun && !r.blocked() {
+		if err := r.askServe(ctx); err != nil {
+			return r.rep, err
+		}
+	}
+	r.preflight(ctx)
+	r.invalidOnRecreate()
 	if o.DryRun {
 		return r.rep, nil
 	}
 	if r.rep.Preflight.Refused {
-		return r.rep, fmt.Errorf("%w: %s; nothing was written", ErrRefused, r.rep.Preflight.Reason)
+		return r.rep, fmt.Errorf("%w: %s; nothing was written%s", ErrRefused, r.rep.Preflight.Reason, r.restoreNote(ctx))
 	}
 	if o.BackupFile == "" && r.needsBackup() {
-		return r.rep, errors.New("no backup file given")
+		return r.rep, fmt.Errorf("no backup file given%s", r.restoreNote(ctx))
 	}
 	if err := migrate.CheckAccess(ctx, c, r.neededAccess()); err != nil {
-		return r.rep, err
+		return r.rep, fmt.Errorf("%w%s", err, r.restoreNote(ctx))
 	}
 	if o.Confirm != nil && r.writes() {
 		ok, err := o.Confirm(r.rep)
 		if err != nil {
-			return r.rep, err
+			return r.rep, fmt.Errorf("%w%s", err, r.restoreNote(ctx))
 		}
 		if !ok {
-			return r.rep, ErrNotConfirmed
+			return r.rep, fmt.Errorf("%w%s", ErrNotConfirmed, r.restoreNote(ctx))
 		}
 	}
 	// The preflight's verdict is kept: a resumed run must not lose what the first one found.
@@ -160,6 +168,9 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 		return r.rep, err
 	}
 	err = r.run(ctx)
+	if err != nil && !r.wroteBeyondServe() {
+		err = fmt.Errorf("%w%s", err, r.restoreNote(ctx))
+	}
 	if err == nil && slices.ContainsFunc(r.rep.Steps, func(s StepResult) bool { return s.Action == plan.ActionApply && s.State == StateDone }) {
 		// Nothing left to resume: the next run of this release is a new upgrade (e.g. after
 		// `upgrade -f OLD` took the cluster back), which must not reuse this backup.
@@ -212,9 +223,9 @@ func (r *runner) preflight(ctx context.Context) {
 		if rewritten[it.CRD] {
 			live, _ := it.CRDs()
 			if live != nil {
-				more, err := check(ctx, live, it.StorageVersion.After)
+				more, err := check(ctx, r.readable(live), it.StorageVersion.After)
 				if err != nil {
-					pf.Refused, pf.Reason = true, fmt.Sprintf("%s: the preflight could not complete: %v", it.CRD, err)
+					pf.Refused, pf.Incomplete, pf.Reason = true, true, fmt.Sprintf("%s: the preflight could not complete: %v", it.CRD, err)
 					return
 				}
 				for _, m := range more {
@@ -245,6 +256,11 @@ func (r *runner) preflight(ctx context.Context) {
 		}
 	}
 	var why []string
+	r.markUnread()
+	if len(pf.Unread) > 0 && len(pf.BlockedCRDs) == 0 {
+		// --dry-run: what the objects stored there lose is unknown, and no flag accepts that.
+		why = append(why, fmt.Sprintf("objects may be stored at versions the live CRDs do not serve (%s), which the upgrade reads by serving them again after asking, and serves no longer if it is then refused; --dry-run writes nothing, so what they would lose is not evaluated", strings.Join(pf.Unread, ", ")))
+	}
 	if len(pf.BlockedCRDs) > 0 {
 		why = append(why, fmt.Sprintf("the API server would reject %s (see the plan's apply errors)", strings.Join(pf.BlockedCRDs, ", ")))
 	}
@@ -277,6 +293,13 @@ func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiext
 		so := preflight.Options{Target: target, ChunkSize: r.o.ChunkSize}
 		if inter := plan.IntermediateFor(it); inter != nil {
 			inter.Status = *live.Status.DeepCopy()
+			// The intermediate serves the versions it keeps; the live API server serves only
+			// what live serves (and what this run served again): read those, no others.
+			for i, v := range inter.Spec.Versions {
+				if lv, err := crdinfo.Lookup(live, v.Name); err == nil && v.Served && !lv.Served {
+					inter.Spec.Versions[i].Served = false
+				}
+			}
 			crd, so.SkipRejections = inter, true
 		}
 		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
@@ -344,7 +367,7 @@ func (r *runner) neededAccess() []migrate.Access {
 						out = append(out, migrate.Access{Verb: "list", Group: next.Spec.Group, Resource: next.Spec.Names.Plural})
 					}
 				}
-			case plan.ActionIntermediate:
+			case plan.ActionIntermediate, plan.ActionServeStored:
 				out = append(out, crds("patch", "", n))
 			case plan.ActionMigrate, plan.ActionRetire:
 				if live != nil {
@@ -401,6 +424,8 @@ func (r *runner) run(ctx context.Context) error {
 		case plan.ActionFixCRDs:
 			s.State = StateManual
 			return fmt.Errorf("%w: %s", ErrRefused, s.Why)
+		case plan.ActionServeStored:
+			r.serveStep(s)
 		case plan.ActionBackup:
 			err = r.backup(ctx, s)
 		case plan.ActionIntermediate:
