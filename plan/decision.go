@@ -120,7 +120,9 @@ type Decision struct {
 
 // decisions is the decision table, most severe first.
 var decisions = []Decision{
-	{Kind: KindApplyRejected, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionFixCRDs}, Manual: true,
+	// (When the cause is a removed version still stored, the retire steps remove it and the
+	// upgrade goes on: analyse's blocked is false.)
+	{Kind: KindApplyRejected, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionFixCRDs, ActionRetire}, Manual: true,
 		Upgrade: UpgradeRefuses, UpgradeExit: 1},
 	{Kind: KindDataLoss, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionConvertObjects, ActionBackup}, Manual: true,
 		Upgrade: UpgradeRefuses, Override: OverrideAllowDataLoss, UpgradeExit: 1, UpgradeExitOverridden: 0},
