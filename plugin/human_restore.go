@@ -10,11 +10,15 @@ import (
 	"github.com/crdver/kubectl-crdver/restore"
 )
 
-// printRestoreReport prints one line per backup document (object and backed-up version), then
-// the fields no served version holds and a count per outcome.
+// printRestoreReport prints one line per backup document (object and backed-up version) that
+// is not unchanged (a backup of a whole cluster is mostly unchanged objects: they are counted,
+// and -o json lists them), then the fields no served version holds and a count per outcome.
 func printRestoreReport(w io.Writer, r *restore.Report, noHeaders bool) error {
 	t := &table{header: []string{"object", "backup version", "written at", "outcome", "fields"}}
 	for _, x := range r.Objects {
+		if x.State == restore.StateUnchanged && len(x.NotHeld) == 0 {
+			continue
+		}
 		name := x.Name
 		if x.Namespace != "" {
 			name = x.Namespace + "/" + name
@@ -25,10 +29,13 @@ func printRestoreReport(w io.Writer, r *restore.Report, noHeaders bool) error {
 		}
 		t.add(strings.ToLower(x.Kind)+" "+name, from, dash(x.Version), restoreOutcome(x, r.DryRun), restoreFields(x))
 	}
-	t.maxWidth = terminalWidth
-	t.wrapLastColumn(noHeaders)
-	if err := t.print(w, noHeaders); err != nil {
-		return err
+	if len(t.rows) > 0 {
+		t.maxWidth = terminalWidth
+		t.wrapLastColumn(noHeaders)
+		if err := t.print(w, noHeaders); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
 	}
 	var notHeld []string
 	for _, x := range r.Objects {
@@ -41,10 +48,11 @@ func printRestoreReport(w io.Writer, r *restore.Report, noHeaders bool) error {
 		}
 	}
 	if len(notHeld) > 0 {
-		fmt.Fprintln(w, "\nFields no served version holds (in the backup, not in the cluster):")
+		fmt.Fprintln(w, "Fields no served version holds (in the backup, not in the cluster):")
 		for _, l := range notHeld {
 			fmt.Fprintln(w, l)
 		}
+		fmt.Fprintln(w)
 	}
 	var counts []string
 	for _, s := range []string{restore.StateRestored, restore.StateRecreated, restore.StateUnchanged, restore.StateConflict, restore.StateMissing, restore.StateNotHeld, restore.StateFailed} {
@@ -56,7 +64,7 @@ func printRestoreReport(w io.Writer, r *restore.Report, noHeaders bool) error {
 	if r.DryRun {
 		what = "Restore (dry run)"
 	}
-	_, err := fmt.Fprintf(w, "\n%s: %s of %d backup documents.\n", what, dash(strings.Join(counts, ", ")), len(r.Objects))
+	_, err := fmt.Fprintf(w, "%s: %s of %d backup documents.\n", what, dash(strings.Join(counts, ", ")), len(r.Objects))
 	return err
 }
 

@@ -535,3 +535,77 @@ func TestRestoreWebhookCRD(t *testing.T) {
 		}
 	}
 }
+
+// TestUpgradeBackRefusesLoss: going back with `upgrade -f OLD` has the guarantees of any
+// upgrade. The new release added spec.legacy (v1), which the old one (v1beta1) lacks; an object
+// holding it stops the way back before any write (objects and CRD unchanged); with
+// --allow-data-loss it goes back, and the backup holds the field, which restore reports as not
+// held by the old CRDs (exit 1).
+func TestUpgradeBackRefusesLoss(t *testing.T) {
+	isolateCache(t)
+	ctx := context.Background()
+	group := "guard.restore.example.com"
+	old := upgradeCRD(group, "widgets", "Widget", ver("v1beta1", true, true, upgradeSchema(false, 0, "")))
+	next := upgradeCRD(group, "widgets", "Widget", ver("v1", true, true, upgradeSchema(true, 0, "")))
+	oldDir, newDir := writeRelease(t, old), writeRelease(t, next)
+	if _, err := env.CreateCRD(ctx, old.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	rc := &restoreCase{group: group, ns: "default"}
+	var err error
+	if rc.crds, err = apiextensionsclient.NewForConfig(env.Config); err != nil {
+		t.Fatal(err)
+	}
+	if rc.dyn, err = dynamic.NewForConfig(env.Config); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		obj := map[string]any{"apiVersion": group + "/v1beta1", "kind": "Widget", "metadata": map[string]any{"name": fmt.Sprintf("w-%d", i), "namespace": rc.ns},
+			"spec": map[string]any{"size": int64(i)}}
+		if _, err := rc.dyn.Resource(rc.gvr("v1beta1")).Namespace(rc.ns).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := runCluster(t, "upgrade", "-f", newDir, "--yes", "--backup", filepath.Join(t.TempDir(), "up.yaml")); res.code != 0 {
+		t.Fatalf("upgrade -f NEW: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	// On the new release, someone uses the new field.
+	if _, err := rc.dyn.Resource(rc.gvr("v1")).Namespace(rc.ns).Patch(ctx, "w-2", types.MergePatchType, []byte(`{"spec":{"legacy":"new-only"}}`), metav1.PatchOptions{FieldManager: "someone"}); err != nil {
+		t.Fatal(err)
+	}
+	before := rc.snap(t, "v1")
+	crdRV := func() string {
+		c, err := rc.crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, next.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.ResourceVersion
+	}
+	rv := crdRV()
+	backup := filepath.Join(t.TempDir(), "back.yaml")
+	res := runCluster(t, "upgrade", "-f", oldDir, "--yes", "--backup", backup)
+	if res.code != 1 {
+		t.Fatalf("upgrade -f OLD with an object holding a field OLD lacks: exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	mustContain(t, "the refused way back", res.stdout, "w-2", "spec.legacy")
+	mustContain(t, "the refused way back", res.stderr, "nothing was written", "--allow-data-loss")
+	if after := rc.snap(t, "v1"); !mapsEqual(before.rv, after.rv) || crdRV() != rv {
+		t.Errorf("the refused way back wrote: objects %v → %v, CRD %s → %s", before.rv, after.rv, rv, crdRV())
+	}
+	if _, err := os.Stat(backup); err == nil {
+		t.Errorf("the refused way back wrote a backup")
+	}
+	if res := runCluster(t, "upgrade", "-f", oldDir, "--yes", "--allow-data-loss", "--backup", backup); res.code != 0 {
+		t.Fatalf("upgrade -f OLD --allow-data-loss: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if b, err := os.ReadFile(backup); err != nil || !strings.Contains(string(b), "legacy: new-only") {
+		t.Errorf("the way back's backup lacks w-2's spec.legacy (%v)", err)
+	}
+	res = runCluster(t, "restore", "-f", backup, "--dry-run", "-o", "json")
+	if res.code != 1 {
+		t.Fatalf("restore onto the old release: exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if o := outcomeOf(decodeRestore(t, res.stdout), "w-2"); !slices.Equal(o.NotHeld, []string{"spec.legacy"}) {
+		t.Errorf("w-2 restored onto the old release: %+v, want spec.legacy not held", o)
+	}
+}
