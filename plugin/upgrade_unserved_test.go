@@ -179,6 +179,7 @@ func TestUpgradeStoredUnservedRefusedRestoresCRD(t *testing.T) {
 
 	// --dry-run serves nothing: it says the preflight is not complete, and why.
 	res := runCluster(t, "upgrade", "-f", h.dir, "--dry-run")
+	t.Logf("upgrade -f NEW --dry-run → exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	if res.code != 1 {
 		t.Fatalf("upgrade --dry-run: exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
@@ -207,6 +208,7 @@ func TestUpgradeStoredUnservedRefusedRestoresCRD(t *testing.T) {
 
 	backup := filepath.Join(t.TempDir(), "backup.yaml")
 	res = runCluster(t, "upgrade", "-f", h.dir, "--yes", "--backup", backup)
+	t.Logf("upgrade -f NEW --yes → exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	if res.code != 1 {
 		t.Fatalf("upgrade: exit %d, want 1 (refused)\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
@@ -394,5 +396,48 @@ func TestUpgradeStoredUnservedRunbookByHand(t *testing.T) {
 	}
 	if !slices.ContainsFunc(u.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Manager == "gitops" && e.APIVersion == h.group+"/v1" }) {
 		t.Errorf("t-gitops: gitops's entry not at v1: %+v", u.GetManagedFields())
+	}
+}
+
+// TestUpgradeStoredUnservedKeptUnserved: a release that keeps the old version in spec.versions,
+// not served (as cert-manager 1.6 keeps v1alpha2), and moves storage to v1: the upgrade serves
+// v1alpha1 again to read its objects, rewrites them at v1, trims status.storedVersions, and
+// the release's apply leaves v1alpha1 not served, as the release has it.
+func TestUpgradeStoredUnservedKeptUnserved(t *testing.T) {
+	isolateCache(t)
+	h := setupUnservedHistory(t, "kept.unserved.example.com", false)
+	next := upgradeCRD(h.group, "things", "Thing", ver("v1alpha1", false, false, thingSchema(true)), ver("v1beta1", true, false, thingSchema(true)), ver("v1", true, true, thingSchema(true)))
+	y, err := yaml.Marshal(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.dir, "things.yaml"), y, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := runCluster(t, "upgrade", "-f", h.dir, "--yes", "--backup", filepath.Join(t.TempDir(), "backup.yaml"))
+	if res.code != 0 {
+		t.Fatalf("upgrade: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	crd := h.crd(t)
+	if !slices.Equal(crd.Status.StoredVersions, []string{"v1"}) {
+		t.Errorf("storedVersions %v, want [v1]", crd.Status.StoredVersions)
+	}
+	for _, v := range crd.Spec.Versions {
+		if want := v.Name != "v1alpha1"; v.Served != want {
+			t.Errorf("%s: served %v after the upgrade, want %v (as the release has it)", v.Name, v.Served, want)
+		}
+	}
+	for _, n := range h.objects {
+		if got := h.storedAt(t, n); got != h.group+"/v1" {
+			t.Errorf("%s stored at %s, want v1", n, got)
+		}
+	}
+	v1 := schema.GroupVersionResource{Group: h.group, Version: "v1", Resource: "things"}
+	u, err := h.dyn.Resource(v1).Namespace("default").Get(context.Background(), "t-gitops", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _, _ := unstructured.NestedString(u.Object, "spec", "legacy"); l != "from-gitops" {
+		t.Errorf("t-gitops: spec.legacy %q after the upgrade", l)
 	}
 }

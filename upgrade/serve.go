@@ -290,3 +290,11 @@ func (r *runner) wroteBeyondServe() bool {
 		return s.State == StateDone || s.State == StateFailed
 	})
 }
+
+// unreadNote: u is the preflight's unknown answer for a version this run serves again but
+// has not (--dry-run): Preflight.Unread says it once, with what to do.
+func (r *runner) unreadNote(crd, u string) bool {
+	return slices.ContainsFunc(r.rep.ServedAgain, func(s ServedAgain) bool {
+		return s.CRD == crd && s.State == ServePlanned && strings.HasPrefix(u, s.Version+" is in status.storedVersions but not served")
+	})
+}

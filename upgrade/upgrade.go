@@ -245,7 +245,9 @@ func (r *runner) preflight(ctx context.Context) {
 					}
 					if len(m.Unknown) > 0 {
 						for _, u := range m.Unknown {
-							pf.Unknown = append(pf.Unknown, m.CRD+": "+u)
+							if !r.unreadNote(m.CRD, u) {
+								pf.Unknown = append(pf.Unknown, m.CRD+": "+u)
+							}
 						}
 					}
 					if len(m.Errors) > 0 && !slices.ContainsFunc(pf.Rejected, sameObject(m)) {
