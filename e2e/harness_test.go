@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -89,6 +90,9 @@ type release struct {
 	// Applier is the GitOps tool that server-side applies the sample manifests
 	// (kustomize-controller or argocd-controller), with force as they do.
 	Applier string
+	// Fix is what a user does to an object kubectl crdver names as rejected (by its errors):
+	// the manifest edited (TestReleaseMatrix).
+	Fix fixer
 }
 
 // tracked is one sample object created on the old release.
@@ -133,13 +137,15 @@ type harness struct {
 	// crds are the names of the CRDs this harness created (deleted at the end).
 	crds    map[string]bool
 	objects []*tracked
+	// fixed are the objects the test's scripted fixes edited (each once).
+	fixed map[*tracked]bool
 }
 
 func newHarness(t *testing.T, rel release) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel)
-	h := &harness{t: t, ctx: ctx, rel: rel, home: t.TempDir(), crds: map[string]bool{}}
+	h := &harness{t: t, ctx: ctx, rel: rel, home: t.TempDir(), crds: map[string]bool{}, fixed: map[*tracked]bool{}}
 	t.Setenv("HOME", h.home)
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(h.home, ".cache"))
 	var err error
@@ -194,6 +200,9 @@ func (h *harness) releaseDir(ver string) string {
 			if h.webhook == nil {
 				h.webhook = testwebhook.StartForTest(h.t, testwebhook.Options{})
 				h.webhook.Set(testwebhook.Identity)
+				// Cleanups run last-registered first: the CRDs go while the webhook still answers
+				// (deleting objects still encoded at another version needs their conversion).
+				h.t.Cleanup(h.deleteCRDs)
 			}
 			cc := map[string]any{"url": h.webhook.URL, "caBundle": base64.StdEncoding.EncodeToString(h.webhook.CABundle)}
 			if err := unstructured.SetNestedField(crd, cc, "spec", "conversion", "webhook", "clientConfig"); err != nil {
@@ -558,6 +567,8 @@ type objectSnap struct {
 	StoredAPIVersion string
 	// ResourceVersion as read at the storage version.
 	ResourceVersion string
+	// Stored is the object as etcd holds it (JSON), to prove a refused step wrote nothing.
+	Stored string
 }
 
 // snapshot is every tracked object, by tracked pointer.
@@ -592,6 +603,8 @@ func (h *harness) snapshot() snapshot {
 		}
 		if stored, _, err := env.StoredObject(h.ctx, o.Group, o.Resource, o.Namespace, o.Name); err == nil {
 			s.StoredAPIVersion, _ = stored["apiVersion"].(string)
+			b, _ := json.Marshal(stored)
+			s.Stored = string(b)
 		} else {
 			h.t.Errorf("%s: reading etcd: %v", o, err)
 		}
@@ -779,7 +792,21 @@ func (h *harness) ssaByEveryManager(manifests map[*tracked]map[string]any) []str
 			version = (&unstructured.Unstructured{Object: m}).GroupVersionKind().Version
 		}
 		if !slices.Contains(servedVersions(crd), version) {
+			// The runbook told the user to change the manifest to a served version: they
+			// write what the object holds at the storage version.
 			version = storageVersion(crd)
+			if _, ok := manifests[o]; !ok {
+				if live, err := h.get(o, version); err == nil {
+					m := cleanObject(live.Object)
+					delete(m, "status")
+					if md, ok := m["metadata"].(map[string]any); ok {
+						delete(md, "labels")
+						delete(md, "annotations")
+					}
+					m["apiVersion"] = o.Group + "/" + version
+					manifest = m
+				}
+			}
 		}
 		if o.Applied {
 			if err := h.gitopsApply(o, version, manifest); err != nil {

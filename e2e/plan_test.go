@@ -40,7 +40,7 @@ var releaseCases = []releaseCase{
 	{name: "strimzi-0.51-to-1.0", losesData: true, rel: release{
 		Project: "strimzi", Old: "0.51.0", New: "1.0.0",
 		Samples:    []string{"samples/conversion-tool-input/*.yaml", "samples/examples-0.48.0/*.yaml"},
-		Controller: "strimzi-cluster-operator", Applier: "argocd-controller",
+		Controller: "strimzi-cluster-operator", Applier: "argocd-controller", Fix: fixStrimzi,
 	}},
 	{name: "cert-manager-1.5-to-1.6", rel: release{
 		Project: "cert-manager", Old: "v1.5.5", New: "v1.6.3",
@@ -52,6 +52,32 @@ var releaseCases = []releaseCase{
 		Samples:    []string{"samples/*.yaml"},
 		Controller: "cert-manager-certificates-issuing", Applier: "kustomize-controller", WriteMayFail: certManagerWriteMayFail,
 	}},
+	// Long histories: cert-manager v0.16.1 (storage v1alpha2) → v1.5.5 (storage v1,
+	// storedVersions keeps v1alpha2) → v1.6.3 (v1alpha2..v1beta1 unserved but stored) → v1.7.3
+	// (removed).
+	{name: "cert-manager-0.16-to-1.6", via: []string{"v1.5.5"}, rel: release{
+		Project: "cert-manager", Old: "v0.16.1", New: "v1.6.3",
+		Samples:    []string{"samples/*.yaml"},
+		Controller: "cert-manager-certificates-issuing", Applier: "kustomize-controller", WriteMayFail: certManager016WriteMayFail,
+	}},
+	{name: "cert-manager-0.16-to-1.7", via: []string{"v1.5.5", "v1.6.3"}, rel: release{
+		Project: "cert-manager", Old: "v0.16.1", New: "v1.7.3",
+		Samples:    []string{"samples/*.yaml"},
+		Controller: "cert-manager-certificates-issuing", Applier: "kustomize-controller", WriteMayFail: certManager016WriteMayFail,
+	}},
+	// Gateway API v0.6.2 (ReferenceGrant stored at v1alpha2; no CEL rules) → v1.1.1 (v1
+	// storage; ReferenceGrant v1alpha2 unserved, still stored) → v1.2.1 (v1alpha2 removed),
+	// with objects v0.6.2 accepted and v1.x rejects (history/).
+	{name: "gateway-api-0.6-to-1.1", rel: release{
+		Project: "gateway-api", Old: "v0.6.2", New: "v1.1.1",
+		Samples:    []string{"samples-v0.6.2/*.yaml", "history/*.yaml"},
+		Controller: "gateway-api-controller", Applier: "argocd-controller", Status: gatewayStatus, Fix: fixGateway,
+	}},
+	{name: "gateway-api-0.6-to-1.2", via: []string{"v1.1.1"}, rel: release{
+		Project: "gateway-api", Old: "v0.6.2", New: "v1.2.1",
+		Samples:    []string{"samples-v0.6.2/*.yaml", "history/*.yaml"},
+		Controller: "gateway-api-controller", Applier: "argocd-controller", Status: gatewayStatus, Fix: fixGateway,
+	}},
 	{name: "gateway-api-0.5-to-1.0", rel: release{
 		Project: "gateway-api", Old: "v0.5.1", New: "v1.0.0",
 		Samples:    []string{"samples/*.yaml"},
@@ -59,8 +85,8 @@ var releaseCases = []releaseCase{
 	}},
 	{name: "flux-2.6-to-2.7", rel: release{
 		Project: "flux", Old: "source-controller-v1.6.2", New: "source-controller-v1.7.4",
-		Samples:    []string{"samples/*.yaml"},
-		Controller: "source-controller", Applier: "kustomize-controller",
+		Samples:    []string{"samples/*.yaml", "history/*.yaml"},
+		Controller: "source-controller", Applier: "kustomize-controller", Fix: fixFlux,
 	}},
 	{name: "external-secrets-0.15-to-0.16", rel: release{
 		Project: "external-secrets", Old: "v0.15.1", New: "v0.16.2",
@@ -79,6 +105,14 @@ var releaseCases = []releaseCase{
 // manifest is refused (cert-manager's own webhook moves it).
 var certManagerWriteMayFail = map[string]string{
 	"samples/resource_with_organization_v1alpha2.yaml": "the test webhook only rewrites apiVersion; v1 has no spec.organization (cert-manager's webhook moves it to spec.subject.organizations)",
+}
+
+// certManager016WriteMayFail: on v0.16.1 (storage v1alpha2) the test webhook's apiVersion-only
+// conversion also keeps v1alpha3's spec.subject.organizations, which v1alpha2 lacks, so the
+// GitOps apply of the v1alpha3 file is refused (cert-manager's webhook moves it to
+// spec.organization).
+var certManager016WriteMayFail = map[string]string{
+	"samples/create_cr_v1alpha3_cert_with_ns1.yaml": "the test webhook only rewrites apiVersion; v1alpha2 has no spec.subject.organizations (cert-manager's webhook moves it to spec.organization)",
 }
 
 // gatewayStatus is what a Gateway API implementation writes: a route's status names the
