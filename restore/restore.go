@@ -118,6 +118,10 @@ type Outcome struct {
 	Conflicts []string `json:"conflicts"`
 	// NotHeld are fields of the backup no served version of the live CRD holds.
 	NotHeld []string `json:"notHeld"`
+	// Defaults are fields of the backup no served version holds whose value is the default
+	// the live CRD's schema of the backup's version gives them (the API server put them there
+	// when the backup read the object): not data the object had; not written, not lost.
+	Defaults []string `json:"defaults,omitempty"`
 	// Reason says why, for conflict, missing, failed and cannot-hold.
 	Reason string `json:"reason,omitempty"`
 }
@@ -242,7 +246,8 @@ func (r *runner) one(ctx context.Context, b *unstructured.Unstructured, dry bool
 		return out, nil
 	}
 	out.Version = target.version
-	out.NotHeld = target.notHeld
+	out.NotHeld, out.Defaults = splitDefaults(e.crd, gvk.Version, clean.Object, target.notHeld)
+	target.notHeld = out.NotHeld
 	for attempt := 0; ; attempt++ {
 		err := r.write(ctx, e.crd, target, clean, &out, dry)
 		if apierrors.IsConflict(err) && attempt < 4 {
@@ -371,8 +376,17 @@ func (r *runner) choose(ctx context.Context, e *crdEntry, clean *unstructured.Un
 				lost = append(lost, l.String())
 			}
 		}
+		// A pruned field the version reads back at the backup's value (the API server's
+		// read-path defaulting at v puts it back: a default, e.g. one the backup itself got
+		// when read at a version that defaults it) is held, not lost.
+		lost = slices.DeleteFunc(lost, func(p string) bool {
+			// A pruned field the backup does not have is one the version's own defaulting
+			// added in the preview (e.g. v1beta1's default spec.gitImplementation, pruned by
+			// the storage version v1): nothing of the backup is lost.
+			return !inObject(clean.Object, p) || readsBack(res.Object, clean.Object, p)
+		})
 		t := &target{version: v, held: res.Object, notHeld: dataPaths(lost)}
-		if best == nil || len(lost) < len(best.notHeld) {
+		if best == nil || len(t.notHeld) < len(best.notHeld) {
 			best = t
 		}
 	}
@@ -382,6 +396,99 @@ func (r *runner) choose(ctx context.Context, e *crdEntry, clean *unstructured.Un
 		return &target{version: order[0], notHeld: []string{}}, nil
 	}
 	return best, nil
+}
+
+// splitDefaults moves out of notHeld the fields whose backup value equals the default of the
+// live CRD's schema for the backup's version (served or not) at that path: the API server's
+// defaulting at that version produced them, so they say nothing the object's writer said.
+// A version the live CRD no longer lists proves nothing: its fields stay not held.
+func splitDefaults(crd *apiextensionsv1.CustomResourceDefinition, from string, backup map[string]any, notHeld []string) (held, defaults []string) {
+	held = []string{}
+	var props *apiextensionsv1.JSONSchemaProps
+	for _, v := range crd.Spec.Versions {
+		if v.Name == from && v.Schema != nil {
+			props = v.Schema.OpenAPIV3Schema
+		}
+	}
+	for _, p := range notHeld {
+		if d, ok := schemaDefault(props, p); ok && !strings.Contains(p, "[") {
+			if bv, found, _ := lookup(backup, strings.Split(p, ".")); found && same(bv, d) {
+				defaults = append(defaults, p)
+				continue
+			}
+		}
+		held = append(held, p)
+	}
+	return held, defaults
+}
+
+// schemaDefault is the default a structural schema gives the dotted path (through properties
+// only).
+func schemaDefault(s *apiextensionsv1.JSONSchemaProps, p string) (any, bool) {
+	for _, k := range strings.Split(p, ".") {
+		if s == nil {
+			return nil, false
+		}
+		c, ok := s.Properties[k]
+		if !ok {
+			return nil, false
+		}
+		s = &c
+	}
+	if s == nil || s.Default == nil {
+		return nil, false
+	}
+	var v any
+	if err := json.Unmarshal(s.Default.Raw, &v); err != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// inObject: obj has a value at the path p as preview names it (dots, and [i] for list items).
+func inObject(obj map[string]any, p string) bool {
+	var cur any = obj
+	for _, seg := range strings.Split(p, ".") {
+		name, idx, _ := strings.Cut(seg, "[")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		if cur, ok = m[name]; !ok {
+			return false
+		}
+		for idx != "" {
+			var i int
+			var rest string
+			if n, _ := fmt.Sscanf(idx, "%d]", &i); n != 1 {
+				return false
+			}
+			if _, after, found := strings.Cut(idx, "["); found {
+				rest = after
+			}
+			l, ok := cur.([]any)
+			if !ok || i < 0 || i >= len(l) {
+				return false
+			}
+			cur, idx = l[i], rest
+		}
+	}
+	return true
+}
+
+// readsBack: obj (the object as a version returns it) has the backup's value at the dotted
+// path p (a path with a list index is never read back: lists are compared whole).
+func readsBack(obj, backup map[string]any, p string) bool {
+	if strings.Contains(p, "[") {
+		return false
+	}
+	path := strings.Split(p, ".")
+	bv, found, _ := lookup(backup, path)
+	if !found {
+		return false
+	}
+	v, found, _ := lookup(obj, path)
+	return found && same(v, bv)
 }
 
 // dataPaths are the paths outside metadata and status, sorted and unique.
@@ -513,10 +620,15 @@ func (r *runner) write(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	var sets []leaf
 	for _, l := range leaves(clean.Object) {
 		hv, ok := t.heldValue(l)
-		if !ok {
-			continue // in notHeld already (preview's pruned paths)
-		}
 		lv, found, blocked := lookup(live.Object, l.path)
+		if !ok {
+			if found && same(lv, l.val) {
+				// The API server's answer at this version holds the backup's value (stored,
+				// or defaulted on read): held, whatever preview said.
+				out.NotHeld = without(out.NotHeld, []string{l.String()})
+			}
+			continue // in notHeld (preview's pruned paths)
+		}
 		var missing []string
 		switch {
 		case found && same(lv, hv):

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -74,6 +75,56 @@ func TestPrunedFrom(t *testing.T) {
 		ok := prunedFrom(backup, tc.live, "spec.acls", &missing)
 		if ok != tc.ok || (ok && !slices.Equal(missing, tc.missing)) {
 			t.Errorf("%s: %v %v, want %v %v", tc.name, ok, missing, tc.ok, tc.missing)
+		}
+	}
+}
+
+// A field no served version holds whose backup value is the default of the backup version's
+// schema (in the live CRD) is a default, not data; another value, or a version the live CRD
+// no longer lists, stays not held.
+func TestSplitDefaults(t *testing.T) {
+	crd := &apiextensionsv1.CustomResourceDefinition{Spec: apiextensionsv1.CustomResourceDefinitionSpec{Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+		{Name: "v1beta1", Served: false, Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+			Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"gitImplementation": {Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"go-git"`)}},
+				"timeout":           {Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"60s"`)}},
+				"legacy":            {Type: "string"},
+			}}},
+		}}},
+	}}}
+	backup := map[string]any{"spec": map[string]any{"gitImplementation": "go-git", "timeout": "20s", "legacy": "x"}}
+	notHeld := []string{"spec.gitImplementation", "spec.legacy", "spec.timeout"}
+	held, defaults := splitDefaults(crd, "v1beta1", backup, notHeld)
+	if !slices.Equal(held, []string{"spec.legacy", "spec.timeout"}) || !slices.Equal(defaults, []string{"spec.gitImplementation"}) {
+		t.Errorf("v1beta1: held %v defaults %v", held, defaults)
+	}
+	held, defaults = splitDefaults(crd, "v1alpha1", backup, notHeld)
+	if !slices.Equal(held, notHeld) || len(defaults) != 0 {
+		t.Errorf("a version the CRD does not list: held %v defaults %v, want all held", held, defaults)
+	}
+}
+
+func TestReadsBack(t *testing.T) {
+	backup := map[string]any{"spec": map[string]any{"gitImplementation": "go-git", "n": int64(1)}}
+	read := map[string]any{"spec": map[string]any{"gitImplementation": "go-git", "n": float64(2)}}
+	if !readsBack(read, backup, "spec.gitImplementation") {
+		t.Errorf("spec.gitImplementation is read back at the backup's value")
+	}
+	if readsBack(read, backup, "spec.n") || readsBack(read, backup, "spec.absent") || readsBack(read, backup, "spec.list[0].x") {
+		t.Errorf("another value, an absent field or a list item is not read back")
+	}
+}
+
+// A path preview names pruned counts as lost only when the backup has it: a field the target
+// version's own defaulting added (and the storage version pruned) is not the backup's data.
+func TestInObject(t *testing.T) {
+	obj := map[string]any{"spec": map[string]any{"url": "u", "acls": []any{map[string]any{"op": "Read"}, "x"}}}
+	for p, want := range map[string]bool{
+		"spec.url": true, "spec.gitImplementation": false, "spec.acls[0].op": true, "spec.acls[0].other": false,
+		"spec.acls[2].op": false, "spec.acls[1]": true, "spec.url.x": false, "status.x": false,
+	} {
+		if got := inObject(obj, p); got != want {
+			t.Errorf("inObject(%s) = %v, want %v", p, got, want)
 		}
 	}
 }
