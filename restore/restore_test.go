@@ -1,11 +1,18 @@
 package restore
 
 import (
+	"context"
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/crdver/kubectl-crdver/convert"
 )
 
 // What a restore compares: every top-level field but status, descended through maps, lists
@@ -126,5 +133,56 @@ func TestInObject(t *testing.T) {
 		if got := inObject(obj, p); got != want {
 			t.Errorf("inObject(%s) = %v, want %v", p, got, want)
 		}
+	}
+}
+
+// fakeWebhook answers ConversionReviews like a webhook that relabels apiVersion and drops
+// spec.organization (or answers as told).
+type fakeWebhook struct {
+	status string
+	uid    string
+}
+
+func (f *fakeWebhook) Describe() string { return "fake webhook" }
+
+func (f *fakeWebhook) Post(_ context.Context, body []byte) (*convert.HTTPResponse, error) {
+	var req apiextensionsv1.ConversionReview
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	var objs []apiextensionsv1.JSON
+	for _, o := range req.Request.Objects {
+		var m map[string]any
+		_ = json.Unmarshal(o.Raw, &m)
+		m["apiVersion"] = req.Request.DesiredAPIVersion
+		delete(m["spec"].(map[string]any), "organization")
+		raw, _ := json.Marshal(m)
+		objs = append(objs, apiextensionsv1.JSON{Raw: raw})
+	}
+	uid := req.Request.UID
+	if f.uid != "" {
+		uid = types.UID(f.uid)
+	}
+	st := metav1.StatusSuccess
+	if f.status != "" {
+		st = f.status
+	}
+	out, _ := json.Marshal(map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+		"response": map[string]any{"uid": uid, "convertedObjects": objs, "result": map[string]any{"status": st, "message": "no"}}})
+	return &convert.HTTPResponse{StatusCode: 200, Body: out}, nil
+}
+
+func TestReviewThroughWebhook(t *testing.T) {
+	obj := map[string]any{"apiVersion": "cert-manager.io/v1alpha2", "kind": "Certificate", "metadata": map[string]any{"name": "c"},
+		"spec": map[string]any{"secretName": "s", "organization": []any{"o"}}}
+	got, err := review(context.Background(), &fakeWebhook{}, "v1", obj, "cert-manager.io/v1")
+	if err != nil || got["apiVersion"] != "cert-manager.io/v1" || !same(got["spec"], map[string]any{"secretName": "s"}) {
+		t.Fatalf("review: %v %v", got, err)
+	}
+	if _, err := review(context.Background(), &fakeWebhook{status: metav1.StatusFailure}, "v1", obj, "cert-manager.io/v1"); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("a failed conversion: %v", err)
+	}
+	if _, err := review(context.Background(), &fakeWebhook{uid: "other"}, "v1", obj, "cert-manager.io/v1"); err == nil {
+		t.Errorf("an answer for another uid is not taken")
 	}
 }
