@@ -9,8 +9,12 @@
 //     conversion None, the object is relabelled to each served version and the API server's
 //     own create path (preview: pruning in that version and in the storage version, defaults)
 //     says what that version keeps; the version that keeps the most wins (the storage version,
-//     then priority order, on a tie). With a webhook, the backup's own version when it is still
-//     served (the API server converts through the webhook);
+//     then priority order, on a tie); a field preview prunes counts only when the backup has
+//     it (the version's own defaults are not the backup's data), and not when the version
+//     reads it back at the backup's value. With a webhook, the backup's own version when it
+//     is still served (the API server converts through the webhook); otherwise the object is
+//     converted to a served version (the storage version first) by the CRD's own webhook with
+//     a ConversionReview, and back: what the round trip does not give back is not held;
 //  2. reads the live object at that version and compares every field of the backup (spec and
 //     every other top-level field but status, each label and annotation) with it: a field
 //     missing live is restored; a field with the same value is unchanged; a field with
@@ -37,6 +41,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,7 +51,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
+	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/migrate"
@@ -118,6 +126,10 @@ type Outcome struct {
 	Conflicts []string `json:"conflicts"`
 	// NotHeld are fields of the backup no served version of the live CRD holds.
 	NotHeld []string `json:"notHeld"`
+	// Defaults are fields of the backup no served version holds whose value is the default
+	// the live CRD's schema of the backup's version gives them (the API server put them there
+	// when the backup read the object): not data the object had; not written, not lost.
+	Defaults []string `json:"defaults,omitempty"`
 	// Reason says why, for conflict, missing, failed and cannot-hold.
 	Reason string `json:"reason,omitempty"`
 }
@@ -242,7 +254,11 @@ func (r *runner) one(ctx context.Context, b *unstructured.Unstructured, dry bool
 		return out, nil
 	}
 	out.Version = target.version
-	out.NotHeld = target.notHeld
+	out.NotHeld, out.Defaults = splitDefaults(e.crd, gvk.Version, clean.Object, target.notHeld)
+	target.notHeld = out.NotHeld
+	if target.obj != nil {
+		clean = target.obj
+	}
 	for attempt := 0; ; attempt++ {
 		err := r.write(ctx, e.crd, target, clean, &out, dry)
 		if apierrors.IsConflict(err) && attempt < 4 {
@@ -286,6 +302,8 @@ type target struct {
 	// preview could not say (the server's dry run decides).
 	held    map[string]any
 	notHeld []string
+	// obj is the backup converted to version by the CRD's webhook (nil: the backup as it is).
+	obj *unstructured.Unstructured
 }
 
 // cleaned is the backup object without status and without server-set metadata: what a
@@ -330,7 +348,18 @@ func (r *runner) choose(ctx context.Context, e *crdEntry, clean *unstructured.Un
 		// The API server converts through the webhook from the backup's own version; another
 		// version's schema names fields differently, so relabelling would be wrong.
 		if !slices.Contains(served, from) {
-			return nil, fmt.Errorf("%s converts through a webhook and no longer serves %s, the backup's version: serve %s again (or convert the backup to a served version through the webhook with kubectl crdver convert %s --to %s -f BACKUP), then restore", crd.Name, from, from, crd.Name, served[0])
+			// The API server no longer converts from the backup's version: ask the CRD's own
+			// webhook, as the API server would, for the object at a served version (the
+			// storage version first), and back, to say what the backup loses there.
+			to := crdinfo.StorageVersion(crd)
+			if !slices.Contains(served, to) {
+				to = served[0]
+			}
+			conv, notHeld, err := r.viaWebhook(ctx, crd, clean, from, to)
+			if err != nil {
+				return nil, fmt.Errorf("%s converts through a webhook and no longer serves %s, the backup's version, and its webhook did not convert the backup to %s: %v", crd.Name, from, to, err)
+			}
+			return &target{version: to, notHeld: notHeld, obj: conv}, nil
 		}
 		return &target{version: from, notHeld: []string{}}, nil
 	}
@@ -371,8 +400,17 @@ func (r *runner) choose(ctx context.Context, e *crdEntry, clean *unstructured.Un
 				lost = append(lost, l.String())
 			}
 		}
+		// A pruned field the version reads back at the backup's value (the API server's
+		// read-path defaulting at v puts it back: a default, e.g. one the backup itself got
+		// when read at a version that defaults it) is held, not lost.
+		lost = slices.DeleteFunc(lost, func(p string) bool {
+			// A pruned field the backup does not have is one the version's own defaulting
+			// added in the preview (e.g. v1beta1's default spec.gitImplementation, pruned by
+			// the storage version v1): nothing of the backup is lost.
+			return !inObject(clean.Object, p) || readsBack(res.Object, clean.Object, p)
+		})
 		t := &target{version: v, held: res.Object, notHeld: dataPaths(lost)}
-		if best == nil || len(lost) < len(best.notHeld) {
+		if best == nil || len(t.notHeld) < len(best.notHeld) {
 			best = t
 		}
 	}
@@ -383,6 +421,190 @@ func (r *runner) choose(ctx context.Context, e *crdEntry, clean *unstructured.Un
 	}
 	return best, nil
 }
+
+// splitDefaults moves out of notHeld the fields whose backup value equals the default of the
+// live CRD's schema for the backup's version (served or not) at that path: the API server's
+// defaulting at that version produced them, so they say nothing the object's writer said.
+// A version the live CRD no longer lists proves nothing: its fields stay not held.
+func splitDefaults(crd *apiextensionsv1.CustomResourceDefinition, from string, backup map[string]any, notHeld []string) (held, defaults []string) {
+	held = []string{}
+	var props *apiextensionsv1.JSONSchemaProps
+	for _, v := range crd.Spec.Versions {
+		if v.Name == from && v.Schema != nil {
+			props = v.Schema.OpenAPIV3Schema
+		}
+	}
+	for _, p := range notHeld {
+		if d, ok := schemaDefault(props, p); ok && !strings.Contains(p, "[") {
+			if bv, found, _ := lookup(backup, strings.Split(p, ".")); found && same(bv, d) {
+				defaults = append(defaults, p)
+				continue
+			}
+		}
+		held = append(held, p)
+	}
+	return held, defaults
+}
+
+// schemaDefault is the default a structural schema gives the dotted path (through properties
+// only).
+func schemaDefault(s *apiextensionsv1.JSONSchemaProps, p string) (any, bool) {
+	for _, k := range strings.Split(p, ".") {
+		if s == nil {
+			return nil, false
+		}
+		c, ok := s.Properties[k]
+		if !ok {
+			return nil, false
+		}
+		s = &c
+	}
+	if s == nil || s.Default == nil {
+		return nil, false
+	}
+	var v any
+	if err := json.Unmarshal(s.Default.Raw, &v); err != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// inObject: obj has a value at the path p as preview names it (dots, and [i] for list items).
+func inObject(obj map[string]any, p string) bool {
+	var cur any = obj
+	for _, seg := range strings.Split(p, ".") {
+		name, idx, _ := strings.Cut(seg, "[")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		if cur, ok = m[name]; !ok {
+			return false
+		}
+		for idx != "" {
+			var i int
+			var rest string
+			if n, _ := fmt.Sscanf(idx, "%d]", &i); n != 1 {
+				return false
+			}
+			if _, after, found := strings.Cut(idx, "["); found {
+				rest = after
+			}
+			l, ok := cur.([]any)
+			if !ok || i < 0 || i >= len(l) {
+				return false
+			}
+			cur, idx = l[i], rest
+		}
+	}
+	return true
+}
+
+// readsBack: obj (the object as a version returns it) has the backup's value at the dotted
+// path p (a path with a list index is never read back: lists are compared whole).
+func readsBack(obj, backup map[string]any, p string) bool {
+	if strings.Contains(p, "[") {
+		return false
+	}
+	path := strings.Split(p, ".")
+	bv, found, _ := lookup(backup, path)
+	if !found {
+		return false
+	}
+	v, found, _ := lookup(obj, path)
+	return found && same(v, bv)
+}
+
+// WebhookTimeout bounds each ConversionReview a restore sends to a CRD's webhook.
+const WebhookTimeout = 10 * time.Second
+
+// viaWebhook converts the backup object from its version to the served version to through
+// the CRD's conversion webhook (a ConversionReview, as the API server sends it), then the
+// result back: a field of the backup the round trip does not give back at the same value is
+// one version to cannot hold (reported, never claimed restored).
+func (r *runner) viaWebhook(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, clean *unstructured.Unstructured, from, to string) (*unstructured.Unstructured, []string, error) {
+	var client rest.Interface
+	if r.c.Kube != nil {
+		client = r.c.Kube.CoreV1().RESTClient()
+	}
+	tr, err := convert.DefaultTransport(crd, client, WebhookTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	rv, err := convert.ReviewVersionFor(crd)
+	if err != nil {
+		return nil, nil, err
+	}
+	gv := func(v string) string { return schema.GroupVersion{Group: crd.Spec.Group, Version: v}.String() }
+	conv, err := review(ctx, tr, rv, clean.Object, gv(to))
+	if err != nil {
+		return nil, nil, err
+	}
+	back, err := review(ctx, tr, rv, conv, gv(from))
+	if err != nil {
+		return nil, nil, fmt.Errorf("converting back to %s (to check what %s holds): %w", from, to, err)
+	}
+	lost := []string{}
+	for _, l := range leaves(clean.Object) {
+		if v, found, _ := lookup(back, l.path); !found || !same(v, l.val) {
+			lost = append(lost, l.String())
+		}
+	}
+	u := cleaned(&unstructured.Unstructured{Object: conv})
+	if u.GetName() != clean.GetName() || u.GetNamespace() != clean.GetNamespace() {
+		return nil, nil, fmt.Errorf("the webhook answered %s/%s for %s/%s", u.GetNamespace(), u.GetName(), clean.GetNamespace(), clean.GetName())
+	}
+	return u, dataPaths(lost), nil
+}
+
+// review sends one object to the webhook and returns it at apiVersion to.
+func review(ctx context.Context, tr convert.Transport, reviewVersion string, obj map[string]any, to string) (map[string]any, error) {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	uid := types.UID(fmt.Sprintf("kubectl-crdver-restore-%d", reviewSeq.Add(1)))
+	body, err := convert.BuildReview(reviewVersion, uid, to, [][]byte{raw})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := tr.Post(ctx, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tr.Describe(), err)
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("%s answered HTTP %d: %s", tr.Describe(), resp.StatusCode, strings.TrimSpace(string(resp.Body)))
+	}
+	var rr struct {
+		Response *struct {
+			UID              types.UID         `json:"uid"`
+			ConvertedObjects []json.RawMessage `json:"convertedObjects"`
+			Result           metav1.Status     `json:"result"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(resp.Body, &rr); err != nil || rr.Response == nil {
+		return nil, fmt.Errorf("%s answered no ConversionReview response: %v", tr.Describe(), err)
+	}
+	if rr.Response.UID != uid {
+		return nil, fmt.Errorf("%s answered uid %q for %q", tr.Describe(), rr.Response.UID, uid)
+	}
+	if rr.Response.Result.Status != metav1.StatusSuccess {
+		return nil, fmt.Errorf("%s refused the conversion to %s: %s", tr.Describe(), to, rr.Response.Result.Message)
+	}
+	if len(rr.Response.ConvertedObjects) != 1 {
+		return nil, fmt.Errorf("%s answered %d objects for 1", tr.Describe(), len(rr.Response.ConvertedObjects))
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(rr.Response.ConvertedObjects[0]); err != nil {
+		return nil, fmt.Errorf("%s answered an object that is not one: %w", tr.Describe(), err)
+	}
+	if u.GetAPIVersion() != to {
+		return nil, fmt.Errorf("%s answered apiVersion %s, not %s", tr.Describe(), u.GetAPIVersion(), to)
+	}
+	return u.Object, nil
+}
+
+var reviewSeq atomic.Int64
 
 // dataPaths are the paths outside metadata and status, sorted and unique.
 func dataPaths(ps []string) []string {
@@ -513,10 +735,15 @@ func (r *runner) write(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	var sets []leaf
 	for _, l := range leaves(clean.Object) {
 		hv, ok := t.heldValue(l)
-		if !ok {
-			continue // in notHeld already (preview's pruned paths)
-		}
 		lv, found, blocked := lookup(live.Object, l.path)
+		if !ok {
+			if found && same(lv, l.val) {
+				// The API server's answer at this version holds the backup's value (stored,
+				// or defaulted on read): held, whatever preview said.
+				out.NotHeld = without(out.NotHeld, []string{l.String()})
+			}
+			continue // in notHeld (preview's pruned paths)
+		}
 		var missing []string
 		switch {
 		case found && same(lv, hv):
