@@ -259,7 +259,7 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 		if len(losing) > 0 {
 			add(RunbookStep{Phase: PhaseFix, Action: ActionConvertObjects, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindDataLoss).Manual,
 				Objects: capList(losing), Commands: capList(losingCmds),
-				Why: fmt.Sprintf("fields the new version %[3]s lacks are held by %[1]s of %[2]s: rewriting at %[3]s drops them from etcd. Move the data to the fields %[3]s has (the release's own migration guide says how), or accept the loss: kubectl crdver upgrade refuses unless --allow-data-loss; the backup below keeps it, and the storage steps below carry --allow-data-loss for that (leave it out if you moved the data)", objects(len(losing)), p.next.Name, p.storage)})
+				Why: fmt.Sprintf("fields the new version %[3]s lacks are held by %[1]s of %[2]s: rewriting at %[3]s drops them from etcd. Move the data to the fields %[3]s has (the release's own migration guide says how), or accept the loss: kubectl crdver upgrade refuses unless --allow-data-loss; the backup below keeps it", objects(len(losing)), p.next.Name, p.storage)})
 		}
 		if st, ok := recreateStep(p); ok {
 			add(st)
@@ -366,6 +366,16 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 			add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s, Remove: p.Remove(),
 				Commands: []string{p.retireCommand(v) + flag},
 				Why:      fmt.Sprintf("move any managedFields entries of %s in %s to %s (the release removes %s, after which server-side apply fails on objects keeping them)%s", v, name, s, v, p.removeWhy(v)) + consentWhy})
+		}
+		// The convert-objects step of the CRD points to the commands that carry the consent.
+		if flag != "" && slices.ContainsFunc(steps, func(st RunbookStep) bool {
+			return st.Phase == PhaseStorage && slices.Contains(st.CRDs, name) && slices.ContainsFunc(st.Commands, func(c string) bool { return strings.HasSuffix(c, flag) })
+		}) {
+			for i := range steps {
+				if steps[i].Action == ActionConvertObjects && slices.Equal(steps[i].CRDs, []string{name}) {
+					steps[i].Why += fmt.Sprintf(", and the storage steps below say%s for that (leave it out if you moved the data)", flag)
+				}
+			}
 		}
 	}
 

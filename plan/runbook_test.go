@@ -166,6 +166,9 @@ func TestRunbookDataLossConsent(t *testing.T) {
 			t.Errorf("retire step's text lacks %q: %s", w, steps[2].Why)
 		}
 	}
+	if !strings.Contains(steps[0].Why, "the storage steps below say --allow-data-loss") {
+		t.Errorf("convert-objects step does not point to the consent: %s", steps[0].Why)
+	}
 	if !strings.Contains(strings.Join(itemSteps(steps), "\n"), "# "+steps[2].Why) {
 		t.Errorf("the per-CRD steps do not say what the consent drops: %q", itemSteps(steps))
 	}
