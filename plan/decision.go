@@ -116,6 +116,9 @@ type Decision struct {
 	UpgradeExit int `json:"upgradeExit"`
 	// UpgradeExitOverridden is upgrade's exit status when Override was given.
 	UpgradeExitOverridden int `json:"upgradeExitOverridden,omitempty"`
+	// Consent is the option the runbook's retire and migrate commands for the CRD carry, after
+	// the backup step, so that a user who accepts the loss has a runnable command ("" none).
+	Consent string `json:"consent,omitempty"`
 }
 
 // decisions is the decision table, most severe first.
@@ -125,13 +128,13 @@ var decisions = []Decision{
 	{Kind: KindApplyRejected, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionFixCRDs, ActionRetire}, Manual: true,
 		Upgrade: UpgradeRefuses, UpgradeExit: 1},
 	{Kind: KindDataLoss, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionConvertObjects, ActionBackup}, Manual: true,
-		Upgrade: UpgradeRefuses, Override: OverrideAllowDataLoss, UpgradeExit: 1, UpgradeExitOverridden: 0},
+		Upgrade: UpgradeRefuses, Override: OverrideAllowDataLoss, UpgradeExit: 1, UpgradeExitOverridden: 0, Consent: OverrideAllowDataLoss},
 	{Kind: KindRejectedWrite, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionFixObjects}, Manual: true,
 		Upgrade: UpgradeRefuses, Override: OverrideSkipInvalid, UpgradeExit: 1, UpgradeExitOverridden: 1},
 	{Kind: KindManagedFields, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionRetire, ActionChangeWriters},
 		Upgrade: UpgradeCarriesOut, UpgradeExit: 0},
 	{Kind: KindUnknown, Verdict: VerdictUnknown, PlanExit: 1, Runbook: []string{ActionBackup},
-		Upgrade: UpgradeRefuses, Override: OverrideAllowDataLoss, UpgradeExit: 1, UpgradeExitOverridden: 0},
+		Upgrade: UpgradeRefuses, Override: OverrideAllowDataLoss, UpgradeExit: 1, UpgradeExitOverridden: 0, Consent: OverrideAllowDataLoss},
 	{Kind: KindInvalidOnRecreate, Verdict: VerdictInvalidOnRecreate, PlanExit: 1, Runbook: []string{ActionFixRecreate}, Manual: true,
 		Upgrade: UpgradeLeavesToUser, UpgradeExit: 1},
 	{Kind: KindStricter, Verdict: VerdictStricter, PlanExit: 0, Upgrade: UpgradeGoesOn, UpgradeExit: 0},

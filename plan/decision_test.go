@@ -49,6 +49,9 @@ func TestDecisionTableDocumented(t *testing.T) {
 		if got := first(row[5]); got != string(rune('0'+d.UpgradeExit)) {
 			t.Errorf("%s: documented upgrade exit %q, code %d", d.Kind, got, d.UpgradeExit)
 		}
+		if d.Consent != "" && !strings.Contains(row[3], "--"+d.Consent) {
+			t.Errorf("%s: the runbook's consent --%s not documented (%q)", d.Kind, d.Consent, row[3])
+		}
 		if d.Override != "" && !strings.Contains(row[4], "--"+d.Override) {
 			t.Errorf("%s: override --%s not documented (%q)", d.Kind, d.Override, row[4])
 		}

@@ -281,6 +281,7 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 	// preferred version, which may already prune the fields at risk).
 	var resources, unreadable []string
 	var backupCRDs []string
+	backedUp := map[string]bool{} // CRDs the backup step reads at every stored version
 	for _, p := range plans {
 		if p.live == nil || p.it.Objects.Total == 0 {
 			continue
@@ -289,13 +290,18 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 			continue
 		}
 		backupCRDs = append(backupCRDs, p.live.Name)
+		backedUp[p.live.Name] = true
 		for _, v := range storedVersionsOf(p.live) {
 			if lv, err := crdinfo.Lookup(p.live, v); err != nil || !lv.Served && !p.servesStored() { // servesStored: see serve-stored
 				unreadable = append(unreadable, p.live.Name+" "+v+map[bool]string{true: " (not in spec.versions)"}[err != nil])
+				backedUp[p.live.Name] = false
 				continue
 			}
 			resources = append(resources, p.live.Spec.Names.Plural+"."+v+"."+p.live.Spec.Group)
 		}
+	}
+	if len(resources) == 0 {
+		clear(backedUp)
 	}
 	if s := serveStoredStep(plans); s != nil {
 		add(*s)
@@ -334,31 +340,42 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 			continue
 		}
 		name, s := p.next.Name, p.storage
+		flag, consentWhy := p.consent(backedUp[p.live.Name], backupFile)
 		for i, v := range p.removedStored {
 			why := fmt.Sprintf("move %s's managedFields entries of %s to %s (server-side apply fails on objects that keep them once %s is gone)", name, v, s, v)
 			if i == 0 {
 				why = fmt.Sprintf("make %s the storage version of %s, rewrite every object at it, trim status.storedVersions to [%s] and move managedFields entries of %s to %s: the release removes %s", s, name, s, v, s, v)
 			}
-			add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s, Why: why + p.removeWhy(v), Remove: p.Remove(),
-				Commands: []string{p.retireCommand(v)}})
+			add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s, Why: why + p.removeWhy(v) + consentWhy, Remove: p.Remove(),
+				Commands: []string{p.retireCommand(v) + flag}})
 		}
 		if len(p.removedStored) == 0 && p.migrate {
 			cmd := fmt.Sprintf("kubectl crdver migrate %s", name)
 			if !p.intermediate && p.it.StorageVersion.Before != s {
 				cmd += " --to " + s
 			}
-			add(RunbookStep{Phase: PhaseStorage, Action: ActionMigrate, CRDs: []string{name}, Target: s, Commands: []string{cmd},
-				Why: fmt.Sprintf("make %s the storage version of %s, rewrite every object at it and trim status.storedVersions to [%s]", s, name, s)})
+			add(RunbookStep{Phase: PhaseStorage, Action: ActionMigrate, CRDs: []string{name}, Target: s, Commands: []string{cmd + flag},
+				Why: fmt.Sprintf("make %s the storage version of %s, rewrite every object at it and trim status.storedVersions to [%s]", s, name, s) + consentWhy})
 		}
 		for _, v := range p.unservedNamed {
 			add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s,
-				Commands: []string{fmt.Sprintf("kubectl crdver retire %s %s --to %s", name, v, s)},
-				Why:      fmt.Sprintf("move %s's managedFields entries of %s to %s while %s is served: the release stops serving it, after which server-side apply of those objects fails", name, v, s, v)})
+				Commands: []string{fmt.Sprintf("kubectl crdver retire %s %s --to %s", name, v, s) + flag},
+				Why:      fmt.Sprintf("move %s's managedFields entries of %s to %s while %s is served: the release stops serving it, after which server-side apply of those objects fails", name, v, s, v) + consentWhy})
 		}
 		for _, v := range p.removedNamed {
 			add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s, Remove: p.Remove(),
-				Commands: []string{p.retireCommand(v)},
-				Why:      fmt.Sprintf("move any managedFields entries of %s in %s to %s (the release removes %s, after which server-side apply fails on objects keeping them)%s", v, name, s, v, p.removeWhy(v))})
+				Commands: []string{p.retireCommand(v) + flag},
+				Why:      fmt.Sprintf("move any managedFields entries of %s in %s to %s (the release removes %s, after which server-side apply fails on objects keeping them)%s", v, name, s, v, p.removeWhy(v)) + consentWhy})
+		}
+		// The convert-objects step of the CRD points to the commands that carry the consent.
+		if flag != "" && slices.ContainsFunc(steps, func(st RunbookStep) bool {
+			return st.Phase == PhaseStorage && slices.Contains(st.CRDs, name) && slices.ContainsFunc(st.Commands, func(c string) bool { return strings.HasSuffix(c, flag) })
+		}) {
+			for i := range steps {
+				if steps[i].Action == ActionConvertObjects && slices.Equal(steps[i].CRDs, []string{name}) {
+					steps[i].Why += fmt.Sprintf(", and the storage steps below say%s for that (leave it out if you moved the data)", flag)
+				}
+			}
 		}
 	}
 
@@ -394,6 +411,67 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 			"kubectl crdver versions --all",
 		}})
 	return steps
+}
+
+// consent is the consent the CRD's retire and migrate commands carry (decision table:
+// Decision.Consent) and what the step then says: where its objects lose fields (a data-loss
+// finding, a loss that depends on the version an object is encoded at, or data stored at a
+// version the live CRD does not serve, which the plan cannot read), the commands say
+// --allow-data-loss, so that a user who accepts the loss has a runnable command. Only when
+// the backup step above reads the CRD at every stored version (backedUp): otherwise nothing
+// keeps what is dropped, and the commands carry no consent (they refuse, naming the loss).
+func (p *crdPlan) consent(backedUp bool, backupFile string) (flag, why string) {
+	if !backedUp {
+		return "", ""
+	}
+	var what string
+	var lossy []string
+	for _, f := range p.it.Objects.Findings {
+		ks := f.kinds()
+		if slices.Contains(ks, KindDataLoss) || slices.Contains(ks, KindUnknown) {
+			lossy = append(lossy, objectName(&f))
+		}
+	}
+	var kind Kind
+	switch {
+	case len(lossy) > 0:
+		kind = KindDataLoss
+		what = fmt.Sprintf("it drops from etcd the fields the convert-objects step above lists (%s of %s) unless you moved their data", objects(len(lossy)), p.next.Name)
+	case slices.Contains(p.it.Kinds, KindDataLoss):
+		kind = KindDataLoss
+		what = fmt.Sprintf("objects of %s lose what the conversion to %s fails to keep (the plan's findings say which checks fail)", p.next.Name, p.storage)
+	case len(p.unreadStored()) > 0:
+		kind = KindUnknown
+		what = fmt.Sprintf("objects of %s may still be encoded at %s in etcd, which the plan cannot read as stored (not served, or converted by the live CRD's conversion webhook): whatever fields of theirs %s lacks are dropped (the command's own preflight lists them before it writes)", p.next.Name, strings.Join(p.unreadStored(), ", "), p.storage)
+	default:
+		return "", ""
+	}
+	d := DecisionFor(kind)
+	if d.Consent == "" {
+		return "", ""
+	}
+	return " --" + d.Consent, fmt.Sprintf(". --%s is your consent to the loss: %s; the backup step above keeps them, and kubectl crdver restore -f %s puts them back once a release whose CRDs hold them is applied again. Leave --%s out if nothing is to be lost: the command then refuses, listing any loss, before it writes", d.Consent, what, backupFile, d.Consent)
+}
+
+// unreadStored are the versions in the live status.storedVersions, other than the new storage
+// version, whose copies in etcd the plan could not read as stored: versions the live CRD does
+// not serve, or any, when the live CRD converts through a webhook (objects.go notes that plan
+// cannot tell what those copies hold). Only when objects are rewritten (p.migrate).
+func (p *crdPlan) unreadStored() []string {
+	if p.live == nil || !p.migrate || p.it.Objects.Total == 0 {
+		return nil
+	}
+	webhook := p.live.Spec.Conversion != nil && p.live.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter
+	var out []string
+	for _, v := range storedVersionsOf(p.live) {
+		if v == p.storage {
+			continue
+		}
+		if lv, err := crdinfo.Lookup(p.live, v); webhook || err != nil || !lv.Served {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // recreateStep is the step for a person about the CRD's objects that are invalid on re-create
@@ -474,7 +552,8 @@ func (p *crdPlan) removeWhy(v string) string {
 func itemSteps(steps []RunbookStep) []string {
 	out := []string{}
 	for _, s := range steps {
-		if len(s.Commands) == 0 || s.Action == ActionFixObjects || s.Action == ActionConvertObjects || s.Action == ActionFixRecreate {
+		consent := slices.ContainsFunc(s.Commands, func(c string) bool { return strings.Contains(c, " --"+OverrideAllowDataLoss) })
+		if len(s.Commands) == 0 || consent || s.Action == ActionFixObjects || s.Action == ActionConvertObjects || s.Action == ActionFixRecreate {
 			out = append(out, "# "+s.Why)
 		}
 		out = append(out, s.Commands...)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -128,5 +129,90 @@ func TestRunbookInvalidOnRecreateAfterTheApply(t *testing.T) {
 	if s.Target != "v1" || !strings.Contains(s.Why, "after the apply (the live CRD does not serve v1 yet)") ||
 		!slices.Contains(s.Commands, "kubectl edit widgets.v1.plan.example.com long-owner -n default") {
 		t.Errorf("fix step: %+v", s)
+	}
+}
+
+// Objects that lose fields (a data-loss finding): every retire command of the CRD carries the
+// consent --allow-data-loss, after the backup step, and says what it drops, that the backup
+// keeps it and that restore puts it back; without a backup, no command carries the consent.
+func TestRunbookDataLossConsent(t *testing.T) {
+	live := twoVersions(t, true)
+	next := live.DeepCopy()
+	next.Spec.Versions = next.Spec.Versions[1:]
+	next.Spec.Versions[0].Storage = true
+	it, err := Plan(context.Background(), live, next, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean := runbookOf(t, it)
+	for _, s := range clean {
+		for _, c := range s.Commands {
+			if strings.Contains(c, "--allow-data-loss") {
+				t.Errorf("no loss, yet step %s says %q", s.Action, c)
+			}
+		}
+	}
+	it.Objects.Total = 1
+	it.Objects.Findings = []Finding{{Namespace: "default", Name: "legacy", PrunedOnRead: []string{"spec.legacy"}}}
+	steps := runbookOf(t, it)
+	if got := actionsOf(steps); !slices.Equal(got, []string{ActionConvertObjects, ActionBackup, ActionRetire, ActionApply, ActionVerify}) {
+		t.Fatalf("actions %v", got)
+	}
+	if c := steps[2].Commands; len(c) != 1 || c[0] != "kubectl crdver retire widgets.plan.example.com v1beta1 --to v1 --remove --allow-data-loss" {
+		t.Errorf("retire step: %q", c)
+	}
+	for _, w := range []string{"--allow-data-loss is your consent", "the backup step above keeps them", "kubectl crdver restore -f crdver-backup.yaml"} {
+		if !strings.Contains(steps[2].Why, w) {
+			t.Errorf("retire step's text lacks %q: %s", w, steps[2].Why)
+		}
+	}
+	if !strings.Contains(steps[0].Why, "the storage steps below say --allow-data-loss") {
+		t.Errorf("convert-objects step does not point to the consent: %s", steps[0].Why)
+	}
+	if !strings.Contains(strings.Join(itemSteps(steps), "\n"), "# "+steps[2].Why) {
+		t.Errorf("the per-CRD steps do not say what the consent drops: %q", itemSteps(steps))
+	}
+	if d := DecisionFor(KindDataLoss); d.Consent != OverrideAllowDataLoss {
+		t.Errorf("decision table: data-loss consent %q", d.Consent)
+	}
+
+	// No backup (nothing to read at every stored version): no consent.
+	it.Objects.Total = 0
+	for _, s := range runbookOf(t, it) {
+		if s.Action == ActionBackup {
+			t.Errorf("backup step without objects")
+		}
+		for _, c := range s.Commands {
+			if strings.Contains(c, "--allow-data-loss") {
+				t.Errorf("no backup, yet step %s says %q", s.Action, c)
+			}
+		}
+	}
+}
+
+// Data that sits at a stored version the plan cannot read as stored (the live CRD converts
+// through a webhook): the storage commands carry the consent, naming that version.
+func TestRunbookUnreadStoredConsent(t *testing.T) {
+	live := twoVersions(t, true)
+	next := live.DeepCopy()
+	next.Spec.Versions = next.Spec.Versions[1:]
+	next.Spec.Versions[0].Storage = true
+	it, err := Plan(context.Background(), live, next, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it.live = it.live.DeepCopy()
+	it.live.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter}
+	steps := runbookOf(t, it)
+	i := slices.IndexFunc(steps, func(s RunbookStep) bool { return s.Action == ActionRetire })
+	b := slices.IndexFunc(steps, func(s RunbookStep) bool { return s.Action == ActionBackup })
+	if i < 0 || b < 0 || b > i {
+		t.Fatalf("actions %v", actionsOf(steps))
+	}
+	if c := steps[i].Commands; len(c) != 1 || !strings.HasSuffix(c[0], " --allow-data-loss") {
+		t.Errorf("retire step: %q", c)
+	}
+	if !strings.Contains(steps[i].Why, "encoded at v1beta1") {
+		t.Errorf("retire step's text does not name the unread version: %s", steps[i].Why)
 	}
 }
