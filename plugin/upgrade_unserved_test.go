@@ -441,3 +441,35 @@ func TestUpgradeStoredUnservedKeptUnserved(t *testing.T) {
 		t.Errorf("t-gitops: spec.legacy %q after the upgrade", l)
 	}
 }
+
+// TestUpgradeStoredUnservedNoObjects: the history's CRD whose objects are all gone (cert-manager
+// 1.6's certificaterequests with none left): v1alpha1 is still in status.storedVersions and not
+// served, but no object is stored at it, so there is nothing to read: the upgrade serves
+// nothing again, its preflight is not unknown for v1alpha1, and it completes.
+func TestUpgradeStoredUnservedNoObjects(t *testing.T) {
+	isolateCache(t)
+	h := setupUnservedHistory(t, "noobjects.unserved.example.com", true)
+	beta := schema.GroupVersionResource{Group: h.group, Version: "v1beta1", Resource: "things"}
+	for _, n := range h.objects {
+		if err := h.dyn.Resource(beta).Namespace("default").Delete(context.Background(), n, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.objects = nil
+	if crd := h.crd(t); !slices.Equal(crd.Status.StoredVersions, []string{"v1alpha1", "v1beta1"}) {
+		t.Fatalf("storedVersions %v, want [v1alpha1 v1beta1]", crd.Status.StoredVersions)
+	}
+	res := runCluster(t, "upgrade", "-f", h.dir, "--yes", "--backup", filepath.Join(t.TempDir(), "backup.yaml"))
+	t.Logf("upgrade -f NEW --yes → exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	if res.code != 0 {
+		t.Fatalf("upgrade of a CRD without objects: exit %d, want 0\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	for _, bad := range []string{"is in status.storedVersions but not served", "served again to read"} {
+		if strings.Contains(res.stdout+res.stderr, bad) {
+			t.Errorf("upgrade says %q, though no object is stored at v1alpha1", bad)
+		}
+	}
+	if crd := h.crd(t); !slices.Equal(crd.Status.StoredVersions, []string{"v1"}) {
+		t.Errorf("storedVersions %v, want [v1]", crd.Status.StoredVersions)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/preflight"
 )
 
 // States of a version served again.
@@ -297,4 +298,39 @@ func (r *runner) unreadNote(crd, u string) bool {
 	return slices.ContainsFunc(r.rep.ServedAgain, func(s ServedAgain) bool {
 		return s.CRD == crd && s.State == ServePlanned && strings.HasPrefix(u, s.Version+" is in status.storedVersions but not served")
 	})
+}
+
+// dropEmptyUnserved: the preflight calls a version in status.storedVersions that live does
+// not serve unknown, since the objects stored at it cannot be read as stored. When the API
+// server lists no object of the CRD at all (read at a served version, after the preflight), no
+// object is stored at that version either: there is nothing to read, so nothing unknown. A
+// version that is also the storage version keeps its answer (new objects are stored there).
+func (r *runner) dropEmptyUnserved(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, rep *preflight.Report) error {
+	if len(rep.NotServed) == 0 {
+		return nil
+	}
+	served := crdinfo.ServedVersions(live)
+	if len(served) == 0 {
+		return nil
+	}
+	l, err := r.c.Dynamic.Resource(crdinfo.GVR(live, served[0])).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return fmt.Errorf("listing %s at %s (to know whether objects are stored at the versions it does not serve): %w", live.Name, served[0], err)
+	}
+	if len(l.Items) > 0 {
+		return nil
+	}
+	storage := crdinfo.StorageVersion(live)
+	keep := rep.NotServed[:0]
+	for _, n := range rep.NotServed {
+		if n.Version == storage {
+			keep = append(keep, n)
+			continue
+		}
+		rep.Unknown = slices.DeleteFunc(rep.Unknown, func(u string) bool {
+			return strings.HasPrefix(u, n.Version+" is in status.storedVersions but not served")
+		})
+	}
+	rep.NotServed = keep
+	return nil
 }
