@@ -473,3 +473,67 @@ func TestUpgradeStoredUnservedNoObjects(t *testing.T) {
 		t.Errorf("storedVersions %v, want [v1]", crd.Status.StoredVersions)
 	}
 }
+
+// TestUpgradeStoredUnservedRunbookNoIntermediate: a release whose storage version the live CRD
+// already serves (Gateway API 1.2's ReferenceGrant v1beta1) and that removes the stored but
+// unserved v1alpha1. The runbook's serve-stored step serves v1alpha1 again, so no intermediate
+// CRD is needed to read it: the runbook has no intermediate step (whose --intermediate-crds
+// would print nothing once v1alpha1 is served, and its apply fail on an empty file), and
+// followed by hand it takes the cluster to the release.
+func TestUpgradeStoredUnservedRunbookNoIntermediate(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl is not installed") // the runbook's kubectl steps need the real one
+	}
+	isolateCache(t)
+	h := setupUnservedHistory(t, "nointer.unserved.example.com", false)
+	next := upgradeCRD(h.group, "things", "Thing", ver("v1beta1", true, true, thingSchema(true)))
+	y, err := yaml.Marshal(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.dir, "things.yaml"), y, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kc := tempKubeconfig(t)
+	res := run(t, "", "plan", "-f", h.dir, "--kubeconfig", kc, "-o", "json")
+	var rep plan.Report
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("plan -o json: %v\n%s\n%s", err, res.stdout, res.stderr)
+	}
+	var actions []string
+	for _, s := range rep.Runbook {
+		actions = append(actions, s.Action)
+	}
+	if !slices.Contains(actions, plan.ActionServeStored) || slices.Contains(actions, plan.ActionIntermediate) {
+		t.Fatalf("runbook actions %v: want serve-stored and no intermediate-crds", actions)
+	}
+	work := t.TempDir()
+	for n, s := range rep.Runbook {
+		for _, c := range s.Commands {
+			if strings.HasPrefix(c, "kubectl crdver ") {
+				runStep(t, work, kc, c, n+1)
+				continue
+			}
+			cmd := exec.Command("bash", "-c", c)
+			cmd.Dir, cmd.Env = work, append(os.Environ(), "KUBECONFIG="+kc)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("step %d: %s: %v\n%s", n+1, c, err, out)
+			}
+		}
+	}
+	crd := h.crd(t)
+	if !slices.Equal(crd.Status.StoredVersions, []string{"v1beta1"}) || len(crd.Spec.Versions) != 1 {
+		t.Errorf("after the runbook: storedVersions %v, %d versions; want [v1beta1], v1beta1 only", crd.Status.StoredVersions, len(crd.Spec.Versions))
+	}
+	beta := schema.GroupVersionResource{Group: h.group, Version: "v1beta1", Resource: "things"}
+	u, err := h.dyn.Resource(beta).Namespace("default").Get(context.Background(), "t-gitops", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _, _ := unstructured.NestedString(u.Object, "spec", "legacy"); l != "from-gitops" {
+		t.Errorf("t-gitops: spec.legacy %q after the runbook", l)
+	}
+	if !slices.ContainsFunc(u.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Manager == "gitops" && e.APIVersion == h.group+"/v1beta1" }) {
+		t.Errorf("t-gitops: gitops's entry not at v1beta1: %+v", u.GetManagedFields())
+	}
+}
