@@ -533,7 +533,9 @@ func TestUpgradeStoredUnservedRunbookNoIntermediate(t *testing.T) {
 	if l, _, _ := unstructured.NestedString(u.Object, "spec", "legacy"); l != "from-gitops" {
 		t.Errorf("t-gitops: spec.legacy %q after the runbook", l)
 	}
-	if !slices.ContainsFunc(u.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Manager == "gitops" && e.APIVersion == h.group+"/v1beta1" }) {
+	if !slices.ContainsFunc(u.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
+		return e.Manager == "gitops" && e.APIVersion == h.group+"/v1beta1"
+	}) {
 		t.Errorf("t-gitops: gitops's entry not at v1beta1: %+v", u.GetManagedFields())
 	}
 }
