@@ -43,9 +43,32 @@ type ServedAgain struct {
 	State   string `json:"state"`
 }
 
-// toServe are the versions the runbook's serve-stored step serves again.
+// toServe are the versions the runbook's serve-stored step serves again, and the new storage
+// versions that a live CRD has but does not serve (going back to a release that stores at a
+// version the live CRD stopped serving, e.g. Gateway API 0.6's ReferenceGrant v1alpha2): the
+// preflight's dry-run writes and its comparison are made at that version, so it must be
+// served for them; the runbook's intermediate CRD serves it anyway before the rewrite.
 func (r *runner) toServe() []ServedAgain {
 	out := []ServedAgain{}
+	for _, s := range r.rep.Plan.Runbook {
+		if s.Action != plan.ActionMigrate && s.Action != plan.ActionRetire && s.Action != plan.ActionIntermediate {
+			continue
+		}
+		for _, n := range s.CRDs {
+			it := r.item(n)
+			if it == nil {
+				continue
+			}
+			live, _ := it.CRDs()
+			if live == nil {
+				continue
+			}
+			v := it.StorageVersion.After
+			if lv, err := crdinfo.Lookup(live, v); err == nil && !lv.Served && !slices.ContainsFunc(out, func(s ServedAgain) bool { return s.CRD == n && s.Version == v }) {
+				out = append(out, ServedAgain{CRD: n, Version: v, State: ServePlanned})
+			}
+		}
+	}
 	for _, s := range r.rep.Plan.Runbook {
 		if s.Action != plan.ActionServeStored {
 			continue
@@ -57,7 +80,9 @@ func (r *runner) toServe() []ServedAgain {
 			}
 			live, _ := it.CRDs()
 			for _, v := range plan.UnservedStored(live) {
-				out = append(out, ServedAgain{CRD: n, Version: v, State: ServePlanned})
+				if !slices.ContainsFunc(out, func(s ServedAgain) bool { return s.CRD == n && s.Version == v }) {
+					out = append(out, ServedAgain{CRD: n, Version: v, State: ServePlanned})
+				}
 			}
 		}
 	}
@@ -296,7 +321,7 @@ func (r *runner) wroteBeyondServe() bool {
 // has not (--dry-run): Preflight.Unread says it once, with what to do.
 func (r *runner) unreadNote(crd, u string) bool {
 	return slices.ContainsFunc(r.rep.ServedAgain, func(s ServedAgain) bool {
-		return s.CRD == crd && s.State == ServePlanned && strings.HasPrefix(u, s.Version+" is in status.storedVersions but not served")
+		return s.CRD == crd && s.State == ServePlanned && (strings.HasPrefix(u, s.Version+" is in status.storedVersions but not served") || strings.HasPrefix(u, s.Version+" is not served: "))
 	})
 }
 
