@@ -539,3 +539,58 @@ func TestUpgradeStoredUnservedRunbookNoIntermediate(t *testing.T) {
 		t.Errorf("t-gitops: gitops's entry not at v1beta1: %+v", u.GetManagedFields())
 	}
 }
+
+// TestUpgradeBackToUnservedStorage: going back to a release whose storage version the live CRD
+// has but does not serve, and stores nothing at (Gateway API 1.1 → 0.6: ReferenceGrant
+// v1alpha2). The preflight judges writes at that version, so the upgrade serves it again first
+// (asked, like any write), instead of calling what the rewrite loses unknown; it completes
+// with every field kept.
+func TestUpgradeBackToUnservedStorage(t *testing.T) {
+	isolateCache(t)
+	ctx := context.Background()
+	h := setupClients(t)
+	h.group = "back.unserved.example.com"
+	h.name = "things." + h.group
+	live := upgradeCRD(h.group, "things", "Thing", ver("v1alpha1", false, false, thingSchema(true)), ver("v1beta1", true, true, thingSchema(true)))
+	if _, err := env.CreateCRD(ctx, live.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	beta := schema.GroupVersionResource{Group: h.group, Version: "v1beta1", Resource: "things"}
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": h.group + "/v1beta1", "kind": "Thing",
+		"metadata": map[string]any{"name": "t-gitops", "namespace": "default"}, "spec": map[string]any{"size": int64(3), "legacy": "from-gitops"}}}
+	if _, err := h.dyn.Resource(beta).Namespace("default").Create(ctx, obj, metav1.CreateOptions{FieldManager: "gitops"}); err != nil {
+		t.Fatal(err)
+	}
+	if crd := h.crd(t); !slices.Equal(crd.Status.StoredVersions, []string{"v1beta1"}) {
+		t.Fatalf("storedVersions %v, want [v1beta1]", crd.Status.StoredVersions)
+	}
+	h.dir = t.TempDir()
+	prev := upgradeCRD(h.group, "things", "Thing", ver("v1alpha1", true, true, thingSchema(true)), ver("v1beta1", true, false, thingSchema(true)))
+	y, err := yaml.Marshal(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.dir, "things.yaml"), y, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := runCluster(t, "upgrade", "-f", h.dir, "--yes", "--backup", filepath.Join(t.TempDir(), "backup.yaml"))
+	t.Logf("upgrade -f OLD --yes → exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	if res.code != 0 {
+		t.Fatalf("upgrade back to a release storing at an unserved version: exit %d, want 0\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if strings.Contains(res.stdout+res.stderr, "v1alpha1 is not served") {
+		t.Errorf("the preflight did not read at v1alpha1")
+	}
+	crd := h.crd(t)
+	if !slices.Equal(crd.Status.StoredVersions, []string{"v1alpha1"}) || !crd.Spec.Versions[0].Served {
+		t.Errorf("after going back: storedVersions %v, versions %+v; want [v1alpha1], served", crd.Status.StoredVersions, crd.Spec.Versions)
+	}
+	alpha := schema.GroupVersionResource{Group: h.group, Version: "v1alpha1", Resource: "things"}
+	u, err := h.dyn.Resource(alpha).Namespace("default").Get(ctx, "t-gitops", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _, _ := unstructured.NestedString(u.Object, "spec", "legacy"); l != "from-gitops" {
+		t.Errorf("t-gitops: spec.legacy %q after going back", l)
+	}
+}
