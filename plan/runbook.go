@@ -137,16 +137,22 @@ func analyse(it *Item) *crdPlan {
 			p.unservedNamed = append(p.unservedNamed, mv.Version)
 		}
 	}
-	// retire converts managedFields entries through a read at the version: it must be served
-	// while they are moved (cert-manager 1.7 removes v1alpha2, which 1.6 already unserved).
-	for _, v := range p.retired() {
-		if lv, err := crdinfo.Lookup(p.live, v); err == nil && !lv.Served && (named[v] || slices.Contains(p.removedStored, v)) {
-			p.serveAgain = true
-		}
-	}
 	p.migrate = it.StorageVersion.Before != p.storage || len(p.removedStored) > 0
 	for _, v := range p.live.Status.StoredVersions {
 		p.migrate = p.migrate || v != p.storage
+	}
+	// retire converts managedFields entries through a read at the version: it must be served
+	// while they are moved (cert-manager 1.7 removes v1alpha2, which 1.6 already unserved).
+	// A version the serve-stored step serves again before is served by then: no intermediate
+	// CRD is needed for it (and once it is served, --intermediate-crds has none to print).
+	var servedBefore []string
+	if p.servesStored() {
+		servedBefore = UnservedStored(p.live)
+	}
+	for _, v := range p.retired() {
+		if lv, err := crdinfo.Lookup(p.live, v); err == nil && !lv.Served && (named[v] || slices.Contains(p.removedStored, v)) && !slices.Contains(servedBefore, v) {
+			p.serveAgain = true
+		}
 	}
 	if p.migrate || len(p.removedNamed) > 0 || len(p.unservedNamed) > 0 {
 		v, err := crdinfo.Lookup(p.live, p.storage)

@@ -218,6 +218,9 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		return o.g.confirm("Serve them again and run the preflight? [y/N]: ")
 	}
 	rep, err := upgrade.Run(ctx, c, uo)
+	// The API server's warnings of the run (e.g. a deprecated version the rewrite writes at)
+	// come before the report: its last line is the decision table's.
+	o.g.warnings.Summary(o.g.ErrOut)
 	if rep != nil && rep.Plan != nil {
 		if !printed {
 			if perr := o.printer.PrintPart(o.g.Out, upgradePlanView{rep}); perr != nil {

@@ -441,3 +441,156 @@ func TestUpgradeStoredUnservedKeptUnserved(t *testing.T) {
 		t.Errorf("t-gitops: spec.legacy %q after the upgrade", l)
 	}
 }
+
+// TestUpgradeStoredUnservedNoObjects: the history's CRD whose objects are all gone (cert-manager
+// 1.6's certificaterequests with none left): v1alpha1 is still in status.storedVersions and not
+// served, but no object is stored at it, so there is nothing to read: the upgrade serves
+// nothing again, its preflight is not unknown for v1alpha1, and it completes.
+func TestUpgradeStoredUnservedNoObjects(t *testing.T) {
+	isolateCache(t)
+	h := setupUnservedHistory(t, "noobjects.unserved.example.com", true)
+	beta := schema.GroupVersionResource{Group: h.group, Version: "v1beta1", Resource: "things"}
+	for _, n := range h.objects {
+		if err := h.dyn.Resource(beta).Namespace("default").Delete(context.Background(), n, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.objects = nil
+	if crd := h.crd(t); !slices.Equal(crd.Status.StoredVersions, []string{"v1alpha1", "v1beta1"}) {
+		t.Fatalf("storedVersions %v, want [v1alpha1 v1beta1]", crd.Status.StoredVersions)
+	}
+	res := runCluster(t, "upgrade", "-f", h.dir, "--yes", "--backup", filepath.Join(t.TempDir(), "backup.yaml"))
+	t.Logf("upgrade -f NEW --yes → exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	if res.code != 0 {
+		t.Fatalf("upgrade of a CRD without objects: exit %d, want 0\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	for _, bad := range []string{"is in status.storedVersions but not served", "served again to read"} {
+		if strings.Contains(res.stdout+res.stderr, bad) {
+			t.Errorf("upgrade says %q, though no object is stored at v1alpha1", bad)
+		}
+	}
+	if crd := h.crd(t); !slices.Equal(crd.Status.StoredVersions, []string{"v1"}) {
+		t.Errorf("storedVersions %v, want [v1]", crd.Status.StoredVersions)
+	}
+}
+
+// TestUpgradeStoredUnservedRunbookNoIntermediate: a release whose storage version the live CRD
+// already serves (Gateway API 1.2's ReferenceGrant v1beta1) and that removes the stored but
+// unserved v1alpha1. The runbook's serve-stored step serves v1alpha1 again, so no intermediate
+// CRD is needed to read it: the runbook has no intermediate step (whose --intermediate-crds
+// would print nothing once v1alpha1 is served, and its apply fail on an empty file), and
+// followed by hand it takes the cluster to the release.
+func TestUpgradeStoredUnservedRunbookNoIntermediate(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl is not installed") // the runbook's kubectl steps need the real one
+	}
+	isolateCache(t)
+	h := setupUnservedHistory(t, "nointer.unserved.example.com", false)
+	next := upgradeCRD(h.group, "things", "Thing", ver("v1beta1", true, true, thingSchema(true)))
+	y, err := yaml.Marshal(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.dir, "things.yaml"), y, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kc := tempKubeconfig(t)
+	res := run(t, "", "plan", "-f", h.dir, "--kubeconfig", kc, "-o", "json")
+	var rep plan.Report
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("plan -o json: %v\n%s\n%s", err, res.stdout, res.stderr)
+	}
+	var actions []string
+	for _, s := range rep.Runbook {
+		actions = append(actions, s.Action)
+	}
+	if !slices.Contains(actions, plan.ActionServeStored) || slices.Contains(actions, plan.ActionIntermediate) {
+		t.Fatalf("runbook actions %v: want serve-stored and no intermediate-crds", actions)
+	}
+	work := t.TempDir()
+	for n, s := range rep.Runbook {
+		for _, c := range s.Commands {
+			if strings.HasPrefix(c, "kubectl crdver ") {
+				runStep(t, work, kc, c, n+1)
+				continue
+			}
+			cmd := exec.Command("bash", "-c", c)
+			cmd.Dir, cmd.Env = work, append(os.Environ(), "KUBECONFIG="+kc)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("step %d: %s: %v\n%s", n+1, c, err, out)
+			}
+		}
+	}
+	crd := h.crd(t)
+	if !slices.Equal(crd.Status.StoredVersions, []string{"v1beta1"}) || len(crd.Spec.Versions) != 1 {
+		t.Errorf("after the runbook: storedVersions %v, %d versions; want [v1beta1], v1beta1 only", crd.Status.StoredVersions, len(crd.Spec.Versions))
+	}
+	beta := schema.GroupVersionResource{Group: h.group, Version: "v1beta1", Resource: "things"}
+	u, err := h.dyn.Resource(beta).Namespace("default").Get(context.Background(), "t-gitops", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _, _ := unstructured.NestedString(u.Object, "spec", "legacy"); l != "from-gitops" {
+		t.Errorf("t-gitops: spec.legacy %q after the runbook", l)
+	}
+	if !slices.ContainsFunc(u.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
+		return e.Manager == "gitops" && e.APIVersion == h.group+"/v1beta1"
+	}) {
+		t.Errorf("t-gitops: gitops's entry not at v1beta1: %+v", u.GetManagedFields())
+	}
+}
+
+// TestUpgradeBackToUnservedStorage: going back to a release whose storage version the live CRD
+// has but does not serve, and stores nothing at (Gateway API 1.1 → 0.6: ReferenceGrant
+// v1alpha2). The preflight judges writes at that version, so the upgrade serves it again first
+// (asked, like any write), instead of calling what the rewrite loses unknown; it completes
+// with every field kept.
+func TestUpgradeBackToUnservedStorage(t *testing.T) {
+	isolateCache(t)
+	ctx := context.Background()
+	h := setupClients(t)
+	h.group = "back.unserved.example.com"
+	h.name = "things." + h.group
+	live := upgradeCRD(h.group, "things", "Thing", ver("v1alpha1", false, false, thingSchema(true)), ver("v1beta1", true, true, thingSchema(true)))
+	if _, err := env.CreateCRD(ctx, live.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	beta := schema.GroupVersionResource{Group: h.group, Version: "v1beta1", Resource: "things"}
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": h.group + "/v1beta1", "kind": "Thing",
+		"metadata": map[string]any{"name": "t-gitops", "namespace": "default"}, "spec": map[string]any{"size": int64(3), "legacy": "from-gitops"}}}
+	if _, err := h.dyn.Resource(beta).Namespace("default").Create(ctx, obj, metav1.CreateOptions{FieldManager: "gitops"}); err != nil {
+		t.Fatal(err)
+	}
+	if crd := h.crd(t); !slices.Equal(crd.Status.StoredVersions, []string{"v1beta1"}) {
+		t.Fatalf("storedVersions %v, want [v1beta1]", crd.Status.StoredVersions)
+	}
+	h.dir = t.TempDir()
+	prev := upgradeCRD(h.group, "things", "Thing", ver("v1alpha1", true, true, thingSchema(true)), ver("v1beta1", true, false, thingSchema(true)))
+	y, err := yaml.Marshal(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.dir, "things.yaml"), y, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := runCluster(t, "upgrade", "-f", h.dir, "--yes", "--backup", filepath.Join(t.TempDir(), "backup.yaml"))
+	t.Logf("upgrade -f OLD --yes → exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	if res.code != 0 {
+		t.Fatalf("upgrade back to a release storing at an unserved version: exit %d, want 0\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if strings.Contains(res.stdout+res.stderr, "v1alpha1 is not served") {
+		t.Errorf("the preflight did not read at v1alpha1")
+	}
+	crd := h.crd(t)
+	if !slices.Equal(crd.Status.StoredVersions, []string{"v1alpha1"}) || !crd.Spec.Versions[0].Served {
+		t.Errorf("after going back: storedVersions %v, versions %+v; want [v1alpha1], served", crd.Status.StoredVersions, crd.Spec.Versions)
+	}
+	alpha := schema.GroupVersionResource{Group: h.group, Version: "v1alpha1", Resource: "things"}
+	u, err := h.dyn.Resource(alpha).Namespace("default").Get(ctx, "t-gitops", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _, _ := unstructured.NestedString(u.Object, "spec", "legacy"); l != "from-gitops" {
+		t.Errorf("t-gitops: spec.legacy %q after going back", l)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/preflight"
 )
 
 // States of a version served again.
@@ -42,9 +43,32 @@ type ServedAgain struct {
 	State   string `json:"state"`
 }
 
-// toServe are the versions the runbook's serve-stored step serves again.
+// toServe are the versions the runbook's serve-stored step serves again, and the new storage
+// versions that a live CRD has but does not serve (going back to a release that stores at a
+// version the live CRD stopped serving, e.g. Gateway API 0.6's ReferenceGrant v1alpha2): the
+// preflight's dry-run writes and its comparison are made at that version, so it must be
+// served for them; the runbook's intermediate CRD serves it anyway before the rewrite.
 func (r *runner) toServe() []ServedAgain {
 	out := []ServedAgain{}
+	for _, s := range r.rep.Plan.Runbook {
+		if s.Action != plan.ActionMigrate && s.Action != plan.ActionRetire && s.Action != plan.ActionIntermediate {
+			continue
+		}
+		for _, n := range s.CRDs {
+			it := r.item(n)
+			if it == nil {
+				continue
+			}
+			live, _ := it.CRDs()
+			if live == nil {
+				continue
+			}
+			v := it.StorageVersion.After
+			if lv, err := crdinfo.Lookup(live, v); err == nil && !lv.Served && !slices.ContainsFunc(out, func(s ServedAgain) bool { return s.CRD == n && s.Version == v }) {
+				out = append(out, ServedAgain{CRD: n, Version: v, State: ServePlanned})
+			}
+		}
+	}
 	for _, s := range r.rep.Plan.Runbook {
 		if s.Action != plan.ActionServeStored {
 			continue
@@ -56,7 +80,9 @@ func (r *runner) toServe() []ServedAgain {
 			}
 			live, _ := it.CRDs()
 			for _, v := range plan.UnservedStored(live) {
-				out = append(out, ServedAgain{CRD: n, Version: v, State: ServePlanned})
+				if !slices.ContainsFunc(out, func(s ServedAgain) bool { return s.CRD == n && s.Version == v }) {
+					out = append(out, ServedAgain{CRD: n, Version: v, State: ServePlanned})
+				}
 			}
 		}
 	}
@@ -295,6 +321,41 @@ func (r *runner) wroteBeyondServe() bool {
 // has not (--dry-run): Preflight.Unread says it once, with what to do.
 func (r *runner) unreadNote(crd, u string) bool {
 	return slices.ContainsFunc(r.rep.ServedAgain, func(s ServedAgain) bool {
-		return s.CRD == crd && s.State == ServePlanned && strings.HasPrefix(u, s.Version+" is in status.storedVersions but not served")
+		return s.CRD == crd && s.State == ServePlanned && (strings.HasPrefix(u, s.Version+" is in status.storedVersions but not served") || strings.HasPrefix(u, s.Version+" is not served: "))
 	})
+}
+
+// dropEmptyUnserved: the preflight calls a version in status.storedVersions that live does
+// not serve unknown, since the objects stored at it cannot be read as stored. When the API
+// server lists no object of the CRD at all (read at a served version, after the preflight), no
+// object is stored at that version either: there is nothing to read, so nothing unknown. A
+// version that is also the storage version keeps its answer (new objects are stored there).
+func (r *runner) dropEmptyUnserved(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, rep *preflight.Report) error {
+	if len(rep.NotServed) == 0 {
+		return nil
+	}
+	served := crdinfo.ServedVersions(live)
+	if len(served) == 0 {
+		return nil
+	}
+	l, err := r.c.Dynamic.Resource(crdinfo.GVR(live, served[0])).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return fmt.Errorf("listing %s at %s (to know whether objects are stored at the versions it does not serve): %w", live.Name, served[0], err)
+	}
+	if len(l.Items) > 0 {
+		return nil
+	}
+	storage := crdinfo.StorageVersion(live)
+	keep := rep.NotServed[:0]
+	for _, n := range rep.NotServed {
+		if n.Version == storage {
+			keep = append(keep, n)
+			continue
+		}
+		rep.Unknown = slices.DeleteFunc(rep.Unknown, func(u string) bool {
+			return strings.HasPrefix(u, n.Version+" is in status.storedVersions but not served")
+		})
+	}
+	rep.NotServed = keep
+	return nil
 }

@@ -313,6 +313,9 @@ func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiext
 		if err != nil {
 			return nil, err
 		}
+		if err := r.dropEmptyUnserved(ctx, live, rep); err != nil {
+			return nil, err
+		}
 		var out []ObjectFinding
 		for _, l := range rep.Losses {
 			out = append(out, ObjectFinding{CRD: it.CRD, Namespace: l.Namespace, Name: l.Name, Fields: l.Fields, HeldAt: l.HeldAt})
