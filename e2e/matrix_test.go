@@ -69,10 +69,7 @@ func (h *harness) watchRelease(dir string) {
 // with the cause. They are not passes: each is skipped with its cause (go test -v shows SKIP),
 // issue 20 stays open for them, and CRDVER_E2E_KNOWN_GAPS=run runs them.
 var knownGaps = map[string]string{
-	"strimzi-0.51-to-1.0/runbook/(3)":      "every step up to the apply now passes (the retire steps carry --allow-data-loss after the backup), but the verify step fails: the test's invariants compare the steps after a consented loss with the snapshot before the runbook, and the verify step's plan finds objects of the four Strimzi CRDs invalid on re-create that the first plan did not list (its strict create check failed first on the fields then lost)",
-	"cert-manager-0.16-to-1.7/upgrade/(1)": "upgrade serves certificates and issuers v1alpha2 again but not certificaterequests v1alpha2 (in its storedVersions): the preflight answers unknown and refuses",
-	"gateway-api-0.6-to-1.1/upgrade/(4)":   "going back (`upgrade -f v0.6.2`) refuses as unknown: the old release's ReferenceGrant storage version v1alpha2 is not served by the live CRD and is not served again for the preflight",
-	"gateway-api-0.6-to-1.2/runbook/(3)":   "after the runbook's serve-stored step, `upgrade --intermediate-crds` prints nothing and the printed `kubectl apply -f crdver-intermediate.yaml` fails (no objects passed to apply)",
+	"strimzi-0.51-to-1.0/runbook/(3)": "every step up to the apply now passes (the retire steps carry --allow-data-loss after the backup), but the verify step fails: the test's invariants compare the steps after a consented loss with the snapshot before the runbook, and the verify step's plan finds objects of the four Strimzi CRDs invalid on re-create that the first plan did not list (its strict create check failed first on the fields then lost)",
 }
 
 // knownGap skips the rest of a subtest at a step listed in knownGaps.

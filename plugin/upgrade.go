@@ -227,9 +227,6 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 				return perr
 			}
 		}
-		// The API server's warnings (deprecated versions the steps read) before the result,
-		// so that its outcome stays the last line (the decision table's).
-		o.g.warnings.Summary(o.g.ErrOut)
 		if perr := o.printer.PrintReport(o.g.Out, upgradeResultView{rep: rep, ran: printed && !errors.Is(err, upgrade.ErrNotConfirmed)}); perr != nil {
 			return perr
 		}
