@@ -69,7 +69,7 @@ func (h *harness) watchRelease(dir string) {
 // with the cause. They are not passes: each is skipped with its cause (go test -v shows SKIP),
 // issue 20 stays open for them, and CRDVER_E2E_KNOWN_GAPS=run runs them.
 var knownGaps = map[string]string{
-	"strimzi-0.51-to-1.0/runbook/(3)": "every step up to the apply now passes (the retire steps carry --allow-data-loss after the backup), but the verify step fails: the test's invariants compare the steps after a consented loss with the snapshot before the runbook, and the verify step's plan finds objects of the four Strimzi CRDs invalid on re-create that the first plan did not list (its strict create check failed first on the fields then lost)",
+	"strimzi-0.51-to-1.0/runbook/(3)": "every step up to the apply passes (the retire steps carry --allow-data-loss after the backup), but the verify step's plan finds objects of the four Strimzi CRDs invalid on re-create that the first plan did not list: their strict re-create failed first on the fields the consented loss then dropped (unknown field), which hides the schema errors (e.g. a required field) that show once they are gone",
 }
 
 // knownGap skips the rest of a subtest at a step listed in knownGaps.
