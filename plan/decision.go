@@ -241,7 +241,17 @@ func (f *Finding) RecreateErrors() []string {
 			out = append(out, e)
 		}
 	}
-	return out
+	return append(out, f.CreateErrorsAfterLoss...)
+}
+
+// onlyUnknownFields reports whether every error is the strict decoding error of unknown fields.
+func onlyUnknownFields(errs []string) bool {
+	for _, e := range errs {
+		if !strings.Contains(e, "strict decoding error: unknown field") {
+			return false
+		}
+	}
+	return len(errs) > 0
 }
 
 // InvalidOnRecreate reports whether the object's own finding is "invalid on re-create": a

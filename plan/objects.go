@@ -149,6 +149,27 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 			f.CreateErrors = errorTexts(cr.Errors)
 			f.Notes = differenceNotes(p, f.Notes, f.CreateErrors)
 		}
+		// Rejected only for the fields the read drops: the re-create of what is left (the
+		// object as the new version holds it, once the loss is accepted) may be rejected too.
+		if len(f.PrunedOnRead) > 0 && onlyUnknownFields(f.CreateErrors) && primary != nil && primary.Converted {
+			held := (&unstructured.Unstructured{Object: primary.Object}).DeepCopy()
+			for _, k := range serverMetadata {
+				unstructured.RemoveNestedField(held.Object, "metadata", k)
+			}
+			body, err := held.MarshalJSON()
+			if err != nil {
+				res.err = err
+				return res
+			}
+			hr, err := p.Create(ctx, body, preview.PreviewOptions{FieldValidation: e.fv, Namespace: u.GetNamespace()})
+			if err != nil {
+				res.err = fmt.Errorf("%s: re-create under the new CRD once its lost fields are gone: %w", where, err)
+				return res
+			}
+			if !hr.Accepted() {
+				f.CreateErrorsAfterLoss = errorTexts(hr.Errors)
+			}
+		}
 	}
 	res.finding = f
 	return res

@@ -231,6 +231,11 @@ type Finding struct {
 	// CreateErrors: why re-creating the object as listed (a restore, a GitOps replace, with
 	// the chosen fieldValidation) would be rejected.
 	CreateErrors []string `json:"createErrors"`
+	// CreateErrorsAfterLoss: why re-creating the object as the new version holds it once the
+	// fields it loses are gone would be rejected. The strict re-create as listed stops at the
+	// unknown fields the loss drops, so the schema errors behind them (e.g. a required field
+	// that replaces a removed one) only show on the object as read under the new CRD.
+	CreateErrorsAfterLoss []string `json:"createErrorsAfterLoss,omitempty"`
 	// UpdateErrors: why a no-op update (a controller's next write) would be rejected.
 	UpdateErrors []string `json:"updateErrors"`
 	// UpdateWarnings: warnings of the no-op update (CEL rules the object violates that
