@@ -237,17 +237,23 @@ func (f *Finding) RecreateErrors() []string {
 	}
 	var out []string
 	for _, e := range f.CreateErrors {
-		if !strings.Contains(e, "strict decoding error: unknown field") {
+		if !unknownFieldError(e) {
 			out = append(out, e)
 		}
 	}
 	return append(out, f.CreateErrorsAfterLoss...)
 }
 
+// unknownFieldError reports whether a create error is the strict decoding error that names
+// fields the schema lacks.
+func unknownFieldError(e string) bool {
+	return strings.Contains(e, "strict decoding error: unknown field")
+}
+
 // onlyUnknownFields reports whether every error is the strict decoding error of unknown fields.
 func onlyUnknownFields(errs []string) bool {
 	for _, e := range errs {
-		if !strings.Contains(e, "strict decoding error: unknown field") {
+		if !unknownFieldError(e) {
 			return false
 		}
 	}
