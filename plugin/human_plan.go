@@ -8,6 +8,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/ownership"
 	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 // findingsShown is how many objects the default output lists per CRD (-o wide: all).
@@ -50,7 +51,7 @@ func printPlanReport(w io.Writer, r *plan.Report, wide, noHeaders bool) error {
 			changes = changesText(it.SchemaChanges)
 		}
 		objects := fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total))
-		t.add(it.CRD, dash(it.Verdict), apply, dash(storage), changes, objects, fmt.Sprint(len(it.Objects.Findings)))
+		t.add(it.CRD, printers.Dash(it.Verdict), apply, printers.Dash(storage), changes, objects, fmt.Sprint(len(it.Objects.Findings)))
 	}
 	if err := t.print(w, noHeaders); err != nil {
 		return err
@@ -97,7 +98,7 @@ func countText(n int64) string {
 	return fmt.Sprint(n)
 }
 
-func dashList(s []string) string { return dash(strings.Join(s, ", ")) }
+func dashList(s []string) string { return printers.Dash(strings.Join(s, ", ")) }
 
 // table is a table whose last column wraps at terminalWidth minus the indent, except -o wide.
 func (p *planPrinter) table(header ...string) *table {
@@ -146,7 +147,7 @@ func (p *planPrinter) shorten(s string, n int) string {
 
 func (p *planPrinter) item(it *plan.Item) error {
 	w := p.w
-	fmt.Fprintf(w, "%s (%s): %s\n", it.CRD, it.Operation, dash(plan.VerdictText(it.Verdict)))
+	fmt.Fprintf(w, "%s (%s): %s\n", it.CRD, it.Operation, printers.Dash(plan.VerdictText(it.Verdict)))
 
 	if len(it.BreakingReasons) > 0 {
 		fmt.Fprintln(w, "  Breaking:")
@@ -290,7 +291,7 @@ func (p *planPrinter) objects(it *plan.Item) error {
 		if !p.wide {
 			defaulted = wrapWords(defaulted, 30)
 		}
-		t.add(dash(f.Namespace), f.Name, verdict(f.CreateErrors), verdict(f.UpdateErrors), defaulted, pruned)
+		t.add(printers.Dash(f.Namespace), f.Name, verdict(f.CreateErrors), verdict(f.UpdateErrors), defaulted, pruned)
 	}
 	if err := printIndented(w, t, p.noHeaders); err != nil {
 		return err
@@ -385,7 +386,7 @@ func (p *planPrinter) managers(it *plan.Item) error {
 			if wr.LastWrite != nil {
 				last = wr.LastWrite.UTC().Format("2006-01-02")
 			}
-			t.add(m.Version, name, dash(string(wr.Role)), fmt.Sprint(wr.Objects), last, after)
+			t.add(m.Version, name, printers.Dash(string(wr.Role)), fmt.Sprint(wr.Objects), last, after)
 		}
 	}
 	return printIndented(p.w, t, p.noHeaders)
@@ -413,11 +414,11 @@ func (p *planPrinter) schemaChanges(it *plan.Item) error {
 		if c.From != "" {
 			v = c.From + " → " + c.Version
 		}
-		path := dash(c.Path)
+		path := printers.Dash(c.Path)
 		if !p.wide {
 			path = wrapPath(path, 48)
 		}
-		t.add(v, path, dash(c.Effect), p.shorten(c.Change, changeShown))
+		t.add(v, path, printers.Dash(c.Effect), p.shorten(c.Change, changeShown))
 	}
 	if err := printIndented(p.w, t, p.noHeaders); err != nil {
 		return err
@@ -448,31 +449,6 @@ func wrapPath(path string, width int) string {
 		lines = append(lines, line)
 	}
 	return wrapWords(strings.Join(lines, " "), width)
-}
-
-// continued breaks a shell command longer than width at spaces, ending each broken line with
-// " \" (the shell joins them back).
-func continued(cmd string, width int, pad string) string {
-	if utf8.RuneCountInString(cmd) <= width {
-		return cmd
-	}
-	// Lines break only between words: a word cut by a backslash-newline is no longer the same
-	// argument (inside quotes, a JSON patch, the shell keeps both), so a longer word stays whole.
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(cmd) {
-		switch {
-		case line == "":
-			line = w
-		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= width-2:
-			line += " " + w
-		default:
-			lines = append(lines, line)
-			line = w
-		}
-	}
-	lines = append(lines, line)
-	return strings.Join(lines, " \\\n"+pad+"  ")
 }
 
 func verdict(errs []string) string {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/printers"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
@@ -21,7 +22,7 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 		if verdict == plan.VerdictInvalidOnRecreate {
 			verdict = "invalid on re-create"
 		}
-		t.add(it.CRD, it.Operation, storage, fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total)), fmt.Sprint(len(it.Objects.Findings)), dash(verdict))
+		t.add(it.CRD, it.Operation, storage, fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total)), fmt.Sprint(len(it.Objects.Findings)), printers.Dash(verdict))
 	}
 	if err := t.print(w, noHeaders); err != nil {
 		return err
@@ -107,7 +108,7 @@ func printUpgradeResult(w io.Writer, r upgradeResultView, noHeaders bool) error 
 		if len(s.CRDs) > 1 {
 			crds = fmt.Sprintf("%d CRDs", len(s.CRDs))
 		}
-		t.add(fmt.Sprint(i+1), s.Action, dash(crds), s.State, dash(s.Detail))
+		t.add(fmt.Sprint(i+1), s.Action, printers.Dash(crds), s.State, printers.Dash(s.Detail))
 	}
 	t.maxWidth = terminalWidth
 	t.wrapLastColumn(noHeaders)

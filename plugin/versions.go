@@ -251,32 +251,3 @@ func (o *VersionsOptions) runAll(ctx context.Context) error {
 	}
 	return o.printer.PrintReport(o.g.Out, versionsSummary{Items: explain.Summarize(crds)})
 }
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
-}
-
-// yesNoUnknown prints a fact that may be unknown (nil) as "?".
-func yesNoUnknown(b *bool) string {
-	if b == nil {
-		return "?"
-	}
-	return yesNo(*b)
-}
-
-func mark(b bool) string {
-	if b {
-		return "*"
-	}
-	return ""
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}

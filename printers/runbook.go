@@ -63,6 +63,21 @@ func continued(cmd string, width int, pad string) string {
 	if utf8.RuneCountInString(cmd) <= width {
 		return cmd
 	}
-	wrapped := WrapWords(cmd, width-2)
-	return strings.ReplaceAll(wrapped, "\n", " \\\n"+pad+"  ")
+	// Lines break only between words: a word cut by a backslash-newline is no longer the same
+	// argument (inside quotes, a JSON patch, the shell keeps both), so a longer word stays whole.
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(cmd) {
+		switch {
+		case line == "":
+			line = w
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= width-2:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = w
+		}
+	}
+	lines = append(lines, line)
+	return strings.Join(lines, " \\\n"+pad+"  ")
 }
