@@ -50,6 +50,11 @@ type ServedAgain struct {
 // served for them; the runbook's intermediate CRD serves it anyway before the rewrite.
 func (r *runner) toServe() []ServedAgain {
 	out := []ServedAgain{}
+	add := func(crd, v string) {
+		if !slices.ContainsFunc(out, func(s ServedAgain) bool { return s.CRD == crd && s.Version == v }) {
+			out = append(out, ServedAgain{CRD: crd, Version: v, State: ServePlanned})
+		}
+	}
 	for _, s := range r.rep.Plan.Runbook {
 		if s.Action != plan.ActionMigrate && s.Action != plan.ActionRetire && s.Action != plan.ActionIntermediate {
 			continue
@@ -64,8 +69,8 @@ func (r *runner) toServe() []ServedAgain {
 				continue
 			}
 			v := it.StorageVersion.After
-			if lv, err := crdinfo.Lookup(live, v); err == nil && !lv.Served && !slices.ContainsFunc(out, func(s ServedAgain) bool { return s.CRD == n && s.Version == v }) {
-				out = append(out, ServedAgain{CRD: n, Version: v, State: ServePlanned})
+			if lv, err := crdinfo.Lookup(live, v); err == nil && !lv.Served {
+				add(n, v)
 			}
 		}
 	}
@@ -80,9 +85,7 @@ func (r *runner) toServe() []ServedAgain {
 			}
 			live, _ := it.CRDs()
 			for _, v := range plan.UnservedStored(live) {
-				if !slices.ContainsFunc(out, func(s ServedAgain) bool { return s.CRD == n && s.Version == v }) {
-					out = append(out, ServedAgain{CRD: n, Version: v, State: ServePlanned})
-				}
+				add(n, v)
 			}
 		}
 	}
