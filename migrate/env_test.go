@@ -128,7 +128,7 @@ func (f *fixture) get(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 }
 
 // etcdVersions reads every stored object of the fixture's resource straight from etcd and
-// returns how many are stored at each apiVersion, plus etcd's current revision.
+// returns how many are stored at each apiVersion, plus the last revision at which they or their CRD were written.
 func etcdVersions(t *testing.T, group, plural string) (map[string]int, int64) {
 	t.Helper()
 	out, rev, err := env.StoredAPIVersions(context.Background(), group, plural)

@@ -47,7 +47,7 @@ func migrateFixture(t *testing.T, name string, n int) (crdName, group string, ns
 }
 
 // storedAt reads the fixture's objects straight from etcd: how many are stored at each
-// apiVersion, and etcd's revision.
+// apiVersion, and the last revision at which they or their CRD were written.
 func storedAt(t *testing.T, group string) (map[string]int, int64) {
 	t.Helper()
 	out, rev, err := env.StoredAPIVersions(context.Background(), group, "gadgets")

@@ -53,7 +53,7 @@ func preflightFixture(t *testing.T, file, group, v string, objects map[string]ma
 }
 
 // untouched is what must not change when a run refuses: each object's resourceVersion, the
-// CRD's storage version and storedVersions, and etcd's revision (which moves with any write).
+// CRD's storage version and storedVersions, and the last etcd revision at which the objects or the CRD were written.
 type untouched struct {
 	rvs     map[string]string
 	storage string

@@ -15,12 +15,23 @@ import (
 )
 
 // StoredAPIVersions reads the objects of group/plural straight from etcd (bypassing the API
-// server) and counts them by the apiVersion they are encoded at. It also returns etcd's current
-// revision, which moves with every write.
+// server) and counts them by the apiVersion they are encoded at. It also returns the last etcd
+// revision at which one of those objects or their CRD was written (the largest ModRevision of
+// their keys): it moves with every create or update of them, and not with the API server's own
+// background writes (leases, events), which move etcd's global revision at any moment. A delete
+// shows in the counts.
 func (e *Env) StoredAPIVersions(ctx context.Context, group, plural string) (map[string]int, int64, error) {
 	resp, err := e.etcdGet(ctx, "/registry/"+group+"/"+plural+"/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, err
+	}
+	crd, err := e.etcdGet(ctx, "/registry/apiextensions.k8s.io/customresourcedefinitions/"+plural+"."+group)
+	if err != nil {
+		return nil, 0, err
+	}
+	var rev int64
+	for _, kv := range append(resp.Kvs, crd.Kvs...) {
+		rev = max(rev, kv.ModRevision)
 	}
 	out := map[string]int{}
 	for _, kv := range resp.Kvs {
@@ -30,7 +41,7 @@ func (e *Env) StoredAPIVersions(ctx context.Context, group, plural string) (map[
 		}
 		out[tm.APIVersion]++
 	}
-	return out, resp.Header.Revision, nil
+	return out, rev, nil
 }
 
 // TwoVersionCRD is a namespaced CRD with versions v1beta1 (the storage version) and v1, both
