@@ -123,10 +123,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 	}
 
 	// A re-create from a backup or a GitOps repository: the object as listed.
-	createVersion := listed
-	if v, err := crdinfo.Lookup(e.next, listed); err != nil || !v.Served {
-		createVersion = e.readVersion
-	}
+	createVersion := e.createVersionOf(listed)
 	if createVersion != listed && e.liveWebhook {
 		f.Notes = append(f.Notes, fmt.Sprintf("re-create not evaluated: %s is not served by the new CRD and converting the object needs the conversion webhook", listed))
 	} else {
@@ -175,6 +172,15 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 	return res
 }
 
+// createVersionOf is the version an object listed at listed is re-created at: that one, when
+// the new CRD serves it, else the version reads use.
+func (e *evaluator) createVersionOf(listed string) string {
+	if v, err := crdinfo.Lookup(e.next, listed); err != nil || !v.Served {
+		return e.readVersion
+	}
+	return listed
+}
+
 // evalOptions are what the object pass needs besides the evaluator.
 type evalOptions struct {
 	sample   int64
@@ -182,6 +188,11 @@ type evalOptions struct {
 	progress *atomic.Int64
 	// keep is how many listed objects to keep (for the conversion sample).
 	keep int
+	// memo: what an earlier pass found clean is not evaluated again (reuse), and what this
+	// pass finds clean is recorded (record); either may be nil.
+	reuse  *memoReader
+	record *memoWriter
+	reused *atomic.Int64
 }
 
 // objectsOutcome is the object pass's result.
@@ -249,6 +260,18 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 			out.kept = append(out.kept, *items[i].DeepCopy())
 		}
 		results := make([]objResult, len(items))
+		// The memo's digests: recorded ones looked up in list order, this pass's computed by
+		// the workers.
+		var recorded, sums []string
+		if o.reuse != nil || o.record != nil {
+			sums = make([]string, len(items))
+			if o.reuse != nil {
+				recorded = make([]string, len(items))
+				for i := range items {
+					recorded[i] = o.reuse.lookup(objectKey(&items[i]))
+				}
+			}
+		}
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		for w := 0; w < workers && w < len(items); w++ {
@@ -259,6 +282,20 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 					i := int(next.Add(1) - 1)
 					if i >= len(items) || ctx.Err() != nil {
 						return
+					}
+					if sums != nil {
+						sums[i] = contentDigest(&items[i], e.createVersionOf(items[i].GroupVersionKind().Version))
+						if recorded != nil && recorded[i] != "" && recorded[i] == sums[i] {
+							// Evaluated clean by an earlier pass, unchanged since: the same answer.
+							results[i] = objResult{finding: Finding{Namespace: items[i].GetNamespace(), Name: items[i].GetName()}}
+							if o.reused != nil {
+								o.reused.Add(1)
+							}
+							if o.progress != nil {
+								o.progress.Add(1)
+							}
+							continue
+						}
 					}
 					results[i] = e.evaluate(ctx, p, &items[i])
 					if o.progress != nil {
@@ -280,6 +317,8 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 			out.managers.Add(items[i].GetManagedFields())
 			if !r.finding.empty() {
 				out.findings = append(out.findings, r.finding)
+			} else if o.record != nil {
+				o.record.add(objectKey(&items[i]), sums[i])
 			}
 		}
 		if o.sample > 0 && out.evaluated >= o.sample {

@@ -39,6 +39,10 @@ type Options struct {
 	// KubeVersion is the Kubernetes version the API server's code runs as (kubeversion.Emulate;
 	// zero: whatever the process emulates).
 	KubeVersion kubeversion.Version
+	// Memo, when set, carries what an earlier plan in this process found clean to a later one
+	// (ObjectMemo: upgrade's verify does not evaluate again an object its first plan found
+	// clean and that has not changed since).
+	Memo *ObjectMemo
 	// DryRun, when set, is a client of the cluster the live CRD comes from, allowed to create
 	// and update CRDs: the apply verdict is then the API server's answer to a server-side
 	// dry-run (Item.ApplyVerdictSource), exact for that server.
@@ -199,7 +203,20 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("a migration is pending (status.storedVersions: %s): objects are evaluated as encoded at %s; where another encoding changes the answer, the object says so",
 			strings.Join(live.Status.StoredVersions, ", "), e.encodings[0]))
 	}
-	out, err := e.evaluateAll(ctx, src, evalOptions{sample: opts.Sample, workers: opts.Workers, progress: opts.Progress, keep: opts.ConvertSample})
+	eo := evalOptions{sample: opts.Sample, workers: opts.Workers, progress: opts.Progress, keep: opts.ConvertSample}
+	if opts.Sample == 0 {
+		eo.reuse, eo.record = opts.Memo.start(next.Name, e)
+		if opts.Memo != nil {
+			eo.reused = &opts.Memo.Reused
+		}
+	}
+	out, err := e.evaluateAll(ctx, src, eo)
+	if eo.reuse != nil {
+		eo.reuse.close()
+	}
+	if eo.record != nil {
+		eo.record.close(err == nil)
+	}
 	if out != nil {
 		it.Objects.Evaluated = out.evaluated
 		it.Objects.Findings = out.findings

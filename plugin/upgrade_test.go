@@ -387,6 +387,30 @@ func TestUpgradeYes(t *testing.T) {
 	}
 }
 
+// TestUpgradeVerifyReusesFirstPlan: the verify step's plan does not evaluate again the objects
+// the first plan found clean, which the upgrade rewrote without changing their content
+// (plan.ObjectMemo), and finds nothing, as the first plan did for them.
+func TestUpgradeVerifyReusesFirstPlan(t *testing.T) {
+	isolateCache(t)
+	r := setupRelease(t, "memo.upgrade.example.com", false)
+	res := runCluster(t, "upgrade", "-f", r.dir, "--yes", "--backup", filepath.Join(t.TempDir(), "backup.yaml"), "-o", "json")
+	if res.code != 0 {
+		t.Fatalf("upgrade: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	var rep upgrade.Report
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, res.stdout)
+	}
+	var clean int64
+	for _, it := range rep.Plan.Items {
+		clean += it.Objects.Evaluated - int64(len(it.Objects.Findings))
+	}
+	if rep.Verify == nil || clean == 0 || rep.Verify.Unchanged != clean {
+		t.Errorf("verify: %+v; the first plan found %d objects clean, all rewritten unchanged", rep.Verify, clean)
+	}
+	r.checkUpgraded(t, env.Kubeconfig)
+}
+
 // TestUpgradeRefusesDataLoss: an object holding a field v1 lacks stops the upgrade before any
 // write; --allow-data-loss goes on, and the backup keeps the field.
 func TestUpgradeRefusesDataLoss(t *testing.T) {

@@ -360,10 +360,12 @@ func (r *runner) verify(ctx context.Context, s *StepResult) error {
 		v.CRDs = append(v.CRDs, vc)
 	}
 	// Plan of the same release against the cluster as it is now.
-	after, err := PlanRelease(ctx, r.c, Options{Next: r.o.Next, ApplyFile: r.o.ApplyFile, ChunkSize: r.o.ChunkSize})
+	reusedBefore := r.o.Memo.Reused.Load()
+	after, err := PlanRelease(ctx, r.c, Options{Next: r.o.Next, ApplyFile: r.o.ApplyFile, ChunkSize: r.o.ChunkSize, Memo: r.o.Memo})
 	if err != nil {
 		return err
 	}
+	v.Unchanged = r.o.Memo.Reused.Load() - reusedBefore
 	r.verifyPlan(v, after)
 	s.Detail = fmt.Sprintf("%d CRDs checked", len(v.CRDs))
 	if n := len(v.InvalidOnRecreate); n > 0 {

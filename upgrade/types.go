@@ -76,6 +76,11 @@ type Options struct {
 	OnRewrite func(crd string, total int64, done func() int64) func()
 	// Notify receives a line for every step taken.
 	Notify func(string)
+
+	// Memo carries what the first plan found clean to the verify step's plan, which then
+	// does not evaluate those objects again when they have not changed (plan.ObjectMemo).
+	// Run makes its own; callers of PlanRelease may leave it nil.
+	Memo *plan.ObjectMemo
 }
 
 // Step states.
@@ -193,6 +198,10 @@ type Verify struct {
 	// InvalidOnRecreate are the objects plan of the same release finds invalid on re-create:
 	// not left undone by the upgrade (it rewrites objects unchanged) but the user's to fix.
 	InvalidOnRecreate []ObjectFinding `json:"invalidOnRecreate"`
+	// Unchanged counts the objects that plan found clean before the first write and that have
+	// not changed since (the same content digest): its answer for them stands, and they were
+	// not evaluated again (plan.ObjectMemo).
+	Unchanged int64 `json:"unchanged"`
 }
 
 // Results of an upgrade (Outcome.Result).

@@ -67,7 +67,7 @@ func PlanRelease(ctx context.Context, c *migrate.Clients, o Options) (*plan.Repo
 		if o.OnEvaluate != nil && src != nil {
 			stop = o.OnEvaluate(next.Name, &done, src.Total)
 		}
-		it, err := plan.Plan(ctx, live, next, src, plan.Options{FieldValidation: preview.FieldValidationStrict, Progress: &done, ApplyFile: o.ApplyFile})
+		it, err := plan.Plan(ctx, live, next, src, plan.Options{FieldValidation: preview.FieldValidationStrict, Progress: &done, ApplyFile: o.ApplyFile, Memo: o.Memo})
 		stop()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -91,6 +91,14 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	}
 	if o.Rewrite.ChunkSize <= 0 {
 		o.Rewrite.ChunkSize = o.ChunkSize
+	}
+	if o.Memo == nil {
+		memo, err := plan.NewObjectMemo()
+		if err != nil {
+			return nil, err
+		}
+		defer memo.Close()
+		o.Memo = memo
 	}
 	r := &runner{c: c, o: o, rep: &Report{DryRun: o.DryRun, Steps: []StepResult{}, Problems: []string{}, Warnings: []string{}}}
 	r.rep.Preflight = Preflight{DataLoss: []ObjectFinding{}, Rejected: []ObjectFinding{}, Unknown: []string{}, BlockedCRDs: []string{}}

@@ -54,8 +54,12 @@ func BenchmarkSafeUpgrade(b *testing.B) {
 	for _, f := range []*benchFixture{proven, checked} {
 		rel[f] = releases{old: f.release(b, false), removed: f.release(b, true)}
 	}
+	cpu := map[*benchFixture]time.Duration{}
 	upgrade := func(f *benchFixture, dir string, storage string) time.Duration {
 		d := runUpgrade(b, bin, env.Kubeconfig, cache, dir)
+		if storage == "v1" {
+			cpu[f] += lastCommandCPU
+		}
 		f.check(b, storage)
 		return d
 	}
@@ -97,6 +101,15 @@ func BenchmarkSafeUpgrade(b *testing.B) {
 	for name, d := range map[string]time.Duration{"ceiling16": tCeil, "checked": tChecked, "proven": tProven} {
 		if d > 0 {
 			b.ReportMetric(rate(d), name+"-obj/s")
+		}
+	}
+	for name, c := range map[string]struct {
+		f    *benchFixture
+		wall time.Duration
+	}{"checked": {checked, tChecked}, "proven": {proven, tProven}} {
+		if c.wall > 0 {
+			b.ReportMetric(cpu[c.f].Seconds()*1000/float64(n*b.N), name+"-cpu-s/1k")
+			b.ReportMetric(cpu[c.f].Seconds()/c.wall.Seconds(), name+"-cpu/wall")
 		}
 	}
 	if tCeil > 0 && tChecked > 0 {
@@ -159,5 +172,6 @@ func runUpgrade(b *testing.B, bin, kubeconfig, cache, dir string) time.Duration 
 		}
 		b.Fatalf("upgrade -f %s: %v\n%s\n%s", dir, err, stderr, out)
 	}
+	lastCommandCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return d
 }
