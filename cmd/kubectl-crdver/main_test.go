@@ -19,7 +19,7 @@ import (
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
-// binDir holds the built kubectl-crdver and its kubectl_complete-crdver link.
+// binDir holds the built kubectl-crdver, crdver-engine beside it and the kubectl_complete-crdver link.
 var binDir string
 
 const testVersion = "v9.9.9-test"
@@ -31,11 +31,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-crdver"),
-		"-ldflags", "-X github.com/crdver/kubectl-crdver/plugin.Version="+testVersion, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building kubectl-crdver:", err)
+	// Both executables, side by side as installed: kubectl-crdver and crdver-engine.
+	if _, err := testenv.BuildPlugin(dir, testenv.BuildOptions{Version: testVersion}); err != nil {
+		fmt.Fprintln(os.Stderr, "building kubectl-crdver and crdver-engine:", err)
 		os.Exit(1)
 	}
 	if err := os.Symlink("kubectl-crdver", filepath.Join(dir, "kubectl_complete-crdver")); err != nil {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
 // gcCycles runs the built binary (exit 0 or 1) with GODEBUG=gctrace=1 and counts the garbage collector's
@@ -83,12 +85,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // side by side (one run of each in turn), `kubectl version --client` when kubectl is on PATH:
 // the figures and the ratio of medians in docs/benchmarks.md (target: ratio ≤ 0.3).
 func BenchmarkVersionsSortProcess(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "kubectl-crdver")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building the release binary: %v\n%s", err, out)
-	}
+	bin := testenv.MustBuildPlugin(b, b.TempDir(), testenv.BuildOptions{Release: true})
 	args := append([]string{"versions", "--sort"}, strings.Fields("v10 v2 v1 v11beta2 v10beta3 v3beta1 v12alpha1 v11alpha2 foo1 foo10")...)
 	kubectl, _ := exec.LookPath("kubectl")
 	var wall, cpu, kWall, kCPU []time.Duration

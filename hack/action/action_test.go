@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
 // repo is a temporary git repository whose commits hold releases of a testdata release.
@@ -68,15 +70,10 @@ func (r *repo) commit(msg string, dirs map[string]string) string {
 	return r.git("rev-parse", "HEAD")
 }
 
-// buildPlugin builds kubectl-crdver from this checkout.
+// buildPlugin builds kubectl-crdver and crdver-engine, beside it, from this checkout.
 func buildPlugin(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kubectl-crdver")
-	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/kubectl-crdver")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testenv.MustBuildPlugin(t, t.TempDir(), testenv.BuildOptions{})
 }
 
 type runResult struct {
