@@ -41,7 +41,7 @@ func light(argv []string) func(stdout io.Writer) error {
 	}
 	var (
 		sort       bool
-		format     string
+		format     *string // nil: no -o
 		positional []string
 	)
 	for i := 2; i < len(argv); i++ {
@@ -54,23 +54,29 @@ func light(argv []string) func(stdout io.Writer) error {
 				return nil
 			}
 			i++
-			format = argv[i]
+			format = &argv[i]
 		case strings.HasPrefix(a, "--output="):
-			format = strings.TrimPrefix(a, "--output=")
+			f := strings.TrimPrefix(a, "--output=")
+			format = &f
 		case strings.HasPrefix(a, "-o"): // -ojson, -o=json (pflag's shorthand forms)
-			format = strings.TrimPrefix(strings.TrimPrefix(a, "-o"), "=")
+			f := strings.TrimPrefix(strings.TrimPrefix(a, "-o"), "=")
+			format = &f
 		case strings.HasPrefix(a, "-"): // any other flag, "-" and "--"
 			return nil
 		default:
 			positional = append(positional, a)
 		}
 	}
-	switch format {
-	case "", "json", "yaml":
-	default:
-		return nil // -o "" included: the engine says what it makes of it
+	data, asYAML := format != nil, false
+	if data {
+		switch *format {
+		case "json":
+		case "yaml":
+			asYAML = true
+		default:
+			return nil // -o "", -o wide, …: the engine says what it makes of them
+		}
 	}
-	data := format != ""
 	switch argv[1] {
 	case "versions":
 		if !sort || len(positional) == 0 {
@@ -80,7 +86,7 @@ func light(argv []string) func(stdout io.Writer) error {
 			sorted := append([]string{}, positional...)
 			priority.Sort(sorted)
 			if data {
-				return textout.Data(w, sorted, format == "yaml")
+				return textout.Data(w, sorted, asYAML)
 			}
 			return textout.Lines(w, sorted)
 		}
@@ -90,7 +96,7 @@ func light(argv []string) func(stdout io.Writer) error {
 		}
 		return func(w io.Writer) error {
 			if data {
-				return textout.Data(w, buildinfo.Get(), format == "yaml")
+				return textout.Data(w, buildinfo.Get(), asYAML)
 			}
 			return buildinfo.PrintHuman(w, buildinfo.Get())
 		}

@@ -114,6 +114,9 @@ func TestThroughKubectl(t *testing.T) {
 		{args: []string{"crdver", "versions", "--bogus"}, code: 2, stderr: "error: unknown flag: --bogus"},
 		{args: []string{"crdver", "versions", "-f", "testdata/nope.yaml"}, code: 2, stderr: "error: testdata/nope.yaml: no such file or directory"},
 		{args: []string{"crdver", "version"}, stdout: ""},
+		// answered by crdver-engine, which kubectl-crdver executes
+		{args: []string{"crdver", "versions", "--sort", "v1", "-o", "wide"}, code: 2, stderr: "error: --sort prints version strings: -o wide does not apply"},
+		{args: []string{"crdver", "explain", "-f", "testdata/crds/crontab.yaml"}, stderr: ""},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			stdout, stderr, code := runKubectl(t, tc.args...)
@@ -149,11 +152,15 @@ func TestVersionStamped(t *testing.T) {
 	}
 }
 
-// TestPluginList: kubectl's plugin discovery finds the binary (and raises no warning about it).
+// TestPluginList: kubectl's plugin discovery finds the binary (and raises no warning about it),
+// and does not take crdver-engine, beside it, for a plugin.
 func TestPluginList(t *testing.T) {
 	stdout, stderr, _ := runKubectl(t, "plugin", "list")
 	if !strings.Contains(stdout, filepath.Join(binDir, "kubectl-crdver")) {
 		t.Errorf("kubectl plugin list does not show the plugin:\n%s\n%s", stdout, stderr)
+	}
+	if strings.Contains(stdout+stderr, "crdver-engine") {
+		t.Errorf("kubectl plugin list mentions crdver-engine:\n%s\n%s", stdout, stderr)
 	}
 	if strings.Contains(stderr, "kubectl-crdver") && strings.Contains(stderr, "warning") {
 		t.Errorf("kubectl warns about the plugin: %s", stderr)

@@ -14,11 +14,12 @@ import (
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
-// gcCycles runs the built binary (exit 0 or 1) with GODEBUG=gctrace=1 and counts the garbage collector's
-// cycles it reports.
-func gcCycles(t *testing.T, args ...string) int {
+// gcCycles runs the built binary named bin (exit 0 or 1) with GODEBUG=gctrace=1 and counts the
+// garbage collector's cycles it reports (kubectl-crdver's and, when it executes crdver-engine,
+// the engine's: the environment passes on).
+func gcCycles(t *testing.T, bin string, args ...string) int {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "kubectl-crdver"), args...)
+	cmd := exec.Command(filepath.Join(binDir, bin), args...)
 	cmd.Dir = filepath.Join("..", "..")
 	cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1", "GOGC=", "GOMEMLIMIT=", "KUBECONFIG="+filepath.Join(binDir, "no-kubeconfig"))
 	var stderr bytes.Buffer
@@ -36,21 +37,27 @@ func gcCycles(t *testing.T, args ...string) int {
 	return n
 }
 
-// The packages' initialisation (about 6 MB, more than the collector's first 4 MB goal) runs
-// without a garbage collection (internal/initgc), and so do the short commands scripts run in
-// loops; a command that reads more collects as usual.
+// The engine's packages' initialisation (about 6 MB, more than the collector's first 4 MB goal)
+// runs without a garbage collection (internal/initgc), and so do the short commands scripts run
+// in loops, whether kubectl-crdver answers them (versions --sort, version) or executes the
+// engine; a command that reads more collects as usual.
 func TestNoCollectionDuringStartup(t *testing.T) {
-	for _, args := range [][]string{
-		{"versions", "--sort", "v1", "v2beta1", "foo"},
-		{"versions", "-f", "testdata/crds/crontab.yaml", "--can-remove", "v1"},
-		{"version"},
+	for _, c := range []struct {
+		bin  string
+		args []string
+	}{
+		{testenv.PluginFront, []string{"versions", "--sort", "v1", "v2beta1", "foo"}},
+		{testenv.PluginFront, []string{"versions", "-f", "testdata/crds/crontab.yaml", "--can-remove", "v1"}},
+		{testenv.PluginFront, []string{"version"}},
+		{testenv.PluginEngine, []string{"versions", "--sort", "v1", "v2beta1", "foo"}},
+		{testenv.PluginEngine, []string{"version"}},
 	} {
-		if n := gcCycles(t, args...); n != 0 {
-			t.Errorf("%s: %d garbage collections, want none", strings.Join(args, " "), n)
+		if n := gcCycles(t, c.bin, c.args...); n != 0 {
+			t.Errorf("%s %s: %d garbage collections, want none", c.bin, strings.Join(c.args, " "), n)
 		}
 	}
 	// Strimzi 0.51's four CRDs (1.3 MB of YAML) decode into far more than the 16 MB headroom.
-	if n := gcCycles(t, "versions", "--all", "-f", "testdata/releases/strimzi/0.51.0"); n < 2 {
+	if n := gcCycles(t, testenv.PluginFront, "versions", "--all", "-f", "testdata/releases/strimzi/0.51.0"); n < 2 {
 		t.Errorf("versions --all of Strimzi 0.51's CRDs: %d garbage collections, want the collector running (at least 2)", n)
 	}
 }
