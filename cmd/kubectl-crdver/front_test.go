@@ -224,3 +224,27 @@ func TestFrontFindsEngine(t *testing.T) {
 		t.Errorf("kubectl_complete-crdver version '': %+v, want completions (not the version)", r)
 	}
 }
+
+// TestFrontLinksNoHeavyPackages keeps kubectl-crdver small: none of the packages whose
+// initialisers the split keeps out of `versions --sort` (the API server's, client-go's but its
+// one-variable version package, cli-runtime, cobra, klog, plugin) may come back through an
+// import (docs/benchmarks.md#start-up).
+func TestFrontLinksNoHeavyPackages(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	for _, p := range deps {
+		for _, heavy := range []string{"k8s.io/apiextensions-apiserver", "k8s.io/apiserver", "k8s.io/cli-runtime", "k8s.io/client-go/", "k8s.io/component-base",
+			"k8s.io/kube-openapi", "k8s.io/klog", "github.com/spf13/", "github.com/google/cel-go", "github.com/prometheus", "google.golang.org/protobuf",
+			"github.com/crdver/kubectl-crdver/plugin", "github.com/crdver/kubectl-crdver/printers", "k8s.io/apimachinery/pkg/runtime"} {
+			if strings.HasPrefix(p, heavy) && p != "k8s.io/client-go/pkg/version" {
+				t.Errorf("kubectl-crdver links %s", p)
+			}
+		}
+	}
+	if len(deps) > 100 {
+		t.Errorf("kubectl-crdver links %d packages (82 at the split), want at most 100", len(deps))
+	}
+}
