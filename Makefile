@@ -1,11 +1,11 @@
 # kubectl-crdver. The two commands a newcomer needs:
-#   make install   build and install kubectl-crdver, then run it on a bundled example (no cluster)
+#   make install   build and install kubectl-crdver (and crdver-engine, beside it), then run it on a bundled example (no cluster)
 #   make test      build the test control plane if needed (cached), then run every test
 
 GO          ?= go
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null)
-LDFLAGS     := -s -w -X github.com/crdver/kubectl-crdver/plugin.Version=$(VERSION) -X github.com/crdver/kubectl-crdver/plugin.Commit=$(COMMIT)
+LDFLAGS     := -s -w -X github.com/crdver/kubectl-crdver/internal/buildinfo.Version=$(VERSION) -X github.com/crdver/kubectl-crdver/internal/buildinfo.Commit=$(COMMIT)
 GOBIN       ?= $(shell $(GO) env GOBIN)
 ifeq ($(GOBIN),)
 GOBIN       := $(shell $(GO) env GOPATH)/bin
@@ -18,11 +18,12 @@ CI_KUBE_MINOR := 1.34
 
 .PHONY: install build docs test test-assets test-versions bench clean
 
-## install: install kubectl-crdver (and kubectl_complete-crdver for shell completion) into GOBIN,
+## install: install kubectl-crdver and crdver-engine, the executable it runs for every command but
+## `versions --sort` and `version` (and kubectl_complete-crdver for shell completion) into GOBIN,
 ## then run `kubectl crdver versions` on the bundled CronTab example (the binary directly when
 ## kubectl is not on PATH).
 install:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(GOBIN)/kubectl-crdver ./cmd/kubectl-crdver
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(GOBIN)/ ./cmd/kubectl-crdver ./cmd/crdver-engine
 	ln -sf kubectl-crdver $(GOBIN)/kubectl_complete-crdver
 	@case ":$$PATH:" in *":$(GOBIN):"*) ;; *) echo "note: add $(GOBIN) to your PATH so that kubectl finds the plugin";; esac
 	@if command -v kubectl >/dev/null 2>&1; then \
@@ -34,9 +35,9 @@ install:
 		$(GOBIN)/kubectl-crdver versions -f testdata/crds/crontab.yaml; \
 	fi
 
-## build: build bin/kubectl-crdver
+## build: build bin/kubectl-crdver and bin/crdver-engine (keep them in the same folder)
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kubectl-crdver ./cmd/kubectl-crdver
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kubectl-crdver ./cmd/crdver-engine
 
 ## docs: regenerate the CLI reference docs/reference/*.md from the commands (cobra's generator;
 ## hack/docgen's TestReferenceIsCurrent fails when it is stale). The man pages and completion

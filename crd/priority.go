@@ -2,10 +2,11 @@ package crd
 
 import (
 	"regexp"
-	"sort"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/crdver/kubectl-crdver/crd/priority"
 )
 
 // Stability is how Kubernetes classifies a version name.
@@ -39,11 +40,10 @@ func StabilityOf(v string) Stability {
 }
 
 // SortByPriority sorts version strings in place, highest Kubernetes priority first, using the
-// API server's own comparison (k8s.io/apimachinery/pkg/version.CompareKubeAwareVersionStrings).
+// API server's own comparison (k8s.io/apimachinery/pkg/version.CompareKubeAwareVersionStrings),
+// through the light crd/priority package that the kubectl-crdver front binary uses too.
 func SortByPriority(versions []string) {
-	sort.SliceStable(versions, func(i, j int) bool {
-		return version.CompareKubeAwareVersionStrings(versions[i], versions[j]) > 0
-	})
+	priority.Sort(versions)
 }
 
 // PreferredVersions returns, for every API group, the version that the API server's discovery

@@ -32,25 +32,15 @@ var (
 	pluginErr  error
 )
 
-// pluginBin builds cmd/kubectl-crdver once into a temporary folder, so that the printed
+// pluginBin builds the plugin's two executables (kubectl-crdver, crdver-engine) once into a temporary folder, so that the printed
 // commands run as a user runs them: `kubectl crdver …` through kubectl's plugin lookup on PATH.
 func pluginBin(t *testing.T) string {
 	t.Helper()
 	pluginOnce.Do(func() {
-		root, err := testenv.RepoRoot()
-		if err != nil {
-			pluginErr = err
-			return
-		}
 		if pluginDir, pluginErr = os.MkdirTemp("", "crdver-e2e-bin-"); pluginErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "kubectl-crdver"), "./cmd/kubectl-crdver")
-		cmd.Dir = root
-		cmd.Env = buildEnv
-		if out, err := cmd.CombinedOutput(); err != nil {
-			pluginErr = fmt.Errorf("go build ./cmd/kubectl-crdver: %v\n%s", err, out)
-		}
+		_, pluginErr = testenv.BuildPlugin(pluginDir, testenv.BuildOptions{Env: buildEnv})
 	})
 	if pluginErr != nil {
 		t.Fatal(pluginErr)

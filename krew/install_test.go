@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
 // TestInstallFromRenderedManifest does what `kubectl krew install --manifest=<rendered>
@@ -57,14 +59,9 @@ func TestInstallFromRenderedManifest(t *testing.T) {
 
 	const tag = "v0.9.1"
 	work := t.TempDir()
-	bin := filepath.Join(work, "kubectl-crdver")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin,
-		"-ldflags", "-s -w -X github.com/crdver/kubectl-crdver/plugin.Version="+tag, "../cmd/kubectl-crdver")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	entries := map[string]string{"kubectl-crdver": bin}
+	// Both executables, as the archive's builds (.goreleaser.yaml) make them.
+	bin := testenv.MustBuildPlugin(t, filepath.Join(work, "build"), testenv.BuildOptions{Version: tag, Release: true})
+	entries := map[string]string{testenv.PluginFront: bin, testenv.PluginEngine: filepath.Join(filepath.Dir(bin), testenv.PluginEngine)}
 	generated := releaseFiles(t, cfg.Before.Hooks, filepath.Join(work, "release"))
 	for _, f := range files {
 		if f.Dst == "" {
@@ -116,7 +113,10 @@ func TestInstallFromRenderedManifest(t *testing.T) {
 	// krew unpacks into store/<plugin>/<version>/ and links bin/kubectl-<name> to spec's bin.
 	store := filepath.Join(work, "store", m.Metadata.Name, tag)
 	unpacked := untarGz(t, archive, store)
-	for _, want := range []string{"LICENSE", "man/kubectl-crdver.1", "man/kubectl-crdver-plan.1", "completions/kubectl-crdver.bash", "completions/_kubectl-crdver", "completions/kubectl-crdver.fish"} {
+	if len(chosen.Files) > 0 {
+		t.Fatalf("the manifest lists files %v: krew would install only those; it must copy the whole archive (both executables)", chosen.Files)
+	}
+	for _, want := range []string{"kubectl-crdver", "crdver-engine", "LICENSE", "man/kubectl-crdver.1", "man/kubectl-crdver-plan.1", "completions/kubectl-crdver.bash", "completions/_kubectl-crdver", "completions/kubectl-crdver.fish"} {
 		if !contains(unpacked, want) {
 			t.Errorf("archive holds %v, no %s", unpacked, want)
 		}
@@ -140,6 +140,20 @@ func TestInstallFromRenderedManifest(t *testing.T) {
 	}
 	if !strings.Contains(string(out), tag) {
 		t.Errorf("kubectl crdver version printed %q, want the tag %s", out, tag)
+	}
+	// A command that kubectl-crdver hands to crdver-engine, found beside the link's target.
+	crontab, err := filepath.Abs(filepath.Join("..", "testdata", "crds", "crontab.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run = exec.Command(kubectl, "crdver", "versions", "-f", crontab, "-o", "json")
+	run.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+filepath.Join(work, "none"))
+	out, err = run.Output()
+	if err != nil {
+		t.Fatalf("kubectl crdver versions -f crontab.yaml: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `"storageVersion": "v1"`) {
+		t.Errorf("kubectl crdver versions -f crontab.yaml -o json printed %s, want the storage version v1", out)
 	}
 }
 

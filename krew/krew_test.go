@@ -242,6 +242,7 @@ type goreleaserConfig struct {
 	} `json:"before"`
 	ProjectName string `json:"project_name"`
 	Builds      []struct {
+		ID      string   `json:"id"`
 		Binary  string   `json:"binary"`
 		Main    string   `json:"main"`
 		Ldflags []string `json:"ldflags"`
@@ -253,6 +254,7 @@ type goreleaserConfig struct {
 		} `json:"ignore"`
 	} `json:"builds"`
 	Archives []struct {
+		IDs             []string      `json:"ids"`
 		NameTemplate    string        `json:"name_template"`
 		Files           []archiveFile `json:"files"`
 		Formats         []string      `json:"formats"`
@@ -274,15 +276,26 @@ func TestGoreleaserBuildsWhatTheManifestNames(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Builds) != 1 || len(cfg.Archives) != 1 {
-		t.Fatalf("want one build and one archive, got %d and %d", len(cfg.Builds), len(cfg.Archives))
+	// The plugin is two executables (docs/architecture.md), built for the same platforms with
+	// the same version stamp and packed into the same archives.
+	if len(cfg.Builds) != 2 || len(cfg.Archives) != 1 {
+		t.Fatalf("want two builds (kubectl-crdver, crdver-engine) and one archive, got %d and %d", len(cfg.Builds), len(cfg.Archives))
 	}
 	b, a := cfg.Builds[0], cfg.Archives[0]
-	if b.Binary != "kubectl-crdver" || b.Main != "./cmd/kubectl-crdver" {
-		t.Errorf("build binary %q main %q", b.Binary, b.Main)
-	}
-	if !strings.Contains(strings.Join(b.Ldflags, " "), "-X github.com/crdver/kubectl-crdver/plugin.Version={{ .Tag }}") {
-		t.Errorf("ldflags do not stamp plugin.Version: %q", b.Ldflags)
+	for i, want := range []string{"kubectl-crdver", "crdver-engine"} {
+		bi := cfg.Builds[i]
+		if bi.ID != want || bi.Binary != want || bi.Main != "./cmd/"+want {
+			t.Errorf("build %d: id %q binary %q main %q, want %s from ./cmd/%s", i, bi.ID, bi.Binary, bi.Main, want, want)
+		}
+		if !strings.Contains(strings.Join(bi.Ldflags, " "), "-X github.com/crdver/kubectl-crdver/internal/buildinfo.Version={{ .Tag }}") {
+			t.Errorf("%s: ldflags do not stamp internal/buildinfo.Version: %q", want, bi.Ldflags)
+		}
+		if diff := cmp.Diff(b.Goos, bi.Goos); diff != "" || !cmp.Equal(b.Goarch, bi.Goarch) || !cmp.Equal(b.Ignore, bi.Ignore) {
+			t.Errorf("%s is not built for the same platforms as %s", want, b.ID)
+		}
+		if !contains(a.IDs, bi.ID) {
+			t.Errorf("the archive packs builds %v, not %s", a.IDs, bi.ID)
+		}
 	}
 	const tag = "v1.2.3"
 	var produced []string

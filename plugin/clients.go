@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/crdver/kubectl-crdver/internal/buildinfo"
 	"github.com/crdver/kubectl-crdver/migrate"
 )
 
@@ -56,7 +57,7 @@ func (g *Globals) clients() (*clientSet, error) {
 	// Client-side rate limiting is left to each command: the defaults of 5 QPS would throttle
 	// bulk work.
 	cfg.QPS, cfg.Burst = 100, 200
-	cfg.UserAgent = "kubectl-crdver/" + Version
+	cfg.UserAgent = "kubectl-crdver/" + buildinfo.Version
 	cfg.WarningHandler = &g.warnings
 	g.clientSet = &clientSet{config: cfg}
 	return g.clientSet, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/crdver/kubectl-crdver/internal/buildinfo"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/ownership"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -37,7 +38,7 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 		printers.Notes(w, r.notes)
 		return nil
 	case BuildInfo:
-		return printBuildInfo(w, r)
+		return buildinfo.PrintHuman(w, r)
 	case sortedVersions:
 		return printers.Lines(w, r)
 	case versionsSummary:
@@ -92,13 +93,4 @@ func (r withCensus) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(v)
-}
-
-func printBuildInfo(w io.Writer, bi BuildInfo) error {
-	commit := ""
-	if bi.Commit != "" {
-		commit = " commit " + bi.Commit
-	}
-	_, err := fmt.Fprintf(w, "kubectl-crdver %s%s (%s, %s, Kubernetes libraries %s)\n", bi.Version, commit, bi.GoVersion, bi.Platform, bi.KubernetesLibrary)
-	return err
 }

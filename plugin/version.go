@@ -2,40 +2,15 @@ package plugin
 
 import (
 	"context"
-	"runtime"
-	"runtime/debug"
-
 	"github.com/spf13/cobra"
+
+	"github.com/crdver/kubectl-crdver/internal/buildinfo"
 )
 
-// Version and Commit are stamped at build time:
-//
-//	go build -ldflags "-X github.com/crdver/kubectl-crdver/plugin.Version=v0.1.0 -X github.com/crdver/kubectl-crdver/plugin.Commit=$(git rev-parse HEAD)"
-var (
-	Version = "dev"
-	Commit  = ""
-)
-
-// BuildInfo is what `kubectl crdver version` prints.
-type BuildInfo struct {
-	Version           string `json:"version"`
-	Commit            string `json:"commit,omitempty"`
-	GoVersion         string `json:"goVersion"`
-	Platform          string `json:"platform"`
-	KubernetesLibrary string `json:"kubernetesLibraries"`
-}
-
-func buildInfo() BuildInfo {
-	bi := BuildInfo{Version: Version, Commit: Commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range info.Deps {
-			if d.Path == "k8s.io/client-go" {
-				bi.KubernetesLibrary = d.Version
-			}
-		}
-	}
-	return bi
-}
+// BuildInfo is what `kubectl crdver version` prints (internal/buildinfo, shared with the
+// kubectl-crdver front binary, which answers `version` itself; Version and Commit are stamped
+// there at build time).
+type BuildInfo = buildinfo.Info
 
 type versionOptions struct {
 	g       *Globals
@@ -68,5 +43,5 @@ func (o *versionOptions) Validate() error {
 	return nil
 }
 func (o *versionOptions) Run(context.Context) error {
-	return o.printer.PrintReport(o.g.Out, buildInfo())
+	return o.printer.PrintReport(o.g.Out, buildinfo.Get())
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/explain"
+	"github.com/crdver/kubectl-crdver/internal/buildinfo"
 )
 
 var (
@@ -254,7 +255,7 @@ func TestVersionCommand(t *testing.T) {
 	var bi BuildInfo
 	// (The Kubernetes library version comes from the binary's build info, which test binaries
 	// lack; cmd/kubectl-crdver's tests check it on the built binary.)
-	if err := json.Unmarshal([]byte(r.stdout), &bi); err != nil || bi.Version != Version || bi.GoVersion == "" {
-		t.Errorf("version -o json = %s (err %v); want version %q", r.stdout, err, Version)
+	if err := json.Unmarshal([]byte(r.stdout), &bi); err != nil || bi.Version != buildinfo.Version || bi.GoVersion == "" {
+		t.Errorf("version -o json = %s (err %v); want version %q", r.stdout, err, buildinfo.Version)
 	}
 }

@@ -5,21 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
+	"github.com/crdver/kubectl-crdver/internal/textout"
 	"github.com/crdver/kubectl-crdver/ownership"
 )
 
 // Lines prints each string on a line of its own.
-func Lines(w io.Writer, lines []string) error {
-	var b strings.Builder
-	for _, l := range lines {
-		b.WriteString(l)
-		b.WriteByte('\n')
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
+func Lines(w io.Writer, lines []string) error { return textout.Lines(w, lines) }
 
 // Notes prints each note on a line of its own, "note: " first.
 func Notes(w io.Writer, notes []string) {

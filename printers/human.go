@@ -1,17 +1,15 @@
 package printers
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/doctor"
 	"github.com/crdver/kubectl-crdver/explain"
+	"github.com/crdver/kubectl-crdver/internal/textout"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/restore"
 	"github.com/crdver/kubectl-crdver/retire"
@@ -31,22 +29,7 @@ type ReportPrinter interface {
 type Data struct{ YAML bool }
 
 // PrintReport prints report as JSON or YAML.
-func (p Data) PrintReport(w io.Writer, report any) error {
-	js, err := json.MarshalIndent(report, "", "  ")
-	if err != nil {
-		return err
-	}
-	if p.YAML {
-		y, err := yaml.JSONToYAML(js)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(y)
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", js)
-	return err
-}
+func (p Data) PrintReport(w io.Writer, report any) error { return textout.Data(w, report, p.YAML) }
 
 // PrintPart prints nothing: the part is in the final report.
 func (Data) PrintPart(io.Writer, any) error { return nil }

@@ -19,7 +19,7 @@ import (
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
-// binDir holds the built kubectl-crdver and its kubectl_complete-crdver link.
+// binDir holds the built kubectl-crdver, crdver-engine beside it and the kubectl_complete-crdver link.
 var binDir string
 
 const testVersion = "v9.9.9-test"
@@ -31,11 +31,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-crdver"),
-		"-ldflags", "-X github.com/crdver/kubectl-crdver/plugin.Version="+testVersion, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building kubectl-crdver:", err)
+	// Both executables, side by side as installed: kubectl-crdver and crdver-engine.
+	if _, err := testenv.BuildPlugin(dir, testenv.BuildOptions{Version: testVersion}); err != nil {
+		fmt.Fprintln(os.Stderr, "building kubectl-crdver and crdver-engine:", err)
 		os.Exit(1)
 	}
 	if err := os.Symlink("kubectl-crdver", filepath.Join(dir, "kubectl_complete-crdver")); err != nil {
@@ -116,6 +114,9 @@ func TestThroughKubectl(t *testing.T) {
 		{args: []string{"crdver", "versions", "--bogus"}, code: 2, stderr: "error: unknown flag: --bogus"},
 		{args: []string{"crdver", "versions", "-f", "testdata/nope.yaml"}, code: 2, stderr: "error: testdata/nope.yaml: no such file or directory"},
 		{args: []string{"crdver", "version"}, stdout: ""},
+		// answered by crdver-engine, which kubectl-crdver executes
+		{args: []string{"crdver", "versions", "--sort", "v1", "-o", "wide"}, code: 2, stderr: "error: --sort prints version strings: -o wide does not apply"},
+		{args: []string{"crdver", "explain", "-f", "testdata/crds/crontab.yaml"}, stderr: ""},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			stdout, stderr, code := runKubectl(t, tc.args...)
@@ -151,11 +152,15 @@ func TestVersionStamped(t *testing.T) {
 	}
 }
 
-// TestPluginList: kubectl's plugin discovery finds the binary (and raises no warning about it).
+// TestPluginList: kubectl's plugin discovery finds the binary (and raises no warning about it),
+// and does not take crdver-engine, beside it, for a plugin.
 func TestPluginList(t *testing.T) {
 	stdout, stderr, _ := runKubectl(t, "plugin", "list")
 	if !strings.Contains(stdout, filepath.Join(binDir, "kubectl-crdver")) {
 		t.Errorf("kubectl plugin list does not show the plugin:\n%s\n%s", stdout, stderr)
+	}
+	if strings.Contains(stdout+stderr, "crdver-engine") {
+		t.Errorf("kubectl plugin list mentions crdver-engine:\n%s\n%s", stdout, stderr)
 	}
 	if strings.Contains(stderr, "kubectl-crdver") && strings.Contains(stderr, "warning") {
 		t.Errorf("kubectl warns about the plugin: %s", stderr)

@@ -6,10 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
 // repo is a temporary git repository whose commits hold releases of a testdata release.
@@ -68,15 +71,10 @@ func (r *repo) commit(msg string, dirs map[string]string) string {
 	return r.git("rev-parse", "HEAD")
 }
 
-// buildPlugin builds kubectl-crdver from this checkout.
+// buildPlugin builds kubectl-crdver and crdver-engine, beside it, from this checkout.
 func buildPlugin(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kubectl-crdver")
-	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/kubectl-crdver")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testenv.MustBuildPlugin(t, t.TempDir(), testenv.BuildOptions{})
 }
 
 type runResult struct {
@@ -239,5 +237,80 @@ func TestActionCallsTheScript(t *testing.T) {
 		if !strings.Contains(string(script), "$"+v) && !strings.Contains(string(script), "${"+v) {
 			t.Errorf("plan-pr.sh does not read %s", v)
 		}
+	}
+}
+
+// TestActionInstallsBothExecutables runs the install step of action.yml against a release
+// archive built from this checkout (curl is a stand-in that serves the archive and its
+// checksums from a folder): both executables land in the folder added to PATH, and a command
+// that kubectl-crdver hands to crdver-engine works from there.
+func TestActionInstallsBothExecutables(t *testing.T) {
+	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
+		t.Skip("the install step is a bash script for Linux and macOS runners")
+	}
+	raw, err := os.ReadFile("../../action.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a struct {
+		Runs struct {
+			Steps []struct {
+				Run string `json:"run"`
+			} `json:"steps"`
+		} `json:"runs"`
+	}
+	if err := yaml.Unmarshal(raw, &a); err != nil || len(a.Runs.Steps) == 0 {
+		t.Fatalf("action.yml: %v", err)
+	}
+	const tag = "v0.9.9"
+	runnerOS, runnerArch := map[string]string{"linux": "Linux", "darwin": "macOS"}[runtime.GOOS], map[string]string{"amd64": "X64", "arm64": "ARM64"}[runtime.GOARCH]
+	if runnerArch == "" {
+		t.Skipf("no release for %s", runtime.GOARCH)
+	}
+	served := t.TempDir()
+	bin := testenv.MustBuildPlugin(t, t.TempDir(), testenv.BuildOptions{Version: tag, Release: true})
+	archive := "kubectl-crdver_" + tag + "_" + runtime.GOOS + "_" + runtime.GOARCH + ".tar.gz"
+	pack := exec.Command("tar", "-czf", filepath.Join(served, archive), "-C", filepath.Dir(bin), testenv.PluginFront, testenv.PluginEngine)
+	if out, err := pack.CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	sum := exec.Command("sh", "-c", "sha256sum "+archive+" > checksums.txt || shasum -a 256 "+archive+" > checksums.txt")
+	sum.Dir = served
+	if out, err := sum.CombinedOutput(); err != nil {
+		t.Fatalf("checksums: %v\n%s", err, out)
+	}
+	// curl -fsSL --retry 3 -o FILE URL: copy the served file named like the URL's last part.
+	tools := t.TempDir()
+	fakeCurl := "#!/bin/sh\nwhile [ $# -gt 1 ]; do case $1 in -o) out=$2; shift;; esac; shift; done\ncp \"" + served + "/${1##*/}\" \"$out\"\n"
+	if err := os.WriteFile(filepath.Join(tools, "curl"), []byte(fakeCurl), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runner := t.TempDir()
+	ghPath := filepath.Join(runner, "github_path")
+	step := exec.Command("bash", "-c", a.Runs.Steps[0].Run)
+	step.Env = append(os.Environ(), "PATH="+tools+string(os.PathListSeparator)+os.Getenv("PATH"), "VERSION="+tag,
+		"RUNNER_OS="+runnerOS, "RUNNER_ARCH="+runnerArch, "RUNNER_TEMP="+runner, "GITHUB_PATH="+ghPath)
+	if out, err := step.CombinedOutput(); err != nil {
+		t.Fatalf("the install step: %v\n%s", err, out)
+	}
+	added, err := os.ReadFile(ghPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := strings.TrimSpace(string(added))
+	for _, f := range []string{testenv.PluginFront, testenv.PluginEngine} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Mode()&0o111 == 0 {
+			t.Errorf("%s is not installed in the folder added to PATH (%s): %v", f, dir, err)
+		}
+	}
+	crontab, err := filepath.Abs(filepath.Join("..", "..", "testdata", "crds", "crontab.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := exec.Command(filepath.Join(dir, testenv.PluginFront), "versions", "-f", crontab, "-o", "json")
+	run.Env = append(os.Environ(), "PATH="+t.TempDir()) // the engine must be found beside it
+	out, err := run.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"storageVersion": "v1"`) {
+		t.Errorf("installed kubectl-crdver versions -f crontab.yaml: %v\n%s", err, out)
 	}
 }

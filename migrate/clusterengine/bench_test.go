@@ -228,14 +228,7 @@ func BenchmarkClusterController(b *testing.B) {
 // BenchmarkMigrateCommandRSS builds kubectl-crdver, runs `migrate` on
 // CRDVER_BENCH_RSS_OBJECTS objects and reports the child's peak RSS (getrusage) and rate.
 func BenchmarkMigrateCommandRSS(b *testing.B) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	bin := filepath.Join(b.TempDir(), "kubectl-crdver")
-	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "kubectl-crdver")).CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testenv.MustBuildPlugin(b, b.TempDir(), testenv.BuildOptions{}) // and crdver-engine beside it
 	f := newBenchFixture(b, "rss", envInt("CRDVER_BENCH_RSS_OBJECTS", 2000))
 	var maxRSS int64
 	f.run(b, func(b *testing.B) {

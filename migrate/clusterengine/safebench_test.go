@@ -178,21 +178,14 @@ func envString(name, def string) string {
 	return def
 }
 
-// buildCommand builds kubectl-crdver into a temporary folder, or returns CRDVER_BENCH_BIN (a
+// buildCommand builds kubectl-crdver (and crdver-engine beside it) into a temporary folder, or returns CRDVER_BENCH_BIN (a
 // binary built elsewhere, e.g. from an older commit for a before/after comparison).
 func buildCommand(b *testing.B) string {
 	b.Helper()
 	if bin := os.Getenv("CRDVER_BENCH_BIN"); bin != "" {
 		return bin
 	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	bin := filepath.Join(b.TempDir(), "kubectl-crdver")
-	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "kubectl-crdver")).CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testenv.MustBuildPlugin(b, b.TempDir(), testenv.BuildOptions{}) // and crdver-engine beside it
 	return bin
 }
 

@@ -1,0 +1,65 @@
+// Command crdver-engine answers every command of the kubectl plugin `kubectl crdver`. It is
+// installed beside kubectl-crdver (cmd/kubectl-crdver), the small executable that kubectl finds
+// and runs: that one answers the commands scripts run in loops (`versions --sort`, `version`)
+// without the API server's packages, whose initialisers cost more than those commands, and
+// executes this one, with the same arguments, for everything else. Its name does not start
+// with kubectl- so that kubectl does not take it for a plugin.
+//
+// When its argv[0] is kubectl_complete-crdver (kubectl-crdver keeps its own argv[0] when it
+// executes the engine, and kubectl's plugin completion runs kubectl_complete-crdver, a link to
+// kubectl-crdver), it answers shell completion (__complete).
+package main
+
+import (
+	// Initialised before the API server's packages (see its doc): the garbage collector is
+	// off while they initialise.
+	"github.com/crdver/kubectl-crdver/internal/initgc"
+
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
+
+	"github.com/crdver/kubectl-crdver/plugin"
+)
+
+// gcHeadroom is how much more memory a command may use, beyond what the packages'
+// initialisation left, before the garbage collector's first cycle (internal/initgc): enough
+// for `versions --sort`, a CRD file or one CRD read from the cluster, so that the commands
+// scripts run in loops finish without one. From that cycle on the collector runs as GOGC asks.
+const gcHeadroom = 16 << 20
+
+func main() {
+	initgc.Resume(gcHeadroom)
+	os.Exit(run(os.Args))
+}
+
+func run(argv []string) int {
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	args := argv[1:]
+	if name := strings.TrimSuffix(filepath.Base(argv[0]), ".exe"); name == "kubectl_complete-crdver" {
+		args = append([]string{"__complete"}, args...)
+	}
+	// The API server's libraries log through klog (e.g. "Found duplicate validation error"
+	// while previewing); what the user needs is in the command's own output, so klog is quiet.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	root := plugin.NewRootCmd(streams)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintln(streams.ErrOut, plugin.ErrorLine(err))
+	}
+	return plugin.ExitCode(err)
+}
