@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -23,7 +24,11 @@ import (
 //     would in TCP, and the search starts again from there.
 type inflightLimit struct {
 	mu       sync.Mutex
-	wake     chan struct{} // closed and replaced whenever a slot frees
+	// waiters wait for a slot in the order they came: a freed slot goes to the first (closing
+	// its channel). First come, first served keeps the writes in list order (the checkpoint
+	// advances over whole pages: a write left waiting while later ones win the race would hold
+	// its page, and the checkpoint, back), and wakes one goroutine per slot, not every waiter.
+	waiters  []chan struct{}
 	inflight int
 
 	adaptive  bool
@@ -55,7 +60,7 @@ const (
 const DefaultMaxConcurrency = 256
 
 func newFixedLimit(n int) *inflightLimit {
-	return &inflightLimit{wake: make(chan struct{}), limit: float64(n), min: n, max: n, peak: n}
+	return &inflightLimit{limit: float64(n), min: n, max: n, peak: n}
 }
 
 func newAdaptiveLimit(start, max int) *inflightLimit {
@@ -65,28 +70,51 @@ func newAdaptiveLimit(start, max int) *inflightLimit {
 	if start > max {
 		start = max
 	}
-	return &inflightLimit{wake: make(chan struct{}), adaptive: true, limit: float64(start), min: 1, max: max, slowStart: true, peak: start, now: time.Now}
+	return &inflightLimit{adaptive: true, limit: float64(start), min: 1, max: max, slowStart: true, peak: start, now: time.Now}
 }
 
 // workers is how many goroutines may ever hold a slot.
 func (l *inflightLimit) workers() int { return l.max }
 
-// acquire waits for a slot; it returns ctx's error if ctx ends first.
+// acquire waits for a slot, first come first served; it returns ctx's error if ctx ends first.
 func (l *inflightLimit) acquire(ctx context.Context) error {
-	for {
-		l.mu.Lock()
-		if l.inflight < int(l.limit) {
-			l.inflight++
-			l.mu.Unlock()
-			return nil
-		}
-		wake := l.wake
+	l.mu.Lock()
+	if l.inflight < int(l.limit) && len(l.waiters) == 0 {
+		l.inflight++
 		l.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	l.waiters = append(l.waiters, ch)
+	l.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		defer l.mu.Unlock()
 		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-wake:
+		case <-ch:
+			// Granted meanwhile: the slot goes to the next waiter.
+			l.inflight--
+			l.grantLocked()
+		default:
+			if i := slices.Index(l.waiters, ch); i >= 0 {
+				l.waiters = slices.Delete(l.waiters, i, i+1)
+			}
 		}
+		return ctx.Err()
+	}
+}
+
+// grantLocked gives the free slots to the first waiters.
+func (l *inflightLimit) grantLocked() {
+	for len(l.waiters) > 0 && l.inflight < int(l.limit) {
+		ch := l.waiters[0]
+		l.waiters[0] = nil
+		l.waiters = l.waiters[1:]
+		l.inflight++
+		close(ch)
 	}
 }
 
@@ -95,8 +123,8 @@ func (l *inflightLimit) release(rtt time.Duration, throttled bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.inflight--
-	close(l.wake)
-	l.wake = make(chan struct{})
+	// After the limit is adjusted below (it may let more writes go).
+	defer l.grantLocked()
 	if l.seen429 != nil {
 		if n := l.seen429(); n > l.lastSeen {
 			l.throttled += n - l.lastSeen

@@ -146,3 +146,74 @@ func TestFixedLimitIsASemaphore(t *testing.T) {
 		t.Error("acquire did not return the context's error when cancelled")
 	}
 }
+
+// Slots go to waiters in the order they came (the rewrite's writes then complete in list
+// order and its checkpoint advances page by page); a waiter that gives up leaves the queue,
+// and a slot granted to it as it gives up goes to the next one.
+func TestLimitServesInArrivalOrder(t *testing.T) {
+	l := newFixedLimit(1)
+	bg := context.Background()
+	if err := l.acquire(bg); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.waiters)
+	}
+	enqueued := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); waiting() != n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d waiters, want %d", waiting(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	const n = 20
+	order := make(chan int, n)
+	giveUp, cancel := context.WithCancel(bg)
+	gaveUp := make(chan error, 1)
+	for i := 0; i < n; i++ {
+		if i == 5 {
+			go func() { gaveUp <- l.acquire(giveUp) }()
+			enqueued(i + 1)
+		}
+		go func(i int) {
+			if err := l.acquire(bg); err != nil {
+				t.Error(err)
+				return
+			}
+			order <- i
+			l.release(time.Millisecond, false)
+		}(i)
+		if i >= 5 {
+			enqueued(i + 2)
+		} else {
+			enqueued(i + 1)
+		}
+	}
+	cancel()
+	if err := <-gaveUp; err == nil {
+		t.Fatal("the waiter that gave up got a slot")
+	}
+	enqueued(n)
+	l.release(time.Millisecond, false)
+	for want := 0; want < n; want++ {
+		if got := <-order; got != want {
+			t.Fatalf("waiter %d got the slot before waiter %d", got, want)
+		}
+	}
+	// The last waiter's release runs after it sent its number.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		l.mu.Lock()
+		inflight, w := l.inflight, len(l.waiters)
+		l.mu.Unlock()
+		if inflight == 0 && w == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("in flight %d, waiting %d after every waiter released", inflight, w)
+		}
+	}
+}
