@@ -23,7 +23,7 @@ import (
 //   - a 429 (the server's flow control said no) cuts the limit by 30% at once, as a loss
 //     would in TCP, and the search starts again from there.
 type inflightLimit struct {
-	mu       sync.Mutex
+	mu sync.Mutex
 	// waiters wait for a slot in the order they came: a freed slot goes to the first (closing
 	// its channel). First come, first served keeps the writes in list order (the checkpoint
 	// advances over whole pages: a write left waiting while later ones win the race would hold
