@@ -6,6 +6,8 @@ package clusterengine_test
 //
 //	CRDVER_BENCH_OBJECTS      objects per rewrite benchmark (default 500; the recorded figures use 10000)
 //	CRDVER_BENCH_RSS_OBJECTS  objects for BenchmarkMigrateCommandRSS (default 2000; recorded: 100000)
+//	CRDVER_BENCH_RSS_CHECKED  set: BenchmarkMigrateCommandRSS with every safety check on (see
+//	                          BenchmarkSafeMigrate's "checked")
 //
 // Each iteration switches the storage version (v1beta1 <-> v1, timer stopped), so every object
 // really is stored at the old version, then times one full rewrite and checks etcd afterwards.
@@ -230,6 +232,12 @@ func BenchmarkClusterController(b *testing.B) {
 func BenchmarkMigrateCommandRSS(b *testing.B) {
 	bin := testenv.MustBuildPlugin(b, b.TempDir(), testenv.BuildOptions{}) // and crdver-engine beside it
 	f := newBenchFixture(b, "rss", envInt("CRDVER_BENCH_RSS_OBJECTS", 2000))
+	if os.Getenv("CRDVER_BENCH_RSS_CHECKED") != "" {
+		// Every safety check on (BenchmarkSafeMigrate's "checked"): the loss comparison and a
+		// dry run per object.
+		f.differ(b)
+		f.guard(b)
+	}
 	var maxRSS int64
 	f.run(b, func(b *testing.B) {
 		cmd := exec.Command(bin, "migrate", f.crd.Name, "--quiet", "--no-trim", "--kubeconfig", env.Kubeconfig,
