@@ -10,7 +10,8 @@ package clusterengine_test
 // preflight it resumes, the rest of the rewrite, the trim). etcd is then read: every object at
 // the new version.
 //
-//	CRDVER_BENCH_SAFE_OBJECTS  objects (default 500; recorded: 3000)
+//	CRDVER_BENCH_SAFE_OBJECTS  objects (default 2000, so that the first run is still rewriting
+//	                           when it is interrupted; recorded: 3000)
 
 import (
 	"os"
@@ -25,7 +26,7 @@ import (
 
 func BenchmarkSafeMigrateResume(b *testing.B) {
 	bin := buildCommand(b)
-	n := envInt("CRDVER_BENCH_SAFE_OBJECTS", 500)
+	n := envInt("CRDVER_BENCH_SAFE_OBJECTS", 2000)
 	at := 0.5
 	if v, err := strconv.ParseFloat(os.Getenv("CRDVER_BENCH_RESUME_AT"), 64); err == nil && v > 0 && v < 1 {
 		at = v
