@@ -31,10 +31,7 @@ func BenchmarkSafeMigrateResume(b *testing.B) {
 	if v, err := strconv.ParseFloat(os.Getenv("CRDVER_BENCH_RESUME_AT"), 64); err == nil && v > 0 && v < 1 {
 		at = v
 	}
-	proven := newBenchFixture(b, "rproven", n)
-	checked := newBenchFixture(b, "rchecked", n)
-	checked.differ(b)
-	checked.guard(b)
+	_, proven, checked := safeFixtures(b, "r", "", n)
 	cache := b.TempDir()
 
 	var tCeil, tResumed time.Duration

@@ -48,15 +48,8 @@ import (
 func BenchmarkSafeMigrate(b *testing.B) {
 	bin := buildCommand(b)
 	kubectl, kubectlErr := exec.LookPath("kubectl")
-	methods := map[string]bool{}
-	for _, m := range strings.Split(envString("CRDVER_BENCH_SAFE_METHODS", "ceiling,runbook,checked,proven"), ",") {
-		methods[strings.TrimSpace(m)] = true
-	}
 	n := envInt("CRDVER_BENCH_SAFE_OBJECTS", 500)
-	proven := newBenchFixture(b, "proven", n)
-	checked := newBenchFixture(b, "checked", n)
-	checked.differ(b)
-	checked.guard(b)
+	methods, proven, checked := safeFixtures(b, "", "ceiling,runbook,checked,proven", n)
 	cache := b.TempDir()
 
 	// other is the version f's objects are not stored at.
@@ -132,42 +125,48 @@ func BenchmarkSafeMigrate(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	rate := func(d time.Duration) float64 {
-		if d == 0 {
-			return 0
-		}
-		return float64(n*b.N) / d.Seconds()
+	reportRates(b, n, map[string]time.Duration{"ceiling16": tCeil, "runbook": tRunbook, "checked": tChecked, "proven": tProven},
+		map[string]time.Duration{"checked": cpu[checked], "proven": cpu[proven]})
+}
+
+// safeFixtures is what the safety benchmarks share: the methods asked for
+// (CRDVER_BENCH_SAFE_METHODS, else all of def) and two fixtures of n objects, their groups
+// prefixed: proven (identical schemas, no admission) and checked (the schemas differ and an
+// unbound ValidatingAdmissionPolicy matches: every check runs).
+func safeFixtures(b *testing.B, prefix, def string, n int) (methods map[string]bool, proven, checked *benchFixture) {
+	methods = map[string]bool{}
+	for _, m := range strings.Split(envString("CRDVER_BENCH_SAFE_METHODS", def), ",") {
+		methods[strings.TrimSpace(m)] = true
 	}
-	report := func(name string, d time.Duration) {
+	proven = newBenchFixture(b, prefix+"proven", n)
+	checked = newBenchFixture(b, prefix+"checked", n)
+	checked.differ(b)
+	checked.guard(b)
+	return methods, proven, checked
+}
+
+// reportRates reports the objects/s of each method timed (wall: its total over n×b.N objects),
+// the commands' own CPU (cpu, by method) per 1,000 objects and as a share of their wall time,
+// and the ratios of checked and proven to the ceiling and the runbook.
+func reportRates(b *testing.B, n int, wall, cpu map[string]time.Duration) {
+	rate := func(m string) float64 { return float64(n*b.N) / wall[m].Seconds() }
+	for m, d := range wall {
 		if d > 0 {
-			b.ReportMetric(rate(d), name+"-obj/s")
+			b.ReportMetric(rate(m), m+"-obj/s")
 		}
 	}
-	report("ceiling16", tCeil)
-	report("runbook", tRunbook)
-	report("checked", tChecked)
-	report("proven", tProven)
-	// The command's own CPU, in seconds per 1,000 objects and as a share of its wall time.
-	for name, c := range map[string]struct {
-		f    *benchFixture
-		wall time.Duration
-	}{"checked": {checked, tChecked}, "proven": {proven, tProven}} {
-		if c.wall > 0 {
-			b.ReportMetric(cpu[c.f].Seconds()*1000/float64(n*b.N), name+"-cpu-s/1k")
-			b.ReportMetric(cpu[c.f].Seconds()/c.wall.Seconds(), name+"-cpu/wall")
+	for m, c := range cpu {
+		if wall[m] > 0 {
+			b.ReportMetric(c.Seconds()*1000/float64(n*b.N), m+"-cpu-s/1k")
+			b.ReportMetric(c.Seconds()/wall[m].Seconds(), m+"-cpu/wall")
 		}
 	}
-	if tCeil > 0 && tChecked > 0 {
-		b.ReportMetric(rate(tChecked)/rate(tCeil), "checked/ceiling")
-	}
-	if tRunbook > 0 && tChecked > 0 {
-		b.ReportMetric(rate(tChecked)/rate(tRunbook), "checked/runbook")
-	}
-	if tCeil > 0 && tProven > 0 {
-		b.ReportMetric(rate(tProven)/rate(tCeil), "proven/ceiling")
-	}
-	if tRunbook > 0 && tProven > 0 {
-		b.ReportMetric(rate(tProven)/rate(tRunbook), "proven/runbook")
+	for _, m := range []string{"checked", "proven"} {
+		for base, name := range map[string]string{"ceiling16": "ceiling", "runbook": "runbook"} {
+			if wall[m] > 0 && wall[base] > 0 {
+				b.ReportMetric(rate(m)/rate(base), m+"/"+name)
+			}
+		}
 	}
 }
 

@@ -28,7 +28,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -39,15 +38,8 @@ import (
 
 func BenchmarkSafeUpgrade(b *testing.B) {
 	bin := buildCommand(b)
-	methods := map[string]bool{}
-	for _, m := range strings.Split(envString("CRDVER_BENCH_SAFE_METHODS", "ceiling,checked,proven"), ",") {
-		methods[strings.TrimSpace(m)] = true
-	}
 	n := envInt("CRDVER_BENCH_SAFE_OBJECTS", 500)
-	proven := newBenchFixture(b, "uproven", n)
-	checked := newBenchFixture(b, "uchecked", n)
-	checked.differ(b)
-	checked.guard(b)
+	methods, proven, checked := safeFixtures(b, "u", "ceiling,checked,proven", n)
 	cache := b.TempDir()
 	type releases struct{ old, removed string }
 	rel := map[*benchFixture]releases{}
@@ -97,27 +89,8 @@ func BenchmarkSafeUpgrade(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	rate := func(d time.Duration) float64 { return float64(n*b.N) / d.Seconds() }
-	for name, d := range map[string]time.Duration{"ceiling16": tCeil, "checked": tChecked, "proven": tProven} {
-		if d > 0 {
-			b.ReportMetric(rate(d), name+"-obj/s")
-		}
-	}
-	for name, c := range map[string]struct {
-		f    *benchFixture
-		wall time.Duration
-	}{"checked": {checked, tChecked}, "proven": {proven, tProven}} {
-		if c.wall > 0 {
-			b.ReportMetric(cpu[c.f].Seconds()*1000/float64(n*b.N), name+"-cpu-s/1k")
-			b.ReportMetric(cpu[c.f].Seconds()/c.wall.Seconds(), name+"-cpu/wall")
-		}
-	}
-	if tCeil > 0 && tChecked > 0 {
-		b.ReportMetric(rate(tChecked)/rate(tCeil), "checked/ceiling")
-	}
-	if tCeil > 0 && tProven > 0 {
-		b.ReportMetric(rate(tProven)/rate(tCeil), "proven/ceiling")
-	}
+	reportRates(b, n, map[string]time.Duration{"ceiling16": tCeil, "checked": tChecked, "proven": tProven},
+		map[string]time.Duration{"checked": cpu[checked], "proven": cpu[proven]})
 }
 
 // release writes the fixture's CRD as a release into a new folder: as it is now (v1beta1 the
