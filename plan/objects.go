@@ -128,16 +128,8 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 		f.Notes = append(f.Notes, fmt.Sprintf("re-create not evaluated: %s is not served by the new CRD and converting the object needs the conversion webhook", listed))
 	} else {
 		c := u.DeepCopy()
-		for _, k := range serverMetadata {
-			unstructured.RemoveNestedField(c.Object, "metadata", k)
-		}
 		c.SetAPIVersion(schema.GroupVersion{Group: group, Version: createVersion}.String())
-		body, err := c.MarshalJSON()
-		if err != nil {
-			res.err = err
-			return res
-		}
-		cr, err := p.Create(ctx, body, preview.PreviewOptions{FieldValidation: e.fv, Namespace: u.GetNamespace()})
+		cr, err := e.recreate(ctx, p, c, u.GetNamespace())
 		if err != nil {
 			res.err = fmt.Errorf("%s: re-create under the new CRD: %w", where, err)
 			return res
@@ -149,16 +141,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 		// Rejected only for the fields the read drops: the re-create of what is left (the
 		// object as the new version holds it, once the loss is accepted) may be rejected too.
 		if len(f.PrunedOnRead) > 0 && onlyUnknownFields(f.CreateErrors) && primary != nil && primary.Converted {
-			held := (&unstructured.Unstructured{Object: primary.Object}).DeepCopy()
-			for _, k := range serverMetadata {
-				unstructured.RemoveNestedField(held.Object, "metadata", k)
-			}
-			body, err := held.MarshalJSON()
-			if err != nil {
-				res.err = err
-				return res
-			}
-			hr, err := p.Create(ctx, body, preview.PreviewOptions{FieldValidation: e.fv, Namespace: u.GetNamespace()})
+			hr, err := e.recreate(ctx, p, (&unstructured.Unstructured{Object: primary.Object}).DeepCopy(), u.GetNamespace())
 			if err != nil {
 				res.err = fmt.Errorf("%s: re-create under the new CRD once its lost fields are gone: %w", where, err)
 				return res
@@ -170,6 +153,19 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 	}
 	res.finding = f
 	return res
+}
+
+// recreate previews a create of obj under the new CRD as a user re-creates it (from a backup or
+// a GitOps repository), in namespace ns: without the metadata the server sets. It changes obj.
+func (e *evaluator) recreate(ctx context.Context, p *preview.Previewer, obj *unstructured.Unstructured, ns string) (*preview.PreviewResult, error) {
+	for _, k := range serverMetadata {
+		unstructured.RemoveNestedField(obj.Object, "metadata", k)
+	}
+	body, err := obj.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return p.Create(ctx, body, preview.PreviewOptions{FieldValidation: e.fv, Namespace: ns})
 }
 
 // createVersionOf is the version an object listed at listed is re-created at: that one, when

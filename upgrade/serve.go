@@ -55,41 +55,38 @@ func (r *runner) toServe() []ServedAgain {
 			out = append(out, ServedAgain{CRD: crd, Version: v, State: ServePlanned})
 		}
 	}
-	for _, s := range r.rep.Plan.Runbook {
-		if s.Action != plan.ActionMigrate && s.Action != plan.ActionRetire && s.Action != plan.ActionIntermediate {
-			continue
+	r.eachLive(rewriteSteps, func(n string, it *plan.Item, live *apiextensionsv1.CustomResourceDefinition) {
+		v := it.StorageVersion.After
+		if lv, err := crdinfo.Lookup(live, v); err == nil && !lv.Served {
+			add(n, v)
 		}
-		for _, n := range s.CRDs {
-			it := r.item(n)
-			if it == nil {
-				continue
-			}
-			live, _ := it.CRDs()
-			if live == nil {
-				continue
-			}
-			v := it.StorageVersion.After
-			if lv, err := crdinfo.Lookup(live, v); err == nil && !lv.Served {
-				add(n, v)
-			}
+	})
+	r.eachLive([]string{plan.ActionServeStored}, func(n string, _ *plan.Item, live *apiextensionsv1.CustomResourceDefinition) {
+		for _, v := range plan.UnservedStored(live) {
+			add(n, v)
 		}
-	}
-	for _, s := range r.rep.Plan.Runbook {
-		if s.Action != plan.ActionServeStored {
-			continue
-		}
-		for _, n := range s.CRDs {
-			it := r.item(n)
-			if it == nil {
-				continue
-			}
-			live, _ := it.CRDs()
-			for _, v := range plan.UnservedStored(live) {
-				add(n, v)
-			}
-		}
-	}
+	})
 	return out
+}
+
+// rewriteSteps are the runbook's actions that rewrite objects at a new storage version.
+var rewriteSteps = []string{plan.ActionMigrate, plan.ActionRetire, plan.ActionIntermediate}
+
+// eachLive calls fn, in runbook order, with each CRD that the runbook's steps of these actions
+// name and the cluster has: its name, its plan item and its live copy.
+func (r *runner) eachLive(actions []string, fn func(name string, it *plan.Item, live *apiextensionsv1.CustomResourceDefinition)) {
+	for _, s := range r.rep.Plan.Runbook {
+		if !slices.Contains(actions, s.Action) {
+			continue
+		}
+		for _, n := range s.CRDs {
+			if it := r.item(n); it != nil {
+				if live, _ := it.CRDs(); live != nil {
+					fn(n, it, live)
+				}
+			}
+		}
+	}
 }
 
 // servedAgain reports whether this run serves (or will serve) version v of crd again, and

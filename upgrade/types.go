@@ -79,7 +79,7 @@ type Options struct {
 
 	// Memo carries what the first plan found clean to the verify step's plan, which then
 	// does not evaluate those objects again when they have not changed (plan.ObjectMemo).
-	// Run makes its own; callers of PlanRelease may leave it nil.
+	// Run makes its own (none for a dry run); callers of PlanRelease may leave it nil.
 	Memo *plan.ObjectMemo
 }
 

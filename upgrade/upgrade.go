@@ -92,7 +92,7 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	if o.Rewrite.ChunkSize <= 0 {
 		o.Rewrite.ChunkSize = o.ChunkSize
 	}
-	if o.Memo == nil {
+	if o.Memo == nil && !o.DryRun { // a dry run has no verify step to reuse the plan for
 		memo, err := plan.NewObjectMemo()
 		if err != nil {
 			return nil, err
@@ -204,7 +204,7 @@ func (r *runner) preflight(ctx context.Context) {
 	pf := &r.rep.Preflight
 	rewritten := map[string]bool{}
 	for _, s := range r.rep.Plan.Runbook {
-		if s.Action == plan.ActionMigrate || s.Action == plan.ActionRetire || s.Action == plan.ActionIntermediate {
+		if slices.Contains(rewriteSteps, s.Action) {
 			for _, n := range s.CRDs {
 				rewritten[n] = true
 			}
