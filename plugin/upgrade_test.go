@@ -280,15 +280,9 @@ func TestUpgradeRunbookByHand(t *testing.T) {
 	isolateCache(t)
 	r := setupRelease(t, "byhand.upgrade.example.com", false)
 	kc := tempKubeconfig(t)
-	res := run(t, "", "plan", "-f", r.dir, "--kubeconfig", kc, "-o", "json")
-	var rep plan.Report
-	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
-		t.Fatalf("plan -o json: %v\n%s\n%s", err, res.stdout, res.stderr)
-	}
-	var actions []string
+	rep, actions := planRunbook(t, r.dir, kc)
 	applies := 0
 	for _, s := range rep.Runbook {
-		actions = append(actions, s.Action)
 		for _, c := range s.Commands {
 			if strings.HasPrefix(c, "kubectl apply") && s.Action == plan.ActionApply {
 				applies++
@@ -297,7 +291,7 @@ func TestUpgradeRunbookByHand(t *testing.T) {
 	}
 	want := []string{plan.ActionChangeWriters, plan.ActionChangeWriters, plan.ActionBackup, plan.ActionIntermediate, plan.ActionRetire, plan.ActionRetire, plan.ActionApply, plan.ActionVerify}
 	if !slices.Equal(actions, want) {
-		t.Fatalf("runbook actions %v, want %v\n%s", actions, want, res.stdout)
+		t.Fatalf("runbook actions %v, want %v\n%+v", actions, want, rep.Runbook)
 	}
 	if applies != 1 {
 		t.Errorf("the release is applied %d times, want once", applies)
@@ -311,11 +305,7 @@ func TestUpgradeRunbookByHand(t *testing.T) {
 	}
 
 	work := t.TempDir()
-	for i, s := range rep.Runbook {
-		for _, c := range s.Commands {
-			runStep(t, work, kc, c, i+1)
-		}
-	}
+	followRunbook(t, work, kc, rep)
 	backup, err := os.ReadFile(filepath.Join(work, "crdver-backup.yaml"))
 	if err != nil || !strings.Contains(string(backup), r.group+"/v1beta1") || !strings.Contains(string(backup), "w-gitops") {
 		t.Errorf("the backup step did not read the objects at v1beta1 (%v)", err)
@@ -323,41 +313,60 @@ func TestUpgradeRunbookByHand(t *testing.T) {
 	r.checkUpgraded(t, kc)
 }
 
-// runStep runs one runbook command: `kubectl crdver …` in-process (with --yes: the test has
-// no terminal to answer), any other kubectl for real, a trailing `> FILE` as a redirection.
+// planRunbook is plan -o json of the release in dir against kubeconfig, and its runbook's
+// actions in order.
+func planRunbook(t *testing.T, dir, kubeconfig string) (*plan.Report, []string) {
+	t.Helper()
+	res := run(t, "", "plan", "-f", dir, "--kubeconfig", kubeconfig, "-o", "json")
+	var rep plan.Report
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("plan -o json: %v\n%s\n%s", err, res.stdout, res.stderr)
+	}
+	var actions []string
+	for _, s := range rep.Runbook {
+		actions = append(actions, s.Action)
+	}
+	return &rep, actions
+}
+
+// followRunbook runs the commands of rep's runbook in order in dir, as a user copies them
+// (runStep).
+func followRunbook(t *testing.T, dir, kubeconfig string, rep *plan.Report) {
+	t.Helper()
+	for n, s := range rep.Runbook {
+		for _, c := range s.Commands {
+			runStep(t, dir, kubeconfig, c, n+1)
+		}
+	}
+}
+
+// runStep runs one runbook command in dir: `kubectl crdver …` in-process (with --yes: the
+// test has no terminal to answer; a trailing `> FILE` as a redirection), any other command as
+// copied, by a shell with KUBECONFIG set (kubectl for real, its quoting as the user's).
 func runStep(t *testing.T, dir, kubeconfig, command string, n int) {
 	t.Helper()
+	if !strings.HasPrefix(command, "kubectl crdver ") {
+		cmd := exec.Command("bash", "-c", command)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("step %d: %s: %v\n%s", n, command, err, out)
+		}
+		return
+	}
 	out := ""
 	if i := strings.Index(command, " > "); i > 0 {
 		command, out = command[:i], strings.TrimSpace(command[i+3:])
 	}
-	args := strings.Fields(command)
-	var stdout string
-	if len(args) > 1 && args[0] == "kubectl" && args[1] == "crdver" {
-		a := append(args[2:], "--kubeconfig", kubeconfig)
-		if a[0] == "retire" || a[0] == "migrate" {
-			a = append(a, "--yes")
-		}
-		res := run(t, "", a...)
-		if res.code != 0 {
-			t.Fatalf("step %d: %s: exit %d\n%s\n%s", n, command, res.code, res.stdout, res.stderr)
-		}
-		stdout = res.stdout
-	} else {
-		cmd := exec.Command("/usr/bin/kubectl", append(args[1:], "--kubeconfig", kubeconfig)...)
-		cmd.Dir = dir
-		b, err := cmd.Output()
-		if err != nil {
-			var stderr string
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = string(ee.Stderr)
-			}
-			t.Fatalf("step %d: %s: %v\n%s", n, command, err, stderr)
-		}
-		stdout = string(b)
+	a := append(strings.Fields(command)[2:], "--kubeconfig", kubeconfig)
+	if a[0] == "retire" || a[0] == "migrate" {
+		a = append(a, "--yes")
+	}
+	res := run(t, "", a...)
+	if res.code != 0 {
+		t.Fatalf("step %d: %s: exit %d\n%s\n%s", n, command, res.code, res.stdout, res.stderr)
 	}
 	if out != "" {
-		if err := os.WriteFile(filepath.Join(dir, out), []byte(stdout), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, out), []byte(res.stdout), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

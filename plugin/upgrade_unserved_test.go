@@ -351,33 +351,13 @@ func TestUpgradeStoredUnservedRunbookByHand(t *testing.T) {
 	isolateCache(t)
 	h := setupUnservedHistory(t, "byhand.unserved.example.com", false)
 	kc := tempKubeconfig(t)
-	res := run(t, "", "plan", "-f", h.dir, "--kubeconfig", kc, "-o", "json")
-	var rep plan.Report
-	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
-		t.Fatalf("plan -o json: %v\n%s\n%s", err, res.stdout, res.stderr)
-	}
-	var actions []string
-	for _, s := range rep.Runbook {
-		actions = append(actions, s.Action)
-	}
+	rep, actions := planRunbook(t, h.dir, kc)
 	i, b := slices.Index(actions, plan.ActionServeStored), slices.Index(actions, plan.ActionBackup)
 	if i < 0 || b < i {
 		t.Fatalf("runbook actions %v: want serve-stored before backup", actions)
 	}
 	work := t.TempDir()
-	for n, s := range rep.Runbook {
-		for _, c := range s.Commands {
-			if strings.HasPrefix(c, "kubectl crdver ") {
-				runStep(t, work, kc, c, n+1)
-				continue
-			}
-			cmd := exec.Command("bash", "-c", c)
-			cmd.Dir, cmd.Env = work, append(os.Environ(), "KUBECONFIG="+kc)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("step %d: %s: %v\n%s", n+1, c, err, out)
-			}
-		}
-	}
+	followRunbook(t, work, kc, rep)
 	backup, err := os.ReadFile(filepath.Join(work, "crdver-backup.yaml"))
 	if n := strings.Count(string(backup), "apiVersion: "+h.group+"/v1alpha1\n  kind: Thing"); err != nil || n != 2 {
 		t.Errorf("the backup holds %d objects read at v1alpha1, want 2 (%v)", n, err)
@@ -495,32 +475,12 @@ func TestUpgradeStoredUnservedRunbookNoIntermediate(t *testing.T) {
 		t.Fatal(err)
 	}
 	kc := tempKubeconfig(t)
-	res := run(t, "", "plan", "-f", h.dir, "--kubeconfig", kc, "-o", "json")
-	var rep plan.Report
-	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
-		t.Fatalf("plan -o json: %v\n%s\n%s", err, res.stdout, res.stderr)
-	}
-	var actions []string
-	for _, s := range rep.Runbook {
-		actions = append(actions, s.Action)
-	}
+	rep, actions := planRunbook(t, h.dir, kc)
 	if !slices.Contains(actions, plan.ActionServeStored) || slices.Contains(actions, plan.ActionIntermediate) {
 		t.Fatalf("runbook actions %v: want serve-stored and no intermediate-crds", actions)
 	}
 	work := t.TempDir()
-	for n, s := range rep.Runbook {
-		for _, c := range s.Commands {
-			if strings.HasPrefix(c, "kubectl crdver ") {
-				runStep(t, work, kc, c, n+1)
-				continue
-			}
-			cmd := exec.Command("bash", "-c", c)
-			cmd.Dir, cmd.Env = work, append(os.Environ(), "KUBECONFIG="+kc)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("step %d: %s: %v\n%s", n+1, c, err, out)
-			}
-		}
-	}
+	followRunbook(t, work, kc, rep)
 	crd := h.crd(t)
 	if !slices.Equal(crd.Status.StoredVersions, []string{"v1beta1"}) || len(crd.Spec.Versions) != 1 {
 		t.Errorf("after the runbook: storedVersions %v, %d versions; want [v1beta1], v1beta1 only", crd.Status.StoredVersions, len(crd.Spec.Versions))
