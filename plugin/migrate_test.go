@@ -267,11 +267,12 @@ func TestMigrateUsageErrors(t *testing.T) {
 	}
 }
 
-func TestMigrateInterruptedThenResumed(t *testing.T) {
-	name, group, _ := migrateFixture(t, "interrupt", 60)
-	cp := filepath.Join(t.TempDir(), "cp.json")
-
-	// Cancel the command's context (what main does on SIGINT/SIGTERM) once a page is saved.
+// interruptAfterAPage runs `migrate NAME --to v1 --yes` slowly (--qps 20, --concurrency 2,
+// --chunk-size 5, plus flags) with checkpoint cp, and cancels its context (what main does on
+// SIGINT/SIGTERM) once the checkpoint has saved a page; it returns what the command printed
+// and its error.
+func interruptAfterAPage(t *testing.T, name, cp string, flags ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -289,10 +290,18 @@ func TestMigrateInterruptedThenResumed(t *testing.T) {
 	}()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 	root := NewRootCmd(streams)
-	root.SetArgs([]string{"migrate", name, "--to", "v1", "--yes", "--qps", "20", "--concurrency", "2", "--chunk-size", "5", "--checkpoint", cp, "--kubeconfig", env.Kubeconfig})
-	err := root.ExecuteContext(ctx)
+	root.SetArgs(append([]string{"migrate", name, "--to", "v1", "--yes", "--qps", "20", "--concurrency", "2", "--chunk-size", "5", "--checkpoint", cp, "--kubeconfig", env.Kubeconfig}, flags...))
+	err = root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+func TestMigrateInterruptedThenResumed(t *testing.T) {
+	name, group, _ := migrateFixture(t, "interrupt", 60)
+	cp := filepath.Join(t.TempDir(), "cp.json")
+
+	out, errOut, err := interruptAfterAPage(t, name, cp)
 	if code := ExitCode(err); code != ExitUnavailable || err == nil {
-		t.Fatalf("interrupted run: exit %d (%v), want 3:\n%s%s", code, err, out.String(), errOut.String())
+		t.Fatalf("interrupted run: exit %d (%v), want 3:\n%s%s", code, err, out, errOut)
 	}
 	msg := err.Error()
 	if !strings.Contains(msg, "interrupted:") || !strings.Contains(msg, "resume with: kubectl crdver migrate "+name) {

@@ -5,16 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -90,27 +87,9 @@ func TestMigrateResumeKeepsPreflight(t *testing.T) {
 	cp := filepath.Join(t.TempDir(), "cp.json")
 
 	before := serverDryRuns(t, group)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		deadline := time.Now().Add(time.Minute)
-		for time.Now().Before(deadline) {
-			if b, err := os.ReadFile(cp); err == nil {
-				var saved struct{ Pages int64 }
-				if json.Unmarshal(b, &saved) == nil && saved.Pages > 0 {
-					cancel()
-					return
-				}
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
-	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	root := NewRootCmd(streams)
-	root.SetArgs([]string{"migrate", name, "--to", "v1", "--yes", "--quiet", "--qps", "20", "--concurrency", "2", "--chunk-size", "5", "--checkpoint", cp, "--kubeconfig", env.Kubeconfig})
-	err := root.ExecuteContext(ctx)
+	out, errOut, err := interruptAfterAPage(t, name, cp, "--quiet")
 	if code := ExitCode(err); code != ExitUnavailable {
-		t.Fatalf("interrupted run: exit %d (%v), want 3:\n%s%s", code, err, out.String(), errOut.String())
+		t.Fatalf("interrupted run: exit %d (%v), want 3:\n%s%s", code, err, out, errOut)
 	}
 	first := serverDryRuns(t, group) - before
 	if first != 60 {
