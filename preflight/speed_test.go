@@ -74,6 +74,21 @@ func guarded(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) {
 	t.Cleanup(func() { _ = res.Delete(context.Background(), crd.Name, metav1.DeleteOptions{}) })
 }
 
+// checkedFixture creates in namespace ns n objects ({size: i}) of a two-version CRD
+// (TwoVersionCRD) whose v1 differs from v1beta1 and whose updates an admission policy guards:
+// nothing proves the preflight's passes needless, so every check runs.
+func checkedFixture(t *testing.T, group, plural, kind, ns string, n int) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	crd := differing(testenv.TwoVersionCRD(group, plural, kind, apiextensionsv1.JSONSchemaProps{
+		Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}}))
+	setup(t, crd, ns)
+	guarded(t, crd)
+	if err := env.CreateObjects(context.Background(), crd, []string{ns}, n); err != nil {
+		t.Fatal(err)
+	}
+	return crd
+}
+
 // differing gives crd's v1 an optional field v1beta1 lacks: the schemas differ, so the loss
 // comparison runs.
 func differing(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
@@ -97,14 +112,8 @@ func differing(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.C
 // middle of it ends the check within a second with the context's error.
 func TestDryRunPass(t *testing.T) {
 	ctx := context.Background()
-	crd := differing(testenv.TwoVersionCRD("dryrun.preflight.example.com", "gadgets", "Gadget", apiextensionsv1.JSONSchemaProps{
-		Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}}))
-	setup(t, crd, "pf-dryrun")
-	guarded(t, crd)
 	const n = 150
-	if err := env.CreateObjects(ctx, crd, []string{"pf-dryrun"}, n); err != nil {
-		t.Fatal(err)
-	}
+	crd := checkedFixture(t, "dryrun.preflight.example.com", "gadgets", "Gadget", "pf-dryrun", n)
 	dyn, sent := countingClient(t)
 	// What the objects are in etcd, to show afterwards that the dry runs wrote nothing (etcd's
 	// revision also moves with the API server's own lease).
@@ -166,13 +175,7 @@ func TestDryRunPass(t *testing.T) {
 // same check sends one per object.
 func TestNothingPendingNoDryRuns(t *testing.T) {
 	ctx := context.Background()
-	crd := differing(testenv.TwoVersionCRD("pending.preflight.example.com", "gizmos", "Gizmo", apiextensionsv1.JSONSchemaProps{
-		Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}}))
-	setup(t, crd, "pf-pending")
-	guarded(t, crd)
-	if err := env.CreateObjects(ctx, crd, []string{"pf-pending"}, 5); err != nil {
-		t.Fatal(err)
-	}
+	crd := checkedFixture(t, "pending.preflight.example.com", "gizmos", "Gizmo", "pf-pending", 5)
 	dyn, sent := countingClient(t)
 	live := fresh(t, crd.Name)
 	r, err := Check(ctx, dyn, live, Options{})
@@ -266,14 +269,8 @@ func rvs(t *testing.T, dyn dynamic.Interface, crd *apiextensionsv1.CustomResourc
 // the evidence file. With the CRD's spec changed, the evidence is not used.
 func TestResumedPreflight(t *testing.T) {
 	ctx := context.Background()
-	crd := differing(testenv.TwoVersionCRD("resume.preflight.example.com", "widgets", "Widget", apiextensionsv1.JSONSchemaProps{
-		Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}}))
-	setup(t, crd, "pf-resume")
-	guarded(t, crd)
 	const n = 300
-	if err := env.CreateObjects(ctx, crd, []string{"pf-resume"}, n); err != nil {
-		t.Fatal(err)
-	}
+	crd := checkedFixture(t, "resume.preflight.example.com", "widgets", "Widget", "pf-resume", n)
 	dyn, sent := countingClient(t)
 	dir := t.TempDir()
 	cpPath := filepath.Join(dir, "cp.json")
