@@ -137,15 +137,23 @@ func indexes(names []string, objs []unstructured.Unstructured) []int {
 	return out
 }
 
-func TestPlanRemovedStoredVersion(t *testing.T) {
-	live := twoVersions(t, true)
+// planRemovingFirst plans, without objects, the release that removes live's first version
+// (twoVersions' v1beta1) and makes the next one the storage version.
+func planRemovingFirst(t *testing.T, live *apiextensionsv1.CustomResourceDefinition) *Item {
+	t.Helper()
 	next := live.DeepCopy()
-	next.Spec.Versions = next.Spec.Versions[1:] // v1 only
+	next.Spec.Versions = next.Spec.Versions[1:]
 	next.Spec.Versions[0].Storage = true
 	it, err := Plan(context.Background(), live, next, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return it
+}
+
+func TestPlanRemovedStoredVersion(t *testing.T) {
+	live := twoVersions(t, true)
+	it := planRemovingFirst(t, live) // v1 only
 	if it.Apply.Allowed || len(it.Apply.Errors) != 1 || !strings.Contains(it.Apply.Errors[0], "missing from spec.versions") {
 		t.Fatalf("apply: %+v", it.Apply)
 	}

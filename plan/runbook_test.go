@@ -31,13 +31,7 @@ func actionsOf(steps []RunbookStep) []string {
 // A removed stored version: retire (with --remove) before one apply with --force-conflicts.
 func TestRunbookRemovedStoredVersion(t *testing.T) {
 	live := twoVersions(t, true)
-	next := live.DeepCopy()
-	next.Spec.Versions = next.Spec.Versions[1:]
-	next.Spec.Versions[0].Storage = true
-	it, err := Plan(context.Background(), live, next, nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	it := planRemovingFirst(t, live)
 	steps := runbookOf(t, it, it)
 	// Two CRDs of one release (the same item twice stands for two): one apply, one verify.
 	if got := actionsOf(steps); !slices.Equal(got, []string{ActionBackup, ActionRetire, ActionRetire, ActionApply, ActionVerify}) {
@@ -59,13 +53,7 @@ func TestRunbookToolManaged(t *testing.T) {
 	live := twoVersions(t, true)
 	live.Labels = map[string]string{"app.kubernetes.io/managed-by": "Helm"}
 	live.Annotations = map[string]string{"meta.helm.sh/release-name": "widgets"}
-	next := live.DeepCopy()
-	next.Spec.Versions = next.Spec.Versions[1:]
-	next.Spec.Versions[0].Storage = true
-	it, err := Plan(context.Background(), live, next, nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	it := planRemovingFirst(t, live)
 	steps := runbookOf(t, it)
 	if got := actionsOf(steps); !slices.Equal(got, []string{ActionBackup, ActionRetire, ActionToolApply, ActionVerify}) {
 		t.Fatalf("actions %v", got)
@@ -137,13 +125,7 @@ func TestRunbookInvalidOnRecreateAfterTheApply(t *testing.T) {
 // keeps it and that restore puts it back; without a backup, no command carries the consent.
 func TestRunbookDataLossConsent(t *testing.T) {
 	live := twoVersions(t, true)
-	next := live.DeepCopy()
-	next.Spec.Versions = next.Spec.Versions[1:]
-	next.Spec.Versions[0].Storage = true
-	it, err := Plan(context.Background(), live, next, nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	it := planRemovingFirst(t, live)
 	clean := runbookOf(t, it)
 	for _, s := range clean {
 		for _, c := range s.Commands {
@@ -194,13 +176,7 @@ func TestRunbookDataLossConsent(t *testing.T) {
 // through a webhook): the storage commands carry the consent, naming that version.
 func TestRunbookUnreadStoredConsent(t *testing.T) {
 	live := twoVersions(t, true)
-	next := live.DeepCopy()
-	next.Spec.Versions = next.Spec.Versions[1:]
-	next.Spec.Versions[0].Storage = true
-	it, err := Plan(context.Background(), live, next, nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	it := planRemovingFirst(t, live)
 	it.live = it.live.DeepCopy()
 	it.live.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter}
 	steps := runbookOf(t, it)
