@@ -108,7 +108,8 @@ func BenchmarkNetwork(b *testing.B) {
 				if crdinfo.StorageVersion(whole.fresh(b)) == "v1" {
 					to = "v1beta1"
 				}
-				total += runMigrate(b, bin, proxy.Kubeconfig, cache, whole, to)
+				d, _ := runMigrate(b, bin, proxy.Kubeconfig, cache, whole, to)
+				total += d
 				whole.check(b, to)
 			}
 			b.ReportMetric(float64(whole.n*b.N)/total.Seconds(), "objects/s")

@@ -84,8 +84,8 @@ func BenchmarkSafeMigrate(b *testing.B) {
 	cpu := map[*benchFixture]time.Duration{}
 	command := func(f *benchFixture) time.Duration {
 		to := other(f)
-		d := runMigrate(b, bin, env.Kubeconfig, cache, f, to)
-		cpu[f] += lastCommandCPU
+		d, c := runMigrate(b, bin, env.Kubeconfig, cache, f, to)
+		cpu[f] += c
 		f.check(b, to)
 		return d
 	}
@@ -204,26 +204,33 @@ func (f *benchFixture) differ(b *testing.B) {
 }
 
 // runMigrate runs `kubectl-crdver migrate CRD --to to --yes` (safety checks as the command
-// decides) against kubeconfig and returns how long it took.
-func runMigrate(b *testing.B, bin, kubeconfig, cache string, f *benchFixture, to string) time.Duration {
+// decides) against kubeconfig (runCommand).
+func runMigrate(b *testing.B, bin, kubeconfig, cache string, f *benchFixture, to string) (wall, cpu time.Duration) {
 	b.Helper()
-	cmd := exec.Command(bin, "migrate", f.crd.Name, "--to", to, "--yes", "--quiet", "--kubeconfig", kubeconfig,
+	return runCommand(b, bin, cache, "migrate", f.crd.Name, "--to", to, "--yes", "--quiet", "--kubeconfig", kubeconfig,
 		"--checkpoint", filepath.Join(b.TempDir(), "cp.json"), "-o", "json")
+}
+
+// runCommand runs the built command with args (its cache and HOME in cache) and returns how
+// long it took and its CPU time (user + system: on a machine where the command and the API
+// server share the cores, what the command spends is taken from the server); it fails the
+// benchmark, with the command's output, if the command fails.
+func runCommand(b *testing.B, bin, cache string, args ...string) (wall, cpu time.Duration) {
+	b.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache, "HOME="+cache)
 	start := time.Now()
 	out, err := cmd.Output()
-	d := time.Since(start)
+	wall = time.Since(start)
 	if err != nil {
-		b.Fatalf("migrate --to %s: %v\n%s", to, err, out)
+		stderr := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		b.Fatalf("%s: %v\n%s\n%s", strings.Join(args[:2], " "), err, stderr, out)
 	}
-	lastCommandCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	return d
+	return wall, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
-
-// lastCommandCPU is the CPU time (user + system) of the last command runMigrate or runUpgrade
-// ran: on a machine where the command and the API server share the cores, what the command
-// spends is taken from the server.
-var lastCommandCPU time.Duration
 
 // guard installs a ValidatingAdmissionPolicy without a binding (it refuses nothing and costs the
 // API server nothing) that matches updates of the fixture's objects: the preflight cannot

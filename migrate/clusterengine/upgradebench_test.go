@@ -26,7 +26,6 @@ package clusterengine_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -48,9 +47,9 @@ func BenchmarkSafeUpgrade(b *testing.B) {
 	}
 	cpu := map[*benchFixture]time.Duration{}
 	upgrade := func(f *benchFixture, dir string, storage string) time.Duration {
-		d := runUpgrade(b, bin, env.Kubeconfig, cache, dir)
+		d, c := runUpgrade(b, bin, env.Kubeconfig, cache, dir)
 		if storage == "v1" {
-			cpu[f] += lastCommandCPU
+			cpu[f] += c
 		}
 		f.check(b, storage)
 		return d
@@ -127,24 +126,11 @@ func (f *benchFixture) release(b *testing.B, removeV1beta1 bool) string {
 	return dir
 }
 
-// runUpgrade runs `kubectl-crdver upgrade -f dir --yes` against kubeconfig (a new backup and
-// checkpoint each time) and returns how long it took.
-func runUpgrade(b *testing.B, bin, kubeconfig, cache, dir string) time.Duration {
+// runUpgrade runs `kubectl-crdver upgrade -f dir --yes` against kubeconfig, a new backup and
+// checkpoint each time (runCommand).
+func runUpgrade(b *testing.B, bin, kubeconfig, cache, dir string) (wall, cpu time.Duration) {
 	b.Helper()
 	work := b.TempDir()
-	cmd := exec.Command(bin, "upgrade", "-f", dir, "--yes", "--kubeconfig", kubeconfig,
+	return runCommand(b, bin, cache, "upgrade", "-f", dir, "--yes", "--kubeconfig", kubeconfig,
 		"--backup", filepath.Join(work, "backup.yaml"), "--checkpoint", filepath.Join(work, "cp"), "-o", "json")
-	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache, "HOME="+cache)
-	start := time.Now()
-	out, err := cmd.Output()
-	d := time.Since(start)
-	if err != nil {
-		stderr := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		b.Fatalf("upgrade -f %s: %v\n%s\n%s", dir, err, stderr, out)
-	}
-	lastCommandCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	return d
 }
