@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -17,22 +18,24 @@ func (e *Env) StoredObject(ctx context.Context, group, plural, ns, name string) 
 	if ns != "" {
 		key += ns + "/"
 	}
-	resp, err := e.etcdGet(ctx, key+name)
+	got, err := e.etcdGet(ctx, clientv3.OpGet(key+name))
 	if err != nil {
 		return nil, 0, err
 	}
-	if len(resp.Kvs) != 1 {
+	kvs := got[0]
+	if len(kvs) != 1 {
 		return nil, 0, fmt.Errorf("%s%s: not in etcd", key, name)
 	}
 	var obj map[string]any
-	if err := json.Unmarshal(resp.Kvs[0].Value, &obj); err != nil {
+	if err := json.Unmarshal(kvs[0].Value, &obj); err != nil {
 		return nil, 0, fmt.Errorf("%s%s: stored value is not JSON: %w", key, name, err)
 	}
-	return obj, resp.Kvs[0].ModRevision, nil
+	return obj, kvs[0].ModRevision, nil
 }
 
-// etcdGet reads key (with opts) straight from etcd, with a client of its own and a 30 s limit.
-func (e *Env) etcdGet(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+// etcdGet reads the keys of the get operations straight from etcd, in one transaction (so at
+// one revision), with a client of its own and a 30 s limit: the key-values of each, in order.
+func (e *Env) etcdGet(ctx context.Context, gets ...clientv3.Op) ([][]*mvccpb.KeyValue, error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.EtcdURL}, DialTimeout: 10 * time.Second})
 	if err != nil {
 		return nil, err
@@ -40,5 +43,13 @@ func (e *Env) etcdGet(ctx context.Context, key string, opts ...clientv3.OpOption
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return cli.Get(ctx, key, opts...)
+	resp, err := cli.Txn(ctx).Then(gets...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]*mvccpb.KeyValue, len(resp.Responses))
+	for i, r := range resp.Responses {
+		out[i] = r.GetResponseRange().GetKvs()
+	}
+	return out, nil
 }

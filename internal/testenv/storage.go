@@ -21,20 +21,18 @@ import (
 // background writes (leases, events), which move etcd's global revision at any moment. A delete
 // shows in the counts.
 func (e *Env) StoredAPIVersions(ctx context.Context, group, plural string) (map[string]int, int64, error) {
-	resp, err := e.etcdGet(ctx, "/registry/"+group+"/"+plural+"/", clientv3.WithPrefix())
+	got, err := e.etcdGet(ctx, clientv3.OpGet("/registry/"+group+"/"+plural+"/", clientv3.WithPrefix()),
+		clientv3.OpGet("/registry/apiextensions.k8s.io/customresourcedefinitions/"+plural+"."+group))
 	if err != nil {
 		return nil, 0, err
 	}
-	crd, err := e.etcdGet(ctx, "/registry/apiextensions.k8s.io/customresourcedefinitions/"+plural+"."+group)
-	if err != nil {
-		return nil, 0, err
-	}
+	objects, crd := got[0], got[1]
 	var rev int64
-	for _, kv := range append(resp.Kvs, crd.Kvs...) {
+	for _, kv := range append(objects, crd...) {
 		rev = max(rev, kv.ModRevision)
 	}
 	out := map[string]int{}
-	for _, kv := range resp.Kvs {
+	for _, kv := range objects {
 		var tm metav1.TypeMeta
 		if err := json.Unmarshal(kv.Value, &tm); err != nil {
 			return nil, 0, fmt.Errorf("%s: stored value is not JSON: %w", kv.Key, err)
