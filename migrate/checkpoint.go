@@ -27,7 +27,11 @@ const (
 // redoes the page it was in the middle of (the objects it had already rewritten come back as
 // already current).
 type Checkpoint struct {
-	Server         string `json:"server"`
+	Server string `json:"server"`
+	// Cluster is the cluster's identity when the run began (Clients.ClusterID: the UID of its
+	// kube-system namespace; "" when it could not be read). A checkpoint of another cluster
+	// reached at the same address is never resumed.
+	Cluster        string `json:"cluster,omitempty"`
 	CRD            string `json:"crd"`
 	UID            string `json:"uid"`
 	StorageVersion string `json:"storageVersion"`

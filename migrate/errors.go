@@ -65,6 +65,7 @@ const (
 	StepPlan          Step = "plan"
 	StepPreWrite      Step = "pre-write"
 	StepAccess        Step = "access"
+	StepLease         Step = "lease"
 	StepClusterAPI    Step = "cluster-api"
 	StepConfirm       Step = "confirm"
 	StepSwitchStorage Step = "switch-storage"

@@ -53,6 +53,8 @@ type Report struct {
 	Result    *Result        `json:"result,omitempty"`
 	Cluster   *ClusterResult `json:"clusterMigration,omitempty"`
 	Trim      *TrimResult    `json:"trim,omitempty"`
+	// Notes say what the run could not guard (e.g. no lease: two runs at once not detected).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Failed is the number of objects that could not be rewritten.
@@ -183,6 +185,15 @@ func (m *Migrator) Run(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	}
 	if err := CheckAccess(ctx, c, needed); err != nil {
 		return report, fail(StepAccess, err)
+	}
+	// One run at a time on a CRD: held until this run ends.
+	lease, note, err := AcquireLease(ctx, c, "kubectl crdver migrate", crd.Name)
+	if err != nil {
+		return report, fail(StepLease, err)
+	}
+	defer lease.Release(ctx)
+	if note != "" {
+		report.Notes = append(report.Notes, note)
 	}
 	// After the rights (the check may write dry runs), before the first write.
 	if err := preWrite(); err != nil {

@@ -39,6 +39,8 @@ type Clients struct {
 	Server string
 	// throttled counts 429 answers on any of these clients (including those client-go retried).
 	throttled *atomic.Int64
+	// clusterID is ClusterID's answer, read once per run.
+	clusterID *string
 }
 
 // NewClients builds the clients from cfg. Client-go's own rate limiter is switched off: the
@@ -47,7 +49,7 @@ type Clients struct {
 func NewClients(cfg *rest.Config) (*Clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
-	c := &Clients{Server: cfg.Host, throttled: &atomic.Int64{}}
+	c := &Clients{Server: cfg.Host, throttled: &atomic.Int64{}, clusterID: new(string)}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return throttleCounter{rt: rt, count: c.throttled} })
 	var err error
 	if c.CRDs, err = apiextensionsclient.NewForConfig(cfg); err != nil {

@@ -190,6 +190,14 @@ func (r *Rewriter) Resuming() (*Checkpoint, string, error) {
 	return r.resumeCP, r.resumeNote, r.resumeErr
 }
 
+// clusterID is the cluster's identity (Clients.ClusterID), read at most once per run and
+// bounded in time: the checkpoint is read before the run's context is at hand.
+func (r *Rewriter) clusterID() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return r.c.ClusterID(ctx)
+}
+
 func (r *Rewriter) readCheckpoint() (*Checkpoint, string, error) {
 	if r.opts.Checkpoint == "" {
 		return nil, "", nil
@@ -202,6 +210,9 @@ func (r *Rewriter) readCheckpoint() (*Checkpoint, string, error) {
 		return nil, fmt.Sprintf("checkpoint %s records a completed run (%s): starting a new one", r.opts.Checkpoint, cp.UpdatedAt.Format(time.RFC3339)), nil
 	}
 	if ok, why := cp.matches(r.c.Server, r.crd.Name, string(r.crd.UID), crdinfo.StorageVersion(r.crd), r.crd.Generation); !ok {
+		return nil, fmt.Sprintf("checkpoint %s cannot be used (%s): starting from the beginning", r.opts.Checkpoint, why), nil
+	}
+	if ok, why := SameCluster(cp.Cluster, r.clusterID()); !ok {
 		return nil, fmt.Sprintf("checkpoint %s cannot be used (%s): starting from the beginning", r.opts.Checkpoint, why), nil
 	}
 	return cp, "", nil
@@ -283,7 +294,7 @@ func (r *Rewriter) startCheckpoint(res *Result) (*Checkpoint, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("resumed from checkpoint %s (%d objects already accounted for, saved %s)", r.opts.Checkpoint, cp.Counts.Total(), cp.UpdatedAt.Format(time.RFC3339)))
 	} else {
 		cp = &Checkpoint{
-			Server: r.c.Server, CRD: r.crd.Name, UID: string(r.crd.UID), StorageVersion: res.StorageVersion,
+			Server: r.c.Server, Cluster: r.clusterID(), CRD: r.crd.Name, UID: string(r.crd.UID), StorageVersion: res.StorageVersion,
 			Generation: r.crd.Generation, State: StateRunning, StartedAt: time.Now().UTC(),
 		}
 		if r.opts.Checkpoint != "" {

@@ -298,6 +298,8 @@ func migrateError(name string, err error) error {
 			return Unavailable(fmt.Errorf("%s: %w, or use --as", name, se.Err))
 		}
 		return clusterError("checking your rights", se.Err)
+	case migrate.StepLease:
+		return Unavailable(se.Err)
 	case migrate.StepClusterAPI:
 		return Unavailable(fmt.Errorf("%w; or use --engine client", se.Err))
 	case migrate.StepConfirm:

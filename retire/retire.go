@@ -131,6 +131,16 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 	if err := migrate.CheckAccess(ctx, c, needed); err != nil {
 		return r.res, err
 	}
+	// One run at a time on a CRD: held until this run ends (an upgrade that runs this
+	// retire already holds it).
+	lease, note, err := migrate.AcquireLease(ctx, c, "kubectl crdver retire", crd.Name)
+	if err != nil {
+		return r.res, err
+	}
+	defer lease.Release(ctx)
+	if note != "" {
+		r.res.Notes = append(r.res.Notes, note)
+	}
 	// After the rights (the check may write dry runs), before the question and any write.
 	if err := preWrite(); err != nil {
 		return r.res, err

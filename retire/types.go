@@ -132,4 +132,6 @@ type Result struct {
 	WritersSinceStart []ownership.Writer `json:"writersSinceStart"`
 	// Problems say what keeps Version from being dropped safely (empty when nothing does).
 	Problems []string `json:"problems"`
+	// Notes say what the run could not guard (e.g. no lease: two runs at once not detected).
+	Notes []string `json:"notes,omitempty"`
 }

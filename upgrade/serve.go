@@ -269,6 +269,10 @@ func (r *runner) askServe(ctx context.Context) error {
 			return ErrNotConfirmed
 		}
 	}
+	if err := r.recordServing(); err != nil {
+		r.markUnread()
+		return err
+	}
 	if err := r.serve(ctx); err != nil {
 		err = fmt.Errorf("%w; nothing else was written%s", err, r.restoreNote(ctx))
 		r.markUnread()

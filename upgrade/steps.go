@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,27 +31,82 @@ import (
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
-// state is the upgrade's checkpoint: which release, the backup, the steps done.
+// state is the upgrade's checkpoint: which release on which cluster, the backup, the steps
+// done. It is trusted only for the cluster and the CRD objects it was written for (belongs).
 type state struct {
-	Release          string   `json:"release"`
-	BackupFile       string   `json:"backupFile,omitempty"`
-	Backup           *Backup  `json:"backup,omitempty"`
-	Done             []string `json:"done"`
-	DataLossFound    bool     `json:"dataLossFound"`
-	DataLossAccepted bool     `json:"dataLossAccepted"`
+	Release string `json:"release"`
+	// Cluster is the cluster's identity (migrate.Clients.ClusterID: its kube-system namespace's
+	// UID; "" when it could not be read) and Server the address it was reached at.
+	Cluster string `json:"cluster,omitempty"`
+	Server  string `json:"server,omitempty"`
+	// CRDs are the UIDs of the release's CRDs the cluster had, by name.
+	CRDs       map[string]string `json:"crds,omitempty"`
+	BackupFile string            `json:"backupFile,omitempty"`
+	Backup     *Backup           `json:"backup,omitempty"`
+	Done       []string          `json:"done"`
+	// Started is the step that writes to the cluster which the run began last (saved before
+	// its first write): from then on the objects may have lost what the backup holds.
+	Started string `json:"started,omitempty"`
+	// Serving are the versions this run is about to serve again (saved before the write that
+	// serves them), so that a run killed in between still undoes them when it is refused.
+	Serving          []ServedAgain `json:"serving,omitempty"`
+	DataLossFound    bool          `json:"dataLossFound"`
+	DataLossAccepted bool          `json:"dataLossAccepted"`
 	// Complete: the run applied the release and ran to its end. A later run of the same
 	// release (after going back to another one) starts afresh, with a backup of its own.
-	Complete bool `json:"complete,omitempty"`
+	Complete    bool       `json:"complete,omitempty"`
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
 }
 
-// DefaultCheckpointPath is the upgrade's state file for a release (its CRD names) on the
-// cluster at server: <cache>/kubectl-crdver/upgrade/<hash>.json.
-func DefaultCheckpointPath(server string, next []*apiextensionsv1.CustomResourceDefinition) (string, error) {
+// belongs reports whether s may be used on the cluster now reached (cluster: its identity,
+// live: the UIDs of the release's CRDs it has now, by name); why says in a few words why not.
+func (s *state) belongs(release, cluster string, live map[string]string) (bool, string) {
+	if s.Release != release {
+		return false, "it is for another release"
+	}
+	if ok, why := migrate.SameCluster(s.Cluster, cluster); !ok {
+		return false, why
+	}
+	if (s.Cluster == "" || cluster == "") && len(s.CRDs) == 0 {
+		return false, "it does not say which cluster it was written for"
+	}
+	names := make([]string, 0, len(s.CRDs))
+	for n := range s.CRDs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		switch uid := live[n]; {
+		case uid == "":
+			return false, fmt.Sprintf("%s, which it was written for, is no longer in the cluster", n)
+		case uid != s.CRDs[n]:
+			return false, fmt.Sprintf("%s is another object than the one it was written for (uid %s, now %s)", n, shortUID(s.CRDs[n]), shortUID(uid))
+		}
+	}
+	return true, ""
+}
+
+func shortUID(u string) string {
+	if len(u) > 8 {
+		return u[:8]
+	}
+	return u
+}
+
+// DefaultCheckpointPath is the upgrade's state file for a release (its CRD names) on a
+// cluster (its address and, when known, its identity: two clusters reached at the same
+// address have two files): <cache>/kubectl-crdver/upgrade/<hash>.json.
+func DefaultCheckpointPath(server, cluster string, next []*apiextensionsv1.CustomResourceDefinition) (string, error) {
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		return "", fmt.Errorf("finding the cache folder for the upgrade's checkpoint: %w", err)
 	}
-	return filepath.Join(dir, "kubectl-crdver", "upgrade", releaseKey(server, next)[:16]+".json"), nil
+	key := releaseKey(server, next)
+	if cluster != "" {
+		sum := sha256.Sum256([]byte(key + "\x00" + cluster))
+		key = hex.EncodeToString(sum[:])
+	}
+	return filepath.Join(dir, "kubectl-crdver", "upgrade", key[:16]+".json"), nil
 }
 
 // releaseKey identifies a release on a cluster: the server and each CRD's name and spec.
@@ -100,17 +157,53 @@ func stepKey(s plan.RunbookStep) string {
 	return s.Action + "|" + strings.Join(s.CRDs, ",") + "|" + s.Version + "|" + s.Target
 }
 
+// The backup's first line says which cluster and release it belongs to; its last line that it
+// is whole. Both are YAML comments: restore and kubectl read the file as plain documents.
+const (
+	backupMagic   = "# kubectl crdver upgrade backup: every object at every version that holds its data"
+	backupTrailer = "# end of backup: "
+)
+
+func (r *runner) backupHeader() string {
+	cluster := r.cp.Cluster
+	if cluster == "" {
+		cluster = "unknown"
+	}
+	return fmt.Sprintf("%s; cluster %s (kube-system uid), server %s, release %s\n", backupMagic, cluster, r.c.Server, r.cp.Release[:16])
+}
+
 // backup writes every object of each resource (plural.version.group: each version that holds
-// data) to the backup file, one YAML document per object, a page in memory at a time.
+// data) to the backup file, one YAML document per object, a page in memory at a time. The
+// file appears whole or not at all (written beside, synced, renamed); its digest is kept in
+// the checkpoint, so that a resumed run reuses it only when it is still the same file.
 func (r *runner) backup(ctx context.Context, s *StepResult) error {
-	if r.cp.Backup != nil {
-		r.rep.Backup = r.cp.Backup
-		r.rep.Backup.Reused = true
-		s.State, s.Detail = StateAlready, fmt.Sprintf("taken by the first run, kept in %s", r.cp.Backup.File)
-		return nil
+	if b := r.cp.Backup; b != nil {
+		err := checkBackup(b)
+		if err == nil {
+			r.rep.Backup = b
+			r.rep.Backup.Reused = true
+			s.State, s.Detail = StateAlready, fmt.Sprintf("taken by the first run, kept in %s", b.File)
+			return nil
+		}
+		if r.dropStarted() && r.o.BackupFile == b.File {
+			return fmt.Errorf("%w: the backup the first run took cannot be used (%v), and its later steps have begun, so objects may already have lost the consented fields it held: put the file back to continue, or run again naming a new backup file, to back up what the cluster still holds and continue without the first backup",
+				ErrBackupLost, err)
+		}
+		r.notify("the first run's backup cannot be used (%v): taking a new one", err)
+		r.rep.Warnings = append(r.rep.Warnings, fmt.Sprintf("the first run's backup %s could not be used (%v); a new one was taken in %s", b.File, err, r.o.BackupFile))
+		r.cp.Backup = nil
 	}
 	file := r.o.BackupFile
 	if _, err := os.Stat(file); err == nil {
+		// A run killed between writing the backup and recording it left it: this cluster's,
+		// this release's and whole, and nothing was written since, so it is the first backup.
+		if b, err := r.adoptBackup(file, s.Resources); err == nil {
+			r.rep.Backup, r.cp.Backup = b, b
+			s.State, s.Detail = StateAlready, fmt.Sprintf("taken by an earlier run that stopped before recording it, kept in %s", file)
+			return nil
+		} else if !errors.Is(err, errNotOurs) {
+			return fmt.Errorf("the backup file %s exists (%v): name another one (nothing was written to the cluster)", file, err)
+		}
 		return fmt.Errorf("the backup file %s exists: name another one (nothing was written to the cluster)", file)
 	}
 	tmp := file + ".partial"
@@ -118,25 +211,29 @@ func (r *runner) backup(ctx context.Context, s *StepResult) error {
 	if err != nil {
 		return fmt.Errorf("creating the backup file: %w", err)
 	}
-	w := bufio.NewWriter(f)
-	b := &Backup{File: file, Resources: []BackupResource{}}
+	h := sha256.New()
+	w := bufio.NewWriter(io.MultiWriter(f, h))
+	b := &Backup{File: file, Cluster: r.cp.Cluster, Release: r.cp.Release, Resources: []BackupResource{}}
 	fail := func(err error) error {
 		f.Close()
 		os.Remove(tmp)
 		return err
 	}
-	fmt.Fprintf(w, "# kubectl crdver upgrade backup: every object at every version that holds its data\n")
+	fmt.Fprint(w, r.backupHeader())
+	var n int64
 	for _, res := range s.Resources {
 		gvr, ok := parseResource(res)
 		if !ok {
 			return fail(fmt.Errorf("backup: %q is not plural.version.group", res))
 		}
-		n, err := r.backupResource(ctx, w, gvr)
+		k, err := r.backupResource(ctx, w, gvr)
 		if err != nil {
 			return fail(fmt.Errorf("backing up %s: %w", res, err))
 		}
-		b.Resources = append(b.Resources, BackupResource{Resource: res, Objects: n})
+		n += k
+		b.Resources = append(b.Resources, BackupResource{Resource: res, Objects: k})
 	}
+	fmt.Fprintf(w, "%s%d objects\n", backupTrailer, n)
 	if err := w.Flush(); err != nil {
 		return fail(err)
 	}
@@ -149,13 +246,131 @@ func (r *runner) backup(ctx context.Context, s *StepResult) error {
 	if err := os.Rename(tmp, file); err != nil {
 		return fail(err)
 	}
+	syncDir(filepath.Dir(file))
+	b.Digest = hex.EncodeToString(h.Sum(nil))
 	r.rep.Backup, r.cp.Backup = b, b
-	var n int64
-	for _, x := range b.Resources {
-		n += x.Objects
-	}
 	s.Detail = fmt.Sprintf("%d objects at %d versions to %s", n, len(b.Resources), file)
 	return nil
+}
+
+// ErrBackupLost: a resumed run's backup is gone or changed after objects may have lost what
+// it held.
+var ErrBackupLost = errors.New("the backup is lost")
+
+var errNotOurs = errors.New("not a backup of this cluster and release")
+
+// checkBackup: b's file is still there, readable and the same bytes (its digest).
+func checkBackup(b *Backup) error {
+	if b.Digest == "" {
+		return fmt.Errorf("%s: no digest was recorded for it", b.File)
+	}
+	d, err := fileDigest(b.File)
+	if err != nil {
+		return err
+	}
+	if d != b.Digest {
+		return fmt.Errorf("%s changed since it was taken (sha256 %s, now %s)", b.File, b.Digest[:12], d[:12])
+	}
+	return nil
+}
+
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// adoptBackup takes file as this run's backup when its header names this cluster and release,
+// it ends with the trailer, and no step that drops data has begun; errNotOurs when it is not
+// a backup of this cluster and release.
+func (r *runner) adoptBackup(file string, resources []string) (*Backup, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 16<<20)
+	first, last := "", ""
+	counts := map[string]int64{}
+	res := ""
+	for sc.Scan() {
+		l := sc.Text()
+		if first == "" {
+			first = l + "\n"
+		}
+		if strings.HasPrefix(l, "# ") && !strings.HasPrefix(l, backupTrailer) && !strings.HasPrefix(l, backupMagic) {
+			res = strings.TrimPrefix(l, "# ")
+		}
+		if l == "---" {
+			counts[res]++
+		}
+		if l != "" {
+			last = l
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", file, err)
+	}
+	if r.cp.Cluster == "" || first != r.backupHeader() {
+		return nil, errNotOurs
+	}
+	if !strings.HasPrefix(last, backupTrailer) {
+		return nil, fmt.Errorf("%s is not whole (no closing line)", file)
+	}
+	if r.dropStarted() {
+		return nil, errNotOurs
+	}
+	d, err := fileDigest(file)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backup{File: file, Cluster: r.cp.Cluster, Release: r.cp.Release, Digest: d, Resources: []BackupResource{}, Reused: true}
+	for _, x := range resources {
+		b.Resources = append(b.Resources, BackupResource{Resource: x, Objects: counts[x]})
+	}
+	return b, nil
+}
+
+// dropStarted: a step after the backup that may drop what it holds has begun (or is done).
+func (r *runner) dropStarted() bool {
+	after := false
+	for _, s := range r.rep.Steps {
+		k := stepKey(s.RunbookStep)
+		if s.Action == plan.ActionBackup {
+			after = true
+			continue
+		}
+		if after && dropsData(s.Action) && (r.cp.Started == k || slices.Contains(r.cp.Done, k)) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropsData: the step's writes may lose what the backup holds (re-encoding objects, removing
+// versions, applying the release).
+func dropsData(action string) bool {
+	switch action {
+	case plan.ActionIntermediate, plan.ActionMigrate, plan.ActionRetire, plan.ActionApply:
+		return true
+	}
+	return false
+}
+
+// syncDir makes a rename in dir durable (best effort: not every system can sync a folder).
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
 }
 
 func (r *runner) backupResource(ctx context.Context, w *bufio.Writer, gvr schema.GroupVersionResource) (int64, error) {

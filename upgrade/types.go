@@ -111,8 +111,14 @@ type Report struct {
 	Verify *Verify      `json:"verify,omitempty"`
 	// Checkpoint is the upgrade's state file (a resumed run continues from it).
 	Checkpoint string `json:"checkpoint,omitempty"`
-	// Resumed: a checkpoint of an earlier run of the same release was found.
+	// Resumed: a checkpoint of an earlier run of the same release on this cluster was found.
 	Resumed bool `json:"resumed"`
+	// CheckpointIgnored says why a checkpoint found for the release was not used (written for
+	// another cluster reached at the same address, or for CRD objects deleted since).
+	CheckpointIgnored string `json:"checkpointIgnored,omitempty"`
+	// AlreadyInPlace says why the release needed no write (an earlier run finished it): every
+	// writing step is "already done" and only the verify step ran.
+	AlreadyInPlace string `json:"alreadyInPlace,omitempty"`
 	// Problems say what keeps the release from being complete (empty when nothing does).
 	Problems []string `json:"problems"`
 	// Warnings are what the user must still do that does not keep the release from being
@@ -169,6 +175,11 @@ type ObjectFinding struct {
 // Backup is where the backup went.
 type Backup struct {
 	File string `json:"file"`
+	// Cluster and Release say which cluster (kube-system namespace UID) and release it was
+	// taken for; Digest is the file's sha256, checked before a resumed run reuses it.
+	Cluster string `json:"cluster,omitempty"`
+	Release string `json:"release,omitempty"`
+	Digest  string `json:"digest,omitempty"`
 	// Resources read, as plural.version.group, and the objects written for each.
 	Resources []BackupResource `json:"resources"`
 	// Reused: the backup of an earlier, interrupted run of the same release (not taken again:

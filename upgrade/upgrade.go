@@ -28,6 +28,8 @@ type runner struct {
 	rep    *Report
 	cp     *state
 	cpPath string
+	// earlier is the state of a run of this release on this cluster that finished.
+	earlier *state
 	items  []plan.Item
 }
 
@@ -103,31 +105,12 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	r := &runner{c: c, o: o, rep: &Report{DryRun: o.DryRun, Steps: []StepResult{}, Problems: []string{}, Warnings: []string{}}}
 	r.rep.Preflight = Preflight{DataLoss: []ObjectFinding{}, Rejected: []ObjectFinding{}, Unknown: []string{}, BlockedCRDs: []string{}}
 
-	// The checkpoint of an earlier run of the same release, if any.
+	// The checkpoint of an earlier run of the same release on this cluster, if any.
 	if !o.DryRun {
-		path := o.Checkpoint
-		if path == "" {
-			p, err := DefaultCheckpointPath(c.Server, o.Next)
-			if err != nil {
-				return r.rep, err
-			}
-			path = p
-		}
-		r.cpPath = path
-		r.rep.Checkpoint = path
-		cp, err := loadState(path)
-		if err != nil {
+		if err := r.loadCheckpoint(ctx); err != nil {
 			return r.rep, err
 		}
-		if cp != nil && cp.Release == releaseKey(c.Server, o.Next) && !cp.Complete {
-			r.cp, r.rep.Resumed = cp, true
-			if o.BackupFile == "" || cp.Backup != nil {
-				o.BackupFile = cp.BackupFile
-				r.o.BackupFile = cp.BackupFile
-			}
-		} else {
-			r.cp = &state{Release: releaseKey(c.Server, o.Next), Done: []string{}}
-		}
+		o = r.o
 	}
 
 	p, err := PlanRelease(ctx, c, r.o)
@@ -139,9 +122,32 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	for _, s := range p.Runbook {
 		r.rep.Steps = append(r.rep.Steps, StepResult{RunbookStep: s, State: StatePending})
 	}
+	// A release already in place (an earlier run finished it, here or on another machine):
+	// nothing is written, the verify step says how it stands.
+	if !o.DryRun {
+		if done, why := r.inPlace(ctx); done {
+			return r.rep, r.finished(ctx, why)
+		}
+	}
+	// One run at a time on the release's CRDs: held until this run ends. A second run is
+	// refused here, before its first write.
+	if !o.DryRun {
+		names := make([]string, 0, len(o.Next))
+		for _, n := range o.Next {
+			names = append(names, n.Name)
+		}
+		lease, note, err := migrate.AcquireLease(ctx, c, "kubectl crdver upgrade", names...)
+		if err != nil {
+			return r.rep, err
+		}
+		defer lease.Release(ctx)
+		if note != "" {
+			r.rep.Warnings = append(r.rep.Warnings, note)
+		}
+	}
 	// Versions stored but not served are read by serving them again: asked for before the
 	// preflight, undone below whenever the run stops before its first step.
-	r.rep.ServedAgain = r.toServe()
+	r.rep.ServedAgain = append(r.toServe(), r.servedByKilledRun()...)
 	if len(r.rep.ServedAgain) > 0 && !o.DryRun && !r.blocked() {
 		if err := r.askServe(ctx); err != nil {
 			return r.rep, err
@@ -183,6 +189,8 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 		// Nothing left to resume: the next run of this release is a new upgrade (e.g. after
 		// `upgrade -f OLD` took the cluster back), which must not reuse this backup.
 		r.cp.Complete = true
+		now := time.Now().UTC().Truncate(time.Second)
+		r.cp.CompletedAt = &now
 		if serr := r.save(); serr != nil {
 			err = serr
 		}
@@ -420,8 +428,19 @@ func (r *runner) item(name string) *plan.Item {
 func (r *runner) run(ctx context.Context) error {
 	for i := range r.rep.Steps {
 		s := &r.rep.Steps[i]
+		if s.State != StatePending {
+			continue // decided before the run (the release found in place)
+		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%w before step %d (%s)", ErrInterrupted, i+1, s.Action)
+		}
+		if dropsData(s.Action) && !(s.Action == plan.ActionApply && r.o.NoApply) {
+			// Saved before the step's first write: from here on a resumed run may not take a
+			// new backup in place of a lost one without saying so (dropStarted).
+			r.cp.Started = stepKey(s.RunbookStep)
+			if err := r.save(); err != nil {
+				return err
+			}
 		}
 		var err error
 		switch s.Action {

@@ -1,0 +1,433 @@
+// Package survive checks that upgrade's state is trusted only for the cluster and CRD objects
+// it was written for, and that every way a run can end is as safe as Ctrl-C: two real API
+// servers reached through one local address, the built plugin killed with SIGKILL, a finished
+// upgrade run again, two runs at once.
+package survive
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
+)
+
+// envA and envB are two clusters; plugin is the built kubectl-crdver.
+var (
+	envA, envB *testenv.Env
+	plugin     string
+)
+
+func TestMain(m *testing.M) {
+	check, err := testenv.IsolateCache()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
+	}
+	code := func() int {
+		var err error
+		if envA, err = testenv.Start(testenv.Options{}); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv:", err)
+			return 1
+		}
+		defer envA.Stop()
+		if envB, err = testenv.Start(testenv.Options{}); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv:", err)
+			return 1
+		}
+		defer envB.Stop()
+		dir, err := os.MkdirTemp("", "crdver-survive-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if plugin, err = testenv.BuildPlugin(dir, testenv.BuildOptions{}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return m.Run()
+	}()
+	if err := check(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// The release of the issue: gadgets with v1alpha1 (storage, has spec.legacy) and v1 (served);
+// the new release makes v1 the storage version, drops v1alpha1 and spec.legacy.
+func gadgetSchema(legacy bool) *apiextensionsv1.CustomResourceValidation {
+	return gadgetSchemaMax(legacy, 0)
+}
+
+// gadgetSchemaMax: maxSize > 0 sets spec.size's maximum (stricter: an object above it is
+// accepted on write, as ratcheting allows, and rejected on re-create).
+func gadgetSchemaMax(legacy bool, maxSize float64) *apiextensionsv1.CustomResourceValidation {
+	spec := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"size": {Type: "integer"},
+	}}
+	if maxSize > 0 {
+		spec.Properties["size"] = apiextensionsv1.JSONSchemaProps{Type: "integer", Maximum: &maxSize}
+	}
+	if legacy {
+		spec.Properties["legacy"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+	}
+	return &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": spec}}}
+}
+
+func gadgetCRD(group string, versions ...apiextensionsv1.CustomResourceDefinitionVersion) *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+		ObjectMeta: metav1.ObjectMeta{Name: "gadgets." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
+			Versions: versions,
+		},
+	}
+}
+
+// cluster is one cluster with the old release and its objects.
+type cluster struct {
+	env     *testenv.Env
+	group   string
+	crds    apiextensionsclient.Interface
+	dyn     dynamic.Interface
+	objects []string // names, each with spec.legacy = "legacy-<name>"
+}
+
+// setup installs the old release on env and creates n objects named prefix-<i> at v1alpha1,
+// each created by "kubectl-create" (Update) and labelled by "gitops" (Apply).
+func setup(t *testing.T, env *testenv.Env, group, prefix string, n int) *cluster {
+	t.Helper()
+	ctx := context.Background()
+	old := gadgetCRD(group,
+		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1alpha1", Served: true, Storage: true, Schema: gadgetSchema(true)},
+		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Schema: gadgetSchema(false)})
+	if _, err := env.CreateCRD(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{env: env, group: group}
+	var err error
+	if c.crds, err = apiextensionsclient.NewForConfig(env.Config); err != nil {
+		t.Fatal(err)
+	}
+	if c.dyn, err = dynamic.NewForConfig(env.Config); err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1alpha1", Resource: "gadgets"}
+	for i := range n {
+		name := fmt.Sprintf("%s-%03d", prefix, i)
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1alpha1", "kind": "Gadget",
+			"metadata": map[string]any{"name": name, "namespace": "default"},
+			"spec":     map[string]any{"size": int64(i), "legacy": "legacy-" + name}}}
+		if _, err := c.dyn.Resource(gvr).Namespace("default").Create(ctx, u, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf(`{"apiVersion":"%s/v1alpha1","kind":"Gadget","metadata":{"name":"%s","namespace":"default","labels":{"team":"a"}}}`, group, name)
+		if _, err := c.dyn.Resource(gvr).Namespace("default").Patch(ctx, name, types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: "gitops"}); err != nil {
+			t.Fatal(err)
+		}
+		c.objects = append(c.objects, name)
+	}
+	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), "gadgets."+group) })
+	return c
+}
+
+// newRelease writes the new release (v1 only, storage, no spec.legacy) into a folder.
+func newRelease(t *testing.T, group string) string {
+	t.Helper()
+	return newReleaseMax(t, group, 0)
+}
+
+func newReleaseMax(t *testing.T, group string, maxSize float64) string {
+	t.Helper()
+	next := gadgetCRD(group, apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Storage: true, Schema: gadgetSchemaMax(false, maxSize)})
+	b, err := yaml.Marshal(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "new.yaml")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// result is one run of the plugin.
+type result struct {
+	code           int
+	stdout, stderr string
+	killed         bool
+}
+
+// runner runs the built plugin with one user's cache folder (the checkpoints live there).
+type runner struct {
+	t     *testing.T
+	cache string
+}
+
+func newRunner(t *testing.T) *runner {
+	return &runner{t: t, cache: t.TempDir()}
+}
+
+func (r *runner) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, plugin, args...)
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+r.cache, "HOME="+r.cache, "NO_COLOR=1")
+	cmd.Cancel = func() error { return cmd.Process.Kill() }
+	return cmd
+}
+
+// run runs the plugin to its end.
+func (r *runner) run(args ...string) result {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := r.command(ctx, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	res := result{stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		res.code = ee.ExitCode()
+	} else if err != nil {
+		r.t.Fatalf("running %v: %v", args, err)
+	}
+	return res
+}
+
+// runKilled runs the plugin and kills it with SIGKILL as soon as kill says so (it is called
+// with each line of stderr, and every 10 ms with "", and the process), or lets it end.
+func (r *runner) runKilled(kill func(line string, p *os.Process) bool, args ...string) result {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := r.command(ctx, args...)
+	var out bytes.Buffer
+	var errb safeBuffer
+	cmd.Stdout = &out
+	pr, pw := io.Pipe()
+	cmd.Stderr = io.MultiWriter(pw, &errb)
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	var once sync.Once
+	killed := false
+	doKill := func() {
+		once.Do(func() {
+			killed = true
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+		})
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if kill(sc.Text(), cmd.Process) {
+				doKill()
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+loop:
+	for {
+		select {
+		case err = <-done:
+			break loop
+		case <-tick.C:
+			if kill("", cmd.Process) {
+				doKill()
+			}
+		}
+	}
+	pw.Close()
+	res := result{stdout: out.String(), stderr: errb.String(), killed: killed}
+	if ee, ok := err.(*exec.ExitError); ok {
+		res.code = ee.ExitCode()
+	}
+	return res
+}
+
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// upgradeReport is the part of `upgrade -o json` these tests read.
+type upgradeReport struct {
+	Resumed           bool   `json:"resumed"`
+	CheckpointIgnored string `json:"checkpointIgnored"`
+	AlreadyInPlace    string `json:"alreadyInPlace"`
+	Backup            *struct {
+		File   string `json:"file"`
+		Reused bool   `json:"reused"`
+		Digest string `json:"digest"`
+	} `json:"backup"`
+	Steps []struct {
+		Action string `json:"action"`
+		State  string `json:"state"`
+	} `json:"steps"`
+	Outcome struct {
+		ExitCode int `json:"exitCode"`
+	} `json:"outcome"`
+}
+
+func parseReport(t *testing.T, res result) upgradeReport {
+	t.Helper()
+	var rep upgradeReport
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("upgrade -o json (exit %d): %v\nstdout:\n%s\nstderr:\n%s", res.code, err, res.stdout, res.stderr)
+	}
+	return rep
+}
+
+// backedUp is the spec.legacy of every object in a backup file, by name.
+func backedUp(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var o map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil || o == nil {
+			continue
+		}
+		md, _ := o["metadata"].(map[string]any)
+		spec, _ := o["spec"].(map[string]any)
+		if md == nil || spec == nil {
+			continue
+		}
+		if l, ok := spec["legacy"].(string); ok {
+			out[md["name"].(string)] = l
+		}
+	}
+	return out
+}
+
+// checkUpgraded: the CRD has v1 only and storedVersions [v1]; every object is stored at v1 in
+// etcd, keeps spec.size and both managers, and a server-side apply by gitops works.
+func (c *cluster) checkUpgraded(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	crd, err := c.crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "gadgets."+c.group, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range crd.Spec.Versions {
+		names = append(names, v.Name)
+	}
+	if !slices.Equal(names, []string{"v1"}) || !slices.Equal(crd.Status.StoredVersions, []string{"v1"}) {
+		t.Errorf("%s: versions %v storedVersions %v, want [v1] [v1]", crd.Name, names, crd.Status.StoredVersions)
+	}
+	gvr := schema.GroupVersionResource{Group: c.group, Version: "v1", Resource: "gadgets"}
+	list, err := c.dyn.Resource(gvr).Namespace("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != len(c.objects) {
+		t.Errorf("%d objects, want %d", len(list.Items), len(c.objects))
+	}
+	for i, u := range list.Items {
+		stored, _, err := c.env.StoredObject(ctx, c.group, "gadgets", "default", u.GetName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored["apiVersion"] != c.group+"/v1" {
+			t.Errorf("%s: stored at %v in etcd, want v1", u.GetName(), stored["apiVersion"])
+		}
+		if _, ok, _ := unstructured.NestedInt64(u.Object, "spec", "size"); !ok {
+			t.Errorf("%s: lost spec.size", u.GetName())
+		}
+		var managers []string
+		for _, e := range u.GetManagedFields() {
+			managers = append(managers, e.Manager)
+		}
+		if !slices.Contains(managers, "kubectl-create") || !slices.Contains(managers, "gitops") {
+			t.Errorf("%s: managers %v, want kubectl-create and gitops kept", u.GetName(), managers)
+		}
+		if i%50 == 0 {
+			body := fmt.Sprintf(`{"apiVersion":"%s/v1","kind":"Gadget","metadata":{"name":"%s","namespace":"default","labels":{"team":"b"}}}`, c.group, u.GetName())
+			if _, err := c.dyn.Resource(gvr).Namespace("default").Patch(ctx, u.GetName(), types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: "gitops"}); err != nil {
+				t.Errorf("%s: server-side apply by gitops: %v", u.GetName(), err)
+			}
+		}
+	}
+}
+
+// checkBackup: the backup holds every object's consented field.
+func (c *cluster) checkBackup(t *testing.T, path string) {
+	t.Helper()
+	got := backedUp(t, path)
+	for _, n := range c.objects {
+		if got[n] != "legacy-"+n {
+			t.Errorf("backup %s: %s has spec.legacy %q, want %q", filepath.Base(path), n, got[n], "legacy-"+n)
+		}
+	}
+	for n := range got {
+		if !slices.Contains(c.objects, n) {
+			t.Errorf("backup %s holds %s, an object of another cluster", filepath.Base(path), n)
+		}
+	}
+}
+
+// snapshot is the resourceVersion of the CRD and of every object (a write changes one).
+func (c *cluster) snapshot(t *testing.T) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	crd, err := c.crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "gadgets."+c.group, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{"crd": crd.ResourceVersion}
+	v := crd.Spec.Versions[0].Name
+	list, err := c.dyn.Resource(schema.GroupVersionResource{Group: c.group, Version: v, Resource: "gadgets"}).Namespace("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range list.Items {
+		out[u.GetName()] = u.GetResourceVersion()
+	}
+	return out
+}
