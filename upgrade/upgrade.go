@@ -30,7 +30,7 @@ type runner struct {
 	cpPath string
 	// earlier is the state of a run of this release on this cluster that finished.
 	earlier *state
-	items  []plan.Item
+	items   []plan.Item
 }
 
 func (r *runner) notify(format string, args ...any) {
