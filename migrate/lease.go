@@ -227,3 +227,23 @@ func (l *Lease) Release(ctx context.Context) {
 		}
 	})
 }
+
+// LeaseHolder is the live run that holds crd's lease (nil when none does). It writes nothing.
+func LeaseHolder(ctx context.Context, c *Clients, crd string) (*HeldError, error) {
+	if c.Kube == nil {
+		return nil, nil
+	}
+	cur, err := c.Kube.CoordinationV1().Leases(LeaseNamespace).Get(ctx, LeaseName(crd), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	held := heldBy(cur, host)
+	if held != nil {
+		held.CRD = crd
+	}
+	return held, nil
+}

@@ -55,6 +55,9 @@ type Report struct {
 	Trim      *TrimResult    `json:"trim,omitempty"`
 	// Notes say what the run could not guard (e.g. no lease: two runs at once not detected).
 	Notes []string `json:"notes,omitempty"`
+	// Retries is how many requests were sent again after the network failed them (a
+	// connection reset, a response cut short): only requests that cannot change data twice.
+	Retries int64 `json:"retries"`
 }
 
 // Failed is the number of objects that could not be rewritten.
@@ -138,6 +141,15 @@ type Migrator struct {
 
 // Run migrates crd (as read by the caller; it is read again before anything is written).
 func (m *Migrator) Run(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (*Report, error) {
+	before := m.Clients.Retries()
+	rep, err := m.run(ctx, crd)
+	if rep != nil {
+		rep.Retries = m.Clients.Retries() - before
+	}
+	return rep, err
+}
+
+func (m *Migrator) run(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (*Report, error) {
 	o := m.Options
 	if o.Engine == "" {
 		o.Engine = EngineClient

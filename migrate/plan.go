@@ -39,6 +39,8 @@ type Clients struct {
 	Server string
 	// throttled counts 429 answers on any of these clients (including those client-go retried).
 	throttled *atomic.Int64
+	// retries counts the requests netRetry sent again.
+	retries *atomic.Int64
 	// clusterID is ClusterID's answer, read once per run.
 	clusterID *string
 }
@@ -49,8 +51,9 @@ type Clients struct {
 func NewClients(cfg *rest.Config) (*Clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
-	c := &Clients{Server: cfg.Host, throttled: &atomic.Int64{}, clusterID: new(string)}
+	c := &Clients{Server: cfg.Host, throttled: &atomic.Int64{}, retries: &atomic.Int64{}, clusterID: new(string)}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return throttleCounter{rt: rt, count: c.throttled} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return netRetry{rt: rt, retries: c.retries} })
 	var err error
 	if c.CRDs, err = apiextensionsclient.NewForConfig(cfg); err != nil {
 		return nil, err

@@ -81,6 +81,7 @@ var clusterExamples = []string{
 	"plan -f testdata/releases/gateway-api/v1.0.0/",
 	"upgrade -f new/ --yes",            // docs/concepts/stored-unserved.md: TestUpgradeStoredUnservedRefusedRestoresCRD
 	"restore -f backup.yaml --dry-run", // TestRestoreAfterUpgradeAndBack
+	"upgrade status -f new.yaml",       // e2e/survive: TestKillAnywhereThenRunAgain
 	"doctor",
 	"doctor -o wide",
 	"doctor kafkausers.kafka.example.com",

@@ -106,6 +106,7 @@ unreachable, interrupted: run it again to resume).`,
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page")
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	o.progressFlags = addProgressFlags(cmd)
+	cmd.AddCommand(newCmdUpgradeStatus(g))
 	return cmd
 }
 

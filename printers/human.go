@@ -13,6 +13,7 @@ import (
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/restore"
 	"github.com/crdver/kubectl-crdver/retire"
+	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
 // ReportPrinter prints a command's report: as data (Data), for people (Human) or otherwise.
@@ -81,6 +82,8 @@ func (p Human) PrintReport(w io.Writer, report any) error {
 		return nil
 	case *restore.Report:
 		return printRestoreReport(w, r, p.NoHeaders)
+	case *upgrade.Status:
+		return UpgradeStatus(w, r, p.NoHeaders)
 	}
 	return fmt.Errorf("no human printer for %T", report)
 }

@@ -15,8 +15,10 @@ import (
 // the cluster); what keeps the release from being complete is in Report.Problems, and how the
 // run ended — by the decision table (plan.Decisions) — in Report.Outcome.
 func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
+	before := c.Retries()
 	rep, err := runUpgrade(ctx, c, o)
 	if rep != nil {
+		rep.Retries = c.Retries() - before
 		if rep.Preflight.InvalidOnRecreate == nil {
 			rep.Preflight.InvalidOnRecreate = []ObjectFinding{}
 		}

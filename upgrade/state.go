@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
@@ -85,30 +87,14 @@ func liveUIDs(ctx context.Context, r *runner, next []*apiextensionsv1.CustomReso
 	return out, nil
 }
 
-// inPlace reports whether the release is already in place: every CRD of it exists, its
-// status.storedVersions is its storage version alone, and applying it would change nothing
-// (a server-side dry-run apply, as the apply step sends it, returns the live spec).
+// inPlace reports whether the release is already in place (releaseInPlace) and why.
 func (r *runner) inPlace(ctx context.Context) (bool, string) {
+	pairs := make([][2]*apiextensionsv1.CustomResourceDefinition, 0, len(r.items))
 	for i := range r.items {
 		live, next := r.items[i].CRDs()
-		if live == nil {
-			return false, ""
-		}
-		if !slices.Equal(live.Status.StoredVersions, []string{crdinfo.StorageVersion(live)}) {
-			return false, ""
-		}
-		body, err := ApplyBody(next)
-		if err != nil {
-			return false, ""
-		}
-		force := true
-		got, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, next.Name, types.ApplyPatchType, body,
-			metav1.PatchOptions{FieldManager: r.o.FieldManager, Force: &force, DryRun: []string{metav1.DryRunAll}})
-		if err != nil || !equality.Semantic.DeepEqual(got.Spec, live.Spec) {
-			return false, ""
-		}
+		pairs = append(pairs, [2]*apiextensionsv1.CustomResourceDefinition{live, next})
 	}
-	if len(r.items) == 0 {
+	if !releaseInPlace(ctx, r.c, r.o.FieldManager, pairs) {
 		return false, ""
 	}
 	why := "every CRD of the release is applied as it is and stored at its storage version alone"
@@ -116,6 +102,36 @@ func (r *runner) inPlace(ctx context.Context) (bool, string) {
 		why = fmt.Sprintf("an earlier run finished it at %s; %s", r.earlier.CompletedAt.Format("2006-01-02 15:04:05 MST"), why)
 	}
 	return true, why
+}
+
+// releaseInPlace is the one rule for "the release is in place" (upgrade and upgrade status):
+// every CRD of it exists (pairs: live, next), its status.storedVersions is its storage version
+// alone, and applying it would change nothing: a server-side dry-run apply, as the apply step
+// sends it, returns the live spec.
+func releaseInPlace(ctx context.Context, c *migrate.Clients, fieldManager string, pairs [][2]*apiextensionsv1.CustomResourceDefinition) bool {
+	if fieldManager == "" {
+		fieldManager = plan.FieldManager
+	}
+	for _, p := range pairs {
+		live, next := p[0], p[1]
+		if live == nil {
+			return false
+		}
+		if !slices.Equal(live.Status.StoredVersions, []string{crdinfo.StorageVersion(live)}) {
+			return false
+		}
+		body, err := ApplyBody(next)
+		if err != nil {
+			return false
+		}
+		force := true
+		got, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, next.Name, types.ApplyPatchType, body,
+			metav1.PatchOptions{FieldManager: fieldManager, Force: &force, DryRun: []string{metav1.DryRunAll}})
+		if err != nil || !equality.Semantic.DeepEqual(got.Spec, live.Spec) {
+			return false
+		}
+	}
+	return len(pairs) > 0
 }
 
 // finished ends a run whose release is already in place: the steps that write are already
@@ -134,6 +150,15 @@ func (r *runner) finished(ctx context.Context, why string) error {
 		}
 	}
 	r.invalidOnRecreate()
+	// The local record says so too (a file of this machine, not a write to the cluster), so
+	// that a run killed after its apply is not reported as left to continue.
+	if r.cp != nil && r.cpPath != "" && !r.cp.Complete {
+		now := time.Now().UTC().Truncate(time.Second)
+		r.cp.Complete, r.cp.CompletedAt = true, &now
+		if err := r.save(); err != nil {
+			return err
+		}
+	}
 	err := r.run(ctx)
 	for i := range r.rep.Steps {
 		if r.rep.Steps[i].State == StatePending {

@@ -116,6 +116,9 @@ type Report struct {
 	// CheckpointIgnored says why a checkpoint found for the release was not used (written for
 	// another cluster reached at the same address, or for CRD objects deleted since).
 	CheckpointIgnored string `json:"checkpointIgnored,omitempty"`
+	// Retries is how many requests were sent again after the network failed them (a
+	// connection reset, a response cut short): only requests that cannot change data twice.
+	Retries int64 `json:"retries"`
 	// AlreadyInPlace says why the release needed no write (an earlier run finished it): every
 	// writing step is "already done" and only the verify step ran.
 	AlreadyInPlace string `json:"alreadyInPlace,omitempty"`

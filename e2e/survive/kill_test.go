@@ -1,6 +1,7 @@
 package survive
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,15 +43,40 @@ func TestKillAnywhereThenRunAgain(t *testing.T) {
 			backup := filepath.Join(t.TempDir(), "backup.yaml")
 			args := []string{"upgrade", "-f", next, "--yes", "--allow-data-loss", "--backup", backup, "--kubeconfig", envB.Kubeconfig, "-o", "json"}
 			start := time.Now()
+			statusNext := ""
 			first := user.runKilled(func(line string, _ *os.Process) bool { return p.kill(line, time.Since(start)) }, args...)
 			if !first.killed {
 				t.Logf("the run ended (exit %d) before the kill point", first.code)
+			} else {
+				// The person who comes back: status says what is left and the command that continues.
+				st := user.run("upgrade", "status", "-f", next, "--kubeconfig", envB.Kubeconfig, "-o", "json")
+				var got struct {
+					Next    string `json:"next"`
+					Command string `json:"command"`
+				}
+				if err := json.Unmarshal([]byte(st.stdout), &got); err != nil {
+					t.Fatalf("upgrade status -o json (exit %d): %v\n%s", st.code, err, st.stderr)
+				}
+				statusNext = got.Next
+				switch {
+				case got.Next == "nothing" && st.code != 0, got.Next != "nothing" && st.code != 1:
+					t.Errorf("upgrade status after the kill: exit %d with next %q", st.code, got.Next)
+				case got.Next != "nothing" && got.Next != "continue" && got.Next != "start":
+					t.Errorf("upgrade status after the kill: next %q, want nothing, continue or start", got.Next)
+				}
+				if got.Next == "continue" && (!strings.Contains(got.Command, "--backup "+backup) || !strings.Contains(got.Command, "--allow-data-loss")) && strings.Contains(first.stderr, "backup: done") {
+					t.Errorf("upgrade status: the command that continues does not keep the backup and the consent: %s", got.Command)
+				}
 			}
 			res := user.run(args...)
 			if res.code != 0 {
 				t.Fatalf("run again after SIGKILL %s: exit %d\n%s", p.name, res.code, res.stderr)
 			}
 			rep := parseReport(t, res)
+			// status and the run that follows it judge "in place" by the same rule.
+			if statusNext != "" && (statusNext == "nothing") != (rep.AlreadyInPlace != "") {
+				t.Errorf("upgrade status said %q, but the run again found the release in place: %q", statusNext, rep.AlreadyInPlace)
+			}
 			if first.killed && rep.Backup != nil && rep.Backup.File != backup {
 				t.Errorf("backup in %s, want %s", rep.Backup.File, backup)
 			}
@@ -58,6 +84,9 @@ func TestKillAnywhereThenRunAgain(t *testing.T) {
 			c.checkBackup(t, backup)
 			if _, err := os.Stat(backup + ".partial"); err == nil {
 				t.Errorf("a partial backup was left beside the backup")
+			}
+			if st := user.run("upgrade", "status", "-f", next, "--kubeconfig", envB.Kubeconfig); st.code != 0 || !strings.Contains(st.stdout, "next: nothing") {
+				t.Errorf("upgrade status after the upgrade: exit %d\n%s%s", st.code, st.stdout, st.stderr)
 			}
 		})
 	}

@@ -295,6 +295,7 @@ func (s *safeBuffer) String() string {
 // upgradeReport is the part of `upgrade -o json` these tests read.
 type upgradeReport struct {
 	Resumed           bool   `json:"resumed"`
+	Retries           int64  `json:"retries"`
 	CheckpointIgnored string `json:"checkpointIgnored"`
 	AlreadyInPlace    string `json:"alreadyInPlace"`
 	Backup            *struct {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -68,6 +69,44 @@ func (p *SwitchProxy) DropConnections(fraction float64) {
 	p.mu.Lock()
 	p.drop = fraction
 	p.mu.Unlock()
+}
+
+// ResetEvery cuts every open connection once per interval until stop is called (a tunnel that
+// keeps breaking): over HTTP/2, which client-go uses, one connection carries every request of
+// a client, so each cut fails every request in flight, some before they reached the API
+// server and some after it acted on them.
+func (p *SwitchProxy) ResetEvery(interval time.Duration) (stop func() int) {
+	done := make(chan struct{})
+	var n int
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			p.mu.Lock()
+			if len(p.conns) > 0 {
+				n++
+				p.dropped++
+			}
+			for c := range p.conns {
+				c.Close()
+				delete(p.conns, c)
+			}
+			p.mu.Unlock()
+		}
+	}()
+	return func() int {
+		close(done)
+		wg.Wait()
+		return n
+	}
 }
 
 // Dropped is how many connections were cut on purpose.

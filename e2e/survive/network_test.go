@@ -1,0 +1,148 @@
+package survive
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
+)
+
+// createMany adds n more objects (prefix-<i>, no spec.legacy) at v1alpha1, 16 at a time.
+func (c *cluster) createMany(t *testing.T, prefix string, n int) {
+	t.Helper()
+	gvr := schema.GroupVersionResource{Group: c.group, Version: "v1alpha1", Resource: "gadgets"}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	next := make(chan int)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				name := fmt.Sprintf("%s-%05d", prefix, i)
+				u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": c.group + "/v1alpha1", "kind": "Gadget",
+					"metadata": map[string]any{"name": name, "namespace": "default"}, "spec": map[string]any{"size": int64(i)}}}
+				_, err := c.dyn.Resource(gvr).Namespace("default").Create(context.Background(), u, metav1.CreateOptions{FieldManager: "kubectl-create"})
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+}
+
+// storedAt checks that etcd holds every object of the CRD at version v.
+func (c *cluster) storedAt(t *testing.T, v string) {
+	t.Helper()
+	got, _, err := c.env.StoredAPIVersions(context.Background(), c.group, "gadgets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for apiVersion, n := range got {
+		if apiVersion != c.group+"/"+v {
+			t.Errorf("%d objects stored at %s in etcd, want %s/%s", n, apiVersion, c.group, v)
+		}
+	}
+}
+
+// TestFlakyNetwork: migrate of 3,000 objects and an upgrade of the issue's release, through a
+// tunnel that cuts 2% of the new connections (half before the request, half in the middle of
+// it) and resets every open connection twice a second (over HTTP/2 that fails every request in
+// flight), complete with nothing lost: every object at the new storage version, storedVersions
+// trimmed, the managers kept.
+func TestFlakyNetwork(t *testing.T) {
+	proxy, err := testenv.StartSwitchProxy(envB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	kc, err := proxy.Kubeconfig(envB, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("migrate 3000", func(t *testing.T) {
+		const group = "flaky.migrate.example.com"
+		c := setup(t, envB, group, "m", 0)
+		c.createMany(t, "m", 3000)
+		proxy.DropConnections(0.02)
+		defer proxy.DropConnections(0)
+		stop := proxy.ResetEvery(500 * time.Millisecond)
+		res := newRunner(t).run("migrate", "gadgets."+group, "--to", "v1", "--yes", "--kubeconfig", kc, "-o", "json")
+		resets := stop()
+		t.Logf("%d resets", resets)
+		if resets == 0 {
+			t.Fatalf("the tunnel never broke during the run")
+		}
+		if res.code != 0 {
+			t.Fatalf("migrate through the flaky tunnel: exit %d\n%s", res.code, res.stderr)
+		}
+		var rep struct {
+			Retries int64 `json:"retries"`
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+			t.Fatalf("migrate -o json: %v\n%s", err, res.stdout)
+		}
+		t.Logf("%d requests sent again", rep.Retries)
+		if rep.Retries == 0 {
+			t.Errorf("the report counts no retry although the tunnel broke %d times", resets)
+		}
+		c.storedAt(t, "v1")
+		crd, err := c.crds.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), "gadgets."+group, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(crd.Status.StoredVersions, []string{"v1"}) {
+			t.Errorf("storedVersions %v, want [v1]", crd.Status.StoredVersions)
+		}
+	})
+
+	t.Run("upgrade", func(t *testing.T) {
+		const group = "flaky.upgrade.example.com"
+		c := setup(t, envB, group, "u", 200)
+		next := newRelease(t, group)
+		proxy.DropConnections(0.02)
+		defer proxy.DropConnections(0)
+		backup := filepath.Join(t.TempDir(), "backup.yaml")
+		stop := proxy.ResetEvery(300 * time.Millisecond)
+		res := newRunner(t).run("upgrade", "-f", next, "--yes", "--allow-data-loss", "--backup", backup, "--kubeconfig", kc, "-o", "json")
+		resets := stop()
+		t.Logf("%d resets", resets)
+		if resets == 0 {
+			t.Fatalf("the tunnel never broke during the run")
+		}
+		if res.code != 0 {
+			t.Fatalf("upgrade through the flaky tunnel: exit %d\n%s", res.code, res.stderr)
+		}
+		rep := parseReport(t, res)
+		t.Logf("%d requests sent again", rep.Retries)
+		if rep.Retries == 0 {
+			t.Errorf("the report counts no retry although the tunnel broke %d times", resets)
+		}
+		proxy.DropConnections(0)
+		c.checkUpgraded(t)
+		c.checkBackup(t, backup)
+		c.storedAt(t, "v1")
+	})
+}

@@ -1,0 +1,95 @@
+package migrate
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// netRetry repeats a request that failed on the way (a connection reset, a tunnel that broke,
+// a response cut short) when repeating it cannot change data twice:
+//   - reads (GET, HEAD) and every dry run (dryRun=All writes nothing);
+//   - PUT: every update kubectl-crdver sends carries the resourceVersion it read, so a repeat
+//     of one that went through is refused with 409 Conflict, which every caller takes as
+//     "changed since read: read again";
+//   - server-side apply (PATCH application/apply-patch+yaml): the same intent applied twice by
+//     the same field manager gives the same object.
+//
+// Creates, deletes and the other patches are never repeated here: their callers decide. The
+// response body is read in full before it is returned (a page at most: lists are paged), so
+// a response cut short is repeated too; watches pass through untouched. Client-go's own
+// retries (a 429 with Retry-After, GETs on connection errors) still apply below this.
+type netRetry struct {
+	rt      http.RoundTripper
+	retries *atomic.Int64
+	// attempts is the most tries of one request (0: 6).
+	attempts int
+}
+
+func (t netRetry) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !safeToRepeat(req) || req.URL.Query().Get("watch") == "true" || (req.Body != nil && req.GetBody == nil) {
+		return t.rt.RoundTrip(req)
+	}
+	max := t.attempts
+	if max <= 0 {
+		max = 6
+	}
+	ctx := req.Context()
+	for attempt := 1; ; attempt++ {
+		r := req
+		if attempt > 1 {
+			r = req.Clone(ctx)
+			if req.GetBody != nil {
+				body, err := req.GetBody()
+				if err != nil {
+					return nil, err
+				}
+				r.Body = body
+			}
+		}
+		resp, err := t.rt.RoundTrip(r)
+		if err == nil {
+			var b []byte
+			b, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil {
+				resp.Body = io.NopCloser(bytes.NewReader(b))
+				resp.ContentLength = int64(len(b))
+				return resp, nil
+			}
+		}
+		if ctx.Err() != nil || attempt >= max {
+			return nil, err
+		}
+		t.retries.Add(1)
+		d := 100 * time.Millisecond << (attempt - 1)
+		if err := Sleep(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func safeToRepeat(req *http.Request) bool {
+	if strings.Contains(req.URL.RawQuery, "dryRun=All") {
+		return true
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodPut:
+		return true
+	case http.MethodPatch:
+		return strings.HasPrefix(req.Header.Get("Content-Type"), "application/apply-patch")
+	}
+	return false
+}
+
+// Retries is how many requests of these clients were sent again after the network failed
+// them (netRetry): the figure the reports give.
+func (c *Clients) Retries() int64 {
+	if c == nil || c.retries == nil {
+		return 0
+	}
+	return c.retries.Load()
+}

@@ -1,0 +1,104 @@
+package plugin
+
+import (
+	"context"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/upgrade"
+)
+
+// UpgradeStatusOptions are the options of `kubectl crdver upgrade status`.
+type UpgradeStatusOptions struct {
+	g       *Globals
+	out     *outputFlags
+	printer ReportPrinter
+
+	Files        []string
+	Checkpoint   string
+	FieldManager string
+}
+
+func newCmdUpgradeStatus(g *Globals) *cobra.Command {
+	o := &UpgradeStatusOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "status -f NEW-CRDS",
+		Short: "Show what an earlier upgrade of a release did on this cluster and what is left",
+		Long: `Show, for the person who comes back after a crash, what an earlier kubectl crdver upgrade of
+the release did on this cluster: the release's CRDs as the cluster has them now, the steps its
+checkpoint records (only when it was written for this cluster and these CRD objects), its
+backup and whether the file is still the one it took, the run that holds the CRDs now if any,
+and the command that continues. Writes nothing.
+
+Exit code 0 when the release is in place, 1 when something is left to do.`,
+		Example: "  kubectl crdver upgrade status -f new-release/",
+		RunE:    runE(o),
+	}
+	f := cmd.Flags()
+	f.StringSliceVarP(&o.Files, "filename", "f", nil, "The release's CRDs, as given to upgrade")
+	f.StringVar(&o.Checkpoint, "checkpoint", "", "The upgrade's checkpoint file, as given to upgrade (default: in your cache folder, per cluster and release)")
+	f.StringVar(&o.FieldManager, "field-manager", plan.FieldManager, "Field manager of the release's server-side apply, as given to upgrade")
+	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	return cmd
+}
+
+// Complete resolves the printer.
+func (o *UpgradeStatusOptions) Complete(_ *cobra.Command, _ []string) (err error) {
+	o.printer, err = o.out.toPrinter(humanOptions{})
+	return err
+}
+
+// Validate checks the flags. It does no I/O.
+func (o *UpgradeStatusOptions) Validate() error {
+	if err := o.out.validate(); err != nil {
+		return err
+	}
+	if len(o.Files) == 0 {
+		return UsageErrorf("give the release's CRDs with -f FILE, as given to upgrade")
+	}
+	return nil
+}
+
+// Run reads the status and prints it.
+func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
+	next, _, err := (&PlanOptions{g: o.g}).readCRDDocs(o.Files, "-f")
+	if err != nil {
+		return err
+	}
+	c, err := o.g.migrateClients()
+	if err != nil {
+		return err
+	}
+	st, err := upgrade.GetStatus(ctx, c, next, o.Checkpoint, o.FieldManager)
+	if err != nil {
+		return Unavailable(err)
+	}
+	cmd := "kubectl crdver upgrade -f " + strings.Join(o.Files, " -f ")
+	if o.Checkpoint != "" {
+		cmd += " --checkpoint " + o.Checkpoint
+	}
+	if o.FieldManager != plan.FieldManager {
+		cmd += " --field-manager " + o.FieldManager
+	}
+	switch st.Next {
+	case upgrade.NextContinue:
+		if st.DataLossAccepted {
+			cmd += " --allow-data-loss"
+		}
+		if st.Backup != nil && st.BackupProblem == "" {
+			cmd += " --backup " + st.Backup.File
+		}
+		st.Command = cmd + " --yes"
+	case upgrade.NextStart:
+		st.Command = cmd + " --dry-run"
+	}
+	if err := o.printer.PrintReport(o.g.Out, st); err != nil {
+		return err
+	}
+	if st.Next != upgrade.NextNothing {
+		return ProblemsFound("the release %s is not in place: %s", strings.Join(o.Files, ", "), st.Next)
+	}
+	return nil
+}

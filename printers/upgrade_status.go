@@ -1,0 +1,78 @@
+package printers
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/crdver/kubectl-crdver/upgrade"
+)
+
+// UpgradeStatus prints what an earlier upgrade of a release did on this cluster and what is
+// left (`kubectl crdver upgrade status`).
+func UpgradeStatus(w io.Writer, st *upgrade.Status, noHeaders bool) error {
+	t := &Table{Header: []string{"crd", "in cluster", "storage", "stored versions", "release versions missing", "versions to remove"}}
+	for _, c := range st.CRDs {
+		t.Add(c.CRD, YesNo(c.Exists), Dash(c.StorageVersion), Dash(strings.Join(c.StoredVersions, ",")), Dash(strings.Join(c.Missing, ",")), Dash(strings.Join(c.Extra, ",")))
+	}
+	if err := t.Print(w, noHeaders); err != nil {
+		return err
+	}
+	var lines []string
+	switch {
+	case !st.Found:
+		lines = append(lines, fmt.Sprintf("checkpoint: none for this release on this cluster (%s)", st.Checkpoint))
+	case st.NotThisCluster != "":
+		lines = append(lines, fmt.Sprintf("checkpoint: %s is not this cluster's (%s)", st.Checkpoint, st.NotThisCluster))
+	default:
+		state := "stopped before its end"
+		if st.Complete {
+			state = "finished"
+			if st.CompletedAt != nil {
+				state += " at " + st.CompletedAt.Format("2006-01-02 15:04:05 MST")
+			}
+		}
+		lines = append(lines, fmt.Sprintf("checkpoint: %s: the recorded run %s; %d steps done", st.Checkpoint, state, len(st.Done)))
+		for _, d := range st.Done {
+			lines = append(lines, "  done: "+strings.SplitN(d, "|", 2)[0]+" "+strings.Trim(strings.SplitN(d+"|", "|", 3)[1], " "))
+		}
+		if st.Started != "" && !st.Complete {
+			lines = append(lines, "  began: "+strings.SplitN(st.Started, "|", 2)[0]+" "+strings.Trim(strings.SplitN(st.Started+"|", "|", 3)[1], " "))
+		}
+		if st.DataLossAccepted {
+			lines = append(lines, "  the loss of the fields its preflight listed was accepted")
+		}
+	}
+	if st.Backup != nil {
+		if st.BackupProblem != "" {
+			lines = append(lines, fmt.Sprintf("backup: %s cannot be used: %s", st.Backup.File, st.BackupProblem))
+		} else {
+			lines = append(lines, fmt.Sprintf("backup: %s (sha256 %s, as taken)", st.Backup.File, short(st.Backup.Digest, 12)))
+		}
+	}
+	if st.HeldBy != "" {
+		lines = append(lines, "held by: "+st.HeldBy+" (running now)")
+	}
+	switch st.Next {
+	case upgrade.NextNothing:
+		lines = append(lines, "next: nothing: the release is in place")
+	case upgrade.NextWait:
+		lines = append(lines, "next: wait for the run that holds the CRDs to end")
+	case upgrade.NextContinue:
+		lines = append(lines, "next: run the same command again to continue")
+	default:
+		lines = append(lines, "next: no run of this release is recorded here: start it")
+	}
+	if st.Command != "" {
+		lines = append(lines, "  "+st.Command)
+	}
+	_, err := fmt.Fprintln(w, "\n"+strings.Join(lines, "\n"))
+	return err
+}
+
+func short(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

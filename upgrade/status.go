@@ -1,0 +1,142 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/migrate"
+)
+
+// What a person who comes back to an upgrade should do next (Status.Next).
+const (
+	NextStart    = "start"    // no run of this release on this cluster is recorded
+	NextContinue = "continue" // a run stopped before its end: the same command continues it
+	NextWait     = "wait"     // another run holds the CRDs now
+	NextNothing  = "nothing"  // a run finished the release
+)
+
+// Status is what an earlier upgrade of a release did on this cluster and what is left, read
+// from the cluster and from the checkpoint when it belongs to this cluster. Its JSON form is
+// `kubectl crdver upgrade status -o json`.
+type Status struct {
+	// Checkpoint is the state file looked at; Found says whether it exists.
+	Checkpoint string `json:"checkpoint"`
+	Found      bool   `json:"found"`
+	// NotThisCluster says why a checkpoint found is not this cluster's ("" when it is).
+	NotThisCluster string `json:"notThisCluster,omitempty"`
+	// Complete: the recorded run applied the release and ran to its end (CompletedAt).
+	Complete    bool       `json:"complete"`
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	// Done are the steps the recorded run finished; Started the writing step it began last.
+	Done    []string `json:"done"`
+	Started string   `json:"started,omitempty"`
+	// DataLossAccepted: the recorded run was told to go on despite the fields it listed.
+	DataLossAccepted bool `json:"dataLossAccepted"`
+	// Backup is the recorded run's backup, BackupProblem why it can no longer be used ("" when
+	// it is the same file).
+	Backup        *Backup `json:"backup,omitempty"`
+	BackupProblem string  `json:"backupProblem,omitempty"`
+	// CRDs are the release's CRDs as the cluster has them now.
+	CRDs []StatusCRD `json:"crds"`
+	// HeldBy is the run that holds the release's CRDs now ("" when none does).
+	HeldBy string `json:"heldBy,omitempty"`
+	Next   string `json:"next"`
+	// Command is what to run next, worded by the caller with its own flags ("" when nothing).
+	Command string `json:"command,omitempty"`
+}
+
+// StatusCRD is one CRD of the release as the cluster has it.
+type StatusCRD struct {
+	CRD            string   `json:"crd"`
+	Exists         bool     `json:"exists"`
+	StorageVersion string   `json:"storageVersion,omitempty"`
+	StoredVersions []string `json:"storedVersions,omitempty"`
+	// Versions of the release that the live CRD lacks, and live versions the release lacks.
+	Missing []string `json:"missing,omitempty"`
+	Extra   []string `json:"extra,omitempty"`
+}
+
+// GetStatus reads the state of an upgrade to next on the cluster c reaches. checkpoint ""
+// is DefaultCheckpointPath; fieldManager is the apply's ("" is plan.FieldManager), for the
+// server-side dry-run apply that tells whether the release is in place. It writes nothing.
+func GetStatus(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.CustomResourceDefinition, checkpoint, fieldManager string) (*Status, error) {
+	cluster := c.ClusterID(ctx)
+	st := &Status{Done: []string{}, CRDs: []StatusCRD{}, Next: NextStart}
+	if checkpoint == "" {
+		p, err := DefaultCheckpointPath(c.Server, cluster, next)
+		if err != nil {
+			return nil, err
+		}
+		checkpoint = p
+	}
+	st.Checkpoint = checkpoint
+	live := map[string]string{}
+	var pairs [][2]*apiextensionsv1.CustomResourceDefinition
+	for _, n := range next {
+		sc := StatusCRD{CRD: n.Name}
+		crd, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			pairs = append(pairs, [2]*apiextensionsv1.CustomResourceDefinition{nil, n})
+		case err != nil:
+			return nil, fmt.Errorf("getting CustomResourceDefinition %q: %w", n.Name, err)
+		default:
+			live[n.Name] = string(crd.UID)
+			pairs = append(pairs, [2]*apiextensionsv1.CustomResourceDefinition{crd, n})
+			sc.Exists, sc.StorageVersion, sc.StoredVersions = true, crdinfo.StorageVersion(crd), crd.Status.StoredVersions
+			for _, v := range crdinfo.VersionNames(n) {
+				if _, err := crdinfo.Lookup(crd, v); err != nil {
+					sc.Missing = append(sc.Missing, v)
+				}
+			}
+			for _, v := range crdinfo.VersionNames(crd) {
+				if _, err := crdinfo.Lookup(n, v); err != nil {
+					sc.Extra = append(sc.Extra, v)
+				}
+			}
+			if held, err := migrate.LeaseHolder(ctx, c, n.Name); err == nil && held != nil && st.HeldBy == "" {
+				st.HeldBy = held.Holder
+			}
+		}
+		st.CRDs = append(st.CRDs, sc)
+	}
+	cp, err := loadState(checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case st.HeldBy != "":
+		st.Next = NextWait
+	case cp == nil:
+	default:
+		st.Found = true
+		if ok, why := cp.belongs(releaseKey(c.Server, next), cluster, live); !ok {
+			st.NotThisCluster = why
+			break
+		}
+		st.Complete, st.CompletedAt, st.Done, st.Started, st.DataLossAccepted = cp.Complete, cp.CompletedAt, cp.Done, cp.Started, cp.DataLossAccepted
+		if st.Done == nil {
+			st.Done = []string{}
+		}
+		if cp.Backup != nil {
+			st.Backup = cp.Backup
+			if err := checkBackup(cp.Backup); err != nil {
+				st.BackupProblem = err.Error()
+			}
+		}
+		st.Next = NextContinue
+		if cp.Complete {
+			st.Next = NextNothing
+		}
+	}
+	if (st.Next == NextStart || st.Next == NextContinue) && releaseInPlace(ctx, c, fieldManager, pairs) {
+		st.Next = NextNothing
+	}
+	return st, nil
+}
