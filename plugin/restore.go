@@ -31,6 +31,7 @@ type RestoreOptions struct {
 
 	Files                        []string
 	DryRun, Yes, Force, Recreate bool
+	AnyCluster                   bool
 	FieldManager                 string
 	progressFlags                *progressFlags
 	progress                     Progress
@@ -79,6 +80,7 @@ interrupted, not confirmed).`,
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before writing")
 	f.BoolVar(&o.Force, "force", false, "Overwrite fields whose live value changed since the backup")
 	f.BoolVar(&o.Recreate, "recreate", false, "Re-create objects deleted since the backup")
+	f.BoolVar(&o.AnyCluster, "from-another-cluster", false, "Restore a backup taken on another cluster than the one reached (refused by default)")
 	f.StringVar(&o.FieldManager, "field-manager", restore.FieldManager, "Field manager of the restore's writes")
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	o.progressFlags = addProgressFlags(cmd)
@@ -121,7 +123,7 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	stop := func() {}
 	started := false
 	ro := restore.Options{
-		Files: o.Files, Stdin: o.g.In, DryRun: o.DryRun, Force: o.Force, Recreate: o.Recreate, FieldManager: o.FieldManager,
+		Files: o.Files, Stdin: o.g.In, DryRun: o.DryRun, Force: o.Force, Recreate: o.Recreate, AnyCluster: o.AnyCluster, FieldManager: o.FieldManager,
 		OnObject: func(restore.Outcome) {
 			if !started {
 				started = true
@@ -219,6 +221,8 @@ func (o *RestoreOptions) runError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, restore.ErrNotConfirmed):
 		return Unavailable(errors.New("nothing was written: not confirmed (use --yes to skip the question)"))
+	case errors.Is(err, restore.ErrOtherCluster):
+		return ProblemsFound("%v; check --kubeconfig and --context, or, to put its objects into this cluster, add --from-another-cluster", err)
 	case ctx.Err() != nil:
 		return Unavailable(fmt.Errorf("interrupted: %w; objects restored so far stay restored, run the same command again to restore the rest", err))
 	case errors.As(err, &ie):

@@ -95,6 +95,9 @@ type Options struct {
 	Confirm func(*Report) (bool, error)
 	// OnObject is called after each backup document (progress).
 	OnObject func(Outcome)
+	// AnyCluster restores a backup whose first line names another cluster than the one reached
+	// (by default refused: *OtherClusterError).
+	AnyCluster bool
 }
 
 // Report is what a restore found and did. Its JSON form is `kubectl crdver restore -o json`.
@@ -159,6 +162,11 @@ func (r *Report) Incomplete() int {
 func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 	if o.FieldManager == "" {
 		o.FieldManager = FieldManager
+	}
+	if !o.AnyCluster {
+		if err := checkClusters(o.Files, c.ClusterID(ctx)); err != nil {
+			return nil, err
+		}
 	}
 	r := &runner{c: c, o: o, crds: map[schema.GroupKind]*crdEntry{}}
 	if err := r.loadCRDs(ctx); err != nil {

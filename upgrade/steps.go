@@ -29,6 +29,7 @@ import (
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/ownership"
 	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/restore"
 )
 
 // state is the upgrade's checkpoint: which release on which cluster, the backup, the steps
@@ -157,19 +158,13 @@ func stepKey(s plan.RunbookStep) string {
 	return s.Action + "|" + strings.Join(s.CRDs, ",") + "|" + s.Version + "|" + s.Target
 }
 
-// The backup's first line says which cluster and release it belongs to; its last line that it
-// is whole. Both are YAML comments: restore and kubectl read the file as plain documents.
-const (
-	backupMagic   = "# kubectl crdver upgrade backup: every object at every version that holds its data"
-	backupTrailer = "# end of backup: "
-)
+// The backup's first line says which cluster and release it belongs to (restore.BackupHeader);
+// its last line that it is whole. Both are YAML comments: restore and kubectl read the file as
+// plain documents.
+const backupTrailer = "# end of backup: "
 
 func (r *runner) backupHeader() string {
-	cluster := r.cp.Cluster
-	if cluster == "" {
-		cluster = "unknown"
-	}
-	return fmt.Sprintf("%s; cluster %s (kube-system uid), server %s, release %s\n", backupMagic, cluster, r.c.Server, r.cp.Release[:16])
+	return restore.BackupHeader(r.cp.Cluster, r.c.Server, r.cp.Release)
 }
 
 // backup writes every object of each resource (plural.version.group: each version that holds
@@ -306,7 +301,7 @@ func (r *runner) adoptBackup(file string, resources []string) (*Backup, error) {
 		if first == "" {
 			first = l + "\n"
 		}
-		if strings.HasPrefix(l, "# ") && !strings.HasPrefix(l, backupTrailer) && !strings.HasPrefix(l, backupMagic) {
+		if strings.HasPrefix(l, "# ") && !strings.HasPrefix(l, backupTrailer) && first != l+"\n" {
 			res = strings.TrimPrefix(l, "# ")
 		}
 		if l == "---" {

@@ -66,6 +66,15 @@ func TestAnotherClusterAtTheSameAddress(t *testing.T) {
 	if again, _ := os.ReadFile(backupA); string(again) != string(aBytes) {
 		t.Errorf("the run on B changed A's backup")
 	}
+	// A's backup is never restored into B by mistake: refused before any write.
+	before := b.snapshot(t)
+	res = user.run("restore", "-f", backupA, "--yes", "--kubeconfig", kcB)
+	if res.code != 1 || !strings.Contains(res.stderr, "taken on another cluster") || !strings.Contains(res.stderr, "--from-another-cluster") {
+		t.Errorf("restore of A's backup into B: exit %d, want 1 refusing it\n%s", res.code, res.stderr)
+	}
+	if after := b.snapshot(t); !mapsEqual(before, after) {
+		t.Errorf("the refused restore wrote to B")
+	}
 
 	proxy.Switch(envA)
 	res = user.run("upgrade", "-f", next, "--yes", "--allow-data-loss", "--backup", backupA, "--kubeconfig", kcA, "-o", "json")
