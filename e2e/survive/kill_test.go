@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestKillAnywhereThenRunAgain is the crash matrix on the release: the upgrade is
@@ -87,6 +90,52 @@ func TestKillAnywhereThenRunAgain(t *testing.T) {
 			}
 			if st := user.run("upgrade", "status", "-f", next, "--kubeconfig", envB.Kubeconfig); st.code != 0 || !strings.Contains(st.stdout, "next: nothing") {
 				t.Errorf("upgrade status after the upgrade: exit %d\n%s%s", st.code, st.stdout, st.stderr)
+			}
+		})
+	}
+}
+
+// TestKillMigrateAndRetire: migrate and retire killed with SIGKILL in the middle of their
+// rewrite (after the storage switch), then the same command run again: it resumes, ends with
+// every object stored at v1, storedVersions [v1], both managers kept; retire then also removes
+// v1alpha1 and its managedFields entries.
+func TestKillMigrateAndRetire(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args func(crd string) []string
+		done func(t *testing.T, c *cluster)
+	}{
+		{"migrate", func(crd string) []string { return []string{"migrate", crd, "--to", "v1", "--yes", "--concurrency", "2"} },
+			func(t *testing.T, c *cluster) { c.storedAt(t, "v1") }},
+		{"retire", func(crd string) []string {
+			return []string{"retire", crd, "v1alpha1", "--remove", "--yes", "--concurrency", "2", "--allow-data-loss"}
+		}, func(t *testing.T, c *cluster) { c.storedAt(t, "v1") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			group := "killed" + tc.name + ".example.com"
+			c := setup(t, envB, group, "k", 0)
+			c.createMany(t, "k", 1500)
+			crd := "gadgets." + group
+			user := newRunner(t)
+			args := append(tc.args(crd), "--kubeconfig", envB.Kubeconfig)
+			start := time.Now()
+			first := user.runKilled(func(line string, _ *os.Process) bool {
+				return time.Since(start) > 1500*time.Millisecond
+			}, args...)
+			if !first.killed {
+				t.Logf("%s ended (exit %d) before it was killed", tc.name, first.code)
+			}
+			res := user.run(args...)
+			if res.code != 0 {
+				t.Fatalf("%s again after SIGKILL: exit %d\n%s", tc.name, res.code, res.stderr)
+			}
+			tc.done(t, c)
+			live, err := c.crds.ApiextensionsV1().CustomResourceDefinitions().Get(t.Context(), crd, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(live.Status.StoredVersions, []string{"v1"}) {
+				t.Errorf("storedVersions %v, want [v1]", live.Status.StoredVersions)
 			}
 		})
 	}
