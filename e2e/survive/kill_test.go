@@ -105,7 +105,9 @@ func TestKillMigrateAndRetire(t *testing.T) {
 		args func(crd string) []string
 		done func(t *testing.T, c *cluster)
 	}{
-		{"migrate", func(crd string) []string { return []string{"migrate", crd, "--to", "v1", "--yes", "--concurrency", "2"} },
+		{"migrate", func(crd string) []string {
+			return []string{"migrate", crd, "--to", "v1", "--yes", "--concurrency", "2"}
+		},
 			func(t *testing.T, c *cluster) { c.storedAt(t, "v1") }},
 		{"retire", func(crd string) []string {
 			return []string{"retire", crd, "v1alpha1", "--remove", "--yes", "--concurrency", "2", "--allow-data-loss"}
