@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,4 +147,53 @@ func TestFlakyNetwork(t *testing.T) {
 		c.checkBackup(t, backup)
 		c.storedAt(t, "v1")
 	})
+}
+
+// TestServerGoneMidRewrite: the API server becomes unreachable in the middle of migrate's
+// rewrite. Gone for a second (a restart behind a load balancer), the run rides it out; gone for
+// 10 s it either rides it out too (each write is tried 8 times, each try up to 6 times by the
+// transport, with back-off: measured, it outlasted 40 s) or ends with exit 3 saying to run the
+// same command again, which then completes.
+func TestServerGoneMidRewrite(t *testing.T) {
+	proxy, err := testenv.StartSwitchProxy(envB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	kc, err := proxy.Kubeconfig(envB, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, down := range []time.Duration{time.Second, 10 * time.Second} {
+		t.Run(down.String(), func(t *testing.T) {
+			group := fmt.Sprintf("gone%d.example.com", int(down.Seconds()))
+			c := setup(t, envB, group, "g", 0)
+			c.createMany(t, "g", 1500)
+			user := newRunner(t)
+			args := []string{"migrate", "gadgets." + group, "--to", "v1", "--yes", "--concurrency", "2", "--kubeconfig", kc}
+			var once sync.Once
+			res := user.runKilled(func(line string, _ *os.Process) bool {
+				if strings.Contains(line, "is now v1") || strings.Contains(line, "storage version") {
+					once.Do(func() { go func() { time.Sleep(300 * time.Millisecond); proxy.Down(down) }() })
+				}
+				return false
+			}, args...)
+			if down < 5*time.Second {
+				if res.code != 0 {
+					t.Fatalf("migrate with the server gone %s: exit %d\n%s", down, res.code, res.stderr)
+				}
+			} else if res.code != 0 {
+				if res.code != 3 || !strings.Contains(res.stderr, "again") {
+					t.Fatalf("migrate with the server gone %s: exit %d, want 0, or 3 saying to run it again\n%s", down, res.code, res.stderr)
+				}
+				for time.Now().Before(proxy.UpAt()) {
+					time.Sleep(100 * time.Millisecond)
+				}
+				if res = user.run(args...); res.code != 0 {
+					t.Fatalf("migrate run again once the server is back: exit %d\n%s", res.code, res.stderr)
+				}
+			}
+			c.storedAt(t, "v1")
+		})
+	}
 }

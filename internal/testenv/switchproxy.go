@@ -31,6 +31,8 @@ type SwitchProxy struct {
 	to    *Env
 	conns map[net.Conn]struct{}
 	drop  float64
+	// downUntil: connections are refused until then (Down).
+	downUntil time.Time
 	rnd   *rand.Rand
 	// Dropped counts the connections cut on purpose.
 	dropped int
@@ -109,6 +111,25 @@ func (p *SwitchProxy) ResetEvery(interval time.Duration) (stop func() int) {
 	}
 }
 
+// Down makes the API server unreachable through the proxy for d (a restart, a tunnel that is
+// re-opened): every open connection is cut and new ones are closed at once until d has passed.
+func (p *SwitchProxy) Down(d time.Duration) {
+	p.mu.Lock()
+	p.downUntil = time.Now().Add(d)
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+	p.mu.Unlock()
+}
+
+// UpAt is when the proxy forwards again after Down.
+func (p *SwitchProxy) UpAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.downUntil
+}
+
 // Dropped is how many connections were cut on purpose.
 func (p *SwitchProxy) Dropped() int {
 	p.mu.Lock()
@@ -152,6 +173,11 @@ func (p *SwitchProxy) serve() {
 			return
 		}
 		to := p.to
+		if time.Now().Before(p.downUntil) {
+			p.mu.Unlock()
+			client.Close()
+			continue
+		}
 		cut := p.drop > 0 && p.rnd.Float64() < p.drop
 		early := cut && p.rnd.IntN(2) == 0
 		if cut {
