@@ -87,8 +87,11 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 		if st.DataLossAccepted {
 			cmd += " --allow-data-loss"
 		}
-		if st.Backup != nil && st.BackupProblem == "" {
+		switch {
+		case st.Backup != nil && st.BackupProblem == "":
 			cmd += " --backup " + st.Backup.File
+		case st.Backup == nil && st.BackupFile != "":
+			cmd += " --backup " + st.BackupFile // given, not taken yet
 		}
 		st.Command = cmd + " --yes"
 	case upgrade.NextStart:

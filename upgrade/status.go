@@ -42,6 +42,8 @@ type Status struct {
 	// it is the same file).
 	Backup        *Backup `json:"backup,omitempty"`
 	BackupProblem string  `json:"backupProblem,omitempty"`
+	// BackupFile is the backup file the recorded run was given (taken or not yet).
+	BackupFile string `json:"backupFile,omitempty"`
 	// CRDs are the release's CRDs as the cluster has them now.
 	CRDs []StatusCRD `json:"crds"`
 	// HeldBy is the run that holds the release's CRDs now ("" when none does).
@@ -124,6 +126,7 @@ func GetStatus(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.
 		if st.Done == nil {
 			st.Done = []string{}
 		}
+		st.BackupFile = cp.BackupFile
 		if cp.Backup != nil {
 			st.Backup = cp.Backup
 			if err := checkBackup(cp.Backup); err != nil {
