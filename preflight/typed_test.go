@@ -33,7 +33,7 @@ func TestTypeCheckerFindsEachChangedType(t *testing.T) {
 	obj := map[string]any{
 		"apiVersion": "typechange.example.com/v1", "kind": "Broker",
 		"metadata": map[string]any{"name": "text-config", "namespace": "default"},
-		"spec": map[string]any{"config": "retention: 7d\npartitions: 3\n", "hosts": "broker-0.example.com", "port": int64(9092), "replicas": int64(3)},
+		"spec":     map[string]any{"config": "retention: 7d\npartitions: 3\n", "hosts": "broker-0.example.com", "port": int64(9092), "replicas": int64(3)},
 	}
 	if got := c.Check(obj, "v1"); got != nil {
 		t.Fatalf("at v1: %v, want it to fit", got)
