@@ -42,6 +42,8 @@ type TypeMismatch struct {
 	// Expected is what the schema says: map, list, string, numeric (structured-merge-diff's
 	// words).
 	Expected string `json:"expected,omitempty"`
+	// Value is the value held, as JSON.
+	Value string `json:"value,omitempty"`
 	// Error is structured-merge-diff's error as the API server returns it.
 	Error string `json:"error"`
 	// Converted, when the value converts without loss to the expected type (a string holding
@@ -102,6 +104,9 @@ func (c *TypeChecker) Check(obj map[string]any, version string) []TypeMismatch {
 		m.Expected = expectedOf(ve.ErrorMessage)
 		if v, ok := valueAt(obj, ve.Path); ok {
 			m.ValueType = typeName(v)
+			if b, err := json.Marshal(v); err == nil {
+				m.Value = string(b)
+			}
 			m.Converted = convertValue(v, m.Expected)
 		}
 		out = append(out, m)
