@@ -24,6 +24,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
@@ -246,4 +247,71 @@ func convertValue(v any, expected string) string {
 		return ""
 	}
 	return string(b)
+}
+
+// atRisk reports whether a write of u may drop field managers: it has managedFields, and the
+// API server may fail to type it (a value that does not fit the target's typed schema, or the
+// schema of a version its entries name, or an entry of a version the CRD lacks; with a
+// conversion webhook, any entry of another version than the target).
+func (e *evaluation) atRisk(u *unstructured.Unstructured) bool {
+	mf := u.GetManagedFields()
+	if len(mf) == 0 {
+		return false
+	}
+	if e.types == nil {
+		return true
+	}
+	versions := map[string]bool{e.r.Target: true}
+	for _, m := range mf {
+		gv, err := schema.ParseGroupVersion(m.APIVersion)
+		if err != nil || gv.Group != e.crd.Spec.Group {
+			continue
+		}
+		versions[gv.Version] = true
+	}
+	none := e.r.Strategy == string(apiextensionsv1.NoneConverter)
+	for v := range versions {
+		if !hasVersion(e.crd, v) || v != e.r.Target && !none {
+			return true
+		}
+		if e.types.Check(u.Object, v) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func hasVersion(crd *apiextensionsv1.CustomResourceDefinition, v string) bool {
+	for _, x := range crd.Spec.Versions {
+		if x.Name == v {
+			return true
+		}
+	}
+	return false
+}
+
+// lostManagers compares the managedFields of an object (before) with those of its write as
+// the API server returns it (after): the entries gone, by manager, operation and subresource,
+// worded "manager (Operation at apiVersion)"; reset when after has none at all.
+func lostManagers(before, after []metav1.ManagedFieldsEntry) ([]string, bool) {
+	type key struct {
+		manager, sub string
+		op           metav1.ManagedFieldsOperationType
+	}
+	kept := map[key]bool{}
+	for _, m := range after {
+		kept[key{m.Manager, m.Subresource, m.Operation}] = true
+	}
+	var lost []string
+	for _, m := range before {
+		if kept[key{m.Manager, m.Subresource, m.Operation}] {
+			continue
+		}
+		s := fmt.Sprintf("%s (%s at %s", m.Manager, m.Operation, m.APIVersion)
+		if m.Subresource != "" {
+			s += ", /" + m.Subresource
+		}
+		lost = append(lost, s+")")
+	}
+	return lost, len(lost) > 0 && len(after) == 0
 }
