@@ -28,6 +28,10 @@ const (
 	// KindManagedFields: server-side apply fails on objects whose managedFields name a version
 	// the release removes, or an applier (GitOps) still writes a version that goes away.
 	KindManagedFields Kind = "managed-fields"
+	// KindOwnershipLoss: the preflight's server dry run of a rewrite drops field managers of
+	// objects. Plan does not make this finding (it sends no dry run): migrate, retire and
+	// upgrade do, before their first write.
+	KindOwnershipLoss Kind = "ownership-loss"
 	// KindUnknown: the plan cannot tell whether something live breaks (status.storedVersions
 	// not known, objects not evaluated, a webhook unreachable, the encoding version unknown).
 	KindUnknown Kind = "unknown"
@@ -142,6 +146,8 @@ var decisions = []Decision{
 		Upgrade: UpgradeRefuses, UpgradeExit: 1},
 	{Kind: KindManagedFields, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionRetire, ActionChangeWriters},
 		Upgrade: UpgradeCarriesOut, UpgradeExit: 0},
+	{Kind: KindOwnershipLoss, Verdict: VerdictBreaking, PlanExit: 1,
+		Upgrade: UpgradeRefuses, Override: OverrideAllowOwnershipLoss, UpgradeExit: 1, UpgradeExitOverridden: 0},
 	{Kind: KindUnknown, Verdict: VerdictUnknown, PlanExit: 1, Runbook: []string{ActionBackup},
 		Upgrade: UpgradeRefuses, Override: OverrideAllowDataLoss, UpgradeExit: 1, UpgradeExitOverridden: 0, Consent: OverrideAllowDataLoss},
 	{Kind: KindInvalidOnRecreate, Verdict: VerdictInvalidOnRecreate, PlanExit: 1, Runbook: []string{ActionFixRecreate}, Manual: true,

@@ -217,6 +217,9 @@ func Advice(r *Report) []string {
 	if r.RejectedCount > 0 {
 		out = append(out, fmt.Sprintf("fix the objects listed so that a write at %s is accepted (the errors are the API server's), e.g. kubectl edit %s.%s.%s NAME -n NAMESPACE", r.Target, r.Resource, r.Target, r.Group))
 	}
+	if r.OwnershipLossCount > 0 {
+		out = append(out, fmt.Sprintf("the managers listed lose their managedFields entries when the objects are written at %s: the API server cannot type the objects there (kubectl crdver plan lists the values that do not fit, with a patch where they convert without loss) or their entries name a version it cannot convert to; fix that before the rewrite, or re-apply from each manager's source afterwards", r.Target))
+	}
 	out = append(out, serveAdvice(r)...)
 	if len(r.Unknown) > 0 {
 		out = append(out, "what is unknown could not be evaluated: make it evaluable (see the reasons) before writing")
