@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -60,5 +61,25 @@ func TestTypeCheckerFindsEachChangedType(t *testing.T) {
 		"metadata": map[string]any{"name": "opaque"}, "spec": map[string]any{"config": "just words"}}
 	if got := c.Check(opaque, "v2"); len(got) != 1 || got[0].Converted != "" || got[0].Expected != "map" {
 		t.Errorf("opaque at v2: %+v, want one mismatch at .spec.config that does not convert", got)
+	}
+}
+
+// TestLostManagers: entries are matched by manager, operation and subresource (a relabelled
+// apiVersion or a new entry is no loss); no entry left at all is a reset.
+func TestLostManagers(t *testing.T) {
+	e := func(m string, op metav1.ManagedFieldsOperationType, v, sub string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: m, Operation: op, APIVersion: "g/" + v, Subresource: sub}
+	}
+	before := []metav1.ManagedFieldsEntry{e("editor", "Update", "v1", ""), e("gitops", "Apply", "v1", ""), e("ctl", "Update", "v1", "status")}
+	lost, reset := lostManagers(before, []metav1.ManagedFieldsEntry{e("editor", "Update", "v2", ""), e("gitops", "Apply", "v1", ""), e("crdver", "Update", "v2", "")})
+	if want := []string{"ctl (Update at g/v1, /status)"}; !cmp.Equal(lost, want) || reset {
+		t.Errorf("lost %v reset %v, want %v", lost, reset, want)
+	}
+	lost, reset = lostManagers(before, nil)
+	if len(lost) != 3 || !reset {
+		t.Errorf("all gone: lost %v reset %v", lost, reset)
+	}
+	if lost, reset := lostManagers(nil, nil); lost != nil || reset {
+		t.Errorf("nothing before: %v %v", lost, reset)
 	}
 }
