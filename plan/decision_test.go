@@ -1,13 +1,13 @@
 package plan
 
 import (
-	"github.com/crdver/kubectl-crdver/preflight"
-
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/crdver/kubectl-crdver/preflight"
 )
 
 // TestDecisionTableDocumented: docs/decision-table.md has one row per kind of the code's table,
