@@ -546,8 +546,8 @@ func valuesStep(p *crdPlan, file string) (RunbookStep, bool) {
 	default:
 		how = "no value converts without loss: edit each"
 	}
-	why := fmt.Sprintf("%s of %s %s values whose type does not fit the typed schema of %s, as listed: the API server accepts %s no-op writes (it ratchets unchanged fields), but server-side apply fails on %s, a rewrite cannot record %s field ownership (servers before 1.37 drop all of %s managedFields) and a re-create as read is rejected. Change the values %s: %s; then kubectl crdver plan -f %s no longer lists %s",
-		objects(len(objs)), p.next.Name, agree(len(objs), "holds", "hold"), v, agree(len(objs), "its", "their"), agree(len(objs), "it", "them"), agree(len(objs), "its", "their"), agree(len(objs), "its", "their"), when, how, file, agree(len(objs), "it", "them"))
+	why := fmt.Sprintf("%s of %s %s values whose type does not fit the typed schema of %s, as listed: the API server accepts %s no-op writes (it ratchets unchanged fields), but server-side apply fails on %s, a rewrite cannot record %s field ownership (servers before 1.37 drop all of %s managedFields) and a re-create as read is rejected. Change the values %s: %s; then kubectl crdver plan -f %s no longer lists %s. Server-side apply works again once the objects' managedFields entries of other versions are moved to %s (the migrate and retire steps do it within their rewrite): an entry of a version whose schema the new value does not fit fails it too",
+		objects(len(objs)), p.next.Name, agree(len(objs), "holds", "hold"), v, agree(len(objs), "its", "their"), agree(len(objs), "it", "them"), agree(len(objs), "its", "their"), agree(len(objs), "its", "their"), when, how, file, agree(len(objs), "it", "them"), v)
 	if len(cmds) > 2*objectsShown {
 		cmds = append(cmds[:2*objectsShown:2*objectsShown], fmt.Sprintf("… and %d more (kubectl crdver plan -o json lists them all)", len(objs)-objectsShown))
 	}
