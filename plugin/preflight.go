@@ -214,7 +214,7 @@ func printPreflight(w io.Writer, r *preflight.Report, noHeaders bool) error {
 			if x.Reset {
 				lost = "all: " + lost
 			}
-			t.add(objectName(x.Namespace, x.Name), shorten(lost, 100))
+			t.add(objectName(x.Namespace, x.Name), shorten(lost, 240))
 		}
 		if err := t.print(w, noHeaders); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,7 +19,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/google/go-cmp/cmp"
+
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
@@ -206,4 +210,105 @@ func TestTypeChangeFromPlanToFix(t *testing.T) {
 	}
 	res = runCluster(t, "plan", "-f", newFile)
 	t.Logf("plan after migrate: exit %d\n%s", res.code, res.stdout)
+}
+
+// olderServer starts kube-apiserver 1.34 (when built; the test is skipped otherwise, nothing
+// is built here) and makes it the package's env for the rest of the test.
+func olderServer(t *testing.T) {
+	t.Helper()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = os.Getenv("CRDVER_TEST_ASSETS")
+	}
+	cache := filepath.Dir(filepath.Dir(filepath.Dir(assets)))
+	cmd := exec.Command("bash", repoFile("hack", "build-test-binaries.sh"), "--kube", "1.34", "--dir")
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache)
+	out, err := cmd.Output()
+	if _, serr := os.Stat(filepath.Join(strings.TrimSpace(string(out)), "kube-apiserver")); assets == "" || err != nil || serr != nil {
+		t.Skip("kube-apiserver 1.34 is not built (hack/build-test-binaries.sh --kube 1.34)")
+	}
+	xdg := os.Getenv("XDG_CACHE_HOME")
+	t.Setenv("XDG_CACHE_HOME", cache)
+	older, err := testenv.Start(testenv.Options{KubeMinor: "1.34"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", xdg)
+	current := env
+	env = older
+	t.Cleanup(func() { env = current; older.Stop() })
+}
+
+// TestOwnershipConsentOnOlderServer: on kube-apiserver 1.34, which drops every managedFields
+// entry of an object it cannot type, migrate refuses before any write even with
+// --allow-data-loss, listing the objects and managers; with --allow-ownership-loss it goes on,
+// and exactly the listed objects lose exactly the listed managers (the others keep theirs).
+func TestOwnershipConsentOnOlderServer(t *testing.T) {
+	olderServer(t)
+	ctx := context.Background()
+	const group = "typechange.old.plugin.example.com"
+	live := typechangeCRD(t, "live.yaml", group)
+	next := typechangeCRD(t, "new.yaml", group)
+	registerCRD(t, live)
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	ri := func(v string) dynamic.ResourceInterface {
+		return dyn.Resource(schema.GroupVersionResource{Group: group, Version: v, Resource: "brokers"}).Namespace("default")
+	}
+	specs := map[string]map[string]any{
+		"text-config": {"config": "a: 1\n", "hosts": "h", "port": int64(1)},
+		"plain":       {"replicas": int64(1)},
+	}
+	for n, spec := range specs {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": "Broker",
+			"metadata": map[string]any{"name": n, "namespace": "default"}, "spec": spec}}
+		if _, err := ri("v1").Create(ctx, u, metav1.CreateOptions{FieldManager: "editor"}); err != nil {
+			t.Fatal(err)
+		}
+		body := `{"apiVersion":"` + group + `/v1","kind":"Broker","metadata":{"name":"` + n + `","namespace":"default","labels":{"team":"data"}}}`
+		if _, err := ri("v1").Patch(ctx, n, types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: "gitops"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := apiextensionsclient.NewForConfigOrDie(env.Config)
+	cur, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, live.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Versions = next.Spec.Versions
+	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.WaitEstablished(ctx, live.Name); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := func() (map[string]string, map[string][]string) {
+		rvs, mgrs := map[string]string{}, map[string][]string{}
+		for n := range specs {
+			u, err := ri("v2").Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rvs[n], mgrs[n] = u.GetResourceVersion(), managersOf(u)
+		}
+		return rvs, mgrs
+	}
+	rvs, mgrs := snapshot()
+	dir := t.TempDir()
+	res := runCluster(t, "migrate", live.Name, "--to", "v2", "--yes", "--quiet", "--allow-data-loss", "--skip-invalid", "--checkpoint", filepath.Join(dir, "cp.json"))
+	if res.code != 1 {
+		t.Fatalf("migrate --allow-data-loss: exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	mustContain(t, "refusal", res.stdout, "1 object would lose field managers", "default/text-config", "all: gitops (Apply at", "editor (Update at")
+	mustContain(t, "refusal", res.stderr, "nothing was written", "--allow-ownership-loss")
+	if after, _ := snapshot(); !cmp.Equal(after, rvs) {
+		t.Errorf("the refused migrate wrote: %v → %v", rvs, after)
+	}
+	res = runCluster(t, "migrate", live.Name, "--to", "v2", "--yes", "--quiet", "--allow-ownership-loss", "--checkpoint", filepath.Join(dir, "cp.json"))
+	if res.code != 0 {
+		t.Fatalf("migrate --allow-ownership-loss: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	_, after := snapshot()
+	if len(after["text-config"]) != 0 || !cmp.Equal(after["plain"], mgrs["plain"]) {
+		t.Errorf("managers after the consented migrate: %v (before %v): text-config should have lost exactly its listed two, plain none", after, mgrs)
+	}
 }
