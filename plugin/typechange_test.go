@@ -239,14 +239,11 @@ func olderServer(t *testing.T) {
 	t.Cleanup(func() { env = current; older.Stop() })
 }
 
-// TestOwnershipConsentOnOlderServer: on kube-apiserver 1.34, which drops every managedFields
-// entry of an object it cannot type, migrate refuses before any write even with
-// --allow-data-loss, listing the objects and managers; with --allow-ownership-loss it goes on,
-// and exactly the listed objects lose exactly the listed managers (the others keep theirs).
-func TestOwnershipConsentOnOlderServer(t *testing.T) {
-	olderServer(t)
+// typechangeApplied sets up the typechange pair on env with the new CRD applied (objects
+// written at v1 by editor and applied by gitops), and returns the CRD's name and a snapshot
+// function: resourceVersion and managers per object.
+func typechangeApplied(t *testing.T, group string) (string, func() (map[string]string, map[string][]string)) {
 	ctx := context.Background()
-	const group = "typechange.old.plugin.example.com"
 	live := typechangeCRD(t, "live.yaml", group)
 	next := typechangeCRD(t, "new.yaml", group)
 	registerCRD(t, live)
@@ -292,9 +289,20 @@ func TestOwnershipConsentOnOlderServer(t *testing.T) {
 		}
 		return rvs, mgrs
 	}
+	return live.Name, snapshot
+}
+
+// TestOwnershipConsentOnOlderServer: on kube-apiserver 1.34, which drops every managedFields
+// entry of an object it cannot type, migrate refuses before any write even with
+// --allow-data-loss, listing the objects and managers; with --allow-ownership-loss it goes on,
+// and exactly the listed objects lose exactly the listed managers (the others keep theirs).
+func TestOwnershipConsentOnOlderServer(t *testing.T) {
+	olderServer(t)
+	name, snapshot := typechangeApplied(t, "typechange.old.plugin.example.com")
+	const group = "typechange.old.plugin.example.com"
 	rvs, mgrs := snapshot()
 	dir := t.TempDir()
-	res := runCluster(t, "migrate", live.Name, "--to", "v2", "--yes", "--quiet", "--allow-data-loss", "--skip-invalid", "--checkpoint", filepath.Join(dir, "cp.json"))
+	res := runCluster(t, "migrate", name, "--to", "v2", "--yes", "--quiet", "--allow-data-loss", "--skip-invalid", "--checkpoint", filepath.Join(dir, "cp.json"))
 	if res.code != 1 {
 		t.Fatalf("migrate --allow-data-loss: exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
@@ -303,12 +311,36 @@ func TestOwnershipConsentOnOlderServer(t *testing.T) {
 	if after, _ := snapshot(); !cmp.Equal(after, rvs) {
 		t.Errorf("the refused migrate wrote: %v → %v", rvs, after)
 	}
-	res = runCluster(t, "migrate", live.Name, "--to", "v2", "--yes", "--quiet", "--allow-ownership-loss", "--checkpoint", filepath.Join(dir, "cp.json"))
+	res = runCluster(t, "migrate", name, "--to", "v2", "--yes", "--quiet", "--allow-ownership-loss", "--checkpoint", filepath.Join(dir, "cp.json"))
 	if res.code != 0 {
 		t.Fatalf("migrate --allow-ownership-loss: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
 	_, after := snapshot()
 	if len(after["text-config"]) != 0 || !cmp.Equal(after["plain"], mgrs["plain"]) {
 		t.Errorf("managers after the consented migrate: %v (before %v): text-config should have lost exactly its listed two, plain none", after, mgrs)
+	}
+}
+
+// TestRetireOwnershipConsentOnOlderServer: retire of v1 (moving to v2) on kube-apiserver 1.34
+// refuses before any write with --allow-data-loss alone, listing the managers; with
+// --allow-ownership-loss it goes on, and only the listed object loses managers.
+func TestRetireOwnershipConsentOnOlderServer(t *testing.T) {
+	olderServer(t)
+	name, snapshot := typechangeApplied(t, "typechange.retire.plugin.example.com")
+	rvs, mgrs := snapshot()
+	dir := t.TempDir()
+	res := runCluster(t, "retire", name, "v1", "--to", "v2", "--yes", "--quiet", "--allow-data-loss", "--checkpoint", filepath.Join(dir, "cp.json"))
+	if res.code != 1 {
+		t.Fatalf("retire --allow-data-loss: exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	mustContain(t, "refusal", res.stdout+res.stderr, "1 object would lose field managers", "default/text-config", "--allow-ownership-loss")
+	if after, _ := snapshot(); !cmp.Equal(after, rvs) {
+		t.Errorf("the refused retire wrote: %v → %v", rvs, after)
+	}
+	res = runCluster(t, "retire", name, "v1", "--to", "v2", "--yes", "--quiet", "--allow-ownership-loss", "--checkpoint", filepath.Join(dir, "cp.json"))
+	t.Logf("retire --allow-ownership-loss: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	_, after := snapshot()
+	if len(after["text-config"]) != 0 || len(after["plain"]) != len(mgrs["plain"]) {
+		t.Errorf("managers after the consented retire: %v (before %v): text-config should have lost its two, plain none", after, mgrs)
 	}
 }
