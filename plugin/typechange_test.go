@@ -323,7 +323,8 @@ func TestOwnershipConsentOnOlderServer(t *testing.T) {
 
 // TestRetireOwnershipConsentOnOlderServer: retire of v1 (moving to v2) on kube-apiserver 1.34
 // refuses before any write with --allow-data-loss alone, listing the managers; with
-// --allow-ownership-loss it goes on, and only the listed object loses managers.
+// --allow-ownership-loss it goes on, only the listed object loses managers, and it ends with
+// exit 0.
 func TestRetireOwnershipConsentOnOlderServer(t *testing.T) {
 	olderServer(t)
 	name, snapshot := typechangeApplied(t, "typechange.retire.plugin.example.com")
@@ -338,7 +339,9 @@ func TestRetireOwnershipConsentOnOlderServer(t *testing.T) {
 		t.Errorf("the refused retire wrote: %v → %v", rvs, after)
 	}
 	res = runCluster(t, "retire", name, "v1", "--to", "v2", "--yes", "--quiet", "--allow-ownership-loss", "--checkpoint", filepath.Join(dir, "cp.json"))
-	t.Logf("retire --allow-ownership-loss: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	if res.code != 0 {
+		t.Errorf("retire --allow-ownership-loss: exit %d, want 0 (the losses are those consented to)\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
 	_, after := snapshot()
 	if len(after["text-config"]) != 0 || len(after["plain"]) != len(mgrs["plain"]) {
 		t.Errorf("managers after the consented retire: %v (before %v): text-config should have lost its two, plain none", after, mgrs)
