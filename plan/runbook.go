@@ -535,7 +535,7 @@ func valuesStep(p *crdPlan, file string) (RunbookStep, bool) {
 	if lv, err := crdinfo.Lookup(p.live, v); err == nil && lv.Served && equalSchemas(p.live, p.next, v) {
 		when = "before or after the apply"
 	} else {
-		when = fmt.Sprintf("right after the apply, before any storage step (the live CRD does not serve %s with this schema yet)", v)
+		when = fmt.Sprintf("as soon as the cluster serves %s with this schema (the intermediate CRDs of the storage steps below, else the apply), before the objects are rewritten (the live CRD does not serve it yet)", v)
 	}
 	how := ""
 	switch {

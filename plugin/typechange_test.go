@@ -128,6 +128,12 @@ func TestTypeChangeFromPlanToFix(t *testing.T) {
 	}
 	human := runCluster(t, "plan", "-f", newFile)
 	mustContain(t, "plan", human.stdout, "default/text-config: type: .spec.config is string, v2 expects map", "kubectl patch brokers.v2."+group+" text-config -n default --type=json")
+	for _, c := range step.Commands {
+		if strings.HasPrefix(c, "kubectl patch ") {
+			// The patch is printed whole (a line break inside its quotes would change it).
+			mustContain(t, "plan's runbook", human.stdout, c[strings.Index(c, "'"):])
+		}
+	}
 
 	// Upgrade refuses before any write.
 	before := map[string]string{}
