@@ -302,7 +302,8 @@ func waitNewSchema(t *testing.T, ctx context.Context, crd *apiextensionsv1.Custo
 	}
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := resource(crd, version, dyn, "default").Create(ctx, probe.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
-		return err == nil || !strings.Contains(err.Error(), `unknown field "spec.canary"`), nil
+		// A 404: the version is new and not served yet.
+		return err == nil || !apierrors.IsNotFound(err) && !strings.Contains(err.Error(), `unknown field "spec.canary"`), nil
 	})
 	if err != nil {
 		t.Fatalf("the API server did not pick up the new CRD: %v", err)

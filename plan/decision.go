@@ -21,9 +21,17 @@ const (
 	// KindRejectedWrite: an object's next write (the rewrite of a storage migration, a
 	// controller's update) is rejected by the new schema even with ratcheting.
 	KindRejectedWrite Kind = "rejected-write"
+	// KindTypeMismatch: stored values whose type or shape (scalar, list, map) does not fit the
+	// typed schema of the version they are read at: server-side apply fails on the objects, a
+	// rewrite cannot keep their field ownership, a re-create as read is rejected.
+	KindTypeMismatch Kind = "type-mismatch"
 	// KindManagedFields: server-side apply fails on objects whose managedFields name a version
 	// the release removes, or an applier (GitOps) still writes a version that goes away.
 	KindManagedFields Kind = "managed-fields"
+	// KindOwnershipLoss: the preflight's server dry run of a rewrite drops field managers of
+	// objects. Plan does not make this finding (it sends no dry run): migrate, retire and
+	// upgrade do, before their first write.
+	KindOwnershipLoss Kind = "ownership-loss"
 	// KindUnknown: the plan cannot tell whether something live breaks (status.storedVersions
 	// not known, objects not evaluated, a webhook unreachable, the encoding version unknown).
 	KindUnknown Kind = "unknown"
@@ -94,6 +102,9 @@ const (
 const (
 	OverrideAllowDataLoss = "allow-data-loss"
 	OverrideSkipInvalid   = "skip-invalid"
+	// OverrideAllowOwnershipLoss: the rewrite may drop field managers (managedFields entries)
+	// that its server dry run shows lost; --allow-data-loss does not consent to that.
+	OverrideAllowOwnershipLoss = "allow-ownership-loss"
 )
 
 // Decision is one row of the decision table.
@@ -131,8 +142,12 @@ var decisions = []Decision{
 		Upgrade: UpgradeRefuses, Override: OverrideAllowDataLoss, UpgradeExit: 1, UpgradeExitOverridden: 0, Consent: OverrideAllowDataLoss},
 	{Kind: KindRejectedWrite, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionFixObjects}, Manual: true,
 		Upgrade: UpgradeRefuses, Override: OverrideSkipInvalid, UpgradeExit: 1, UpgradeExitOverridden: 1},
+	{Kind: KindTypeMismatch, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionFixValues}, Manual: true,
+		Upgrade: UpgradeRefuses, UpgradeExit: 1},
 	{Kind: KindManagedFields, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionRetire, ActionChangeWriters},
 		Upgrade: UpgradeCarriesOut, UpgradeExit: 0},
+	{Kind: KindOwnershipLoss, Verdict: VerdictBreaking, PlanExit: 1,
+		Upgrade: UpgradeRefuses, Override: OverrideAllowOwnershipLoss, UpgradeExit: 1, UpgradeExitOverridden: 0},
 	{Kind: KindUnknown, Verdict: VerdictUnknown, PlanExit: 1, Runbook: []string{ActionBackup},
 		Upgrade: UpgradeRefuses, Override: OverrideAllowDataLoss, UpgradeExit: 1, UpgradeExitOverridden: 0, Consent: OverrideAllowDataLoss},
 	{Kind: KindInvalidOnRecreate, Verdict: VerdictInvalidOnRecreate, PlanExit: 1, Runbook: []string{ActionFixRecreate}, Manual: true,
@@ -208,7 +223,8 @@ func VerdictText(v string) string {
 
 // Kinds is what the finding is about, by the decision table: data-loss (fields pruned on
 // read), unknown (fields pruned if encoded at another version), rejected-write (the no-op
-// update is rejected), invalid-on-recreate (only a re-create is rejected, for a reason other
+// update is rejected), type-mismatch (values that do not fit the read version's typed schema),
+// invalid-on-recreate (only a re-create is rejected, for a reason other
 // than the fields it loses).
 func (f *Finding) kinds() []Kind {
 	var out []Kind
@@ -217,6 +233,9 @@ func (f *Finding) kinds() []Kind {
 	}
 	if len(f.PossiblyPrunedOnRead) > 0 {
 		out = append(out, KindUnknown)
+	}
+	if len(f.TypeMismatches) > 0 {
+		out = append(out, KindTypeMismatch)
 	}
 	switch {
 	case len(f.UpdateErrors) > 0:

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/crdver/kubectl-crdver/preflight"
 )
 
 // TestDecisionTableDocumented: docs/decision-table.md has one row per kind of the code's table,
@@ -102,6 +104,7 @@ func TestFindingKinds(t *testing.T) {
 		{"write rejected", Finding{CreateErrors: []string{"spec.size: Required value"}, UpdateErrors: []string{"spec.size: Required value"}}, []Kind{KindRejectedWrite}},
 		{"maybe loses", Finding{PossiblyPrunedOnRead: []string{"spec.x"}}, []Kind{KindUnknown}},
 		{"defaulted only", Finding{DefaultedOnRead: []string{"spec.mode"}}, nil},
+		{"type mismatch", Finding{TypeMismatches: []preflight.TypeMismatch{{Path: ".spec.config"}}, TypeRecreateErrors: []string{"spec.config: Invalid value"}}, []Kind{KindTypeMismatch}},
 	} {
 		if got := c.f.kinds(); !slices.Equal(got, c.want) {
 			t.Errorf("%s: kinds %v, want %v", c.name, got, c.want)

@@ -111,7 +111,9 @@ func judge(live *apiextensionsv1.CustomResourceDefinition, it *Item) {
 	}
 
 	// Objects, each by its kinds.
-	var pruned, possibly, updates, recreates []string
+	var pruned, possibly, updates, recreates, mistyped []string
+	var mistypedPaths []string
+	firstMismatch := ""
 	var prunedPaths, possiblyPaths []string
 	for i := range it.Objects.Findings {
 		f := &it.Objects.Findings[i]
@@ -129,6 +131,14 @@ func judge(live *apiextensionsv1.CustomResourceDefinition, it *Item) {
 				updates = append(updates, name)
 			case KindInvalidOnRecreate:
 				recreates = append(recreates, name)
+			case KindTypeMismatch:
+				mistyped = append(mistyped, name)
+				if firstMismatch == "" {
+					firstMismatch = f.TypeMismatches[0].Error
+				}
+				for _, m := range f.TypeMismatches {
+					mistypedPaths = union(mistypedPaths, []string{strings.TrimPrefix(m.Path, ".")})
+				}
 			}
 		}
 	}
@@ -137,6 +147,10 @@ func judge(live *apiextensionsv1.CustomResourceDefinition, it *Item) {
 	}
 	if len(updates) > 0 {
 		add(KindRejectedWrite, fmt.Sprintf("%s would be rejected on the next update (a controller's write): %s", objectsCount(len(updates)), names(updates)))
+	}
+	if len(mistyped) > 0 {
+		add(KindTypeMismatch, fmt.Sprintf("%s %s values whose type does not fit the typed schema of %s (%s): server-side apply fails on %s (the API server: failed to create typed live object …: %s), a rewrite cannot record %s field ownership (servers before 1.37 drop all of %s managedFields), and a re-create as read is rejected: %s",
+			objectsCount(len(mistyped)), agree(len(mistyped), "holds", "hold"), it.Objects.ReadVersion, strings.Join(mistypedPaths, ", "), agree(len(mistyped), "it", "them"), firstMismatch, agree(len(mistyped), "its", "their"), agree(len(mistyped), "its", "their"), names(mistyped)))
 	}
 	if len(recreates) > 0 {
 		add(KindInvalidOnRecreate, fmt.Sprintf("%s %s the new schema: writes are accepted (the API server ratchets unchanged fields), but a re-create as listed (a restore, a GitOps replace) is rejected: %s",

@@ -18,6 +18,7 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/ownership"
+	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/preview"
 )
 
@@ -34,6 +35,8 @@ type evaluator struct {
 	liveWebhook    bool
 	fv             preview.FieldValidation
 	readDeprecated bool
+	// types types objects as the API server does for server-side apply (nil: not checked).
+	types *preflight.TypeChecker
 }
 
 // objResult is one evaluated object.
@@ -120,6 +123,23 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 			warnings = warnings[1:] // the version's deprecation warning comes first
 		}
 		f.UpdateWarnings = warnings
+	}
+
+	// Server-side apply and field ownership: the object as read must fit the read version's
+	// typed schema (a value stored under another type ratchets through validation, not
+	// through typing).
+	if primary != nil && primary.Converted && e.types != nil {
+		if tm := e.types.Check(primary.Object, e.readVersion); len(tm) > 0 {
+			f.TypeMismatches = tm
+			hr, err := e.recreate(ctx, p, (&unstructured.Unstructured{Object: primary.Object}).DeepCopy(), u.GetNamespace())
+			if err != nil {
+				res.err = fmt.Errorf("%s: re-create as read under the new CRD: %w", where, err)
+				return res
+			}
+			if !hr.Accepted() {
+				f.TypeRecreateErrors = errorTexts(hr.Errors)
+			}
+		}
 	}
 
 	// A re-create from a backup or a GitOps repository: the object as listed.

@@ -17,6 +17,7 @@ import (
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/crdschema"
 	"github.com/crdver/kubectl-crdver/kubeversion"
+	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/preview"
 )
 
@@ -185,6 +186,11 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	case len(e.encodings) == 0:
 		it.Objects.Notes = append(it.Objects.Notes, "objects not evaluated: the new CRD has none of the versions they are stored at")
 		return nil
+	}
+	if tc, err := preflight.NewTypeChecker(next); err == nil {
+		e.types = tc
+	} else {
+		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("whether the objects fit the typed schema server-side apply uses was not evaluated: %v", err))
 	}
 	if v, _ := crdinfo.Lookup(next, e.readVersion); v != nil && v.Deprecated {
 		e.readDeprecated = true

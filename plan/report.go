@@ -10,6 +10,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/ownership"
+	"github.com/crdver/kubectl-crdver/preflight"
 )
 
 // Report is the result of planning one or more CRDs.
@@ -246,14 +247,23 @@ type Finding struct {
 	PossiblyPrunedOnRead []string `json:"possiblyPrunedOnRead,omitempty"`
 	// Notes: where the answer depends on what the API cannot show (the encoding version).
 	Notes []string `json:"notes,omitempty"`
+	// TypeMismatches: values whose type (or shape: scalar, list, map) does not fit the typed
+	// schema of the read version (the API server's typing for server-side apply and
+	// managedFields): every server-side apply of the object fails, a rewrite cannot record
+	// field ownership (servers before 1.37 drop all of its managedFields), and a re-create as
+	// read is rejected (TypeRecreateErrors).
+	TypeMismatches []preflight.TypeMismatch `json:"typeMismatches,omitempty"`
+	// TypeRecreateErrors: the API server's errors for a create of the object as read at the
+	// read version (the values that do not fit are rejected there).
+	TypeRecreateErrors []string `json:"typeRecreateErrors,omitempty"`
 	// Kinds are the finding's kinds (decision table): data-loss, unknown, rejected-write,
-	// invalid-on-recreate.
+	// type-mismatch, invalid-on-recreate.
 	Kinds []Kind `json:"kinds,omitempty"`
 }
 
 // losesOrRejected reports whether the finding is breaking.
 func (f *Finding) losesOrRejected() bool {
-	return len(f.PrunedOnRead) > 0 || len(f.PossiblyPrunedOnRead) > 0 || len(f.CreateErrors) > 0 || len(f.UpdateErrors) > 0
+	return len(f.PrunedOnRead) > 0 || len(f.PossiblyPrunedOnRead) > 0 || len(f.CreateErrors) > 0 || len(f.UpdateErrors) > 0 || len(f.TypeMismatches) > 0
 }
 
 func (f *Finding) empty() bool {

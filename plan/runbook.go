@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 
@@ -29,6 +30,10 @@ const (
 	// ActionFixRecreate: objects invalid on re-create (their writes are accepted, a re-create is
 	// rejected): a person fixes them, before or after the apply.
 	ActionFixRecreate = "fix-invalid-on-recreate"
+	// ActionFixValues: objects holding values whose type does not fit the new storage version's
+	// schema (server-side apply fails on them): a person changes each value, with the commands
+	// given where it converts without loss.
+	ActionFixValues = "fix-values"
 	// ActionConvertObjects: objects that lose fields when re-encoded at the new storage version.
 	ActionConvertObjects = "convert-objects"
 	// ActionChangeWriters: field managers that write a version the release removes or unserves.
@@ -267,6 +272,9 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 				Objects: capList(losing), Commands: capList(losingCmds),
 				Why: fmt.Sprintf("fields the new version %[3]s lacks are held by %[1]s of %[2]s: rewriting at %[3]s drops them from etcd. Move the data to the fields %[3]s has (the release's own migration guide says how), or accept the loss: kubectl crdver upgrade refuses unless --allow-data-loss; the backup below keeps it", objects(len(losing)), p.next.Name, p.storage)})
 		}
+		if st, ok := valuesStep(p, file); ok {
+			add(st)
+		}
 		if st, ok := recreateStep(p); ok {
 			add(st)
 		}
@@ -478,6 +486,117 @@ func (p *crdPlan) unreadStored() []string {
 		}
 	}
 	return out
+}
+
+// valuesStep is the step for a person about the CRD's objects holding values whose type does
+// not fit the new storage version's typed schema (decision table: KindTypeMismatch): each
+// object, field, the value's type and the expected one; for the values that convert without
+// loss, what each becomes and a JSON patch that changes it only if it is still the value
+// listed (a test operation first); for the others, the commands to look at and edit the object.
+func valuesStep(p *crdPlan, file string) (RunbookStep, bool) {
+	v := p.it.Objects.ReadVersion
+	if v == "" {
+		v = p.storage
+	}
+	resource := p.next.Spec.Names.Plural + "." + v + "." + p.next.Spec.Group
+	var objs, cmds []string
+	var patched, edited int
+	for _, f := range p.it.Objects.Findings {
+		if len(f.TypeMismatches) == 0 {
+			continue
+		}
+		var what []string
+		var ops []string
+		convertible := true
+		for _, m := range f.TypeMismatches {
+			line := fmt.Sprintf("%s is %s, %s expects %s", m.Path, orEmpty(m.ValueType, "a value"), v, orEmpty(m.Expected, "another type"))
+			ptr, ok := jsonPointer(m.Path)
+			if m.Converted == "" || !ok || m.Value == "" {
+				convertible = false
+				what = append(what, line+" (no lossless conversion: for you to decide)")
+				continue
+			}
+			what = append(what, line+" → "+m.Converted)
+			ops = append(ops, fmt.Sprintf(`{"op":"test","path":%q,"value":%s}`, ptr, m.Value), fmt.Sprintf(`{"op":"replace","path":%q,"value":%s}`, ptr, m.Converted))
+		}
+		objs = append(objs, objectName(&f)+": "+strings.Join(what, "; "))
+		if convertible {
+			patched++
+			cmds = append(cmds, patchCommand(resource, f, "["+strings.Join(ops, ",")+"]"))
+		} else {
+			edited++
+			cmds = append(cmds, getCommand(resource, f), editCommand(resource, f))
+		}
+	}
+	if len(objs) == 0 {
+		return RunbookStep{}, false
+	}
+	var when string
+	if lv, err := crdinfo.Lookup(p.live, v); err == nil && lv.Served && equalSchemas(p.live, p.next, v) {
+		when = "before or after the apply"
+	} else {
+		when = fmt.Sprintf("as soon as the cluster serves %s with this schema (the intermediate CRDs of the storage steps below, else the apply), before the objects are rewritten (the live CRD does not serve it yet)", v)
+	}
+	how := ""
+	switch {
+	case patched > 0 && edited > 0:
+		how = fmt.Sprintf("the patches below change the %d that convert without loss (each only if the value is still the one listed); edit the other %d", patched, edited)
+	case patched > 0:
+		how = "the patches below change each value to what is listed (each only if the value is still the one listed)"
+	default:
+		how = "no value converts without loss: edit each"
+	}
+	why := fmt.Sprintf("%s of %s %s values whose type does not fit the typed schema of %s, as listed: the API server accepts %s no-op writes (it ratchets unchanged fields), but server-side apply fails on %s, a rewrite cannot record %s field ownership (servers before 1.37 drop all of %s managedFields) and a re-create as read is rejected. Change the values %s: %s; then kubectl crdver plan -f %s no longer lists %s. Server-side apply works again once the objects' managedFields entries of other versions are moved to %s (the migrate and retire steps do it within their rewrite): an entry of a version whose schema the new value does not fit fails it too",
+		objects(len(objs)), p.next.Name, agree(len(objs), "holds", "hold"), v, agree(len(objs), "its", "their"), agree(len(objs), "it", "them"), agree(len(objs), "its", "their"), agree(len(objs), "its", "their"), when, how, file, agree(len(objs), "it", "them"), v)
+	if len(cmds) > 2*objectsShown {
+		cmds = append(cmds[:2*objectsShown:2*objectsShown], fmt.Sprintf("… and %d more (kubectl crdver plan -o json lists them all)", len(objs)-objectsShown))
+	}
+	return RunbookStep{Phase: PhaseFix, Action: ActionFixValues, CRDs: []string{p.next.Name}, Target: v, Manual: DecisionFor(KindTypeMismatch).Manual,
+		Objects: capList(objs), Commands: cmds, Why: why}, true
+}
+
+// equalSchemas reports whether version v has the same schema in a and b.
+func equalSchemas(a, b *apiextensionsv1.CustomResourceDefinition, v string) bool {
+	av, err1 := crdinfo.Lookup(a, v)
+	bv, err2 := crdinfo.Lookup(b, v)
+	return err1 == nil && err2 == nil && equality.Semantic.DeepEqual(av.Schema, bv.Schema)
+}
+
+// jsonPointer turns a structured-merge-diff path (.spec.config, .spec.items[0].x) into a JSON
+// pointer (/spec/config); false for a path it cannot address (an element of a list by key).
+func jsonPointer(path string) (string, bool) {
+	var b strings.Builder
+	for path != "" {
+		switch path[0] {
+		case '.':
+			path = path[1:]
+			end := strings.IndexAny(path, ".[")
+			if end < 0 {
+				end = len(path)
+			}
+			b.WriteString("/" + strings.ReplaceAll(strings.ReplaceAll(path[:end], "~", "~0"), "/", "~1"))
+			path = path[end:]
+		case '[':
+			end := strings.Index(path, "]")
+			idx := path[1:max(end, 1)]
+			if end < 0 || strings.ContainsAny(idx, "=") {
+				return "", false
+			}
+			b.WriteString("/" + idx)
+			path = path[end+1:]
+		default:
+			return "", false
+		}
+	}
+	return b.String(), b.Len() > 0
+}
+
+func patchCommand(resource string, f Finding, patch string) string {
+	ns := ""
+	if f.Namespace != "" {
+		ns = " -n " + f.Namespace
+	}
+	return fmt.Sprintf("kubectl patch %s %s%s --type=json -p '%s'", resource, f.Name, ns, strings.ReplaceAll(patch, "'", `'\''`))
 }
 
 // recreateStep is the step for a person about the CRD's objects that are invalid on re-create

@@ -315,6 +315,9 @@ func (p *planPrinter) objects(it *plan.Item) error {
 		for _, m := range firstUnlessWide(f.UpdateErrors, p.wide) {
 			p.line("    ", fmt.Sprintf("%s: update: %s", name, p.shorten(m, 2*changeShown)))
 		}
+		for _, m := range f.TypeMismatches {
+			p.line("    ", fmt.Sprintf("%s: type: %s is %s, %s expects %s (server-side apply fails: %s)", name, m.Path, m.ValueType, it.Objects.ReadVersion, m.Expected, p.shorten(m.Error, 2*changeShown)))
+		}
 		for _, m := range f.UpdateWarnings {
 			wn := byText[m]
 			if wn == nil {

@@ -40,7 +40,7 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 	if len(pf.Unread) > 0 {
 		writeWrapped(w, "Preflight: not evaluated for the objects stored at versions not served ("+strings.Join(pf.Unread, ", ")+"): what they would lose is unknown.", "  ", 120)
 	}
-	if len(pf.DataLoss)+len(pf.Rejected)+len(pf.BlockedCRDs) == 0 {
+	if len(pf.DataLoss)+len(pf.Rejected)+len(pf.BlockedCRDs)+len(pf.TypeMismatch)+len(pf.OwnershipLoss) == 0 {
 		if len(pf.Unread) == 0 {
 			fmt.Fprintln(w, "Preflight: no object loses a field or would be rejected.")
 		}
@@ -52,6 +52,12 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 		}
 		for _, f := range pf.Rejected {
 			ft.add(f.CRD, objectLabel(f), "rejected: "+strings.Join(f.Errors, "; "))
+		}
+		for _, f := range pf.TypeMismatch {
+			ft.add(f.CRD, objectLabel(f), "values of another type (server-side apply fails): "+strings.Join(f.Errors, "; "))
+		}
+		for _, f := range pf.OwnershipLoss {
+			ft.add(f.CRD, objectLabel(f), "loses field managers: "+strings.Join(f.Managers, ", "))
 		}
 		ft.maxWidth = terminalWidth - 4
 		ft.wrapLastColumn(noHeaders)

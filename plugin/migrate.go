@@ -225,11 +225,13 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 			}
 		},
 	}
+	var pre *preflight.Report
 	m.PreWrite = func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string) (any, error) {
 		rep, err := o.g.runPreflight(ctx, crd, target, o.RewriteFlags, o.progress, o.printer, "migrate")
 		if err != nil {
 			return nil, err
 		}
+		pre = rep
 		cmd := "kubectl crdver migrate " + crd.Name
 		if o.To != "" {
 			cmd += " --to " + o.To
@@ -249,7 +251,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		}
 		return ProblemsFound("%s: %s", crd.Name, refused.msg)
 	}
-	if err == nil && report.Result != nil && report.Result.ManagedFieldsLost > 0 {
+	if err == nil && report.Result != nil && report.Result.ManagedFieldsLost > 0 && !(o.AllowOwnershipLoss && consentedLosses(pre, report.Result)) {
 		if perr := o.printer.PrintReport(o.g.Out, report); perr != nil {
 			return perr
 		}
@@ -402,4 +404,22 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// consentedLosses reports whether every object that lost field managers through the rewrite
+// was listed by the preflight as losing them (what --allow-ownership-loss consented to).
+func consentedLosses(pre *preflight.Report, res *migrate.Result) bool {
+	if pre == nil || res.ManagedFieldsLost > int64(len(res.ManagedFieldsLosses)) {
+		return false
+	}
+	listed := map[string]bool{}
+	for _, l := range pre.OwnershipLosses {
+		listed[l.Namespace+"/"+l.Name] = true
+	}
+	for _, l := range res.ManagedFieldsLosses {
+		if !listed[l.Namespace+"/"+l.Name] {
+			return false
+		}
+	}
+	return true
 }

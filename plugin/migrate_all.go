@@ -141,7 +141,7 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 	var bad []string
 	var lostManagers []string
 	for _, it := range res.Items {
-		if it.Result != nil && it.Result.ManagedFieldsLost > 0 {
+		if it.Result != nil && it.Result.ManagedFieldsLost > 0 && !(o.AllowOwnershipLoss && consentedLosses(preflightOf(report.Preflight, it.CRD), it.Result)) {
 			lostManagers = append(lostManagers, fmt.Sprintf("%s (%d objects)", it.CRD, it.Result.ManagedFieldsLost))
 		}
 		if it.Outcome != migrate.OutcomeDone {
@@ -172,4 +172,14 @@ func rank(outcome string) int {
 		return 1
 	}
 	return 2 // failed, interrupted, not run
+}
+
+// preflightOf is crd's preflight report among reps (nil when none).
+func preflightOf(reps []*preflight.Report, crd string) *preflight.Report {
+	for _, r := range reps {
+		if r.CRD == crd {
+			return r
+		}
+	}
+	return nil
 }

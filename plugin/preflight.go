@@ -111,8 +111,8 @@ func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {
 		}
 		return " of " + strings.Join(names, ", ")
 	}
-	var losing, rejecting, unknown []string
-	var lost, rejected int64
+	var losing, rejecting, unknown, owning []string
+	var lost, rejected, owners int64
 	for _, r := range reps {
 		if r.LossCount > 0 && !rf.AllowDataLoss {
 			losing = append(losing, r.CRD)
@@ -121,12 +121,16 @@ func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {
 		if len(r.Unknown) > 0 && !rf.AllowDataLoss {
 			unknown = append(unknown, r.CRD)
 		}
+		if r.OwnershipLossCount > 0 && !rf.AllowOwnershipLoss {
+			owning = append(owning, r.CRD)
+			owners += r.OwnershipLossCount
+		}
 		if r.RejectedCount > 0 && !rf.SkipInvalid {
 			rejecting = append(rejecting, r.CRD)
 			rejected += r.RejectedCount
 		}
 	}
-	if len(losing)+len(rejecting)+len(unknown) == 0 {
+	if len(losing)+len(rejecting)+len(unknown)+len(owning) == 0 {
 		return nil
 	}
 	var what, then []string
@@ -143,6 +147,10 @@ func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {
 	if rejected > 0 {
 		what = append(what, fmt.Sprintf("%s%s would be rejected by the rewrite", plural(int(rejected), "object"), of(rejecting)))
 		then = append(then, "fix them as said above, or leave them unrewritten with "+cmd+" --skip-invalid (status.storedVersions then keeps the old versions)")
+	}
+	if owners > 0 {
+		what = append(what, fmt.Sprintf("%s%s would lose field managers (their managedFields entries) through the rewrite", plural(int(owners), "object"), of(owning)))
+		then = append(then, "fix what the API server cannot type as said above, or accept that those managers lose their ownership with "+cmd+" --allow-ownership-loss (--allow-data-loss does not)")
 	}
 	return &preflightRefusal{reports: reps, msg: fmt.Sprintf("refusing before any write: %s (listed above); nothing was written: %s",
 		strings.Join(what, "; "), strings.Join(then, "; "))}
@@ -193,6 +201,26 @@ func printPreflight(w io.Writer, r *preflight.Report, noHeaders bool) error {
 		}
 		if r.RejectedCount > int64(min(len(r.Rejected), preflightShown)) {
 			fmt.Fprintf(w, "  … and %d more (-o json lists up to %d)\n", r.RejectedCount-int64(min(len(r.Rejected), preflightShown)), len(r.Rejected))
+		}
+	}
+	if r.OwnershipLossCount > 0 {
+		fmt.Fprintf(w, "  %s would lose field managers through a write at %s (the API server's dry run of it):\n", plural(int(r.OwnershipLossCount), "object"), r.Target)
+		t := &table{header: []string{"object", "managers lost"}, maxWidth: terminalWidth}
+		for i, x := range r.OwnershipLosses {
+			if i == preflightShown {
+				break
+			}
+			lost := strings.Join(x.Lost, ", ")
+			if x.Reset {
+				lost = "all: " + lost
+			}
+			t.add(objectName(x.Namespace, x.Name), shorten(lost, 240))
+		}
+		if err := t.print(w, noHeaders); err != nil {
+			return err
+		}
+		if r.OwnershipLossCount > int64(min(len(r.OwnershipLosses), preflightShown)) {
+			fmt.Fprintf(w, "  … and %d more (-o json lists up to %d)\n", r.OwnershipLossCount-int64(min(len(r.OwnershipLosses), preflightShown)), len(r.OwnershipLosses))
 		}
 	}
 	for _, u := range r.Unknown {

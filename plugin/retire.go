@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -127,6 +128,7 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var pre *preflight.Report
 	ro := retire.Options{
 		CRD: crd.Name, Version: o.Version, To: o.To, DryRun: o.DryRun, Unserve: o.Unserve, Remove: o.Remove, Force: o.Force,
 		Rewrite: o.rewriteOptions(),
@@ -140,6 +142,7 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 			if err != nil {
 				return nil, err
 			}
+			pre = rep
 			return rep, o.refusal([]*preflight.Report{rep}, fmt.Sprintf("kubectl crdver retire %s %s", crd.Name, o.Version))
 		},
 	}
@@ -194,8 +197,15 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 	if o.DryRun {
 		return o.printer.PrintPart(o.g.Out, dryRunNote{})
 	}
-	if len(res.Problems) > 0 {
-		return ProblemsFound("%s: %s cannot be dropped safely yet: %s", crd.Name, o.Version, strings.Join(res.Problems, "; "))
+	problems := res.Problems
+	if o.AllowOwnershipLoss && res.Rewrite != nil && res.Rewrite.ManagedFieldsLost > 0 && consentedLosses(pre, res.Rewrite) {
+		// The managers the rewrite dropped are those the preflight listed and
+		// --allow-ownership-loss accepted: retire's problem about them is no problem here.
+		lost := fmt.Sprintf("%d objects lost field managers through their rewrite", res.Rewrite.ManagedFieldsLost)
+		problems = slices.DeleteFunc(slices.Clone(problems), func(p string) bool { return strings.HasPrefix(p, lost) })
+	}
+	if len(problems) > 0 {
+		return ProblemsFound("%s: %s cannot be dropped safely yet: %s", crd.Name, o.Version, strings.Join(problems, "; "))
 	}
 	return nil
 }

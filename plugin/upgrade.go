@@ -39,6 +39,7 @@ type UpgradeOptions struct {
 
 	Files                                  []string
 	DryRun, Yes, AllowDataLoss             bool
+	AllowOwnershipLoss                     bool
 	SkipInvalid, NoApply, IntermediateCRDs bool
 	Backup, FieldManager, Checkpoint       string
 	ChunkSize                              int64
@@ -97,6 +98,7 @@ unreachable, interrupted: run it again to resume).`,
 	f.BoolVar(&o.DryRun, "dry-run", false, "Print the runbook and the preflight; write nothing")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before writing")
 	f.BoolVar(&o.AllowDataLoss, "allow-data-loss", false, "Go on when objects would lose fields (the backup keeps them)")
+	f.BoolVar(&o.AllowOwnershipLoss, "allow-ownership-loss", false, "Go on when the API server's dry run of a rewrite drops field managers of objects (the preflight lists them; --allow-data-loss does not allow this)")
 	f.BoolVar(&o.SkipInvalid, "skip-invalid", false, "Go on when objects' rewrite would be rejected (their CRD keeps status.storedVersions untrimmed)")
 	f.BoolVar(&o.NoApply, "no-apply", false, "Do every step but the release's apply (and the verification after it)")
 	f.BoolVar(&o.IntermediateCRDs, "intermediate-crds", false, "Print the intermediate CRDs the runbook applies (YAML) and exit")
@@ -165,7 +167,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		}
 	}
 	uo := upgrade.Options{
-		Next: next, ApplyFile: applyFile, DryRun: o.DryRun, AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid,
+		Next: next, ApplyFile: applyFile, DryRun: o.DryRun, AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss,
 		NoApply: o.NoApply, FieldManager: o.FieldManager, BackupFile: backup, Checkpoint: o.Checkpoint, ChunkSize: o.ChunkSize,
 		OnEvaluate: func(crd string, done *atomic.Int64, total func() int64) func() {
 			return o.progress.Start(Task{Name: "preflight " + crd, Prefix: "upgrade", Unit: "objects", Verb: "evaluated", Done: done.Load, TotalFunc: total})
@@ -297,7 +299,7 @@ func (o *UpgradeOptions) refusalFlags(rep *upgrade.Report) []string {
 	// Only the flags that make this refusal go on (the decision table's overrides); those
 	// already given refuse nothing (RefusalKinds leaves their findings out).
 	var flags []string
-	for _, k := range upgrade.RefusalKinds(rep.Preflight, upgrade.Options{AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid}) {
+	for _, k := range upgrade.RefusalKinds(rep.Preflight, upgrade.Options{AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss}) {
 		if d := plan.DecisionFor(k); d.Override != "" && !slices.Contains(flags, "--"+d.Override) {
 			flags = append(flags, "--"+d.Override)
 		}

@@ -102,6 +102,18 @@ type Rejection struct {
 	Errors    []string `json:"errors"`
 }
 
+// OwnershipLoss is an object whose rewrite, as the API server's dry run of it shows, would
+// drop field managers: managedFields entries the object has and the written object has not.
+type OwnershipLoss struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Lost are the entries gone: "manager (Operation at apiVersion)", with the subresource
+	// when there is one.
+	Lost []string `json:"lost"`
+	// Reset: the written object has no managedFields at all.
+	Reset bool `json:"reset,omitempty"`
+}
+
 // Report is what a check found. Its JSON form is the "preflight" section of migrate's and
 // retire's -o json output: fields may be added, never renamed or removed.
 type Report struct {
@@ -127,6 +139,11 @@ type Report struct {
 	// them (at most Options.MaxListed).
 	RejectedCount int64       `json:"rejectedCount"`
 	Rejected      []Rejection `json:"rejected"`
+	// OwnershipLossCount is the number of objects whose rewrite would drop field managers
+	// (the dry run's managedFields compared with the object's); OwnershipLosses lists them (at
+	// most Options.MaxListed). --allow-data-loss is no consent to it.
+	OwnershipLossCount int64           `json:"ownershipLossCount"`
+	OwnershipLosses    []OwnershipLoss `json:"ownershipLosses"`
 	// NotNeeded says which passes were not run and what proves that they cannot find anything.
 	NotNeeded []string `json:"notNeeded,omitempty"`
 	// DryRuns is the number of objects whose write was sent as a dry run (the others were
@@ -145,7 +162,7 @@ type Report struct {
 // Safe reports whether a rewrite at the target loses nothing and is refused for no object,
 // as far as is known: nothing is unknown.
 func (r *Report) Safe() bool {
-	return r.LossCount == 0 && r.RejectedCount == 0 && len(r.Unknown) == 0
+	return r.LossCount == 0 && r.RejectedCount == 0 && r.OwnershipLossCount == 0 && len(r.Unknown) == 0
 }
 
 // LosesData reports whether objects would lose fields, or whether that is unknown.
@@ -200,6 +217,9 @@ func Advice(r *Report) []string {
 	if r.RejectedCount > 0 {
 		out = append(out, fmt.Sprintf("fix the objects listed so that a write at %s is accepted (the errors are the API server's), e.g. kubectl edit %s.%s.%s NAME -n NAMESPACE", r.Target, r.Resource, r.Target, r.Group))
 	}
+	if r.OwnershipLossCount > 0 {
+		out = append(out, fmt.Sprintf("the managers listed lose their managedFields entries when the objects are written at %s: the API server cannot type the objects there (kubectl crdver plan lists the values that do not fit, with a patch where they convert without loss) or their entries name a version it cannot convert to; fix that before the rewrite, or re-apply from each manager's source afterwards", r.Target))
+	}
 	out = append(out, serveAdvice(r)...)
 	if len(r.Unknown) > 0 {
 		out = append(out, "what is unknown could not be evaluated: make it evaluable (see the reasons) before writing")
@@ -228,7 +248,7 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 	}
 	r := &Report{CRD: crd.Name, Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural, Target: target,
 		Strategy: convert.Strategy(crd), HoldingVersions: []string{}, Compared: []string{},
-		Losses: []Loss{}, Rejected: []Rejection{}, Unknown: []string{}}
+		Losses: []Loss{}, Rejected: []Rejection{}, OwnershipLosses: []OwnershipLoss{}, Unknown: []string{}}
 	if !v.Served {
 		// The rewrite then writes at another served version and the API server converts:
 		// not evaluated, so not called safe.
@@ -266,15 +286,19 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 		r.Unknown = append(r.Unknown, fmt.Sprintf("objects not evaluated: %v", err))
 		return r, nil
 	}
+	ownershipOnly := false
 	if !o.SkipRejections && len(r.Unknown) == 0 && target == storage && slices.Equal(crd.Status.StoredVersions, []string{target}) {
 		// Nothing is pending: every object is stored at the target already, so the rewrite
 		// writes each back as it is stored (the API server skips the write when the bytes are
 		// the same) and no data held at another version can be lost. A write it would refuse
 		// changes nothing: the rewrite lists it as failed.
-		o.SkipRejections = true
-		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes: nothing is pending (status.storedVersions is [%s], the storage version): every object is stored at %s already and is written back as it reads there; nothing held at another version can be lost, and a write the API server refused would leave its object as it is (the rewrite lists it)", target, target))
+		ownershipOnly = true
+		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("dry-run writes: nothing is pending (status.storedVersions is [%s], the storage version): every object is stored at %s already and is written back as it reads there; nothing held at another version can be lost, and a write the API server refused would leave its object as it is (the rewrite lists it); only objects whose field ownership a write may drop (values that do not fit a version's typed schema, managedFields of versions the CRD lacks) are sent, for their managedFields", target, target))
 	}
-	e := &evaluation{ctx: ctx, dyn: dyn, crd: crd, o: o, r: r, p: p, total: -1, compare: r.Compared}
+	e := &evaluation{ctx: ctx, dyn: dyn, crd: crd, o: o, r: r, p: p, total: -1, compare: r.Compared, ownershipOnly: ownershipOnly}
+	if tc, err := NewTypeChecker(next); err == nil {
+		e.types = tc
+	}
 	if o.QPS > 0 {
 		e.lim = rate.NewLimiter(rate.Limit(o.QPS), max(1, int(o.QPS)))
 	}
@@ -362,6 +386,9 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 	sort.SliceStable(r.Losses, func(i, j int) bool {
 		return objKey(r.Losses[i].Namespace, r.Losses[i].Name) < objKey(r.Losses[j].Namespace, r.Losses[j].Name)
 	})
+	sort.SliceStable(r.OwnershipLosses, func(i, j int) bool {
+		return objKey(r.OwnershipLosses[i].Namespace, r.OwnershipLosses[i].Name) < objKey(r.OwnershipLosses[j].Namespace, r.OwnershipLosses[j].Name)
+	})
 	sort.SliceStable(r.Rejected, func(i, j int) bool {
 		return objKey(r.Rejected[i].Namespace, r.Rejected[i].Name) < objKey(r.Rejected[j].Namespace, r.Rejected[j].Name)
 	})
@@ -378,10 +405,15 @@ type evaluation struct {
 	lim *rate.Limiter // nil: no client-side limit
 	// compare are the versions the loss pass lists (Report.Compared unless proven needless);
 	// proven: objects valid in-process need no dry run (proof.go).
-	compare   []string
-	proven    bool
-	admRead   string // the admission configurations read, for the report
-	validated int64  // objects proven valid in-process (set by the dry-run pass's lister)
+	compare []string
+	proven  bool
+	// ownershipOnly: nothing is pending; only objects at risk of losing field managers are
+	// sent, for their managedFields (refusals are not findings then). types types objects as
+	// the API server does (nil: every object with managedFields is at risk).
+	ownershipOnly bool
+	types         *TypeChecker
+	admRead       string // the admission configurations read, for the report
+	validated     int64  // objects proven valid in-process (set by the dry-run pass's lister)
 	// evidence is an earlier check's (nil: none usable); record is this one's (nil: none kept).
 	evidence *evidenceReader
 	record   *evidenceWriter
@@ -494,6 +526,9 @@ func (e *evaluation) rejections() error {
 		unknown      string
 		err          error
 		skip, reused bool
+		fine         bool     // needs no dry run: counted only
+		lost         []string // managers the dry run's managedFields lack
+		reset        bool
 	}
 	type dryPage struct {
 		items     []unstructured.Unstructured
@@ -521,9 +556,11 @@ func (e *evaluation) rejections() error {
 				switch {
 				case e.o.After != "" && key <= e.o.After:
 					p.out[i].skip = true
-				case e.evidence.accepted(key, u.GetResourceVersion()):
+				case e.ownershipOnly && !e.atRisk(u):
+					p.out[i].fine = true
+				case e.evidence.accepted(key, u.GetResourceVersion()) && !e.atRisk(u):
 					p.out[i].reused = true
-				case e.proven && validIn(ctx, e.p, u):
+				case e.proven && !e.atRisk(u) && validIn(ctx, e.p, u):
 					e.validated++
 				default:
 					send = append(send, i)
@@ -557,7 +594,11 @@ func (e *evaluation) rejections() error {
 				if ctx.Err() == nil {
 					dryRuns.Add(1)
 					o := &j.p.out[j.i]
-					o.errs, o.unknown, o.err = e.dryRun(ctx, gate, ri, &j.p.items[j.i])
+					var res *unstructured.Unstructured
+					o.errs, o.unknown, res, o.err = e.dryRun(ctx, gate, ri, &j.p.items[j.i])
+					if res != nil {
+						o.lost, o.reset = lostManagers(j.p.items[j.i].GetManagedFields(), res.GetManagedFields())
+					}
 				}
 				if j.p.remaining.Add(-1) == 0 {
 					close(j.p.done)
@@ -593,6 +634,15 @@ func (e *evaluation) rejections() error {
 			if p.out[i].reused {
 				e.reused++
 			}
+			if p.out[i].fine {
+				continue
+			}
+			if o := p.out[i]; len(o.lost) > 0 {
+				e.ownershipLost(&p.items[i], o.lost, o.reset)
+			}
+			if e.ownershipOnly && p.out[i].errs != nil {
+				continue // a refused write leaves the object as it is (see Check)
+			}
 			switch o := p.out[i]; {
 			case o.err != nil:
 				return o.err
@@ -601,6 +651,8 @@ func (e *evaluation) rejections() error {
 				return errStopPass
 			case o.errs != nil:
 				e.rejected(&p.items[i], o.errs)
+			case len(o.lost) > 0:
+				// Not evidence: the dry run must be sent again next time.
 			default:
 				e.record.add(migrate.ObjectKey(p.items[i].GetNamespace(), p.items[i].GetName()), p.items[i].GetResourceVersion())
 			}
@@ -617,48 +669,50 @@ func (e *evaluation) rejections() error {
 // be rejected (nil when accepted or gone), or why the answer is unknown (no right to update).
 // Each write holds a slot of gate; 429s, 5xx and timeouts are retried after the rewrite's
 // back-off (migrate.Backoff). ctx ends it at once: nothing is written either way.
-func (e *evaluation) dryRun(ctx context.Context, gate *migrate.Gate, ri dynamic.NamespaceableResourceInterface, u *unstructured.Unstructured) ([]string, string, error) {
+func (e *evaluation) dryRun(ctx context.Context, gate *migrate.Gate, ri dynamic.NamespaceableResourceInterface, u *unstructured.Unstructured) ([]string, string, *unstructured.Unstructured, error) {
 	var w dynamic.ResourceInterface = ri
 	if ns := u.GetNamespace(); ns != "" {
 		w = ri.Namespace(ns)
 	}
 	for attempt := 1; ; attempt++ {
 		if err := e.wait(ctx); err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		if err := gate.Acquire(ctx); err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		sent := time.Now()
-		_, err := w.Update(ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		res, err := w.Update(ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
 		gate.Release(time.Since(sent), apierrors.IsTooManyRequests(err))
 		switch {
-		case err == nil, apierrors.IsNotFound(err):
-			return nil, "", nil
+		case err == nil:
+			return nil, "", res, nil
+		case apierrors.IsNotFound(err):
+			return nil, "", nil, nil
 		case ctx.Err() != nil:
-			return nil, "", ctx.Err()
+			return nil, "", nil, ctx.Err()
 		case apierrors.IsConflict(err) && attempt < maxAttempts:
 			// Changed since listed: judge it as it is now.
 			fresh, gerr := e.get(ctx, w, u.GetName())
 			if apierrors.IsNotFound(gerr) {
-				return nil, "", nil
+				return nil, "", nil, nil
 			}
 			if gerr != nil {
-				return nil, "", fmt.Errorf("%s: reading it at %s: %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, gerr)
+				return nil, "", nil, fmt.Errorf("%s: reading it at %s: %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, gerr)
 			}
 			u = fresh
 		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err) || apierrors.IsBadRequest(err):
-			return statusTexts(err), "", nil
+			return statusTexts(err), "", nil, nil
 		case apierrors.IsForbidden(err):
 			// No right to update (a dry run needs the rights a write needs): the rest would be
 			// refused alike.
-			return nil, fmt.Sprintf("whether the API server accepts writes at %s is unknown: a dry-run write needs update rights on %s (%s)", e.r.Target, e.crd.Spec.Names.Plural, statusTexts(err)[0]), nil
+			return nil, fmt.Sprintf("whether the API server accepts writes at %s is unknown: a dry-run write needs update rights on %s (%s)", e.r.Target, e.crd.Spec.Names.Plural, statusTexts(err)[0]), nil, nil
 		case migrate.Retryable(err) && attempt < maxAttempts:
 			if serr := migrate.Sleep(ctx, migrate.Backoff(err, attempt)); serr != nil {
-				return nil, "", serr
+				return nil, "", nil, serr
 			}
 		default:
-			return nil, "", fmt.Errorf("%s: a dry-run write at %s (nothing is written): %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, err)
+			return nil, "", nil, fmt.Errorf("%s: a dry-run write at %s (nothing is written): %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, err)
 		}
 	}
 }
@@ -727,6 +781,13 @@ func (e *evaluation) rejected(u *unstructured.Unstructured, errs []string) {
 	e.r.RejectedCount++
 	if len(e.r.Rejected) < e.o.MaxListed {
 		e.r.Rejected = append(e.r.Rejected, Rejection{Namespace: u.GetNamespace(), Name: u.GetName(), Errors: errs})
+	}
+}
+
+func (e *evaluation) ownershipLost(u *unstructured.Unstructured, lost []string, reset bool) {
+	e.r.OwnershipLossCount++
+	if len(e.r.OwnershipLosses) < e.o.MaxListed {
+		e.r.OwnershipLosses = append(e.r.OwnershipLosses, OwnershipLoss{Namespace: u.GetNamespace(), Name: u.GetName(), Lost: lost, Reset: reset})
 	}
 }
 

@@ -19,3 +19,14 @@ func TestContinuedKeepsWords(t *testing.T) {
 		t.Errorf("joined back by the shell: %q, want %q", joined, cmd)
 	}
 }
+
+// TestContinuedKeepsQuotedSpaces: a quoted JSON patch whose values hold spaces (the fix-values
+// step's test of a YAML string) is not broken at those spaces.
+func TestContinuedKeepsQuotedSpaces(t *testing.T) {
+	patch := `'[{"op":"test","path":"/spec/config","value":"retention: 7d\npartitions: 3\n"},{"op":"replace","path":"/spec/config","value":{"partitions":3,"retention":"7d"}}]'`
+	cmd := "kubectl patch brokers.v2.typechange.example.com text-config -n default --type=json -p " + patch
+	got := continued(cmd, 60, "  ")
+	if !strings.Contains(got, patch) {
+		t.Errorf("the JSON patch was cut:\n%s", got)
+	}
+}

@@ -57,6 +57,32 @@ func WriteWrapped(w io.Writer, text, indent string, width int) {
 	}
 }
 
+// shellWords splits a command at the spaces outside single quotes: a quoted argument holding
+// spaces (a JSON patch whose values have spaces) is one word.
+func shellWords(cmd string) []string {
+	var out []string
+	var b strings.Builder
+	quoted := false
+	for _, r := range cmd {
+		switch {
+		case r == '\'':
+			quoted = !quoted
+			b.WriteRune(r)
+		case r == ' ' && !quoted:
+			if b.Len() > 0 {
+				out = append(out, b.String())
+				b.Reset()
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
+}
+
 // continued breaks a shell command longer than width at spaces, ending each broken line with
 // " \" (the shell joins them back).
 func continued(cmd string, width int, pad string) string {
@@ -67,7 +93,7 @@ func continued(cmd string, width int, pad string) string {
 	// argument (inside quotes, a JSON patch, the shell keeps both), so a longer word stays whole.
 	var lines []string
 	line := ""
-	for _, w := range strings.Fields(cmd) {
+	for _, w := range shellWords(cmd) {
 		switch {
 		case line == "":
 			line = w

@@ -107,6 +107,12 @@ func RefusalKinds(pf Preflight, o Options) []plan.Kind {
 	if len(pf.Unknown) > 0 && !o.AllowDataLoss {
 		out = append(out, plan.KindUnknown)
 	}
+	if len(pf.TypeMismatch) > 0 {
+		out = append(out, plan.KindTypeMismatch)
+	}
+	if len(pf.OwnershipLoss) > 0 && !o.AllowOwnershipLoss {
+		out = append(out, plan.KindOwnershipLoss)
+	}
 	return out
 }
 

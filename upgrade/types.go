@@ -45,6 +45,9 @@ type Options struct {
 	// would be rejected (they then keep status.storedVersions untrimmed, so the release
 	// cannot remove their version: the run stops before the apply).
 	AllowDataLoss, SkipInvalid bool
+	// AllowOwnershipLoss goes on when the preflight's dry runs show objects losing field
+	// managers (AllowDataLoss does not).
+	AllowOwnershipLoss bool
 	// NoApply stops before the release's apply (the storage steps are done).
 	NoApply bool
 	// FieldManager of the intermediate and final server-side applies ("" is plan.FieldManager:
@@ -141,6 +144,13 @@ type Preflight struct {
 	Rejected []ObjectFinding `json:"rejected"`
 	// Unknown: what the checks could not evaluate (refused like a loss).
 	Unknown []string `json:"unknown"`
+	// TypeMismatch: objects holding values whose type does not fit the new storage version's
+	// typed schema (plan's type-mismatch finding; Errors are structured-merge-diff's): refused,
+	// no flag goes on.
+	TypeMismatch []ObjectFinding `json:"typeMismatch,omitempty"`
+	// OwnershipLoss: objects whose rewrite drops field managers (Managers), as the API
+	// server's dry run of it shows: refused unless AllowOwnershipLoss.
+	OwnershipLoss []ObjectFinding `json:"ownershipLoss,omitempty"`
 	// InvalidOnRecreate: objects the new CRDs reject on re-create although their writes are
 	// accepted (the API server ratchets unchanged fields), with the server's errors. They do
 	// not stop the upgrade: they are left for the user (decision table), listed again by verify.
@@ -168,6 +178,8 @@ type ObjectFinding struct {
 	// HeldAt is the version the lost fields are held at, when the preflight package says.
 	HeldAt string   `json:"heldAt,omitempty"`
 	Errors []string `json:"errors,omitempty"`
+	// Managers: the field managers the rewrite drops (OwnershipLoss).
+	Managers []string `json:"managers,omitempty"`
 	// Unknown: what could not be evaluated (no object named), as the check says it.
 	Unknown []string `json:"unknown,omitempty"`
 	// ReportedInPreflight: (verify's findings) the object was listed by this run's preflight,

@@ -231,6 +231,13 @@ func (r *runner) preflight(ctx context.Context) {
 			if len(f.UpdateErrors) > 0 && rewritten[it.CRD] {
 				pf.Rejected = append(pf.Rejected, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: f.UpdateErrors})
 			}
+			if len(f.TypeMismatches) > 0 {
+				var errs []string
+				for _, m := range f.TypeMismatches {
+					errs = append(errs, m.Error)
+				}
+				pf.TypeMismatch = append(pf.TypeMismatch, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: errs})
+			}
 		}
 		check := r.o.Preflight
 		if check == nil {
@@ -266,6 +273,10 @@ func (r *runner) preflight(ctx context.Context) {
 							}
 						}
 					}
+					if len(m.Managers) > 0 {
+						pf.OwnershipLoss = append(pf.OwnershipLoss, m)
+						continue
+					}
 					if len(m.Errors) > 0 && !slices.ContainsFunc(pf.Rejected, sameObject(m)) {
 						pf.Rejected = append(pf.Rejected, m)
 					}
@@ -295,6 +306,12 @@ func (r *runner) preflight(ctx context.Context) {
 	}
 	if len(pf.Rejected) > 0 && !r.o.SkipInvalid {
 		why = append(why, fmt.Sprintf("%s would be rejected when rewritten (listed in the preflight): fix them first", countObjects(len(pf.Rejected))))
+	}
+	if len(pf.TypeMismatch) > 0 {
+		why = append(why, fmt.Sprintf("%s hold values whose type does not fit the new storage version's typed schema (server-side apply would fail on them after the apply): fix the values as the plan's fix-values step says (apply the CRDs first when the live CRD does not serve that version), then run the upgrade again", countObjects(len(pf.TypeMismatch))))
+	}
+	if len(pf.OwnershipLoss) > 0 && !r.o.AllowOwnershipLoss {
+		why = append(why, fmt.Sprintf("%s would lose field managers through the rewrite (listed in the preflight; --allow-data-loss does not accept this): fix what the API server cannot type, or accept it with --%s", countObjects(len(pf.OwnershipLoss)), plan.OverrideAllowOwnershipLoss))
 	}
 	if len(why) > 0 {
 		pf.Refused, pf.Reason = true, strings.Join(why, "; ")
@@ -338,6 +355,9 @@ func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiext
 		}
 		for _, j := range rep.Rejected {
 			out = append(out, ObjectFinding{CRD: it.CRD, Namespace: j.Namespace, Name: j.Name, Errors: j.Errors})
+		}
+		for _, l := range rep.OwnershipLosses {
+			out = append(out, ObjectFinding{CRD: it.CRD, Namespace: l.Namespace, Name: l.Name, Managers: l.Lost})
 		}
 		if len(rep.Unknown) > 0 {
 			out = append(out, ObjectFinding{CRD: it.CRD, Unknown: rep.Unknown})
