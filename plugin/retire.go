@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -145,6 +144,7 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 			pre = rep
 			return rep, o.refusal([]*preflight.Report{rep}, fmt.Sprintf("kubectl crdver retire %s %s", crd.Name, o.Version))
 		},
+		OwnershipLossConsented: func(res *migrate.Result) bool { return o.AllowOwnershipLoss && consentedLosses(pre, res) },
 	}
 	// --quiet leaves only the result: the plan is shown when it is the result (a dry run) or
 	// when a question is asked about it.
@@ -198,12 +198,6 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 		return o.printer.PrintPart(o.g.Out, dryRunNote{})
 	}
 	problems := res.Problems
-	if o.AllowOwnershipLoss && res.Rewrite != nil && res.Rewrite.ManagedFieldsLost > 0 && consentedLosses(pre, res.Rewrite) {
-		// The managers the rewrite dropped are those the preflight listed and
-		// --allow-ownership-loss accepted: retire's problem about them is no problem here.
-		lost := fmt.Sprintf("%d objects lost field managers through their rewrite", res.Rewrite.ManagedFieldsLost)
-		problems = slices.DeleteFunc(slices.Clone(problems), func(p string) bool { return strings.HasPrefix(p, lost) })
-	}
 	if len(problems) > 0 {
 		return ProblemsFound("%s: %s cannot be dropped safely yet: %s", crd.Name, o.Version, strings.Join(problems, "; "))
 	}

@@ -220,7 +220,10 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 				rw.State, rw.Detail = StateFailed, fmt.Sprintf("interrupted after %d objects; progress saved in %s", res.Total(), res.Checkpoint)
 				return fmt.Errorf("%w: %d objects of %s done, progress saved in %s", ErrInterrupted, res.Total(), crd.Name, res.Checkpoint)
 			}
-			if res.ManagedFieldsLost > 0 {
+			switch {
+			case res.ManagedFieldsLost > 0 && o.OwnershipLossConsented != nil && o.OwnershipLossConsented(res):
+				r.res.Notes = append(r.res.Notes, fmt.Sprintf("%d objects lost the field managers the preflight listed, as consented (see managedFieldsLosses)", res.ManagedFieldsLost))
+			case res.ManagedFieldsLost > 0:
 				r.problem("%d objects lost field managers through their rewrite (see managedFieldsLosses): re-apply them from their source to restore ownership", res.ManagedFieldsLost)
 			}
 			e := migrate.EvidenceOf(res)

@@ -52,6 +52,10 @@ type Options struct {
 	// preflight). What it returns is kept in Result.Preflight; an error stops the run before
 	// any write and is returned as it is.
 	PreWrite func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string) (any, error)
+	// OwnershipLossConsented, when set, says whether the field managers the rewrite dropped
+	// (res.ManagedFieldsLosses) are exactly what the user consented to lose (the preflight
+	// listed them): then they are reported in Notes, not as a problem.
+	OwnershipLossConsented func(res *migrate.Result) bool
 }
 
 // Step names.
