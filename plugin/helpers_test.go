@@ -8,16 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	goldenfile "github.com/crdver/kubectl-crdver/internal/golden"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
-
-// update rewrites golden files: go test ./plugin/ -update
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
 // env is the package's real kube-apiserver + etcd.
 var env *testenv.Env
@@ -56,23 +53,7 @@ func runCluster(t testing.TB, args ...string) result {
 // golden compares got with testdata/golden/name, or rewrites the file with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run go test ./plugin/ -update to create it): %v", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("output differs from %s (-want +got; go test ./plugin/ -update rewrites it):\n%s", path, diff)
-	}
+	goldenfile.Check(t, name, got)
 }
 
 func mustContain(t *testing.T, what, got string, wants ...string) {

@@ -1,0 +1,279 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
+	"github.com/crdver/kubectl-crdver/migrate"
+)
+
+// The tests of Run at its API, on a real kube-apiserver and etcd (one for the package).
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.Options{}) }
+
+const runNS = "default"
+
+func specSchema(fields ...string) *apiextensionsv1.CustomResourceValidation {
+	props := map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}
+	for _, f := range fields {
+		props[f] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+	}
+	return &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"spec": {Type: "object", Properties: props},
+	}}}
+}
+
+// oneVersionCRD is plural.group with v1 only (storage), its spec holding size and fields.
+func oneVersionCRD(group, plural, kind string, fields ...string) *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true, Schema: specSchema(fields...)}},
+		},
+	}
+}
+
+type restoreFx struct {
+	group  string
+	c      *migrate.Clients
+	dyn    dynamic.Interface
+	backup string
+}
+
+// newRestoreFx is the cluster after an upgrade that dropped spec.legacy with consent (the
+// backup holds it, at v1beta1, which no live CRD serves), and a later release that holds
+// spec.legacy again in widgets but not in gadgets:
+//
+//   - w-lost lost spec.legacy: restorable;
+//   - w-same is as backed up;
+//   - w-changed's spec.size changed since the backup: a conflict;
+//   - w-deleted was deleted since the backup;
+//   - g-lost lost spec.legacy, which no served version of gadgets holds.
+func newRestoreFx(t *testing.T, name string) *restoreFx {
+	t.Helper()
+	ctx := context.Background()
+	group := name + ".restore.example.com"
+	f := &restoreFx{group: group, dyn: dynamic.NewForConfigOrDie(env.Config), backup: filepath.Join(t.TempDir(), "backup.yaml")}
+	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{oneVersionCRD(group, "widgets", "Widget", "legacy"), oneVersionCRD(group, "gadgets", "Gadget")} {
+		if _, err := env.CreateCRD(ctx, crd); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	}
+	var err error
+	if f.c, err = migrate.NewClients(env.Config); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []struct {
+		plural, kind, name string
+		spec               map[string]any
+	}{
+		{"widgets", "Widget", "w-lost", map[string]any{"size": int64(1)}},
+		{"widgets", "Widget", "w-same", map[string]any{"size": int64(2), "legacy": "same"}},
+		{"widgets", "Widget", "w-changed", map[string]any{"size": int64(9), "legacy": "c"}},
+		{"gadgets", "Gadget", "g-lost", map[string]any{"size": int64(4)}},
+	} {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": o.kind,
+			"metadata": map[string]any{"name": o.name, "namespace": runNS}, "spec": o.spec}}
+		if _, err := f.res(o.plural).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := func(kind, name, spec string) string {
+		return fmt.Sprintf("apiVersion: %s/v1beta1\nkind: %s\nmetadata:\n  name: %s\n  namespace: %s\n  uid: 00000000-0000-0000-0000-000000000000\n  resourceVersion: \"1\"\nspec:\n%s", group, kind, name, runNS, spec)
+	}
+	backup := strings.Join([]string{
+		doc("Widget", "w-lost", "  size: 1\n  legacy: keep-me\n"),
+		doc("Widget", "w-same", "  size: 2\n  legacy: same\n"),
+		doc("Widget", "w-changed", "  size: 3\n  legacy: c\n"),
+		doc("Widget", "w-deleted", "  size: 5\n  legacy: gone\n"),
+		doc("Gadget", "g-lost", "  size: 4\n  legacy: nowhere\n"),
+	}, "---\n")
+	if err := os.WriteFile(f.backup, []byte(backup), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *restoreFx) res(plural string) dynamic.ResourceInterface {
+	return f.dyn.Resource(schema.GroupVersionResource{Group: f.group, Version: "v1", Resource: plural}).Namespace(runNS)
+}
+
+// state is each object's spec (absent: nil) and resourceVersion.
+func (f *restoreFx) state(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, plural := range []string{"widgets", "gadgets"} {
+		list, err := f.res(plural).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range list.Items {
+			out[o.GetName()] = fmt.Sprintf("%v@%s", o.Object["spec"], o.GetResourceVersion())
+		}
+	}
+	return out
+}
+
+func (f *restoreFx) spec(t *testing.T, plural, name string) map[string]any {
+	t.Helper()
+	o, err := f.res(plural).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, _ := unstructured.NestedMap(o.Object, "spec")
+	return s
+}
+
+func TestRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    Options
+		// states by object name; restored, conflicts, overwritten and notHeld by object name
+		states                       map[string]string
+		restored, conflicts, notHeld map[string][]string
+		overwritten                  map[string][]string
+		incomplete                   int
+		// after: the live spec of widgets after the run (nil: nothing written)
+		after map[string]map[string]any
+	}{
+		{
+			name:      "dry run",
+			o:         Options{DryRun: true},
+			states:    map[string]string{"w-lost": StateRestored, "w-same": StateUnchanged, "w-changed": StateConflict, "w-deleted": StateMissing, "g-lost": StateNotHeld},
+			restored:  map[string][]string{"w-lost": {"spec.legacy"}},
+			conflicts: map[string][]string{"w-changed": {"spec.size"}},
+			notHeld:   map[string][]string{"g-lost": {"spec.legacy"}},
+			// conflict, missing, not held
+			incomplete: 3,
+		},
+		{
+			name:       "restore",
+			states:     map[string]string{"w-lost": StateRestored, "w-same": StateUnchanged, "w-changed": StateConflict, "w-deleted": StateMissing, "g-lost": StateNotHeld},
+			restored:   map[string][]string{"w-lost": {"spec.legacy"}},
+			conflicts:  map[string][]string{"w-changed": {"spec.size"}},
+			notHeld:    map[string][]string{"g-lost": {"spec.legacy"}},
+			incomplete: 3,
+			after: map[string]map[string]any{
+				"w-lost":    {"size": int64(1), "legacy": "keep-me"},
+				"w-changed": {"size": int64(9), "legacy": "c"},
+			},
+		},
+		{
+			name:     "force and recreate",
+			o:        Options{Force: true, Recreate: true},
+			states:   map[string]string{"w-lost": StateRestored, "w-same": StateUnchanged, "w-changed": StateRestored, "w-deleted": StateRecreated, "g-lost": StateNotHeld},
+			restored: map[string][]string{"w-lost": {"spec.legacy"}},
+			// Conflicts lists the differing fields with Force too (Overwritten: those written).
+			conflicts:   map[string][]string{"w-changed": {"spec.size"}},
+			overwritten: map[string][]string{"w-changed": {"spec.size"}},
+			notHeld:     map[string][]string{"g-lost": {"spec.legacy"}},
+			incomplete:  1,
+			after: map[string]map[string]any{
+				"w-lost":    {"size": int64(1), "legacy": "keep-me"},
+				"w-changed": {"size": int64(3), "legacy": "c"},
+				"w-deleted": {"size": int64(5), "legacy": "gone"},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newRestoreFx(t, strings.ReplaceAll(tc.name, " ", "-"))
+			before := f.state(t)
+			o := tc.o
+			o.Files = []string{f.backup}
+			confirmed := false
+			o.Confirm = func(*Report) (bool, error) { confirmed = true; return true, nil }
+			rep, err := Run(context.Background(), f.c, o)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if confirmed == tc.o.DryRun {
+				t.Errorf("Confirm asked: %v, dry run %v", confirmed, tc.o.DryRun)
+			}
+			if rep.DryRun != tc.o.DryRun {
+				t.Errorf("report dry run %v", rep.DryRun)
+			}
+			got := map[string]string{}
+			for _, out := range rep.Objects {
+				got[out.Name] = out.State
+				for _, c := range []struct {
+					what string
+					got  []string
+					want map[string][]string
+				}{{"restored", out.Restored, tc.restored}, {"conflicts", out.Conflicts, tc.conflicts}, {"overwritten", out.Overwritten, tc.overwritten}, {"notHeld", out.NotHeld, tc.notHeld}} {
+					if out.State == StateRecreated && c.what == "restored" {
+						continue // all of them
+					}
+					if !slices.Equal(c.got, c.want[out.Name]) && len(c.got)+len(c.want[out.Name]) > 0 {
+						t.Errorf("%s %s: %v, want %v", out.Name, c.what, c.got, c.want[out.Name])
+					}
+				}
+				if out.State == StateNotHeld && !strings.Contains(out.Reason, "spec.legacy") {
+					t.Errorf("%s: reason %q does not name the field", out.Name, out.Reason)
+				}
+			}
+			if len(got) != len(tc.states) {
+				t.Errorf("states %v, want %v", got, tc.states)
+			}
+			for name, want := range tc.states {
+				if got[name] != want {
+					t.Errorf("%s: %q, want %q", name, got[name], want)
+				}
+			}
+			if n := rep.Incomplete(); n != tc.incomplete {
+				t.Errorf("incomplete %d, want %d", n, tc.incomplete)
+			}
+			if tc.after == nil {
+				if after := f.state(t); fmt.Sprint(after) != fmt.Sprint(before) {
+					t.Errorf("the dry run wrote:\nbefore %v\nafter  %v", before, after)
+				}
+				return
+			}
+			for name, want := range tc.after {
+				if s := f.spec(t, "widgets", name); fmt.Sprint(s) != fmt.Sprint(want) {
+					t.Errorf("%s: spec %v, want %v", name, s, want)
+				}
+			}
+			if s := f.spec(t, "gadgets", "g-lost"); s["legacy"] != nil {
+				t.Errorf("g-lost holds spec.legacy: %v", s)
+			}
+			if _, ok := tc.after["w-deleted"]; !ok {
+				if _, err := f.res("widgets").Get(context.Background(), "w-deleted", metav1.GetOptions{}); err == nil {
+					t.Errorf("w-deleted was re-created without Recreate")
+				}
+			}
+		})
+	}
+}
+
+// Confirm saying no: nothing written, ErrNotConfirmed.
+func TestRunNotConfirmed(t *testing.T) {
+	f := newRestoreFx(t, "no")
+	before := f.state(t)
+	rep, err := Run(context.Background(), f.c, Options{Files: []string{f.backup}, Confirm: func(*Report) (bool, error) { return false, nil }})
+	if err != ErrNotConfirmed {
+		t.Fatalf("Run: %v, want ErrNotConfirmed", err)
+	}
+	if rep == nil || rep.Counts[StateRestored] != 1 {
+		t.Errorf("the dry-run pass's report: %+v", rep)
+	}
+	if after := f.state(t); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("not confirmed, and written:\nbefore %v\nafter  %v", before, after)
+	}
+}
