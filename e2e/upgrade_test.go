@@ -142,3 +142,42 @@ func TestUpgradeReleaseRefusesDataLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestUpgradeStaticManifestNotHelm: cert-manager v0.16.1's static manifest (rendered with helm
+// template) labels its CRDs app.kubernetes.io/managed-by: Helm without a Helm release (no
+// meta.helm.sh/release-name/-namespace annotations). `upgrade -f v1.7.3` straight from v0.16.1
+// applies the release itself: no step leaves the apply to Helm, the apply is done, and the
+// outcome is 0, or 1 only for objects left invalid on re-create.
+func TestUpgradeStaticManifestNotHelm(t *testing.T) {
+	rel := release{Project: "cert-manager", Old: "v0.16.1", New: "v1.7.3", Samples: []string{"samples/*.yaml"},
+		Controller: "cert-manager-certificates-issuing", Applier: "kustomize-controller", WriteMayFail: certManager016WriteMayFail}
+	h := newHarness(t, rel)
+	h.setUp(nil)
+	newDir := h.releaseDir(rel.New)
+	// --allow-data-loss: the test webhook converts by apiVersion only, so one sample loses a
+	// field v1 spells differently (certManagerWriteMayFail); cert-manager's webhook moves it.
+	r := h.crdver("upgrade", "-f", newDir, "--yes", "--allow-data-loss", "--backup", filepath.Join(t.TempDir(), "backup.yaml"), "-o", "json")
+	var rep upgrade.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("upgrade -o json (exit %d): %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	applied := false
+	for _, s := range rep.Steps {
+		t.Logf("step %s %v: %s (%s)", s.Action, s.CRDs, s.State, s.Detail)
+		if s.Action == "tool-apply" {
+			t.Errorf("a step leaves the apply to a tool: %s", s.Why)
+		}
+		if s.Action == "apply" && s.State == upgrade.StateDone {
+			applied = true
+		}
+	}
+	if strings.Contains(r.stdout+r.stderr, `release ""`) || strings.Contains(r.stdout+r.stderr, "let Helm") {
+		t.Errorf("the output still names a Helm release:\n%s", r.stderr)
+	}
+	if !applied {
+		t.Errorf("the release was not applied (exit %d): %v\n%s", r.code, rep.Problems, r.stderr)
+	}
+	if r.code != 0 && (r.code != 1 || rep.Verify == nil || len(rep.Verify.InvalidOnRecreate) == 0 || len(rep.Problems) > 0) {
+		t.Errorf("exit %d; problems %v\n%s", r.code, rep.Problems, r.stderr)
+	}
+}

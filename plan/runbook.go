@@ -105,15 +105,15 @@ var oneTimeManagers = []string{"kubectl-create", "kubectl-edit", "kubectl-label"
 type crdPlan struct {
 	it            *Item
 	live, next    *apiextensionsv1.CustomResourceDefinition
-	storage       string   // the new storage version
-	removedStored []string // removed versions still in the live status.storedVersions
-	removedNamed  []string // the other removed versions (not stored; maybe named by managedFields)
-	managedBy     string   // the deployment tool managing the live CRD ("" when none)
-	unservedNamed []string // versions the release stops serving that managedFields name
-	serveAgain    bool     // a version to retire is not served by the live CRD
-	migrate       bool     // the storage switches or storedVersions lists other versions
-	intermediate  bool     // the live CRD lacks a served new storage version
-	blocked       bool     // the apply is rejected for a reason the steps do not remove
+	storage       string         // the new storage version
+	removedStored []string       // removed versions still in the live status.storedVersions
+	removedNamed  []string       // the other removed versions (not stored; maybe named by managedFields)
+	managedBy     retire.Manager // the deployment tool managing the live CRD (zero when none)
+	unservedNamed []string       // versions the release stops serving that managedFields name
+	serveAgain    bool           // a version to retire is not served by the live CRD
+	migrate       bool           // the storage switches or storedVersions lists other versions
+	intermediate  bool           // the live CRD lacks a served new storage version
+	blocked       bool           // the apply is rejected for a reason the steps do not remove
 }
 
 func analyse(it *Item) *crdPlan {
@@ -394,13 +394,16 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 	}
 
 	// 4. One apply of the release.
-	var tools []string
+	var tools, rendered []string
 	for _, p := range plans {
 		if p.live == nil {
 			continue
 		}
-		if by := retire.ManagedBy(p.live); by != "" && !slices.Contains(tools, by) {
+		if by := p.managedBy.String(); by != "" && !slices.Contains(tools, by) {
 			tools = append(tools, by)
+		}
+		if retire.HelmLabelOnly(p.live) {
+			rendered = append(rendered, p.live.Name)
 		}
 	}
 	if len(tools) > 0 {
@@ -412,6 +415,9 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 			why += "; --force-conflicts because the steps above changed .spec.versions as field manager kubectl-crdver, and without it the apply conflicts on those fields"
 		} else {
 			why += "; --force-conflicts takes over fields another manager set (e.g. an earlier storage switch by kubectl-crdver)"
+		}
+		if len(rendered) > 0 {
+			why += fmt.Sprintf("; no Helm release owns %s: its label app.kubernetes.io/managed-by=Helm comes from a helm template render, without the release annotations meta.helm.sh/release-name and meta.helm.sh/release-namespace Helm requires", strings.Join(rendered, ", "))
 		}
 		add(RunbookStep{Phase: PhaseApply, Action: ActionApply, Why: why,
 			Commands: []string{fmt.Sprintf("kubectl apply --server-side --force-conflicts -f %s", file)}})
@@ -655,7 +661,7 @@ func getCommand(resource string, f Finding) string {
 
 // Remove says whether retire steps also remove the version: not when a deployment tool manages
 // the CRD (its own apply removes it).
-func (p *crdPlan) Remove() bool { return p.managedBy == "" }
+func (p *crdPlan) Remove() bool { return !p.managedBy.Managed() }
 
 func (p *crdPlan) retireCommand(v string) string {
 	cmd := fmt.Sprintf("kubectl crdver retire %s %s --to %s", p.next.Name, v, p.storage)

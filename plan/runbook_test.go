@@ -52,7 +52,7 @@ func TestRunbookRemovedStoredVersion(t *testing.T) {
 func TestRunbookToolManaged(t *testing.T) {
 	live := twoVersions(t, true)
 	live.Labels = map[string]string{"app.kubernetes.io/managed-by": "Helm"}
-	live.Annotations = map[string]string{"meta.helm.sh/release-name": "widgets"}
+	live.Annotations = map[string]string{"meta.helm.sh/release-name": "widgets", "meta.helm.sh/release-namespace": "apps"}
 	it := planRemovingFirst(t, live)
 	steps := runbookOf(t, it)
 	if got := actionsOf(steps); !slices.Equal(got, []string{ActionBackup, ActionRetire, ActionToolApply, ActionVerify}) {
@@ -61,7 +61,7 @@ func TestRunbookToolManaged(t *testing.T) {
 	if c := steps[1].Commands[0]; strings.Contains(c, "--remove") {
 		t.Errorf("retire removes the version of a Helm-managed CRD: %q", c)
 	}
-	if s := steps[2]; len(s.Commands) != 0 || !s.Manual || !strings.Contains(s.Why, `let Helm (release "widgets") apply`) {
+	if s := steps[2]; len(s.Commands) != 0 || !s.Manual || !strings.Contains(s.Why, `let Helm (release "widgets" in namespace "apps", annotations meta.helm.sh/release-name, meta.helm.sh/release-namespace) apply`) {
 		t.Errorf("tool step: %+v", s)
 	}
 }

@@ -11,11 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/manifest"
@@ -219,67 +215,65 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 			o.progress.Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
 		}
 	}
-	lives, sources, err := o.liveCRDs(ctx, next)
-	if err != nil {
-		return err
-	}
 	applyFile := strings.Join(o.Files, " -f ")
 	if applyFile == "-" {
 		applyFile = "NEW-CRDS.yaml"
 	}
-	report := &plan.Report{Items: []plan.Item{}, Runbook: []plan.RunbookStep{}, KubernetesVersion: judged.String()}
-	var runErr error
-	for i, crd := range next {
-		var counter atomic.Int64
-		var total int64 = -1
-		var src plan.ObjectSource
-		if sources[i] != nil {
-			src = sources[i]
-		}
-		stop := func() {}
-		if src != nil {
-			stop = o.progress.Start(Task{Name: "plan " + crd.Name, Unit: "objects", Verb: "evaluated",
-				Done: counter.Load,
+	ro := plan.ReleaseOptions{
+		Next: next, KubeVersion: judged.Version, ChunkSize: o.ChunkSize,
+		ServerDryRun: live && o.kube.v.IsZero(), // --kube-version asks for another version than the server's
+		Plan:         plan.Options{FieldValidation: o.fv, Sample: o.Sample, Workers: o.Workers},
+		Runbook:      plan.RunbookOptions{ApplyFile: applyFile},
+		OnEvaluate: func(crd string, done *atomic.Int64, total func() int64) func() {
+			return o.progress.Start(Task{Name: "plan " + crd, Unit: "objects", Verb: "evaluated", Done: done.Load,
 				TotalFunc: func() int64 {
-					if total = src.Total(); o.Sample > 0 && (total < 0 || total > o.Sample) {
+					t := total()
+					if o.Sample > 0 && (t < 0 || t > o.Sample) {
 						return o.Sample
 					}
-					return total
+					return t
 				}})
-		}
-		opts := plan.Options{FieldValidation: o.fv, Sample: o.Sample, Workers: o.Workers, Progress: &counter, ApplyFile: applyFile, KubeVersion: judged.Version}
-		if live && o.kube.v.IsZero() { // --kube-version asks for another version than the server's
-			if opts.DryRun, err = o.dryRunClient(ctx, lives[i], crd.Name); err != nil {
-				stop()
-				return err
+		},
+		Configure: func(crd *apiextensionsv1.CustomResourceDefinition, opts *plan.Options) error {
+			if o.ConvertSample > 0 && crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+				tr, err := convert.NewHTTPTransport(crd, convert.TransportOptions{Address: o.WebhookAddress})
+				if err != nil {
+					return Usage(fmt.Errorf("--convert-sample: %w", err))
+				}
+				opts.ConvertSample, opts.ConvertTransport = o.ConvertSample, tr
+			} else if o.ConvertSample > 0 {
+				opts.ConvertSample = o.ConvertSample // the plan notes that there is nothing to round-trip
 			}
-		}
-		if o.ConvertSample > 0 && crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
-			tr, err := convert.NewHTTPTransport(crd, convert.TransportOptions{Address: o.WebhookAddress})
-			if err != nil {
-				stop()
-				return Usage(fmt.Errorf("--convert-sample: %w", err))
-			}
-			opts.ConvertSample, opts.ConvertTransport = o.ConvertSample, tr
-		} else if o.ConvertSample > 0 {
-			opts.ConvertSample = o.ConvertSample // the plan notes that there is nothing to round-trip
-		}
-		it, err := plan.Plan(ctx, lives[i], crd, src, opts)
-		stop()
-		if it != nil {
-			report.Items = append(report.Items, *it)
-		}
+			return nil
+		},
+	}
+	var rc plan.ReleaseClients
+	if live {
+		cs, err := o.g.clients()
 		if err != nil {
-			runErr = err
-			break
+			return err
 		}
+		if rc.CRDs, err = cs.CRDs(); err != nil {
+			return err
+		}
+		if rc.Dynamic, err = cs.Dynamic(); err != nil {
+			return err
+		}
+		if rc.Kube, err = cs.Kube(); err != nil {
+			return err
+		}
+	} else if ro.Live, ro.Sources, err = o.liveCRDs(next); err != nil {
+		return err
+	}
+	report, runErr := plan.Release(ctx, rc, ro)
+	var ue *ExitError
+	if errors.As(runErr, &ue) {
+		return runErr // a usage error of a flag (--convert-sample)
 	}
 	if runErr != nil && len(report.Items) == 0 {
 		return o.runError(runErr)
 	}
-	if runErr == nil { // an incomplete plan gets no runbook: it would leave CRDs out
-		report.Runbook = plan.Runbook(report.Items, plan.RunbookOptions{ApplyFile: applyFile})
-	}
+	report.KubernetesVersion = judged.String()
 	report.Summarize()
 	report.Summary.ExitCode = report.ExitCode(o.FailOn == "stricter") // the exit status, with --fail-on
 	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
@@ -331,84 +325,27 @@ func (o *PlanOptions) runError(err error) error {
 	return clusterError("planning", err)
 }
 
-// liveCRDs finds the live copy of each new CRD (nil: a create) and the source of its objects.
-func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.CustomResourceDefinition) ([]*apiextensionsv1.CustomResourceDefinition, []plan.ObjectSource, error) {
+// liveCRDs, offline, finds the copy of each new CRD in --old-file (nil: a create) and the
+// source of its objects in --objects.
+func (o *PlanOptions) liveCRDs(next []*apiextensionsv1.CustomResourceDefinition) ([]*apiextensionsv1.CustomResourceDefinition, []plan.ObjectSource, error) {
 	lives := make([]*apiextensionsv1.CustomResourceDefinition, len(next))
 	sources := make([]plan.ObjectSource, len(next))
-	if len(o.OldFiles) > 0 {
-		old, _, err := o.readCRDDocs(o.OldFiles, "--old-file")
-		if err != nil {
-			return nil, nil, err
-		}
-		byName := map[string]*apiextensionsv1.CustomResourceDefinition{}
-		for _, c := range old {
-			byName[c.Name] = c
-		}
-		for i, c := range next {
-			lives[i] = byName[c.Name]
-			if lives[i] != nil && len(o.ObjectFiles) > 0 {
-				if slices.Contains(o.ObjectFiles, "-") {
-					return nil, nil, UsageErrorf("--objects -: read objects from files (stdin holds the CRDs)")
-				}
-				sources[i] = manifest.NewObjectPages(o.ObjectFiles, lives[i].Spec.Group, lives[i].Spec.Names.Kind, int(o.ChunkSize))
+	old, _, err := o.readCRDDocs(o.OldFiles, "--old-file")
+	if err != nil {
+		return nil, nil, err
+	}
+	byName := map[string]*apiextensionsv1.CustomResourceDefinition{}
+	for _, c := range old {
+		byName[c.Name] = c
+	}
+	for i, c := range next {
+		lives[i] = byName[c.Name]
+		if lives[i] != nil && len(o.ObjectFiles) > 0 {
+			if slices.Contains(o.ObjectFiles, "-") {
+				return nil, nil, UsageErrorf("--objects -: read objects from files (stdin holds the CRDs)")
 			}
-		}
-		return lives, sources, nil
-	}
-	cs, err := o.g.clients()
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := cs.CRDs()
-	if err != nil {
-		return nil, nil, err
-	}
-	dyn, err := cs.Dynamic()
-	if err != nil {
-		return nil, nil, err
-	}
-	for i, n := range next {
-		live, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n.Name, metav1.GetOptions{})
-		if isNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, nil, clusterError(fmt.Sprintf("getting CustomResourceDefinition %q", n.Name), err)
-		}
-		lives[i] = live
-		if v := plan.ListVersion(live); v != "" {
-			sources[i] = plan.NewClusterSource(dyn, schema.GroupVersionResource{Group: live.Spec.Group, Version: v, Resource: live.Spec.Names.Plural}, o.ChunkSize)
+			sources[i] = manifest.NewObjectPages(o.ObjectFiles, lives[i].Spec.Group, lives[i].Spec.Names.Kind, int(o.ChunkSize))
 		}
 	}
 	return lives, sources, nil
-}
-
-// dryRunClient is the CRD client for a server-side dry-run of the apply when the user may
-// create (live == nil) or update the CRD (a SelfSubjectAccessReview), else nil: the verdict is
-// then computed offline. A dry-run writes nothing.
-func (o *PlanOptions) dryRunClient(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, name string) (apiextensionsclient.Interface, error) {
-	cs, err := o.g.clients()
-	if err != nil {
-		return nil, err
-	}
-	kube, err := cs.Kube()
-	if err != nil {
-		return nil, err
-	}
-	attr := &authorizationv1.ResourceAttributes{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verb: "update", Name: name}
-	if live == nil {
-		attr.Verb, attr.Name = "create", ""
-	}
-	review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
-		&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attr}}, metav1.CreateOptions{})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, Unavailable(ctx.Err())
-		}
-		return nil, nil // no answer: offline
-	}
-	if !review.Status.Allowed {
-		return nil, nil
-	}
-	return cs.CRDs()
 }

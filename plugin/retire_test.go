@@ -106,7 +106,7 @@ func TestRetireCommandRefusals(t *testing.T) {
 			return err
 		}
 		crd.Labels = map[string]string{"app.kubernetes.io/managed-by": "Helm"}
-		crd.Annotations = map[string]string{"meta.helm.sh/release-name": "gadgets"}
+		crd.Annotations = map[string]string{"meta.helm.sh/release-name": "gadgets", "meta.helm.sh/release-namespace": "apps"}
 		_, err = cs.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
 		return err
 	})
@@ -118,7 +118,7 @@ func TestRetireCommandRefusals(t *testing.T) {
 	if r.code != ExitProblems {
 		t.Fatalf("exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	mustContain(t, "stdout", r.stdout, `looks managed by Helm (release "gadgets")`, "refused")
+	mustContain(t, "stdout", r.stdout, `is managed by Helm (release "gadgets" in namespace "apps", annotations meta.helm.sh/release-name, meta.helm.sh/release-namespace)`, "refused")
 	mustContain(t, "stderr", r.stderr, "error: "+name+": v1beta1 cannot be dropped safely yet")
 	for _, v := range crdOf(t, name).Spec.Versions {
 		if v.Name == "v1beta1" && !v.Served {

@@ -45,6 +45,7 @@ type UpgradeOptions struct {
 	ChunkSize                              int64
 	progressFlags                          *progressFlags
 	progress                               Progress
+	kube                                   *kubeVersionFlag
 }
 
 // NewCmdUpgrade builds `kubectl crdver upgrade`.
@@ -108,6 +109,7 @@ unreachable, interrupted: run it again to resume).`,
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page")
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	o.progressFlags = addProgressFlags(cmd)
+	o.kube = addKubeVersionFlag(cmd)
 	cmd.AddCommand(newCmdUpgradeStatus(g))
 	return cmd
 }
@@ -137,7 +139,7 @@ func (o *UpgradeOptions) Validate() error {
 	case o.IntermediateCRDs && (o.DryRun || o.Yes || o.out.format != ""):
 		return UsageErrorf("--intermediate-crds prints YAML and writes nothing: it takes no --dry-run, --yes or -o")
 	}
-	return nil
+	return o.kube.validate()
 }
 
 // Run plans, preflights, asks, and upgrades.
@@ -150,6 +152,14 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		o.progress.Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
 	}
 	c, err := o.g.migrateClients()
+	if err != nil {
+		return err
+	}
+	// The release is judged as the cluster's version (or --kube-version), with the server's
+	// dry-run of each CRD's apply when it is the cluster's, as plan judges it.
+	// (The version is in the JSON report's plan.kubernetesVersion; no note after the last
+	// line, which is the decision table's.)
+	judged, err := o.kube.resolve(ctx, o.g, true, false)
 	if err != nil {
 		return err
 	}
@@ -169,6 +179,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 	uo := upgrade.Options{
 		Next: next, ApplyFile: applyFile, DryRun: o.DryRun, AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss,
 		NoApply: o.NoApply, FieldManager: o.FieldManager, BackupFile: backup, Checkpoint: o.Checkpoint, ChunkSize: o.ChunkSize,
+		KubeVersion: judged.Version, ServerDryRun: o.kube.v.IsZero(),
 		OnEvaluate: func(crd string, done *atomic.Int64, total func() int64) func() {
 			return o.progress.Start(Task{Name: "preflight " + crd, Prefix: "upgrade", Unit: "objects", Verb: "evaluated", Done: done.Load, TotalFunc: total})
 		},

@@ -25,8 +25,8 @@ func (r *runner) changeCRD(ctx context.Context, name string, wanted bool) error 
 			return err
 		}
 		detail = ""
-		if by := ManagedBy(crd); by != "" && !r.o.Force {
-			detail = fmt.Sprintf("%s looks managed by %s, which would put %s back or fight the change: change the CRD there (--force to do it anyway)", crd.Name, by, v)
+		if by := ManagedBy(crd); by.Managed() && !r.o.Force {
+			detail = fmt.Sprintf("%s is managed by %s, which would put %s back or fight the change: change the CRD there (--force to do it anyway)", crd.Name, by, v)
 			return nil
 		}
 		ver, ok := lookup(crd, v)

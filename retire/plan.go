@@ -26,7 +26,10 @@ func BuildPlan(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.Cus
 	}
 	storage := crdinfo.StorageVersion(crd)
 	p := &Plan{CRD: crd.Name, Version: o.Version, Target: target, StorageVersion: storage,
-		StoredVersions: append([]string{}, crd.Status.StoredVersions...), Served: ver.Served, ManagedBy: ManagedBy(crd)}
+		StoredVersions: append([]string{}, crd.Status.StoredVersions...), Served: ver.Served}
+	if m := ManagedBy(crd); m.Managed() {
+		p.ManagedBy, p.Manager = m.String(), &m
+	}
 	census, err := ownership.Take(ctx, c.Metadata, crdinfo.GVR(crd, target), o.Rewrite.ChunkSize)
 	if err != nil {
 		return nil, fmt.Errorf("reading the managedFields of %s: %w", crd.Name, err)

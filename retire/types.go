@@ -102,9 +102,12 @@ type Plan struct {
 	EntryObjects int64 `json:"objectsWithEntries"`
 	// Writers are the field managers holding entries of Version, most recent write first.
 	Writers []ownership.Writer `json:"writers"`
-	// ManagedBy says which tool seems to manage the CRD ("" when none was recognised).
+	// ManagedBy says which tool manages the CRD, for people (Manager.String; "" when none).
 	ManagedBy string `json:"managedBy,omitempty"`
-	Steps     []Step `json:"steps"`
+	// Manager is the same as data: the tool, the rule that matched and what owns the CRD
+	// (nil when no tool manages it).
+	Manager *Manager `json:"manager,omitempty"`
+	Steps   []Step   `json:"steps"`
 }
 
 // FieldsResult is what the managedFields pass did.

@@ -18,6 +18,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
 )
@@ -62,6 +63,12 @@ type Options struct {
 	Rewrite migrate.RewriteOptions
 	// ChunkSize of the lists (0: 500).
 	ChunkSize int64
+	// KubeVersion is the Kubernetes version the release is planned as (the cluster's, or
+	// --kube-version; zero: whatever the process emulates).
+	KubeVersion kubeversion.Version
+	// ServerDryRun: each CRD's apply verdict is the API server's answer to a server-side
+	// dry-run (where the user may create or update it), as `kubectl crdver plan` does.
+	ServerDryRun bool
 	// Preflight, when set, adds findings of a deeper check for every CRD whose objects are
 	// re-encoded at target (e.g. a round trip through a conversion webhook).
 	Preflight func(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, target string) ([]ObjectFinding, error)

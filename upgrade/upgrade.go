@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/crdver/kubectl-crdver/convert"
@@ -43,43 +41,23 @@ func (r *runner) problem(format string, args ...any) {
 	r.rep.Problems = append(r.rep.Problems, fmt.Sprintf(format, args...))
 }
 
-// PlanRelease plans the release against the cluster: each CRD of next with its live copy and
-// every live object (plan.Plan), and the release runbook.
+// PlanRelease plans the release against the cluster with plan.Release (what `kubectl crdver
+// plan` runs): each CRD of next with its live copy and every live object, judged as
+// o.KubeVersion, the apply verdict from the server's dry-run when o.ServerDryRun, and the
+// release runbook.
 func PlanRelease(ctx context.Context, c *migrate.Clients, o Options) (*plan.Report, error) {
-	chunk := o.ChunkSize
-	if chunk <= 0 {
-		chunk = 500
+	rep, err := plan.Release(ctx, plan.ReleaseClients{CRDs: c.CRDs, Dynamic: c.Dynamic, Kube: c.Kube}, plan.ReleaseOptions{
+		Next: o.Next, KubeVersion: o.KubeVersion, ServerDryRun: o.ServerDryRun, ChunkSize: o.ChunkSize,
+		Plan:       plan.Options{FieldValidation: preview.FieldValidationStrict, Memo: o.Memo},
+		OnEvaluate: o.OnEvaluate,
+		Runbook:    plan.RunbookOptions{ApplyFile: o.ApplyFile, BackupFile: o.BackupFile},
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInterrupted, err)
+		}
+		return nil, err
 	}
-	rep := &plan.Report{Items: []plan.Item{}}
-	for _, next := range o.Next {
-		live, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, next.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			live = nil
-		} else if err != nil {
-			return nil, fmt.Errorf("getting CustomResourceDefinition %q: %w", next.Name, err)
-		}
-		var src plan.ObjectSource
-		if live != nil {
-			if v := plan.ListVersion(live); v != "" {
-				src = plan.NewClusterSource(c.Dynamic, crdinfo.GVR(live, v), chunk)
-			}
-		}
-		var done atomic.Int64
-		stop := func() {}
-		if o.OnEvaluate != nil && src != nil {
-			stop = o.OnEvaluate(next.Name, &done, src.Total)
-		}
-		it, err := plan.Plan(ctx, live, next, src, plan.Options{FieldValidation: preview.FieldValidationStrict, Progress: &done, ApplyFile: o.ApplyFile, Memo: o.Memo})
-		stop()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("%w: planning %s: %w", ErrInterrupted, next.Name, err)
-			}
-			return nil, fmt.Errorf("planning %s: %w", next.Name, err)
-		}
-		rep.Items = append(rep.Items, *it)
-	}
-	rep.Runbook = plan.Runbook(rep.Items, plan.RunbookOptions{ApplyFile: o.ApplyFile, BackupFile: o.BackupFile})
 	return rep, nil
 }
 
