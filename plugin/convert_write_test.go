@@ -1,10 +1,18 @@
 package plugin
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
@@ -107,4 +115,78 @@ func TestConvertCheckMarkdown(t *testing.T) {
 	mustContain(t, "stdout", got.stdout, "### httproutes.gateway.networking.k8s.io: 2 object(s) still at a version other than `v1`",
 		"| 11 | `foo-route` | `v1beta1` | still at an old version |", "| 31 | `bar-route` | `v1beta1` |")
 	mustContain(t, "stderr", got.stderr, "convert them with --write")
+}
+
+// convert --write against the real API server: the Gateway API HTTPRoutes of
+// testdata/manifests, v1beta1 -> v1 (strategy None), named by the cluster's CRD. Each converted
+// object is accepted by the API server (server-side dry-run create at v1) and equals, once the
+// server has defaulted it, what the API server itself returns when reading the original at v1.
+func TestConvertWriteServerAgrees(t *testing.T) {
+	crd := installCRDFile(t, repoFile("testdata", "releases", "gateway-api", "v1.0.0", "gateway.networking.k8s.io_httproutes.yaml"))
+	dir := t.TempDir()
+	orig, err := os.ReadFile(repoFile("testdata", "manifests", "gateway-api", "http-routing.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "http-routing.yaml")
+	if err := os.WriteFile(file, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := runCluster(t, "convert", crd.Name, "--to", "v1", "-f", dir, "--write")
+	if got.code != 0 {
+		t.Fatalf("exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+	written, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(quietConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	gvr := func(v string) dynamic.ResourceInterface {
+		return dyn.Resource(schema.GroupVersionResource{Group: crd.Spec.Group, Version: v, Resource: crd.Spec.Names.Plural}).Namespace("default")
+	}
+	routes := func(data []byte) []*unstructured.Unstructured {
+		var out []*unstructured.Unstructured
+		for _, d := range strings.Split(string(data), "\n---") {
+			var m map[string]any
+			if err := sigsyaml.Unmarshal([]byte(d), &m); err != nil {
+				t.Fatal(err)
+			}
+			if m["kind"] == "HTTPRoute" {
+				out = append(out, &unstructured.Unstructured{Object: m})
+			}
+		}
+		return out
+	}
+	before, after := routes(orig), routes(written)
+	if len(before) != 2 || len(after) != 2 {
+		t.Fatalf("%d and %d HTTPRoutes, want 2 and 2", len(before), len(after))
+	}
+	for i := range before {
+		if v := after[i].GetAPIVersion(); v != "gateway.networking.k8s.io/v1" {
+			t.Fatalf("%s: apiVersion %s after --write", after[i].GetName(), v)
+		}
+		dry, err := gvr("v1").Create(ctx, after[i], metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			t.Fatalf("%s: the API server rejects the converted object: %v", after[i].GetName(), err)
+		}
+		if _, err := gvr("v1beta1").Create(ctx, before[i], metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		name := before[i].GetName()
+		t.Cleanup(func() { _ = gvr("v1beta1").Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		read, err := gvr("v1").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(read.Object["spec"], dry.Object["spec"]); d != "" {
+			t.Errorf("%s: the converted spec differs from the API server's own conversion (-server +written):\n%s", name, d)
+		}
+		if read.GetAPIVersion() != dry.GetAPIVersion() || read.GetKind() != dry.GetKind() {
+			t.Errorf("%s: %s %s, the server reads %s %s", name, dry.GetAPIVersion(), dry.GetKind(), read.GetAPIVersion(), read.GetKind())
+		}
+	}
 }
