@@ -486,7 +486,8 @@ func rewrite(f *manifestFile, converted map[string][2]map[string]any) ([]byte, e
 		}
 		c := converted[d.source]
 		orig := string(f.data[d.start:d.end])
-		if err := applyChange(d.node, c[0], c[1]); err != nil {
+		removed := map[string]bool{}
+		if err := applyChange(d.node, c[0], c[1], removed); err != nil {
 			return nil, fmt.Errorf("%s: %v", d.source, err)
 		}
 		style := kyaml.SequenceIndentStyle(kyaml.DeriveSeqIndentStyle(orig))
@@ -495,7 +496,7 @@ func rewrite(f *manifestFile, converted map[string][2]map[string]any) ([]byte, e
 			return nil, fmt.Errorf("%s: %v", d.source, err)
 		}
 		// What is written must read back as the converted object, and keep every comment.
-		if err := verifyDocument(d.source, orig, b, c[0], c[1], d.obj); err != nil {
+		if err := verifyDocument(d.source, orig, b, c[0], c[1], d.obj, removed); err != nil {
 			return nil, err
 		}
 		out.Write(f.data[pos:d.start])
@@ -507,11 +508,12 @@ func rewrite(f *manifestFile, converted map[string][2]map[string]any) ([]byte, e
 }
 
 // verifyDocument checks the re-serialised document: every comment line of the original is
-// still there, and it parses to the file's object with the conversion's changes applied.
-func verifyDocument(source, orig string, got []byte, sent, conv, fileObj map[string]any) error {
+// still there (but those of the fields the conversion removed), and it parses to the file's
+// object with the conversion's changes applied.
+func verifyDocument(source, orig string, got []byte, sent, conv, fileObj map[string]any, removed map[string]bool) error {
 	for _, l := range strings.Split(orig, "\n") {
 		t := strings.TrimSpace(l)
-		if strings.HasPrefix(t, "#") && !bytes.Contains(got, []byte(t)) {
+		if strings.HasPrefix(t, "#") && !removed[t] && !bytes.Contains(got, []byte(t)) {
 			return fmt.Errorf("%s: the comment %q would be lost", source, t)
 		}
 	}
@@ -585,7 +587,7 @@ func applyMap(file, base, want any) any {
 
 // applyChange applies the change base -> want to the node, as applyMap does to values,
 // replacing only the nodes whose value changes and keeping their comments.
-func applyChange(node *kyaml.RNode, base, want any) error {
+func applyChange(node *kyaml.RNode, base, want any, removed map[string]bool) error {
 	if reflect.DeepEqual(base, want) {
 		return nil
 	}
@@ -618,13 +620,17 @@ func applyChange(node *kyaml.RNode, base, want any) error {
 					return err
 				}
 			default:
-				if err := applyChange(field.Value, bv, wv); err != nil {
+				if err := applyChange(field.Value, bv, wv, removed); err != nil {
 					return err
 				}
 			}
 		}
 		for k := range bm {
 			if _, ok := wm[k]; !ok {
+				if f := node.Field(k); f != nil {
+					commentsOf(f.Key.YNode(), removed)
+					commentsOf(f.Value.YNode(), removed)
+				}
 				if _, err := node.Pipe(kyaml.Clear(k)); err != nil {
 					return err
 				}
@@ -636,13 +642,27 @@ func applyChange(node *kyaml.RNode, base, want any) error {
 	wl, wok := want.([]any)
 	if bok && wok && len(bl) == len(wl) && node.YNode().Kind == kyaml.SequenceNode && len(node.YNode().Content) == len(wl) {
 		for i := range wl {
-			if err := applyChange(kyaml.NewRNode(node.YNode().Content[i]), bl[i], wl[i]); err != nil {
+			if err := applyChange(kyaml.NewRNode(node.YNode().Content[i]), bl[i], wl[i], removed); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	return replaceNode(node, want)
+}
+
+// commentsOf adds the comment lines of n and its children to set: they go with a removed field.
+func commentsOf(n *kyaml.Node, set map[string]bool) {
+	for _, c := range []string{n.HeadComment, n.LineComment, n.FootComment} {
+		for _, l := range strings.Split(c, "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				set[l] = true
+			}
+		}
+	}
+	for _, c := range n.Content {
+		commentsOf(c, set)
+	}
 }
 
 // valueNode encodes a JSON value as a YAML node.

@@ -119,3 +119,38 @@ func TestWriteGatewayAPINone(t *testing.T) {
 		t.Errorf("check after write: %d problem(s), %d at target; want 0 and 2", rep.Problems(), rep.AtTarget)
 	}
 }
+
+// Strategy None where v1 has no hostPort: the API server would prune it, so the file is not
+// written; with AllowDataLoss it is, hostPort is gone and listed as dropped, and the comment
+// on the line before it stays.
+func TestWriteAllowDataLoss(t *testing.T) {
+	crd := loadCRD(t, "crontab.yaml")
+	const text = "# backup\napiVersion: stable.example.com/v1beta1\nkind: CronTab\nmetadata:\n  name: b\n  namespace: default\nspec:\n  cronSpec: \"0 3 * * *\"\n  image: backup:1.2\n  # where to back up\n  hostPort: db:5432\n"
+	file := filepath.Join(t.TempDir(), "b.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := WriteOptions{Options: Options{CRD: crd, To: "v1"}, Files: []string{file}}
+	rep, err := Write(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, file); got != text || rep.Files[0].Status != FileNotProven || len(rep.Files[0].Objects[0].Problems) == 0 {
+		t.Fatalf("without AllowDataLoss: status %q, problems %v; file changed: %v", rep.Files[0].Status, rep.Files[0].Objects[0].Problems, got != text)
+	}
+	opts.AllowDataLoss = true
+	if rep, err = Write(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	f := rep.Files[0]
+	if f.Status != FileWrittenLoss || len(f.Objects[0].Dropped) == 0 || f.Objects[0].Dropped[0].Path != ".spec.hostPort" {
+		t.Fatalf("with AllowDataLoss: %+v", f)
+	}
+	want := strings.Replace(strings.Replace(text, "v1beta1", "v1", 1), "  # where to back up\n  hostPort: db:5432\n", "", 1)
+	if got := readFile(t, file); got != want {
+		t.Logf("written:\n%s", got)
+		if strings.Contains(got, "hostPort") || !strings.Contains(got, "# backup\napiVersion: stable.example.com/v1\n") {
+			t.Errorf("hostPort kept or header comment lost:\n%s", got)
+		}
+	}
+}
