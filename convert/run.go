@@ -54,6 +54,11 @@ type Options struct {
 	// BisectRequests bounds the extra requests sent, over the whole run, to find the objects
 	// to blame when a request fails as a whole (0: DefaultBisectRequests; negative: none).
 	BisectRequests int
+	// Converted, when set, is called once per object that came back from the way there, on
+	// the calling goroutine after its page: sent is the object as sent (pruned and defaulted
+	// in its own version, as the API server would have stored it), converted what the run
+	// made of it. Whether the object failed a check is in the report (Findings, Failed).
+	Converted func(source string, sent, converted map[string]any)
 }
 
 // item is one object on its way through the checks.
@@ -302,6 +307,13 @@ func (r *runner) page(ctx context.Context, objects []Object) error {
 		return err
 	}
 	for _, b := range batches {
+		if r.opts.Converted != nil {
+			for i, o := range b.out {
+				if o != nil {
+					r.opts.Converted(b.items[i].source, b.items[i].orig, o)
+				}
+			}
+		}
 		r.tally.merge(b.t1)
 		r.tally.merge(b.t2)
 		// Left unsent when the webhook became unreachable: neither passed nor failed.

@@ -32,6 +32,16 @@ const convertExample = `  # Convert the objects of a file to v1 through the live
   # webhook: go run ./internal/testwebhook/cmd/crontab-webhook &, which writes crontab-crd.yaml)
   kubectl crdver convert --crd-file crontab-crd.yaml --to v1 --generate 500 --seed 7 --from v1beta1 --round-trip --keep failing.yaml
 
+  # Rewrite the manifests of a repository in place: every HTTPRoute below v1 becomes v1 (comments and
+  # other documents kept); a file is written only when each of its objects is proven lossless
+  kubectl crdver convert --crd-file crds/httproutes.yaml --to v1 -f deploy/ --write
+
+  # The same, printing a unified diff per file and writing nothing
+  kubectl crdver convert --crd-file crds/httproutes.yaml --to v1 -f deploy/ --write --dry-run
+
+  # CI gate: exit 1 and list every HTTPRoute still below v1
+  kubectl crdver convert --crd-file crds/httproutes.yaml --to v1 -f deploy/ --check -o markdown
+
   # No network path to the webhook: let the API server call it (server-side dry runs, nothing is written)
   kubectl crdver convert crontabs.stable.example.com --to v1 --from-cluster -n prod --via-apiserver`
 
@@ -61,6 +71,11 @@ type ConvertOptions struct {
 	progressFlags *progressFlags
 	progress      Progress
 	Strict        bool
+
+	Write         bool
+	DryRun        bool
+	Check         bool
+	AllowDataLoss bool
 
 	WebhookAddress  string
 	ViaServiceProxy bool
@@ -105,7 +120,7 @@ or --strict and a warning; 2 usage error; 3 the webhook (or the cluster) could n
 		RunE:              runE(o),
 	}
 	o.source = addCRDFileFlag(cmd, g, "crd-file", "")
-	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	o.out = addOutputFlags(cmd, outputJSON, outputYAML, outputMarkdown)
 	f := cmd.Flags()
 	f.StringVar(&o.To, "to", "", "Version to convert to (required)")
 	f.StringSliceVarP(&o.Files, "filename", "f", nil, "Objects to convert: files, directories, - for stdin (YAML or JSON, several documents, Lists)")
@@ -130,6 +145,10 @@ or --strict and a warning; 2 usage error; 3 the webhook (or the cluster) could n
 	f.BoolVar(&o.Insecure, "webhook-insecure-skip-tls-verify", false, "Do not verify the webhook's certificate (never the default)")
 	o.progressFlags = addProgressFlagsEvery(cmd, time.Second)
 	f.BoolVar(&o.Strict, "strict", false, "Warnings (what the API server would not fail on, such as a text/plain Content-Type) fail the run too (exit 1)")
+	f.BoolVar(&o.Write, "write", false, "With -f: rewrite the files in place, each once all its objects convert, round-trip and are valid at --to (comments and other documents kept)")
+	f.BoolVar(&o.DryRun, "dry-run", false, "With --write: print a unified diff per file and write nothing")
+	f.BoolVar(&o.Check, "check", false, "With -f: convert nothing; list every object still at a version other than --to (exit 1 when there is one)")
+	f.BoolVar(&o.AllowDataLoss, "allow-data-loss", false, "With --write: write conversions that drop fields (pruned, or lost on the round trip), listing what was dropped")
 	registerVersionCompletion(cmd, o.source, "to", "from")
 	_ = cmd.RegisterFlagCompletionFunc("review-version", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"v1", "v1beta1"}, cobra.ShellCompDirectiveNoFileComp
@@ -171,6 +190,20 @@ func (o *ConvertOptions) Validate() error {
 	switch {
 	case o.To == "":
 		return UsageErrorf("--to is required: the version to convert to")
+	case o.Write && o.Check:
+		return UsageErrorf("--write rewrites the files and --check only lists what is left to convert: choose one")
+	case (o.Write || o.Check) && len(o.Files) == 0:
+		return UsageErrorf("--write and --check work on files: give them with -f PATH")
+	case (o.Write || o.Check) && stdinIn(o.Files):
+		return UsageErrorf("--write and --check work on files: -f - (standard input) cannot be rewritten")
+	case (o.Write || o.Check) && (o.ViaAPIServer || o.Keep != ""):
+		return UsageErrorf("--via-apiserver and --keep do not apply to --write and --check")
+	case o.DryRun && !o.Write:
+		return UsageErrorf("--dry-run goes with --write: it prints the diff --write would make")
+	case o.AllowDataLoss && !o.Write:
+		return UsageErrorf("--allow-data-loss goes with --write")
+	case o.out.format == outputMarkdown && !o.Write && !o.Check:
+		return UsageErrorf("-o markdown is for --write and --check reports")
 	case o.Name == "" && !o.source.offline():
 		return UsageErrorf("name a CRD (e.g. crontabs.stable.example.com), or read one with --crd-file")
 	case sources != 1:
@@ -216,6 +249,10 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 		}
 	} else {
 		o.From = crdinfo.DefaultSource(crd, o.To)
+	}
+
+	if o.Write || o.Check {
+		return o.runWrite(ctx, crd)
 	}
 
 	var report *convert.Report

@@ -23,6 +23,8 @@ var offlineExamples = []struct {
 	stdin string
 }{
 	{args: "versions -f testdata/crds/crontab.yaml", code: 0},
+	{args: "convert --crd-file testdata/releases/gateway-api/v1.0.0/gateway.networking.k8s.io_httproutes.yaml --to v1 -f testdata/manifests --check", code: 1},
+	{args: "convert --crd-file testdata/releases/gateway-api/v1.0.0/gateway.networking.k8s.io_httproutes.yaml --to v1 -f testdata/manifests/gateway-api --write --dry-run", code: 0},
 	{args: "versions -f testdata/crds/crontab.yaml -o wide", code: 0},
 	{args: "versions -f testdata/crds/crontab-release.yaml", code: 0},
 	{args: "versions -f testdata/crds/crontab-release.yaml --can-remove v1alpha1", code: 1},

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/doctor"
 	"github.com/crdver/kubectl-crdver/markdown"
 	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 const outputMarkdown = "markdown"
@@ -24,6 +26,8 @@ func (p markdownPrinter) PrintReport(w io.Writer, report any) error {
 		out = markdown.Plan(r, p.limit)
 	case *doctor.Report:
 		out = markdown.Doctor(r, p.limit)
+	case *convert.WriteReport:
+		out = printers.ConvertWriteMarkdown(r)
 	case versionsSummary:
 		out = markdown.Versions(r.Items, p.limit)
 	default:

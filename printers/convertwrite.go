@@ -1,0 +1,81 @@
+package printers
+
+// convertwrite.go: the report of `convert --write`, `--write --dry-run` and `--check`, for
+// people (a table per file, then the reasons and diffs) and as Markdown (a pull request
+// comment or a CI summary).
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/crdver/kubectl-crdver/convert"
+)
+
+func printWriteReport(w io.Writer, r *convert.WriteReport, noHeaders bool) error {
+	t := &Table{Header: []string{"file", "line", "object", "from", "status"}}
+	for _, f := range r.Files {
+		if len(f.Objects) == 0 {
+			t.Add(f.Path, "-", "-", "-", f.Status)
+			continue
+		}
+		for _, o := range f.Objects {
+			t.Add(f.Path, fmt.Sprint(o.Line), o.Name, o.From, f.Status)
+		}
+	}
+	var b strings.Builder
+	verb := map[string]string{"write": "converted", "dry-run": "to convert (dry run: nothing written)", "check": "still at a version other than " + r.To}[r.Mode]
+	fmt.Fprintf(&b, "%s: %d object(s) in the files, %d already at %s, %d %s\n", r.CRD, r.Objects, r.AtTarget, r.To, r.Converted, verb)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if len(t.Rows) > 0 {
+		if err := t.Print(w, noHeaders); err != nil {
+			return err
+		}
+	}
+	b.Reset()
+	for _, f := range r.Files {
+		if f.Reason != "" {
+			fmt.Fprintf(&b, "%s: %s: %s\n", f.Path, f.Status, f.Reason)
+		}
+		for _, l := range f.Lines {
+			fmt.Fprintf(&b, "  %s:%s\n", f.Path, l)
+		}
+		for _, o := range f.Objects {
+			for _, p := range o.Problems {
+				fmt.Fprintf(&b, "%s:%d %s: %s %s: %s\n", f.Path, o.Line, o.Name, p.Check, p.Path, p.Detail)
+			}
+			for _, p := range o.Dropped {
+				fmt.Fprintf(&b, "%s:%d %s: dropped (--allow-data-loss) %s: %s\n", f.Path, o.Line, o.Name, p.Path, p.Detail)
+			}
+		}
+		if f.Diff != "" {
+			b.WriteString(f.Diff)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ConvertWriteMarkdown is the report as Markdown.
+func ConvertWriteMarkdown(r *convert.WriteReport) string {
+	var b strings.Builder
+	title := map[string]string{"write": "converted", "dry-run": "to convert", "check": "still at a version other than `" + r.To + "`"}[r.Mode]
+	fmt.Fprintf(&b, "### %s: %d object(s) %s\n\n", r.CRD, r.Converted, title)
+	if len(r.Files) == 0 {
+		fmt.Fprintf(&b, "Every object of %s in the files is at `%s` (%d).\n", r.CRD, r.To, r.AtTarget)
+		return b.String()
+	}
+	b.WriteString("| File | Line | Object | From | Status |\n|---|---|---|---|---|\n")
+	cell := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+	for _, f := range r.Files {
+		if len(f.Objects) == 0 {
+			fmt.Fprintf(&b, "| `%s` | | | | %s |\n", cell(f.Path), cell(f.Status))
+		}
+		for _, o := range f.Objects {
+			fmt.Fprintf(&b, "| `%s` | %d | `%s` | `%s` | %s |\n", cell(f.Path), o.Line, cell(o.Name), o.From, cell(f.Status))
+		}
+	}
+	return b.String()
+}
