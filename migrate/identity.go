@@ -39,10 +39,11 @@ func SameCluster(recorded, now string) (ok bool, why string) {
 	if recorded == "" || now == "" || recorded == now {
 		return true, ""
 	}
-	return false, "it was written for another cluster (kube-system namespace " + short(recorded) + ", this one is " + short(now) + ")"
+	return false, "it was written for another cluster (kube-system namespace " + ShortUID(recorded) + ", this one is " + ShortUID(now) + ")"
 }
 
-func short(uid string) string {
+// ShortUID is the first 8 characters of a UID, enough to tell two objects apart in a message.
+func ShortUID(uid string) string {
 	if len(uid) > 8 {
 		return uid[:8]
 	}

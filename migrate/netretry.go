@@ -25,17 +25,14 @@ import (
 type netRetry struct {
 	rt      http.RoundTripper
 	retries *atomic.Int64
-	// attempts is the most tries of one request (0: 6).
-	attempts int
 }
+
+// netAttempts is the most tries of one request.
+const netAttempts = 6
 
 func (t netRetry) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !safeToRepeat(req) || req.URL.Query().Get("watch") == "true" || (req.Body != nil && req.GetBody == nil) {
 		return t.rt.RoundTrip(req)
-	}
-	max := t.attempts
-	if max <= 0 {
-		max = 6
 	}
 	ctx := req.Context()
 	for attempt := 1; ; attempt++ {
@@ -61,7 +58,7 @@ func (t netRetry) RoundTrip(req *http.Request) (*http.Response, error) {
 				return resp, nil
 			}
 		}
-		if ctx.Err() != nil || attempt >= max {
+		if ctx.Err() != nil || attempt >= netAttempts {
 			return nil, err
 		}
 		t.retries.Add(1)

@@ -152,20 +152,31 @@ func (r *runner) finished(ctx context.Context, why string) error {
 	r.invalidOnRecreate()
 	// The local record says so too (a file of this machine, not a write to the cluster), so
 	// that a run killed after its apply is not reported as left to continue.
-	if r.cp != nil && r.cpPath != "" && !r.cp.Complete {
-		now := time.Now().UTC().Truncate(time.Second)
-		r.cp.Complete, r.cp.CompletedAt = true, &now
-		if err := r.save(); err != nil {
+	if r.cp != nil && !r.cp.Complete {
+		if err := r.markComplete(); err != nil {
 			return err
 		}
 	}
 	err := r.run(ctx)
+	r.notReached()
+	return err
+}
+
+// markComplete records that the release was applied and the run ran to its end: nothing is
+// left to resume, and the next run of the release is a new upgrade with a backup of its own.
+func (r *runner) markComplete() error {
+	now := time.Now().UTC().Truncate(time.Second)
+	r.cp.Complete, r.cp.CompletedAt = true, &now
+	return r.save()
+}
+
+// notReached marks the steps the run did not get to.
+func (r *runner) notReached() {
 	for i := range r.rep.Steps {
 		if r.rep.Steps[i].State == StatePending {
 			r.rep.Steps[i].State = StateNotRun
 		}
 	}
-	return err
 }
 
 // servedByKilledRun are the versions an earlier run of this release recorded it was about to

@@ -81,17 +81,10 @@ func (s *state) belongs(release, cluster string, live map[string]string) (bool, 
 		case uid == "":
 			return false, fmt.Sprintf("%s, which it was written for, is no longer in the cluster", n)
 		case uid != s.CRDs[n]:
-			return false, fmt.Sprintf("%s is another object than the one it was written for (uid %s, now %s)", n, shortUID(s.CRDs[n]), shortUID(uid))
+			return false, fmt.Sprintf("%s is another object than the one it was written for (uid %s, now %s)", n, migrate.ShortUID(s.CRDs[n]), migrate.ShortUID(uid))
 		}
 	}
 	return true, ""
-}
-
-func shortUID(u string) string {
-	if len(u) > 8 {
-		return u[:8]
-	}
-	return u
 }
 
 // DefaultCheckpointPath is the upgrade's state file for a release (its CRD names) on a

@@ -166,18 +166,11 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	if err == nil && slices.ContainsFunc(r.rep.Steps, func(s StepResult) bool { return s.Action == plan.ActionApply && s.State == StateDone }) {
 		// Nothing left to resume: the next run of this release is a new upgrade (e.g. after
 		// `upgrade -f OLD` took the cluster back), which must not reuse this backup.
-		r.cp.Complete = true
-		now := time.Now().UTC().Truncate(time.Second)
-		r.cp.CompletedAt = &now
-		if serr := r.save(); serr != nil {
+		if serr := r.markComplete(); serr != nil {
 			err = serr
 		}
 	}
-	for i := range r.rep.Steps {
-		if r.rep.Steps[i].State == StatePending {
-			r.rep.Steps[i].State = StateNotRun
-		}
-	}
+	r.notReached()
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrInterrupted) {
 		err = fmt.Errorf("%w: %w", ErrInterrupted, err)
 	}

@@ -12,8 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
 // TestAnotherClusterAtTheSameAddress is the scenario: an upgrade of cluster A is
@@ -24,16 +22,8 @@ func TestAnotherClusterAtTheSameAddress(t *testing.T) {
 	const group = "same.address.example.com"
 	a := setup(t, envA, group, "a", 120)
 	b := setup(t, envB, group, "b", 120)
-	proxy, err := testenv.StartSwitchProxy(envA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	proxy, kcA := proxyTo(t, envA)
 	dir := t.TempDir()
-	kcA, err := proxy.Kubeconfig(envA, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	kcB, err := proxy.Kubeconfig(envB, dir)
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,22 @@ func (c *cluster) createMany(t *testing.T, prefix string, n int) {
 	}
 }
 
+// proxyTo starts a switch proxy in front of env (closed when the test ends) and writes env's
+// kubeconfig pointed at it.
+func proxyTo(t *testing.T, env *testenv.Env) (*testenv.SwitchProxy, string) {
+	t.Helper()
+	proxy, err := testenv.StartSwitchProxy(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	kc, err := proxy.Kubeconfig(env, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proxy, kc
+}
+
 // storedAt checks that etcd holds every object of the CRD at version v.
 func (c *cluster) storedAt(t *testing.T, v string) {
 	t.Helper()
@@ -74,15 +90,7 @@ func (c *cluster) storedAt(t *testing.T, v string) {
 // flight), complete with nothing lost: every object at the new storage version, storedVersions
 // trimmed, the managers kept.
 func TestFlakyNetwork(t *testing.T) {
-	proxy, err := testenv.StartSwitchProxy(envB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	kc, err := proxy.Kubeconfig(envB, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy, kc := proxyTo(t, envB)
 
 	t.Run("migrate 3000", func(t *testing.T) {
 		const group = "flaky.migrate.example.com"
@@ -155,15 +163,7 @@ func TestFlakyNetwork(t *testing.T) {
 // transport, with back-off: measured, it outlasted 40 s) or ends with exit 3 saying to run the
 // same command again, which then completes.
 func TestServerGoneMidRewrite(t *testing.T) {
-	proxy, err := testenv.StartSwitchProxy(envB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	kc, err := proxy.Kubeconfig(envB, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy, kc := proxyTo(t, envB)
 	for _, down := range []time.Duration{time.Second, 10 * time.Second} {
 		t.Run(down.String(), func(t *testing.T) {
 			group := fmt.Sprintf("gone%d.example.com", int(down.Seconds()))

@@ -33,11 +33,9 @@ type SwitchProxy struct {
 	drop  float64
 	// downUntil: connections are refused until then (Down).
 	downUntil time.Time
-	rnd   *rand.Rand
-	// Dropped counts the connections cut on purpose.
-	dropped int
-	wg      sync.WaitGroup
-	closed  bool
+	rnd       *rand.Rand
+	wg        sync.WaitGroup
+	closed    bool
 }
 
 // StartSwitchProxy starts a proxy forwarding to env.
@@ -58,6 +56,11 @@ func (p *SwitchProxy) Switch(env *Env) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.to = env
+	p.cutAll()
+}
+
+// cutAll closes every open connection (p.mu held).
+func (p *SwitchProxy) cutAll() {
 	for c := range p.conns {
 		c.Close()
 		delete(p.conns, c)
@@ -95,12 +98,8 @@ func (p *SwitchProxy) ResetEvery(interval time.Duration) (stop func() int) {
 			p.mu.Lock()
 			if len(p.conns) > 0 {
 				n++
-				p.dropped++
 			}
-			for c := range p.conns {
-				c.Close()
-				delete(p.conns, c)
-			}
+			p.cutAll()
 			p.mu.Unlock()
 		}
 	}()
@@ -116,10 +115,7 @@ func (p *SwitchProxy) ResetEvery(interval time.Duration) (stop func() int) {
 func (p *SwitchProxy) Down(d time.Duration) {
 	p.mu.Lock()
 	p.downUntil = time.Now().Add(d)
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
+	p.cutAll()
 	p.mu.Unlock()
 }
 
@@ -128,13 +124,6 @@ func (p *SwitchProxy) UpAt() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.downUntil
-}
-
-// Dropped is how many connections were cut on purpose.
-func (p *SwitchProxy) Dropped() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.dropped
 }
 
 // Kubeconfig writes, into dir, a kubeconfig with env's credentials and CA whose server is the
@@ -180,9 +169,6 @@ func (p *SwitchProxy) serve() {
 		}
 		cut := p.drop > 0 && p.rnd.Float64() < p.drop
 		early := cut && p.rnd.IntN(2) == 0
-		if cut {
-			p.dropped++
-		}
 		p.mu.Unlock()
 		if early {
 			client.Close()
