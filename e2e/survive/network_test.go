@@ -283,3 +283,54 @@ func lastLineOf(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
 }
+
+// TestAPIServerRestartMidRewrite: the real kube-apiserver is killed (SIGKILL: requests and
+// watches cut, nothing drained) in the middle of migrate's rewrite and started again 2 s
+// later with the same certificates and etcd. The run rides it out, or ends with exit 3 saying
+// to run it again, which then completes: every object stored at v1 in etcd, storedVersions
+// [v1].
+func TestAPIServerRestartMidRewrite(t *testing.T) {
+	const group = "restart.example.com"
+	c := setup(t, envB, group, "r", 0)
+	c.createMany(t, "r", 1500)
+	user := newRunner(t)
+	args := []string{"migrate", "gadgets." + group, "--to", "v1", "--yes", "--concurrency", "2", "--kubeconfig", envB.Kubeconfig}
+	var once sync.Once
+	restarted := make(chan error, 1)
+	res := user.runKilled(func(line string, _ *os.Process) bool {
+		if strings.Contains(line, "is now v1") || strings.Contains(line, "storage version") {
+			once.Do(func() {
+				go func() {
+					time.Sleep(300 * time.Millisecond)
+					restarted <- envB.RestartAPIServer(context.Background(), 2*time.Second)
+				}()
+			})
+		}
+		return false
+	}, args...)
+	select {
+	case err := <-restarted:
+		if err != nil {
+			t.Fatalf("restarting kube-apiserver: %v", err)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the API server was never restarted (the run printed no storage switch?)\n%s", res.stderr)
+	}
+	t.Logf("first run: exit %d", res.code)
+	if res.code != 0 {
+		if res.code != 3 || !strings.Contains(res.stderr, "again") {
+			t.Fatalf("migrate with the API server restarted: exit %d, want 0, or 3 saying to run it again\n%s", res.code, res.stderr)
+		}
+		if res = user.run(args...); res.code != 0 {
+			t.Fatalf("migrate run again after the restart: exit %d\n%s", res.code, res.stderr)
+		}
+	}
+	c.storedAt(t, "v1")
+	crd, err := c.crds.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), "gadgets."+group, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(crd.Status.StoredVersions, []string{"v1"}) {
+		t.Errorf("storedVersions %v, want [v1]", crd.Status.StoredVersions)
+	}
+}
