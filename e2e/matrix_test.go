@@ -23,7 +23,9 @@ import (
 // API server, as a user at a terminal runs it (the built binary through kubectl's plugin
 // lookup, output as printed):
 //
-//	upgrade: (1) `kubectl crdver upgrade -f NEW --yes` either refuses before writing — only
+//	upgrade: every run that may write is killed with SIGKILL at every step's end and at random
+//	  moments inside each step, then run again, until one ends by itself (crash_test.go);
+//	  (1) `kubectl crdver upgrade -f NEW --yes` either refuses before writing — only
 //	  when an object would lose fields or be rejected, with every CRD and every object in etcd
 //	  unchanged — or ends with the release applied and verified; (2) after a refusal, the fixes
 //	  it names (scripted, per release, as a user makes them: the GitOps manifest edited and
@@ -90,7 +92,7 @@ func testMatrixUpgrade(t *testing.T, rc releaseCase) {
 
 	// (1)
 	backup := filepath.Join(work, "backup-1.yaml")
-	r1 := h.runStep(work, fmt.Sprintf("kubectl crdver upgrade -f %s --yes --backup %s 2>&1", newDir, backup))
+	r1 := h.crashChain("(1)", work, fmt.Sprintf("kubectl crdver upgrade -f %s --yes --backup %s 2>&1", newDir, backup), s0, oldStorage, nil)
 	t.Logf("(1) %s → exit %d\n%s", r1.Step, r1.Code, tail(r1.Stdout, 60))
 	s1, c1 := h.snapshot(), h.crdStates()
 	before := s0 // what the way back and the restore are compared with
@@ -134,7 +136,7 @@ func testMatrixUpgrade(t *testing.T, rc releaseCase) {
 		}
 		before = h.snapshot()
 		backup = filepath.Join(work, "backup-2.yaml")
-		r2 := h.runStep(work, fmt.Sprintf("kubectl crdver upgrade -f %s --yes --allow-data-loss --backup %s 2>&1", newDir, backup))
+		r2 := h.crashChain("(2)", work, fmt.Sprintf("kubectl crdver upgrade -f %s --yes --allow-data-loss --backup %s 2>&1", newDir, backup), before, oldStorage, consented)
 		t.Logf("(2) %s → exit %d\n%s", r2.Step, r2.Code, tail(r2.Stdout, 60))
 		if !h.checkApplied("(2) upgrade --yes --allow-data-loss after the fixes", r2, newDir, before, oldStorage, consented) {
 			return

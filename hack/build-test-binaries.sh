@@ -17,11 +17,13 @@
 # The folder is $CRDVER_TEST_ASSETS or, by default,
 # ${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-crdver/testbin/k8s-<version>-etcd-<version>;
 # with --kube, .../testbin/k8s-<that version>-etcd-<version> (CRDVER_TEST_ASSETS is ignored).
+# $CRDVER_TESTBIN, when set, is used in place of .../kubectl-crdver/testbin (make test sets it,
+# because it points XDG_CACHE_HOME at a temporary folder for the tests).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 etcd_version=$(awk '$1=="require" && $2=="go.etcd.io/etcd/server/v3" {print $3}' "$here/tools/etcd/go.mod")
-root=${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-crdver/testbin
+root=${CRDVER_TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-crdver/testbin}
 
 if [[ "${1:-}" == "--minors" ]]; then
   for m in "$here"/tools/kube-1.*/go.mod; do

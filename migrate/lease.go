@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,6 +29,9 @@ const (
 	leaseLabel    = "crdver.io/lease"
 	leaseHost     = "crdver.io/host"
 	leasePID      = "crdver.io/pid"
+	// leasePIDStart is the holder's start time (/proc/PID/stat), so that another process
+	// given the same PID later is not taken for the holder.
+	leasePIDStart = "crdver.io/pid-start"
 	leaseCommand  = "crdver.io/command"
 )
 
@@ -105,7 +110,7 @@ func (l *Lease) take(ctx context.Context, crd, command, host string) error {
 		if apierrors.IsNotFound(err) {
 			_, err = leases.Create(ctx, &coordinationv1.Lease{
 				ObjectMeta: metav1.ObjectMeta{Name: LeaseName(crd), Labels: map[string]string{leaseLabel: "true"},
-					Annotations: map[string]string{leaseHost: host, leasePID: strconv.Itoa(os.Getpid()), leaseCommand: command, "crdver.io/crd": crd}},
+					Annotations: map[string]string{leaseHost: host, leasePID: strconv.Itoa(os.Getpid()), leasePIDStart: selfStart(), leaseCommand: command, "crdver.io/crd": crd}},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &l.holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
 			}, metav1.CreateOptions{FieldManager: "kubectl-crdver"})
 			if apierrors.IsAlreadyExists(err) && attempt < 5 {
@@ -127,7 +132,7 @@ func (l *Lease) take(ctx context.Context, crd, command, host string) error {
 		if cur.Annotations == nil {
 			cur.Annotations = map[string]string{}
 		}
-		cur.Annotations[leaseHost], cur.Annotations[leasePID], cur.Annotations[leaseCommand] = host, strconv.Itoa(os.Getpid()), command
+		cur.Annotations[leaseHost], cur.Annotations[leasePID], cur.Annotations[leasePIDStart], cur.Annotations[leaseCommand] = host, strconv.Itoa(os.Getpid()), selfStart(), command
 		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: "kubectl-crdver"})
 		if apierrors.IsConflict(err) && attempt < 5 {
 			continue // another run took it at the same moment: decide again
@@ -162,16 +167,29 @@ func heldBy(cur *coordinationv1.Lease, host string) *HeldError {
 		return nil
 	}
 	if cur.Annotations[leaseHost] == host {
-		if pid, err := strconv.Atoi(cur.Annotations[leasePID]); err == nil && !processAlive(pid) {
+		if pid, err := strconv.Atoi(cur.Annotations[leasePID]); err == nil && !processAlive(pid, cur.Annotations[leasePIDStart]) {
 			return nil
 		}
 	}
 	return &HeldError{Holder: *cur.Spec.HolderIdentity, Renewed: renewed, StaleAt: renewed.Add(dur)}
 }
 
-// processAlive: signal 0 reaches the process (unix). Elsewhere a process is taken for alive:
-// its lease then goes stale after LeaseDuration.
-func processAlive(pid int) bool {
+// processAlive: the process that took a lease on this machine still runs. On Linux it reads
+// /proc/PID/stat: a process gone, a zombie (killed, not yet reaped: in a container whose first
+// process reaps no orphans, a SIGKILLed run stays one for good) or another process that got the
+// same PID since (its start time differs from the one the lease recorded, when it did) is not
+// alive. Elsewhere on unix, signal 0 must reach it; on Windows a process is taken for alive and
+// its lease goes stale after LeaseDuration.
+func processAlive(pid int, started string) bool {
+	if runtime.GOOS == "linux" {
+		state, start, err := procStat(pid)
+		if err == nil {
+			return state != "Z" && state != "X" && (started == "" || started == start)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return false
+		}
+	}
 	if runtime.GOOS == "windows" {
 		return true
 	}
@@ -181,6 +199,38 @@ func processAlive(pid int) bool {
 	}
 	err = p.Signal(syscall.Signal(0))
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// procStat reads a Linux process's state and start time (fields 3 and 22 of /proc/PID/stat;
+// the command name, field 2, may hold spaces and parentheses, so fields are counted from the
+// last ')').
+func procStat(pid int) (state, start string, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", "", err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", "", fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return "", "", fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	return f[0], f[19], nil
+}
+
+// selfStart is this process's start time as procStat reads it ("" where there is no /proc).
+func selfStart() string {
+	if runtime.GOOS != "linux" {
+		return ""
+	}
+	_, start, err := procStat(os.Getpid())
+	if err != nil {
+		return ""
+	}
+	return start
 }
 
 func (l *Lease) renew() {

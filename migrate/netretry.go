@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,12 @@ import (
 //     "changed since read: read again";
 //   - server-side apply (PATCH application/apply-patch+yaml): the same intent applied twice by
 //     the same field manager gives the same object.
+//
+// The same requests are repeated when the answer says the server (or a load balancer before
+// it) could not serve them now: 429 Too Many Requests, 502, 503 and 504, and a 500 whose
+// message is etcd's timeout or leader change (transientStatus); a Retry-After is honoured up
+// to 5 s. An error that is the request's own (a conversion webhook failing, 500 too) is not
+// repeated.
 //
 // Creates, deletes and the other patches are never repeated here: their callers decide. The
 // response body is read in full before it is returned (a page at most: lists are paged), so
@@ -55,14 +62,19 @@ func (t netRetry) RoundTrip(req *http.Request) (*http.Response, error) {
 			if err == nil {
 				resp.Body = io.NopCloser(bytes.NewReader(b))
 				resp.ContentLength = int64(len(b))
-				return resp, nil
+				if !transientStatus(resp.StatusCode, b) || ctx.Err() != nil || attempt >= netAttempts {
+					return resp, nil
+				}
 			}
 		}
-		if ctx.Err() != nil || attempt >= netAttempts {
+		if err != nil && (ctx.Err() != nil || attempt >= netAttempts) {
 			return nil, err
 		}
 		t.retries.Add(1)
 		d := 100 * time.Millisecond << (attempt - 1)
+		if err == nil {
+			d = max(d, retryAfter(resp))
+		}
 		if err := Sleep(ctx, d); err != nil {
 			return nil, err
 		}
@@ -89,4 +101,25 @@ func (c *Clients) Retries() int64 {
 		return 0
 	}
 	return c.retries.Load()
+}
+
+// transientStatus: the answer says "not now", not "not this request" (see netRetry).
+func transientStatus(code int, body []byte) bool {
+	switch code {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	case http.StatusInternalServerError:
+		return bytes.Contains(body, []byte("etcdserver: request timed out")) || bytes.Contains(body, []byte("etcdserver: leader changed")) ||
+			bytes.Contains(body, []byte("etcdserver: too many requests"))
+	}
+	return false
+}
+
+// retryAfter is the answer's Retry-After in seconds, at most 5 s (0 without one).
+func retryAfter(resp *http.Response) time.Duration {
+	n, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return min(time.Duration(n)*time.Second, 5*time.Second)
 }

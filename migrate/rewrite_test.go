@@ -64,6 +64,13 @@ func TestRewriteStoresEveryObjectAtStorageVersionThenTrims(t *testing.T) {
 	if err != nil || !st.TrimSafe || !st.Pending {
 		t.Errorf("status before the trim = %+v, %v; want pending and safe to trim", st, err)
 	}
+	// The same CRD name at the same address, another CRD object (another cluster behind the
+	// address, or the CRD created again): the record is not this CRD's.
+	other := f.get(t)
+	other.UID = "00000000-0000-0000-0000-000000000001"
+	if st, err := GetStatus(other, f.clients.Server, cpPath); err != nil || st.LastRun != nil || st.TrimSafe || st.Next != NextMigrate {
+		t.Errorf("status of another CRD object with this checkpoint = %+v, %v; want no last run, not safe to trim, next migrate", st, err)
+	}
 
 	tr, err := Trim(ctx, f.clients, EvidenceOf(res))
 	if err != nil {

@@ -181,7 +181,7 @@ type RunRecord struct {
 }
 
 // GetStatus reports the storage state of crd, using the checkpoint at checkpointPath (if any)
-// as the record of the last run.
+// as the record of the last run, when it was written for this CRD object (its UID).
 func GetStatus(crd *apiextensionsv1.CustomResourceDefinition, server, checkpointPath string) (*Status, error) {
 	st := &Status{CRD: crd.Name, StorageVersion: crdinfo.StorageVersion(crd), StoredVersions: append([]string{}, crd.Status.StoredVersions...)}
 	for _, v := range st.StoredVersions {
@@ -196,7 +196,9 @@ func GetStatus(crd *apiextensionsv1.CustomResourceDefinition, server, checkpoint
 			return nil, err
 		}
 	}
-	if cp != nil && cp.CRD == crd.Name && cp.Server == server {
+	// A record is this CRD's only when it was written for this CRD object: another cluster
+	// reached at the same address, or the CRD deleted and created again, has another UID.
+	if cp != nil && cp.CRD == crd.Name && cp.Server == server && cp.UID == string(crd.UID) {
 		st.LastRun = &RunRecord{State: cp.State, StorageVersion: cp.StorageVersion, Counts: cp.Counts, UpdatedAt: cp.UpdatedAt, Checkpoint: checkpointPath}
 	}
 	switch {

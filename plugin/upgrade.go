@@ -211,7 +211,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		}
 		return nil
 	}
-	printed := false
+	printed := false // the plan was shown and confirmed (a release found in place needs no confirmation: it only verifies)
 	uo.Confirm = func(r *upgrade.Report) (bool, error) {
 		printed = true
 		if err := o.printer.PrintPart(o.g.Out, upgradePlanView{r}); err != nil {
@@ -241,7 +241,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 				return perr
 			}
 		}
-		if perr := o.printer.PrintReport(o.g.Out, upgradeResultView{rep: rep, ran: printed && !errors.Is(err, upgrade.ErrNotConfirmed)}); perr != nil {
+		if perr := o.printer.PrintReport(o.g.Out, upgradeResultView{rep: rep, ran: (printed || rep.AlreadyInPlace != "") && !errors.Is(err, upgrade.ErrNotConfirmed)}); perr != nil {
 			return perr
 		}
 	}

@@ -125,6 +125,14 @@ func TestFinishedUpgradeRunAgain(t *testing.T) {
 			t.Errorf("run again changed the backup file")
 		}
 	}
+	// As a person reads it: the steps (apply already done, verify), and the decision table's
+	// last line, as after the first run.
+	human := user.run(args[:len(args)-2]...)
+	paras := strings.Split(strings.TrimSpace(human.stdout), "\n\n")
+	if last := paras[len(paras)-1]; human.code != 1 || !strings.Contains(human.stdout, "verify") ||
+		!strings.HasPrefix(last, "Release applied and verified. Left for you") || !strings.Contains(last, "g-big") {
+		t.Errorf("run again, human output: exit %d, last paragraph %q; want 1 and the steps, ending with what is left (g-big)\n%s", human.code, last, human.stdout)
+	}
 }
 
 // TestSecondRunIsRefused: a second upgrade of the same CRDs while the first runs is refused

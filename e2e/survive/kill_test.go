@@ -1,6 +1,7 @@
 package survive
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
 )
 
 // TestKillAnywhereThenRunAgain is the crash matrix on the release: the upgrade is
@@ -141,4 +146,121 @@ func TestKillMigrateAndRetire(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKillRestore: restore, killed with SIGKILL in the middle of its writes (twice), then
+// run again with the same command, ends with every consented field back, every other field
+// and both managers kept. Between the kills each object holds either its field back or not:
+// nothing else changed.
+func TestKillRestore(t *testing.T) {
+	const group = "restorekill.example.com"
+	c := setup(t, envB, group, "r", 200)
+	user := newRunner(t)
+	backup := filepath.Join(t.TempDir(), "backup.yaml")
+	if res := user.run("upgrade", "-f", newRelease(t, group), "--yes", "--allow-data-loss", "--backup", backup, "--kubeconfig", envB.Kubeconfig); res.code != 0 {
+		t.Fatalf("upgrade: exit %d\n%s", res.code, res.stderr)
+	}
+	// Back to the old release, whose v1alpha1 holds spec.legacy again.
+	old := gadgetCRD(group,
+		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1alpha1", Served: true, Storage: true, Schema: gadgetSchema(true)},
+		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Schema: gadgetSchema(false)})
+	b, err := yaml.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldFile := filepath.Join(t.TempDir(), "old.yaml")
+	if err := os.WriteFile(oldFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := user.run("upgrade", "-f", oldFile, "--yes", "--backup", filepath.Join(t.TempDir(), "back.yaml"), "--kubeconfig", envB.Kubeconfig); res.code != 0 {
+		t.Fatalf("upgrade back: exit %d\n%s", res.code, res.stderr)
+	}
+	args := []string{"restore", "-f", backup, "--yes", "--kubeconfig", envB.Kubeconfig}
+	// Killed once it has restored about a sixth, a half and five sixths of the objects (the
+	// count is polled from the cluster while it runs): in the middle of its writes.
+	kills := 0
+	for _, part := range []int{6, 2} {
+		target := len(c.objects) * (part - 1) / part
+		if part == 6 {
+			target = len(c.objects) / 6
+		}
+		var last time.Time
+		res := user.runKilled(func(line string, _ *os.Process) bool {
+			if line != "" || time.Since(last) < 50*time.Millisecond {
+				return false
+			}
+			last = time.Now()
+			return len(c.legacyCount(t)) >= target
+		}, args...)
+		if !res.killed {
+			t.Logf("restore ended (exit %d) before %d objects were restored", res.code, target)
+			continue
+		}
+		kills++
+		restored := c.legacyAt(t)
+		t.Logf("restore killed: %d of %d objects have spec.legacy back (aimed at %d)", len(restored), len(c.objects), target)
+		for n, l := range restored {
+			if l != "legacy-"+n {
+				t.Errorf("%s: spec.legacy %q after the kill, want %q", n, l, "legacy-"+n)
+			}
+		}
+	}
+	if kills == 0 {
+		t.Errorf("restore was never killed in its writes: the test proves nothing")
+	}
+	res := user.run(args...)
+	if res.code != 0 {
+		t.Fatalf("restore again after %d kills: exit %d\n%s%s", kills, res.code, res.stdout, res.stderr)
+	}
+	got := c.legacyAt(t)
+	for _, n := range c.objects {
+		if got[n] != "legacy-"+n {
+			t.Errorf("%s: spec.legacy %q after the restore, want %q", n, got[n], "legacy-"+n)
+		}
+	}
+}
+
+// legacyCount is the spec.legacy of the objects that have it (no checks: polled during a run).
+func (c *cluster) legacyCount(t *testing.T) map[string]string {
+	list, err := c.dyn.Resource(schema.GroupVersionResource{Group: c.group, Version: "v1alpha1", Resource: "gadgets"}).Namespace("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, u := range list.Items {
+		if l, ok, _ := unstructured.NestedString(u.Object, "spec", "legacy"); ok {
+			out[u.GetName()] = l
+		}
+	}
+	return out
+}
+
+// legacyAt reads every object at v1alpha1: the spec.legacy of those that have it, by name. It
+// fails the test on an object that lost spec.size or a manager (kubectl-create, gitops).
+func (c *cluster) legacyAt(t *testing.T) map[string]string {
+	t.Helper()
+	list, err := c.dyn.Resource(schema.GroupVersionResource{Group: c.group, Version: "v1alpha1", Resource: "gadgets"}).Namespace("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, u := range list.Items {
+		if l, ok, _ := unstructured.NestedString(u.Object, "spec", "legacy"); ok {
+			out[u.GetName()] = l
+		}
+		if _, ok, _ := unstructured.NestedInt64(u.Object, "spec", "size"); !ok {
+			t.Errorf("%s: lost spec.size", u.GetName())
+		}
+		var managers []string
+		for _, e := range u.GetManagedFields() {
+			managers = append(managers, e.Manager)
+		}
+		if !slices.Contains(managers, "kubectl-create") || !slices.Contains(managers, "gitops") {
+			t.Errorf("%s: managers %v, want kubectl-create and gitops kept", u.GetName(), managers)
+		}
+	}
+	if len(list.Items) != len(c.objects) {
+		t.Errorf("%d objects, want %d", len(list.Items), len(c.objects))
+	}
+	return out
 }

@@ -197,3 +197,140 @@ func TestServerGoneMidRewrite(t *testing.T) {
 		})
 	}
 }
+
+// TestServerErrors: the API server (or the load balancer before it) answers 3% of the
+// requests with 429 (Retry-After), 503, or a 500 after carrying the request out; upgrade of
+// 200 objects, then migrate of 1,000, through it. Each run ends complete, or with exit 3 and
+// the command to run again, which is run until it ends; then nothing is lost (every object at
+// v1, storedVersions trimmed, both managers kept, the backup holding every consented field),
+// no write the API server carried out was sent again with the same body, and the JSON report
+// counts the requests sent again.
+func TestServerErrors(t *testing.T) {
+	proxy, err := testenv.StartFaultProxy(envB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	kc, err := proxy.Kubeconfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilDone := func(t *testing.T, user *runner, args ...string) result {
+		t.Helper()
+		for i := 1; ; i++ {
+			res := user.run(args...)
+			if res.code == 0 || i == 4 {
+				return res
+			}
+			if res.code != 3 || !strings.Contains(res.stderr, "again") {
+				t.Fatalf("run %d: exit %d, want 0, or 3 saying to run it again\n%s", i, res.code, res.stderr)
+			}
+			t.Logf("run %d: exit 3: %s", i, lastLineOf(res.stderr))
+		}
+	}
+	t.Run("upgrade", func(t *testing.T) {
+		const group = "errors.upgrade.example.com"
+		c := setup(t, envB, group, "u", 200)
+		backup := filepath.Join(t.TempDir(), "backup.yaml")
+		proxy.Fail(0.03, nil)
+		defer proxy.Fail(0, nil)
+		res := runUntilDone(t, newRunner(t), "upgrade", "-f", newRelease(t, group), "--yes", "--allow-data-loss", "--backup", backup, "--kubeconfig", kc, "-o", "json")
+		if res.code != 0 {
+			t.Fatalf("upgrade through a server failing 3%% of requests: exit %d\n%s", res.code, res.stderr)
+		}
+		rep := parseReport(t, res)
+		t.Logf("injected %v; %d requests sent again (last run)", proxy.Injected(), rep.Retries)
+		proxy.Fail(0, nil)
+		c.checkUpgraded(t)
+		c.checkBackup(t, backup)
+		c.storedAt(t, "v1")
+	})
+	t.Run("migrate 1000", func(t *testing.T) {
+		const group = "errors.migrate.example.com"
+		c := setup(t, envB, group, "m", 0)
+		c.createMany(t, "m", 1000)
+		proxy.Fail(0.03, nil)
+		defer proxy.Fail(0, nil)
+		res := runUntilDone(t, newRunner(t), "migrate", "gadgets."+group, "--to", "v1", "--yes", "--kubeconfig", kc, "-o", "json")
+		if res.code != 0 {
+			t.Fatalf("migrate through a server failing 3%% of requests: exit %d\n%s", res.code, res.stderr)
+		}
+		var rep struct {
+			Retries int64 `json:"retries"`
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+			t.Fatalf("migrate -o json: %v\n%s", err, res.stdout)
+		}
+		t.Logf("injected %v; %d requests sent again", proxy.Injected(), rep.Retries)
+		if rep.Retries == 0 {
+			t.Errorf("the report counts no request sent again although the proxy failed %v", proxy.Injected())
+		}
+		proxy.Fail(0, nil)
+		c.storedAt(t, "v1")
+	})
+	inj := proxy.Injected()
+	for _, code := range []int{429, 500, 503} {
+		if inj[code] == 0 {
+			t.Errorf("the proxy never answered %d: the test did not try it (injected %v)", code, inj)
+		}
+	}
+	for _, d := range proxy.Duplicates() {
+		t.Errorf("a write the API server carried out was sent again with the same body, and carried out again: %s", d)
+	}
+}
+
+func lastLineOf(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestAPIServerRestartMidRewrite: the real kube-apiserver is killed (SIGKILL: requests and
+// watches cut, nothing drained) in the middle of migrate's rewrite and started again 2 s
+// later with the same certificates and etcd. The run rides it out, or ends with exit 3 saying
+// to run it again, which then completes: every object stored at v1 in etcd, storedVersions
+// [v1].
+func TestAPIServerRestartMidRewrite(t *testing.T) {
+	const group = "restart.example.com"
+	c := setup(t, envB, group, "r", 0)
+	c.createMany(t, "r", 1500)
+	user := newRunner(t)
+	args := []string{"migrate", "gadgets." + group, "--to", "v1", "--yes", "--concurrency", "2", "--kubeconfig", envB.Kubeconfig}
+	var once sync.Once
+	restarted := make(chan error, 1)
+	res := user.runKilled(func(line string, _ *os.Process) bool {
+		if strings.Contains(line, "is now v1") || strings.Contains(line, "storage version") {
+			once.Do(func() {
+				go func() {
+					time.Sleep(300 * time.Millisecond)
+					restarted <- envB.RestartAPIServer(context.Background(), 2*time.Second)
+				}()
+			})
+		}
+		return false
+	}, args...)
+	select {
+	case err := <-restarted:
+		if err != nil {
+			t.Fatalf("restarting kube-apiserver: %v", err)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the API server was never restarted (the run printed no storage switch?)\n%s", res.stderr)
+	}
+	t.Logf("first run: exit %d", res.code)
+	if res.code != 0 {
+		if res.code != 3 || !strings.Contains(res.stderr, "again") {
+			t.Fatalf("migrate with the API server restarted: exit %d, want 0, or 3 saying to run it again\n%s", res.code, res.stderr)
+		}
+		if res = user.run(args...); res.code != 0 {
+			t.Fatalf("migrate run again after the restart: exit %d\n%s", res.code, res.stderr)
+		}
+	}
+	c.storedAt(t, "v1")
+	crd, err := c.crds.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), "gadgets."+group, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(crd.Status.StoredVersions, []string{"v1"}) {
+		t.Errorf("storedVersions %v, want [v1]", crd.Status.StoredVersions)
+	}
+}

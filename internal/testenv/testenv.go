@@ -37,6 +37,8 @@ type Env struct {
 	// Assets is the folder the binaries came from.
 	Assets string
 	dir    string
+	// restarted are kube-apiserver processes RestartAPIServer started.
+	restarted []*exec.Cmd
 }
 
 // Options tune the control plane.
@@ -172,6 +174,10 @@ func Start(opts Options) (*Env, error) {
 func (e *Env) Stop() {
 	if e == nil {
 		return
+	}
+	for _, cmd := range e.restarted {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 	}
 	_ = e.env.Stop()
 	os.RemoveAll(e.dir)
