@@ -166,7 +166,8 @@ type document struct {
 	version    string // of the CRD below the target; "" when not to convert
 	source     string
 	target     *writeTarget
-	out        []byte // the converted document
+	out        []byte         // the converted document
+	written    map[string]any // out, read back
 }
 
 type manifestFile struct {
@@ -535,11 +536,7 @@ func (w *writer) create(ctx context.Context, t *writeTarget, d *document) *Findi
 		}
 		t.previewer = p
 	}
-	n, err := kyaml.Parse(string(d.out))
-	if err != nil {
-		return fail(err.Error())
-	}
-	js, err := n.MarshalJSON()
+	js, err := utiljson.Marshal(d.written) // the document as written, read back by verifyDocument
 	if err != nil {
 		return fail(err.Error())
 	}
@@ -725,10 +722,11 @@ func rewriteDocument(f *manifestFile, d *document, c [2]map[string]any) error {
 		return fmt.Errorf("%s: %v", d.source, err)
 	}
 	// What is written must read back as the converted object, and keep every comment.
-	if err := verifyDocument(d.source, orig, b, c[0], c[1], d.obj, removed); err != nil {
+	written, err := verifyDocument(d.source, orig, b, c[0], c[1], d.obj, removed)
+	if err != nil {
 		return err
 	}
-	d.out = keepBlankLines(orig, b)
+	d.out, d.written = keepBlankLines(orig, b), written
 	return nil
 }
 
@@ -769,30 +767,30 @@ func assemble(f *manifestFile) []byte {
 // verifyDocument checks the re-serialised document: every comment line of the original is
 // still there (but those of the fields the conversion removed), and it parses to the file's
 // object with the conversion's changes applied.
-func verifyDocument(source, orig string, got []byte, sent, conv, fileObj map[string]any, removed map[string]bool) error {
+func verifyDocument(source, orig string, got []byte, sent, conv, fileObj map[string]any, removed map[string]bool) (map[string]any, error) {
 	for _, l := range strings.Split(orig, "\n") {
 		t := strings.TrimSpace(l)
 		if strings.HasPrefix(t, "#") && !removed[t] && !bytes.Contains(got, []byte(t)) {
-			return fmt.Errorf("%s: the comment %q would be lost", source, t)
+			return nil, fmt.Errorf("%s: the comment %q would be lost", source, t)
 		}
 	}
 	n, err := kyaml.Parse(string(got))
 	if err != nil {
-		return fmt.Errorf("%s: the rewritten document does not parse: %v", source, err)
+		return nil, fmt.Errorf("%s: the rewritten document does not parse: %v", source, err)
 	}
 	js, err := n.MarshalJSON()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var m map[string]any
 	if err := utiljson.Unmarshal(js, &m); err != nil {
-		return err
+		return nil, err
 	}
 	want, _ := applyMap(fileObj, sent, conv).(map[string]any)
 	if d := Diff(want, m); len(d) > 0 {
-		return fmt.Errorf("%s: the rewritten document differs from the conversion at %s: %s", source, d[0].Path, d[0].Detail)
+		return nil, fmt.Errorf("%s: the rewritten document differs from the conversion at %s: %s", source, d[0].Path, d[0].Detail)
 	}
-	return nil
+	return m, nil
 }
 
 // applyMap applies the change base -> want to file (a three-way merge on values): what the
