@@ -52,7 +52,11 @@ func printWriteReport(w io.Writer, r *convert.WriteReport, noHeaders bool) error
 		}
 		for _, o := range f.Objects {
 			for _, p := range o.Problems {
-				fmt.Fprintf(&b, "%s:%d %s: %s %s: %s\n", f.Path, o.Line, o.Name, p.Check, p.Path, p.Detail)
+				where := p.Check
+				if p.Path != "" {
+					where += " " + p.Path
+				}
+				fmt.Fprintf(&b, "%s:%d %s: %s: %s\n", f.Path, o.Line, o.Name, where, p.Detail)
 			}
 			for _, p := range o.Dropped {
 				fmt.Fprintf(&b, "%s:%d %s: dropped (--allow-data-loss) %s: %s\n", f.Path, o.Line, o.Name, p.Path, p.Detail)
