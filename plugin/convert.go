@@ -39,6 +39,10 @@ const convertExample = `  # Convert the objects of a file to v1 through the live
   # The same, printing a unified diff per file and writing nothing
   kubectl crdver convert --crd-file crds/httproutes.yaml --to v1 -f deploy/ --write --dry-run
 
+  # A release's CRDs in one run (no CRD named): every object of each CRD in the files, to v1, each
+  # judged on the API server's create path as Kubernetes 1.34 before its file is written
+  kubectl crdver convert --crd-file strimzi-0.51.0/ --to v1 -f deploy/ --write --kube-version 1.34
+
   # CI gate: exit 1 and list every HTTPRoute still below v1
   kubectl crdver convert --crd-file crds/httproutes.yaml --to v1 -f deploy/ --check -o markdown
 

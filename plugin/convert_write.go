@@ -73,7 +73,7 @@ func (o *ConvertOptions) runWrite(ctx context.Context) error {
 		return err
 	}
 	if crd, why := rep.Unreachable(); why != "" {
-		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s: the files with its objects were not written", crd, why))
+		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s: the files with its objects from there on were not written (listed above); rerun when it answers", crd, why))
 	}
 	if n := rep.Problems(); n > 0 {
 		if o.Check {
