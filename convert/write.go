@@ -17,8 +17,13 @@ import (
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/kubeversion"
+	"github.com/crdver/kubectl-crdver/preview"
 )
 
 // File statuses of a write run.
@@ -38,29 +43,77 @@ type WriteOptions struct {
 	// Options say how to convert (CRD, To, Transport, ReviewVersion, BatchSize); RoundTrip
 	// is always on.
 	Options
+	// CRDs are the CRDs of a release: the objects of every one of them are converted in the
+	// same run, each to To when it is set (every CRD must have that version), else to its own
+	// storage version. Options.CRD is then unused, and TransportFor reaches the webhook of
+	// each CRD whose conversion is Webhook.
+	CRDs         []*apiextensionsv1.CustomResourceDefinition
+	TransportFor func(*apiextensionsv1.CustomResourceDefinition) (Transport, error)
 	// Files are the manifest files (directories are walked for .yaml, .yml and .json, and
-	// report .jsonnet, .libsonnet and .cue files as templates).
+	// report .jsonnet, .libsonnet and .cue files as templates). They are read, converted and
+	// written one at a time: memory is bounded by the largest file.
 	Files []string
 	// DryRun computes the diff of each file and writes nothing.
 	DryRun bool
 	// AllowDataLoss writes objects whose only failures are data loss (pruned fields, round-
 	// trip differences), listing what was dropped.
 	AllowDataLoss bool
+	// KubeVersion is the Kubernetes version whose create path (package preview: decoding,
+	// pruning, defaulting, OpenAPI and CEL validation) judges every converted object before
+	// its file is written; zero: the version the process emulates.
+	KubeVersion kubeversion.Version
+	// FieldValidation is that create's directive ("": Strict, kubectl apply's default).
+	FieldValidation preview.FieldValidation
 }
+
+// CheckCreate names the failure of a converted object on the API server's create path at the
+// target version (package preview), in a file's problems.
+const CheckCreate = "create"
+
+// Where an object's version stands in its CRD (ObjectResult.Served).
+const (
+	VersionServed    = "served"
+	VersionNotServed = "not served"
+	VersionRemoved   = "not in the CRD"
+)
 
 // WriteReport is the result of a write, dry run or check.
 type WriteReport struct {
-	CRD   string       `json:"crd"`
-	To    string       `json:"to"`
-	Mode  string       `json:"mode"` // write, dry-run or check
-	Files []FileResult `json:"files"`
-	// Objects counts the objects of the CRD found; Converted those converted (or to convert,
-	// for check); AtTarget those already at the target version.
+	// CRD names the CRD (the CRDs, joined with ", ", for a release).
+	CRD string `json:"crd"`
+	// To is the target version; "" when each CRD goes to its own storage version (Targets).
+	To      string        `json:"to"`
+	Targets []WriteTarget `json:"targets"`
+	Mode    string        `json:"mode"` // write, dry-run or check
+	// KubeVersion is the Kubernetes version whose create path judged the converted objects.
+	KubeVersion string       `json:"kubeVersion,omitempty"`
+	Files       []FileResult `json:"files"`
+	// Objects counts the objects of the CRDs found; Converted those converted (or to convert,
+	// for check); AtTarget those already at their target version.
 	Objects   int `json:"objects"`
 	Converted int `json:"converted"`
 	AtTarget  int `json:"atTarget"`
-	// Conversion is the report of the conversion run (checks, findings, latency); nil for check.
-	Conversion *Report `json:"conversion,omitempty"`
+	// Conversions are the reports of the conversion runs, one per CRD with objects to
+	// convert (checks, findings, latency); none for check.
+	Conversions []*Report `json:"conversions,omitempty"`
+}
+
+// WriteTarget is one CRD of the run and the version its objects go to.
+type WriteTarget struct {
+	CRD   string `json:"crd"`
+	Group string `json:"group"`
+	Kind  string `json:"kind"`
+	To    string `json:"to"`
+}
+
+// Unreachable is the first conversion webhook that could not be reached ("" when none).
+func (r *WriteReport) Unreachable() (crd, reason string) {
+	for _, c := range r.Conversions {
+		if c.Unreachable != "" {
+			return c.CRD, c.Unreachable
+		}
+	}
+	return "", ""
 }
 
 // FileResult is what happened to one file.
@@ -75,12 +128,17 @@ type FileResult struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// ObjectResult is one object of the CRD below the target version in a file.
+// ObjectResult is one object of a CRD below its target version in a file.
 type ObjectResult struct {
 	Document int    `json:"document"` // 1-based
 	Line     int    `json:"line"`     // of the document's first line
-	Name     string `json:"name"`     // namespace/name
+	Kind     string `json:"kind"`
+	Name     string `json:"name"` // namespace/name
 	From     string `json:"from"`
+	To       string `json:"to"`
+	// Served says where From stands in the CRD: served, not served, or not in the CRD (a
+	// version the release removed).
+	Served string `json:"served"`
 	// Problems are the failed checks that stop the file from being written; Dropped what
 	// --allow-data-loss let go.
 	Problems []Finding `json:"problems,omitempty"`
@@ -107,6 +165,9 @@ type document struct {
 	obj        map[string]any
 	version    string // of the CRD below the target; "" when not to convert
 	source     string
+	target     *writeTarget
+	out        []byte         // the converted document
+	written    map[string]any // out, read back
 }
 
 type manifestFile struct {
@@ -116,6 +177,18 @@ type manifestFile struct {
 	docs     []*document
 	template string // why it is a template
 	parseErr error
+}
+
+// writeTarget is one CRD of a run: its target version, and (made when first needed) the
+// conversion run and the previewer of its create path.
+type writeTarget struct {
+	WriteTarget
+	crd       *apiextensionsv1.CustomResourceDefinition
+	served    map[string]bool // version -> served
+	run       *runner
+	previewer *preview.Previewer
+	converted map[string][2]map[string]any // of the file at hand: source -> sent, converted
+	mark      int                          // findings of earlier files
 }
 
 // ExpandFiles lists the files of paths: files as given, directories walked (sorted).
@@ -150,176 +223,335 @@ func ExpandFiles(paths []string) ([]string, error) {
 	return out, nil
 }
 
-// Write converts the CRD's objects in opts.Files and rewrites the files that are proven.
+// Write converts the CRDs' objects in opts.Files and rewrites the files that are proven.
 func Write(ctx context.Context, opts WriteOptions) (*WriteReport, error) {
 	return writeOrCheck(ctx, opts, false)
 }
 
-// Check lists the CRD's objects in opts.Files still at a version other than the target,
+// Check lists the CRDs' objects in opts.Files still at a version other than the target,
 // converting nothing.
 func Check(ctx context.Context, opts WriteOptions) (*WriteReport, error) {
 	return writeOrCheck(ctx, opts, true)
 }
 
-func writeOrCheck(ctx context.Context, opts WriteOptions, check bool) (*WriteReport, error) {
-	crd := opts.CRD
-	if crd == nil {
-		return nil, fmt.Errorf("no CustomResourceDefinition given")
+// writeTargets are the run's CRDs, by group and kind.
+func writeTargets(opts WriteOptions) (map[string]*writeTarget, []WriteTarget, error) {
+	crds := opts.CRDs
+	if len(crds) == 0 && opts.CRD != nil {
+		crds = []*apiextensionsv1.CustomResourceDefinition{opts.CRD}
 	}
-	rep := &WriteReport{CRD: crd.Name, To: opts.To, Mode: "write", Files: []FileResult{}}
+	if len(crds) == 0 {
+		return nil, nil, fmt.Errorf("no CustomResourceDefinition given")
+	}
+	byKind := map[string]*writeTarget{}
+	var list []WriteTarget
+	for _, crd := range crds {
+		t := &writeTarget{crd: crd, served: map[string]bool{}}
+		for _, v := range crd.Spec.Versions {
+			t.served[v.Name] = v.Served
+		}
+		t.WriteTarget = WriteTarget{CRD: crd.Name, Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind, To: opts.To}
+		if t.To == "" {
+			t.To = crdinfo.StorageVersion(crd)
+			if t.To == "" {
+				return nil, nil, fmt.Errorf("%s: no version is marked storage: true; give the version to convert to with --to", crd.Name)
+			}
+		}
+		if _, ok := t.served[t.To]; !ok {
+			return nil, nil, fmt.Errorf("%s has no version %q", crd.Name, t.To)
+		}
+		key := t.Group + "/" + t.Kind
+		if prev, dup := byKind[key]; dup {
+			return nil, nil, fmt.Errorf("%s and %s both define kind %s in group %s: give one of them", prev.CRD, crd.Name, t.Kind, t.Group)
+		}
+		byKind[key] = t
+		list = append(list, t.WriteTarget)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].CRD < list[j].CRD })
+	return byKind, list, nil
+}
+
+func writeOrCheck(ctx context.Context, opts WriteOptions, check bool) (*WriteReport, error) {
+	targets, list, err := writeTargets(opts)
+	if err != nil {
+		return nil, err
+	}
+	rep := &WriteReport{To: opts.To, Targets: list, Mode: "write", Files: []FileResult{}}
+	names := make([]string, len(list))
+	for i, t := range list {
+		names[i] = t.CRD
+	}
+	rep.CRD = strings.Join(names, ", ")
 	switch {
 	case check:
 		rep.Mode = "check"
 	case opts.DryRun:
 		rep.Mode = "dry-run"
 	}
+	if !check {
+		v := opts.KubeVersion
+		if v.IsZero() {
+			v = kubeversion.Emulated()
+		}
+		rep.KubeVersion = kubeversion.Effective(v).String()
+	}
 	paths, err := ExpandFiles(opts.Files)
 	if err != nil {
 		return nil, err
 	}
-	versions := map[string]bool{}
-	for _, v := range crd.Spec.Versions {
-		versions[v.Name] = true
-	}
-	if !versions[opts.To] {
-		return nil, fmt.Errorf("%s has no version %q", crd.Name, opts.To)
-	}
-	var files []*manifestFile
-	var objects []Object
+	w := &writer{opts: opts, check: check, targets: targets, rep: rep}
 	for _, p := range paths {
-		f, err := readManifest(p)
-		if err != nil {
+		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		files = append(files, f)
-		if f.template != "" || f.parseErr != nil {
-			continue
-		}
-		for _, d := range f.docs {
-			if d.obj == nil {
-				continue
-			}
-			g, v, _ := strings.Cut(stringOf(d.obj["apiVersion"]), "/")
-			if g != crd.Spec.Group || stringOf(d.obj["kind"]) != crd.Spec.Names.Kind {
-				continue
-			}
-			rep.Objects++
-			if v == opts.To {
-				rep.AtTarget++
-				continue
-			}
-			d.version = v
-			d.source = fmt.Sprintf("%s:%d", p, d.line)
-			if !versions[v] && !check {
-				continue // reported below as not proven
-			}
-			objects = append(objects, Object{Source: d.source, Object: d.obj})
+		if err := w.file(ctx, p); err != nil {
+			return rep, err
 		}
 	}
-
-	converted := map[string][2]map[string]any{}
-	findings := map[string][]Finding{}
-	if !check && len(objects) > 0 {
-		o := opts.Options
-		o.RoundTrip = true
-		o.Converted = func(source string, sent, conv map[string]any) {
-			converted[source] = [2]map[string]any{sent, conv}
-		}
-		conv, err := RunSource(ctx, o, SliceSource(objects))
-		if err != nil {
-			return nil, err
-		}
-		rep.Conversion = conv
-		for _, f := range conv.Findings {
-			findings[f.Object] = append(findings[f.Object], f)
+	var used []*writeTarget
+	for _, t := range targets {
+		if t.run != nil {
+			used = append(used, t)
 		}
 	}
-
-	for _, f := range files {
-		res := FileResult{Path: f.path}
-		switch {
-		case f.template != "":
-			res.Status, res.Reason = FileTemplate, f.template
-			res.Lines = oldVersionLines(f.data, crd.Spec.Group, opts.To)
-			if len(res.Lines) == 0 {
-				continue // a template that does not name the CRD: nothing to say
-			}
-			rep.Files = append(rep.Files, res)
-			continue
-		case f.parseErr != nil:
-			if !bytes.Contains(f.data, []byte(crd.Spec.Group+"/")) {
-				continue
-			}
-			res.Status, res.Reason = FileUnparsable, f.parseErr.Error()
-			rep.Files = append(rep.Files, res)
-			continue
-		}
-		var todo []*document
-		for i, d := range f.docs {
-			if d.version == "" {
-				continue
-			}
-			todo = append(todo, d)
-			res.Objects = append(res.Objects, ObjectResult{Document: i + 1, Line: d.line, Name: objectName(nestedString(d.obj, "metadata", "namespace"), nestedString(d.obj, "metadata", "name")), From: d.version})
-		}
-		if len(todo) == 0 {
-			continue
-		}
-		if check {
-			res.Status = FileStillOld
-			rep.Converted += len(todo)
-			rep.Files = append(rep.Files, res)
-			continue
-		}
-		ok, lossy := true, false
-		for i, d := range todo {
-			or := &res.Objects[i]
-			if !versions[d.version] {
-				or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckAPIVersion, Detail: fmt.Sprintf("%s is not a version of %s", d.version, crd.Name), Severity: SeverityError})
-			}
-			for _, fd := range findings[d.source] {
-				if opts.AllowDataLoss && (fd.Check == CheckPruned || fd.Check == CheckRoundTrip) {
-					or.Dropped = append(or.Dropped, fd)
-					lossy = true
-					continue
-				}
-				or.Problems = append(or.Problems, fd)
-			}
-			if _, done := converted[d.source]; !done && len(or.Problems) == 0 {
-				or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckObjectJSON, Detail: "not converted (the webhook failed the request, or it was not sent)", Severity: SeverityError})
-			}
-			if len(or.Problems) > 0 {
-				ok = false
-			}
-		}
-		if !ok {
-			res.Status = FileNotProven
-			rep.Files = append(rep.Files, res)
-			continue
-		}
-		out, err := rewrite(f, converted)
-		if err != nil {
-			res.Status, res.Reason = FileNotProven, err.Error()
-			rep.Files = append(rep.Files, res)
-			continue
-		}
-		res.Diff = unifiedDiff(f.path, f.data, out)
-		rep.Converted += len(todo)
-		switch {
-		case opts.DryRun:
-			res.Status = FileWouldWrite
-		default:
-			if err := writeAtomic(f.path, out, f.mode); err != nil {
-				return rep, err
-			}
-			res.Status = FileWritten
-			if lossy {
-				res.Status = FileWrittenLoss
-			}
-		}
-		rep.Files = append(rep.Files, res)
+	sort.Slice(used, func(i, j int) bool { return used[i].CRD < used[j].CRD })
+	for _, t := range used {
+		rep.Conversions = append(rep.Conversions, t.run.finishRun())
 	}
 	return rep, nil
+}
+
+// writer converts, proves and writes one file at a time.
+type writer struct {
+	opts    WriteOptions
+	check   bool
+	targets map[string]*writeTarget
+	rep     *WriteReport
+}
+
+// file reads, converts, proves and (unless a dry run or a check) writes one file, and adds
+// what happened to the report. Nothing of the file is kept afterwards but its result.
+func (w *writer) file(ctx context.Context, path string) error {
+	f, err := readManifest(path)
+	if err != nil {
+		return err
+	}
+	rep := w.rep
+	res := FileResult{Path: f.path}
+	switch {
+	case f.template != "":
+		res.Status, res.Reason = FileTemplate, f.template
+		for _, t := range w.sortedTargets() {
+			res.Lines = append(res.Lines, oldVersionLines(f.data, t.Group, t.To)...)
+		}
+		if len(res.Lines) > 0 { // a template that does not name a CRD: nothing to say
+			rep.Files = append(rep.Files, res)
+		}
+		return nil
+	case f.parseErr != nil:
+		for _, t := range w.sortedTargets() {
+			if bytes.Contains(f.data, []byte(t.Group+"/")) {
+				res.Status, res.Reason = FileUnparsable, f.parseErr.Error()
+				rep.Files = append(rep.Files, res)
+				break
+			}
+		}
+		return nil
+	}
+	var todo []*document
+	perTarget := map[*writeTarget][]Object{}
+	var order []*writeTarget
+	for i, d := range f.docs {
+		if d.obj == nil {
+			continue
+		}
+		g, v, _ := strings.Cut(stringOf(d.obj["apiVersion"]), "/")
+		t := w.targets[g+"/"+stringOf(d.obj["kind"])]
+		if t == nil {
+			continue
+		}
+		rep.Objects++
+		if v == t.To {
+			rep.AtTarget++
+			continue
+		}
+		d.version, d.target = v, t
+		d.source = fmt.Sprintf("%s:%d", path, d.line)
+		todo = append(todo, d)
+		served, known := t.served[v]
+		state := VersionServed
+		switch {
+		case !known:
+			state = VersionRemoved
+		case !served:
+			state = VersionNotServed
+		}
+		res.Objects = append(res.Objects, ObjectResult{Document: i + 1, Line: d.line, Kind: t.Kind, Name: objectName(nestedString(d.obj, "metadata", "namespace"), nestedString(d.obj, "metadata", "name")), From: v, To: t.To, Served: state})
+		if known && !w.check {
+			if _, seen := perTarget[t]; !seen {
+				order = append(order, t)
+			}
+			perTarget[t] = append(perTarget[t], Object{Source: d.source, Object: d.obj})
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	if w.check {
+		res.Status = FileStillOld
+		rep.Converted += len(todo)
+		rep.Files = append(rep.Files, res)
+		return nil
+	}
+
+	// Convert this file's objects, CRD by CRD, through each CRD's one conversion run.
+	findings := map[string][]Finding{}
+	for _, t := range order {
+		if err := w.convert(ctx, t, perTarget[t], findings); err != nil {
+			return err
+		}
+	}
+
+	ok, lossy := true, false
+	for i, d := range todo {
+		or := &res.Objects[i]
+		t := d.target
+		if or.Served == VersionRemoved {
+			or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckAPIVersion, Detail: fmt.Sprintf("%s is not a version of %s: convert with the CRD of a release that still has it (--crd-file)", d.version, t.CRD), Severity: SeverityError})
+		}
+		for _, fd := range findings[d.source] {
+			if w.opts.AllowDataLoss && (fd.Check == CheckPruned || fd.Check == CheckRoundTrip) {
+				or.Dropped = append(or.Dropped, fd)
+				lossy = true
+				continue
+			}
+			or.Problems = append(or.Problems, fd)
+		}
+		c, done := t.converted[d.source]
+		if !done && len(or.Problems) == 0 {
+			detail := "not converted (the webhook failed the request, or it was not sent)"
+			if t.run != nil && t.run.stop {
+				detail = "not sent: the conversion webhook could not be reached"
+			}
+			or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckObjectJSON, Detail: detail, Severity: SeverityError})
+		}
+		if len(or.Problems) == 0 {
+			// Valid in the target version: the API server's create path, at the cluster's
+			// Kubernetes version, judges the document as it will be written.
+			if err := rewriteDocument(f, d, c); err != nil {
+				or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckObjectJSON, Detail: err.Error(), Severity: SeverityError})
+			} else if p := w.create(ctx, t, d); p != nil {
+				or.Problems = append(or.Problems, *p)
+			}
+		}
+		if len(or.Problems) > 0 {
+			ok = false
+		}
+	}
+	for _, t := range order {
+		t.converted = nil
+	}
+	if !ok {
+		res.Status = FileNotProven
+		rep.Files = append(rep.Files, res)
+		return nil
+	}
+	out := assemble(f)
+	res.Diff = unifiedDiff(f.path, f.data, out)
+	rep.Converted += len(todo)
+	switch {
+	case w.opts.DryRun:
+		res.Status = FileWouldWrite
+	default:
+		if err := writeAtomic(f.path, out, f.mode); err != nil {
+			return err
+		}
+		res.Status = FileWritten
+		if lossy {
+			res.Status = FileWrittenLoss
+		}
+	}
+	rep.Files = append(rep.Files, res)
+	return nil
+}
+
+func (w *writer) sortedTargets() []*writeTarget {
+	out := make([]*writeTarget, 0, len(w.targets))
+	for _, t := range w.targets {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CRD < out[j].CRD })
+	return out
+}
+
+// convert sends objects (one file's, of t's CRD) through t's conversion run, there and back,
+// and adds their findings.
+func (w *writer) convert(ctx context.Context, t *writeTarget, objects []Object, findings map[string][]Finding) error {
+	t.converted = map[string][2]map[string]any{}
+	if t.run == nil {
+		o := w.opts.Options
+		o.CRD, o.To, o.RoundTrip, o.Progress = t.crd, t.To, true, nil
+		if Strategy(t.crd) == string(apiextensionsv1.WebhookConverter) && w.opts.TransportFor != nil {
+			tr, err := w.opts.TransportFor(t.crd)
+			if err != nil {
+				return err
+			}
+			o.Transport = tr
+		}
+		r, err := newRunner(o, false)
+		if err != nil {
+			return err
+		}
+		t.run = r
+	}
+	conv := t.converted
+	t.run.opts.Converted = func(source string, sent, c map[string]any) { conv[source] = [2]map[string]any{sent, c} }
+	if t.run.stop {
+		return nil // the webhook could not be reached: nothing more is sent
+	}
+	if err := t.run.page(ctx, objects); err != nil {
+		return err
+	}
+	for _, fd := range t.run.tally.findings[t.mark:] {
+		findings[fd.Object] = append(findings[fd.Object], fd)
+	}
+	t.mark = len(t.run.tally.findings)
+	return nil
+}
+
+// create runs the API server's create path for the converted document at its target
+// version; a rejection is a problem, worded with the server's errors.
+func (w *writer) create(ctx context.Context, t *writeTarget, d *document) *Finding {
+	fail := func(detail string) *Finding {
+		return &Finding{Object: d.source, Check: CheckCreate, Detail: detail, Severity: SeverityError}
+	}
+	if t.previewer == nil {
+		var opts []preview.Option
+		if !w.opts.KubeVersion.IsZero() {
+			opts = append(opts, preview.WithKubeVersion(w.opts.KubeVersion))
+		}
+		p, err := preview.NewPreviewer(t.crd, opts...)
+		if err != nil {
+			return fail(err.Error())
+		}
+		t.previewer = p
+	}
+	js, err := utiljson.Marshal(d.written) // the document as written, read back by verifyDocument
+	if err != nil {
+		return fail(err.Error())
+	}
+	fv := w.opts.FieldValidation
+	if fv == "" {
+		fv = preview.FieldValidationStrict
+	}
+	r, err := t.previewer.Create(ctx, js, preview.PreviewOptions{FieldValidation: fv})
+	if err != nil {
+		return fail(fmt.Sprintf("the API server would refuse it at %s: %v", t.To, err))
+	}
+	if !r.Accepted() {
+		return fail(fmt.Sprintf("the API server (Kubernetes %s) would reject it at %s: %s", t.previewer.KubeVersion(), t.To, strings.Join(preview.ErrorTexts(r.Errors), "; ")))
+	}
+	return nil
 }
 
 func stringOf(v any) string { s, _ := v.(string); return s }
@@ -476,64 +708,89 @@ func oldVersionLines(data []byte, group, to string) []string {
 
 func isVersionChar(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
 
-// rewrite returns the file with each converted document replaced; every other byte is kept.
-func rewrite(f *manifestFile, converted map[string][2]map[string]any) ([]byte, error) {
+// rewriteDocument re-serialises a converted document into d.out, through kyaml: only the
+// nodes whose value changes are replaced, comments and key order kept.
+func rewriteDocument(f *manifestFile, d *document, c [2]map[string]any) error {
+	orig := string(f.data[d.start:d.end])
+	removed := map[string]bool{}
+	if err := applyChange(d.node, c[0], c[1], removed); err != nil {
+		return fmt.Errorf("%s: %v", d.source, err)
+	}
+	style := kyaml.SequenceIndentStyle(kyaml.DeriveSeqIndentStyle(orig))
+	b, err := kyaml.MarshalWithOptions(d.node.Document(), &kyaml.EncoderOptions{SeqIndent: style})
+	if err != nil {
+		return fmt.Errorf("%s: %v", d.source, err)
+	}
+	// What is written must read back as the converted object, and keep every comment.
+	written, err := verifyDocument(d.source, orig, b, c[0], c[1], d.obj, removed)
+	if err != nil {
+		return err
+	}
+	d.out, d.written = keepBlankLines(orig, b), written
+	return nil
+}
+
+// keepBlankLines gives the re-serialised document b the blank lines orig starts and ends with
+// (kyaml drops them), so that only the lines of the converted fields change.
+func keepBlankLines(orig string, b []byte) []byte {
+	lead := orig[:len(orig)-len(strings.TrimLeft(orig, " \t\r\n"))]
+	lead = lead[:strings.LastIndexByte(lead, '\n')+1] // whole blank lines only
+	trail := orig[len(strings.TrimRight(orig, " \t\r\n")):]
+	out := make([]byte, 0, len(lead)+len(b)+len(trail))
+	out = append(out, lead...)
+	out = append(out, bytes.TrimRight(b, "\n")...)
+	if trail == "" {
+		return out
+	}
+	if i := strings.IndexByte(trail, '\n'); i >= 0 {
+		trail = trail[i:] // the spaces ending the last line went with it
+	}
+	return append(out, trail...)
+}
+
+// assemble returns the file with each converted document replaced; every other byte is kept.
+func assemble(f *manifestFile) []byte {
 	var out bytes.Buffer
 	pos := 0
 	for _, d := range f.docs {
-		if d.version == "" {
+		if d.out == nil {
 			continue
 		}
-		c := converted[d.source]
-		orig := string(f.data[d.start:d.end])
-		removed := map[string]bool{}
-		if err := applyChange(d.node, c[0], c[1], removed); err != nil {
-			return nil, fmt.Errorf("%s: %v", d.source, err)
-		}
-		style := kyaml.SequenceIndentStyle(kyaml.DeriveSeqIndentStyle(orig))
-		b, err := kyaml.MarshalWithOptions(d.node.Document(), &kyaml.EncoderOptions{SeqIndent: style})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", d.source, err)
-		}
-		// What is written must read back as the converted object, and keep every comment.
-		if err := verifyDocument(d.source, orig, b, c[0], c[1], d.obj, removed); err != nil {
-			return nil, err
-		}
 		out.Write(f.data[pos:d.start])
-		out.Write(b)
+		out.Write(d.out)
 		pos = d.end
 	}
 	out.Write(f.data[pos:])
-	return out.Bytes(), nil
+	return out.Bytes()
 }
 
 // verifyDocument checks the re-serialised document: every comment line of the original is
 // still there (but those of the fields the conversion removed), and it parses to the file's
 // object with the conversion's changes applied.
-func verifyDocument(source, orig string, got []byte, sent, conv, fileObj map[string]any, removed map[string]bool) error {
+func verifyDocument(source, orig string, got []byte, sent, conv, fileObj map[string]any, removed map[string]bool) (map[string]any, error) {
 	for _, l := range strings.Split(orig, "\n") {
 		t := strings.TrimSpace(l)
 		if strings.HasPrefix(t, "#") && !removed[t] && !bytes.Contains(got, []byte(t)) {
-			return fmt.Errorf("%s: the comment %q would be lost", source, t)
+			return nil, fmt.Errorf("%s: the comment %q would be lost", source, t)
 		}
 	}
 	n, err := kyaml.Parse(string(got))
 	if err != nil {
-		return fmt.Errorf("%s: the rewritten document does not parse: %v", source, err)
+		return nil, fmt.Errorf("%s: the rewritten document does not parse: %v", source, err)
 	}
 	js, err := n.MarshalJSON()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var m map[string]any
 	if err := utiljson.Unmarshal(js, &m); err != nil {
-		return err
+		return nil, err
 	}
 	want, _ := applyMap(fileObj, sent, conv).(map[string]any)
 	if d := Diff(want, m); len(d) > 0 {
-		return fmt.Errorf("%s: the rewritten document differs from the conversion at %s: %s", source, d[0].Path, d[0].Detail)
+		return nil, fmt.Errorf("%s: the rewritten document differs from the conversion at %s: %s", source, d[0].Path, d[0].Detail)
 	}
-	return nil
+	return m, nil
 }
 
 // applyMap applies the change base -> want to file (a three-way merge on values): what the
@@ -723,7 +980,7 @@ func replaceNode(node *kyaml.RNode, v any) error {
 func unifiedDiff(path string, a, b []byte) string {
 	d, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 		A: difflib.SplitLines(string(a)), B: difflib.SplitLines(string(b)),
-		FromFile: "a/" + filepath.ToSlash(path), ToFile: "b/" + filepath.ToSlash(path), Context: 3,
+		FromFile: "a/" + strings.TrimPrefix(filepath.ToSlash(path), "/"), ToFile: "b/" + strings.TrimPrefix(filepath.ToSlash(path), "/"), Context: 3,
 	})
 	return d
 }

@@ -39,6 +39,10 @@ const convertExample = `  # Convert the objects of a file to v1 through the live
   # The same, printing a unified diff per file and writing nothing
   kubectl crdver convert --crd-file crds/httproutes.yaml --to v1 -f deploy/ --write --dry-run
 
+  # A release's CRDs in one run (no CRD named): every object of each CRD in the files, to v1, each
+  # judged on the API server's create path as Kubernetes 1.34 before its file is written
+  kubectl crdver convert --crd-file strimzi-0.51.0/ --to v1 -f deploy/ --write --kube-version 1.34
+
   # CI gate: exit 1 and list every HTTPRoute still below v1
   kubectl crdver convert --crd-file crds/httproutes.yaml --to v1 -f deploy/ --check -o markdown
 
@@ -76,6 +80,7 @@ type ConvertOptions struct {
 	DryRun        bool
 	Check         bool
 	AllowDataLoss bool
+	kube          *kubeVersionFlag
 
 	WebhookAddress  string
 	ViaServiceProxy bool
@@ -122,7 +127,7 @@ or --strict and a warning; 2 usage error; 3 the webhook (or the cluster) could n
 	o.source = addCRDFileFlag(cmd, g, "crd-file", "")
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML, outputMarkdown)
 	f := cmd.Flags()
-	f.StringVar(&o.To, "to", "", "Version to convert to (required)")
+	f.StringVar(&o.To, "to", "", "Version to convert to (required; with --write and --check: default each CRD's storage version)")
 	f.StringSliceVarP(&o.Files, "filename", "f", nil, "Objects to convert: files, directories, - for stdin (YAML or JSON, several documents, Lists)")
 	f.BoolVar(&o.FromCluster, "from-cluster", false, "Convert the CRD's objects from the cluster (read in --from)")
 	f.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "With --from-cluster: objects of every namespace")
@@ -145,10 +150,12 @@ or --strict and a warning; 2 usage error; 3 the webhook (or the cluster) could n
 	f.BoolVar(&o.Insecure, "webhook-insecure-skip-tls-verify", false, "Do not verify the webhook's certificate (never the default)")
 	o.progressFlags = addProgressFlagsEvery(cmd, time.Second)
 	f.BoolVar(&o.Strict, "strict", false, "Warnings (what the API server would not fail on, such as a text/plain Content-Type) fail the run too (exit 1)")
-	f.BoolVar(&o.Write, "write", false, "With -f: rewrite the files in place, each once all its objects convert, round-trip and are valid at --to (comments and other documents kept)")
+	f.BoolVar(&o.Write, "write", false, "With -f: rewrite the files in place, each once all its objects convert, round-trip and are accepted by the API server's create path at --to (comments and other documents kept); with no CRD named, the objects of every CRD of --crd-file (a release) or of the cluster")
 	f.BoolVar(&o.DryRun, "dry-run", false, "With --write: print a unified diff per file and write nothing")
-	f.BoolVar(&o.Check, "check", false, "With -f: convert nothing; list every object still at a version other than --to (exit 1 when there is one)")
+	f.BoolVar(&o.Check, "check", false, "With -f: convert nothing; list every object still at a version other than --to, or its CRD's storage version (exit 1 when there is one); with no CRD named, of every CRD of --crd-file or of the cluster")
 	f.BoolVar(&o.AllowDataLoss, "allow-data-loss", false, "With --write: write conversions that drop fields (pruned, or lost on the round trip), listing what was dropped")
+	o.kube = addKubeVersionFlag(cmd)
+	o.source.kube = o.kube
 	registerVersionCompletion(cmd, o.source, "to", "from")
 	_ = cmd.RegisterFlagCompletionFunc("review-version", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"v1", "v1beta1"}, cobra.ShellCompDirectiveNoFileComp
@@ -181,6 +188,9 @@ func (o *ConvertOptions) Validate() error {
 	if err := stdinOnce(o.Files, o.source); err != nil {
 		return err
 	}
+	if err := o.kube.validate(); err != nil {
+		return err
+	}
 	sources := 0
 	for _, b := range []bool{len(o.Files) > 0, o.FromCluster, o.Generate > 0} {
 		if b {
@@ -188,8 +198,10 @@ func (o *ConvertOptions) Validate() error {
 		}
 	}
 	switch {
-	case o.To == "":
+	case o.To == "" && !o.Write && !o.Check:
 		return UsageErrorf("--to is required: the version to convert to")
+	case o.kube.value != "" && !o.Write:
+		return UsageErrorf("--kube-version goes with --write: the version whose API server judges the converted objects")
 	case o.Write && o.Check:
 		return UsageErrorf("--write rewrites the files and --check only lists what is left to convert: choose one")
 	case (o.Write || o.Check) && len(o.Files) == 0:
@@ -204,7 +216,7 @@ func (o *ConvertOptions) Validate() error {
 		return UsageErrorf("--allow-data-loss goes with --write")
 	case o.out.format == outputMarkdown && !o.Write && !o.Check:
 		return UsageErrorf("-o markdown is for --write and --check reports")
-	case o.Name == "" && !o.source.offline():
+	case o.Name == "" && !o.source.offline() && !o.Write && !o.Check:
 		return UsageErrorf("name a CRD (e.g. crontabs.stable.example.com), or read one with --crd-file")
 	case sources != 1:
 		return UsageErrorf("give exactly one source of objects: -f FILE, --from-cluster or --generate N")
@@ -236,6 +248,9 @@ func (o *ConvertOptions) Validate() error {
 
 // Run converts and prints the report.
 func (o *ConvertOptions) Run(ctx context.Context) error {
+	if o.Write || o.Check {
+		return o.runWrite(ctx)
+	}
 	crd, err := o.source.one(ctx, o.Name)
 	if err != nil {
 		return err
@@ -249,10 +264,6 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 		}
 	} else {
 		o.From = crdinfo.DefaultSource(crd, o.To)
-	}
-
-	if o.Write || o.Check {
-		return o.runWrite(ctx, crd)
 	}
 
 	var report *convert.Report

@@ -18,27 +18,50 @@ func stdinIn(files []string) bool {
 	return false
 }
 
-// runWrite is `convert -f PATH --write` (and --dry-run) and `convert -f PATH --check`.
-func (o *ConvertOptions) runWrite(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+// writeCRDs are the CRDs of `convert --write` and `--check`: the one named, else every CRD of
+// --crd-file (a release) or of the cluster.
+func (o *ConvertOptions) writeCRDs(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	if o.Name != "" {
+		crd, err := o.source.one(ctx, o.Name)
+		if err != nil {
+			return nil, err
+		}
+		return []*apiextensionsv1.CustomResourceDefinition{crd}, nil
+	}
+	return o.source.all(ctx)
+}
+
+// runWrite is `convert -f PATH --write` (and --dry-run) and `convert -f PATH --check`, for
+// one CRD or every CRD of a release.
+func (o *ConvertOptions) runWrite(ctx context.Context) error {
+	crds, err := o.writeCRDs(ctx)
+	if err != nil {
+		return err
+	}
+	if len(crds) == 0 {
+		return UsageErrorf("no CustomResourceDefinition found: name one, or give a release's CRDs with --crd-file")
+	}
 	opts := convert.WriteOptions{
-		Options:       convert.Options{CRD: crd, To: o.To, ReviewVersion: o.ReviewVersion, BatchSize: o.BatchSize},
+		Options:       convert.Options{ReviewVersion: o.ReviewVersion, BatchSize: o.BatchSize, To: o.To},
+		CRDs:          crds,
 		Files:         o.Files,
 		DryRun:        o.DryRun,
 		AllowDataLoss: o.AllowDataLoss,
+		TransportFor:  o.transport,
 	}
-	var (
-		rep *convert.WriteReport
-		err error
-	)
+	var rep *convert.WriteReport
 	if o.Check {
 		rep, err = convert.Check(ctx, opts)
 	} else {
-		if convert.Strategy(crd) == string(apiextensionsv1.WebhookConverter) {
-			if opts.Transport, err = o.transport(crd); err != nil {
-				return err
-			}
+		judged, jerr := o.kube.resolve(ctx, o.g, !o.source.offline(), false)
+		if jerr != nil {
+			return jerr
 		}
+		opts.KubeVersion = judged.Version
 		rep, err = convert.Write(ctx, opts)
+		if err == nil {
+			defer judged.printNote(o.g.ErrOut)
+		}
 	}
 	if ctx.Err() != nil {
 		return Interrupted(ctx)
@@ -49,14 +72,14 @@ func (o *ConvertOptions) runWrite(ctx context.Context, crd *apiextensionsv1.Cust
 	if err := o.printer.PrintReport(o.g.Out, rep); err != nil {
 		return err
 	}
-	if c := rep.Conversion; c != nil && c.Unreachable != "" {
-		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s: no file was written", crd.Name, c.Unreachable))
+	if crd, why := rep.Unreachable(); why != "" {
+		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s: the files with its objects from there on were not written (listed above); rerun when it answers", crd, why))
 	}
 	if n := rep.Problems(); n > 0 {
 		if o.Check {
-			return ProblemsFound("%s: %d file(s) with objects still at a version other than %s: convert them with --write", crd.Name, n, o.To)
+			return ProblemsFound("%s: %d file(s) with objects still at a version other than their target: convert them with --write", rep.CRD, n)
 		}
-		return ProblemsFound("%s: %d file(s) not converted (listed above); nothing in them was changed", crd.Name, n)
+		return ProblemsFound("%s: %d file(s) not converted (listed above); nothing in them was changed", rep.CRD, n)
 	}
 	return nil
 }

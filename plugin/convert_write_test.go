@@ -113,7 +113,7 @@ func TestConvertCheckMarkdown(t *testing.T) {
 		t.Fatalf("exit %d, want 1\n%s%s", got.code, got.stdout, got.stderr)
 	}
 	mustContain(t, "stdout", got.stdout, "### httproutes.gateway.networking.k8s.io: 2 object(s) still at a version other than `v1`",
-		"| 11 | `foo-route` | `v1beta1` | still at an old version |", "| 31 | `bar-route` | `v1beta1` |")
+		"| 11 | HTTPRoute | `foo-route` | `v1beta1` | `v1` | still at an old version |", "| 31 | HTTPRoute | `bar-route` | `v1beta1` | `v1` |")
 	mustContain(t, "stderr", got.stderr, "convert them with --write")
 }
 

@@ -24,7 +24,10 @@ var offlineExamples = []struct {
 }{
 	{args: "versions -f testdata/crds/crontab.yaml", code: 0},
 	{args: "convert --crd-file testdata/releases/gateway-api/v1.0.0/gateway.networking.k8s.io_httproutes.yaml --to v1 -f testdata/manifests --check", code: 1},
-	{args: "convert --crd-file testdata/releases/gateway-api/v1.0.0/gateway.networking.k8s.io_httproutes.yaml --to v1 -f testdata/manifests/gateway-api --write --dry-run", code: 0},
+	{args: "convert --crd-file testdata/releases/gateway-api/v1.0.0/gateway.networking.k8s.io_httproutes.yaml --to v1 -f testdata/manifests/gateway-api --write --dry-run --kube-version 1.34", code: 0},
+	{args: "convert --crd-file testdata/crds/crontab.yaml --to v1 -f testdata/manifests/crontab --write --dry-run", code: 1},
+	{args: "convert --crd-file testdata/releases/strimzi/0.51.0 --to v1 -f testdata/releases/strimzi/samples/examples-0.48.0 --write --dry-run", code: 1},
+	{args: "convert --crd-file testdata/releases/cert-manager/v1.7.3 -f testdata/releases/cert-manager/samples --check", code: 1},
 	{args: "versions -f testdata/crds/crontab.yaml -o wide", code: 0},
 	{args: "versions -f testdata/crds/crontab-release.yaml", code: 0},
 	{args: "versions -f testdata/crds/crontab-release.yaml --can-remove v1alpha1", code: 1},

@@ -13,19 +13,27 @@ import (
 )
 
 func printWriteReport(w io.Writer, r *convert.WriteReport, noHeaders bool) error {
-	t := &Table{Header: []string{"file", "line", "object", "from", "status"}}
+	t := &Table{Header: []string{"file", "line", "kind", "object", "from", "to", "status"}}
 	for _, f := range r.Files {
 		if len(f.Objects) == 0 {
-			t.Add(f.Path, "-", "-", "-", f.Status)
+			t.Add(f.Path, "-", "-", "-", "-", "-", f.Status)
 			continue
 		}
 		for _, o := range f.Objects {
-			t.Add(f.Path, fmt.Sprint(o.Line), o.Name, o.From, f.Status)
+			from := o.From
+			if o.Served != convert.VersionServed {
+				from += " (" + o.Served + ")"
+			}
+			t.Add(f.Path, fmt.Sprint(o.Line), o.Kind, o.Name, from, o.To, f.Status)
 		}
 	}
 	var b strings.Builder
-	verb := map[string]string{"write": "converted", "dry-run": "to convert (dry run: nothing written)", "check": "still at a version other than " + r.To}[r.Mode]
-	fmt.Fprintf(&b, "%s: %d object(s) in the files, %d already at %s, %d %s\n", r.CRD, r.Objects, r.AtTarget, r.To, r.Converted, verb)
+	to := writeTargetText(r)
+	verb := map[string]string{"write": "converted", "dry-run": "to convert (dry run: nothing written)", "check": "still at a version other than " + to}[r.Mode]
+	fmt.Fprintf(&b, "%s: %d object(s) in the files, %d already at %s, %d %s\n", r.CRD, r.Objects, r.AtTarget, to, r.Converted, verb)
+	if r.KubeVersion != "" {
+		fmt.Fprintf(&b, "each converted object is checked on the API server's create path at its target version, as Kubernetes %s\n", r.KubeVersion)
+	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
@@ -44,7 +52,11 @@ func printWriteReport(w io.Writer, r *convert.WriteReport, noHeaders bool) error
 		}
 		for _, o := range f.Objects {
 			for _, p := range o.Problems {
-				fmt.Fprintf(&b, "%s:%d %s: %s %s: %s\n", f.Path, o.Line, o.Name, p.Check, p.Path, p.Detail)
+				where := p.Check
+				if p.Path != "" {
+					where += " " + p.Path
+				}
+				fmt.Fprintf(&b, "%s:%d %s: %s: %s\n", f.Path, o.Line, o.Name, where, p.Detail)
 			}
 			for _, p := range o.Dropped {
 				fmt.Fprintf(&b, "%s:%d %s: dropped (--allow-data-loss) %s: %s\n", f.Path, o.Line, o.Name, p.Path, p.Detail)
@@ -58,23 +70,43 @@ func printWriteReport(w io.Writer, r *convert.WriteReport, noHeaders bool) error
 	return err
 }
 
+// writeTargetText is the target version of a report: --to, the one CRD's storage version,
+// or "each CRD's storage version".
+func writeTargetText(r *convert.WriteReport) string {
+	switch {
+	case r.To != "":
+		return r.To
+	case len(r.Targets) == 1:
+		return r.Targets[0].To
+	}
+	return "each CRD's storage version"
+}
+
 // ConvertWriteMarkdown is the report as Markdown.
 func ConvertWriteMarkdown(r *convert.WriteReport) string {
 	var b strings.Builder
-	title := map[string]string{"write": "converted", "dry-run": "to convert", "check": "still at a version other than `" + r.To + "`"}[r.Mode]
+	to := writeTargetText(r)
+	if len(r.Targets) == 1 || r.To != "" {
+		to = "`" + to + "`"
+	}
+	title := map[string]string{"write": "converted", "dry-run": "to convert", "check": "still at a version other than " + to}[r.Mode]
 	fmt.Fprintf(&b, "### %s: %d object(s) %s\n\n", r.CRD, r.Converted, title)
 	if len(r.Files) == 0 {
-		fmt.Fprintf(&b, "Every object of %s in the files is at `%s` (%d).\n", r.CRD, r.To, r.AtTarget)
+		fmt.Fprintf(&b, "Every object of %s in the files is at %s (%d).\n", r.CRD, to, r.AtTarget)
 		return b.String()
 	}
-	b.WriteString("| File | Line | Object | From | Status |\n|---|---|---|---|---|\n")
+	b.WriteString("| File | Line | Kind | Object | From | To | Status |\n|---|---|---|---|---|---|---|\n")
 	cell := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 	for _, f := range r.Files {
 		if len(f.Objects) == 0 {
-			fmt.Fprintf(&b, "| `%s` | | | | %s |\n", cell(f.Path), cell(f.Status))
+			fmt.Fprintf(&b, "| `%s` | | | | | | %s |\n", cell(f.Path), cell(f.Status))
 		}
 		for _, o := range f.Objects {
-			fmt.Fprintf(&b, "| `%s` | %d | `%s` | `%s` | %s |\n", cell(f.Path), o.Line, cell(o.Name), o.From, cell(f.Status))
+			from := "`" + o.From + "`"
+			if o.Served != convert.VersionServed {
+				from += " (" + o.Served + ")"
+			}
+			fmt.Fprintf(&b, "| `%s` | %d | %s | `%s` | %s | `%s` | %s |\n", cell(f.Path), o.Line, o.Kind, cell(o.Name), from, o.To, cell(f.Status))
 		}
 	}
 	return b.String()

@@ -1,0 +1,173 @@
+package convert
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
+	kjson "sigs.k8s.io/json"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/internal/testwebhook"
+)
+
+// manifestFolder writes files files of perFile CronTabs each (v1beta1, each with a comment and
+// a ConfigMap between them) and returns their contents by path.
+func manifestFolder(b *testing.B, files, perFile int) (string, map[string][]byte) {
+	dir := b.TempDir()
+	out := map[string][]byte{}
+	for f := 0; f < files; f++ {
+		var s strings.Builder
+		fmt.Fprintf(&s, "# team %d's backups\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings-%d\ndata:\n  a: \"1\"\n", f, f)
+		for i := 0; i < perFile; i++ {
+			n := f*perFile + i
+			fmt.Fprintf(&s, "---\n# backup %d\napiVersion: stable.example.com/v1beta1\nkind: CronTab\nmetadata:\n  name: crontab-%d\n  namespace: default\n  labels:\n    app: backup\nspec:\n  cronSpec: \"*/5 * * * *\" # every five minutes\n  image: backup:1.2\n  replicas: 2\n  hostPort: db-%d.example.com:5432\n", n, n, n)
+		}
+		p := filepath.Join(dir, fmt.Sprintf("team-%04d.yaml", f))
+		out[p] = []byte(s.String())
+		if err := os.WriteFile(p, out[p], 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return dir, out
+}
+
+// peakHeap samples the heap in use every 5 ms while f runs and returns the peak, in bytes.
+func peakHeap(f func()) uint64 {
+	runtime.GC()
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	f()
+	close(stop)
+	wg.Wait()
+	return peak.Load()
+}
+
+// BenchmarkWrite10k: convert --write of 10,000 CronTabs in 1,000 files (10 a file, with
+// comments and a ConfigMap each) through the HTTPS test webhook on loopback, every object
+// converted, round-tripped, judged on the create path and written; next to a bare loop that
+// POSTs the same ConversionReviews (one per file and direction, 10 objects each) and only
+// decodes the answers. "files=100" is a tenth of the objects, for the peak heap: memory is
+// bounded by a file, not by the folder.
+//
+//	go test ./convert/ -run '^$' -bench Write10k -benchtime 3x
+func BenchmarkWrite10k(b *testing.B) {
+	srv, err := testwebhook.Start(testwebhook.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	crd := webhookCRD(b, srv)
+	tr, err := NewHTTPTransport(crd, TransportOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, files := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("write/files=%d", files), func(b *testing.B) {
+			dir, orig := manifestFolder(b, files, 10)
+			var peak uint64
+			var busy time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				for p, data := range orig {
+					if err := os.WriteFile(p, data, 0o644); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				start := time.Now()
+				var rep *WriteReport
+				h := peakHeap(func() {
+					rep, err = Write(ctx, WriteOptions{Options: Options{CRD: crd, To: "v1", Transport: tr}, Files: []string{dir}})
+				})
+				busy += time.Since(start)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if rep.Converted != files*10 || rep.Problems() != 0 {
+					b.Fatalf("converted %d, problems %d", rep.Converted, rep.Problems())
+				}
+				peak = max(peak, h)
+			}
+			b.ReportMetric(float64(files*10*b.N)/busy.Seconds(), "objects/s")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+		})
+	}
+	b.Run("bare/files=1000", func(b *testing.B) {
+		_, orig := manifestFolder(b, 1000, 10)
+		post := func(batch [][]byte, to string) [][]byte {
+			body, err := BuildReview("v1", uuid.NewUUID(), to, batch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			resp, err := tr.Post(ctx, body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var rev reviewResponse
+			if err := kjson.UnmarshalCaseSensitivePreserveInts(resp.Body, &rev); err != nil {
+				b.Fatal(err)
+			}
+			out := make([][]byte, len(rev.Response.ConvertedObjects))
+			for i, o := range rev.Response.ConvertedObjects {
+				var m map[string]any
+				if err := kjson.UnmarshalCaseSensitivePreserveInts(o, &m); err != nil {
+					b.Fatal(err)
+				}
+				out[i] = o
+			}
+			return out
+		}
+		// The same objects as JSON, a batch per file (reading and parsing the files is left
+		// out: the bare loop is only the requests).
+		var batches [][][]byte
+		for _, data := range orig {
+			var batch [][]byte
+			for _, d := range splitDocuments(data) {
+				js, err := sigsyaml.YAMLToJSON(data[d.start:d.end])
+				if err != nil {
+					b.Fatal(err)
+				}
+				if strings.Contains(string(js), `"kind":"CronTab"`) {
+					batch = append(batch, js)
+				}
+			}
+			batches = append(batches, batch)
+		}
+		for b.Loop() {
+			for _, batch := range batches {
+				back := post(batch, "stable.example.com/v1")
+				if got := post(back, "stable.example.com/v1beta1"); len(got) != len(batch) {
+					b.Fatalf("got %d", len(got))
+				}
+			}
+		}
+		b.ReportMetric(float64(10000*b.N)/b.Elapsed().Seconds(), "objects/s")
+	})
+}
