@@ -22,9 +22,9 @@ type Consent struct {
 	AllowOwnershipLoss bool
 }
 
-// Gives reports whether the consent gives override (an Override* constant); "" (no override)
+// gives reports whether the consent gives override (an Override* constant); "" (no override)
 // is never given.
-func (c Consent) Gives(override string) bool {
+func (c Consent) gives(override string) bool {
 	switch override {
 	case OverrideAllowDataLoss:
 		return c.AllowDataLoss
@@ -40,14 +40,7 @@ func (c Consent) Gives(override string) bool {
 // decision table's row refuses and its override, if it has one, is not given.
 func (c Consent) Refuses(k Kind) bool {
 	d := DecisionFor(k)
-	return d.Upgrade == UpgradeRefuses && !c.Gives(d.Override)
-}
-
-// Overridden reports whether a finding of kind k would refuse the run and the consent lets it
-// go on (e.g. rejected-write with SkipInvalid: the objects are left as they are).
-func (c Consent) Overridden(k Kind) bool {
-	d := DecisionFor(k)
-	return d.Upgrade == UpgradeRefuses && d.Override != "" && c.Gives(d.Override)
+	return d.Upgrade == UpgradeRefuses && !c.gives(d.Override)
 }
 
 // Refusals are the kinds among found that stop the run (Refuses), each once, most severe

@@ -39,10 +39,6 @@ func TestConsent(t *testing.T) {
 			if got := consent.Refuses(c.kind); got != want {
 				t.Errorf("%s with %+v: refuses %v, want %v", c.kind, consent, got, want)
 			}
-			overridden := !want && c.flag != ""
-			if got := consent.Overridden(c.kind); got != overridden {
-				t.Errorf("%s with %+v: overridden %v, want %v", c.kind, consent, got, overridden)
-			}
 		}
 		if got := OverrideFlag(c.kind); got != c.flag {
 			t.Errorf("%s: override %q, want %q", c.kind, got, c.flag)

@@ -109,6 +109,13 @@ func (rf RewriteFlags) consent() plan.Consent {
 	return plan.Consent{AllowDataLoss: rf.AllowDataLoss, SkipInvalid: rf.SkipInvalid, AllowOwnershipLoss: rf.AllowOwnershipLoss}
 }
 
+// ownershipLossConsented reports whether the field managers a rewrite dropped (res) were
+// consented to: --allow-ownership-loss given (plan.Consent) and every object that lost them
+// listed by its preflight (pre) before the first write.
+func (rf RewriteFlags) ownershipLossConsented(pre *preflight.Report, res *migrate.Result) bool {
+	return !rf.consent().Refuses(plan.KindOwnershipLoss) && consentedLosses(pre, res)
+}
+
 // refusal is the error that stops a run on reps' findings, or nil when the flags allow them.
 // cmd is the command line to run again.
 func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {

@@ -155,7 +155,7 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 		}
 	}
 	// The preflight's verdict is kept: a resumed run must not lose what the first one found.
-	r.cp.DataLossAccepted = r.cp.DataLossAccepted || (len(r.rep.Preflight.DataLoss) > 0 && o.AllowDataLoss)
+	r.cp.DataLossAccepted = r.cp.DataLossAccepted || (len(r.rep.Preflight.DataLoss) > 0 && !o.Consent().Refuses(plan.KindDataLoss))
 	if err := r.save(); err != nil {
 		return r.rep, err
 	}
