@@ -245,3 +245,65 @@ func TestRunRefusesEveryRejectedWrite(t *testing.T) {
 		t.Errorf("fix-objects: %q, want skipped", s)
 	}
 }
+
+// TestRunNamesInvalidAfterTheConsentedLoss: a release whose new storage version v2 lacks
+// spec.legacy and requires spec.size. w-legacy holds only legacy: its next write and its
+// re-create as listed (v1 keeps legacy) are accepted, but once the loss is consented to and it
+// is rewritten at v2 it is invalid on re-create. The first plan says so before any write — the
+// preflight lists it, the runbook's fix-invalid-on-recreate step names it — and the run with
+// AllowDataLoss ends as the decision table says for it (applied, verified, left for the user:
+// exit 1), with verify's finding marked as reported before the first write.
+func TestRunNamesInvalidAfterTheConsentedLoss(t *testing.T) {
+	group := "afterloss.run.example.com"
+	next := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, false})
+	v2 := next.Spec.Versions[1].Schema.OpenAPIV3Schema
+	spec := v2.Properties["spec"]
+	spec.Required = []string{"size"}
+	v2.Properties["spec"] = spec
+	f := newRunFx(t, widgetCRD(group, version{"v1", true, true, true}), next,
+		map[string]map[string]any{"w-legacy": {"legacy": "keep-me"}, "w-sized": {"size": int64(1), "legacy": "x"}, "w-plain": {"size": int64(2)}})
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	ctx := context.Background()
+	names := func(fs []ObjectFinding) []string {
+		var out []string
+		for _, x := range fs {
+			out = append(out, x.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	rep, err := Run(ctx, f.c, f.opts())
+	if !errors.Is(err, ErrRefused) {
+		t.Fatalf("Run without AllowDataLoss: %v, want ErrRefused", err)
+	}
+	if got := names(rep.Preflight.DataLoss); !slices.Equal(got, []string{"w-legacy", "w-sized"}) {
+		t.Fatalf("fixture: data loss %v, want w-legacy and w-sized", got)
+	}
+	if got := names(rep.Preflight.InvalidOnRecreate); !slices.Equal(got, []string{"w-legacy"}) {
+		t.Errorf("invalid on re-create before any write: %v, want [w-legacy] (judged as it is once the loss is consented to)", got)
+	}
+	var recreate []string
+	for _, s := range rep.Plan.Runbook {
+		if s.Action == plan.ActionFixRecreate {
+			recreate = append(recreate, s.Objects...)
+		}
+	}
+	if len(recreate) != 1 || !strings.HasPrefix(recreate[0], runNS+"/w-legacy") || !strings.Contains(recreate[0], "spec.size: Required value") {
+		t.Errorf("the runbook's fix-invalid-on-recreate names %q, want %s/w-legacy with spec.size: Required value", recreate, runNS)
+	}
+
+	o := f.opts()
+	o.AllowDataLoss = true
+	rep, err = Run(ctx, f.c, o)
+	if err != nil {
+		t.Fatalf("Run with AllowDataLoss: %v (problems %q)", err, rep.Problems)
+	}
+	checkOutcome(t, rep, ResultAppliedRemaining, plan.DecisionFor(plan.KindInvalidOnRecreate).UpgradeExit, true)
+	if rep.Verify == nil || !slices.Equal(names(rep.Verify.InvalidOnRecreate), []string{"w-legacy"}) {
+		t.Fatalf("verify: %+v, want w-legacy invalid on re-create", rep.Verify)
+	}
+	if !rep.Verify.InvalidOnRecreate[0].ReportedInPreflight {
+		t.Errorf("verify finds w-legacy invalid on re-create, which the preflight did not report before the first write")
+	}
+}
