@@ -60,8 +60,10 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 		where = ns + "/" + where
 	}
 
-	// The next read: the object as stored in etcd, decoded under the new CRD.
-	var primary *preview.ReadResult
+	// The next read: the object as stored in etcd, decoded under the new CRD. lossy is the
+	// first read that prunes fields: the object as the new version holds it once the loss is
+	// accepted (the primary read's, else another encoding's that possibly prunes).
+	var primary, lossy *preview.ReadResult
 	for i, enc := range e.encodings {
 		if enc != listed && e.liveWebhook {
 			f.Notes = append(f.Notes, fmt.Sprintf("a migration is pending: the object may be encoded at %s in etcd, which the API cannot show; with a conversion webhook plan cannot tell what that copy holds", enc))
@@ -78,6 +80,9 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 		if err != nil {
 			res.err = fmt.Errorf("%s: reading it under the new CRD: %w", where, err)
 			return res
+		}
+		if lossy == nil && len(rr.Pruned) > 0 && rr.Converted {
+			lossy = rr
 		}
 		if primary == nil {
 			primary = rr
@@ -158,10 +163,13 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 			f.CreateErrors = errorTexts(cr.Errors)
 			f.Notes = differenceNotes(p, f.Notes, f.CreateErrors)
 		}
-		// Rejected only for the fields the read drops: the re-create of what is left (the
-		// object as the new version holds it, once the loss is accepted) may be rejected too.
-		if len(f.PrunedOnRead) > 0 && onlyUnknownFields(f.CreateErrors) && primary != nil && primary.Converted {
-			hr, err := e.recreate(ctx, p, (&unstructured.Unstructured{Object: primary.Object}).DeepCopy(), u.GetNamespace())
+		// An object that loses fields is judged as it will be once the loss is consented to
+		// (a rewrite at the new storage version drops them from etcd): its re-create as the
+		// new version then holds it may be rejected although the re-create as listed is not
+		// (listed at a version that still has the fields) or is rejected only for the fields
+		// the read drops.
+		if lossy != nil && (len(f.CreateErrors) == 0 || onlyUnknownFields(f.CreateErrors)) {
+			hr, err := e.recreate(ctx, p, (&unstructured.Unstructured{Object: lossy.Object}).DeepCopy(), u.GetNamespace())
 			if err != nil {
 				res.err = fmt.Errorf("%s: re-create under the new CRD once its lost fields are gone: %w", where, err)
 				return res

@@ -617,7 +617,11 @@ func recreateStep(p *crdPlan) (RunbookStep, bool) {
 		if !slices.Contains(f.kinds(), KindInvalidOnRecreate) {
 			continue
 		}
-		objs = append(objs, objectName(&f)+": "+strings.Join(f.RecreateErrors(), "; "))
+		name := objectName(&f)
+		if len(f.CreateErrorsAfterLoss) > 0 {
+			name += " (once the fields it loses are gone)"
+		}
+		objs = append(objs, name+": "+strings.Join(f.RecreateErrors(), "; "))
 		cmds = append(cmds, getCommand(resource, f), editCommand(resource, f))
 	}
 	if len(objs) == 0 {

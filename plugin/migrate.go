@@ -251,7 +251,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		}
 		return ProblemsFound("%s: %s", crd.Name, refused.msg)
 	}
-	if err == nil && report.Result != nil && report.Result.ManagedFieldsLost > 0 && !(o.AllowOwnershipLoss && consentedLosses(pre, report.Result)) {
+	if err == nil && report.Result != nil && report.Result.ManagedFieldsLost > 0 && !o.ownershipLossConsented(pre, report.Result) {
 		if perr := o.printer.PrintReport(o.g.Out, report); perr != nil {
 			return perr
 		}

@@ -141,7 +141,7 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 	var bad []string
 	var lostManagers []string
 	for _, it := range res.Items {
-		if it.Result != nil && it.Result.ManagedFieldsLost > 0 && !(o.AllowOwnershipLoss && consentedLosses(preflightOf(report.Preflight, it.CRD), it.Result)) {
+		if it.Result != nil && it.Result.ManagedFieldsLost > 0 && !o.ownershipLossConsented(preflightOf(report.Preflight, it.CRD), it.Result) {
 			lostManagers = append(lostManagers, fmt.Sprintf("%s (%d objects)", it.CRD, it.Result.ManagedFieldsLost))
 		}
 		if it.Outcome != migrate.OutcomeDone {

@@ -18,6 +18,7 @@ import (
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/preflight"
 )
 
@@ -102,6 +103,19 @@ func (g *Globals) runPreflight(ctx context.Context, crd *apiextensionsv1.CustomR
 	return rep, nil
 }
 
+// consent is what the flags consent to: plan.Consent decides, by the decision table, which
+// findings refuse the rewrite.
+func (rf RewriteFlags) consent() plan.Consent {
+	return plan.Consent{AllowDataLoss: rf.AllowDataLoss, SkipInvalid: rf.SkipInvalid, AllowOwnershipLoss: rf.AllowOwnershipLoss}
+}
+
+// ownershipLossConsented reports whether the field managers a rewrite dropped (res) were
+// consented to: --allow-ownership-loss given (plan.Consent) and every object that lost them
+// listed by its preflight (pre) before the first write.
+func (rf RewriteFlags) ownershipLossConsented(pre *preflight.Report, res *migrate.Result) bool {
+	return !rf.consent().Refuses(plan.KindOwnershipLoss) && consentedLosses(pre, res)
+}
+
 // refusal is the error that stops a run on reps' findings, or nil when the flags allow them.
 // cmd is the command line to run again.
 func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {
@@ -113,21 +127,22 @@ func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {
 	}
 	var losing, rejecting, unknown, owning []string
 	var lost, rejected, owners int64
+	consent := rf.consent()
 	for _, r := range reps {
-		if r.LossCount > 0 && !rf.AllowDataLoss {
-			losing = append(losing, r.CRD)
-			lost += r.LossCount
-		}
-		if len(r.Unknown) > 0 && !rf.AllowDataLoss {
-			unknown = append(unknown, r.CRD)
-		}
-		if r.OwnershipLossCount > 0 && !rf.AllowOwnershipLoss {
-			owning = append(owning, r.CRD)
-			owners += r.OwnershipLossCount
-		}
-		if r.RejectedCount > 0 && !rf.SkipInvalid {
-			rejecting = append(rejecting, r.CRD)
-			rejected += r.RejectedCount
+		for _, k := range consent.Refusals(plan.PreflightKinds(r)) {
+			switch k {
+			case plan.KindDataLoss:
+				losing = append(losing, r.CRD)
+				lost += r.LossCount
+			case plan.KindUnknown:
+				unknown = append(unknown, r.CRD)
+			case plan.KindOwnershipLoss:
+				owning = append(owning, r.CRD)
+				owners += r.OwnershipLossCount
+			case plan.KindRejectedWrite:
+				rejecting = append(rejecting, r.CRD)
+				rejected += r.RejectedCount
+			}
 		}
 	}
 	if len(losing)+len(rejecting)+len(unknown)+len(owning) == 0 {
@@ -136,21 +151,21 @@ func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {
 	var what, then []string
 	if lost > 0 {
 		what = append(what, fmt.Sprintf("%s%s would lose fields", plural(int(lost), "object"), of(losing)))
-		then = append(then, "back up and convert them as said above, or accept the loss with "+cmd+" --allow-data-loss")
+		then = append(then, "back up and convert them as said above, or accept the loss with "+cmd+" "+plan.OverrideFlag(plan.KindDataLoss))
 	}
 	if len(unknown) > 0 {
 		what = append(what, fmt.Sprintf("what the rewrite%s loses is unknown", of(unknown)))
 		if lost == 0 {
-			then = append(then, "make it evaluable as said above, or accept the risk with "+cmd+" --allow-data-loss")
+			then = append(then, "make it evaluable as said above, or accept the risk with "+cmd+" "+plan.OverrideFlag(plan.KindUnknown))
 		}
 	}
 	if rejected > 0 {
 		what = append(what, fmt.Sprintf("%s%s would be rejected by the rewrite", plural(int(rejected), "object"), of(rejecting)))
-		then = append(then, "fix them as said above, or leave them unrewritten with "+cmd+" --skip-invalid (status.storedVersions then keeps the old versions)")
+		then = append(then, "fix them as said above, or leave them unrewritten with "+cmd+" "+plan.OverrideFlag(plan.KindRejectedWrite)+" (status.storedVersions then keeps the old versions)")
 	}
 	if owners > 0 {
 		what = append(what, fmt.Sprintf("%s%s would lose field managers (their managedFields entries) through the rewrite", plural(int(owners), "object"), of(owning)))
-		then = append(then, "fix what the API server cannot type as said above, or accept that those managers lose their ownership with "+cmd+" --allow-ownership-loss (--allow-data-loss does not)")
+		then = append(then, "fix what the API server cannot type as said above, or accept that those managers lose their ownership with "+cmd+" "+plan.OverrideFlag(plan.KindOwnershipLoss)+" (--allow-data-loss does not)")
 	}
 	return &preflightRefusal{reports: reps, msg: fmt.Sprintf("refusing before any write: %s (listed above); nothing was written: %s",
 		strings.Join(what, "; "), strings.Join(then, "; "))}

@@ -144,7 +144,7 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 			pre = rep
 			return rep, o.refusal([]*preflight.Report{rep}, fmt.Sprintf("kubectl crdver retire %s %s", crd.Name, o.Version))
 		},
-		OwnershipLossConsented: func(res *migrate.Result) bool { return o.AllowOwnershipLoss && consentedLosses(pre, res) },
+		OwnershipLossConsented: func(res *migrate.Result) bool { return o.ownershipLossConsented(pre, res) },
 	}
 	// --quiet leaves only the result: the plan is shown when it is the result (a dry run) or
 	// when a question is asked about it.

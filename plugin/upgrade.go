@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -308,14 +307,9 @@ func (o *UpgradeOptions) refusalFlags(rep *upgrade.Report) []string {
 		return nil
 	}
 	// Only the flags that make this refusal go on (the decision table's overrides); those
-	// already given refuse nothing (RefusalKinds leaves their findings out).
-	var flags []string
-	for _, k := range upgrade.RefusalKinds(rep.Preflight, upgrade.Options{AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss}) {
-		if d := plan.DecisionFor(k); d.Override != "" && !slices.Contains(flags, "--"+d.Override) {
-			flags = append(flags, "--"+d.Override)
-		}
-	}
-	return flags
+	// already given refuse nothing (plan.Consent leaves their findings out).
+	consent := plan.Consent{AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss}
+	return plan.OverrideFlags(consent.Refusals(rep.Preflight.Kinds()))
 }
 
 // servedAgainText names the versions served again: "widgets.example.com v1alpha1, …".

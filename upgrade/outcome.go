@@ -91,27 +91,30 @@ func (r *runner) verifyPlan(v *Verify, after *plan.Report) {
 	}
 }
 
-// RefusalKinds are the findings of a preflight that refuse the upgrade with options o, by the
-// decision table's rows (a finding whose override o gives does not refuse).
-func RefusalKinds(pf Preflight, o Options) []plan.Kind {
+// Consent is what the options consent to (AllowDataLoss, SkipInvalid, AllowOwnershipLoss):
+// plan.Consent decides, by the decision table, which findings refuse the run.
+func (o Options) Consent() plan.Consent {
+	return plan.Consent{AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss}
+}
+
+// Kinds are the kinds of what the preflight found (decision table rows, most severe first),
+// whether or not an option overrides them: o.Consent().Refusals(pf.Kinds()) are the ones
+// that refuse a run with options o.
+func (pf Preflight) Kinds() []plan.Kind {
+	found := map[plan.Kind]bool{
+		plan.KindApplyRejected:     len(pf.BlockedCRDs) > 0,
+		plan.KindDataLoss:          len(pf.DataLoss) > 0 || pf.earlierLoss,
+		plan.KindRejectedWrite:     len(pf.Rejected) > 0,
+		plan.KindTypeMismatch:      len(pf.TypeMismatch) > 0,
+		plan.KindOwnershipLoss:     len(pf.OwnershipLoss) > 0,
+		plan.KindUnknown:           len(pf.Unknown) > 0,
+		plan.KindInvalidOnRecreate: len(pf.InvalidOnRecreate) > 0,
+	}
 	var out []plan.Kind
-	if len(pf.BlockedCRDs) > 0 {
-		out = append(out, plan.KindApplyRejected)
-	}
-	if len(pf.DataLoss) > 0 && !o.AllowDataLoss {
-		out = append(out, plan.KindDataLoss)
-	}
-	if len(pf.Rejected) > 0 && !o.SkipInvalid {
-		out = append(out, plan.KindRejectedWrite)
-	}
-	if len(pf.Unknown) > 0 && !o.AllowDataLoss {
-		out = append(out, plan.KindUnknown)
-	}
-	if len(pf.TypeMismatch) > 0 {
-		out = append(out, plan.KindTypeMismatch)
-	}
-	if len(pf.OwnershipLoss) > 0 && !o.AllowOwnershipLoss {
-		out = append(out, plan.KindOwnershipLoss)
+	for _, d := range plan.Decisions() {
+		if found[d.Kind] {
+			out = append(out, d.Kind)
+		}
 	}
 	return out
 }
@@ -145,7 +148,7 @@ func decide(rep *Report, err error, o Options) Outcome {
 	switch {
 	case errors.Is(err, ErrRefused):
 		out.Result, out.ExitCode = ResultRefused, 0
-		for _, k := range RefusalKinds(pf, o) {
+		for _, k := range o.Consent().Refusals(pf.Kinds()) {
 			out.Refusals = append(out.Refusals, k)
 			out.ExitCode = max(out.ExitCode, plan.DecisionFor(k).UpgradeExit)
 		}

@@ -174,6 +174,9 @@ type Preflight struct {
 	// Unread: objects may be stored at versions the live CRDs do not serve and --dry-run
 	// does not serve them again to read them: what they lose is not evaluated (Refused).
 	Unread []string `json:"unread,omitempty"`
+	// earlierLoss: a resumed run's checkpoint says the first run found objects losing fields
+	// and the loss was not accepted (a data-loss finding, though DataLoss may be empty now).
+	earlierLoss bool
 }
 
 // ObjectFinding is one object with fields it would lose or errors its write would get.

@@ -155,7 +155,7 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 		}
 	}
 	// The preflight's verdict is kept: a resumed run must not lose what the first one found.
-	r.cp.DataLossAccepted = r.cp.DataLossAccepted || (len(r.rep.Preflight.DataLoss) > 0 && o.AllowDataLoss)
+	r.cp.DataLossAccepted = r.cp.DataLossAccepted || (len(r.rep.Preflight.DataLoss) > 0 && !o.Consent().Refuses(plan.KindDataLoss))
 	if err := r.save(); err != nil {
 		return r.rep, err
 	}
@@ -194,15 +194,18 @@ func (r *runner) preflight(ctx context.Context) {
 	}
 	for i := range r.items {
 		it := &r.items[i]
+		// Plan's findings, each object by its kinds (the ones its runbook's steps name): a
+		// rejected write is refused whether or not a step of this run rewrites the object (a
+		// controller's next write is rejected as well).
 		for _, f := range it.Objects.Findings {
-			lost := append(append([]string{}, f.PrunedOnRead...), f.PossiblyPrunedOnRead...)
-			if len(lost) > 0 {
+			if slices.Contains(f.Kinds, plan.KindDataLoss) || slices.Contains(f.Kinds, plan.KindUnknown) {
+				lost := append(append([]string{}, f.PrunedOnRead...), f.PossiblyPrunedOnRead...)
 				pf.DataLoss = append(pf.DataLoss, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Fields: lost})
 			}
-			if len(f.UpdateErrors) > 0 && rewritten[it.CRD] {
+			if slices.Contains(f.Kinds, plan.KindRejectedWrite) {
 				pf.Rejected = append(pf.Rejected, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: f.UpdateErrors})
 			}
-			if len(f.TypeMismatches) > 0 {
+			if slices.Contains(f.Kinds, plan.KindTypeMismatch) {
 				var errs []string
 				for _, m := range f.TypeMismatches {
 					errs = append(errs, m.Error)
@@ -261,28 +264,28 @@ func (r *runner) preflight(ctx context.Context) {
 		// --dry-run: what the objects stored there lose is unknown, and no flag accepts that.
 		why = append(why, fmt.Sprintf("objects may be stored at versions the live CRDs do not serve (%s), which the upgrade reads by serving them again after asking, and serves no longer if it is then refused; --dry-run writes nothing, so what they would lose is not evaluated", strings.Join(pf.Unread, ", ")))
 	}
-	if len(pf.BlockedCRDs) > 0 {
-		why = append(why, fmt.Sprintf("the API server would reject %s (see the plan's apply errors)", strings.Join(pf.BlockedCRDs, ", ")))
-	}
-	loss := len(pf.DataLoss) > 0 || (r.cp != nil && r.cp.DataLossFound && !r.cp.DataLossAccepted)
+	// A resumed run keeps what the first one found: a loss it found and nobody accepted.
+	pf.earlierLoss = r.cp != nil && r.cp.DataLossFound && !r.cp.DataLossAccepted
 	if r.cp != nil && len(pf.DataLoss) > 0 {
 		r.cp.DataLossFound = true
 	}
-	if loss && !r.o.AllowDataLoss {
-		n := len(pf.DataLoss)
-		why = append(why, fmt.Sprintf("%s would lose fields (listed in the preflight); back them up and convert them, or accept the loss", countObjects(n)))
-	}
-	if len(pf.Unknown) > 0 && !r.o.AllowDataLoss {
-		why = append(why, fmt.Sprintf("what the rewrite loses is unknown for %s", strings.Join(pf.Unknown, "; ")))
-	}
-	if len(pf.Rejected) > 0 && !r.o.SkipInvalid {
-		why = append(why, fmt.Sprintf("%s would be rejected when rewritten (listed in the preflight): fix them first", countObjects(len(pf.Rejected))))
-	}
-	if len(pf.TypeMismatch) > 0 {
-		why = append(why, fmt.Sprintf("%s hold values whose type does not fit the new storage version's typed schema (server-side apply would fail on them after the apply): fix the values as the plan's fix-values step says (apply the CRDs first when the live CRD does not serve that version), then run the upgrade again", countObjects(len(pf.TypeMismatch))))
-	}
-	if len(pf.OwnershipLoss) > 0 && !r.o.AllowOwnershipLoss {
-		why = append(why, fmt.Sprintf("%s would lose field managers through the rewrite (listed in the preflight; --allow-data-loss does not accept this): fix what the API server cannot type, or accept it with --%s", countObjects(len(pf.OwnershipLoss)), plan.OverrideAllowOwnershipLoss))
+	// Each kind found that the consent given does not override (plan.Consent: the decision
+	// table), most severe first.
+	for _, k := range r.o.Consent().Refusals(pf.Kinds()) {
+		switch k {
+		case plan.KindApplyRejected:
+			why = append(why, fmt.Sprintf("the API server would reject %s (see the plan's apply errors)", strings.Join(pf.BlockedCRDs, ", ")))
+		case plan.KindDataLoss:
+			why = append(why, fmt.Sprintf("%s would lose fields (listed in the preflight); back them up and convert them, or accept the loss", countObjects(len(pf.DataLoss))))
+		case plan.KindUnknown:
+			why = append(why, fmt.Sprintf("what the rewrite loses is unknown for %s", strings.Join(pf.Unknown, "; ")))
+		case plan.KindRejectedWrite:
+			why = append(why, fmt.Sprintf("%s would be rejected on their next write (listed in the preflight): fix them first", countObjects(len(pf.Rejected))))
+		case plan.KindTypeMismatch:
+			why = append(why, fmt.Sprintf("%s hold values whose type does not fit the new storage version's typed schema (server-side apply would fail on them after the apply): fix the values as the plan's fix-values step says (apply the CRDs first when the live CRD does not serve that version), then run the upgrade again", countObjects(len(pf.TypeMismatch))))
+		case plan.KindOwnershipLoss:
+			why = append(why, fmt.Sprintf("%s would lose field managers through the rewrite (listed in the preflight; --allow-data-loss does not accept this): fix what the API server cannot type, or accept it with %s", countObjects(len(pf.OwnershipLoss)), plan.OverrideFlag(plan.KindOwnershipLoss)))
+		}
 	}
 	if len(why) > 0 {
 		pf.Refused, pf.Reason = true, strings.Join(why, "; ")
@@ -436,7 +439,8 @@ func (r *runner) run(ctx context.Context) error {
 		var err error
 		switch s.Action {
 		case plan.ActionFixObjects:
-			s.State, s.Detail = StateSkipped, "invalid objects skipped: they fail the rewrite and keep status.storedVersions untrimmed"
+			// Reached only with the consent to skip them (the preflight refuses otherwise).
+			s.State, s.Detail = StateSkipped, "invalid objects skipped (--"+plan.OverrideSkipInvalid+"): they are left as they are, their next write is rejected, and a rewrite fails on them and keeps status.storedVersions untrimmed"
 		case plan.ActionFixRecreate:
 			s.State, s.Detail = StateManual, r.recreateDetail(s)
 		case plan.ActionConvertObjects:
