@@ -70,11 +70,11 @@ func TestPathNeedsIntermediateRelease(t *testing.T) {
 		t.Errorf("verdict: %s", p.Verdict)
 	}
 	// Hop 1 rewrites v1alpha1 at v1 through b's webhook (the live CRD lacks v1); hop 2 has
-	// nothing left to convert across releases: v1 is c's, rewritten under the live CRD's.
+	// v1 left, which c's webhook knows: the intermediate CRD (c's, v1 kept) rewrites it at v2.
 	if rw := p.Hops[0].Rewrites; len(rw) != 1 || rw[0].Release != "v0.2.0" || rw[0].To != "v1" || !strings.Contains(rw[0].Conversion, "/b") {
 		t.Errorf("hop 1 rewrites: %+v", rw)
 	}
-	if rw := p.Hops[1].Rewrites; len(rw) != 1 || rw[0].Release != "live" || rw[0].To != "v2" || !strings.Contains(rw[0].Conversion, "/b") {
+	if rw := p.Hops[1].Rewrites; len(rw) != 1 || rw[0].Release != "v0.3.0" || rw[0].To != "v2" || !strings.Contains(rw[0].Conversion, "/c") {
 		t.Errorf("hop 2 rewrites: %+v", rw)
 	}
 	if p.Hops[1].Plan == nil || len(p.Hops[1].Plan.Items) != 1 || p.Hops[1].Plan.Items[0].StorageVersion.Before != "v1" {
