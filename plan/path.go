@@ -9,7 +9,6 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
@@ -193,21 +192,25 @@ func reach(cur pathState, next *apiextensionsv1.CustomResourceDefinition, nextNa
 			strings.Join(missing, ", "), nextName, target, nextName, rw.Conversion, strings.Join(missing, ", ")), rw
 	}
 	for _, v := range missing {
-		if !sameSchema(cur.crd, v, next, target) {
-			return false, fmt.Sprintf("objects are stored at %s, which %s no longer has, and the live CRD lacks its storage version %s: conversion None from %s to %s relabels objects between schemas that differ (fields %s lacks are pruned)",
-				strings.Join(missing, ", "), nextName, target, v, target, target), rw
+		var lost []string
+		for _, ch := range compareVersions(cur.crd, v, next, target) {
+			if ch.Effect == EffectLossy {
+				lost = append(lost, orEmpty(ch.Path, "the schema"))
+			}
+		}
+		if len(lost) > 0 {
+			return false, fmt.Sprintf("objects are stored at %s, which %s no longer has, and the live CRD lacks its storage version %s: conversion None relabels %s objects as %s, whose schema lacks %s (pruned)",
+				strings.Join(missing, ", "), nextName, target, v, target, strings.Join(firstN(lost, 3), ", ")), rw
 		}
 	}
-	return true, fmt.Sprintf("objects stored at %s are relabelled %s by conversion None between identical schemas", strings.Join(missing, ", "), target), rw
+	return true, fmt.Sprintf("objects stored at %s are relabelled %s by conversion None, whose schema keeps every field of theirs", strings.Join(missing, ", "), target), rw
 }
 
-func sameSchema(a *apiextensionsv1.CustomResourceDefinition, av string, b *apiextensionsv1.CustomResourceDefinition, bv string) bool {
-	x, err1 := crdinfo.Lookup(a, av)
-	y, err2 := crdinfo.Lookup(b, bv)
-	if err1 != nil || err2 != nil || x.Schema == nil || y.Schema == nil {
-		return false
+func firstN(s []string, n int) []string {
+	if len(s) <= n {
+		return s
 	}
-	return equality.Semantic.DeepEqual(x.Schema, y.Schema)
+	return append(append([]string{}, s[:n]...), fmt.Sprintf("%d more", len(s)-n))
 }
 
 // conversionText names a CRD's converter: None, or its webhook's service or URL.
@@ -419,12 +422,21 @@ func Path(ctx context.Context, c ReleaseClients, o PathOptions) (*PathReport, er
 	return rep, nil
 }
 
+// directReasons joins the reasons of the CRDs named, CRDs with the same reason together.
 func directReasons(crds []PathCRD, names []string) string {
-	var out []string
+	var reasons []string
+	by := map[string][]string{}
 	for _, c := range crds {
 		if slices.Contains(names, c.CRD) {
-			out = append(out, c.CRD+": "+c.Reason)
+			if _, ok := by[c.Reason]; !ok {
+				reasons = append(reasons, c.Reason)
+			}
+			by[c.Reason] = append(by[c.Reason], c.CRD)
 		}
+	}
+	var out []string
+	for _, r := range reasons {
+		out = append(out, strings.Join(by[r], ", ")+": "+r)
 	}
 	return strings.Join(out, "; ")
 }
@@ -536,4 +548,68 @@ func ProbeConversion(c ReleaseClients, timeout time.Duration) func(ctx context.C
 		}
 		return nil
 	}
+}
+
+// Waiting are the hop's rewrites whose conversion webhook did not answer (or was not asked):
+// a person must get it running first.
+func (h *Hop) Waiting() []PathRewrite {
+	var out []PathRewrite
+	for _, rw := range h.Rewrites {
+		if rw.Conversion != "None" && !rw.Answers {
+			out = append(out, rw)
+		}
+	}
+	return out
+}
+
+// Instruction is what a person must do before the hop, "" when nothing: get the conversion
+// webhook each waiting rewrite relies on answering (one sentence per webhook).
+func (h *Hop) Instruction() string {
+	var parts []string
+	for _, g := range GroupRewrites(h.Waiting()) {
+		who := "release " + g.Release + "'s operator"
+		if g.Release == "live" {
+			who = "the installed operator"
+		}
+		parts = append(parts, fmt.Sprintf("%s must answer to convert %s from %s to %s (%s): deploy %s (its conversion webhook) and wait until it is ready",
+			g.Conversion, strings.Join(g.CRDs, ", "), strings.Join(g.From, ", "), g.To, orEmpty(g.Problem, "not asked"), who))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// RewriteGroup is the rewrites of several CRDs through the same conversion between the same
+// versions.
+type RewriteGroup struct {
+	PathRewrite
+	CRDs []string
+}
+
+// GroupRewrites groups rewrites by conversion, versions, release and problem, in order.
+func GroupRewrites(rws []PathRewrite) []RewriteGroup {
+	var out []RewriteGroup
+	for _, rw := range rws {
+		i := slices.IndexFunc(out, func(g RewriteGroup) bool {
+			return g.Conversion == rw.Conversion && g.To == rw.To && slices.Equal(g.From, rw.From) && g.Release == rw.Release && g.Problem == rw.Problem
+		})
+		if i < 0 {
+			out = append(out, RewriteGroup{PathRewrite: rw})
+			i = len(out) - 1
+		}
+		out[i].CRDs = append(out[i].CRDs, rw.CRD)
+	}
+	return out
+}
+
+// Actions are the hop's runbook actions in order, each once.
+func (h *Hop) Actions() []string {
+	var out []string
+	if h.Plan == nil {
+		return out
+	}
+	for _, s := range h.Plan.Runbook {
+		if !slices.Contains(out, s.Action) {
+			out = append(out, s.Action)
+		}
+	}
+	return out
 }
