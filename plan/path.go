@@ -20,8 +20,8 @@ import (
 // PathRelease is one release of a path: its name (the --via argument or the folder name),
 // what `-f` takes to apply it, and its CRDs.
 type PathRelease struct {
-	Name string                                       `json:"name"`
-	File string                                       `json:"file"`
+	Name string                                      `json:"name"`
+	File string                                      `json:"file"`
 	CRDs []*apiextensionsv1.CustomResourceDefinition `json:"-"`
 }
 
