@@ -337,73 +337,19 @@ func Path(ctx context.Context, c ReleaseClients, o PathOptions) (*PathReport, er
 	rep.Hops = append(rep.Hops, Hop{Release: o.Target.Name, File: o.Target.File, CRDs: []string{}, Why: "the target"})
 	rep.Direct = len(rep.Hops) == 1 && rep.Reachable
 
-	// Each hop's plan and rewrites, from the state the hops before leave.
-	state := map[string]pathState{}
-	for n, l := range live {
-		state[n] = pathState{crd: l, stored: storedOf(l)}
+	rels := make([]PathRelease, 0, len(idx)+1)
+	for _, h := range idx {
+		rels = append(rels, o.Via[h])
 	}
-	for i := range rep.Hops {
-		h := &rep.Hops[i]
-		h.Index = i + 1
-		rel := o.Target
-		if i < len(idx) {
-			rel = o.Via[idx[i]]
-		}
-		ro := o.Release
-		ro.Next = rel.CRDs
-		ro.Runbook.ApplyFile = rel.File
-		cl := c
-		if i > 0 {
-			cl = ReleaseClients{} // offline: the CRDs the hops before leave
-			ro.ServerDryRun = false
-			ro.Live, ro.Sources = make([]*apiextensionsv1.CustomResourceDefinition, len(rel.CRDs)), nil
-			for j, n := range rel.CRDs {
-				if s, ok := state[n.Name]; ok {
-					l := s.crd.DeepCopy()
-					l.Status.StoredVersions = s.stored
-					ro.Live[j] = l
-				}
-			}
-		}
-		h.Live = i == 0 && c.CRDs != nil
-		p, err := Release(ctx, cl, ro)
-		if p != nil {
-			p.Summarize()
-		}
-		h.Plan = p
-		if err != nil {
-			return rep, fmt.Errorf("hop %d (%s): %w", h.Index, rel.Name, err)
-		}
-		h.Rewrites = []PathRewrite{}
-		for _, n := range rel.CRDs {
-			s, ok := state[n.Name]
-			if !ok {
-				continue
-			}
-			_, _, rw := reach(s, n, rel.Name)
-			if rw != nil {
-				conv := n
-				if rw.Release == "live" {
-					conv = s.crd
-				}
-				if rw.Conversion == "None" {
-					rw.Checked, rw.Answers = false, true
-				} else if o.Probe != nil && live[n.Name] != nil {
-					if err := o.Probe(ctx, rw, conv, live[n.Name]); err != nil {
-						rw.Checked, rw.Problem = true, err.Error()
-					} else {
-						rw.Checked, rw.Answers = rw.Problem == "", true
-					}
-				} else {
-					rw.Problem = "not checked: no cluster"
-				}
-				h.Rewrites = append(h.Rewrites, *rw)
-			}
-		}
-		for _, n := range rel.CRDs {
-			state[n.Name] = after(n)
-		}
+	if err := planHops(ctx, c, o, rep, append(rels, o.Target), live); err != nil {
+		return rep, err
 	}
+	finishPath(rep, blocked)
+	return rep, nil
+}
+
+// finishPath sets the path's exit code and verdict.
+func finishPath(rep *PathReport, blocked []string) {
 	rep.ExitCode = 0
 	if !rep.Reachable {
 		rep.ExitCode = 1
@@ -419,7 +365,6 @@ func Path(ctx context.Context, c ReleaseClients, o PathOptions) (*PathReport, er
 		}
 	}
 	rep.Verdict = pathVerdict(rep, blocked)
-	return rep, nil
 }
 
 // directReasons joins the reasons of the CRDs named, CRDs with the same reason together.
@@ -612,4 +557,155 @@ func (h *Hop) Actions() []string {
 		}
 	}
 	return out
+}
+
+// planHops plans each hop of rels (rep.Hops, in order) with plan.Release from the state the
+// hops before leave (the first against the cluster, the others offline) and names and checks
+// each rewrite's conversion.
+func planHops(ctx context.Context, c ReleaseClients, o PathOptions, rep *PathReport, rels []PathRelease, live map[string]*apiextensionsv1.CustomResourceDefinition) error {
+	// Each hop's plan and rewrites, from the state the hops before leave.
+	state := map[string]pathState{}
+	for n, l := range live {
+		state[n] = pathState{crd: l, stored: storedOf(l)}
+	}
+	for i := range rep.Hops {
+		h := &rep.Hops[i]
+		h.Index = i + 1
+		rel := rels[i]
+		ro := o.Release
+		ro.Next = rel.CRDs
+		ro.Runbook.ApplyFile = rel.File
+		cl := c
+		if i > 0 {
+			cl = ReleaseClients{} // offline: the CRDs the hops before leave
+			ro.ServerDryRun = false
+			ro.Live, ro.Sources = make([]*apiextensionsv1.CustomResourceDefinition, len(rel.CRDs)), nil
+			for j, n := range rel.CRDs {
+				if s, ok := state[n.Name]; ok {
+					l := s.crd.DeepCopy()
+					l.Status.StoredVersions = s.stored
+					ro.Live[j] = l
+				}
+			}
+		}
+		h.Live = i == 0 && c.CRDs != nil
+		p, err := Release(ctx, cl, ro)
+		if p != nil {
+			p.Summarize()
+		}
+		h.Plan = p
+		if err != nil {
+			return fmt.Errorf("hop %d (%s): %w", h.Index, rel.Name, err)
+		}
+		h.Rewrites = rewritesOf(ctx, state, rel, live, o.Probe)
+		for _, n := range rel.CRDs {
+			state[n.Name] = after(n)
+		}
+	}
+	return nil
+}
+
+// rewritesOf are the rewrites a release makes from state (reach), each conversion checked
+// with probe against the live CRDs' objects.
+func rewritesOf(ctx context.Context, state map[string]pathState, rel PathRelease, live map[string]*apiextensionsv1.CustomResourceDefinition, probe func(context.Context, *PathRewrite, *apiextensionsv1.CustomResourceDefinition, *apiextensionsv1.CustomResourceDefinition) error) []PathRewrite {
+	out := []PathRewrite{}
+	for _, n := range rel.CRDs {
+		s, ok := state[n.Name]
+		if !ok {
+			continue
+		}
+		_, _, rw := reach(s, n, rel.Name)
+		if rw != nil {
+			conv := n
+			if rw.Release == "live" {
+				conv = s.crd
+			}
+			if rw.Conversion == "None" {
+				rw.Checked, rw.Answers = false, true
+			} else if probe != nil && live[n.Name] != nil {
+				if err := probe(ctx, rw, conv, live[n.Name]); err != nil {
+					rw.Checked, rw.Problem = true, err.Error()
+				} else {
+					rw.Checked, rw.Answers = rw.Problem == "", true
+				}
+			} else {
+				rw.Problem = "not checked: no cluster"
+			}
+			out = append(out, *rw)
+		}
+	}
+	return out
+}
+
+// PathThrough plans the path through every release of o.Via, in order, then o.Target (no
+// release skipped): what upgrade resumes along once it has chosen its hops.
+func PathThrough(ctx context.Context, c ReleaseClients, o PathOptions) (*PathReport, error) {
+	rep := &PathReport{Target: o.Target.Name, CRDs: []PathCRD{}, Hops: []Hop{}, Reachable: true}
+	rels := append(append([]PathRelease{}, o.Via...), o.Target)
+	live := map[string]*apiextensionsv1.CustomResourceDefinition{}
+	for _, n := range crdNames(rels) {
+		l, err := liveCRD(ctx, c, o.Release, n)
+		if err != nil {
+			return rep, err
+		}
+		if l != nil {
+			live[n] = l
+		}
+	}
+	var blocked []string
+	for _, n := range crdNames(rels) {
+		l := live[n]
+		if l == nil {
+			continue
+		}
+		cur := pathState{crd: l, stored: storedOf(l)}
+		pc := PathCRD{CRD: n, StoredVersions: storedOf(l), Via: []string{}, Direct: len(o.Via) == 0}
+		for i, r := range rels {
+			next := r.crd(n)
+			if next == nil {
+				continue
+			}
+			ok, why, _ := reach(cur, next, r.Name)
+			if pc.Reason == "" || !ok {
+				pc.Reason = why
+			}
+			if !ok {
+				rep.Reachable = false
+				blocked = append(blocked, fmt.Sprintf("hop %d (%s), %s: %s", i+1, r.Name, n, why))
+				break
+			}
+			if i < len(o.Via) {
+				pc.Via = append(pc.Via, r.Name)
+			}
+			cur = after(next)
+		}
+		rep.CRDs = append(rep.CRDs, pc)
+	}
+	for _, r := range rels {
+		rep.Hops = append(rep.Hops, Hop{Release: r.Name, File: r.File, CRDs: []string{}, Why: "given"})
+	}
+	rep.Hops[len(rep.Hops)-1].Why = "the target"
+	rep.Direct = len(rels) == 1 && rep.Reachable
+	if err := planHops(ctx, c, o, rep, rels, live); err != nil {
+		return rep, err
+	}
+	finishPath(rep, blocked)
+	return rep, nil
+}
+
+// HopRewrites are the rewrites upgrading the cluster as it is now to rel makes, each
+// conversion checked with probe: what a hop needs answering before its first write.
+func HopRewrites(ctx context.Context, c ReleaseClients, rel PathRelease, probe func(context.Context, *PathRewrite, *apiextensionsv1.CustomResourceDefinition, *apiextensionsv1.CustomResourceDefinition) error) ([]PathRewrite, error) {
+	state := map[string]pathState{}
+	live := map[string]*apiextensionsv1.CustomResourceDefinition{}
+	for _, n := range rel.CRDs {
+		l, err := liveCRD(ctx, c, ReleaseOptions{}, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		if l != nil {
+			live[n.Name], state[n.Name] = l, pathState{crd: l, stored: storedOf(l)}
+		}
+	}
+	return rewritesOf(ctx, state, rel, live, probe), nil
 }

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,8 +14,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/printers"
+	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
 // pathFlags are --via and --releases of plan and upgrade: the releases between the cluster
@@ -171,4 +174,59 @@ func holdsCRDs(dir string) bool {
 		}
 	}
 	return false
+}
+
+// runPath upgrades along the release path to -f through --via/--releases: the path, then
+// each hop's steps, then the last line (the last hop's outcome, or what to do first).
+func (o *UpgradeOptions) runPath(ctx context.Context, c *migrate.Clients, uo upgrade.Options) error {
+	po := &PlanOptions{g: o.g}
+	via, notes, err := o.path.read(po, o.Files)
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		o.progress.Notef("%s", n)
+	}
+	target := plan.PathRelease{Name: releaseName(o.Files[0]), File: uo.ApplyFile, CRDs: uo.Next}
+	rep, err := upgrade.RunPath(ctx, c, upgrade.PathOptions{Options: uo, Via: via, Target: target})
+	o.g.warnings.Summary(o.g.ErrOut)
+	if rep != nil && rep.Path != nil {
+		if o.out.structured() {
+			if perr := o.printer.PrintReport(o.g.Out, rep); perr != nil {
+				return perr
+			}
+		} else {
+			if perr := printers.Path(o.g.Out, rep.Path, o.out.noHeaders); perr != nil {
+				return perr
+			}
+			for _, h := range rep.Hops {
+				if hop := h.Hop; hop != nil {
+					fmt.Fprintf(o.g.Out, "\nHop %d/%d (kubectl crdver upgrade -f %s):\n", hop.Index, hop.Of, hop.File)
+				}
+				if perr := o.printer.PrintReport(o.g.Out, upgradeResultView{rep: h, ran: !h.DryRun}); perr != nil {
+					return perr
+				}
+			}
+		}
+	}
+	switch {
+	case errors.Is(err, upgrade.ErrNeedsPerson):
+		return ProblemsFound("%s", rep.Instruction)
+	case err != nil:
+		var last *upgrade.Report
+		if rep != nil && len(rep.Hops) > 0 {
+			last = rep.Hops[len(rep.Hops)-1]
+		}
+		return o.runError(ctx, err, last)
+	}
+	if o.DryRun && rep.Outcome.ExitCode == 0 {
+		return o.printer.PrintPart(o.g.Out, dryRunNote{})
+	}
+	if rep.Outcome.ExitCode != 0 {
+		return &ExitError{Code: rep.Outcome.ExitCode, Err: errors.New(rep.Outcome.Message)}
+	}
+	if !rep.Outcome.Applied {
+		return ProblemsFound("the path stopped at a hop whose release this command did not apply: %s; run the same command again once it is applied", rep.Outcome.Message)
+	}
+	return nil
 }
