@@ -516,7 +516,7 @@ func (h *Hop) Instruction() string {
 		if g.Release == "live" {
 			who = "the installed operator"
 		}
-		parts = append(parts, fmt.Sprintf("%s must answer to convert %s from %s to %s (%s): deploy %s (its conversion webhook) and wait until it is ready",
+		parts = append(parts, fmt.Sprintf("%s must convert %s from %s to %s, and now: %s; deploy %s (its conversion webhook) and wait until it is ready",
 			g.Conversion, strings.Join(g.CRDs, ", "), strings.Join(g.From, ", "), g.To, orEmpty(g.Problem, "not asked"), who))
 	}
 	return strings.Join(parts, "; ")

@@ -161,8 +161,13 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 	}
 	// The path's preflight, before any write: every CRD reaches the target, and no hop has a
 	// CRD the API server would reject.
+	refuse := func(format string, args ...any) (*PathReport, error) {
+		err := fmt.Errorf("%w: "+format+"; nothing was written", append([]any{ErrRefused}, args...)...)
+		out.Outcome = Outcome{Result: ResultRefused, ExitCode: 1, Message: err.Error(), Remaining: []string{}}
+		return out, err
+	}
 	if !out.Path.Reachable {
-		return out, fmt.Errorf("%w: %s; nothing was written", ErrRefused, out.Path.Verdict)
+		return refuse("%s", out.Path.Verdict)
 	}
 	for _, h := range out.Path.Hops {
 		if h.Plan == nil {
@@ -170,7 +175,7 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 		}
 		for _, s := range h.Plan.Runbook {
 			if s.Action == plan.ActionFixCRDs {
-				return out, fmt.Errorf("%w: hop %d (%s): the API server would reject %s (see the plan's apply errors); nothing was written", ErrRefused, h.Index, h.Release, strings.Join(s.CRDs, ", "))
+				return refuse("hop %d (%s): the API server would reject %s (see the plan's apply errors)", h.Index, h.Release, strings.Join(s.CRDs, ", "))
 			}
 		}
 	}
@@ -216,6 +221,7 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 		}
 		if in := ph.Instruction(); in != "" {
 			out.StoppedBefore, out.Instruction = index, fmt.Sprintf("before hop %d (%s): %s; then run the same command again", index, rel.Name, in)
+			out.Outcome = Outcome{Result: ResultNotApplied, ExitCode: 1, Message: out.Instruction, Remaining: []string{out.Instruction}}
 			if err := save(); err != nil {
 				return out, err
 			}
