@@ -146,6 +146,9 @@ func TestPathNeedsIntermediateRelease(t *testing.T) {
 	// v0.2.0's webhook does not answer: stopped before hop 1, nothing written.
 	wh.Set(testwebhook.Non200)
 	u := h.crdver("upgrade", "--via", a2, "--via", b, "-f", c, "--yes", "--backup", backup)
+	if testing.Verbose() {
+		t.Logf("plan --via (for people):\n%s\nupgrade, webhook down:\n%s%s", h.crdver("plan", "--via", a2, "--via", b, "-f", c).stdout, u.stdout, u.stderr)
+	}
 	if u.code != 1 || !strings.Contains(u.stderr, "before hop 1 (v0.2.0)") || rv() != before {
 		t.Fatalf("upgrade with v0.2.0's webhook down: exit %d, CRD written %v\n%s\n%s", u.code, rv() != before, u.stdout, u.stderr)
 	}
@@ -186,6 +189,14 @@ func TestPathNeedsIntermediateRelease(t *testing.T) {
 		if err != nil || stored["apiVersion"] != "path.example.com/v2" {
 			t.Errorf("%s: stored in etcd as %v (%v)", n, stored["apiVersion"], err)
 		}
+	}
+	if testing.Verbose() {
+		for _, hr := range rep.Hops {
+			for _, s := range hr.Steps {
+				t.Logf("hop %d/%d %s: %s %v: %s (%s)", hr.Hop.Index, hr.Hop.Of, hr.Hop.Release, s.Action, s.CRDs, s.State, s.Detail)
+			}
+		}
+		t.Logf("outcome: %+v", rep.Outcome)
 	}
 	// Run again: the path is complete; nothing is written.
 	after := rv()
