@@ -73,13 +73,14 @@ func pathRelease(t *testing.T, dir, name string, wh *testwebhook.Server, version
 // at v2 with hostPort converted to host and port, managers kept, storedVersions [v2].
 func TestPathNeedsIntermediateRelease(t *testing.T) {
 	h := newHarness(t, release{Project: "path"})
-	wh := testwebhook.StartForTest(t, testwebhook.Options{})
-	t.Cleanup(h.deleteCRDs) // before the webhook stops
+	wh := testwebhook.StartForTest(t, testwebhook.Options{})  // v0.2.0's
+	wh2 := testwebhook.StartForTest(t, testwebhook.Options{}) // v0.3.0's
+	t.Cleanup(h.deleteCRDs)                                   // before the webhooks stop
 	dir := t.TempDir()
 	a := pathRelease(t, dir, "v0.1.0", nil, "v1beta1")
 	a2 := pathRelease(t, dir, "v0.1.5", nil, "v1beta1")
 	b := pathRelease(t, dir, "v0.2.0", wh, "v1beta1", "v1")
-	c := pathRelease(t, dir, "v0.3.0", wh, "v1", "v2")
+	c := pathRelease(t, dir, "v0.3.0", wh2, "v1", "v2")
 	const name = "crontabs.path.example.com"
 	if r := h.applyCRDFile(filepath.Join(a, "crontabs.yaml")); r.err != nil {
 		t.Fatalf("applying v0.1.0: %v\n%s", r.err, r.stderr)
@@ -152,21 +153,34 @@ func TestPathNeedsIntermediateRelease(t *testing.T) {
 	if u.code != 1 || !strings.Contains(u.stderr, "before hop 1 (v0.2.0)") || rv() != before {
 		t.Fatalf("upgrade with v0.2.0's webhook down: exit %d, CRD written %v\n%s\n%s", u.code, rv() != before, u.stdout, u.stderr)
 	}
-	// Once it answers, the same command takes the path.
+	// Once it answers, the same command takes hop 1 and stops before hop 2, whose webhook
+	// (v0.3.0's) does not answer; then, once it does, resumes at hop 2.
 	wh.Set(testwebhook.Good)
+	wh2.Set(testwebhook.Non200)
 	start := time.Now()
+	u = h.crdver("upgrade", "--via", a2, "--via", b, "-f", c, "--yes", "--backup", backup)
+	if u.code != 1 || !strings.Contains(u.stderr, "before hop 2 (v0.3.0)") || storageVersion(h.liveCRD(name)) != "v1" {
+		t.Fatalf("upgrade with v0.3.0's webhook down: exit %d, storage %s\n%s\n%s", u.code, storageVersion(h.liveCRD(name)), u.stdout, u.stderr)
+	}
+	wh2.Set(testwebhook.Good)
 	u = h.crdver("upgrade", "--via", a2, "--via", b, "-f", c, "--yes", "--backup", backup, "-o", "json")
 	took := time.Since(start)
 	var rep upgrade.PathReport
 	if err := json.Unmarshal([]byte(u.stdout), &rep); err != nil || u.code != 0 {
 		t.Fatalf("upgrade along the path: exit %d, %v\n%s\n%s", u.code, err, u.stdout, u.stderr)
 	}
-	t.Logf("upgrade along the path (2 hops): %s", took.Round(time.Millisecond))
-	if len(rep.Hops) != 2 || !rep.Outcome.Applied || !rep.Outcome.Verified {
-		t.Errorf("path outcome: %d hops, %+v", len(rep.Hops), rep.Outcome)
+	t.Logf("upgrade along the path (2 hops, stopped once before hop 2): %s", took.Round(time.Millisecond))
+	if !rep.Resumed || rep.StartHop != 2 || len(rep.Hops) != 1 || !rep.Outcome.Applied || !rep.Outcome.Verified {
+		t.Fatalf("resumed path: resumed %v at hop %d, %d hops run, outcome %+v", rep.Resumed, rep.StartHop, len(rep.Hops), rep.Outcome)
 	}
-	if len(rep.Hops) == 2 && (rep.Hops[0].Backup == nil || rep.Hops[1].Verify == nil || rep.Hops[0].Verify != nil) {
-		t.Errorf("one backup (hop 1) and one verify (hop 2): backup %v, verify %v/%v", rep.Hops[0].Backup, rep.Hops[0].Verify, rep.Hops[1].Verify)
+	// One backup (hop 1's, kept in the path's state) and one verify (hop 2's).
+	for _, s := range rep.Hops[0].Steps {
+		if s.Action == plan.ActionBackup && (s.State != upgrade.StateAlready || !strings.Contains(s.Detail, backup)) {
+			t.Errorf("hop 2's backup step: %s (%s)", s.State, s.Detail)
+		}
+	}
+	if rep.Hops[0].Hop == nil || rep.Hops[0].Hop.Index != 2 || rep.Hops[0].Verify == nil {
+		t.Errorf("hop 2: %+v, verify %v", rep.Hops[0].Hop, rep.Hops[0].Verify)
 	}
 	crd := h.liveCRD(name)
 	if !slices.Equal(crd.Status.StoredVersions, []string{"v2"}) || storageVersion(crd) != "v2" || crdinfo.Has(crd, "v1beta1") {
@@ -191,6 +205,7 @@ func TestPathNeedsIntermediateRelease(t *testing.T) {
 		}
 	}
 	if testing.Verbose() {
+		t.Logf("upgrade, hop 2's webhook down: %s", u.stderr)
 		for _, hr := range rep.Hops {
 			for _, s := range hr.Steps {
 				t.Logf("hop %d/%d %s: %s %v: %s (%s)", hr.Hop.Index, hr.Hop.Of, hr.Hop.Release, s.Action, s.CRDs, s.State, s.Detail)
