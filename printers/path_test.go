@@ -13,7 +13,7 @@ func pathReport() *plan.PathReport {
 		CRDs: []plan.PathCRD{{CRD: "crontabs.path.example.com", StoredVersions: []string{"v1beta1"}, Via: []string{"v0.2.0"}, Reason: "the target's webhook does not know v1beta1"}},
 		Hops: []plan.Hop{
 			{Index: 1, Release: "v0.2.0", File: "v0.2.0/", CRDs: []string{"crontabs.path.example.com"}, Live: true,
-				Plan: &plan.Report{Summary: plan.Summary{Verdict: plan.VerdictSafe}, Runbook: []plan.RunbookStep{{Phase: "storage", Action: plan.ActionMigrate, Why: "rewrite at v1", Commands: []string{"kubectl crdver migrate crontabs.path.example.com"}}}},
+				Plan:     &plan.Report{Summary: plan.Summary{Verdict: plan.VerdictSafe}, Runbook: []plan.RunbookStep{{Phase: "storage", Action: plan.ActionMigrate, Why: "rewrite at v1", Commands: []string{"kubectl crdver migrate crontabs.path.example.com"}}}},
 				Rewrites: []plan.PathRewrite{{CRD: "crontabs.path.example.com", From: []string{"v1beta1"}, To: "v1", Conversion: "webhook service ops/conv:443/convert", Release: "v0.2.0", Checked: true, Problem: "HTTP 500"}}},
 			{Index: 2, Release: "v0.3.0", File: "v0.3.0/", Plan: &plan.Report{Summary: plan.Summary{Verdict: plan.VerdictSafe}},
 				Rewrites: []plan.PathRewrite{{CRD: "crontabs.path.example.com", From: []string{"v1"}, To: "v2", Conversion: "None", Release: "v0.3.0", Answers: true}}},
