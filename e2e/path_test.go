@@ -139,6 +139,10 @@ func TestPathNeedsIntermediateRelease(t *testing.T) {
 		t.Errorf("plan --via for people:\n%s", human.stdout)
 	}
 
+	// --dry-run: the path and hop 1's preflight; nothing written.
+	if d := h.crdver("upgrade", "--via", a2, "--via", b, "-f", c, "--dry-run"); d.code != 0 || rv() != before || !strings.Contains(d.stdout, "Dry run: nothing was written") {
+		t.Errorf("upgrade --dry-run along the path: exit %d, CRD written %v\n%s\n%s", d.code, rv() != before, d.stdout, d.stderr)
+	}
 	// upgrade without v0.2.0: refused before any write.
 	backup := filepath.Join(t.TempDir(), "backup.yaml")
 	if u := h.crdver("upgrade", "--via", a2, "-f", c, "--yes", "--backup", backup); u.code != 1 || rv() != before {

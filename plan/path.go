@@ -587,6 +587,20 @@ func planHops(ctx context.Context, c ReleaseClients, o PathOptions, rep *PathRep
 					ro.Live[j] = l
 				}
 			}
+		} else if c.CRDs == nil {
+			// Offline: o.Release.Live and Sources name the CRDs as they are now and their
+			// objects, in their own order; the first hop's plan takes them by name.
+			ro.Live, ro.Sources = make([]*apiextensionsv1.CustomResourceDefinition, len(rel.CRDs)), make([]ObjectSource, len(rel.CRDs))
+			for j, n := range rel.CRDs {
+				for k, l := range o.Release.Live {
+					if l != nil && l.Name == n.Name {
+						ro.Live[j] = l
+						if k < len(o.Release.Sources) {
+							ro.Sources[j] = o.Release.Sources[k]
+						}
+					}
+				}
+			}
 		}
 		h.Live = i == 0 && c.CRDs != nil
 		p, err := Release(ctx, cl, ro)

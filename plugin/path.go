@@ -203,6 +203,11 @@ func (o *UpgradeOptions) runPath(ctx context.Context, c *migrate.Clients, uo upg
 				if hop := h.Hop; hop != nil {
 					fmt.Fprintf(o.g.Out, "\nHop %d/%d (kubectl crdver upgrade -f %s):\n", hop.Index, hop.Of, hop.File)
 				}
+				if h.DryRun {
+					if perr := o.printer.PrintPart(o.g.Out, upgradePlanView{h}); perr != nil {
+						return perr
+					}
+				}
 				if perr := o.printer.PrintReport(o.g.Out, upgradeResultView{rep: h, ran: !h.DryRun}); perr != nil {
 					return perr
 				}

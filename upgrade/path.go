@@ -124,7 +124,7 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 		return out, err
 	}
 	if st != nil {
-		if ok, why := st.belongs(key, cluster, live); !ok || st.Complete {
+		if ok, why := st.belongs(key, cluster, live); !ok || st.Complete || st.Hop >= len(st.Hops) {
 			if !ok && o.Notify != nil {
 				o.Notify(fmt.Sprintf("the path's checkpoint %s is not used (%s): starting afresh", path, why))
 			}
