@@ -354,6 +354,12 @@ func TestPathRealChains(t *testing.T) {
 			if !rep.Outcome.Applied || !rep.Outcome.Verified {
 				t.Errorf("outcome %+v", rep.Outcome)
 			}
+			// And back to the oldest release, as upgrade takes any release.
+			back := h.crdver("upgrade", "-f", h.releaseDir(ch.rel.Old), "--yes", "--backup", filepath.Join(t.TempDir(), "back.yaml"))
+			t.Logf("upgrade -f %s back: exit %d: %s", ch.rel.Old, back.code, firstLineOf(back.stderr))
+			if back.code != 0 && back.code != 1 {
+				t.Errorf("upgrade -f %s back: exit %d\n%s", ch.rel.Old, back.code, back.stderr)
+			}
 			if os.Getenv("CRDVER_PATH_TIMING") == "" {
 				return
 			}
