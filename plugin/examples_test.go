@@ -23,6 +23,7 @@ var offlineExamples = []struct {
 	stdin string
 }{
 	{args: "versions -f testdata/crds/crontab.yaml", code: 0},
+	{args: "plan --old-file testdata/releases/cert-manager/v0.16.1 --releases testdata/releases/cert-manager -f testdata/releases/cert-manager/v1.7.3", code: 1},
 	{args: "convert --crd-file testdata/releases/gateway-api/v1.0.0/gateway.networking.k8s.io_httproutes.yaml --to v1 -f testdata/manifests --check", code: 1},
 	{args: "convert --crd-file testdata/releases/gateway-api/v1.0.0/gateway.networking.k8s.io_httproutes.yaml --to v1 -f testdata/manifests/gateway-api --write --dry-run --kube-version 1.34", code: 0},
 	{args: "convert --crd-file testdata/crds/crontab.yaml --to v1 -f testdata/manifests/crontab --write --dry-run", code: 1},
@@ -66,6 +67,7 @@ var offlineExamples = []struct {
 // "$ kubectl crdver" line of README.md and docs/ is in this list or in offlineExamples, so a new
 // example cannot be left unrun by accident. Each entry is matched like an offline example.
 var clusterExamples = []string{
+	"upgrade --via v0.1.5 --via v0.2.0 -f v0.3.0 --yes --backup backup.yaml", // e2e TestPathNeedsIntermediateRelease
 	// a cluster
 	"versions crontabs.stable.example.com --can-remove v1beta1",
 	"versions ct",

@@ -54,6 +54,7 @@ type PlanOptions struct {
 
 	fv   preview.FieldValidation
 	kube *kubeVersionFlag
+	path *pathFlags
 }
 
 // NewCmdPlan builds `kubectl crdver plan`.
@@ -120,6 +121,7 @@ Exit status: 0 safe or stricter; 1 breaking, unknown or invalid on re-create (an
 		return []string{"Strict", "Warn", "Ignore"}, cobra.ShellCompDirectiveNoFileComp
 	})
 	o.kube = addKubeVersionFlag(cmd)
+	o.path = addPathFlags(cmd)
 	return cmd
 }
 
@@ -160,6 +162,9 @@ func (o *PlanOptions) Validate() error {
 		return UsageErrorf("--webhook-address is for --convert-sample")
 	case o.Workers < 0:
 		return UsageErrorf("--workers must be 0 (one per core) or more, got %d", o.Workers)
+	}
+	if err := o.path.validate(); err != nil {
+		return err
 	}
 	return o.kube.validate()
 }
@@ -264,6 +269,9 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		}
 	} else if ro.Live, ro.Sources, err = o.liveCRDs(next); err != nil {
 		return err
+	}
+	if o.path.set() {
+		return o.runPath(ctx, rc, ro, next)
 	}
 	report, runErr := plan.Release(ctx, rc, ro)
 	var ue *ExitError

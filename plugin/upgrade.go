@@ -45,6 +45,7 @@ type UpgradeOptions struct {
 	progressFlags                          *progressFlags
 	progress                               Progress
 	kube                                   *kubeVersionFlag
+	path                                   *pathFlags
 }
 
 // NewCmdUpgrade builds `kubectl crdver upgrade`.
@@ -109,6 +110,7 @@ unreachable, interrupted: run it again to resume).`,
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	o.progressFlags = addProgressFlags(cmd)
 	o.kube = addKubeVersionFlag(cmd)
+	o.path = addPathFlags(cmd)
 	cmd.AddCommand(newCmdUpgradeStatus(g))
 	return cmd
 }
@@ -137,6 +139,11 @@ func (o *UpgradeOptions) Validate() error {
 		return UsageErrorf("--field-manager must not be empty")
 	case o.IntermediateCRDs && (o.DryRun || o.Yes || o.out.format != ""):
 		return UsageErrorf("--intermediate-crds prints YAML and writes nothing: it takes no --dry-run, --yes or -o")
+	case o.IntermediateCRDs && o.path.set():
+		return UsageErrorf("--intermediate-crds is for one release: run it with -f of each hop instead of --via/--releases")
+	}
+	if err := o.path.validate(); err != nil {
+		return err
 	}
 	return o.kube.validate()
 }
@@ -229,6 +236,9 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		}
 		writeWrapped(o.g.ErrOut, fmt.Sprintf("Objects may be stored at versions the live CRDs do not serve: %s. They can be read as stored only once served, so the preflight and the backup need them served again: a change of the CRDs, undone if the upgrade is then refused or not confirmed.", what), "", 120)
 		return o.g.confirm("Serve them again and run the preflight? [y/N]: ")
+	}
+	if o.path.set() {
+		return o.runPath(ctx, c, uo)
 	}
 	rep, err := upgrade.Run(ctx, c, uo)
 	// The API server's warnings of the run (e.g. a deprecated version the rewrite writes at)

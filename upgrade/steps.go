@@ -57,6 +57,10 @@ type state struct {
 	// release (after going back to another one) starts afresh, with a backup of its own.
 	Complete    bool       `json:"complete,omitempty"`
 	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	// Hops and Hop, in a release path's state (RunPath): the releases it goes through and
+	// the index of the hop it is at.
+	Hops []string `json:"hops,omitempty"`
+	Hop  int      `json:"hop,omitempty"`
 }
 
 // belongs reports whether s may be used on the cluster now reached (cluster: its identity,
@@ -165,6 +169,10 @@ func (r *runner) backupHeader() string {
 // file appears whole or not at all (written beside, synced, renamed); its digest is kept in
 // the checkpoint, so that a resumed run reuses it only when it is still the same file.
 func (r *runner) backup(ctx context.Context, s *StepResult) error {
+	if h := r.o.Hop; h != nil && h.BackupTaken {
+		s.State, s.Detail = StateAlready, "the path's backup, taken before its first write, in "+r.o.BackupFile
+		return nil
+	}
 	if b := r.cp.Backup; b != nil {
 		err := checkBackup(b)
 		if err == nil {
@@ -540,6 +548,10 @@ func (r *runner) dropLeftovers(ctx context.Context, next *apiextensionsv1.Custom
 // verify checks every CRD after the apply: storedVersions, managedFields of removed versions,
 // a dry-run server-side apply per set of managedFields versions, and plan of the same release.
 func (r *runner) verify(ctx context.Context, s *StepResult) error {
+	if h := r.o.Hop; h != nil && !h.Last {
+		s.State, s.Detail = StateSkipped, "the path is verified after its last hop"
+		return nil
+	}
 	v := &Verify{CRDs: []VerifyCRD{}, PlanBreaking: []string{}, InvalidOnRecreate: []ObjectFinding{}}
 	r.rep.Verify = v
 	for i := range r.items {

@@ -87,6 +87,9 @@ type Options struct {
 	// Notify receives a line for every step taken.
 	Notify func(string)
 
+	// Hop is set when the release is one hop of a release path (RunPath).
+	Hop *HopOptions
+
 	// Memo carries what the first plan found clean to the verify step's plan, which then
 	// does not evaluate those objects again when they have not changed (plan.ObjectMemo).
 	// Run makes its own (none for a dry run); callers of PlanRelease may leave it nil.
@@ -116,6 +119,8 @@ type Report struct {
 	// at them (empty when none), and what became of each.
 	ServedAgain []ServedAgain `json:"servedAgain"`
 	Backup      *Backup       `json:"backup,omitempty"`
+	// Hop: the release is this hop of a release path (RunPath).
+	Hop *HopOptions `json:"hop,omitempty"`
 	// Steps are the runbook's steps and what became of each.
 	Steps  []StepResult `json:"steps"`
 	Verify *Verify      `json:"verify,omitempty"`

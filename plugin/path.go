@@ -1,0 +1,237 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/printers"
+	"github.com/crdver/kubectl-crdver/upgrade"
+)
+
+// pathFlags are --via and --releases of plan and upgrade: the releases between the cluster
+// and the target (-f), in order.
+type pathFlags struct {
+	via      []string
+	releases string
+}
+
+func addPathFlags(cmd *cobra.Command) *pathFlags {
+	p := &pathFlags{}
+	cmd.Flags().StringArrayVar(&p.via, "via", nil, "A release between the cluster and -f (repeat, oldest first): a file, directory, URL or - as -f takes; the path skips every release it can")
+	cmd.Flags().StringVar(&p.releases, "releases", "", "A directory with one sub-directory per release, taken in version order as --via (sub-directories whose name carries no version are skipped; -f and any newer release are left out)")
+	return p
+}
+
+func (p *pathFlags) set() bool { return len(p.via) > 0 || p.releases != "" }
+
+func (p *pathFlags) validate() error {
+	if len(p.via) > 0 && p.releases != "" {
+		return UsageErrorf("give the releases between the cluster and -f with --via or with --releases, not both")
+	}
+	return nil
+}
+
+// read reads the releases of the path, oldest first, with what -f names (target, to leave
+// it out of --releases), and the notes on sub-directories skipped.
+func (p *pathFlags) read(po *PlanOptions, target []string) ([]plan.PathRelease, []string, error) {
+	var out []plan.PathRelease
+	var notes []string
+	paths := p.via
+	if p.releases != "" {
+		entries, err := os.ReadDir(p.releases)
+		if err != nil {
+			return nil, nil, UsageErrorf("--releases %s: %v", p.releases, err)
+		}
+		var names []string
+		for _, e := range entries {
+			if e.IsDir() {
+				names = append(names, e.Name())
+			}
+		}
+		sorted, skipped := plan.SortReleases(names)
+		if len(skipped) > 0 {
+			notes = append(notes, "--releases: skipped "+strings.Join(skipped, ", ")+" (no version in the name)")
+		}
+		tgt := map[string]bool{}
+		for _, f := range target {
+			if a, err := filepath.Abs(f); err == nil {
+				tgt[filepath.Clean(a)] = true
+			}
+		}
+		paths = nil
+		for _, n := range sorted {
+			d := filepath.Join(p.releases, n)
+			if a, err := filepath.Abs(d); err == nil && tgt[filepath.Clean(a)] {
+				break // the target; newer releases are beyond it
+			}
+			paths = append(paths, d)
+		}
+		if len(paths) == 0 {
+			return nil, notes, UsageErrorf("--releases %s: no release older than -f (sub-directories named by version, e.g. v1.5.5)", p.releases)
+		}
+	}
+	for _, r := range paths {
+		if p.releases != "" && !holdsCRDs(r) {
+			notes = append(notes, "--releases: skipped "+filepath.Base(r)+" (no CustomResourceDefinitions)")
+			continue
+		}
+		crds, _, err := po.readCRDDocs([]string{r}, "--via")
+		if err != nil {
+			return nil, notes, err
+		}
+		out = append(out, plan.PathRelease{Name: releaseName(r), File: r, CRDs: crds})
+	}
+	return out, notes, nil
+}
+
+// releaseName names a release by its path: the folder or file name without extension.
+func releaseName(path string) string {
+	if path == "-" {
+		return "stdin"
+	}
+	b := filepath.Base(strings.TrimRight(path, "/"))
+	if e := filepath.Ext(b); e == ".yaml" || e == ".yml" || e == ".json" {
+		b = strings.TrimSuffix(b, e)
+	}
+	return b
+}
+
+// runPath plans the release path to the target (next, -f) through --via/--releases and prints
+// it: the path table and every hop's runbook, -o json|yaml the report, -o markdown for a pull
+// request.
+func (o *PlanOptions) runPath(ctx context.Context, rc plan.ReleaseClients, ro plan.ReleaseOptions, next []*apiextensionsv1.CustomResourceDefinition) error {
+	via, notes, err := o.path.read(o, o.Files)
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		o.progress.Notef("%s", n)
+	}
+	ro.Next = nil
+	po := plan.PathOptions{Via: via, Target: plan.PathRelease{Name: releaseName(o.Files[0]), File: strings.Join(o.Files, " -f "), CRDs: next}, Release: ro}
+	if rc.CRDs != nil {
+		po.Probe = plan.ProbeConversion(rc, 10*time.Second)
+	}
+	rep, err := plan.Path(ctx, rc, po)
+	if err != nil && rep == nil {
+		return o.runError(err)
+	}
+	if err != nil {
+		return o.runError(err)
+	}
+	switch o.out.format {
+	case outputJSON, outputYAML:
+		err = o.printer.PrintReport(o.g.Out, rep)
+	case outputMarkdown:
+		_, err = io.WriteString(o.g.Out, printers.PathMarkdown(rep))
+	default:
+		err = printers.Path(o.g.Out, rep, o.out.noHeaders)
+	}
+	if err != nil {
+		return err
+	}
+	if rep.ExitCode == 0 {
+		return nil
+	}
+	if !rep.Reachable {
+		return ProblemsFound("%s", rep.Verdict)
+	}
+	var why []string
+	for i := range rep.Hops {
+		h := &rep.Hops[i]
+		if in := h.Instruction(); in != "" {
+			why = append(why, fmt.Sprintf("before hop %d (%s): %s", h.Index, h.Release, in))
+		}
+		if h.Plan != nil && h.Plan.ExitCode(false) != 0 {
+			why = append(why, fmt.Sprintf("hop %d (%s): %s", h.Index, h.Release, planExitText(h.Plan, false)))
+		}
+	}
+	return ProblemsFound("%s", strings.Join(why, "; "))
+}
+
+// holdsCRDs reports whether a release folder of --releases holds a CRD (a folder of samples
+// named by version does not).
+func holdsCRDs(dir string) bool {
+	docs, err := ReadDocuments([]string{dir}, nil)
+	if err != nil {
+		return true // readCRDDocs says what is wrong
+	}
+	for _, d := range docs {
+		if crdinfo.IsCRD(d.APIVersion, d.Kind) {
+			return true
+		}
+	}
+	return false
+}
+
+// runPath upgrades along the release path to -f through --via/--releases: the path, then
+// each hop's steps, then the last line (the last hop's outcome, or what to do first).
+func (o *UpgradeOptions) runPath(ctx context.Context, c *migrate.Clients, uo upgrade.Options) error {
+	po := &PlanOptions{g: o.g}
+	via, notes, err := o.path.read(po, o.Files)
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		o.progress.Notef("%s", n)
+	}
+	target := plan.PathRelease{Name: releaseName(o.Files[0]), File: uo.ApplyFile, CRDs: uo.Next}
+	rep, err := upgrade.RunPath(ctx, c, upgrade.PathOptions{Options: uo, Via: via, Target: target})
+	o.g.warnings.Summary(o.g.ErrOut)
+	if rep != nil && rep.Path != nil {
+		if o.out.structured() {
+			if perr := o.printer.PrintReport(o.g.Out, rep); perr != nil {
+				return perr
+			}
+		} else {
+			if perr := printers.Path(o.g.Out, rep.Path, o.out.noHeaders); perr != nil {
+				return perr
+			}
+			for _, h := range rep.Hops {
+				if hop := h.Hop; hop != nil {
+					fmt.Fprintf(o.g.Out, "\nHop %d/%d (kubectl crdver upgrade -f %s):\n", hop.Index, hop.Of, hop.File)
+				}
+				if h.DryRun {
+					if perr := o.printer.PrintPart(o.g.Out, upgradePlanView{h}); perr != nil {
+						return perr
+					}
+				}
+				if perr := o.printer.PrintReport(o.g.Out, upgradeResultView{rep: h, ran: !h.DryRun}); perr != nil {
+					return perr
+				}
+			}
+		}
+	}
+	switch {
+	case errors.Is(err, upgrade.ErrNeedsPerson):
+		return ProblemsFound("%s", rep.Instruction)
+	case err != nil:
+		var last *upgrade.Report
+		if rep != nil && len(rep.Hops) > 0 {
+			last = rep.Hops[len(rep.Hops)-1]
+		}
+		return o.runError(ctx, err, last)
+	}
+	if o.DryRun && rep.Outcome.ExitCode == 0 {
+		return o.printer.PrintPart(o.g.Out, dryRunNote{})
+	}
+	if rep.Outcome.ExitCode != 0 {
+		return &ExitError{Code: rep.Outcome.ExitCode, Err: errors.New(rep.Outcome.Message)}
+	}
+	if !rep.Outcome.Applied {
+		return ProblemsFound("the path stopped at a hop whose release this command did not apply: %s; run the same command again once it is applied", rep.Outcome.Message)
+	}
+	return nil
+}
