@@ -17,7 +17,8 @@ import (
 //     of one that went through is refused with 409 Conflict, which every caller takes as
 //     "changed since read: read again";
 //   - server-side apply (PATCH application/apply-patch+yaml): the same intent applied twice by
-//     the same field manager gives the same object.
+//     the same field manager gives the same object;
+//   - access reviews (POST …accessreviews, …rulesreviews): questions, nothing is stored.
 //
 // The same requests are repeated when the answer says the server (or a load balancer before
 // it) could not serve them now: 429 Too Many Requests, 502, 503 and 504, and a 500 whose
@@ -90,6 +91,9 @@ func safeToRepeat(req *http.Request) bool {
 		return true
 	case http.MethodPatch:
 		return strings.HasPrefix(req.Header.Get("Content-Type"), "application/apply-patch")
+	case http.MethodPost:
+		// An access review is a question, not a write: nothing is stored.
+		return strings.HasSuffix(req.URL.Path, "accessreviews") || strings.HasSuffix(req.URL.Path, "rulesreviews")
 	}
 	return false
 }

@@ -26,6 +26,7 @@ func TestNetRetryStatuses(t *testing.T) {
 		{"500 etcd timeout on an apply is repeated", http.MethodPatch, "application/apply-patch+yaml", 500, `{"message":"etcdserver: request timed out"}`, 2, true},
 		{"500 of a conversion webhook is not", http.MethodGet, "", 500, `{"message":"conversion webhook for x failed"}`, 1, false},
 		{"503 on a create is not", http.MethodPost, "application/json", 503, "no healthy upstream", 1, false},
+		{"503 on an access review is repeated", http.MethodPost, "application/json", 503, "no healthy upstream", 2, true},
 		{"503 on a merge patch is not", http.MethodPatch, "application/merge-patch+json", 503, "no healthy upstream", 1, false},
 		{"409 is not", http.MethodPut, "application/json", 409, "conflict", 1, false},
 	} {
@@ -50,7 +51,11 @@ func TestNetRetryStatuses(t *testing.T) {
 			if tc.method != http.MethodGet {
 				body = strings.NewReader("body")
 			}
-			req, err := http.NewRequest(tc.method, srv.URL, body)
+			url := srv.URL
+			if strings.Contains(tc.name, "access review") {
+				url += "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+			}
+			req, err := http.NewRequest(tc.method, url, body)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -290,6 +290,10 @@ func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.R
 	case errors.Is(err, migrate.ErrAccessDenied):
 		return Unavailable(err)
 	}
+	if rep != nil && slices.ContainsFunc(rep.Steps, func(s upgrade.StepResult) bool { return s.State == upgrade.StateDone }) {
+		// Cut off after it wrote (the network, the server): what is done is in the checkpoint.
+		return Unavailable(fmt.Errorf("%w; the steps done are kept: run the same command again to resume", clusterError("upgrading", err)))
+	}
 	return clusterError("upgrading", err)
 }
 
