@@ -227,7 +227,7 @@ func (o *RestoreOptions) runError(ctx context.Context, err error) error {
 	var oe *restore.OwnershipLossError
 	switch {
 	case errors.As(err, &oe):
-		return ProblemsFound("nothing was written: %v (listed above; --allow-data-loss does not accept this): fix what the API server cannot type at the version written (kubectl crdver plan lists values of another type), or accept it with --allow-ownership-loss and re-apply from each manager's source afterwards", oe)
+		return ProblemsFound("nothing was written: %v (listed above): accept it with --allow-ownership-loss and re-apply from each manager's source afterwards, or first fix what the API server cannot type at the version written (values of another type: the plan's fix-values step)", oe)
 	case errors.Is(err, restore.ErrNotConfirmed):
 		return Unavailable(errors.New("nothing was written: not confirmed (use --yes to skip the question)"))
 	case errors.Is(err, restore.ErrOtherCluster):
