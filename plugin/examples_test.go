@@ -76,6 +76,7 @@ var clusterExamples = []string{
 	"versions gadgets.example.com",
 	"migrate kafkausers.kafka.example.com --to v1 --yes",
 	"migrate brokers.typechange.example.com --to v2 --yes --allow-data-loss", // TestOwnershipConsentOnOlderServer (kube-apiserver 1.34)
+	"restore -f backup.yaml --yes",                                           // restore.TestRestoreOwnershipOnOlderServer (kube-apiserver 1.34)
 	"migrate crontabs.stable.example.com --to v1",
 	"migrate status crontabs.stable.example.com",
 	"migrate crontabs.stable.example.com --yes --quiet -o json",

@@ -32,6 +32,7 @@ type RestoreOptions struct {
 	Files                        []string
 	DryRun, Yes, Force, Recreate bool
 	AnyCluster                   bool
+	AllowOwnershipLoss           bool
 	FieldManager                 string
 	progressFlags                *progressFlags
 	progress                     Progress
@@ -82,6 +83,7 @@ interrupted, not confirmed).`,
 	f.BoolVar(&o.Recreate, "recreate", false, "Re-create objects deleted since the backup")
 	f.BoolVar(&o.AnyCluster, "from-another-cluster", false, "Restore a backup taken on another cluster than the one reached (refused by default)")
 	f.StringVar(&o.FieldManager, "field-manager", restore.FieldManager, "Field manager of the restore's writes")
+	f.BoolVar(&o.AllowOwnershipLoss, "allow-ownership-loss", false, "Write even when the API server's dry run of a write drops field managers of the object (listed per object; refused by default, nothing written)")
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	o.progressFlags = addProgressFlags(cmd)
 	return cmd
@@ -124,6 +126,7 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	started := false
 	ro := restore.Options{
 		Files: o.Files, Stdin: o.g.In, DryRun: o.DryRun, Force: o.Force, Recreate: o.Recreate, AnyCluster: o.AnyCluster, FieldManager: o.FieldManager,
+		AllowOwnershipLoss: o.AllowOwnershipLoss,
 		OnObject: func(restore.Outcome) {
 			if !started {
 				started = true
@@ -184,6 +187,9 @@ func (o *RestoreOptions) finish(rep *restore.Report, nothingToWrite bool) error 
 	if n := rep.Incomplete(); n > 0 {
 		return ProblemsFound("%s", o.advice(rep, n))
 	}
+	if l := rep.OwnershipLosses(); o.DryRun && len(l) > 0 && !o.AllowOwnershipLoss {
+		return ProblemsFound("%v (listed above); the restore refuses this without --allow-ownership-loss: re-apply them from each manager's source afterwards, or fix what the API server cannot type first", &restore.OwnershipLossError{Objects: l})
+	}
 	return nil
 }
 
@@ -218,7 +224,10 @@ func (o *RestoreOptions) advice(rep *restore.Report, n int) error {
 func (o *RestoreOptions) runError(ctx context.Context, err error) error {
 	var ie *manifest.InputError
 	var ue *manifest.UnavailableError
+	var oe *restore.OwnershipLossError
 	switch {
+	case errors.As(err, &oe):
+		return ProblemsFound("nothing was written: %v (listed above): accept it with --allow-ownership-loss and re-apply from each manager's source afterwards, or first fix what the API server cannot type at the version written (values of another type: the plan's fix-values step)", oe)
 	case errors.Is(err, restore.ErrNotConfirmed):
 		return Unavailable(errors.New("nothing was written: not confirmed (use --yes to skip the question)"))
 	case errors.Is(err, restore.ErrOtherCluster):

@@ -27,7 +27,7 @@ import (
 
 // managers lists an object's managedFields entries as the report words a lost one.
 func managers(u *unstructured.Unstructured) []string {
-	out, _ := lostManagers(u.GetManagedFields(), nil)
+	out, _ := LostManagers(u.GetManagedFields(), nil)
 	slices.Sort(out)
 	return out
 }
@@ -58,7 +58,7 @@ func rewriteAll(t *testing.T, dyn dynamic.Interface, crd *apiextensionsv1.Custom
 		if err != nil {
 			t.Fatalf("rewriting %s: %v", u.GetName(), err)
 		}
-		if lost, _ := lostManagers(u.GetManagedFields(), after.GetManagedFields()); len(lost) > 0 {
+		if lost, _ := LostManagers(u.GetManagedFields(), after.GetManagedFields()); len(lost) > 0 {
 			out[ns+"/"+u.GetName()] = lost
 		}
 	}

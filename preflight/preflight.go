@@ -597,7 +597,7 @@ func (e *evaluation) rejections() error {
 					var res *unstructured.Unstructured
 					o.errs, o.unknown, res, o.err = e.dryRun(ctx, gate, ri, &j.p.items[j.i])
 					if res != nil {
-						o.lost, o.reset = lostManagers(j.p.items[j.i].GetManagedFields(), res.GetManagedFields())
+						o.lost, o.reset = LostManagers(j.p.items[j.i].GetManagedFields(), res.GetManagedFields())
 					}
 				}
 				if j.p.remaining.Add(-1) == 0 {

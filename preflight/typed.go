@@ -290,10 +290,10 @@ func hasVersion(crd *apiextensionsv1.CustomResourceDefinition, v string) bool {
 	return false
 }
 
-// lostManagers compares the managedFields of an object (before) with those of its write as
+// LostManagers compares the managedFields of an object (before) with those of its write as
 // the API server returns it (after): the entries gone, by manager, operation and subresource,
 // worded "manager (Operation at apiVersion)"; reset when after has none at all.
-func lostManagers(before, after []metav1.ManagedFieldsEntry) ([]string, bool) {
+func LostManagers(before, after []metav1.ManagedFieldsEntry) ([]string, bool) {
 	type key struct {
 		manager, sub string
 		op           metav1.ManagedFieldsOperationType

@@ -71,15 +71,15 @@ func TestLostManagers(t *testing.T) {
 		return metav1.ManagedFieldsEntry{Manager: m, Operation: op, APIVersion: "g/" + v, Subresource: sub}
 	}
 	before := []metav1.ManagedFieldsEntry{e("editor", "Update", "v1", ""), e("gitops", "Apply", "v1", ""), e("ctl", "Update", "v1", "status")}
-	lost, reset := lostManagers(before, []metav1.ManagedFieldsEntry{e("editor", "Update", "v2", ""), e("gitops", "Apply", "v1", ""), e("crdver", "Update", "v2", "")})
+	lost, reset := LostManagers(before, []metav1.ManagedFieldsEntry{e("editor", "Update", "v2", ""), e("gitops", "Apply", "v1", ""), e("crdver", "Update", "v2", "")})
 	if want := []string{"ctl (Update at g/v1, /status)"}; !cmp.Equal(lost, want) || reset {
 		t.Errorf("lost %v reset %v, want %v", lost, reset, want)
 	}
-	lost, reset = lostManagers(before, nil)
+	lost, reset = LostManagers(before, nil)
 	if len(lost) != 3 || !reset {
 		t.Errorf("all gone: lost %v reset %v", lost, reset)
 	}
-	if lost, reset := lostManagers(nil, nil); lost != nil || reset {
+	if lost, reset := LostManagers(nil, nil); lost != nil || reset {
 		t.Errorf("nothing before: %v %v", lost, reset)
 	}
 }

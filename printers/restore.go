@@ -54,6 +54,31 @@ func printRestoreReport(w io.Writer, r *restore.Report, noHeaders bool) error {
 		}
 		fmt.Fprintln(w)
 	}
+	var owners []string
+	for _, x := range r.Objects {
+		if len(x.LostManagers) > 0 {
+			name := x.Name
+			if x.Namespace != "" {
+				name = x.Namespace + "/" + name
+			}
+			all := ""
+			if x.ManagersReset {
+				all = "all: "
+			}
+			owners = append(owners, fmt.Sprintf("  %s %s: %s%s", strings.ToLower(x.Kind), name, all, strings.Join(x.LostManagers, ", ")))
+		}
+	}
+	if len(owners) > 0 {
+		verb := "drop"
+		if r.DryRun {
+			verb = "would drop"
+		}
+		fmt.Fprintf(w, "Field managers the writes %s (managedFields entries, as the API server answers the write):\n", verb)
+		for _, l := range owners {
+			fmt.Fprintln(w, l)
+		}
+		fmt.Fprintln(w)
+	}
 	var counts []string
 	for _, s := range []string{restore.StateRestored, restore.StateRecreated, restore.StateUnchanged, restore.StateConflict, restore.StateMissing, restore.StateNotHeld, restore.StateFailed} {
 		if n := r.Counts[s]; n > 0 {

@@ -26,6 +26,13 @@
 //     restored field, and then (unless DryRun) for real;
 //  4. an object deleted since the backup is re-created only when Recreate is set.
 //
+// Field ownership: the dry run of each write returns the object's managedFields as the write
+// leaves them. A manager the live object has and the dry run's answer lacks (the API server
+// could not type the object at the version written and reset them, or an overwritten field was
+// a manager's last) is listed per object (LostManagers), and Run stops before its first write
+// (*OwnershipLossError) unless AllowOwnershipLoss. With consent, the write pass writes an
+// object only when its dry run drops no manager the first pass did not list.
+//
 // Fields no served version can hold are reported by path (NotHeld), never dropped silently.
 // Memory holds one backup document at a time, plus a short outcome per document.
 package restore
@@ -52,11 +59,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/preview"
 )
 
@@ -98,6 +107,26 @@ type Options struct {
 	// AnyCluster restores a backup whose first line names another cluster than the one reached
 	// (by default refused: *OtherClusterError).
 	AnyCluster bool
+	// AllowOwnershipLoss writes even when the dry run of a write drops field managers (the
+	// objects' LostManagers); without it Run returns *OwnershipLossError before the first write.
+	AllowOwnershipLoss bool
+}
+
+// OwnershipLossError: the dry runs of the writes drop field managers of these objects and
+// AllowOwnershipLoss was not given; nothing was written.
+type OwnershipLossError struct {
+	Objects []Outcome
+}
+
+func (e *OwnershipLossError) Error() string {
+	var names []string
+	for _, o := range e.Objects {
+		names = append(names, o.key())
+	}
+	if len(names) > 3 {
+		names = append(names[:3], fmt.Sprintf("… (%d in all)", len(names)))
+	}
+	return fmt.Sprintf("the restore's writes would drop the field managers (managedFields entries) of %d object(s): %s", len(e.Objects), strings.Join(names, ", "))
 }
 
 // Report is what a restore found and did. Its JSON form is `kubectl crdver restore -o json`.
@@ -135,6 +164,31 @@ type Outcome struct {
 	Defaults []string `json:"defaults,omitempty"`
 	// Reason says why, for conflict, missing, failed and cannot-hold.
 	Reason string `json:"reason,omitempty"`
+	// LostManagers are the managedFields entries the object has and its write (as the API
+	// server's dry run of it answers, and then the write itself) drops: "manager (Operation at
+	// apiVersion)"; ManagersReset when the written object has none at all.
+	LostManagers  []string `json:"lostManagers,omitempty"`
+	ManagersReset bool     `json:"managersReset,omitempty"`
+}
+
+// key names the outcome's object and the version it is written at.
+func (o Outcome) key() string {
+	n := strings.ToLower(o.Kind) + " " + o.Name
+	if o.Namespace != "" {
+		n = strings.ToLower(o.Kind) + " " + o.Namespace + "/" + o.Name
+	}
+	return n
+}
+
+// OwnershipLosses are the outcomes whose writes drop field managers.
+func (r *Report) OwnershipLosses() []Outcome {
+	var out []Outcome
+	for _, o := range r.Objects {
+		if len(o.LostManagers) > 0 {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Incomplete: something of the backup is not in the cluster after this outcome.
@@ -176,6 +230,17 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 	if err != nil || o.DryRun {
 		return rep, err
 	}
+	if losses := rep.OwnershipLosses(); len(losses) > 0 {
+		if !o.AllowOwnershipLoss {
+			return rep, &OwnershipLossError{Objects: losses}
+		}
+		// The consent is to these losses: the write pass writes an object only when its dry
+		// run drops no other manager.
+		r.consented = map[string][]string{}
+		for _, l := range losses {
+			r.consented[l.APIVersion+" "+l.key()] = l.LostManagers
+		}
+	}
 	if o.Confirm != nil {
 		ok, err := o.Confirm(rep)
 		if err != nil {
@@ -198,6 +263,9 @@ type runner struct {
 	c    *migrate.Clients
 	o    Options
 	crds map[schema.GroupKind]*crdEntry
+	// consented are the managers each object's write may drop (by backup apiVersion and
+	// object), as the dry-run pass listed them and AllowOwnershipLoss accepted.
+	consented map[string][]string
 }
 
 // loadCRDs lists the cluster's CRDs once.
@@ -271,6 +339,7 @@ func (r *runner) one(ctx context.Context, b *unstructured.Unstructured, dry bool
 		err := r.write(ctx, e.crd, target, clean, &out, dry)
 		if apierrors.IsConflict(err) && attempt < 4 {
 			out.Restored, out.Overwritten, out.Conflicts, out.NotHeld = []string{}, []string{}, []string{}, target.notHeld
+			out.LostManagers, out.ManagersReset = nil, false
 			continue // the object changed between our read and write: compare again
 		}
 		if err != nil {
@@ -806,12 +875,60 @@ func (r *runner) write(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 		}
 	}
 	out.State = StateRestored
+	out.LostManagers, out.ManagersReset = lostOwners(live, res, out.Overwritten)
 	if dry {
 		return nil
 	}
+	if extra := without(out.LostManagers, r.consented[out.APIVersion+" "+out.key()]); len(extra) > 0 {
+		out.State = StateFailed
+		out.Reason = fmt.Sprintf("not written: its write would now drop field managers the dry run before did not list (%s); run the restore again to see and accept them", strings.Join(extra, ", "))
+		out.Restored, out.Overwritten, out.LostManagers, out.ManagersReset = []string{}, []string{}, nil, false
+		return nil
+	}
 	po.DryRun = nil
-	_, err = ri.Patch(ctx, clean.GetName(), types.MergePatchType, body, po)
-	return err
+	res, err = ri.Patch(ctx, clean.GetName(), types.MergePatchType, body, po)
+	if err != nil {
+		return err
+	}
+	// What the write itself dropped (the report says what happened, not what was expected).
+	out.LostManagers, out.ManagersReset = lostOwners(live, res, out.Overwritten)
+	return nil
+}
+
+// lostOwners are the managedFields entries of live that written lacks, but for an entry that
+// owned only fields the write overwrites (Force: the restore takes them, with consent, and the
+// API server drops the emptied entry).
+func lostOwners(live, written *unstructured.Unstructured, overwritten []string) ([]string, bool) {
+	var before []metav1.ManagedFieldsEntry
+	for _, e := range live.GetManagedFields() {
+		if !ownedOnly(e, overwritten) {
+			before = append(before, e)
+		}
+	}
+	return preflight.LostManagers(before, written.GetManagedFields())
+}
+
+// ownedOnly reports whether entry e owns fields and each is one of paths (dotted, as
+// Outcome.Overwritten names them) or under one.
+func ownedOnly(e metav1.ManagedFieldsEntry, paths []string) bool {
+	if len(paths) == 0 || e.FieldsV1 == nil {
+		return false
+	}
+	s := &fieldpath.Set{}
+	if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil || s.Empty() {
+		return false
+	}
+	only := true
+	s.Iterate(func(p fieldpath.Path) {
+		ps := p.String()
+		if !slices.ContainsFunc(paths, func(o string) bool {
+			o = "." + o
+			return ps == o || strings.HasPrefix(ps, o+".") || strings.HasPrefix(ps, o+"[")
+		}) {
+			only = false
+		}
+	})
+	return only
 }
 
 // prunedFrom reports whether live is backup with fields removed and nothing else changed
