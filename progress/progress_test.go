@@ -90,8 +90,16 @@ func TestProgressBarDelayAndClear(t *testing.T) {
 		if !bar.MatchString(got) {
 			t.Errorf("no bar at 120/300 after 1.2s:\n%q", got)
 		}
-		if !strings.Contains(got, "[1s:2s]\x1b[K\r\x1b[Kfirst result\na note\n") {
-			t.Errorf("output not printed on a cleared line:\n%q", got)
+		// Each line of output starts on a cleared line: right after the bar is cleared, or after
+		// the previous line. (The bar may be redrawn between the two: the tick taken before
+		// "first result" is handled concurrently with it.)
+		for _, line := range []string{"first result\n", "a note\n"} {
+			if !regexp.MustCompile(`(\x1b\[K\r\x1b\[K|\n)` + regexp.QuoteMeta(line)).MatchString(got) {
+				t.Errorf("%q not printed on a cleared line:\n%q", line, got)
+			}
+		}
+		if !strings.Contains(got, "[1s:2s]\x1b[K\r\x1b[Kfirst result\n") {
+			t.Errorf("the bar is not cleared before the first output:\n%q", got)
 		}
 		if !strings.HasSuffix(got, "objects/s) [2s:0s]\x1b[K\r\x1b[Ktotals\n") {
 			t.Errorf("the bar is not cleared at the end, or a blank line was added:\n%q", got)
