@@ -22,8 +22,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/crdver/kubectl-crdver/internal/testca"
 )
 
 // FaultProxy is an HTTPS reverse proxy in front of an API server that answers a fraction of
@@ -58,15 +56,7 @@ type FaultProxy struct {
 
 // StartFaultProxy starts a proxy in front of env that fails nothing until Fail is called.
 func StartFaultProxy(env *Env) (*FaultProxy, error) {
-	ca, err := testca.New()
-	if err != nil {
-		return nil, err
-	}
-	certPEM, keyPEM, err := ca.Issue("127.0.0.1", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, false)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	cert, caPEM, err := localhostCert()
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +72,7 @@ func StartFaultProxy(env *Env) (*FaultProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &FaultProxy{URL: "https://" + ln.Addr().String(), ca: ca.CertPEM, ln: ln, rnd: rand.New(rand.NewPCG(3, 4)),
+	p := &FaultProxy{URL: "https://" + ln.Addr().String(), ca: caPEM, ln: ln, rnd: rand.New(rand.NewPCG(3, 4)),
 		injected: map[int]int{}, written: map[string]string{}}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {

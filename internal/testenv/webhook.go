@@ -37,15 +37,7 @@ type AdmissionFunc func(req *admissionv1.AdmissionRequest) error
 
 // StartAdmissionServer starts a validating webhook answering AdmissionReview v1 with decide.
 func StartAdmissionServer(decide AdmissionFunc) (*AdmissionServer, error) {
-	ca, err := testca.New()
-	if err != nil {
-		return nil, err
-	}
-	certPEM, keyPEM, err := ca.Issue("127.0.0.1", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, false)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	cert, caPEM, err := localhostCert()
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +64,7 @@ func StartAdmissionServer(decide AdmissionFunc) (*AdmissionServer, error) {
 	})
 	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	return &AdmissionServer{URL: fmt.Sprintf("https://%s/validate", ln.Addr()), CABundle: ca.CertPEM, srv: srv, ln: ln}, nil
+	return &AdmissionServer{URL: fmt.Sprintf("https://%s/validate", ln.Addr()), CABundle: caPEM, srv: srv, ln: ln}, nil
 }
 
 // Close stops the server (and its listener, which http.Server.Close does not know of when the
@@ -145,4 +137,19 @@ func (e *Env) RejectUpdates(t testing.TB, gvr schema.GroupVersionResource, probe
 	if err != nil {
 		t.Fatalf("the rejecting webhook never took effect: %v", err)
 	}
+}
+
+// localhostCert is a serving certificate for 127.0.0.1 and localhost from a new CA, and that
+// CA's certificate (PEM) for the clients' trust (a caBundle, a kubeconfig).
+func localhostCert() (tls.Certificate, []byte, error) {
+	ca, err := testca.New()
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	certPEM, keyPEM, err := ca.Issue("127.0.0.1", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, false)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	return cert, ca.CertPEM, err
 }
