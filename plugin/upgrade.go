@@ -60,8 +60,8 @@ func NewCmdUpgrade(g *Globals) *cobra.Command {
 1. Plan every CRD of the release against the cluster and preflight every object under the new
    CRDs: fields the re-encoding at the new storage version drops, writes that would be rejected.
    If any, stop before writing anything, list the objects and fields, and say how to keep them
-   (--allow-data-loss goes on anyway; --skip-invalid goes on past objects whose rewrite would be
-   rejected, which then keep their CRD's status.storedVersions untrimmed). Objects stored at a
+   (--allow-data-loss goes on past the fields dropped; --skip-invalid past objects whose next
+   write would be rejected, which then keep their CRD's status.storedVersions untrimmed). Objects stored at a
    version the live CRD no longer serves can be read as stored only at it: the upgrade first
    serves it again (asked for like any write; --dry-run does not, and says the preflight is not
    complete) and serves it no longer if the upgrade is then refused or not confirmed.
@@ -101,7 +101,7 @@ unreachable, interrupted: run it again to resume).`,
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before writing")
 	f.BoolVar(&o.AllowDataLoss, "allow-data-loss", false, "Go on when objects would lose fields (the backup keeps them)")
 	f.BoolVar(&o.AllowOwnershipLoss, "allow-ownership-loss", false, "Go on when the API server's dry run of a rewrite drops field managers of objects (the preflight lists them; --allow-data-loss does not allow this)")
-	f.BoolVar(&o.SkipInvalid, "skip-invalid", false, "Go on when objects' rewrite would be rejected (their CRD keeps status.storedVersions untrimmed)")
+	f.BoolVar(&o.SkipInvalid, "skip-invalid", false, "Go on when objects' next write would be rejected (their CRD keeps status.storedVersions untrimmed)")
 	f.BoolVar(&o.NoApply, "no-apply", false, "Do every step but the release's apply (and the verification after it)")
 	f.BoolVar(&o.IntermediateCRDs, "intermediate-crds", false, "Print the intermediate CRDs the runbook applies (YAML) and exit")
 	f.StringVar(&o.Backup, "backup", "", "Backup file (default ./crdver-backup-<time>.yaml; never overwritten)")
