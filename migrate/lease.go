@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -32,7 +35,9 @@ const (
 	// leasePIDStart is the holder's start time (/proc/PID/stat), so that another process
 	// given the same PID later is not taken for the holder.
 	leasePIDStart = "crdver.io/pid-start"
-	leaseCommand  = "crdver.io/command"
+	// leaseTake marks one taking of the lease (see take).
+	leaseTake    = "crdver.io/take"
+	leaseCommand = "crdver.io/command"
 )
 
 // HeldError: another run holds a CRD (its lease is renewed): this run writes nothing.
@@ -103,6 +108,9 @@ func AcquireLease(ctx context.Context, c *Clients, command string, crds ...strin
 
 func (l *Lease) take(ctx context.Context, crd, command, host string) error {
 	leases := l.c.Kube.CoordinationV1().Leases(LeaseNamespace)
+	// take marks this taking: a create whose answer the network lost may have gone through,
+	// and the lease found on the next try is then this one's, not an outer run's.
+	take := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for attempt := 0; ; attempt++ {
 		now := metav1.NewMicroTime(time.Now())
 		secs := int32(LeaseDuration / time.Second)
@@ -110,16 +118,24 @@ func (l *Lease) take(ctx context.Context, crd, command, host string) error {
 		if apierrors.IsNotFound(err) {
 			_, err = leases.Create(ctx, &coordinationv1.Lease{
 				ObjectMeta: metav1.ObjectMeta{Name: LeaseName(crd), Labels: map[string]string{leaseLabel: "true"},
-					Annotations: map[string]string{leaseHost: host, leasePID: strconv.Itoa(os.Getpid()), leasePIDStart: selfStart(), leaseCommand: command, "crdver.io/crd": crd}},
+					Annotations: map[string]string{leaseHost: host, leasePID: strconv.Itoa(os.Getpid()), leasePIDStart: selfStart(), leaseCommand: command, "crdver.io/crd": crd, leaseTake: take}},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &l.holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
 			}, metav1.CreateOptions{FieldManager: "kubectl-crdver"})
-			if apierrors.IsAlreadyExists(err) && attempt < 5 {
+			if (apierrors.IsAlreadyExists(err) || lostOnTheWay(err)) && attempt < 5 {
+				if lostOnTheWay(err) {
+					if err := Sleep(ctx, 200*time.Millisecond<<attempt); err != nil {
+						return err
+					}
+				}
 				continue
 			}
 			return err
 		}
 		if err != nil {
 			return err
+		}
+		if cur.Annotations[leaseTake] == take && cur.Spec.HolderIdentity != nil && *cur.Spec.HolderIdentity == l.holder {
+			return nil // this taking's create went through; its answer was lost
 		}
 		if heldHere(cur, host) {
 			return errHeldHere
@@ -133,6 +149,7 @@ func (l *Lease) take(ctx context.Context, crd, command, host string) error {
 			cur.Annotations = map[string]string{}
 		}
 		cur.Annotations[leaseHost], cur.Annotations[leasePID], cur.Annotations[leasePIDStart], cur.Annotations[leaseCommand] = host, strconv.Itoa(os.Getpid()), selfStart(), command
+		cur.Annotations[leaseTake] = take
 		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: "kubectl-crdver"})
 		if apierrors.IsConflict(err) && attempt < 5 {
 			continue // another run took it at the same moment: decide again
@@ -296,4 +313,13 @@ func LeaseHolder(ctx context.Context, c *Clients, crd string) (*HeldError, error
 		held.CRD = crd
 	}
 	return held, nil
+}
+
+// lostOnTheWay: the request or its answer was lost on the network (a connection reset or cut
+// short), or the server could not serve it now: it may or may not have been carried out.
+func lostOnTheWay(err error) bool {
+	var ue *url.Error
+	var ne net.Error
+	return errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err)
 }
