@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -307,14 +308,24 @@ func (h *harness) installOld() string {
 
 // deleteCRDs removes the CRDs (and so the objects) this harness created, and waits until they
 // are gone, so that the next test of the same project starts clean.
+//
+// The CRDs are deleted at once and waited for together (each wait has its own deadline): the
+// API server deletes a CRD's objects before the CRD, and one slow CRD must not use up the
+// time of the next (a shared deadline failed CI once, on cert-manager's three CRDs).
 func (h *harness) deleteCRDs() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	var wg sync.WaitGroup
 	for name := range h.crds {
-		if err := env.DeleteCRD(ctx, name); err != nil && !apierrors.IsNotFound(err) {
-			h.t.Errorf("deleting %s: %v", name, err)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			if err := env.DeleteCRD(ctx, name); err != nil && !apierrors.IsNotFound(err) {
+				h.t.Errorf("deleting %s: %v", name, err)
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 // liveCRD reads a CRD from the API server.
