@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -80,16 +79,8 @@ func (h *harness) runStepKilled(workDir, step string, rule killRule) (stepResult
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(h.ctx, 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", step)
+	cmd := h.stepCommand(ctx, workDir, step)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Dir = workDir
-	kubectlDir := filepath.Dir(os.Getenv("KUBECTL"))
-	if os.Getenv("KUBECTL") == "" {
-		kubectlDir = "/usr/bin"
-	}
-	cmd.Env = append(os.Environ(), "PATH="+pluginBin(h.t)+":"+kubectlDir+":"+os.Getenv("PATH"),
-		"HOME="+h.home, "XDG_CACHE_HOME="+filepath.Join(h.home, ".cache"), "KUBECONFIG="+env.Kubeconfig)
-	cmd.Stdin = strings.NewReader(strings.Repeat("y\n", 16))
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {

@@ -55,12 +55,9 @@ type stepResult struct {
 	Stdout, Stderr string
 }
 
-// runStep runs one printed command with bash in the runbook's working folder, kubectl and
-// kubectl-crdver on PATH, KUBECONFIG set, and "y" answered to every question.
-func (h *harness) runStep(workDir, step string) stepResult {
-	h.t.Helper()
-	ctx, cancel := context.WithTimeout(h.ctx, 4*time.Minute)
-	defer cancel()
+// stepCommand is one printed command as a user runs it: bash in the runbook's working folder,
+// kubectl and kubectl-crdver on PATH, KUBECONFIG set, and "y" answered to every question.
+func (h *harness) stepCommand(ctx context.Context, workDir, step string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", step)
 	cmd.Dir = workDir
 	kubectlDir := filepath.Dir(os.Getenv("KUBECTL"))
@@ -70,6 +67,16 @@ func (h *harness) runStep(workDir, step string) stepResult {
 	cmd.Env = append(os.Environ(), "PATH="+pluginBin(h.t)+":"+kubectlDir+":"+os.Getenv("PATH"),
 		"HOME="+h.home, "XDG_CACHE_HOME="+filepath.Join(h.home, ".cache"), "KUBECONFIG="+env.Kubeconfig)
 	cmd.Stdin = strings.NewReader(strings.Repeat("y\n", 16))
+	return cmd
+}
+
+// runStep runs one printed command with bash in the runbook's working folder, kubectl and
+// kubectl-crdver on PATH, KUBECONFIG set, and "y" answered to every question.
+func (h *harness) runStep(workDir, step string) stepResult {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.ctx, 4*time.Minute)
+	defer cancel()
+	cmd := h.stepCommand(ctx, workDir, step)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
