@@ -13,7 +13,10 @@ import (
 	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
@@ -37,12 +40,21 @@ type evaluator struct {
 	readDeprecated bool
 	// types types objects as the API server does for server-side apply (nil: not checked).
 	types *preflight.TypeChecker
+	// liveSchemas are the live CRD's structural schemas of the encodings after the first (a
+	// pending migration's other storedVersions; with conversion None): an object listed with a
+	// field one of them prunes is not encoded at that version, since the API server's read of
+	// an object prunes it with the schema of the version it is encoded at.
+	liveSchemas map[string]*structuralschema.Structural
 }
 
 // objResult is one evaluated object.
 type objResult struct {
 	finding Finding
 	err     error
+	// ruledOut: an encoding was not evaluated because the object cannot be encoded at it
+	// (notEncodedAt); such an object is not recorded as clean in the memo, whose rules do
+	// not include the live CRD.
+	ruledOut bool
 }
 
 var serverMetadata = []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
@@ -67,6 +79,10 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 	for i, enc := range e.encodings {
 		if enc != listed && e.liveWebhook {
 			f.Notes = append(f.Notes, fmt.Sprintf("a migration is pending: the object may be encoded at %s in etcd, which the API cannot show; with a conversion webhook plan cannot tell what that copy holds", enc))
+			continue
+		}
+		if i > 0 && e.notEncodedAt(u, enc) {
+			res.ruledOut = true
 			continue
 		}
 		stored := u.DeepCopy()
@@ -181,6 +197,22 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 	}
 	res.finding = f
 	return res
+}
+
+// notEncodedAt reports whether the object as listed holds a field that the live CRD's schema
+// of enc prunes: the API server prunes an object it reads from etcd with the schema of the
+// version it is encoded at (and converts it, with conversion None, by relabelling), so an
+// object encoded at enc could not have been listed with that field. Such a field is one
+// written at the storage version after the migration began (e.g. a value given the new
+// type: a map where enc's schema has a string), and the read plan would otherwise assume
+// for enc is not one the object can have: it does not lose that field.
+func (e *evaluator) notEncodedAt(u *unstructured.Unstructured, enc string) bool {
+	s := e.liveSchemas[enc]
+	if s == nil {
+		return false
+	}
+	c := k8sruntime.DeepCopyJSON(u.Object)
+	return len(structuralpruning.PruneWithOptions(c, s, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})) > 0
 }
 
 // recreate previews a create of obj under the new CRD as a user re-creates it (from a backup or
@@ -341,7 +373,7 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 			out.managers.Add(items[i].GetManagedFields())
 			if !r.finding.empty() {
 				out.findings = append(out.findings, r.finding)
-			} else if o.record != nil {
+			} else if o.record != nil && !r.ruledOut {
 				o.record.add(objectKey(&items[i]), sums[i])
 			}
 		}
