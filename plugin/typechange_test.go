@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -285,31 +284,14 @@ func TestTypeChangeFromPlanToFix(t *testing.T) {
 	checkLeft("plan after migrate", rep)
 }
 
-// olderServer starts kube-apiserver 1.34 (when built; the test is skipped otherwise, nothing
-// is built here) and makes it the package's env for the rest of the test.
+// olderServer starts kube-apiserver 1.34 (testenv.StartBuiltMinor: skipped when not built)
+// and makes it the package's env for the rest of the test.
 func olderServer(t *testing.T) {
 	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = os.Getenv("CRDVER_TEST_ASSETS")
-	}
-	cache := filepath.Dir(filepath.Dir(filepath.Dir(assets)))
-	cmd := exec.Command("bash", repoFile("hack", "build-test-binaries.sh"), "--kube", "1.34", "--dir")
-	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache)
-	out, err := cmd.Output()
-	if _, serr := os.Stat(filepath.Join(strings.TrimSpace(string(out)), "kube-apiserver")); assets == "" || err != nil || serr != nil {
-		t.Skip("kube-apiserver 1.34 is not built (hack/build-test-binaries.sh --kube 1.34)")
-	}
-	xdg := os.Getenv("XDG_CACHE_HOME")
-	t.Setenv("XDG_CACHE_HOME", cache)
-	older, err := testenv.Start(testenv.Options{KubeMinor: "1.34"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("XDG_CACHE_HOME", xdg)
+	older := testenv.StartBuiltMinor(t, "1.34")
 	current := env
 	env = older
-	t.Cleanup(func() { env = current; older.Stop() })
+	t.Cleanup(func() { env = current })
 }
 
 // typechangeApplied sets up the typechange pair on env with the new CRD applied (objects
