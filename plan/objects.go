@@ -2,12 +2,14 @@ package plan
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -160,6 +162,21 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 			if !hr.Accepted() {
 				f.TypeRecreateErrors = errorTexts(hr.Errors)
 			}
+			// The runbook's fix-values patch for this object (every value converted) must be
+			// a write the API server accepts: an update of the object as read with the
+			// converted values, validated at the read version.
+			if errs, err := e.convertedRejected(ctx, p, primary.Object, f.TypeMismatches); err != nil {
+				res.err = fmt.Errorf("%s: update with the converted values under the new CRD: %w", where, err)
+				return res
+			} else if len(errs) > 0 {
+				var paths []string
+				for i := range f.TypeMismatches {
+					paths = append(paths, f.TypeMismatches[i].Path)
+					f.TypeMismatches[i].ConvertedErrors = errs
+				}
+				f.Notes = append(f.Notes, fmt.Sprintf("the values of %s convert, but %s rejects the object with them (%s): for you to fix",
+					strings.Join(paths, ", "), e.readVersion, strings.Join(errs, "; ")))
+			}
 		}
 	}
 
@@ -213,6 +230,74 @@ func (e *evaluator) notEncodedAt(u *unstructured.Unstructured, enc string) bool 
 	}
 	c := k8sruntime.DeepCopyJSON(u.Object)
 	return len(structuralpruning.PruneWithOptions(c, s, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})) > 0
+}
+
+// convertedRejected previews the update the fix-values step's patch sends (obj as read with
+// every mismatched value replaced by its converted value) and returns the API server's errors
+// when it is rejected; nil when it is accepted or when not every value converts (the step is
+// then for a person anyway). A rejected object's values are left unconverted (Converted
+// cleared), so that the runbook gives it the commands to edit it, not a patch that fails.
+func (e *evaluator) convertedRejected(ctx context.Context, p *preview.Previewer, obj map[string]any, tm []preflight.TypeMismatch) ([]string, error) {
+	patched := k8sruntime.DeepCopyJSON(obj)
+	for _, m := range tm {
+		ptr, ok := jsonPointer(m.Path)
+		var v any
+		if m.Converted == "" || !ok || json.Unmarshal([]byte(m.Converted), &v) != nil || !setPointer(patched, ptr, v) {
+			return nil, nil
+		}
+	}
+	old, err := (&unstructured.Unstructured{Object: obj}).MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	body, err := (&unstructured.Unstructured{Object: patched}).MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	ur, err := p.Update(ctx, body, old, preview.PreviewOptions{FieldValidation: preview.FieldValidationWarn})
+	if err != nil || ur.Accepted() {
+		return nil, err
+	}
+	errs := errorTexts(ur.Errors)
+	for i := range tm {
+		tm[i].Converted = ""
+	}
+	return errs, nil
+}
+
+// setPointer sets the value at JSON pointer ptr (/spec/config, /spec/items/0) in obj, which
+// must exist; false when it does not.
+func setPointer(obj map[string]any, ptr string, v any) bool {
+	parts := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	var cur any = obj
+	for i, raw := range parts {
+		key := strings.ReplaceAll(strings.ReplaceAll(raw, "~1", "/"), "~0", "~")
+		last := i == len(parts)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if _, ok := c[key]; !ok {
+				return false
+			}
+			if last {
+				c[key] = v
+				return true
+			}
+			cur = c[key]
+		case []any:
+			n, err := strconv.Atoi(key)
+			if err != nil || n < 0 || n >= len(c) {
+				return false
+			}
+			if last {
+				c[n] = v
+				return true
+			}
+			cur = c[n]
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // recreate previews a create of obj under the new CRD as a user re-creates it (from a backup or
