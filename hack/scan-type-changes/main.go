@@ -290,7 +290,7 @@ func report(w io.Writer, oldName, nextName string, old, next map[string]*apiexte
 			switch {
 			case c.old.typ == "array" && c.next.typ == "array":
 				what = "list type: the values fit when their keys are present and unique"
-			case c.old.typ != c.next.typ && (c.old.typ == "object" || c.old.typ == "map") && (c.next.typ == "object" || c.next.typ == "map"):
+			case (c.old.typ == "object" || c.old.typ == "map") && (c.next.typ == "object" || c.next.typ == "map"):
 				what = "map type: the values fit, field ownership changes"
 			}
 			fmt.Fprintf(w, "  %s: %s -> %s [%s]\n", strings.TrimPrefix(p, "."), c.old, c.next, what)
