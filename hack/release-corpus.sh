@@ -167,6 +167,22 @@ get $E v0.15.1 docs/snippets/basic-external-secret.yaml external-secrets/samples
 get $E v0.17.0 LICENSE LICENSES/external-secrets.LICENSE
 fi
 
+# --- OpenTelemetry operator: v0.98.0 (OpenTelemetryCollector stored at v1alpha1) -> v0.99.0
+#     (storage v1beta1, v1alpha1 kept served; spec.config a YAML string -> an object). The
+#     CRD as the project generates it (config/crd/bases: conversion None, as kustomize without
+#     the conversion-webhook patch and the Helm chart with admissionWebhooks.create=false
+#     apply it); v1alpha1 objects from the project's own samples and e2e tests. ---------------
+O=open-telemetry/opentelemetry-operator
+if want opentelemetry-operator; then
+for t in v0.98.0 v0.99.0; do
+  get $O $t config/crd/bases/opentelemetry.io_opentelemetrycollectors.yaml opentelemetry-operator/$t/opentelemetry.io_opentelemetrycollectors.yaml
+done
+for f in config/samples/core_v1alpha1_opentelemetrycollector.yaml config/samples/sidecar.yaml tests/e2e/smoke-simplest/00-install.yaml tests/e2e/smoke-statefulset/00-install.yaml; do
+  get $O v0.98.0 $f opentelemetry-operator/samples/${f//\//-}
+done
+get $O v0.99.0 LICENSE LICENSES/opentelemetry-operator.LICENSE
+fi
+
 # sha256 column; with PARTS, the other parts' rows of FILES.md are kept
 {
   printf '| file | repository | tag | commit | path in repository | how | sha256 |\n|---|---|---|---|---|---|---|\n'

@@ -2,18 +2,23 @@ package plan
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
@@ -37,12 +42,21 @@ type evaluator struct {
 	readDeprecated bool
 	// types types objects as the API server does for server-side apply (nil: not checked).
 	types *preflight.TypeChecker
+	// liveSchemas are the live CRD's structural schemas of the encodings after the first (a
+	// pending migration's other storedVersions; with conversion None): an object listed with a
+	// field one of them prunes is not encoded at that version, since the API server's read of
+	// an object prunes it with the schema of the version it is encoded at.
+	liveSchemas map[string]*structuralschema.Structural
 }
 
 // objResult is one evaluated object.
 type objResult struct {
 	finding Finding
 	err     error
+	// ruledOut: an encoding was not evaluated because the object cannot be encoded at it
+	// (notEncodedAt); such an object is not recorded as clean in the memo, whose rules do
+	// not include the live CRD.
+	ruledOut bool
 }
 
 var serverMetadata = []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
@@ -67,6 +81,10 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 	for i, enc := range e.encodings {
 		if enc != listed && e.liveWebhook {
 			f.Notes = append(f.Notes, fmt.Sprintf("a migration is pending: the object may be encoded at %s in etcd, which the API cannot show; with a conversion webhook plan cannot tell what that copy holds", enc))
+			continue
+		}
+		if i > 0 && e.notEncodedAt(u, enc) {
+			res.ruledOut = true
 			continue
 		}
 		stored := u.DeepCopy()
@@ -144,6 +162,21 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 			if !hr.Accepted() {
 				f.TypeRecreateErrors = errorTexts(hr.Errors)
 			}
+			// The runbook's fix-values patch for this object (every value converted) must be
+			// a write the API server accepts: an update of the object as read with the
+			// converted values, validated at the read version.
+			if errs, err := e.convertedRejected(ctx, p, primary.Object, f.TypeMismatches); err != nil {
+				res.err = fmt.Errorf("%s: update with the converted values under the new CRD: %w", where, err)
+				return res
+			} else if len(errs) > 0 {
+				var paths []string
+				for i := range f.TypeMismatches {
+					paths = append(paths, f.TypeMismatches[i].Path)
+					f.TypeMismatches[i].ConvertedErrors = errs
+				}
+				f.Notes = append(f.Notes, fmt.Sprintf("the values of %s convert, but %s rejects the object with them (%s): for you to fix",
+					strings.Join(paths, ", "), e.readVersion, strings.Join(errs, "; ")))
+			}
 		}
 	}
 
@@ -181,6 +214,90 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 	}
 	res.finding = f
 	return res
+}
+
+// notEncodedAt reports whether the object as listed holds a field that the live CRD's schema
+// of enc prunes: the API server prunes an object it reads from etcd with the schema of the
+// version it is encoded at (and converts it, with conversion None, by relabelling), so an
+// object encoded at enc could not have been listed with that field. Such a field is one
+// written at the storage version after the migration began (e.g. a value given the new
+// type: a map where enc's schema has a string), and the read plan would otherwise assume
+// for enc is not one the object can have: it does not lose that field.
+func (e *evaluator) notEncodedAt(u *unstructured.Unstructured, enc string) bool {
+	s := e.liveSchemas[enc]
+	if s == nil {
+		return false
+	}
+	c := k8sruntime.DeepCopyJSON(u.Object)
+	return len(structuralpruning.PruneWithOptions(c, s, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})) > 0
+}
+
+// convertedRejected previews the update the fix-values step's patch sends (obj as read with
+// every mismatched value replaced by its converted value) and returns the API server's errors
+// when it is rejected; nil when it is accepted or when not every value converts (the step is
+// then for a person anyway). A rejected object's values are left unconverted (Converted
+// cleared), so that the runbook gives it the commands to edit it, not a patch that fails.
+func (e *evaluator) convertedRejected(ctx context.Context, p *preview.Previewer, obj map[string]any, tm []preflight.TypeMismatch) ([]string, error) {
+	patched := k8sruntime.DeepCopyJSON(obj)
+	for _, m := range tm {
+		ptr, ok := jsonPointer(m.Path)
+		var v any
+		if m.Converted == "" || !ok || json.Unmarshal([]byte(m.Converted), &v) != nil || !setPointer(patched, ptr, v) {
+			return nil, nil
+		}
+	}
+	old, err := (&unstructured.Unstructured{Object: obj}).MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	body, err := (&unstructured.Unstructured{Object: patched}).MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	ur, err := p.Update(ctx, body, old, preview.PreviewOptions{FieldValidation: preview.FieldValidationWarn})
+	if err != nil || ur.Accepted() {
+		return nil, err
+	}
+	errs := errorTexts(ur.Errors)
+	for i := range tm {
+		tm[i].Converted = ""
+	}
+	return errs, nil
+}
+
+// setPointer sets the value at JSON pointer ptr (/spec/config, /spec/items/0) in obj, which
+// must exist; false when it does not.
+func setPointer(obj map[string]any, ptr string, v any) bool {
+	parts := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	var cur any = obj
+	for i, raw := range parts {
+		key := strings.ReplaceAll(strings.ReplaceAll(raw, "~1", "/"), "~0", "~")
+		last := i == len(parts)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if _, ok := c[key]; !ok {
+				return false
+			}
+			if last {
+				c[key] = v
+				return true
+			}
+			cur = c[key]
+		case []any:
+			n, err := strconv.Atoi(key)
+			if err != nil || n < 0 || n >= len(c) {
+				return false
+			}
+			if last {
+				c[n] = v
+				return true
+			}
+			cur = c[n]
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // recreate previews a create of obj under the new CRD as a user re-creates it (from a backup or
@@ -341,7 +458,7 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 			out.managers.Add(items[i].GetManagedFields())
 			if !r.finding.empty() {
 				out.findings = append(out.findings, r.finding)
-			} else if o.record != nil {
+			} else if o.record != nil && !r.ruledOut {
 				o.record.add(objectKey(&items[i]), sums[i])
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/equality"
 
@@ -174,6 +175,18 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		if after := crdinfo.StorageVersion(next); after != "" {
 			e.encodings = []string{after}
 			it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("evaluated as encoded at %s, after the migration the runbook starts with", after))
+		}
+	}
+	// The live schemas of the other encodings (notEncodedAt): with conversion None and
+	// pruning on, a read prunes with them.
+	if len(e.encodings) > 1 && !e.liveWebhook && !live.Spec.PreserveUnknownFields {
+		for _, v := range e.encodings[1:] {
+			if vs, err := crdschema.SchemaFor(live, v); err == nil && vs.Structural != nil && len(vs.Violations) == 0 {
+				if e.liveSchemas == nil {
+					e.liveSchemas = map[string]*structuralschema.Structural{}
+				}
+				e.liveSchemas[v] = vs.Structural
+			}
 		}
 	}
 	e.readVersion = readVersionOf(next)

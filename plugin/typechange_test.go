@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -192,22 +191,78 @@ func TestTypeChangeFromPlanToFix(t *testing.T) {
 		if cfg["retention"] != "7d" || !slices.Equal(hosts, []string{"broker-0.example.com"}) || port != "9092" {
 			t.Errorf("%s after the patch: %v", name, patched.Object["spec"])
 		}
-		t.Logf("%s: managers after the patch %v", name, managersOf(patched))
-		if err := apply("v2", name); err != nil {
-			t.Logf("%s: server-side apply at v2 after the patch: %v", name, err)
+		// kube-apiserver 1.37 keeps the managedFields of an object it cannot type: the
+		// patch's own manager is not recorded, and the v1 entries stay (the decision table).
+		if got := managersOf(patched); !slices.Equal(got, []string{"editor/Update", "gitops/Apply"}) {
+			t.Errorf("%s: managers after the patch %v, want the two of before", name, got)
+		}
+		// Its managedFields entries still name v1, whose schema the new value does not fit:
+		// server-side apply fails until the rewrite moves them to v2.
+		if err := apply("v2", name); err == nil {
+			t.Errorf("%s: server-side apply at v2 worked after the patch, before the rewrite; the decision table says it fails until the entries of v1 are moved", name)
 		}
 	}
-	res = runCluster(t, "plan", "-f", newFile)
-	t.Logf("plan after the fix: exit %d\n%s", res.code, res.stdout)
 
-	// migrate: every object rewritten at v2; managers kept (the preflight would refuse otherwise).
+	// A plan after the fix: text-config holds spec.config as a map, written at v2 (the storage
+	// version): it is not encoded at v1, whose schema (a string) would have pruned the map's
+	// keys on every read. Plan must not call their keys lost (it did: "loses fields on read if
+	// encoded at another version", a data-loss step with --allow-data-loss). Only opaque,
+	// whose value converts to nothing, is left.
+	res = runCluster(t, "plan", "-f", newFile, "-o", "json")
+	rep = plan.Report{}
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("plan after the fix: %v\n%s", err, res.stderr)
+	}
+	if res.code != 1 {
+		t.Errorf("plan after the fix: exit %d, want 1 (opaque is left)", res.code)
+	}
+	checkLeft := func(when string, rep plan.Report) {
+		t.Helper()
+		var left []string
+		for _, f := range rep.Items[0].Objects.Findings {
+			left = append(left, f.Name)
+			if f.Name != "opaque" {
+				t.Errorf("%s: %s has a finding: kinds %v, pruned %v, possibly pruned %v, notes %q", when, f.Name, f.Kinds, f.PrunedOnRead, f.PossiblyPrunedOnRead, f.Notes)
+				continue
+			}
+			if !slices.Equal(f.Kinds, []plan.Kind{plan.KindTypeMismatch, plan.KindInvalidOnRecreate}) || len(f.PossiblyPrunedOnRead) != 0 {
+				t.Errorf("%s: opaque: kinds %v, possibly pruned %v, want type-mismatch and invalid-on-recreate only", when, f.Kinds, f.PossiblyPrunedOnRead)
+			}
+		}
+		if !slices.Equal(left, []string{"opaque"}) {
+			t.Errorf("%s: objects with findings %v, want opaque only", when, left)
+		}
+		if k := rep.Items[0].Kinds; slices.Contains(k, plan.KindDataLoss) || slices.Contains(k, plan.KindUnknown) {
+			t.Errorf("%s: the CRD's kinds %v: nothing is lost", when, k)
+		}
+		for _, st := range rep.Runbook {
+			for _, c := range st.Commands {
+				if strings.Contains(c, "--allow-data-loss") {
+					t.Errorf("%s: the runbook asks for --allow-data-loss: %s", when, c)
+				}
+			}
+		}
+	}
+	checkLeft("plan after the fix", rep)
+
+	// migrate: the decision table's rows for what its preflight finds (data-loss, unknown,
+	// rejected-write, ownership-loss): none here (1.37 keeps the managedFields of opaque, which
+	// it cannot type, and of text-config, which it can once rewritten), so it rewrites every
+	// object at v2, trims storedVersions and exits 0, with the same managers on each object;
+	// server-side apply then works on text-config and plain (opaque is the person's to fix).
 	mgrs := map[string][]string{}
 	for _, n := range names {
 		u, _ := ri("v2").Get(ctx, n, metav1.GetOptions{})
 		mgrs[n] = managersOf(u)
 	}
 	res = runCluster(t, "migrate", live.Name, "--to", "v2", "--yes", "--quiet", "--checkpoint", filepath.Join(dir, "cp.json"))
-	t.Logf("migrate: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	if res.code != 0 {
+		t.Fatalf("migrate: exit %d, want 0 (nothing its preflight refuses for)\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	mustContain(t, "migrate", res.stdout, "nothing is lost or refused by rewriting them at v2", "status.storedVersions: [v1 v2] -> [v2]")
+	if got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, live.Name, metav1.GetOptions{}); err != nil || !slices.Equal(got.Status.StoredVersions, []string{"v2"}) {
+		t.Errorf("after migrate: storedVersions %v (%v), want [v2]", got.Status.StoredVersions, err)
+	}
 	for _, n := range names {
 		u, _ := ri("v2").Get(ctx, n, metav1.GetOptions{})
 		if got := managersOf(u); !slices.Equal(got, mgrs[n]) {
@@ -218,35 +273,25 @@ func TestTypeChangeFromPlanToFix(t *testing.T) {
 			t.Errorf("%s: server-side apply at v2 after migrate: %v", n, err)
 		}
 	}
-	res = runCluster(t, "plan", "-f", newFile)
-	t.Logf("plan after migrate: exit %d\n%s", res.code, res.stdout)
+	res = runCluster(t, "plan", "-f", newFile, "-o", "json")
+	rep = plan.Report{}
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("plan after migrate: %v\n%s", err, res.stderr)
+	}
+	if res.code != 1 {
+		t.Errorf("plan after migrate: exit %d, want 1 (opaque is left)", res.code)
+	}
+	checkLeft("plan after migrate", rep)
 }
 
-// olderServer starts kube-apiserver 1.34 (when built; the test is skipped otherwise, nothing
-// is built here) and makes it the package's env for the rest of the test.
+// olderServer starts kube-apiserver 1.34 (testenv.StartBuiltMinor: skipped when not built)
+// and makes it the package's env for the rest of the test.
 func olderServer(t *testing.T) {
 	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = os.Getenv("CRDVER_TEST_ASSETS")
-	}
-	cache := filepath.Dir(filepath.Dir(filepath.Dir(assets)))
-	cmd := exec.Command("bash", repoFile("hack", "build-test-binaries.sh"), "--kube", "1.34", "--dir")
-	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache)
-	out, err := cmd.Output()
-	if _, serr := os.Stat(filepath.Join(strings.TrimSpace(string(out)), "kube-apiserver")); assets == "" || err != nil || serr != nil {
-		t.Skip("kube-apiserver 1.34 is not built (hack/build-test-binaries.sh --kube 1.34)")
-	}
-	xdg := os.Getenv("XDG_CACHE_HOME")
-	t.Setenv("XDG_CACHE_HOME", cache)
-	older, err := testenv.Start(testenv.Options{KubeMinor: "1.34"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("XDG_CACHE_HOME", xdg)
+	older := testenv.StartBuiltMinor(t, "1.34")
 	current := env
 	env = older
-	t.Cleanup(func() { env = current; older.Stop() })
+	t.Cleanup(func() { env = current })
 }
 
 // typechangeApplied sets up the typechange pair on env with the new CRD applied (objects

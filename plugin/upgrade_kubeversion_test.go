@@ -45,18 +45,7 @@ func TestUpgradeJudgesAsTheClusterVersion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kube-apiserver " + olderMinor)
 	}
-	dir, err := testenv.AssetsForMinor(olderMinor)
-	if err != nil {
-		t.Skipf("kube-apiserver %s not available: %v", olderMinor, err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err != nil {
-		t.Skipf("kube-apiserver %s not built (hack/build-test-binaries.sh --kube %s): %v", olderMinor, olderMinor, err)
-	}
-	old, err := testenv.Start(testenv.Options{KubeMinor: olderMinor})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Stop()
+	old := testenv.StartBuiltMinor(t, olderMinor)
 	work := t.TempDir()
 	file := filepath.Join(work, "distinct.yaml")
 	if err := os.WriteFile(file, probeCRD(t, "distinctprobes.probes.crdver.io"), 0o644); err != nil {

@@ -2,11 +2,7 @@ package preflight
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -89,26 +85,7 @@ func TestOwnershipLossAgreesWithServer(t *testing.T) {
 // fit the typed schema drops all of its managedFields: the preflight lists every manager of
 // those objects, and the rewrite drops exactly them.
 func TestOwnershipLossOnOlderServer(t *testing.T) {
-	// The binaries' cache (testenv pins the current minor's folder; XDG_CACHE_HOME points at
-	// a temporary folder during tests): the older minor's folder is beside it. Never build here.
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = os.Getenv("CRDVER_TEST_ASSETS")
-	}
-	cache := filepath.Dir(filepath.Dir(filepath.Dir(assets)))
-	cmd := exec.Command("bash", "../hack/build-test-binaries.sh", "--kube", "1.34", "--dir")
-	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache)
-	out, err := cmd.Output()
-	dir := strings.TrimSpace(string(out))
-	if _, serr := os.Stat(filepath.Join(dir, "kube-apiserver")); assets == "" || err != nil || serr != nil {
-		t.Skipf("kube-apiserver 1.34 is not built (hack/build-test-binaries.sh --kube 1.34)")
-	}
-	t.Setenv("XDG_CACHE_HOME", cache) // testenv.Start finds the built folder (and builds nothing)
-	older, err := testenv.Start(testenv.Options{KubeMinor: "1.34"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer older.Stop()
+	older := testenv.StartBuiltMinor(t, "1.34")
 	current := env
 	env = older
 	defer func() { env = current }()

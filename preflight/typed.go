@@ -51,6 +51,10 @@ type TypeMismatch struct {
 	// YAML or JSON that parses to a map or list; a scalar to a one-element list), is the
 	// converted value as JSON.
 	Converted string `json:"converted,omitempty"`
+	// ConvertedErrors: the values convert, but the API server rejects the object with the
+	// converted values (e.g. a field the new schema requires inside the converted map): the
+	// API server's errors for that update. Converted is then empty: the fix is for a person.
+	ConvertedErrors []string `json:"convertedErrors,omitempty"`
 }
 
 // TypeChecker types objects of one CRD as the API server does for server-side apply. It is
