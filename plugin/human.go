@@ -46,7 +46,7 @@ func (p *humanPrinter) PrintReport(w io.Writer, report any) error {
 	case *migrate.Report:
 		return printers.MigrateReport(w, r, p.noHeaders, "status.storedVersions left as it is (--no-trim)", "-o json")
 	case allPlan:
-		return printers.AllPlan(w, r.plans, r.crds, r.total, p.wide, p.noHeaders)
+		return printers.AllPlan(w, r.r.Plans, r.r.CRDs, r.r.Objects, p.wide, p.noHeaders)
 	case *MigrateAllReport:
 		switch {
 		case r.DryRun:

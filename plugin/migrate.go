@@ -204,14 +204,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 			ClusterStartTimeout: o.ClusterStartTimeout,
 		},
 		Planned: func(p *migrate.Plan) { _ = o.printer.PrintPart(o.g.Out, p) },
-		Progress: func(total int64, counts func() migrate.Counts) func() {
-			return o.progress.Start(Task{Name: "rewriting", Prefix: "migrate", Unit: "objects", Total: total,
-				Done: func() int64 { return counts().Total() },
-				Detail: func() string {
-					p := counts()
-					return fmt.Sprintf("rewritten %d, already current %d, deleted %d, failed %d", p.Rewritten, p.Current, p.Deleted, p.Failed)
-				}})
-		},
+		Progress: o.rewriteProgress("migrate"),
 		Event: func(e migrate.Event) {
 			switch e.Kind {
 			case migrate.EventStorageSwitched:
@@ -278,6 +271,18 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		return ProblemsFound("%s: status.storedVersions was not trimmed: %s", crd.Name, report.Trim.Reason)
 	}
 	return nil
+}
+
+// rewriteProgress shows the rewrite of total objects on the progress display.
+func (o *MigrateOptions) rewriteProgress(prefix string) func(total int64, counts func() migrate.Counts) func() {
+	return func(total int64, counts func() migrate.Counts) func() {
+		return o.progress.Start(Task{Name: "rewriting", Prefix: prefix, Unit: "objects", Total: total,
+			Done: func() int64 { return counts().Total() },
+			Detail: func() string {
+				p := counts()
+				return fmt.Sprintf("rewritten %d, already current %d, deleted %d, failed %d", p.Rewritten, p.Current, p.Deleted, p.Failed)
+			}})
+	}
 }
 
 // migrateError words an error of the Migrator for the command line: which step failed, what
