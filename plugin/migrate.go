@@ -19,6 +19,7 @@ import (
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/preflight"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 const migrateExample = `  # See what a migration would do, writing nothing
@@ -203,7 +204,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 			Rewrite:             o.rewriteOptions(),
 			ClusterStartTimeout: o.ClusterStartTimeout,
 		},
-		Planned: func(p *migrate.Plan) { _ = o.printer.PrintPart(o.g.Out, p) },
+		Planned:  func(p *migrate.Plan) { _ = o.printer.PrintPart(o.g.Out, printers.MigratePlan(p)) },
 		Progress: o.rewriteProgress("migrate"),
 		Event: func(e migrate.Event) {
 			switch e.Kind {
@@ -240,12 +241,12 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	var refused *preflightRefusal
 	if errors.As(err, &refused) {
 		if report.DryRun || printsData(o.printer) {
-			_ = o.printer.PrintReport(o.g.Out, report)
+			_ = o.printer.PrintReport(o.g.Out, migrateView(report))
 		}
 		return ProblemsFound("%s: %s", crd.Name, refused.msg)
 	}
 	if err == nil && report.Result != nil && report.Result.ManagedFieldsLost > 0 && !o.ownershipLossConsented(pre, report.Result) {
-		if perr := o.printer.PrintReport(o.g.Out, report); perr != nil {
+		if perr := o.printer.PrintReport(o.g.Out, migrateView(report)); perr != nil {
 			return perr
 		}
 		return ProblemsFound("%s: %d objects lost field managers through the rewrite (listed above): their managedFields are gone; re-apply them from their source (GitOps repository, Helm release) to restore ownership", crd.Name, report.Result.ManagedFieldsLost)
@@ -253,12 +254,12 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		var ie *migrate.InterruptedError
 		if errors.As(err, &ie) {
-			_ = o.printer.PrintReport(o.g.Out, report)
+			_ = o.printer.PrintReport(o.g.Out, migrateView(report))
 			return Unavailable(fmt.Errorf("interrupted: %d objects done, progress saved in %s; resume with: %s", ie.Done, ie.Checkpoint, o.resumeCommand(crd.Name, ie.Checkpoint)))
 		}
 		return migrateError(crd.Name, err)
 	}
-	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, migrateView(report)); err != nil {
 		return err
 	}
 	if failed := report.Failed(); failed > 0 {
@@ -271,6 +272,11 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		return ProblemsFound("%s: status.storedVersions was not trimmed: %s", crd.Name, report.Trim.Reason)
 	}
 	return nil
+}
+
+// migrateView is migrate's report for the printer.
+func migrateView(r *migrate.Report) printers.Report {
+	return printers.Migrate(r, "status.storedVersions left as it is (--no-trim)")
 }
 
 // rewriteProgress shows the rewrite of total objects on the progress display.

@@ -10,14 +10,12 @@ import (
 
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/preflight"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 // MigrateAllReport is the -o json|yaml shape of `kubectl crdver migrate --all`: the library's
 // report.
 type MigrateAllReport = migrate.AllReport
-
-// allPlan is the plan of --all, printed before the question.
-type allPlan struct{ r *migrate.AllReport }
 
 // completeAll checks the arguments and flags of --all (no CRD name; no per-CRD flags).
 func (o *MigrateOptions) completeAll(args []string) error {
@@ -49,13 +47,37 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	report, err := o.newAll(c).Run(ctx, crds)
+	if err != nil {
+		return o.allError(report, err)
+	}
+	if err := o.printer.PrintReport(o.g.Out, printers.MigrateAll(report)); err != nil {
+		return err
+	}
+	out := report.Outcome
+	switch {
+	case report.Interrupted:
+		return Unavailable(fmt.Errorf("interrupted: %s; progress is saved per CRD: run kubectl crdver migrate --all again to resume", strings.Join(out.NotDone, ", ")))
+	case out.ExitCode == ExitUnavailable:
+		return Unavailable(fmt.Errorf("some migrations could not complete: %s (see the summary)", strings.Join(out.NotDone, ", ")))
+	case out.Worst == migrate.OutcomeProblems:
+		return ProblemsFound("some migrations found problems: %s (see the summary)", strings.Join(out.NotDone, ", "))
+	case len(out.ManagersLost) > 0:
+		return ProblemsFound("objects lost field managers through their rewrite: %s (-o json lists them); re-apply them from their source to restore ownership", strings.Join(out.ManagersLost, ", "))
+	}
+	return nil
+}
+
+// newAll is migrate.All as the flags say, with the printer, the preflight and its refusal
+// (plan.Consent, through RewriteFlags), the prompt (unless --yes) and the progress display.
+func (o *MigrateOptions) newAll(c *migrate.Clients) *migrate.All {
 	var pre []*preflight.Report
 	a := &migrate.All{Clients: c, DryRun: o.DryRun, NoTrim: o.NoTrim, Rewrite: o.rewriteOptions(),
 		// --quiet leaves only the result: the plan is shown when it is the result (a dry run,
 		// or nothing pending) or when a question is asked about it.
 		Planned: func(r *migrate.AllReport) {
 			if !o.progressFlags.quiet || o.DryRun || len(r.Plans) == 0 || !o.Yes {
-				_ = o.printer.PrintPart(o.g.Out, allPlan{r})
+				_ = o.printer.PrintPart(o.g.Out, printers.MigrateAllPlan(r))
 			}
 		},
 		PreWrite: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (any, error) {
@@ -75,25 +97,7 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 			return o.confirm(fmt.Sprintf("Migrate %d CRDs (%d objects)? [y/N]: ", len(r.Plans), r.Objects))
 		}
 	}
-	report, err := a.Run(ctx, crds)
-	if err != nil {
-		return o.allError(report, err)
-	}
-	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
-		return err
-	}
-	out := report.Outcome
-	switch {
-	case report.Interrupted:
-		return Unavailable(fmt.Errorf("interrupted: %s; progress is saved per CRD: run kubectl crdver migrate --all again to resume", strings.Join(out.NotDone, ", ")))
-	case out.ExitCode == ExitUnavailable:
-		return Unavailable(fmt.Errorf("some migrations could not complete: %s (see the summary)", strings.Join(out.NotDone, ", ")))
-	case out.Worst == migrate.OutcomeProblems:
-		return ProblemsFound("some migrations found problems: %s (see the summary)", strings.Join(out.NotDone, ", "))
-	case len(out.ManagersLost) > 0:
-		return ProblemsFound("objects lost field managers through their rewrite: %s (-o json lists them); re-apply them from their source to restore ownership", strings.Join(out.ManagersLost, ", "))
-	}
-	return nil
+	return a
 }
 
 // allError words the step that stopped migrate --all before its rewrites.
@@ -107,7 +111,7 @@ func (o *MigrateOptions) allError(report *migrate.AllReport, err error) error {
 		return clusterError("planning the migrations", se.Err)
 	case migrate.StepRefused:
 		if o.DryRun || printsData(o.printer) {
-			_ = o.printer.PrintReport(o.g.Out, report)
+			_ = o.printer.PrintReport(o.g.Out, printers.MigrateAll(report))
 		}
 		return ProblemsFound("%s", se.Err.Error())
 	case migrate.StepAccess:
