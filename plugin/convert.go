@@ -18,6 +18,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 const convertExample = `  # Convert the objects of a file to v1 through the live webhook, and back, checking everything
@@ -354,7 +355,7 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 		}
 		report.Notes = append(report.Notes, fmt.Sprintf("%d %s object(s) written to %s", len(keep), what, o.Keep))
 	}
-	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, printers.Convert(report)); err != nil {
 		return err
 	}
 	if report.Unreachable != "" {

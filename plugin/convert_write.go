@@ -7,6 +7,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 func stdinIn(files []string) bool {
@@ -69,7 +70,7 @@ func (o *ConvertOptions) runWrite(ctx context.Context) error {
 	if err != nil {
 		return Usage(err)
 	}
-	if err := o.printer.PrintReport(o.g.Out, rep); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, printers.ConvertWrite(rep)); err != nil {
 		return err
 	}
 	if crd, why := rep.Unreachable(); why != "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/crdsource"
 	"github.com/crdver/kubectl-crdver/doctor"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 const doctorExample = `  # Every CRD of the cluster: one line each, the worst finding first
@@ -183,7 +184,7 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 }
 
 func (o *DoctorOptions) print(r *doctor.Report) error {
-	if err := o.printer.PrintReport(o.g.Out, r); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, printers.Doctor(r)); err != nil {
 		return err
 	}
 	for _, in := range r.Summary.Incomplete {

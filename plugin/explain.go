@@ -10,6 +10,7 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/explain"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 const explainExample = `  # Is the schema structural? Then the top-level fields of the preferred version
@@ -137,7 +138,7 @@ func (o *ExplainOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return Usage(err)
 		}
-		return o.printer.PrintReport(o.g.Out, d)
+		return o.printer.PrintReport(o.g.Out, printers.Compare(d))
 	}
 	version := o.Version
 	if version == "" {
@@ -155,13 +156,13 @@ func (o *ExplainOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return Usage(err)
 		}
-		return o.printer.PrintReport(o.g.Out, m)
+		return o.printer.PrintReport(o.g.Out, printers.Metadata(m))
 	}
 	e, err := explain.Explain(crd, version, path, o.Recursive)
 	if err != nil {
 		return Usage(err)
 	}
-	if err := o.printer.PrintReport(o.g.Out, e); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, printers.Explanation(e)); err != nil {
 		return err
 	}
 	if !e.Structural.Structural {

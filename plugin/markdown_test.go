@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/crdver/kubectl-crdver/doctor"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 // TestMarkdownGolden: -o markdown of plan and versions --all, run offline (the exit code is the
@@ -61,7 +62,7 @@ func doctorSample() *doctor.Report {
 
 func TestMarkdownDoctorGolden(t *testing.T) {
 	var b bytes.Buffer
-	if err := (markdownPrinter{}).PrintReport(&b, doctorSample()); err != nil {
+	if err := (markdownPrinter{}).PrintReport(&b, printers.Doctor(doctorSample())); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "doctor.md", b.String())

@@ -19,6 +19,7 @@ import (
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/preflight"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 const migrateExample = `  # See what a migration would do, writing nothing
@@ -178,17 +179,12 @@ func (o *MigrateOptions) Validate() error {
 	return nil
 }
 
-// Run builds the Migrator from the flags, with the prompt and the progress display, runs it and
-// prints its report.
+// Run builds the Migrator from the flags, runs it, prints its report and words how it ended.
 func (o *MigrateOptions) Run(ctx context.Context) error {
 	if o.All {
 		return o.runAll(ctx)
 	}
-	cs, err := o.g.clients()
-	if err != nil {
-		return err
-	}
-	c, err := cs.Migrate()
+	c, err := o.g.migrateClients()
 	if err != nil {
 		return err
 	}
@@ -196,6 +192,14 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var pre *preflight.Report
+	report, err := o.newMigrator(c, &pre).Run(ctx, crd)
+	return o.migrateOutcome(crd.Name, report, pre, err)
+}
+
+// newMigrator is migrate.Migrator as the flags say, with the printer, the preflight and its
+// refusal (kept in *pre), the prompt (unless --yes), the progress display and its notes.
+func (o *MigrateOptions) newMigrator(c *migrate.Clients, pre **preflight.Report) *migrate.Migrator {
 	m := &migrate.Migrator{
 		Clients: c,
 		Options: migrate.Options{
@@ -203,15 +207,8 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 			Rewrite:             o.rewriteOptions(),
 			ClusterStartTimeout: o.ClusterStartTimeout,
 		},
-		Planned: func(p *migrate.Plan) { _ = o.printer.PrintPart(o.g.Out, p) },
-		Progress: func(total int64, counts func() migrate.Counts) func() {
-			return o.progress.Start(Task{Name: "rewriting", Prefix: "migrate", Unit: "objects", Total: total,
-				Done: func() int64 { return counts().Total() },
-				Detail: func() string {
-					p := counts()
-					return fmt.Sprintf("rewritten %d, already current %d, deleted %d, failed %d", p.Rewritten, p.Current, p.Deleted, p.Failed)
-				}})
-		},
+		Planned:  func(p *migrate.Plan) { _ = o.printer.PrintPart(o.g.Out, printers.MigratePlan(p)) },
+		Progress: o.rewriteProgress("migrate"),
 		Event: func(e migrate.Event) {
 			switch e.Kind {
 			case migrate.EventStorageSwitched:
@@ -225,13 +222,12 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 			}
 		},
 	}
-	var pre *preflight.Report
 	m.PreWrite = func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string) (any, error) {
 		rep, err := o.g.runPreflight(ctx, crd, target, o.RewriteFlags, o.progress, o.printer, "migrate")
 		if err != nil {
 			return nil, err
 		}
-		pre = rep
+		*pre = rep
 		cmd := "kubectl crdver migrate " + crd.Name
 		if o.To != "" {
 			cmd += " --to " + o.To
@@ -243,41 +239,63 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 			return o.confirm(fmt.Sprintf("Make %s the storage version of %s (now %s)? [y/N]: ", p.TargetVersion, p.CRD, p.StorageVersion))
 		}
 	}
-	report, err := m.Run(ctx, crd)
+	return m
+}
+
+// migrateOutcome prints the Migrator's report (as far as it goes) and words how the migration
+// of name ended: its error, or what the report says was left undone.
+func (o *MigrateOptions) migrateOutcome(name string, report *migrate.Report, pre *preflight.Report, err error) error {
 	var refused *preflightRefusal
 	if errors.As(err, &refused) {
 		if report.DryRun || printsData(o.printer) {
-			_ = o.printer.PrintReport(o.g.Out, report)
+			_ = o.printer.PrintReport(o.g.Out, migrateView(report))
 		}
-		return ProblemsFound("%s: %s", crd.Name, refused.msg)
+		return ProblemsFound("%s: %s", name, refused.msg)
 	}
 	if err == nil && report.Result != nil && report.Result.ManagedFieldsLost > 0 && !o.ownershipLossConsented(pre, report.Result) {
-		if perr := o.printer.PrintReport(o.g.Out, report); perr != nil {
+		if perr := o.printer.PrintReport(o.g.Out, migrateView(report)); perr != nil {
 			return perr
 		}
-		return ProblemsFound("%s: %d objects lost field managers through the rewrite (listed above): their managedFields are gone; re-apply them from their source (GitOps repository, Helm release) to restore ownership", crd.Name, report.Result.ManagedFieldsLost)
+		return ProblemsFound("%s: %d objects lost field managers through the rewrite (listed above): their managedFields are gone; re-apply them from their source (GitOps repository, Helm release) to restore ownership", name, report.Result.ManagedFieldsLost)
 	}
 	if err != nil {
 		var ie *migrate.InterruptedError
 		if errors.As(err, &ie) {
-			_ = o.printer.PrintReport(o.g.Out, report)
-			return Unavailable(fmt.Errorf("interrupted: %d objects done, progress saved in %s; resume with: %s", ie.Done, ie.Checkpoint, o.resumeCommand(crd.Name, ie.Checkpoint)))
+			_ = o.printer.PrintReport(o.g.Out, migrateView(report))
+			return Unavailable(fmt.Errorf("interrupted: %d objects done, progress saved in %s; resume with: %s", ie.Done, ie.Checkpoint, o.resumeCommand(name, ie.Checkpoint)))
 		}
-		return migrateError(crd.Name, err)
+		return migrateError(name, err)
 	}
-	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, migrateView(report)); err != nil {
 		return err
 	}
 	if failed := report.Failed(); failed > 0 {
-		return ProblemsFound("%s: %d objects could not be rewritten (listed above); status.storedVersions was not trimmed", crd.Name, failed)
+		return ProblemsFound("%s: %d objects could not be rewritten (listed above); status.storedVersions was not trimmed", name, failed)
 	}
 	if report.Cluster != nil && !report.Cluster.Succeeded {
-		return ProblemsFound("%s: the StorageVersionMigration %s failed: %s", crd.Name, report.Cluster.Name, report.Cluster.Message)
+		return ProblemsFound("%s: the StorageVersionMigration %s failed: %s", name, report.Cluster.Name, report.Cluster.Message)
 	}
 	if report.Trim != nil && !report.Trim.Safe {
-		return ProblemsFound("%s: status.storedVersions was not trimmed: %s", crd.Name, report.Trim.Reason)
+		return ProblemsFound("%s: status.storedVersions was not trimmed: %s", name, report.Trim.Reason)
 	}
 	return nil
+}
+
+// migrateView is migrate's report for the printer.
+func migrateView(r *migrate.Report) printers.Report {
+	return printers.Migrate(r, "status.storedVersions left as it is (--no-trim)")
+}
+
+// rewriteProgress shows the rewrite of total objects on the progress display.
+func (o *MigrateOptions) rewriteProgress(prefix string) func(total int64, counts func() migrate.Counts) func() {
+	return func(total int64, counts func() migrate.Counts) func() {
+		return o.progress.Start(Task{Name: "rewriting", Prefix: prefix, Unit: "objects", Total: total,
+			Done: func() int64 { return counts().Total() },
+			Detail: func() string {
+				p := counts()
+				return fmt.Sprintf("rewritten %d, already current %d, deleted %d, failed %d", p.Rewritten, p.Current, p.Deleted, p.Failed)
+			}})
+	}
 }
 
 // migrateError words an error of the Migrator for the command line: which step failed, what

@@ -6,27 +6,16 @@ import (
 	"fmt"
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/preflight"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
-// MigrateAllReport is the -o json|yaml shape of `kubectl crdver migrate --all`.
-type MigrateAllReport struct {
-	Plans       []*migrate.Plan   `json:"plans"`
-	DryRun      bool              `json:"dryRun"`
-	Items       []migrate.AllItem `json:"items"`
-	Interrupted bool              `json:"interrupted"`
-	// Preflight is what each CRD's rewrite would lose or be refused, found before anything
-	// was written.
-	Preflight []*preflight.Report `json:"preflight,omitempty"`
-}
-
-// allPlan is the plan of --all, printed before the question.
-type allPlan struct {
-	plans []*migrate.Plan
-	crds  int
-	total int64
-}
+// MigrateAllReport is the -o json|yaml shape of `kubectl crdver migrate --all`: the library's
+// report.
+type MigrateAllReport = migrate.AllReport
 
 // completeAll checks the arguments and flags of --all (no CRD name; no per-CRD flags).
 func (o *MigrateOptions) completeAll(args []string) error {
@@ -43,8 +32,8 @@ func (o *MigrateOptions) completeAll(args []string) error {
 	return nil
 }
 
-// runAll plans every pending migration of the cluster, asks once, migrates them one after
-// another with one progress display, and prints a summary. The exit code is the worst one.
+// runAll runs migrate.All with the flags, the preflight, the prompt and the progress display,
+// prints its report and words how it ended.
 func (o *MigrateOptions) runAll(ctx context.Context) error {
 	c, err := o.g.migrateClients()
 	if err != nil {
@@ -54,132 +43,86 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	all, err := listCRDs(ctx, cs)
+	crds, err := listCRDs(ctx, cs)
 	if err != nil {
 		return err
 	}
-	pending := migrate.Pending(all)
-	trim := !o.NoTrim
-	plans, err := migrate.PlanAll(ctx, c, pending, o.ChunkSize, trim)
+	report, err := o.newAll(c).Run(ctx, crds)
 	if err != nil {
-		return clusterError("planning the migrations", err)
+		return o.allError(report, err)
 	}
-	report := &MigrateAllReport{Plans: plans, DryRun: o.DryRun, Items: []migrate.AllItem{}}
-	if report.Plans == nil {
-		report.Plans = []*migrate.Plan{}
+	if err := o.printer.PrintReport(o.g.Out, printers.MigrateAll(report)); err != nil {
+		return err
 	}
-	var total int64
-	for _, p := range plans {
-		total += p.Objects
+	out := report.Outcome
+	switch {
+	case report.Interrupted:
+		return Unavailable(fmt.Errorf("interrupted: %s; progress is saved per CRD: run kubectl crdver migrate --all again to resume", strings.Join(out.NotDone, ", ")))
+	case out.ExitCode == ExitUnavailable:
+		return Unavailable(fmt.Errorf("some migrations could not complete: %s (see the summary)", strings.Join(out.NotDone, ", ")))
+	case out.Worst == migrate.OutcomeProblems:
+		return ProblemsFound("some migrations found problems: %s (see the summary)", strings.Join(out.NotDone, ", "))
+	case len(out.ManagersLost) > 0:
+		return ProblemsFound("objects lost field managers through their rewrite: %s (-o json lists them); re-apply them from their source to restore ownership", strings.Join(out.ManagersLost, ", "))
 	}
-	// --quiet leaves only the result: the plan is shown when it is the result (a dry run, or
-	// nothing pending) or when a question is asked about it.
-	if !o.progressFlags.quiet || o.DryRun || len(plans) == 0 || !o.Yes {
-		if err := o.printer.PrintPart(o.g.Out, allPlan{plans: plans, crds: len(all), total: total}); err != nil {
-			return err
-		}
-	}
-	// Preflight every CRD before anything is written: one refusal stops the whole run.
-	for _, crd := range pending {
-		rep, err := o.g.runPreflight(ctx, crd, "", o.RewriteFlags, o.progress, o.printer, "migrate --all")
-		if err != nil {
-			return err
-		}
-		report.Preflight = append(report.Preflight, rep)
-	}
-	if err := o.refusal(report.Preflight, "kubectl crdver migrate --all"); err != nil {
-		if o.DryRun || printsData(o.printer) {
-			_ = o.printer.PrintReport(o.g.Out, report)
-		}
-		return ProblemsFound("%s", err.Error())
-	}
-	if o.DryRun || len(plans) == 0 {
-		return o.printer.PrintReport(o.g.Out, report)
-	}
+	return nil
+}
 
-	var needed []migrate.Access
-	for _, crd := range pending {
-		needed = append(needed, migrate.NeededAccess(crd, false, trim)...)
-	}
-	if err := migrate.CheckAccess(ctx, c, needed); err != nil {
-		if errors.Is(err, migrate.ErrAccessDenied) {
-			return Unavailable(err)
-		}
-		return clusterError("checking your rights", err)
+// newAll is migrate.All as the flags say, with the printer, the preflight and its refusal
+// (plan.Consent, through RewriteFlags), the prompt (unless --yes) and the progress display.
+func (o *MigrateOptions) newAll(c *migrate.Clients) *migrate.All {
+	var pre []*preflight.Report
+	a := &migrate.All{Clients: c, DryRun: o.DryRun, NoTrim: o.NoTrim, Rewrite: o.rewriteOptions(),
+		// --quiet leaves only the result: the plan is shown when it is the result (a dry run,
+		// or nothing pending) or when a question is asked about it.
+		Planned: func(r *migrate.AllReport) {
+			if !o.progressFlags.quiet || o.DryRun || len(r.Plans) == 0 || !o.Yes {
+				_ = o.printer.PrintPart(o.g.Out, printers.MigrateAllPlan(r))
+			}
+		},
+		PreWrite: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (any, error) {
+			rep, err := o.g.runPreflight(ctx, crd, "", o.RewriteFlags, o.progress, o.printer, "migrate --all")
+			pre = append(pre, rep)
+			return rep, err
+		},
+		Refuse:   func([]any) error { return o.refusal(pre, "kubectl crdver migrate --all") },
+		Progress: o.rewriteProgress("migrate --all"),
+		OwnershipLossConsented: func(it migrate.AllItem, found any) bool {
+			rep, _ := found.(*preflight.Report)
+			return o.ownershipLossConsented(rep, it.Result)
+		},
 	}
 	if !o.Yes {
-		ok, err := o.confirm(fmt.Sprintf("Migrate %d CRDs (%d objects)? [y/N]: ", len(plans), total))
-		if err != nil {
-			return err
+		a.Confirm = func(_ context.Context, r *migrate.AllReport) (bool, error) {
+			return o.confirm(fmt.Sprintf("Migrate %d CRDs (%d objects)? [y/N]: ", len(r.Plans), r.Objects))
 		}
-		if !ok {
+	}
+	return a
+}
+
+// allError words the step that stopped migrate --all before its rewrites.
+func (o *MigrateOptions) allError(report *migrate.AllReport, err error) error {
+	var se *migrate.StepError
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Step {
+	case migrate.StepPlan:
+		return clusterError("planning the migrations", se.Err)
+	case migrate.StepRefused:
+		if o.DryRun || printsData(o.printer) {
+			_ = o.printer.PrintReport(o.g.Out, printers.MigrateAll(report))
+		}
+		return ProblemsFound("%s", se.Err.Error())
+	case migrate.StepAccess:
+		if errors.Is(se.Err, migrate.ErrAccessDenied) {
+			return Unavailable(se.Err)
+		}
+		return clusterError("checking your rights", se.Err)
+	case migrate.StepConfirm:
+		if errors.Is(se.Err, migrate.ErrNotConfirmed) {
 			return Unavailable(errors.New("nothing was written: not confirmed (use --yes to skip the question)"))
 		}
 	}
-
-	progress := &migrate.AllProgress{}
-	stop := o.progress.Start(Task{Name: "rewriting", Prefix: "migrate --all", Unit: "objects", Total: total,
-		Done: func() int64 { return progress.Progress().Total() },
-		Detail: func() string {
-			p := progress.Progress()
-			return fmt.Sprintf("rewritten %d, already current %d, deleted %d, failed %d", p.Rewritten, p.Current, p.Deleted, p.Failed)
-		}})
-	res := migrate.RunAll(ctx, c, plans, migrate.AllOptions{
-		Rewrite: o.rewriteOptions(),
-		Trim:    trim,
-		OnRewrite: func(crd string, r *migrate.Rewriter) {
-			progress.Start(crd, r)
-		},
-	})
-	stop()
-	report.Items, report.Interrupted = res.Items, res.Interrupted
-	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
-		return err
-	}
-
-	worst := migrate.OutcomeDone
-	var bad []string
-	var lostManagers []string
-	for _, it := range res.Items {
-		if it.Result != nil && it.Result.ManagedFieldsLost > 0 && !o.ownershipLossConsented(preflightOf(report.Preflight, it.CRD), it.Result) {
-			lostManagers = append(lostManagers, fmt.Sprintf("%s (%d objects)", it.CRD, it.Result.ManagedFieldsLost))
-		}
-		if it.Outcome != migrate.OutcomeDone {
-			bad = append(bad, it.CRD+" ("+it.Outcome+")")
-		}
-		if rank(it.Outcome) > rank(worst) {
-			worst = it.Outcome
-		}
-	}
-	switch {
-	case res.Interrupted:
-		return Unavailable(fmt.Errorf("interrupted: %s; progress is saved per CRD: run kubectl crdver migrate --all again to resume", strings.Join(bad, ", ")))
-	case worst == migrate.OutcomeFailed:
-		return Unavailable(fmt.Errorf("some migrations could not complete: %s (see the summary)", strings.Join(bad, ", ")))
-	case worst == migrate.OutcomeProblems:
-		return ProblemsFound("some migrations found problems: %s (see the summary)", strings.Join(bad, ", "))
-	case len(lostManagers) > 0:
-		return ProblemsFound("objects lost field managers through their rewrite: %s (-o json lists them); re-apply them from their source to restore ownership", strings.Join(lostManagers, ", "))
-	}
-	return nil
-}
-
-func rank(outcome string) int {
-	switch outcome {
-	case migrate.OutcomeDone:
-		return 0
-	case migrate.OutcomeProblems:
-		return 1
-	}
-	return 2 // failed, interrupted, not run
-}
-
-// preflightOf is crd's preflight report among reps (nil when none).
-func preflightOf(reps []*preflight.Report, crd string) *preflight.Report {
-	for _, r := range reps {
-		if r.CRD == crd {
-			return r
-		}
-	}
-	return nil
+	return se.Err // the preflight's, worded by runPreflight; the prompt's
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 // MigrateStatusOptions are the options of `kubectl crdver migrate status`.
@@ -83,7 +84,7 @@ func (o *MigrateStatusOptions) Run(ctx context.Context) error {
 	}
 	st.Reason = statusReason(st)
 	census, mfNotes := clusterManagedFields(ctx, o.g, o.source.offline(), crd)
-	if err := o.printer.PrintReport(o.g.Out, withCensus{report: st, census: census, notes: mfNotes}); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, printers.WithCensus(printers.MigrateStatus(st), census, mfNotes)); err != nil {
 		return err
 	}
 	if st.Pending && !st.TrimSafe {

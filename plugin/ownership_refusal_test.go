@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/crdver/kubectl-crdver/preflight"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 // TestRefusalOwnershipNeedsItsOwnConsent: a preflight whose dry runs drop field managers
@@ -37,7 +38,7 @@ func TestRefusalOwnershipNeedsItsOwnConsent(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := printPreflight(&out, rep, false); err != nil {
+	if err := (printers.Human{}).PrintReport(&out, printers.Preflight(rep)); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"1 object would lose field managers through a write at v2", "default/text-config", "all: editor (Update at typechange.example.com/v1), gitops (Apply at"} {

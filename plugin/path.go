@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,15 +130,7 @@ func (o *PlanOptions) runPath(ctx context.Context, rc plan.ReleaseClients, ro pl
 	if err != nil {
 		return o.runError(err)
 	}
-	switch o.out.format {
-	case outputJSON, outputYAML:
-		err = o.printer.PrintReport(o.g.Out, rep)
-	case outputMarkdown:
-		_, err = io.WriteString(o.g.Out, printers.PathMarkdown(rep))
-	default:
-		err = printers.Path(o.g.Out, rep, o.out.noHeaders)
-	}
-	if err != nil {
+	if err := o.printer.PrintReport(o.g.Out, printers.PlanPath(rep)); err != nil {
 		return err
 	}
 	if rep.ExitCode == 0 {
@@ -191,27 +182,8 @@ func (o *UpgradeOptions) runPath(ctx context.Context, c *migrate.Clients, uo upg
 	rep, err := upgrade.RunPath(ctx, c, upgrade.PathOptions{Options: uo, Via: via, Target: target})
 	o.g.warnings.Summary(o.g.ErrOut)
 	if rep != nil && rep.Path != nil {
-		if o.out.structured() {
-			if perr := o.printer.PrintReport(o.g.Out, rep); perr != nil {
-				return perr
-			}
-		} else {
-			if perr := printers.Path(o.g.Out, rep.Path, o.out.noHeaders); perr != nil {
-				return perr
-			}
-			for _, h := range rep.Hops {
-				if hop := h.Hop; hop != nil {
-					fmt.Fprintf(o.g.Out, "\nHop %d/%d (kubectl crdver upgrade -f %s):\n", hop.Index, hop.Of, hop.File)
-				}
-				if h.DryRun {
-					if perr := o.printer.PrintPart(o.g.Out, upgradePlanView{h}); perr != nil {
-						return perr
-					}
-				}
-				if perr := o.printer.PrintReport(o.g.Out, upgradeResultView{rep: h, ran: !h.DryRun}); perr != nil {
-					return perr
-				}
-			}
+		if perr := o.printer.PrintReport(o.g.Out, printers.UpgradePath(rep)); perr != nil {
+			return perr
 		}
 	}
 	switch {
@@ -225,7 +197,7 @@ func (o *UpgradeOptions) runPath(ctx context.Context, c *migrate.Clients, uo upg
 		return o.runError(ctx, err, last)
 	}
 	if o.DryRun && rep.Outcome.ExitCode == 0 {
-		return o.printer.PrintPart(o.g.Out, dryRunNote{})
+		return o.printer.PrintPart(o.g.Out, printers.DryRunNote())
 	}
 	if rep.Outcome.ExitCode != 0 {
 		return &ExitError{Code: rep.Outcome.ExitCode, Err: errors.New(rep.Outcome.Message)}

@@ -284,7 +284,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	report.KubernetesVersion = judged.String()
 	report.Summarize()
 	report.Summary.ExitCode = report.ExitCode(o.FailOn == "stricter") // the exit status, with --fail-on
-	if err := o.printer.PrintReport(o.g.Out, report); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, printers.Plan(report)); err != nil {
 		return err
 	}
 	judged.printNote(o.g.ErrOut)

@@ -7,7 +7,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,11 +19,8 @@ import (
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/preflight"
+	"github.com/crdver/kubectl-crdver/printers"
 )
-
-// preflightShown bounds the objects a human report lists per kind of finding (-o json lists
-// up to preflight's MaxListed; the counts are complete).
-const preflightShown = 20
 
 // preflightRefusal: the preflight found what the flags do not allow; nothing was written.
 type preflightRefusal struct {
@@ -33,9 +29,6 @@ type preflightRefusal struct {
 }
 
 func (e *preflightRefusal) Error() string { return e.msg }
-
-// preflightPart is a preflight report as printed before the question (human output only).
-type preflightPart struct{ r *preflight.Report }
 
 // webhookTransport is the way to crd's conversion webhook for a preflight: its URL, or the
 // API server's service proxy for a service (no flag needed). nil when it cannot be built:
@@ -97,7 +90,7 @@ func (g *Globals) runPreflight(ctx context.Context, crd *apiextensionsv1.CustomR
 	if err != nil {
 		return nil, clusterError(fmt.Sprintf("checking what rewriting %s at %s would lose", crd.Name, target), err)
 	}
-	if err := printer.PrintPart(g.Out, preflightPart{rep}); err != nil {
+	if err := printer.PrintPart(g.Out, printers.Preflight(rep)); err != nil {
 		return rep, err
 	}
 	return rep, nil
@@ -169,101 +162,4 @@ func (rf RewriteFlags) refusal(reps []*preflight.Report, cmd string) error {
 	}
 	return &preflightRefusal{reports: reps, msg: fmt.Sprintf("refusing before any write: %s (listed above); nothing was written: %s",
 		strings.Join(what, "; "), strings.Join(then, "; "))}
-}
-
-// printPreflight prints a preflight report for people: counts, the objects (at most
-// preflightShown of each kind), what is unknown, and how to keep the data.
-func printPreflight(w io.Writer, r *preflight.Report, noHeaders bool) error {
-	fmt.Fprintf(w, "\nPreflight of %s at %s (conversion %s): %s read at %s", r.CRD, r.Target, r.Strategy, plural(int(r.Objects), "object"), r.Target)
-	if len(r.Compared) > 0 {
-		fmt.Fprintf(w, ", compared with %s", strings.Join(r.Compared, ", "))
-	}
-	fmt.Fprintln(w)
-	for _, n := range r.NotNeeded {
-		fmt.Fprintf(w, "  %s\n", indentWrap("not needed: "+n, terminalWidth-4, 4))
-	}
-	if r.Safe() {
-		fmt.Fprintf(w, "  nothing is lost or refused by rewriting them at %s\n", r.Target)
-		return nil
-	}
-	if r.LossCount > 0 {
-		fmt.Fprintf(w, "  %s would lose fields:\n", plural(int(r.LossCount), "object"))
-		t := &table{header: []string{"object", "held at", "fields lost"}, maxWidth: terminalWidth}
-		for i, l := range r.Losses {
-			if i == preflightShown {
-				break
-			}
-			t.add(objectName(l.Namespace, l.Name), l.HeldAt, shorten(strings.Join(l.Fields, ", "), 80))
-		}
-		if err := t.print(w, noHeaders); err != nil {
-			return err
-		}
-		if r.LossCount > int64(min(len(r.Losses), preflightShown)) {
-			fmt.Fprintf(w, "  … and %d more (-o json lists up to %d)\n", r.LossCount-int64(min(len(r.Losses), preflightShown)), len(r.Losses))
-		}
-	}
-	if r.RejectedCount > 0 {
-		fmt.Fprintf(w, "  %s would be rejected by a write at %s:\n", plural(int(r.RejectedCount), "object"), r.Target)
-		t := &table{header: []string{"object", "error"}, maxWidth: terminalWidth}
-		for i, x := range r.Rejected {
-			if i == preflightShown {
-				break
-			}
-			t.add(objectName(x.Namespace, x.Name), shorten(strings.Join(x.Errors, "; "), 90))
-		}
-		if err := t.print(w, noHeaders); err != nil {
-			return err
-		}
-		if r.RejectedCount > int64(min(len(r.Rejected), preflightShown)) {
-			fmt.Fprintf(w, "  … and %d more (-o json lists up to %d)\n", r.RejectedCount-int64(min(len(r.Rejected), preflightShown)), len(r.Rejected))
-		}
-	}
-	if r.OwnershipLossCount > 0 {
-		fmt.Fprintf(w, "  %s would lose field managers through a write at %s (the API server's dry run of it):\n", plural(int(r.OwnershipLossCount), "object"), r.Target)
-		t := &table{header: []string{"object", "managers lost"}, maxWidth: terminalWidth}
-		for i, x := range r.OwnershipLosses {
-			if i == preflightShown {
-				break
-			}
-			lost := strings.Join(x.Lost, ", ")
-			if x.Reset {
-				lost = "all: " + lost
-			}
-			t.add(objectName(x.Namespace, x.Name), shorten(lost, 240))
-		}
-		if err := t.print(w, noHeaders); err != nil {
-			return err
-		}
-		if r.OwnershipLossCount > int64(min(len(r.OwnershipLosses), preflightShown)) {
-			fmt.Fprintf(w, "  … and %d more (-o json lists up to %d)\n", r.OwnershipLossCount-int64(min(len(r.OwnershipLosses), preflightShown)), len(r.OwnershipLosses))
-		}
-	}
-	for _, u := range r.Unknown {
-		fmt.Fprintf(w, "  %s\n", indentWrap("unknown: "+u, terminalWidth-4, 4))
-	}
-	fmt.Fprintln(w, "  To keep the data:")
-	for _, a := range preflight.Advice(r) {
-		if strings.HasPrefix(a, "  ") {
-			fmt.Fprintf(w, "  %s\n", a) // a command: one line, to copy
-			continue
-		}
-		fmt.Fprintf(w, "  %s\n", indentWrap(a, terminalWidth-4, 4))
-	}
-	return nil
-}
-
-func objectName(ns, name string) string {
-	if ns == "" {
-		return name
-	}
-	return ns + "/" + name
-}
-
-// shorten cuts s to n runes with "…".
-func shorten(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

@@ -53,11 +53,17 @@ func (f *outputFlags) validate() error {
 // options that only make sense for people; Run uses the printer instead.
 func (f *outputFlags) structured() bool { return f.format == outputJSON || f.format == outputYAML }
 
-// ReportPrinter prints a command's report: as data for -o json|yaml, for people otherwise.
-// Commands resolve it from their flags in Complete (kubectl's PrintFlags.ToPrinter).
+// ReportPrinter prints a command's report (a printers.Report: each library report has one, so a
+// report without a printer does not compile): as data for -o json|yaml, as a pull request
+// comment for -o markdown, for people otherwise. Commands resolve it from their flags in
+// Complete (kubectl's PrintFlags.ToPrinter).
 type ReportPrinter = printers.ReportPrinter
 
-// humanOptions are what a command adds to the human printer.
+// warningCounter counts the API server's warnings of a run (root.go's Globals.warnings).
+type warningCounter = printers.WarningCounter
+
+// humanOptions are what a command adds to the human printer (preview's stream prints its diff
+// itself: PreviewOptions.Diff, colorOn).
 type humanOptions struct {
 	// diff: preview prints a unified diff instead of the result.
 	diff bool
@@ -77,7 +83,7 @@ func (f *outputFlags) toPrinter(h humanOptions) (ReportPrinter, error) {
 	if f.format == outputMarkdown {
 		return markdownPrinter{}, nil
 	}
-	return &humanPrinter{noHeaders: f.noHeaders, wide: f.format == outputWide, diff: h.diff, color: h.color}, nil
+	return printers.Human{NoHeaders: f.noHeaders, Wide: f.format == outputWide, AllListed: "-o json", WideListed: "-o wide"}, nil
 }
 
 // printsData reports whether p prints JSON or YAML (rather than for people).

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 func TestToPrinter(t *testing.T) {
@@ -33,14 +34,14 @@ func TestToPrinter(t *testing.T) {
 				t.Fatal(err)
 			}
 			var part bytes.Buffer
-			if err := p.PrintPart(&part, plan); err != nil {
+			if err := p.PrintPart(&part, printers.MigratePlan(plan)); err != nil {
 				t.Fatal(err)
 			}
 			if (tc.wantPart == "") != (part.Len() == 0) || !strings.Contains(part.String(), tc.wantPart) {
 				t.Errorf("PrintPart wrote %q, want %q", part.String(), tc.wantPart)
 			}
 			var whole bytes.Buffer
-			if err := p.PrintReport(&whole, &migrate.Report{Plan: plan, DryRun: true}); err != nil {
+			if err := p.PrintReport(&whole, migrateView(&migrate.Report{Plan: plan, DryRun: true})); err != nil {
 				t.Fatal(err)
 			}
 			want := map[string]string{"": "Dry run: nothing was written.", "json": `"dryRun": true`, "yaml": "dryRun: true"}[tc.format]
@@ -49,7 +50,9 @@ func TestToPrinter(t *testing.T) {
 			}
 		})
 	}
-	if err := (&humanPrinter{}).PrintReport(&bytes.Buffer{}, 42); err == nil {
-		t.Error("the human printer printed a type it has no printer for")
+	// A report without a printer does not compile; one without a pull request comment is
+	// refused by -o markdown (only the commands whose reports have one offer it).
+	if err := (markdownPrinter{}).PrintReport(&bytes.Buffer{}, printers.MigratePlan(plan)); err == nil {
+		t.Error("-o markdown printed a report that has no pull request comment")
 	}
 }

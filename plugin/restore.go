@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crdver/kubectl-crdver/manifest"
+	"github.com/crdver/kubectl-crdver/printers"
 	"github.com/crdver/kubectl-crdver/restore"
 )
 
@@ -145,7 +145,7 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 			return true, nil // the report of the writes follows
 		}
 		printed = true
-		if err := o.printer.PrintPart(o.g.Out, restoreView{r}); err != nil {
+		if err := o.printer.PrintPart(o.g.Out, printers.Restore(r)); err != nil {
 			return false, err
 		}
 		if r.Counts[restore.StateRestored]+r.Counts[restore.StateRecreated] == 0 {
@@ -161,7 +161,7 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	}
 	if err != nil {
 		if rep != nil && !printed {
-			_ = o.printer.PrintReport(o.g.Out, restoreView{rep})
+			_ = o.printer.PrintReport(o.g.Out, printers.Restore(rep))
 		}
 		return o.runError(ctx, err)
 	}
@@ -175,12 +175,12 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 // finish prints the report and maps it to the exit code.
 func (o *RestoreOptions) finish(rep *restore.Report, nothingToWrite bool) error {
 	if !nothingToWrite || printsData(o.printer) {
-		if err := o.printer.PrintReport(o.g.Out, restoreView{rep}); err != nil {
+		if err := o.printer.PrintReport(o.g.Out, printers.Restore(rep)); err != nil {
 			return err
 		}
 	}
 	if o.DryRun && !printsData(o.printer) {
-		if err := o.printer.PrintPart(o.g.Out, dryRunNote{}); err != nil {
+		if err := o.printer.PrintPart(o.g.Out, printers.DryRunNote()); err != nil {
 			return err
 		}
 	}
@@ -241,8 +241,3 @@ func (o *RestoreOptions) runError(ctx context.Context, err error) error {
 	}
 	return clusterError("restoring", err)
 }
-
-// restoreView is a restore report for the printers; its JSON is the report's.
-type restoreView struct{ rep *restore.Report }
-
-func (v restoreView) MarshalJSON() ([]byte, error) { return json.Marshal(v.rep) }

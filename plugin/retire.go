@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/preflight"
+	"github.com/crdver/kubectl-crdver/printers"
 	"github.com/crdver/kubectl-crdver/retire"
 )
 
@@ -154,7 +154,7 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 		if o.progressFlags.quiet && !o.DryRun && (o.Yes || !planWrites(p)) {
 			return
 		}
-		_ = o.printer.PrintPart(o.g.Out, p)
+		_ = o.printer.PrintPart(o.g.Out, printers.RetirePlan(p))
 	}
 	ro.Confirm = func(p *retire.Plan) (bool, error) {
 		if o.Yes || !planWrites(p) {
@@ -166,18 +166,18 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 	var refused *preflightRefusal
 	if errors.As(err, &refused) {
 		if printsData(o.printer) {
-			_ = o.printer.PrintReport(o.g.Out, retireReport{res: res})
+			_ = o.printer.PrintReport(o.g.Out, printers.Retire(res, false))
 		}
 		return ProblemsFound("%s: %s", crd.Name, refused.msg)
 	}
 	if res != nil {
 		if !printed {
-			if perr := o.printer.PrintPart(o.g.Out, res.Plan); perr != nil {
+			if perr := o.printer.PrintPart(o.g.Out, printers.RetirePlan(res.Plan)); perr != nil {
 				return perr
 			}
 		}
 		// The human report leaves out the result of a dry or unconfirmed run (the plan says it all).
-		if perr := o.printer.PrintReport(o.g.Out, retireReport{res: res, showResult: !o.DryRun && !errors.Is(err, retire.ErrNotConfirmed)}); perr != nil {
+		if perr := o.printer.PrintReport(o.g.Out, printers.Retire(res, !o.DryRun && !errors.Is(err, retire.ErrNotConfirmed))); perr != nil {
 			return perr
 		}
 	}
@@ -195,7 +195,7 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 		return clusterError(fmt.Sprintf("retiring %s of %s", o.Version, crd.Name), err)
 	}
 	if o.DryRun {
-		return o.printer.PrintPart(o.g.Out, dryRunNote{})
+		return o.printer.PrintPart(o.g.Out, printers.DryRunNote())
 	}
 	problems := res.Problems
 	if len(problems) > 0 {
@@ -203,17 +203,6 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 	}
 	return nil
 }
-
-// retireReport is retire's report: its JSON is the library's result.
-type retireReport struct {
-	res        *retire.Result
-	showResult bool
-}
-
-func (r retireReport) MarshalJSON() ([]byte, error) { return json.Marshal(r.res) }
-
-// dryRunNote ends a dry run's human output.
-type dryRunNote struct{}
 
 func planWrites(p *retire.Plan) bool {
 	for _, s := range p.Steps {

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/printers"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
@@ -221,7 +221,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 	printed := false // the plan was shown and confirmed (a release found in place needs no confirmation: it only verifies)
 	uo.Confirm = func(r *upgrade.Report) (bool, error) {
 		printed = true
-		if err := o.printer.PrintPart(o.g.Out, upgradePlanView{r}); err != nil {
+		if err := o.printer.PrintPart(o.g.Out, printers.UpgradePlan(r)); err != nil {
 			return false, err
 		}
 		if o.Yes {
@@ -235,7 +235,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 			o.progress.Notef("upgrade: serving again %s to read the objects stored at them (unserved again if the upgrade is refused)", what)
 			return true, nil
 		}
-		writeWrapped(o.g.ErrOut, fmt.Sprintf("Objects may be stored at versions the live CRDs do not serve: %s. They can be read as stored only once served, so the preflight and the backup need them served again: a change of the CRDs, undone if the upgrade is then refused or not confirmed.", what), "", 120)
+		printers.WriteWrapped(o.g.ErrOut, fmt.Sprintf("Objects may be stored at versions the live CRDs do not serve: %s. They can be read as stored only once served, so the preflight and the backup need them served again: a change of the CRDs, undone if the upgrade is then refused or not confirmed.", what), "", 120)
 		return o.g.confirm("Serve them again and run the preflight? [y/N]: ")
 	}
 	if o.path.set() {
@@ -247,11 +247,11 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 	o.g.warnings.Summary(o.g.ErrOut)
 	if rep != nil && rep.Plan != nil {
 		if !printed {
-			if perr := o.printer.PrintPart(o.g.Out, upgradePlanView{rep}); perr != nil {
+			if perr := o.printer.PrintPart(o.g.Out, printers.UpgradePlan(rep)); perr != nil {
 				return perr
 			}
 		}
-		if perr := o.printer.PrintReport(o.g.Out, upgradeResultView{rep: rep, ran: (printed || rep.AlreadyInPlace != "") && !errors.Is(err, upgrade.ErrNotConfirmed)}); perr != nil {
+		if perr := o.printer.PrintReport(o.g.Out, printers.UpgradeResult(rep, (printed || rep.AlreadyInPlace != "") && !errors.Is(err, upgrade.ErrNotConfirmed))); perr != nil {
 			return perr
 		}
 	}
@@ -264,7 +264,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		return ProblemsFound("the preflight is not complete: %s (--dry-run: nothing was written); run the upgrade without --dry-run: it asks before serving them", rep.Preflight.Reason)
 	}
 	if o.DryRun && out.ExitCode == 0 {
-		return o.printer.PrintPart(o.g.Out, dryRunNote{})
+		return o.printer.PrintPart(o.g.Out, printers.DryRunNote())
 	}
 	if out.ExitCode != 0 {
 		return &ExitError{Code: out.ExitCode, Err: errors.New(out.Message)}
@@ -297,17 +297,6 @@ func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.R
 	}
 	return clusterError("upgrading", err)
 }
-
-// upgradePlanView is the part printed before the first write: preflight and runbook.
-type upgradePlanView struct{ rep *upgrade.Report }
-
-// upgradeResultView is the whole report (its JSON); for people, what each step did.
-type upgradeResultView struct {
-	rep *upgrade.Report
-	ran bool
-}
-
-func (v upgradeResultView) MarshalJSON() ([]byte, error) { return json.Marshal(v.rep) }
 
 // refusalFlags are the flags that would let a refused upgrade go on: --allow-data-loss only
 // when objects would lose fields or what they lose is unknown, --skip-invalid only when

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/printers"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
@@ -97,7 +98,7 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 	case upgrade.NextStart:
 		st.Command = cmd + " --dry-run"
 	}
-	if err := o.printer.PrintReport(o.g.Out, st); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, printers.UpgradeStatus(st)); err != nil {
 		return err
 	}
 	if st.Next != upgrade.NextNothing {

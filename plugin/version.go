@@ -5,6 +5,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crdver/kubectl-crdver/internal/buildinfo"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 // BuildInfo is what `kubectl crdver version` prints (internal/buildinfo, shared with the
@@ -43,5 +44,5 @@ func (o *versionOptions) Validate() error {
 	return nil
 }
 func (o *versionOptions) Run(context.Context) error {
-	return o.printer.PrintReport(o.g.Out, buildinfo.Get())
+	return o.printer.PrintReport(o.g.Out, printers.BuildInfo(buildinfo.Get()))
 }

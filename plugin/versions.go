@@ -13,6 +13,7 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/explain"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 const versionsExample = `  # Versions of a CRD in the cluster, in priority order
@@ -164,7 +165,7 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 	if !o.source.offline() {
 		explain.ManagedFieldsSafety(crd, &report, census, census != nil || len(mfNotes) == 0)
 	}
-	if err := o.printer.PrintReport(o.g.Out, withCensus{report: report, census: census, notes: mfNotes}); err != nil {
+	if err := o.printer.PrintReport(o.g.Out, printers.WithCensus(printers.Versions(report), census, mfNotes)); err != nil {
 		return err
 	}
 	if o.CanRemove != "" {
@@ -188,15 +189,7 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 func (o *VersionsOptions) runSort() error {
 	sorted := append([]string{}, o.SortArgs...)
 	crdinfo.SortByPriority(sorted)
-	return o.printer.PrintReport(o.g.Out, sortedVersions(sorted))
-}
-
-// sortedVersions is the report of --sort: version strings in priority order.
-type sortedVersions []string
-
-// versionsSummary is the report of --all.
-type versionsSummary struct {
-	Items []explain.Summary `json:"items"`
+	return o.printer.PrintReport(o.g.Out, printers.SortedVersions(sorted))
 }
 
 // groupPreferred returns the preferred version of crd's group. From the cluster it is what the
@@ -251,5 +244,5 @@ func (o *VersionsOptions) runAll(ctx context.Context) error {
 		}
 		crds = established
 	}
-	return o.printer.PrintReport(o.g.Out, versionsSummary{Items: explain.Summarize(crds)})
+	return o.printer.PrintReport(o.g.Out, printers.VersionsAll(explain.Summarize(crds)))
 }

@@ -6,89 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/crdver/kubectl-crdver/convert"
-	"github.com/crdver/kubectl-crdver/doctor"
 	"github.com/crdver/kubectl-crdver/explain"
-	"github.com/crdver/kubectl-crdver/internal/textout"
-	"github.com/crdver/kubectl-crdver/migrate"
-	"github.com/crdver/kubectl-crdver/restore"
-	"github.com/crdver/kubectl-crdver/retire"
-	"github.com/crdver/kubectl-crdver/upgrade"
 )
-
-// ReportPrinter prints a command's report: as data (Data), for people (Human) or otherwise.
-// A command resolves it from its flags once, before its work (kubectl's PrintFlags.ToPrinter).
-type ReportPrinter interface {
-	// PrintReport prints the command's report.
-	PrintReport(w io.Writer, report any) error
-	// PrintPart prints a part of the report as soon as it is known (a migration's plan before
-	// its question). The data printers print nothing: the part is in the final report.
-	PrintPart(w io.Writer, part any) error
-}
-
-// Data prints reports as indented JSON, or as YAML.
-type Data struct{ YAML bool }
-
-// PrintReport prints report as JSON or YAML.
-func (p Data) PrintReport(w io.Writer, report any) error { return textout.Data(w, report, p.YAML) }
-
-// PrintPart prints nothing: the part is in the final report.
-func (Data) PrintPart(io.Writer, any) error { return nil }
-
-// Human prints the libraries' reports for people, the way kubectl does: upper-case headers, no
-// borders, aligned columns (Table), within TerminalWidth columns unless Wide.
-type Human struct {
-	NoHeaders bool
-	Wide      bool
-	// AllListed names what lists every item where only the first are shown ("-o json" for the
-	// command line); empty: "the JSON report".
-	AllListed string
-}
-
-// PrintPart prints a part of a report as soon as it is known.
-func (p Human) PrintPart(w io.Writer, part any) error { return p.PrintReport(w, part) }
-
-// PrintReport prints report with the printer of its type.
-func (p Human) PrintReport(w io.Writer, report any) error {
-	all := p.AllListed
-	if all == "" {
-		all = "the JSON report"
-	}
-	switch r := report.(type) {
-	case explain.VersionsReport:
-		return printVersionsTable(w, r, p.Wide, p.NoHeaders)
-	case []explain.Summary:
-		return VersionsSummary(w, r, p.NoHeaders)
-	case *explain.Explanation:
-		return printExplanation(w, r, p.NoHeaders)
-	case *explain.MetadataExplanation:
-		return printMetadataExplanation(w, r, p.NoHeaders)
-	case *explain.SchemaDiff:
-		return printCompare(w, r, p.NoHeaders)
-	case *migrate.Plan:
-		return printPlan(w, r, p.NoHeaders)
-	case *migrate.Report:
-		return MigrateReport(w, r, p.NoHeaders, "status.storedVersions left as it is (not trimmed)", all)
-	case *migrate.Status:
-		return printMigrateStatus(w, r)
-	case *convert.Report:
-		return printConvertReport(w, r, p.NoHeaders, all)
-	case *convert.WriteReport:
-		return printWriteReport(w, r, p.NoHeaders)
-	case *doctor.Report:
-		return printDoctorReport(w, r, p.Wide, p.NoHeaders)
-	case *retire.Plan:
-		return printRetirePlan(w, r, p.Wide, p.NoHeaders)
-	case *retire.Result:
-		RetireResult(w, r, p.Wide, p.NoHeaders)
-		return nil
-	case *restore.Report:
-		return printRestoreReport(w, r, p.NoHeaders)
-	case *upgrade.Status:
-		return UpgradeStatus(w, r, p.NoHeaders)
-	}
-	return fmt.Errorf("no human printer for %T", report)
-}
 
 // VersionsSummary prints one row per CRD (`versions --all`).
 func VersionsSummary(w io.Writer, items []explain.Summary, noHeaders bool) error {

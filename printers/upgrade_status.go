@@ -8,9 +8,9 @@ import (
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
-// UpgradeStatus prints what an earlier upgrade of a release did on this cluster and what is
+// printUpgradeStatus prints what an earlier upgrade of a release did on this cluster and what is
 // left (`kubectl crdver upgrade status`).
-func UpgradeStatus(w io.Writer, st *upgrade.Status, noHeaders bool) error {
+func printUpgradeStatus(w io.Writer, st *upgrade.Status, noHeaders bool) error {
 	t := &Table{Header: []string{"crd", "in cluster", "storage", "stored versions", "release versions missing", "versions to remove"}}
 	for _, c := range st.CRDs {
 		t.Add(c.CRD, YesNo(c.Exists), Dash(c.StorageVersion), Dash(strings.Join(c.StoredVersions, ",")), Dash(strings.Join(c.Missing, ",")), Dash(strings.Join(c.Extra, ",")))

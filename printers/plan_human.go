@@ -1,4 +1,4 @@
-package plugin
+package printers
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/crdver/kubectl-crdver/ownership"
 	"github.com/crdver/kubectl-crdver/plan"
-	"github.com/crdver/kubectl-crdver/printers"
 )
 
 // findingsShown is how many objects the default output lists per CRD (-o wide: all).
@@ -22,21 +21,24 @@ const changeShown = 80
 // lists per CRD (-o wide: all).
 const schemaChangesShown = 20
 
-// planPrinter prints a plan for people: within terminalWidth columns by default (prose and the
+// planPrinter prints a plan for people: within TerminalWidth columns by default (prose and the
 // last column of each table wrapped, long CEL text shortened), everything whole with -o wide.
 type planPrinter struct {
 	w         io.Writer
 	wide      bool
 	noHeaders bool
+	// wideListed names what shows everything ("-o wide").
+	wideListed string
 }
 
 // printPlanReport prints a summary table, then each CRD's details: the verdict and its
 // reasons, the objects with findings and the field managers, then the schema detail.
-func printPlanReport(w io.Writer, r *plan.Report, wide, noHeaders bool) error {
-	p := &planPrinter{w: w, wide: wide, noHeaders: noHeaders}
+func printPlanReport(w io.Writer, r *plan.Report, h Human) error {
+	wide, noHeaders := h.Wide, h.NoHeaders
+	p := &planPrinter{w: w, wide: wide, noHeaders: noHeaders, wideListed: h.wide()}
 	// The summary fits 120 columns for CRD names up to 56 characters: the storage change and
 	// the schema changes by effect are in the details (and in -o wide).
-	t := &table{header: []string{"crd", "verdict", "apply", "storage", "changes", "objects", "findings"}}
+	t := &Table{Header: []string{"crd", "verdict", "apply", "storage", "changes", "objects", "findings"}}
 	for _, it := range r.Items {
 		apply := "allowed"
 		if !it.Apply.Allowed {
@@ -51,9 +53,9 @@ func printPlanReport(w io.Writer, r *plan.Report, wide, noHeaders bool) error {
 			changes = changesText(it.SchemaChanges)
 		}
 		objects := fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total))
-		t.add(it.CRD, printers.Dash(it.Verdict), apply, printers.Dash(storage), changes, objects, fmt.Sprint(len(it.Objects.Findings)))
+		t.Add(it.CRD, Dash(it.Verdict), apply, Dash(storage), changes, objects, fmt.Sprint(len(it.Objects.Findings)))
 	}
-	if err := t.print(w, noHeaders); err != nil {
+	if err := t.Print(w, noHeaders); err != nil {
 		return err
 	}
 	for i := range r.Items {
@@ -63,7 +65,7 @@ func printPlanReport(w io.Writer, r *plan.Report, wide, noHeaders bool) error {
 		}
 	}
 	fmt.Fprintln(w)
-	printRunbook(w, "Runbook (the whole release, in this order):", r.Runbook)
+	Runbook(w, "Runbook (the whole release, in this order):", r.Runbook)
 	return nil
 }
 
@@ -98,18 +100,18 @@ func countText(n int64) string {
 	return fmt.Sprint(n)
 }
 
-func dashList(s []string) string { return printers.Dash(strings.Join(s, ", ")) }
+func dashList(s []string) string { return Dash(strings.Join(s, ", ")) }
 
-// table is a table whose last column wraps at terminalWidth minus the indent, except -o wide.
-func (p *planPrinter) table(header ...string) *table {
-	t := &table{header: header}
+// table is a table whose last column wraps at TerminalWidth minus the indent, except -o wide.
+func (p *planPrinter) table(header ...string) *Table {
+	t := &Table{Header: header}
 	if !p.wide {
-		t.maxWidth = terminalWidth - 4
+		t.MaxWidth = TerminalWidth - 4
 	}
 	return t
 }
 
-// line prints prefix+text wrapped at terminalWidth, continuation lines indented under the
+// line prints prefix+text wrapped at TerminalWidth, continuation lines indented under the
 // text (-o wide: one line).
 func (p *planPrinter) line(prefix, text string) {
 	if p.wide {
@@ -117,8 +119,8 @@ func (p *planPrinter) line(prefix, text string) {
 		return
 	}
 	indent := utf8.RuneCountInString(prefix)
-	width := max(terminalWidth-indent, 40)
-	fmt.Fprintf(p.w, "%s%s\n", prefix, strings.ReplaceAll(wrapWords(text, width), "\n", "\n"+strings.Repeat(" ", indent)))
+	width := max(TerminalWidth-indent, 40)
+	fmt.Fprintf(p.w, "%s%s\n", prefix, strings.ReplaceAll(WrapWords(text, width), "\n", "\n"+strings.Repeat(" ", indent)))
 }
 
 // bullet prints "- text" under indent, wrapped.
@@ -147,7 +149,7 @@ func (p *planPrinter) shorten(s string, n int) string {
 
 func (p *planPrinter) item(it *plan.Item) error {
 	w := p.w
-	fmt.Fprintf(w, "%s (%s): %s\n", it.CRD, it.Operation, printers.Dash(plan.VerdictText(it.Verdict)))
+	fmt.Fprintf(w, "%s (%s): %s\n", it.CRD, it.Operation, Dash(plan.VerdictText(it.Verdict)))
 
 	if len(it.BreakingReasons) > 0 {
 		fmt.Fprintln(w, "  Breaking:")
@@ -174,9 +176,9 @@ func (p *planPrinter) item(it *plan.Item) error {
 				lossy++
 			}
 		}
-		text := fmt.Sprintf("%s hold new objects and changes to stricter rules or other defaults", plural(len(it.Stricter)-lossy, "schema change"))
+		text := fmt.Sprintf("%s hold new objects and changes to stricter rules or other defaults", Plural(len(it.Stricter)-lossy, "schema change"))
 		if lossy > 0 {
-			text += fmt.Sprintf("; %s drop fields", plural(lossy, "change"))
+			text += fmt.Sprintf("; %s drop fields", Plural(lossy, "change"))
 		}
 		if it.Verdict == plan.VerdictStricter {
 			text += "; no live object violates them"
@@ -211,7 +213,7 @@ func (p *planPrinter) item(it *plan.Item) error {
 	case it.MigrationPending && it.MigrationObjects == 0 && it.Objects.Total < 0:
 		pending = "migration pending; objects not counted"
 	case it.MigrationPending:
-		pending = "migration pending for " + plural(int(it.MigrationObjects), "object")
+		pending = "migration pending for " + Plural(int(it.MigrationObjects), "object")
 	}
 	p.line("  Storage: ", fmt.Sprintf("%s; storedVersions after the apply: %s (%s)", storage, dashList(it.StoredVersionsAfterApply), pending))
 	if len(it.Conversion) > 0 {
@@ -242,7 +244,7 @@ func (p *planPrinter) conversionSample(it *plan.Item) error {
 	fmt.Fprintln(p.w, "  Conversion sample (round trips through the new webhook):")
 	t := p.table("to", "objects", "converted", "problems")
 	for _, c := range it.ConversionSample {
-		t.add(c.To, fmt.Sprint(c.Objects), fmt.Sprint(c.Converted), fmt.Sprint(c.Problems))
+		t.Add(c.To, fmt.Sprint(c.Objects), fmt.Sprint(c.Converted), fmt.Sprint(c.Problems))
 	}
 	if err := printIndented(p.w, t, p.noHeaders); err != nil {
 		return err
@@ -253,7 +255,7 @@ func (p *planPrinter) conversionSample(it *plan.Item) error {
 		}
 		for i, f := range c.Findings {
 			if !p.wide && i == findingsShown {
-				p.line("    ", fmt.Sprintf("… and %d more (-o wide lists them)", len(c.Findings)-i))
+				p.line("    ", fmt.Sprintf("… and %d more (%s lists them)", len(c.Findings)-i, p.wideListed))
 				break
 			}
 			p.line("    ", fmt.Sprintf("%s: %s %s %s: %s", f.Object, f.Direction, f.Check, f.Path, f.Detail))
@@ -289,9 +291,9 @@ func (p *planPrinter) objects(it *plan.Item) error {
 		}
 		defaulted := dashList(f.DefaultedOnRead)
 		if !p.wide {
-			defaulted = wrapWords(defaulted, 30)
+			defaulted = WrapWords(defaulted, 30)
 		}
-		t.add(printers.Dash(f.Namespace), f.Name, verdict(f.CreateErrors), verdict(f.UpdateErrors), defaulted, pruned)
+		t.Add(Dash(f.Namespace), f.Name, okOrRejected(f.CreateErrors), okOrRejected(f.UpdateErrors), defaulted, pruned)
 	}
 	if err := printIndented(w, t, p.noHeaders); err != nil {
 		return err
@@ -334,15 +336,15 @@ func (p *planPrinter) objects(it *plan.Item) error {
 	for _, wn := range warnings {
 		who := wn.objects[0]
 		if len(wn.objects) > 1 {
-			who = fmt.Sprintf("%s (%s, …)", plural(len(wn.objects), "object"), wn.objects[0])
+			who = fmt.Sprintf("%s (%s, …)", Plural(len(wn.objects), "object"), wn.objects[0])
 			if p.wide {
-				who = fmt.Sprintf("%s (%s)", plural(len(wn.objects), "object"), strings.Join(wn.objects, ", "))
+				who = fmt.Sprintf("%s (%s)", Plural(len(wn.objects), "object"), strings.Join(wn.objects, ", "))
 			}
 		}
 		p.line("    ", fmt.Sprintf("%s: update warning: %s", who, p.shorten(wn.text, 2*changeShown)))
 	}
 	if len(shown) < len(it.Objects.Findings) {
-		p.line("    ", fmt.Sprintf("… and %s more (-o wide lists every object and every message)", plural(len(it.Objects.Findings)-len(shown), "object")))
+		p.line("    ", fmt.Sprintf("… and %s more (%s lists every object and every message)", Plural(len(it.Objects.Findings)-len(shown), "object"), p.wideListed))
 	}
 	return nil
 }
@@ -389,7 +391,7 @@ func (p *planPrinter) managers(it *plan.Item) error {
 			if wr.LastWrite != nil {
 				last = wr.LastWrite.UTC().Format("2006-01-02")
 			}
-			t.add(m.Version, name, printers.Dash(string(wr.Role)), fmt.Sprint(wr.Objects), last, after)
+			t.Add(m.Version, name, Dash(string(wr.Role)), fmt.Sprint(wr.Objects), last, after)
 		}
 	}
 	return printIndented(p.w, t, p.noHeaders)
@@ -417,17 +419,17 @@ func (p *planPrinter) schemaChanges(it *plan.Item) error {
 		if c.From != "" {
 			v = c.From + " → " + c.Version
 		}
-		path := printers.Dash(c.Path)
+		path := Dash(c.Path)
 		if !p.wide {
 			path = wrapPath(path, 48)
 		}
-		t.add(v, path, printers.Dash(c.Effect), p.shorten(c.Change, changeShown))
+		t.Add(v, path, Dash(c.Effect), p.shorten(c.Change, changeShown))
 	}
 	if err := printIndented(p.w, t, p.noHeaders); err != nil {
 		return err
 	}
 	if hidden > 0 {
-		p.line("    ", fmt.Sprintf("… and %d more (-o wide lists every schema change)", hidden))
+		p.line("    ", fmt.Sprintf("… and %d more (%s lists every schema change)", hidden, p.wideListed))
 	}
 	return nil
 }
@@ -451,10 +453,10 @@ func wrapPath(path string, width int) string {
 	if line != "" {
 		lines = append(lines, line)
 	}
-	return wrapWords(strings.Join(lines, " "), width)
+	return WrapWords(strings.Join(lines, " "), width)
 }
 
-func verdict(errs []string) string {
+func okOrRejected(errs []string) string {
 	if len(errs) > 0 {
 		return "rejected"
 	}
@@ -462,9 +464,9 @@ func verdict(errs []string) string {
 }
 
 // printIndented prints a table indented by four spaces.
-func printIndented(w io.Writer, t *table, noHeaders bool) error {
+func printIndented(w io.Writer, t *Table, noHeaders bool) error {
 	var b strings.Builder
-	if err := t.print(&b, noHeaders); err != nil {
+	if err := t.Print(&b, noHeaders); err != nil {
 		return err
 	}
 	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
