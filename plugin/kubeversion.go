@@ -68,7 +68,7 @@ type judgedAs struct {
 func (j judgedAs) String() string { return kubeversion.Effective(j.Version).String() }
 
 // resolve picks the version (--kube-version; else the cluster's when live; else the newest
-// known) and makes the API server's code behave as it (kubeversion.Emulate). A cluster older
+// known) and makes the run judge as it (g.useKubeVersion). A cluster older
 // than the oldest supported version is refused (exit 2); a newer one is judged as the newest
 // known, with a warning on stderr. When live but the version cannot be read, the newest is
 // used and the note says so; with mustRead the failure is an error instead.
@@ -96,10 +96,19 @@ func (f *kubeVersionFlag) resolve(ctx context.Context, g *Globals, live, mustRea
 	if w, _ := kubeversion.Check(j.Version); w != "" {
 		fmt.Fprintf(g.ErrOut, "warning: %s\n", w)
 	}
-	if err := kubeversion.Emulate(j.Version); err != nil {
+	if err := g.useKubeVersion(j.Version); err != nil {
 		return j, err
 	}
 	return j, nil
+}
+
+// use makes the run judge as --kube-version, when it is given (commands that read CRD files
+// with it but judge nothing else: explain, versions, convert's files).
+func (f *kubeVersionFlag) use(g *Globals) error {
+	if f == nil || f.v.IsZero() {
+		return nil
+	}
+	return g.useKubeVersion(f.v)
 }
 
 // printNote writes the note after the command's output.

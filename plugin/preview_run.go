@@ -59,7 +59,7 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 			if res.Prescanned(d.Where()) {
 				return nil
 			}
-			crd, err := decodeCRD(ctx, d, o.verboseOut())
+			crd, err := decodeCRD(ctx, d, o.judged.Version, o.verboseOut())
 			if err != nil {
 				return err
 			}
