@@ -65,15 +65,6 @@ func (s *crdSource) lib() *crdsource.Source {
 	return s.src
 }
 
-// crdClient is the run's apiextensions clientset (protobuf).
-func (g *Globals) crdClient() (apiextensionsclient.Interface, error) {
-	c, err := g.clients()
-	if err != nil {
-		return nil, err
-	}
-	return c.CRDs()
-}
-
 // sourceError gives crdsource's errors their exit code and this command's flag wording.
 func (s *crdSource) sourceError(err error) error {
 	var (

@@ -8,9 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -86,6 +90,27 @@ func (g *Globals) Namespace() (string, error) {
 		return "", Usage(fmt.Errorf("cannot work out the namespace: %w", err))
 	}
 	return ns, nil
+}
+
+// confirm asks question on stderr and reads y/yes from stdin; anything else is no.
+func (g *Globals) confirm(question string) (bool, error) {
+	fmt.Fprint(g.ErrOut, "\n"+question)
+	if g.answers == nil {
+		g.answers = bufio.NewReader(g.In)
+	}
+	line, err := g.answers.ReadString('\n')
+	if err != nil && err != io.EOF {
+		return false, Unavailable(fmt.Errorf("reading the answer: %w", err))
+	}
+	if f, ok := g.In.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+		// The answer came from a pipe: show it, so the transcript reads right.
+		fmt.Fprintln(g.ErrOut, strings.TrimSpace(line))
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
 }
 
 // NewRootCmd builds the `kubectl crdver` command tree. Every call returns a fresh tree with
