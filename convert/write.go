@@ -60,7 +60,8 @@ type WriteOptions struct {
 	AllowDataLoss bool
 	// KubeVersion is the Kubernetes version whose create path (package preview: decoding,
 	// pruning, defaulting, OpenAPI and CEL validation) judges every converted object before
-	// its file is written; zero: the version the process emulates.
+	// its file is written: the process must run as it (kubeversion.Use, chosen once per run by
+	// the caller; Write refuses another). Zero: the version the process runs as.
 	KubeVersion kubeversion.Version
 	// FieldValidation is that create's directive ("": Strict, kubectl apply's default).
 	FieldValidation preview.FieldValidation
@@ -289,11 +290,11 @@ func writeOrCheck(ctx context.Context, opts WriteOptions, check bool) (*WriteRep
 		rep.Mode = "dry-run"
 	}
 	if !check {
-		v := opts.KubeVersion
-		if v.IsZero() {
-			v = kubeversion.Emulated()
+		v, err := kubeversion.Require(opts.KubeVersion)
+		if err != nil {
+			return nil, err
 		}
-		rep.KubeVersion = kubeversion.Effective(v).String()
+		rep.KubeVersion = v.String()
 	}
 	paths, err := ExpandFiles(opts.Files)
 	if err != nil {

@@ -85,6 +85,11 @@ func TestWriteStrimziRelease(t *testing.T) {
 	crds := releaseCRDs(t, "strimzi/0.51.0")
 	dir, before := copySamples(t, "strimzi/samples/examples-0.48.0")
 	opts := WriteOptions{Options: Options{To: "v1"}, CRDs: crds, Files: []string{dir}, KubeVersion: kubeversion.Version{Major: 1, Minor: 34}}
+	release, err := kubeversion.Use(opts.KubeVersion) // the run's version, chosen by the caller
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
 	rep, err := Write(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)

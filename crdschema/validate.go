@@ -22,7 +22,7 @@ const maxCRDErrorsShown = 3
 // set to the storage version) and Validate, which is validation.ValidateCustomResourceDefinition
 // (names, versions, exactly one storage version, structural schemas, defaults, list types, CEL
 // rules compiled with their cost). It returns the errors as the API server words them. It
-// validates as the Kubernetes version the process emulates (kubeversion.Emulate, set once per
+// validates as the Kubernetes version the process runs as (kubeversion.Use, set once per
 // run from --kube-version or the cluster): the CEL libraries admitted in new rules, the formats.
 func Validate(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (field.ErrorList, error) {
 	internal := &apiextensions.CustomResourceDefinition{}

@@ -39,12 +39,18 @@ func inputErrorf(format string, args ...any) error {
 	return &manifest.InputError{Err: fmt.Errorf(format, args...)}
 }
 
-// Decode decodes one CRD document and checks it with the API server's validation: an invalid
-// CRD is an error (a *manifest.InputError wrapping a *crdschema.InvalidError). A v1beta1 CRD,
+// Decode decodes one CRD document and checks it with the API server's validation as
+// Kubernetes kubeVersion (the version the process runs as: kubeversion.Require; zero: whichever
+// it is): an invalid CRD is an error (a *manifest.InputError wrapping a
+// *crdschema.InvalidError that names the version). A v1beta1 CRD,
 // which API servers since 1.22 refuse altogether, is still read for analysis (explain shows its
 // non-structural schema, for one); what v1 validation says of it is a warning on warnOut, when
 // warnOut is not nil.
-func Decode(ctx context.Context, d manifest.Document, warnOut io.Writer) (*apiextensionsv1.CustomResourceDefinition, error) {
+func Decode(ctx context.Context, d manifest.Document, kubeVersion kubeversion.Version, warnOut io.Writer) (*apiextensionsv1.CustomResourceDefinition, error) {
+	kv, err := kubeversion.Require(kubeVersion)
+	if err != nil {
+		return nil, err
+	}
 	crd, err := DecodeOne(d)
 	if err != nil {
 		return nil, err
@@ -56,7 +62,7 @@ func Decode(ctx context.Context, d manifest.Document, warnOut io.Writer) (*apiex
 	if len(errs) == 0 {
 		return crd, nil
 	}
-	invalid := inputErrorf("%s: %w", d.Where(), &crdschema.InvalidError{Name: crd.Name, Errors: errs, KubeVersion: kubeversion.Emulated().String()})
+	invalid := inputErrorf("%s: %w", d.Where(), &crdschema.InvalidError{Name: crd.Name, Errors: errs, KubeVersion: kv.String()})
 	if d.APIVersion == "apiextensions.k8s.io/v1beta1" {
 		if warnOut != nil {
 			fmt.Fprintf(warnOut, "warning: %s (apiextensions.k8s.io/v1beta1 is refused by API servers since 1.22; as v1 it would be refused for these errors)\n", invalid)

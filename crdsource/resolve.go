@@ -88,7 +88,7 @@ func NewResolver(ctx context.Context, src *Source, name, filesLabel string, inpu
 		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
 			return nil
 		}
-		crd, err := Decode(ctx, d, warn)
+		crd, err := Decode(ctx, d, src.KubeVersion, warn)
 		if err != nil {
 			return err
 		}

@@ -41,8 +41,9 @@ type Source struct {
 	Skipped func(manifest.Document)
 	// Warn, when not nil, gets the warnings about v1beta1 CRDs that v1 validation refuses.
 	Warn io.Writer
-	// KubeVersion, when not zero, is the Kubernetes version the files are validated as
-	// (kubeversion.Emulate); else the version emulated already.
+	// KubeVersion, when not zero, is the Kubernetes version the files are validated as: the
+	// process must run as it (kubeversion.Use, chosen by the caller; Load refuses another
+	// with a *kubeversion.NotInUseError). Zero: the version the process runs as.
 	KubeVersion kubeversion.Version
 	// Client is the cluster's apiextensions clientset, asked for on first use; its error is
 	// returned as it is.
@@ -191,15 +192,14 @@ func (s *Source) Load(ctx context.Context) ([]*apiextensionsv1.CustomResourceDef
 	if s.loaded != nil {
 		return s.loaded, nil
 	}
-	if !s.KubeVersion.IsZero() {
-		if err := kubeversion.Emulate(s.KubeVersion); err != nil {
-			return nil, err
-		}
+	kv, err := kubeversion.Require(s.KubeVersion)
+	if err != nil {
+		return nil, err
 	}
 	crds := []*apiextensionsv1.CustomResourceDefinition{}
 	docs, skipped := 0, 0
 	firstWhy := ""
-	err := manifest.EachDocument(ctx, s.Files, s.Input, func(d manifest.Document) error {
+	err = manifest.EachDocument(ctx, s.Files, s.Input, func(d manifest.Document) error {
 		docs++
 		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
 			if s.StrictKinds {
@@ -214,7 +214,7 @@ func (s *Source) Load(ctx context.Context) ([]*apiextensionsv1.CustomResourceDef
 			}
 			return nil
 		}
-		crd, err := Decode(ctx, d, s.Warn)
+		crd, err := Decode(ctx, d, kv, s.Warn)
 		if err != nil {
 			return err
 		}

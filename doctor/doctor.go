@@ -118,7 +118,9 @@ type Options struct {
 	// called from one goroutine at a time.
 	Progress func(done, total int)
 	// KubeVersion is the Kubernetes version the API server's code runs as for the schema
-	// checks (kubeversion.Emulate: the CEL environment; zero: whatever the process emulates).
+	// checks (the CEL environment): the process must run as it (kubeversion.Use, chosen once
+	// per run by the caller; Run refuses another with a *kubeversion.NotInUseError). Zero: the
+	// version the process runs as.
 	KubeVersion kubeversion.Version
 }
 
@@ -148,10 +150,8 @@ func Run(ctx context.Context, opts Options, crds []*apiextensionsv1.CustomResour
 	if opts.AllCRDs == nil {
 		opts.AllCRDs = crds
 	}
-	if !opts.KubeVersion.IsZero() {
-		if err := kubeversion.Emulate(opts.KubeVersion); err != nil {
-			return nil, err
-		}
+	if _, err := kubeversion.Require(opts.KubeVersion); err != nil {
+		return nil, err
 	}
 	var c clients
 	var err error

@@ -80,7 +80,7 @@ func CELCosts(schema *apiextensions.JSONSchemaProps) (rules []RuleCost, total ui
 }
 
 // celEnvSet is the environment the API server's CRD validation uses, at the compatibility
-// version of the Kubernetes version emulated (kubeversion.Emulate); MustBaseEnvSet caches one
+// version of the Kubernetes version the run judges as (kubeversion.Use); MustBaseEnvSet caches one
 // per version.
 func celEnvSet() *environment.EnvSet {
 	return environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())

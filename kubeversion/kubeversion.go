@@ -2,7 +2,8 @@
 // versions kubectl-crdver can judge as (Oldest to Newest, the minor of the linked
 // k8s.io libraries), parsing a version from a flag or from the server's discovery, making the
 // linked code behave as an earlier minor with Kubernetes' own compatibility-version machinery
-// (Emulate), and the table of known differences that no switch covers (Differences).
+// (Use: chosen once per run, guarded; libraries check the version they were given with
+// Require), and the table of known differences that no switch covers (Differences).
 //
 // It names no flags and prints nothing.
 package kubeversion
@@ -189,26 +190,106 @@ func Effective(v Version) Version {
 	return v
 }
 
-var emulateMu sync.Mutex
+var (
+	emulateMu sync.Mutex
+	// inUse is the version held by Use (the effective one) and held the number of Uses not
+	// yet released.
+	inUse Version
+	held  int
+)
 
-// Emulate makes the linked API server code behave as Kubernetes v (Newest when v is newer;
-// the zero value means Newest), as `kube-apiserver --emulated-version` does: it sets the
-// emulation and min compatibility version (v - 1) of the kube component in the process-wide
-// component registry, which environment.DefaultCompatibilityVersion reads (the CEL
-// environment for new expressions in CRD validation, the formats the schema validator
-// knows), and of the default feature gate (versioned defaults: ratcheting, CRD field
-// selectors, declarative validation, …).
+// InUseError is a Use of a version while another is in use: the API server code runs as one
+// Kubernetes version at a time in a process.
+type InUseError struct {
+	// InUse is the version in use, Asked the one refused (both as the code runs them).
+	InUse, Asked Version
+}
+
+func (e *InUseError) Error() string {
+	return fmt.Sprintf("cannot judge as Kubernetes %s: this process already judges as Kubernetes %s, and the API server code runs as one version at a time (judge as %s in a run of its own)", e.Asked, e.InUse, e.Asked)
+}
+
+// NotInUseError is a library asked to judge as a version that the process does not run as:
+// the version of a run is chosen once, with Use, before the libraries judge.
+type NotInUseError struct {
+	// Want is the version asked for, InUse the one the code runs as (both as the code runs them).
+	Want, InUse Version
+}
+
+func (e *NotInUseError) Error() string {
+	return fmt.Sprintf("cannot judge as Kubernetes %s: the API server code runs as Kubernetes %s (choose the run's version once, with kubeversion.Use(%s), before judging)", e.Want, e.InUse, e.Want)
+}
+
+// Use makes the linked API server code behave as Kubernetes v (Newest when v is newer; the
+// zero value means Newest) for the rest of the run, and holds that version until release is
+// called: it is the one way to choose the version a process judges as. Using the version in
+// use again is accepted (each Use has its own release); a different version while one is held
+// is refused with an *InUseError, and a version older than Oldest with a *TooOldError. When the
+// last holder releases, the code goes back to Newest, so the next run (a test's next command)
+// inherits nothing. release may be called more than once.
 //
-// The state is process-wide: one version at a time. Calls with the version already emulated
-// are cheap. The judging libraries call it with the version in their options; a program that
-// judges as several versions must do so one after the other, not concurrently.
-func Emulate(v Version) error {
-	if _, err := Check(v); err != nil && !v.IsZero() {
-		return err
+// Libraries do not call Use: they take the version as a value and check it with Require. The
+// command layer calls it once per run, where the version is resolved (--kube-version, the
+// cluster's, or the newest known).
+func Use(v Version) (release func(), err error) {
+	if !v.IsZero() {
+		if _, err := Check(v); err != nil {
+			return nil, err
+		}
 	}
 	e := Effective(v)
 	emulateMu.Lock()
 	defer emulateMu.Unlock()
+	if held > 0 {
+		if inUse != e {
+			return nil, &InUseError{InUse: inUse, Asked: e}
+		}
+	} else if err := emulate(e); err != nil {
+		return nil, err
+	}
+	inUse = e
+	held++
+	var once sync.Once
+	return func() { once.Do(releaseOne) }, nil
+}
+
+func releaseOne() {
+	emulateMu.Lock()
+	defer emulateMu.Unlock()
+	if held--; held > 0 {
+		return
+	}
+	held, inUse = 0, Version{}
+	// Newest is what the code behaves as when nothing chose: setting it back cannot fail
+	// where setting an older version succeeded.
+	_ = emulate(Newest)
+}
+
+// Require is what a library calls with the version it was given (its Options.KubeVersion):
+// the version it judges as. The zero value means "the version the process runs as" (Newest
+// unless a run chose another with Use); any other version must be the one the process runs
+// as, else *NotInUseError: libraries never switch the process-wide version themselves.
+func Require(v Version) (Version, error) {
+	emulateMu.Lock()
+	defer emulateMu.Unlock()
+	cur := emulatedLocked()
+	if v.IsZero() {
+		return cur, nil
+	}
+	if e := Effective(v); e != cur {
+		return cur, &NotInUseError{Want: e, InUse: cur}
+	}
+	return cur, nil
+}
+
+// emulate makes the linked API server code behave as Kubernetes e (an effective version:
+// Oldest to Newest), as `kube-apiserver --emulated-version` does: it sets the emulation and
+// min compatibility version (e - 1) of the kube component in the process-wide component
+// registry, which environment.DefaultCompatibilityVersion reads (the CEL environment for new
+// expressions in CRD validation, the formats the schema validator knows), and of the default
+// feature gate (versioned defaults: ratcheting, CRD field selectors, declarative validation,
+// …). The caller holds emulateMu.
+func emulate(e Version) error {
 	emu, compat := e.util(), e.CompatibilityVersion().util()
 	ev := compatibility.DefaultComponentGlobalsRegistry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
 	mev, ok := ev.(basecompatibility.MutableEffectiveVersion)
@@ -239,6 +320,10 @@ func Emulate(v Version) error {
 func Emulated() Version {
 	emulateMu.Lock()
 	defer emulateMu.Unlock()
+	return emulatedLocked()
+}
+
+func emulatedLocked() Version {
 	ev := compatibility.DefaultComponentGlobalsRegistry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
 	if ev == nil || ev.EmulationVersion() == nil {
 		return Newest

@@ -2,6 +2,7 @@ package kubeversion
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -77,8 +78,11 @@ func TestCheck(t *testing.T) {
 			t.Errorf("Check(%s) = %q, %v; want nothing", v, w, err)
 		}
 	}
-	if err := Emulate(Oldest.AddMinor(-1)); err == nil {
-		t.Error("Emulate(too old): want an error")
+	if release, err := Use(Oldest.AddMinor(-1)); err == nil {
+		release()
+		t.Error("Use(too old): want an error")
+	} else if _, ok := err.(*TooOldError); !ok {
+		t.Errorf("Use(too old): %T %v; want a *TooOldError", err, err)
 	}
 }
 
@@ -109,10 +113,11 @@ func crdWithRule(t *testing.T, rule string) *apiextensions.CustomResourceDefinit
 // validateAs runs the API server's CRD create validation as Kubernetes v.
 func validateAs(t *testing.T, v Version, rule string) string {
 	t.Helper()
-	if err := Emulate(v); err != nil {
-		t.Fatalf("Emulate(%s): %v", v, err)
+	release, err := Use(v)
+	if err != nil {
+		t.Fatalf("Use(%s): %v", v, err)
 	}
-	t.Cleanup(func() { _ = Emulate(Newest) })
+	defer release()
 	errs := apivalidation.ValidateCustomResourceDefinition(context.Background(), crdWithRule(t, rule))
 	if len(errs) == 0 {
 		return ""
@@ -149,11 +154,12 @@ func TestCELLibrariesFollowVersion(t *testing.T) {
 }
 
 func TestEmulateSetsCompatibilityAndFeatureGates(t *testing.T) {
-	t.Cleanup(func() { _ = Emulate(Newest) })
 	for v := Oldest; !Newest.Less(v); v = v.AddMinor(1) {
-		if err := Emulate(v); err != nil {
-			t.Fatalf("Emulate(%s): %v", v, err)
+		release, err := Use(v)
+		if err != nil {
+			t.Fatalf("Use(%s): %v", v, err)
 		}
+		t.Cleanup(release)
 		if got := compatibilityVersionInUse(); got != v.AddMinor(-1) {
 			t.Errorf("as %s: DefaultCompatibilityVersion = %s; want %s", v, got, v.AddMinor(-1))
 		}
@@ -164,11 +170,13 @@ func TestEmulateSetsCompatibilityAndFeatureGates(t *testing.T) {
 		if int(ev.Minor()) != v.Minor {
 			t.Errorf("as %s: feature gate emulation version %s", v, ev)
 		}
+		release()
 	}
 	// Formats follow too: k8s-short-name is validated from compatibility version 1.34, so a
 	// 1.35 server rejects "Not_A_Name" where a 1.34 server ignores the format.
 	for v, wantValid := range map[Version]bool{{1, 34}: true, {1, 35}: false} {
-		if err := Emulate(v); err != nil {
+		release, err := Use(v)
+		if err != nil {
 			t.Fatal(err)
 		}
 		val, _, err := apiservervalidation.NewSchemaValidator(&apiextensions.JSONSchemaProps{Type: "string", Format: "k8s-short-name"})
@@ -178,6 +186,7 @@ func TestEmulateSetsCompatibilityAndFeatureGates(t *testing.T) {
 		if got := val.Validate("Not_A_Name").IsValid(); got != wantValid {
 			t.Errorf("as %s: k8s-short-name format valid = %v; want %v", v, got, wantValid)
 		}
+		release()
 	}
 }
 
@@ -221,5 +230,80 @@ func TestDifferencesTable(t *testing.T) {
 		if len(d.Checks) == 0 || d.Summary == "" || d.Before == "" || d.After == "" {
 			t.Errorf("%s: incomplete: %+v", d.ID, d)
 		}
+	}
+}
+
+// TestUseOneVersionPerRun: the version of a run is chosen once. Using the version in use again
+// is accepted; another version is refused with an error naming both, until every holder has
+// released it; libraries' Require accepts only the version in use (or zero: "whatever is in
+// use"); the last release puts the code back to Newest.
+func TestUseOneVersionPerRun(t *testing.T) {
+	v34, v35 := Version{1, 34}, Version{1, 35}
+	release, err := Use(v34)
+	if err != nil {
+		t.Fatalf("Use(%s): %v", v34, err)
+	}
+	t.Cleanup(release)
+	again, err := Use(v34)
+	if err != nil {
+		t.Fatalf("Use(%s) while %s is in use: %v; want it accepted", v34, v34, err)
+	}
+	_, err = Use(v35)
+	var inUse *InUseError
+	if !errors.As(err, &inUse) || inUse.InUse != v34 || inUse.Asked != v35 {
+		t.Fatalf("Use(%s) while %s is in use: %T %v; want an *InUseError", v35, v34, err, err)
+	}
+	if want := "cannot judge as Kubernetes 1.35: this process already judges as Kubernetes 1.34"; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("error %q; want it to start %q", err, want)
+	}
+	if got := Emulated(); got != v34 {
+		t.Errorf("after the refused Use: Emulated() = %s; want %s", got, v34)
+	}
+	if got, err := Require(v34); err != nil || got != v34 {
+		t.Errorf("Require(%s) = %s, %v; want %s", v34, got, err, v34)
+	}
+	if got, err := Require(Version{}); err != nil || got != v34 {
+		t.Errorf("Require(zero) = %s, %v; want %s", got, err, v34)
+	}
+	var notInUse *NotInUseError
+	if _, err := Require(v35); !errors.As(err, &notInUse) || !strings.Contains(err.Error(), "runs as Kubernetes 1.34") {
+		t.Errorf("Require(%s) while %s is in use: %v; want a *NotInUseError naming %s", v35, v34, err, v34)
+	}
+
+	release()
+	release() // a second call of the same release does nothing
+	if got := Emulated(); got != v34 {
+		t.Errorf("one holder left: Emulated() = %s; want %s", got, v34)
+	}
+	if _, err := Use(v35); err == nil {
+		t.Errorf("Use(%s) while a holder of %s is left: want an error", v35, v34)
+	}
+	again()
+	if got := Emulated(); got != Newest {
+		t.Errorf("every holder released: Emulated() = %s; want %s", got, Newest)
+	}
+	if got, err := Require(Newest); err != nil || got != Newest {
+		t.Errorf("nothing in use: Require(%s) = %s, %v", Newest, got, err)
+	}
+	release35, err := Use(v35)
+	if err != nil {
+		t.Fatalf("Use(%s) once the run of %s ended: %v", v35, v34, err)
+	}
+	defer release35()
+	if got := compatibilityVersionInUse(); got != v34 {
+		t.Errorf("as %s: DefaultCompatibilityVersion = %s; want %s", v35, got, v34)
+	}
+	// A version newer than the linked code runs as Newest: it is the same version as Newest.
+	release35()
+	releaseNewest, err := Use(Newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseNewest()
+	newer, err := Use(Newest.AddMinor(2))
+	if err != nil {
+		t.Errorf("Use(%s) while %s is in use: %v; want it accepted (judged as %s)", Newest.AddMinor(2), Newest, err, Newest)
+	} else {
+		newer()
 	}
 }

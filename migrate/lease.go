@@ -13,7 +13,6 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +20,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/crdver/kubectl-crdver/internal/proc"
 )
 
 // Where and for how long a run holds its CRDs.
@@ -199,9 +200,9 @@ func heldBy(cur *coordinationv1.Lease, host string) *HeldError {
 // its lease goes stale after LeaseDuration.
 func processAlive(pid int, started string) bool {
 	if runtime.GOOS == "linux" {
-		state, start, err := procStat(pid)
+		st, err := proc.ReadStat(pid)
 		if err == nil {
-			return state != "Z" && state != "X" && (started == "" || started == start)
+			return st.State != "Z" && st.State != "X" && (started == "" || started == st.Start)
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return false
@@ -218,36 +219,16 @@ func processAlive(pid int, started string) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// procStat reads a Linux process's state and start time (fields 3 and 22 of /proc/PID/stat;
-// the command name, field 2, may hold spaces and parentheses, so fields are counted from the
-// last ')').
-func procStat(pid int) (state, start string, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", "", err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return "", "", fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return "", "", fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	return f[0], f[19], nil
-}
-
-// selfStart is this process's start time as procStat reads it ("" where there is no /proc).
+// selfStart is this process's start time as /proc/self/stat says it ("" where there is no /proc).
 func selfStart() string {
 	if runtime.GOOS != "linux" {
 		return ""
 	}
-	_, start, err := procStat(os.Getpid())
+	st, err := proc.ReadStat(os.Getpid())
 	if err != nil {
 		return ""
 	}
-	return start
+	return st.Start
 }
 
 func (l *Lease) renew() {

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crdver/kubectl-crdver/internal/proc"
 )
 
 // TestProcessAlive: the holder of a lease is alive while its process runs, and not once it is
@@ -21,10 +23,11 @@ func TestProcessAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	_, start, err := procStat(pid)
+	st, err := proc.ReadStat(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := st.Start
 	if !processAlive(pid, start) {
 		t.Errorf("a running process (pid %d) is not alive", pid)
 	}
@@ -39,7 +42,7 @@ func TestProcessAlive(t *testing.T) {
 	}
 	// Not reaped yet: wait until the kernel marks it a zombie.
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		if st, _, err := procStat(pid); err == nil && st == "Z" {
+		if st, err := proc.ReadStat(pid); err == nil && st.State == "Z" {
 			break
 		}
 		if time.Now().After(deadline) {

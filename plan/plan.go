@@ -38,8 +38,9 @@ type Options struct {
 	ConvertTransport convert.Transport
 	// ApplyFile names the new CRDs in the runbook's commands ("" is NEW-CRDS.yaml).
 	ApplyFile string
-	// KubeVersion is the Kubernetes version the API server's code runs as (kubeversion.Emulate;
-	// zero: whatever the process emulates).
+	// KubeVersion is the Kubernetes version the API server's code runs as: the process must
+	// run as it (kubeversion.Use, chosen once per run by the caller; Plan refuses another with
+	// a *kubeversion.NotInUseError). Zero: the version the process runs as.
 	KubeVersion kubeversion.Version
 	// Memo, when set, carries what an earlier plan in this process found clean to a later one
 	// (ObjectMemo: upgrade's verify does not evaluate again an object its first plan found
@@ -76,10 +77,8 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 			it.Notes = append(it.Notes, fmt.Sprintf("the live CRD has no status.storedVersions (a file?): taken as [%s]; a cluster may list more", it.StorageVersion.Before))
 		}
 	}
-	if !opts.KubeVersion.IsZero() {
-		if err := kubeversion.Emulate(opts.KubeVersion); err != nil {
-			return nil, err
-		}
+	if _, err := kubeversion.Require(opts.KubeVersion); err != nil {
+		return nil, err
 	}
 	apply, stored, source, notes, err := checkApplyFor(ctx, live, next, opts)
 	if err != nil {

@@ -1,9 +1,12 @@
 package plugin
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/crdver/kubectl-crdver/internal/buildinfo"
+	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/migrate"
 )
 
@@ -30,7 +34,7 @@ type clientSet struct {
 	kube    kubernetes.Interface
 	migrate *migrate.Clients
 
-	// The server's /version, read once per run (kubeversion.go).
+	// The server's /version, read once per run (serverVersion).
 	versionRead bool
 	version     *apimachineryversion.Info
 	versionErr  error
@@ -175,4 +179,72 @@ func (g *Globals) migrateClients() (*migrate.Clients, error) {
 		return nil, err
 	}
 	return cs.Migrate()
+}
+
+// crdClient is the run's apiextensions clientset (protobuf).
+func (g *Globals) crdClient() (apiextensionsclient.Interface, error) {
+	c, err := g.clients()
+	if err != nil {
+		return nil, err
+	}
+	return c.CRDs()
+}
+
+// serverVersionTimeout bounds reading /version when the command could do without the cluster
+// (preview with the CRDs in the input): an unreachable kubeconfig context must not hang it.
+const serverVersionTimeout = 5 * time.Second
+
+// serverVersion reads the API server's /version once per run (discovery's ServerVersion, with
+// the run's context). bounded limits the wait (the command can do without the cluster).
+func (g *Globals) serverVersion(ctx context.Context, bounded bool) (kubeversion.Version, string, error) {
+	cs, err := g.clients()
+	if err != nil {
+		return kubeversion.Version{}, "", err
+	}
+	return cs.serverVersion(ctx, bounded)
+}
+
+func (c *clientSet) serverVersion(ctx context.Context, bounded bool) (kubeversion.Version, string, error) {
+	c.mu.Lock()
+	done, info, err := c.versionRead, c.version, c.versionErr
+	c.mu.Unlock()
+	if !done {
+		d, derr := c.Discovery()
+		if derr != nil {
+			return kubeversion.Version{}, "", derr
+		}
+		rctx := ctx
+		if bounded {
+			var cancel context.CancelFunc
+			rctx, cancel = context.WithTimeout(ctx, serverVersionTimeout)
+			defer cancel()
+		}
+		// discovery.ServerVersion without a context: the same GET /version.
+		var body []byte
+		body, err = d.RESTClient().Get().AbsPath("/version").Do(rctx).Raw()
+		info = &apimachineryversion.Info{}
+		if err == nil {
+			err = json.Unmarshal(body, info)
+		}
+		if err != nil {
+			err = clusterError("reading the server's version", err)
+		}
+		if ctx.Err() == nil {
+			c.mu.Lock()
+			c.versionRead, c.version, c.versionErr = true, info, err
+			c.mu.Unlock()
+		}
+	}
+	if err != nil {
+		return kubeversion.Version{}, "", err
+	}
+	v, perr := kubeversion.FromInfo(info)
+	if perr != nil {
+		return kubeversion.Version{}, "", Unavailable(perr)
+	}
+	git := info.GitVersion
+	if git == "" {
+		git = v.String()
+	}
+	return v, git, nil
 }

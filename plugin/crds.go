@@ -13,6 +13,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
 	"github.com/crdver/kubectl-crdver/crdsource"
+	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/printers"
 )
 
@@ -27,7 +28,7 @@ type crdSource struct {
 	// cmd gives fromFiles the command's context (Ctrl-C).
 	cmd *cobra.Command
 	// kube is --kube-version, when the command has it: CRD files are validated as that
-	// Kubernetes version (else as the version the run emulates).
+	// Kubernetes version, which the run then judges as (else as the version the run judges as).
 	kube *kubeVersionFlag
 
 	src     *crdsource.Source
@@ -62,15 +63,6 @@ func (s *crdSource) lib() *crdsource.Source {
 		s.src.KubeVersion = s.kube.v
 	}
 	return s.src
-}
-
-// crdClient is the run's apiextensions clientset (protobuf).
-func (g *Globals) crdClient() (apiextensionsclient.Interface, error) {
-	c, err := g.clients()
-	if err != nil {
-		return nil, err
-	}
-	return c.CRDs()
 }
 
 // sourceError gives crdsource's errors their exit code and this command's flag wording.
@@ -151,6 +143,9 @@ func (s *crdSource) fromFiles() ([]*apiextensionsv1.CustomResourceDefinition, er
 // load reads the CRDs of the files (crdsource.Source.Load, cached: stdin can be read once) and
 // counts the skipped documents on stderr (listed with -v).
 func (s *crdSource) load(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	if err := s.kube.use(s.g); err != nil {
+		return nil, err
+	}
 	crds, err := s.lib().Load(ctx)
 	if err != nil {
 		return nil, s.sourceError(err)
@@ -172,9 +167,9 @@ func (s *crdSource) inputOptions() InputOptions {
 	return o
 }
 
-// decodeCRD is crdsource.Decode with exit codes.
-func decodeCRD(ctx context.Context, d Document, warnOut io.Writer) (*apiextensionsv1.CustomResourceDefinition, error) {
-	crd, err := crdsource.Decode(ctx, d, warnOut)
+// decodeCRD is crdsource.Decode (validated as the run's Kubernetes version v) with exit codes.
+func decodeCRD(ctx context.Context, d Document, v kubeversion.Version, warnOut io.Writer) (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd, err := crdsource.Decode(ctx, d, v, warnOut)
 	return crd, inputError(err)
 }
 

@@ -2,20 +2,13 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/spf13/cobra"
-	apimachineryversion "k8s.io/apimachinery/pkg/version"
 
 	"github.com/crdver/kubectl-crdver/kubeversion"
 )
-
-// serverVersionTimeout bounds reading /version when the command could do without the cluster
-// (preview with the CRDs in the input): an unreachable kubeconfig context must not hang it.
-const serverVersionTimeout = 5 * time.Second
 
 // kubeVersionFlag is --kube-version: the Kubernetes version whose API server the command's
 // judgements are those of.
@@ -68,7 +61,7 @@ type judgedAs struct {
 func (j judgedAs) String() string { return kubeversion.Effective(j.Version).String() }
 
 // resolve picks the version (--kube-version; else the cluster's when live; else the newest
-// known) and makes the API server's code behave as it (kubeversion.Emulate). A cluster older
+// known) and makes the run judge as it (g.useKubeVersion). A cluster older
 // than the oldest supported version is refused (exit 2); a newer one is judged as the newest
 // known, with a warning on stderr. When live but the version cannot be read, the newest is
 // used and the note says so; with mustRead the failure is an error instead.
@@ -96,10 +89,19 @@ func (f *kubeVersionFlag) resolve(ctx context.Context, g *Globals, live, mustRea
 	if w, _ := kubeversion.Check(j.Version); w != "" {
 		fmt.Fprintf(g.ErrOut, "warning: %s\n", w)
 	}
-	if err := kubeversion.Emulate(j.Version); err != nil {
+	if err := g.useKubeVersion(j.Version); err != nil {
 		return j, err
 	}
 	return j, nil
+}
+
+// use makes the run judge as --kube-version, when it is given (commands that read CRD files
+// with it but judge nothing else: explain, versions, convert's files).
+func (f *kubeVersionFlag) use(g *Globals) error {
+	if f == nil || f.v.IsZero() {
+		return nil
+	}
+	return g.useKubeVersion(f.v)
 }
 
 // printNote writes the note after the command's output.
@@ -107,59 +109,4 @@ func (j judgedAs) printNote(w io.Writer) {
 	if j.note != "" {
 		fmt.Fprintf(w, "note: %s\n", j.note)
 	}
-}
-
-// serverVersion reads the API server's /version once per run (discovery's ServerVersion, with
-// the run's context). bounded limits the wait (the command can do without the cluster).
-func (g *Globals) serverVersion(ctx context.Context, bounded bool) (kubeversion.Version, string, error) {
-	cs, err := g.clients()
-	if err != nil {
-		return kubeversion.Version{}, "", err
-	}
-	return cs.serverVersion(ctx, bounded)
-}
-
-func (c *clientSet) serverVersion(ctx context.Context, bounded bool) (kubeversion.Version, string, error) {
-	c.mu.Lock()
-	done, info, err := c.versionRead, c.version, c.versionErr
-	c.mu.Unlock()
-	if !done {
-		d, derr := c.Discovery()
-		if derr != nil {
-			return kubeversion.Version{}, "", derr
-		}
-		rctx := ctx
-		if bounded {
-			var cancel context.CancelFunc
-			rctx, cancel = context.WithTimeout(ctx, serverVersionTimeout)
-			defer cancel()
-		}
-		// discovery.ServerVersion without a context: the same GET /version.
-		var body []byte
-		body, err = d.RESTClient().Get().AbsPath("/version").Do(rctx).Raw()
-		info = &apimachineryversion.Info{}
-		if err == nil {
-			err = json.Unmarshal(body, info)
-		}
-		if err != nil {
-			err = clusterError("reading the server's version", err)
-		}
-		if ctx.Err() == nil {
-			c.mu.Lock()
-			c.versionRead, c.version, c.versionErr = true, info, err
-			c.mu.Unlock()
-		}
-	}
-	if err != nil {
-		return kubeversion.Version{}, "", err
-	}
-	v, perr := kubeversion.FromInfo(info)
-	if perr != nil {
-		return kubeversion.Version{}, "", Unavailable(perr)
-	}
-	git := info.GitVersion
-	if git == "" {
-		git = v.String()
-	}
-	return v, git, nil
 }

@@ -260,3 +260,44 @@ func loadCRDFile(t *testing.T, path string) *apiextensionsv1.CustomResourceDefin
 	}
 	return crd
 }
+
+// TestOneKubeVersionPerRun: a run chooses its Kubernetes version once and gives it back when the
+// command returns (the next run in the process judges as the newest known unless it chooses);
+// a run asked to judge as another version than the one the process is held at is refused
+// with an error naming both, not switched.
+func TestOneKubeVersionPerRun(t *testing.T) {
+	crd := td("kubeversion", "distinct-crd.yaml")
+	if r := run(t, "", "versions", "-f", crd, "--kube-version", "1.35"); r.code != 0 {
+		t.Fatalf("as 1.35: exit %d:\n%s", r.code, r.stderr)
+	}
+	if got := kubeversion.Emulated(); got != kubeversion.Newest {
+		t.Errorf("after a run as 1.35 the process judges as %s; want %s (given back)", got, kubeversion.Newest)
+	}
+	// plan -f --old-file --kube-version: the files and the plan judged as one version (Use twice,
+	// the same version: accepted).
+	r := run(t, "", "plan", "-f", crd, "--old-file", td("kubeversion", "bgppeers-crd.yaml"), "--kube-version", "1.35", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("plan as 1.35: exit %d:\n%s", r.code, r.stderr)
+	}
+
+	// A Go program holding 1.34 (kubeversion.Use) that runs a command asked for 1.35.
+	release, err := kubeversion.Use(kubeversion.Version{Major: 1, Minor: 34})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	r = run(t, "", "versions", "-f", crd, "--kube-version", "1.35")
+	if r.code == 0 || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("as 1.35 while 1.34 is held: exit %d; want an error line:\n%s", r.code, r.stderr)
+	}
+	mustContain(t, "stderr", r.stderr, "cannot judge as Kubernetes 1.35: this process already judges as Kubernetes 1.34")
+	// The same version is accepted (and still held after the run).
+	r = run(t, "", "versions", "-f", crd, "--kube-version", "1.34")
+	if r.code != ExitUsage {
+		t.Errorf("as 1.34 while 1.34 is held: exit %d; want 2 (distinct() is refused as 1.34):\n%s", r.code, r.stderr)
+	}
+	mustContain(t, "stderr", r.stderr, "as Kubernetes 1.34; 1 error")
+	if got := kubeversion.Emulated(); got != (kubeversion.Version{Major: 1, Minor: 34}) {
+		t.Errorf("after a run as the version held: the process judges as %s; want 1.34 (still held)", got)
+	}
+}

@@ -1,18 +1,14 @@
 package plugin
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -368,27 +364,6 @@ func checkpointAdvice(err error) error {
 
 // confirm asks on stderr and reads the answer from stdin.
 func (o *MigrateOptions) confirm(question string) (bool, error) { return o.g.confirm(question) }
-
-// confirm asks question on stderr and reads y/yes from stdin; anything else is no.
-func (g *Globals) confirm(question string) (bool, error) {
-	fmt.Fprint(g.ErrOut, "\n"+question)
-	if g.answers == nil {
-		g.answers = bufio.NewReader(g.In)
-	}
-	line, err := g.answers.ReadString('\n')
-	if err != nil && err != io.EOF {
-		return false, Unavailable(fmt.Errorf("reading the answer: %w", err))
-	}
-	if f, ok := g.In.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
-		// The answer came from a pipe: show it, so the transcript reads right.
-		fmt.Fprintln(g.ErrOut, strings.TrimSpace(line))
-	}
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "y", "yes":
-		return true, nil
-	}
-	return false, nil
-}
 
 // resumeCommand is the command line that resumes an interrupted run: the same flags (but
 // --to, --yes and --dry-run: the storage switch is done), the same checkpoint.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preview"
 	"github.com/crdver/kubectl-crdver/printers"
 )
 
@@ -59,7 +60,7 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 			if res.Prescanned(d.Where()) {
 				return nil
 			}
-			crd, err := decodeCRD(ctx, d, o.verboseOut())
+			crd, err := decodeCRD(ctx, d, o.judged.Version, o.verboseOut())
 			if err != nil {
 				return err
 			}
@@ -81,7 +82,7 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 			return nil
 		}
 		objects.Add(1)
-		return poolError(ctx, pool.Submit(printers.PreviewJob{Source: d.Where(), JSON: d.JSON, CRD: crd}))
+		return poolError(ctx, pool.Submit(preview.Job{Source: d.Where(), JSON: d.JSON, CRD: crd}))
 	})
 	poolErr := poolError(ctx, pool.Wait())
 	stopProgress()

@@ -8,9 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -30,6 +34,53 @@ type Globals struct {
 	clientSet *clientSet // built once per run (clients.go)
 	warnings  warningCounter
 	answers   *bufio.Reader // g.In, buffered once: a run may ask twice (upgrade)
+
+	// kubeReleases give back the Kubernetes version the run judges as (useKubeVersion) when
+	// the command returns.
+	kubeMu       sync.Mutex
+	kubeReleases []func()
+}
+
+// useKubeVersion makes the run judge as Kubernetes v: the one place a run sets the version the
+// API server's code runs as (kubeversion.Use), once it is resolved (kubeversion.go's resolve
+// and --kube-version's use). The libraries take the version as a value and only check it. A
+// second use of the same version is accepted; of another version, an error. The version is
+// held until the command returns (releaseKubeVersion).
+func (g *Globals) useKubeVersion(v kubeversion.Version) error {
+	release, err := kubeversion.Use(v)
+	if err != nil {
+		return err
+	}
+	g.kubeMu.Lock()
+	g.kubeReleases = append(g.kubeReleases, release)
+	g.kubeMu.Unlock()
+	return nil
+}
+
+// releaseKubeVersion gives back the run's Kubernetes version: the process judges as the
+// newest known again, so that the next run in the same process (tests) inherits nothing.
+func (g *Globals) releaseKubeVersion() {
+	g.kubeMu.Lock()
+	releases := g.kubeReleases
+	g.kubeReleases = nil
+	g.kubeMu.Unlock()
+	for _, release := range releases {
+		release()
+	}
+}
+
+// releaseKubeVersionAfterRun makes every command give back the run's Kubernetes version when
+// it returns.
+func releaseKubeVersionAfterRun(c *cobra.Command, g *Globals) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			defer g.releaseKubeVersion()
+			return run(cmd, args)
+		}
+	}
+	for _, sub := range c.Commands() {
+		releaseKubeVersionAfterRun(sub, g)
+	}
 }
 
 // Namespace returns -n or the context's namespace.
@@ -39,6 +90,27 @@ func (g *Globals) Namespace() (string, error) {
 		return "", Usage(fmt.Errorf("cannot work out the namespace: %w", err))
 	}
 	return ns, nil
+}
+
+// confirm asks question on stderr and reads y/yes from stdin; anything else is no.
+func (g *Globals) confirm(question string) (bool, error) {
+	fmt.Fprint(g.ErrOut, "\n"+question)
+	if g.answers == nil {
+		g.answers = bufio.NewReader(g.In)
+	}
+	line, err := g.answers.ReadString('\n')
+	if err != nil && err != io.EOF {
+		return false, Unavailable(fmt.Errorf("reading the answer: %w", err))
+	}
+	if f, ok := g.In.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+		// The answer came from a pipe: show it, so the transcript reads right.
+		fmt.Fprintln(g.ErrOut, strings.TrimSpace(line))
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
 }
 
 // NewRootCmd builds the `kubectl crdver` command tree. Every call returns a fresh tree with
@@ -83,6 +155,7 @@ to an object, and how to get rid of an old version safely.`,
 	)
 	flagNotesToStderr(cmd, streams.ErrOut)
 	summariseWarnings(cmd, g)
+	releaseKubeVersionAfterRun(cmd, g)
 	return cmd
 }
 
@@ -94,11 +167,9 @@ func runE(o interface {
 	Run(ctx context.Context) error
 }) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		// Every run starts as the newest Kubernetes known; commands that judge choose theirs
-		// (--kube-version or the cluster's). In-process runs (tests) inherit nothing.
-		if err := kubeversion.Emulate(kubeversion.Newest); err != nil {
-			return markRun(err, ExitUnavailable)
-		}
+		// Every run judges as the newest Kubernetes known until its command chooses the
+		// version once it is resolved (--kube-version or the cluster's: Globals.useKubeVersion),
+		// held until the command returns (releaseKubeVersionAfterRun).
 		if err := o.Complete(cmd, args); err != nil {
 			return markRun(err, ExitUsage)
 		}

@@ -64,37 +64,32 @@ type Previewer struct {
 
 	lastReadDefaults []string
 
-	// kubeVersion is the Kubernetes version the API server's code runs as (zero: whatever the
-	// process emulates, by default the newest known).
+	// kubeVersion is the Kubernetes version the API server's code runs as: the one asked for
+	// (WithKubeVersion), else the one the process ran as when the previewer was built.
 	kubeVersion kubeversion.Version
 }
 
 // Option tunes a Previewer.
 type Option func(*Previewer)
 
-// WithKubeVersion makes the previews those of a Kubernetes v API server: before each preview
-// the process emulates v (kubeversion.Emulate: feature-gate defaults, the formats the schema
-// validator knows), and a verdict that depends on a known difference between versions
-// (kubeversion.Differences) carries its note. The emulation is process-wide: previewers of
-// different versions must not run at the same time.
+// WithKubeVersion makes the previews those of a Kubernetes v API server, and a verdict that
+// depends on a known difference between versions (kubeversion.Differences) carries its note.
+// The process must run as v (kubeversion.Use, chosen once per run by the caller: feature-gate
+// defaults, the CEL environment, the formats the schema validator knows): NewPreviewer and
+// every preview refuse another (*kubeversion.NotInUseError). Without it, the previews are
+// those of the version the process runs as when the previewer is built.
 func WithKubeVersion(v kubeversion.Version) Option {
 	return func(p *Previewer) { p.kubeVersion = v }
 }
 
 // KubeVersion is the Kubernetes version the previews are judged as.
-func (p *Previewer) KubeVersion() kubeversion.Version {
-	if p.kubeVersion.IsZero() {
-		return kubeversion.Emulated()
-	}
-	return kubeversion.Effective(p.kubeVersion)
-}
+func (p *Previewer) KubeVersion() kubeversion.Version { return p.kubeVersion }
 
-// emulate switches the process to the previewer's Kubernetes version, if it has one.
-func (p *Previewer) emulate() error {
-	if p.kubeVersion.IsZero() {
-		return nil
-	}
-	return kubeversion.Emulate(p.kubeVersion)
+// inUse checks that the process still runs as the previewer's Kubernetes version: its CEL
+// rules were compiled as that version.
+func (p *Previewer) inUse() error {
+	_, err := kubeversion.Require(p.kubeVersion)
+	return err
 }
 
 type strategy interface {
@@ -118,6 +113,11 @@ func NewPreviewer(crd *apiextensionsv1.CustomResourceDefinition, opts ...Option)
 	for _, o := range opts {
 		o(p)
 	}
+	kv, err := kubeversion.Require(p.kubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	p.kubeVersion = kv
 	if p.storage == "" {
 		return nil, fmt.Errorf("%s: no version is marked storage: true", crd.Name)
 	}
@@ -423,7 +423,7 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 	if fv == "" {
 		fv = FieldValidationWarn
 	}
-	if err := p.emulate(); err != nil {
+	if err := p.inUse(); err != nil {
 		return nil, err
 	}
 	d, err := p.decode(data, fv)

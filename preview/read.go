@@ -47,7 +47,7 @@ func (p *Previewer) Read(stored []byte, read string) (*ReadResult, error) {
 			gvk.GroupVersion(), gvk.Kind, p.crd.Name, p.crd.Spec.Group, p.kind)
 	}
 	enc := gvk.Version
-	if err := p.emulate(); err != nil {
+	if err := p.inUse(); err != nil {
 		return nil, err
 	}
 	if _, err := p.usable(enc); err != nil {

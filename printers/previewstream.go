@@ -2,23 +2,20 @@ package printers
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/preview"
 )
 
-// PreviewStreamOptions say how a PreviewStream previews objects and writes the results.
-type PreviewStreamOptions struct {
+// PreviewPrinterOptions say how a PreviewPrinter writes the previews of many objects.
+type PreviewPrinterOptions struct {
 	// Out gets the results; ErrOut the counts of the "name" format.
 	Out, ErrOut io.Writer
 	// Format is "" (for people), "json", "yaml" or "name" (one line per object).
@@ -29,29 +26,17 @@ type PreviewStreamOptions struct {
 	OnlyRejected bool
 	// Diff: for people, a unified diff from the input to the result (coloured when Color).
 	Diff, Color bool
-	// Workers previewing at once (at least one).
-	Workers int
-	// KubeVersion is the version the objects are judged as (preview.WithKubeVersion).
-	KubeVersion kubeversion.Version
-	// Preview are the options of each preview (field validation, version read, namespace).
-	Preview preview.PreviewOptions
-	// Old, when set, finds the stored object of each job: every job is then an update.
-	Old func(job PreviewJob) ([]byte, error)
+	// Update: the previews are updates of stored objects (the violations of a non-structural
+	// schema are then not printed before the error).
+	Update bool
 	// PreviewerError and InputError word the errors of building a CRD's previewer and of a
 	// preview for the caller (nil: as they are).
-	PreviewerError func(job PreviewJob, err error) error
-	InputError     func(job PreviewJob, err error) error
+	PreviewerError func(job preview.Job, err error) error
+	InputError     func(job preview.Job, err error) error
 }
 
-// PreviewJob is one object to preview with its CRD.
-type PreviewJob struct {
-	// Source names the file and document the object came from.
-	Source string
-	JSON   []byte
-	CRD    *apiextensionsv1.CustomResourceDefinition
-}
-
-type previewDone struct {
+// PreviewText is one object's preview as a PreviewPrinter writes it (Render's result).
+type PreviewText struct {
 	text     []byte
 	accepted bool
 	err      error
@@ -66,7 +51,7 @@ type PreviewItem struct {
 	preview.PreviewResult
 }
 
-// PreviewReport is the whole json or yaml output of a PreviewStream: the items, then the
+// PreviewReport is the whole json or yaml output of a PreviewPrinter: the items, then the
 // counts (written as the objects are previewed).
 type PreviewReport struct {
 	Items    []PreviewItem `json:"items"`
@@ -78,37 +63,27 @@ type PreviewReport struct {
 	KubernetesVersion string `json:"kubernetesVersion"`
 }
 
-// PreviewStream previews objects on the workers of a preview.Pool and writes the results in the
-// input's order as they come, counting the verdicts; Finish writes the counts.
-type PreviewStream struct {
-	o    PreviewStreamOptions
-	pool *preview.Pool[PreviewJob, previewDone]
+// PreviewPrinter writes the previews of a preview.Stream: Render formats each outcome (on the
+// stream's workers, in parallel), Write writes them in the input's order as they come,
+// counting the verdicts, and Finish writes the counts.
+type PreviewPrinter struct {
+	o PreviewPrinterOptions
 
 	started  bool
 	accepted int
 	rejected int
 }
 
-// NewPreviewStream starts the workers; they stop when ctx is done.
-func NewPreviewStream(ctx context.Context, o PreviewStreamOptions) *PreviewStream {
-	s := &PreviewStream{o: o}
-	s.pool = preview.NewPool(ctx, o.Workers, s.preview, s.deliver)
-	return s
-}
+// NewPreviewPrinter is the printer of the previews of one run.
+func NewPreviewPrinter(o PreviewPrinterOptions) *PreviewPrinter { return &PreviewPrinter{o: o} }
 
 // Accepted and Rejected count the results written so far; Total is their sum.
-func (s *PreviewStream) Accepted() int { return s.accepted }
-func (s *PreviewStream) Rejected() int { return s.rejected }
-func (s *PreviewStream) Total() int    { return s.accepted + s.rejected }
+func (s *PreviewPrinter) Accepted() int { return s.accepted }
+func (s *PreviewPrinter) Rejected() int { return s.rejected }
+func (s *PreviewPrinter) Total() int    { return s.accepted + s.rejected }
 
-// Submit queues one object; it blocks while the window of objects in flight is full.
-func (s *PreviewStream) Submit(job PreviewJob) error { return s.pool.Submit(job) }
-
-// Wait waits for the objects in flight and returns the first error, in input order.
-func (s *PreviewStream) Wait() error { return s.pool.Wait() }
-
-// deliver writes one result, in input order (called by the pool one at a time).
-func (s *PreviewStream) deliver(r previewDone) error {
+// Write writes one result, in input order (called one at a time: preview.Stream's deliver).
+func (s *PreviewPrinter) Write(r PreviewText) error {
 	if r.err != nil {
 		if len(r.before) > 0 {
 			_, _ = s.o.Out.Write(r.before)
@@ -123,46 +98,40 @@ func (s *PreviewStream) deliver(r previewDone) error {
 	return s.write(r.text)
 }
 
-func word(f func(PreviewJob, error) error, job PreviewJob, err error) error {
+func word(f func(preview.Job, error) error, job preview.Job, err error) error {
 	if f == nil {
 		return err
 	}
 	return f(job, err)
 }
 
-// preview previews one object on a worker of the pool.
-func (s *PreviewStream) preview(ctx context.Context, w *preview.Worker, job PreviewJob) previewDone {
-	pv, err := w.Previewer(job.CRD, preview.WithKubeVersion(s.o.KubeVersion))
+// Render formats one outcome (preview.Stream's render: called on the worker that previewed
+// it, so it may run concurrently with itself, never with Write's writing of the same object).
+func (s *PreviewPrinter) Render(o preview.Outcome) PreviewText {
+	job, err := o.Job, o.Err
 	if err != nil {
-		return previewDone{err: word(s.o.PreviewerError, job, err)}
-	}
-	var res *preview.PreviewResult
-	if s.o.Old != nil {
-		old, ferr := s.o.Old(job)
-		if ferr != nil {
-			return previewDone{err: ferr}
+		switch o.Step {
+		case preview.StepPreviewer:
+			return PreviewText{err: word(s.o.PreviewerError, job, err)}
+		case preview.StepOld:
+			return PreviewText{err: err}
 		}
-		res, err = pv.Update(ctx, job.JSON, old, s.o.Preview)
-	} else {
-		res, err = pv.Create(ctx, job.JSON, s.o.Preview)
-	}
-	if err != nil {
 		var nse *preview.NonStructuralError
 		var before bytes.Buffer
-		if errors.As(err, &nse) && s.o.Old == nil {
+		if errors.As(err, &nse) && !s.o.Update {
 			// The violations go out before the error, as explain prints them.
 			if perr := PrintViolations(&before, nse.Violations, s.o.NoHeaders); perr != nil {
-				return previewDone{err: perr}
+				return PreviewText{err: perr}
 			}
 		}
-		return previewDone{err: word(s.o.InputError, job, err), before: before.Bytes()}
+		return PreviewText{err: word(s.o.InputError, job, err), before: before.Bytes()}
 	}
-	text, err := s.format(PreviewItem{Source: job.Source, PreviewResult: *res}, job.JSON)
-	return previewDone{text: text, accepted: res.Accepted(), err: err}
+	text, err := s.format(PreviewItem{Source: job.Source, PreviewResult: *o.Result}, job.JSON)
+	return PreviewText{text: text, accepted: o.Result.Accepted(), err: err}
 }
 
 // format renders one item (in a worker); nothing when OnlyRejected and it was accepted.
-func (s *PreviewStream) format(item PreviewItem, input []byte) ([]byte, error) {
+func (s *PreviewPrinter) format(item PreviewItem, input []byte) ([]byte, error) {
 	if s.o.OnlyRejected && item.Accepted() {
 		return nil, nil
 	}
@@ -216,7 +185,7 @@ func nameLine(item PreviewItem) string {
 		r.Verdict, obj, len(r.Errors), len(r.Warnings), len(r.Pruned)+len(r.PrunedOnConversion), len(r.Defaulted), item.Source)
 }
 
-func (s *PreviewStream) write(text []byte) error {
+func (s *PreviewPrinter) write(text []byte) error {
 	if len(text) == 0 {
 		return nil
 	}
@@ -242,7 +211,7 @@ func (s *PreviewStream) write(text []byte) error {
 }
 
 // Finish writes the counts (skipped: the documents no CRD defines) and the version judged as.
-func (s *PreviewStream) Finish(skipped int, kubernetesVersion string) error {
+func (s *PreviewPrinter) Finish(skipped int, kubernetesVersion string) error {
 	accepted, rejected := s.accepted, s.rejected
 	var err error
 	switch s.o.Format {

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/crdver/kubectl-crdver/internal/proc"
 )
 
 // RestartAPIServer kills the kube-apiserver process with SIGKILL (a crash, or a node rebooted:
@@ -29,7 +30,7 @@ func (e *Env) RestartAPIServer(ctx context.Context, down time.Duration) error {
 		return fmt.Errorf("killing kube-apiserver (pid %d): %w", pid, err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || stateOf(b) == "Z" {
+		if st, err := proc.ReadStat(pid); err != nil || st.State == "Z" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -81,20 +82,11 @@ func (e *Env) apiServerProcess() (int, []string, error) {
 		for _, a := range args {
 			if a == "--etcd-servers="+e.EtcdURL {
 				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-				if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && stateOf(b) != "Z" {
+				if st, err := proc.ReadStat(pid); err == nil && st.State != "Z" {
 					return pid, args, nil
 				}
 			}
 		}
 	}
 	return 0, nil, fmt.Errorf("no kube-apiserver process with --etcd-servers=%s", e.EtcdURL)
-}
-
-// stateOf is the state field of /proc/PID/stat.
-func stateOf(stat []byte) string {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 || i+3 > len(stat) {
-		return ""
-	}
-	return string(stat[i+2 : i+3])
 }
