@@ -50,19 +50,7 @@ func CAPIWebhookBinary(t testing.TB) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("bash", filepath.Join(root, "hack", "build-capi-webhook.sh"))
-	cmd.Env = os.Environ()
-	// The tests run with XDG_CACHE_HOME in a temporary folder (IsolateCache): build into the
-	// control-plane binaries' cache root, found from their pinned folder, unless make test
-	// named it (CRDVER_TESTBIN).
-	if os.Getenv("CRDVER_TESTBIN") == "" {
-		assets := os.Getenv("KUBEBUILDER_ASSETS")
-		if assets == "" {
-			assets = os.Getenv("CRDVER_TEST_ASSETS")
-		}
-		if assets != "" {
-			cmd.Env = append(cmd.Env, "CRDVER_TESTBIN="+filepath.Dir(assets))
-		}
-	}
+	cmd.Env = append(os.Environ(), capiBuildEnv()...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -81,6 +69,31 @@ func CAPIWebhookBinary(t testing.TB) string {
 	}
 	return bin
 }
+
+// capiBuildEnv pins where hack/build-capi-webhook.sh builds and caches, from the process's
+// environment as it is at the first call (start the webhook before a test moves HOME, as the
+// e2e harness does; IsolateCache pins what it moves): the control-plane binaries' cache root (CRDVER_TESTBIN as make test sets it, else
+// the folder above their pinned folder) and Go's build and module caches.
+var capiBuildEnv = sync.OnceValue(func() []string {
+	var env []string
+	if os.Getenv("CRDVER_TESTBIN") == "" {
+		assets := os.Getenv("KUBEBUILDER_ASSETS")
+		if assets == "" {
+			assets = os.Getenv("CRDVER_TEST_ASSETS")
+		}
+		if assets != "" {
+			env = append(env, "CRDVER_TESTBIN="+filepath.Dir(assets))
+		}
+	}
+	for _, v := range []string{"GOCACHE", "GOMODCACHE"} {
+		if os.Getenv(v) == "" {
+			if out, err := exec.Command("go", "env", v).Output(); err == nil {
+				env = append(env, v+"="+strings.TrimSpace(string(out)))
+			}
+		}
+	}
+	return env
+})
 
 func lastLine(s string) string {
 	s = strings.TrimRight(s, "\n")
