@@ -95,6 +95,7 @@ func capiObjects(t *testing.T) []*unstructured.Unstructured {
 // storage v1beta2,
 // storedVersions [v1beta2], every object stored at v1beta2 in etcd, no field read at v1beta1
 // before lost when read at v1beta1 after (through the webhook), its creator still a manager.
+// Then upgrade -f v1.8.4 takes it back: storage and storedVersions v1beta1, nothing lost.
 func TestPathClusterAPI(t *testing.T) {
 	hook := testenv.StartCAPIWebhook(t) // first: newHarness moves HOME, and so Go's caches
 	h := newHarness(t, release{Project: "cluster-api"})
@@ -216,4 +217,37 @@ func TestPathClusterAPI(t *testing.T) {
 			t.Errorf("%s: manager %s lost", what, managerCreate)
 		}
 	}
+
+	// And back: upgrade -f v1.8.4 takes the cluster to v1beta1 storage again (through the same
+	// webhook), every object readable at v1beta1 with no field of the original lost.
+	back := h.crdver("upgrade", "-f", old, "--yes", "--backup", backup+".back", "--allow-data-loss")
+	t.Logf("upgrade -f v1.8.4 (back): exit %d\n%s", back.code, lastLines(back.stderr, 3))
+	if back.code != 0 {
+		t.Fatalf("upgrade -f v1.8.4: exit %d\n%s%s", back.code, back.stdout, back.stderr)
+	}
+	for _, name := range names {
+		crd := h.liveCRD(name)
+		if !slices.Equal(crd.Status.StoredVersions, []string{"v1beta1"}) || storageVersion(crd) != "v1beta1" {
+			t.Errorf("%s after the way back: storage %s, storedVersions %v", name, storageVersion(crd), crd.Status.StoredVersions)
+		}
+	}
+	for _, o := range objs {
+		what := o.GetKind() + "/" + o.GetName()
+		after, err := h.dyn.Resource(gvr(o.GetKind(), "v1beta1")).Namespace("capi").Get(h.ctx, o.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("%s at v1beta1 after the way back: %v", what, err)
+			continue
+		}
+		if lost := lostFields(before[what], after.Object, "metadata.resourceVersion", "metadata.managedFields", "metadata.generation"); len(lost) > 0 {
+			t.Errorf("%s: fields lost on the way back: %v", what, lost)
+		}
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
