@@ -46,10 +46,11 @@ docs:
 	$(GO) run ./hack/docgen -out docs/reference
 
 ## test-assets: build kube-apiserver, etcd and kube-controller-manager from the Go module proxy (cached),
-## and the kube-apiserver of $(CI_KUBE_MINOR)
+## the kube-apiserver of $(CI_KUBE_MINOR), and Cluster API's conversion webhook (hack/tools/capi-webhook)
 test-assets:
 	@hack/build-test-binaries.sh $(TEST_BINARIES) >/dev/null
 	@hack/build-test-binaries.sh --kube $(CI_KUBE_MINOR) kube-apiserver etcd >/dev/null
+	@hack/build-capi-webhook.sh >/dev/null
 
 ## test: every test, unit and integration (real kube-apiserver + etcd; the version differential
 ## test against the current minor and $(CI_KUBE_MINOR))
