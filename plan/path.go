@@ -74,6 +74,10 @@ type PathOptions struct {
 	// Probe checks, before any write, that the conversion a hop's rewrite relies on answers
 	// (ProbeConversion); nil: not checked (the report says so).
 	Probe func(ctx context.Context, rw *PathRewrite, conv, live *apiextensionsv1.CustomResourceDefinition) error
+	// Convert converts objects through a conversion webhook, to take the live objects through
+	// the hops before each later hop's plan (WebhookConvert); nil: objects an earlier hop
+	// converts through a webhook are not evaluated at the hops after it (a note says so).
+	Convert ConvertFunc
 }
 
 // PathReport is the release path from the live state to the target: per CRD whether the
@@ -115,8 +119,10 @@ type Hop struct {
 	CRDs []string `json:"crds"`
 	Why  string   `json:"why"`
 	// Live: the hop was planned against the cluster (the first hop); later hops are planned
-	// offline against the CRDs the hops before leave, their objects not evaluated (upgrade
-	// plans each hop against the cluster again before its writes).
+	// offline against the CRDs the hops before leave, with the live objects as the hops
+	// before leave them (taken through each earlier hop's conversion and schema: consented
+	// losses gone), so every object is judged at every hop before any write (upgrade plans
+	// each hop against the cluster again before its writes).
 	Live     bool          `json:"live"`
 	Plan     *Report       `json:"plan"`
 	Rewrites []PathRewrite `json:"rewrites"`
@@ -568,23 +574,34 @@ func planHops(ctx context.Context, c ReleaseClients, o PathOptions, rep *PathRep
 	for n, l := range live {
 		state[n] = pathState{crd: l, stored: storedOf(l)}
 	}
+	// The hops each CRD's objects go through before the hop planned (laterHopSource).
+	chain := map[string][]hopStep{}
 	for i := range rep.Hops {
 		h := &rep.Hops[i]
 		h.Index = i + 1
 		rel := rels[i]
 		ro := o.Release
 		ro.Next = rel.CRDs
+		notes := map[string]string{}
 		ro.Runbook.ApplyFile = rel.File
 		cl := c
 		if i > 0 {
 			cl = ReleaseClients{} // offline: the CRDs the hops before leave
 			ro.ServerDryRun = false
-			ro.Live, ro.Sources = make([]*apiextensionsv1.CustomResourceDefinition, len(rel.CRDs)), nil
+			ro.Live, ro.Sources = make([]*apiextensionsv1.CustomResourceDefinition, len(rel.CRDs)), make([]ObjectSource, len(rel.CRDs))
 			for j, n := range rel.CRDs {
 				if s, ok := state[n.Name]; ok {
 					l := s.crd.DeepCopy()
 					l.Status.StoredVersions = s.stored
 					ro.Live[j] = l
+					if lv := live[n.Name]; lv != nil {
+						src, why := laterHopSource(ctx, c, o, lv, chain[n.Name])
+						if src != nil {
+							ro.Sources[j] = src
+						} else if why != "" {
+							notes[n.Name] = why
+						}
+					}
 				}
 			}
 		} else if c.CRDs == nil {
@@ -611,8 +628,18 @@ func planHops(ctx context.Context, c ReleaseClients, o PathOptions, rep *PathRep
 		if err != nil {
 			return fmt.Errorf("hop %d (%s): %w", h.Index, rel.Name, err)
 		}
+		if p != nil {
+			for k := range p.Items {
+				if why := notes[p.Items[k].CRD]; why != "" {
+					p.Items[k].Objects.Notes = append(p.Items[k].Objects.Notes, why)
+				}
+			}
+		}
 		h.Rewrites = rewritesOf(ctx, state, rel, live, o.Probe)
 		for _, n := range rel.CRDs {
+			if s, ok := state[n.Name]; ok {
+				chain[n.Name] = append(chain[n.Name], hopStep{from: s, next: n, release: rel.Name})
+			}
 			state[n.Name] = after(n)
 		}
 	}

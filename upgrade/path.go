@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -66,6 +65,9 @@ type PathReport struct {
 	StoppedBefore int    `json:"stoppedBefore,omitempty"`
 	Instruction   string `json:"instruction,omitempty"`
 	Checkpoint    string `json:"checkpoint"`
+	// Preflight is every hop's, judged before the first write (plan's findings at each hop,
+	// each object as the hops before leave it).
+	Preflight []HopPreflight `json:"preflight"`
 	// Outcome is the path's: the last hop's, or why it stopped.
 	Outcome Outcome `json:"outcome"`
 }
@@ -93,9 +95,10 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 	}
 	rc := plan.ReleaseClients{CRDs: c.CRDs, Dynamic: c.Dynamic, Kube: c.Kube}
 	probe := plan.ProbeConversion(rc, timeout)
+	conv := plan.WebhookConvert(rc, timeout)
 	ro := plan.ReleaseOptions{KubeVersion: o.KubeVersion, ServerDryRun: o.ServerDryRun, ChunkSize: o.ChunkSize,
 		Plan: plan.Options{FieldValidation: preview.FieldValidationStrict}, OnEvaluate: o.OnEvaluate}
-	out := &PathReport{Hops: []*Report{}}
+	out := &PathReport{Hops: []*Report{}, Preflight: []HopPreflight{}}
 
 	// The path's state: the hops an earlier run chose and the one it was at.
 	all := append(append([]plan.PathRelease{}, o.Via...), o.Target)
@@ -143,9 +146,9 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 			}
 			hops = append(hops, all[i])
 		}
-		out.Path, err = plan.PathThrough(ctx, rc, plan.PathOptions{Via: hops[:len(hops)-1], Target: hops[len(hops)-1], Release: ro, Probe: probe})
+		out.Path, err = plan.PathThrough(ctx, rc, plan.PathOptions{Via: hops[:len(hops)-1], Target: hops[len(hops)-1], Release: ro, Probe: probe, Convert: conv})
 	} else {
-		out.Path, err = plan.Path(ctx, rc, plan.PathOptions{Via: o.Via, Target: o.Target, Release: ro, Probe: probe})
+		out.Path, err = plan.Path(ctx, rc, plan.PathOptions{Via: o.Via, Target: o.Target, Release: ro, Probe: probe, Convert: conv})
 		if err == nil {
 			for _, h := range out.Path.Hops {
 				i := slices.IndexFunc(all, func(r plan.PathRelease) bool { return r.Name == h.Release })
@@ -169,15 +172,17 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 	if !out.Path.Reachable {
 		return refuse("%s", out.Path.Verdict)
 	}
-	for _, h := range out.Path.Hops {
-		if h.Plan == nil {
-			continue
+	// Every object judged at every hop it goes through (plan.Path: as the hops before leave
+	// it), with the consent given: a hop that refuses stops the path before its first write.
+	out.Preflight = pathPreflight(out.Path, o.Consent())
+	if why := pathRefusal(out.Preflight); why != "" {
+		var kinds []plan.Kind
+		for _, hp := range out.Preflight {
+			kinds = append(kinds, hp.Refusals...)
 		}
-		for _, s := range h.Plan.Runbook {
-			if s.Action == plan.ActionFixCRDs {
-				return refuse("hop %d (%s): the API server would reject %s (see the plan's apply errors)", h.Index, h.Release, strings.Join(s.CRDs, ", "))
-			}
-		}
+		rep, err := refuse("%s", why)
+		rep.Outcome.Refusals = o.Consent().Refusals(kinds)
+		return rep, err
 	}
 	if o.DryRun {
 		// The first hop's preflight (nothing is written); the later hops are planned above.
