@@ -196,6 +196,25 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 		}
 		return out, err
 	}
+	// One run at a time on the path's CRDs, held from before the first hop's first write to
+	// the end of the last hop: no other run slips in between two hops (each hop's upgrade
+	// finds the lease held by this run and goes on under it).
+	var names []string
+	for _, r := range hops {
+		for _, n := range r.CRDs {
+			if !slices.Contains(names, n.Name) {
+				names = append(names, n.Name)
+			}
+		}
+	}
+	lease, note, err := migrate.AcquireLease(ctx, c, "kubectl crdver upgrade (a release path)", names...)
+	if err != nil {
+		return out, err
+	}
+	defer lease.Release(ctx)
+	if note != "" && o.Notify != nil {
+		o.Notify(note)
+	}
 	if st == nil {
 		st = &state{Release: key, Cluster: cluster, Server: c.Server, CRDs: live, Done: []string{}, BackupFile: o.BackupFile}
 		for _, h := range hops {

@@ -8,11 +8,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
@@ -111,5 +114,69 @@ func TestRunPathRefusesALossAtTheSecondHop(t *testing.T) {
 	b, err := os.ReadFile(f.backup)
 	if err != nil || !strings.Contains(string(b), "legacy: keep-me") {
 		t.Errorf("the path's backup lacks spec.legacy (%v):\n%s", err, b)
+	}
+}
+
+// TestRunPathHoldsOneLease: the path holds its CRDs' lease from before the first hop to the
+// end of the last: between the hops another run finds it held (each hop's upgrade used to
+// release it at its end); a lease another live run holds stops the path before any write.
+func TestRunPathHoldsOneLease(t *testing.T) {
+	ctx := context.Background()
+	f, o := lossAtHop2(t, "hop2lease.run.example.com")
+	crd := "widgets.hop2lease.run.example.com"
+
+	// Another run (another machine) holds the CRD: refused before any write.
+	now := metav1.NewMicroTime(time.Now())
+	holder, secs := "kubectl crdver migrate, pid 1 on elsewhere", int32(60)
+	leases := f.c.Kube.CoordinationV1().Leases(migrate.LeaseNamespace)
+	if _, err := leases.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: migrate.LeaseName(crd), Annotations: map[string]string{"crdver.io/host": "elsewhere", "crdver.io/pid": "1"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := f.clusterMark(t)
+	o.AllowDataLoss = true
+	_, err := RunPath(ctx, f.c, o)
+	var held *migrate.HeldError
+	if !errors.As(err, &held) || held.CRD != crd {
+		t.Fatalf("RunPath while another run holds %s: %v, want its HeldError", crd, err)
+	}
+	if after := f.clusterMark(t); after != before {
+		t.Errorf("the path wrote while another run held the lease: %s, was %s", after, before)
+	}
+	if err := leases.Delete(ctx, migrate.LeaseName(crd), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Between the hops, the lease is this run's.
+	var between []string
+	o.Notify = func(line string) {
+		if strings.HasPrefix(line, "hop 2/2") {
+			h, err := migrate.LeaseHolder(ctx, f.c, crd)
+			switch {
+			case err != nil:
+				between = append(between, err.Error())
+			case h == nil:
+				between = append(between, "no run holds the lease")
+			case !strings.Contains(h.Holder, "a release path"):
+				between = append(between, "held by "+h.Holder)
+			default:
+				between = append(between, "ok")
+			}
+		}
+	}
+	rep, err := RunPath(ctx, f.c, o)
+	if err != nil {
+		t.Fatalf("RunPath: %v", err)
+	}
+	if len(rep.Hops) != 2 || rep.Outcome.Result != ResultComplete {
+		t.Fatalf("%d hops, outcome %+v", len(rep.Hops), rep.Outcome)
+	}
+	if !slices.Equal(between, []string{"ok"}) {
+		t.Errorf("between hop 1 and hop 2: %v, want the lease held by this path", between)
+	}
+	if h, err := migrate.LeaseHolder(ctx, f.c, crd); err != nil || h != nil {
+		t.Errorf("after the path: holder %v (%v), want the lease released", h, err)
 	}
 }
