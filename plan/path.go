@@ -80,6 +80,24 @@ type PathOptions struct {
 	Convert ConvertFunc
 }
 
+// DefaultProbeTimeout bounds each question Path asks a conversion webhook when PathOptions
+// name no Probe or Convert of their own.
+const DefaultProbeTimeout = 10 * time.Second
+
+// withDefaults asks the cluster's webhooks when o names no Probe or Convert of its own and
+// c reaches a cluster.
+func (o PathOptions) withDefaults(c ReleaseClients) PathOptions {
+	if c.CRDs != nil && c.Kube != nil {
+		if o.Probe == nil {
+			o.Probe = ProbeConversion(c, DefaultProbeTimeout)
+		}
+		if o.Convert == nil {
+			o.Convert = WebhookConvert(c, DefaultProbeTimeout)
+		}
+	}
+	return o
+}
+
 // PathReport is the release path from the live state to the target: per CRD whether the
 // target is reachable directly, the hops, and each hop's plan.
 type PathReport struct {
@@ -298,6 +316,7 @@ func route(cur pathState, via []PathRelease, target PathRelease, name string) (h
 // others offline against the CRDs the hops before leave) and every rewrite's conversion,
 // checked with o.Probe.
 func Path(ctx context.Context, c ReleaseClients, o PathOptions) (*PathReport, error) {
+	o = o.withDefaults(c)
 	rep := &PathReport{Target: o.Target.Name, CRDs: []PathCRD{}, Hops: []Hop{}, Reachable: true}
 	live := map[string]*apiextensionsv1.CustomResourceDefinition{}
 	names := crdNames(append(append([]PathRelease{}, o.Via...), o.Target))
@@ -681,6 +700,7 @@ func rewritesOf(ctx context.Context, state map[string]pathState, rel PathRelease
 // PathThrough plans the path through every release of o.Via, in order, then o.Target (no
 // release skipped): what upgrade resumes along once it has chosen its hops.
 func PathThrough(ctx context.Context, c ReleaseClients, o PathOptions) (*PathReport, error) {
+	o = o.withDefaults(c)
 	rep := &PathReport{Target: o.Target.Name, CRDs: []PathCRD{}, Hops: []Hop{}, Reachable: true}
 	rels := append(append([]PathRelease{}, o.Via...), o.Target)
 	live := map[string]*apiextensionsv1.CustomResourceDefinition{}
