@@ -146,6 +146,9 @@ func (o *UpgradeOptions) runPath(ctx context.Context, c *migrate.Clients, uo upg
 			if perr := printers.Path(o.g.Out, rep.Path, o.out.noHeaders); perr != nil {
 				return perr
 			}
+			if perr := printers.PathPreflight(o.g.Out, rep.Preflight, o.out.noHeaders); perr != nil {
+				return perr
+			}
 			for _, h := range rep.Hops {
 				if hop := h.Hop; hop != nil {
 					fmt.Fprintf(o.g.Out, "\nHop %d/%d (kubectl crdver upgrade -f %s):\n", hop.Index, hop.Of, hop.File)

@@ -81,6 +81,30 @@ func pathKey(server string, rels []plan.PathRelease) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// pathStateFile is the key of the path through all (its releases, in order) on server and
+// its state file: checkpoint when given, else one in the cache folder per path and cluster.
+func pathStateFile(server, cluster string, all []plan.PathRelease, checkpoint string) (key, path string, err error) {
+	key = pathKey(server, all)
+	if checkpoint != "" {
+		return key, checkpoint, nil
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return key, "", fmt.Errorf("finding the cache folder for the path's checkpoint: %w", err)
+	}
+	sum := sha256.Sum256([]byte(key + "\x00" + cluster))
+	return key, filepath.Join(dir, "kubectl-crdver", "upgrade", "path-"+hex.EncodeToString(sum[:])[:16]+".json"), nil
+}
+
+// hopCheckpoint is the checkpoint of hop index (1-based) of a path whose state is checkpoint:
+// beside it, or "" (the release's own default, DefaultCheckpointPath) when none was given.
+func hopCheckpoint(checkpoint string, index int) string {
+	if checkpoint == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s.hop%d", checkpoint, index)
+}
+
 // RunPath upgrades the cluster along the release path to o.Target: one plan of the path
 // (plan.Path, from the live state) whose refusals stop it before any write, one backup (the
 // first hop's), each hop's upgrade (storage steps and apply, Run), one verify (the last
@@ -111,15 +135,9 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 	if err != nil {
 		return out, err
 	}
-	key := pathKey(c.Server, all)
-	path := o.Checkpoint
-	if path == "" {
-		dir, err := os.UserCacheDir()
-		if err != nil {
-			return out, fmt.Errorf("finding the cache folder for the path's checkpoint: %w", err)
-		}
-		sum := sha256.Sum256([]byte(key + "\x00" + cluster))
-		path = filepath.Join(dir, "kubectl-crdver", "upgrade", "path-"+hex.EncodeToString(sum[:])[:16]+".json")
+	key, path, err := pathStateFile(c.Server, cluster, all, o.Checkpoint)
+	if err != nil {
+		return out, err
 	}
 	out.Checkpoint = path
 	st, err := loadState(path)
@@ -245,6 +263,7 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 		}
 		if in := ph.Instruction(); in != "" {
 			out.StoppedBefore, out.Instruction = index, fmt.Sprintf("before hop %d (%s): %s; then run the same command again", index, rel.Name, in)
+			st.Instruction = out.Instruction
 			out.Outcome = Outcome{Result: ResultNotApplied, ExitCode: 1, Message: out.Instruction, Remaining: []string{out.Instruction}}
 			if err := save(); err != nil {
 				return out, err
@@ -254,9 +273,8 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 		uo := o.Options
 		uo.Next, uo.ApplyFile, uo.BackupFile, uo.Confirm = rel.CRDs, rel.File, backup, confirm
 		uo.Hop = &HopOptions{Index: index, Of: len(st.Hops), Release: rel.Name, File: rel.File, BackupTaken: st.Backup != nil, Last: index == len(st.Hops)}
-		if o.Checkpoint != "" {
-			uo.Checkpoint = fmt.Sprintf("%s.hop%d", o.Checkpoint, index)
-		}
+		uo.Checkpoint = hopCheckpoint(o.Checkpoint, index)
+		st.Instruction = ""
 		if o.Notify != nil {
 			o.Notify(fmt.Sprintf("hop %d/%d: %s", index, len(st.Hops), rel.Name))
 		}

@@ -180,3 +180,56 @@ func TestRunPathHoldsOneLease(t *testing.T) {
 		t.Errorf("after the path: holder %v (%v), want the lease released", h, err)
 	}
 }
+
+// TestGetPathStatus: a path interrupted in its second hop, after that hop's backup step: the
+// status names the path's hops, the hop it is at (2 of 2, v0.3.0) and the step done in it,
+// and says to continue; once the path is run again to its end, nothing is left.
+func TestGetPathStatus(t *testing.T) {
+	f, o := lossAtHop2(t, "hop2status.run.example.com")
+	o.AllowDataLoss = true
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inHop2 := false
+	o.Notify = func(line string) {
+		switch {
+		case strings.HasPrefix(line, "hop 2/2"):
+			inHop2 = true
+		case inHop2 && strings.HasPrefix(line, "step 2/"):
+			cancel() // the hop stops after its backup step (the path's, already taken)
+		}
+	}
+	_, err := RunPath(ctx, f.c, o)
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("RunPath cancelled in hop 2: %v, want ErrInterrupted", err)
+	}
+
+	st, err := GetPathStatus(context.Background(), f.c, o.Via, o.Target, o.Checkpoint, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := st.Path
+	if p == nil || !p.Found || p.NotThisCluster != "" || !slices.Equal(p.Hops, []string{"v0.2.0", "v0.3.0"}) || p.Hop != 2 || p.Release != "v0.3.0" || p.Complete {
+		t.Fatalf("path status %+v, want found, hops [v0.2.0 v0.3.0], at hop 2 (v0.3.0)", p)
+	}
+	if p.HopCheckpoint != o.Checkpoint+".hop2" || st.Checkpoint != p.HopCheckpoint || !st.Found {
+		t.Errorf("hop checkpoint %q (status %q, found %v), want %s.hop2", p.HopCheckpoint, st.Checkpoint, st.Found, o.Checkpoint)
+	}
+	if len(st.Done) != 1 || !strings.HasPrefix(st.Done[0], plan.ActionBackup+"|") || st.Next != NextContinue {
+		t.Errorf("hop 2: done %v, next %s; want its backup step done and continue", st.Done, st.Next)
+	}
+	if len(st.CRDs) != 1 || !slices.Equal(st.CRDs[0].Extra, []string{"v1"}) {
+		t.Errorf("hop 2's CRD as the cluster has it: %+v, want v1 still to remove", st.CRDs)
+	}
+
+	o.Notify = nil
+	if _, err := RunPath(context.Background(), f.c, o); err != nil {
+		t.Fatalf("RunPath again: %v", err)
+	}
+	st, err = GetPathStatus(context.Background(), f.c, o.Via, o.Target, o.Checkpoint, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Path.Complete || st.Path.Hop != 0 || st.Next != NextNothing {
+		t.Errorf("after the path: %+v, next %s; want complete, nothing", st.Path, st.Next)
+	}
+}
