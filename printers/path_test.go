@@ -85,7 +85,7 @@ func TestPathPreflightPrinter(t *testing.T) {
 // must do first, before the hop's own status.
 func TestUpgradeStatusPath(t *testing.T) {
 	st := &upgrade.Status{Checkpoint: "/tmp/cp.json.hop2", Found: true, Done: []string{"backup|widgets.example.com||"}, Next: upgrade.NextContinue,
-		CRDs: []upgrade.StatusCRD{{CRD: "widgets.example.com", Exists: true, StorageVersion: "v2", StoredVersions: []string{"v2"}, Extra: []string{"v1"}}},
+		CRDs:    []upgrade.StatusCRD{{CRD: "widgets.example.com", Exists: true, StorageVersion: "v2", StoredVersions: []string{"v2"}, Extra: []string{"v1"}}},
 		Command: "kubectl crdver upgrade -f v0.3.0/ --via v0.2.0/ --yes",
 		Path: &upgrade.PathStatus{Checkpoint: "/tmp/cp.json", Found: true, Hops: []string{"v0.2.0", "v0.3.0"}, Hop: 2, Release: "v0.3.0", HopCheckpoint: "/tmp/cp.json.hop2",
 			Instruction: "before hop 2 (v0.3.0): deploy its operator"}}
