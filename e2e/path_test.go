@@ -238,6 +238,10 @@ var pathChains = []struct {
 		Project: "cert-manager", Old: "v0.16.1", New: "v1.7.3", Samples: []string{"samples/*.yaml"},
 		Controller: "cert-manager-certificates-issuing", Applier: "kustomize-controller", WriteMayFail: certManager016WriteMayFail,
 	}},
+	{name: "external-secrets-0.15-to-0.17", via: []string{"v0.16.2"}, rel: release{
+		Project: "external-secrets", Old: "v0.15.1", New: "v0.17.0", Samples: []string{"samples/*.yaml"},
+		Controller: "external-secrets", Applier: "argocd-controller",
+	}},
 }
 
 // TestPathRealChains: on each real chain, plan's verdict on the direct jump against what the
@@ -311,6 +315,17 @@ func TestPathRealChains(t *testing.T) {
 					}
 				}
 				t.Logf("stopped before hop %d: %s", rep.StoppedBefore, firstLineOf(u.stderr))
+				return
+			}
+			if u.code == 1 && rep.Outcome.Result == upgrade.ResultRefused && len(rep.Hops) == 0 {
+				// The path's preflight (every hop, before any write) refused.
+				now := h.snapshot()
+				for o, b := range before {
+					if a := now[o]; a == nil || a.Stored != b.Stored {
+						t.Errorf("%s: written by a refused path", o)
+					}
+				}
+				t.Logf("the path's preflight refused before any write: %s", firstLineOf(u.stderr))
 				return
 			}
 			if u.code != 0 {

@@ -126,3 +126,27 @@ func TestReadReleases(t *testing.T) {
 		t.Errorf("a target older than every release: %v", err)
 	}
 }
+
+// TestReleaseName: a release is named by its folder or file, or by the versioned folder its
+// file is in (a release URL); the same name twice is told apart.
+func TestReleaseName(t *testing.T) {
+	for in, want := range map[string]string{
+		"testdata/releases/cert-manager/v1.7.3": "v1.7.3",
+		"v0.3.0/":                               "v0.3.0",
+		"release.yaml":                          "release",
+		"-":                                     "stdin",
+		"https://github.com/cert-manager/cert-manager/releases/download/v1.7.3/cert-manager.crds.yaml": "v1.7.3",
+		"http://127.0.0.1:8080/v0.2.0/crontabs.yaml":                                                   "v0.2.0",
+		"http://127.0.0.1:8080/crds/standard-install-v1.2.1.yaml":                                      "standard-install-v1.2.1",
+		"http://127.0.0.1:8080/crontabs.yaml":                                                          "crontabs",
+	} {
+		if got := ReleaseName(in); got != want {
+			t.Errorf("ReleaseName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	rels := []PathRelease{{Name: "crds"}, {Name: "crds"}, {Name: "v1"}}
+	uniqueNames(rels, "v1")
+	if got := []string{rels[0].Name, rels[1].Name, rels[2].Name}; !slices.Equal(got, []string{"crds", "crds (2)", "v1 (2)"}) {
+		t.Errorf("unique names: %v", got)
+	}
+}

@@ -3,7 +3,9 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"strings"
 
@@ -14,17 +16,39 @@ import (
 // cannot be read or holds no release older than the target): the user's input is wrong.
 var ErrReleases = errors.New("the releases of the path")
 
-// ReleaseName names a release by its path: the folder or file name without its extension
-// ("stdin" for -).
+// ReleaseName names a release by its path or URL: the folder or file name without its
+// extension, or the folder it is in when only that carries a version
+// (".../download/v1.7.3/cert-manager.crds.yaml" is v1.7.3); "stdin" for -.
 func ReleaseName(path string) string {
 	if path == "-" {
 		return "stdin"
 	}
-	b := filepath.Base(strings.TrimRight(path, "/"))
-	if e := filepath.Ext(b); e == ".yaml" || e == ".yml" || e == ".json" {
+	p := path
+	if u, err := url.Parse(path); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+		p = u.Path
+	}
+	p = strings.TrimRight(filepath.ToSlash(p), "/")
+	b := pathpkg.Base(p)
+	if e := pathpkg.Ext(b); e == ".yaml" || e == ".yml" || e == ".json" {
 		b = strings.TrimSuffix(b, e)
+		if dir := pathpkg.Base(pathpkg.Dir(p)); ReleaseVersion(b) == nil && dir != "." && dir != "/" && ReleaseVersion(dir) != nil {
+			return dir
+		}
 	}
 	return b
+}
+
+// uniqueNames makes the names of rels differ from each other and from target's, by the
+// position of each release given twice under one name ("crds (2)").
+func uniqueNames(rels []PathRelease, target string) {
+	seen := map[string]bool{target: true}
+	for i := range rels {
+		n := rels[i].Name
+		for k := 2; seen[n]; k++ {
+			n = fmt.Sprintf("%s (%d)", rels[i].Name, k)
+		}
+		seen[n], rels[i].Name = true, n
+	}
 }
 
 // ReadCRDs reads a release's CRDs from what -f takes (a file, folder, URL or -). optional: a
@@ -83,5 +107,10 @@ func ReadReleases(via []string, dir string, target []string, read ReadCRDs) ([]P
 		}
 		out = append(out, PathRelease{Name: ReleaseName(p), File: p, CRDs: crds})
 	}
+	tgt := ""
+	if len(target) > 0 {
+		tgt = ReleaseName(target[0])
+	}
+	uniqueNames(out, tgt)
 	return out, notes, nil
 }
