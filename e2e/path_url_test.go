@@ -21,7 +21,7 @@ import (
 // publishes them: an HTTP server serves v0.2.0's and v0.3.0's CRDs, each under a folder named
 // by its version. plan names the hops by those versions and goes through v0.2.0 (the target
 // removes v1beta1, which the objects are stored at, and the live CRD lacks its storage
-// version v2); upgrade along the URLs ends applied and verified, status.storedVersions [v2];
+// version v2), judging both objects at hop 2 as hop 1 leaves them; upgrade along the URLs ends applied and verified, status.storedVersions [v2];
 // a URL the server does not have is a usage error naming it.
 func TestPathFromURLs(t *testing.T) {
 	h := newHarness(t, release{Project: "path"})
@@ -58,7 +58,9 @@ func TestPathFromURLs(t *testing.T) {
 
 	p := h.crdver("plan", "--via", via, "-f", target, "-o", "json")
 	var path plan.PathReport
-	if err := json.Unmarshal([]byte(p.stdout), &path); err != nil || p.code != 0 {
+	// Exit 1: hop 2 removes v1beta1, which the objects' managedFields name (a kind upgrade
+	// carries out: its retire step moves them).
+	if err := json.Unmarshal([]byte(p.stdout), &path); err != nil || p.code != 1 {
 		t.Fatalf("plan --via URL -f URL: exit %d, %v\n%s\n%s", p.code, err, p.stdout, p.stderr)
 	}
 	var hops []string
@@ -67,6 +69,9 @@ func TestPathFromURLs(t *testing.T) {
 	}
 	if !path.Reachable || path.Direct || !slices.Equal(hops, []string{"v0.2.0", "v0.3.0"}) || path.Hops[1].File != target {
 		t.Fatalf("path from URLs: reachable %v direct %v hops %v (target file %q)", path.Reachable, path.Direct, hops, path.Hops[len(path.Hops)-1].File)
+	}
+	if it := path.Hops[1].Plan.Items[0]; !slices.Equal(it.Kinds, []plan.Kind{plan.KindManagedFields}) || it.Objects.Evaluated != 2 {
+		t.Errorf("hop 2: kinds %v, %d objects evaluated; want managed-fields only, both objects", it.Kinds, it.Objects.Evaluated)
 	}
 	for _, want := range []string{"/v0.2.0/crontabs.yaml", "/v0.3.0/crontabs.yaml"} {
 		if !slices.Contains(served, want) {
