@@ -602,6 +602,7 @@ func planHops(ctx context.Context, c ReleaseClients, o PathOptions, rep *PathRep
 		ro := o.Release
 		ro.Next = rel.CRDs
 		notes := map[string]string{}
+		sources := map[string]*hopSource{}
 		ro.Runbook.ApplyFile = rel.File
 		cl := c
 		if i > 0 {
@@ -615,8 +616,14 @@ func planHops(ctx context.Context, c ReleaseClients, o PathOptions, rep *PathRep
 					ro.Live[j] = l
 					if lv := live[n.Name]; lv != nil {
 						src, why := laterHopSource(ctx, c, o, lv, chain[n.Name])
+						if w := waitingBefore(rep.Hops[:i], n.Name); w != "" {
+							src, why = nil, w
+						}
 						if src != nil {
 							ro.Sources[j] = src
+							if hs, ok := src.(*hopSource); ok {
+								sources[n.Name] = hs
+							}
 						} else if why != "" {
 							notes[n.Name] = why
 						}
@@ -647,6 +654,11 @@ func planHops(ctx context.Context, c ReleaseClients, o PathOptions, rep *PathRep
 		if err != nil {
 			return fmt.Errorf("hop %d (%s): %w", h.Index, rel.Name, err)
 		}
+		for n, hs := range sources {
+			if hs.failed != nil {
+				notes[n] = "objects not evaluated at this hop: taking them through the hops before failed: " + hs.failed.Error()
+			}
+		}
 		if p != nil {
 			for k := range p.Items {
 				if why := notes[p.Items[k].CRD]; why != "" {
@@ -663,6 +675,19 @@ func planHops(ctx context.Context, c ReleaseClients, o PathOptions, rep *PathRep
 		}
 	}
 	return nil
+}
+
+// waitingBefore says why a CRD's objects are not taken through the hops before (hops): one of
+// them rewrites it through a conversion webhook that did not answer ("" when none).
+func waitingBefore(hops []Hop, crd string) string {
+	for _, h := range hops {
+		for _, rw := range h.Waiting() {
+			if rw.CRD == crd {
+				return fmt.Sprintf("objects not evaluated at this hop: hop %d (%s) converts them through %s, which must answer first", h.Index, h.Release, rw.Conversion)
+			}
+		}
+	}
+	return ""
 }
 
 // rewritesOf are the rewrites a release makes from state (reach), each conversion checked

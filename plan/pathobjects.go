@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -197,20 +198,31 @@ func moveManagedFields(u *unstructured.Unstructured, next *apiextensionsv1.Custo
 	}
 }
 
-// hopSource hands out base's objects as the steps (the hops before) leave them.
+// hopSource hands out base's objects as the steps (the hops before) leave them. When an
+// earlier hop cannot be carried out on them here (its webhook does not convert them, a read
+// fails), it ends there: failed says why, and the hop's plan counts the objects left
+// unevaluated (an unknown, not an error: the hop's instruction says what to do first).
 type hopSource struct {
-	base  ObjectSource
-	steps []*hopStep
+	base   ObjectSource
+	steps  []*hopStep
+	failed error
 }
 
 func (s *hopSource) Next(ctx context.Context) ([]unstructured.Unstructured, error) {
+	if s.failed != nil {
+		return nil, io.EOF
+	}
 	page, err := s.base.Next(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, st := range s.steps {
 		if page, err = st.advance(ctx, page); err != nil {
-			return nil, err
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			s.failed = fmt.Errorf("release %s: %w", st.release, err)
+			return nil, io.EOF
 		}
 	}
 	return page, nil
