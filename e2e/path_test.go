@@ -166,6 +166,20 @@ func TestPathNeedsIntermediateRelease(t *testing.T) {
 	if u.code != 1 || !strings.Contains(u.stderr, "before hop 2 (v0.3.0)") || storageVersion(h.liveCRD(name)) != "v1" {
 		t.Fatalf("upgrade with v0.3.0's webhook down: exit %d, storage %s\n%s\n%s", u.code, storageVersion(h.liveCRD(name)), u.stdout, u.stderr)
 	}
+	// upgrade status along the path: the hops, hop 2 of 2 waiting for its webhook, hop 2's
+	// release as the cluster has it, and the command that continues.
+	st := h.crdver("upgrade", "status", "--via", a2, "--via", b, "-f", c)
+	t.Logf("upgrade status along the path, stopped before hop 2:\n%s%s", st.stdout, st.stderr)
+	flat := strings.Join(strings.Fields(st.stdout), " ")
+	for _, want := range []string{"path: v0.2.0 → v0.3.0", "hop: 2 of 2, v0.3.0", "waiting: before hop 2 (v0.3.0)",
+		"next: run the same command again to continue", "kubectl crdver upgrade -f " + c + " --via " + a2 + " --via " + b + " --backup " + backup + " --yes", "backup: " + backup} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("upgrade status along the path does not say %q:\n%s", want, st.stdout)
+		}
+	}
+	if st.code != 1 {
+		t.Errorf("upgrade status of a path stopped before hop 2: exit %d, want 1\n%s", st.code, st.stderr)
+	}
 	wh2.Set(testwebhook.Good)
 	u = h.crdver("upgrade", "--via", a2, "--via", b, "-f", c, "--yes", "--backup", backup, "-o", "json")
 	took := time.Since(start)
@@ -221,6 +235,9 @@ func TestPathNeedsIntermediateRelease(t *testing.T) {
 	after := rv()
 	if u := h.crdver("upgrade", "--via", a2, "--via", b, "-f", c, "--yes", "--backup", backup+".2"); u.code != 0 || rv() != after {
 		t.Errorf("upgrade along the path again: exit %d, CRD written %v\n%s\n%s", u.code, rv() != after, u.stdout, u.stderr)
+	}
+	if st := h.crdver("upgrade", "status", "--via", a2, "--via", b, "-f", c); st.code != 0 || !strings.Contains(st.stdout, "hop: every hop applied") {
+		t.Errorf("upgrade status of the finished path: exit %d\n%s%s", st.code, st.stdout, st.stderr)
 	}
 }
 

@@ -138,6 +138,17 @@ func GetPathStatus(ctx context.Context, c *migrate.Clients, via []plan.PathRelea
 	}
 	ps.HopCheckpoint = st.Checkpoint
 	st.Path = ps
+	if cp != nil && st.Backup == nil && st.BackupFile == "" {
+		// The path's backup (its first hop's), which the hop's own checkpoint, not written
+		// yet, does not name.
+		st.BackupFile = cp.BackupFile
+		if cp.Backup != nil {
+			st.Backup = cp.Backup
+			if err := checkBackup(cp.Backup); err != nil {
+				st.BackupProblem = err.Error()
+			}
+		}
+	}
 	switch {
 	case st.Next == NextWait:
 	case cp != nil && cp.Complete:
