@@ -87,7 +87,11 @@ func Path(w io.Writer, r *plan.PathReport, noHeaders bool) error {
 		fmt.Fprintln(w)
 		title := fmt.Sprintf("Hop %d: %s (kubectl crdver upgrade -f %s)", h.Index, h.Release, h.File)
 		if h.Index > 1 {
-			title += ", planned from the CRDs the hops before leave (objects evaluated when the hop runs)"
+			if evaluated(h.Plan) {
+				title += ", planned from the CRDs and objects the hops before leave"
+			} else {
+				title += ", planned from the CRDs the hops before leave (objects evaluated when the hop runs)"
+			}
 		}
 		Runbook(w, title+":", h.Plan.Runbook)
 	}
@@ -179,4 +183,14 @@ func PathPreflight(w io.Writer, hops []upgrade.HopPreflight, noHeaders bool) err
 		return err
 	}
 	return t.Print(w, noHeaders)
+}
+
+// evaluated: the plan evaluated objects (a later hop's, taken through the hops before).
+func evaluated(p *plan.Report) bool {
+	for _, it := range p.Items {
+		if it.Objects.Evaluated > 0 {
+			return true
+		}
+	}
+	return false
 }
