@@ -124,7 +124,7 @@ func GetPathStatus(ctx context.Context, c *migrate.Clients, via []plan.PathRelea
 		if at >= 0 && at < len(cp.Hops) {
 			i := slices.IndexFunc(all, func(r plan.PathRelease) bool { return r.Name == cp.Hops[at] })
 			if i < 0 {
-				return nil, fmt.Errorf("the path's checkpoint %s names release %s, which is not given now: give the same releases (--via, --releases) as to the upgrade", path, cp.Hops[at])
+				return nil, fmt.Errorf("the path's checkpoint %s names release %s, which is not given now: give the same releases as to the upgrade", path, cp.Hops[at])
 			}
 			rel, hopCP = all[i], hopCheckpoint(checkpoint, at+1)
 		}
