@@ -166,6 +166,20 @@ func TestPathNeedsIntermediateRelease(t *testing.T) {
 	if u.code != 1 || !strings.Contains(u.stderr, "before hop 2 (v0.3.0)") || storageVersion(h.liveCRD(name)) != "v1" {
 		t.Fatalf("upgrade with v0.3.0's webhook down: exit %d, storage %s\n%s\n%s", u.code, storageVersion(h.liveCRD(name)), u.stdout, u.stderr)
 	}
+	// upgrade status along the path: the hops, hop 2 of 2 waiting for its webhook, hop 2's
+	// release as the cluster has it, and the command that continues.
+	st := h.crdver("upgrade", "status", "--via", a2, "--via", b, "-f", c)
+	t.Logf("upgrade status along the path, stopped before hop 2:\n%s%s", st.stdout, st.stderr)
+	flat := strings.Join(strings.Fields(st.stdout), " ")
+	for _, want := range []string{"path: v0.2.0 → v0.3.0", "hop: 2 of 2, v0.3.0", "waiting: before hop 2 (v0.3.0)",
+		"next: run the same command again to continue", "kubectl crdver upgrade -f " + c + " --via " + a2 + " --via " + b + " --backup " + backup + " --yes", "backup: " + backup} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("upgrade status along the path does not say %q:\n%s", want, st.stdout)
+		}
+	}
+	if st.code != 1 {
+		t.Errorf("upgrade status of a path stopped before hop 2: exit %d, want 1\n%s", st.code, st.stderr)
+	}
 	wh2.Set(testwebhook.Good)
 	u = h.crdver("upgrade", "--via", a2, "--via", b, "-f", c, "--yes", "--backup", backup, "-o", "json")
 	took := time.Since(start)
@@ -222,6 +236,9 @@ func TestPathNeedsIntermediateRelease(t *testing.T) {
 	if u := h.crdver("upgrade", "--via", a2, "--via", b, "-f", c, "--yes", "--backup", backup+".2"); u.code != 0 || rv() != after {
 		t.Errorf("upgrade along the path again: exit %d, CRD written %v\n%s\n%s", u.code, rv() != after, u.stdout, u.stderr)
 	}
+	if st := h.crdver("upgrade", "status", "--via", a2, "--via", b, "-f", c); st.code != 0 || !strings.Contains(st.stdout, "hop: every hop applied") {
+		t.Errorf("upgrade status of the finished path: exit %d\n%s%s", st.code, st.stdout, st.stderr)
+	}
 }
 
 // pathChains are real release chains of testdata/releases, cluster at the oldest.
@@ -237,6 +254,10 @@ var pathChains = []struct {
 	{name: "cert-manager-0.16-to-1.7", via: []string{"v1.5.5", "v1.6.3"}, rel: release{
 		Project: "cert-manager", Old: "v0.16.1", New: "v1.7.3", Samples: []string{"samples/*.yaml"},
 		Controller: "cert-manager-certificates-issuing", Applier: "kustomize-controller", WriteMayFail: certManager016WriteMayFail,
+	}},
+	{name: "external-secrets-0.15-to-0.17", via: []string{"v0.16.2"}, rel: release{
+		Project: "external-secrets", Old: "v0.15.1", New: "v0.17.0", Samples: []string{"samples/*.yaml"},
+		Controller: "external-secrets", Applier: "argocd-controller",
 	}},
 }
 
@@ -311,6 +332,17 @@ func TestPathRealChains(t *testing.T) {
 					}
 				}
 				t.Logf("stopped before hop %d: %s", rep.StoppedBefore, firstLineOf(u.stderr))
+				return
+			}
+			if u.code == 1 && rep.Outcome.Result == upgrade.ResultRefused && len(rep.Hops) == 0 {
+				// The path's preflight (every hop, before any write) refused.
+				now := h.snapshot()
+				for o, b := range before {
+					if a := now[o]; a == nil || a.Stored != b.Stored {
+						t.Errorf("%s: written by a refused path", o)
+					}
+				}
+				t.Logf("the path's preflight refused before any write: %s", firstLineOf(u.stderr))
 				return
 			}
 			if u.code != 0 {

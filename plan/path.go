@@ -74,6 +74,28 @@ type PathOptions struct {
 	// Probe checks, before any write, that the conversion a hop's rewrite relies on answers
 	// (ProbeConversion); nil: not checked (the report says so).
 	Probe func(ctx context.Context, rw *PathRewrite, conv, live *apiextensionsv1.CustomResourceDefinition) error
+	// Convert converts objects through a conversion webhook, to take the live objects through
+	// the hops before each later hop's plan (WebhookConvert); nil: objects an earlier hop
+	// converts through a webhook are not evaluated at the hops after it (a note says so).
+	Convert ConvertFunc
+}
+
+// DefaultProbeTimeout bounds each question Path asks a conversion webhook when PathOptions
+// name no Probe or Convert of their own.
+const DefaultProbeTimeout = 10 * time.Second
+
+// withDefaults asks the cluster's webhooks when o names no Probe or Convert of its own and
+// c reaches a cluster.
+func (o PathOptions) withDefaults(c ReleaseClients) PathOptions {
+	if c.CRDs != nil && c.Kube != nil {
+		if o.Probe == nil {
+			o.Probe = ProbeConversion(c, DefaultProbeTimeout)
+		}
+		if o.Convert == nil {
+			o.Convert = WebhookConvert(c, DefaultProbeTimeout)
+		}
+	}
+	return o
 }
 
 // PathReport is the release path from the live state to the target: per CRD whether the
@@ -115,8 +137,10 @@ type Hop struct {
 	CRDs []string `json:"crds"`
 	Why  string   `json:"why"`
 	// Live: the hop was planned against the cluster (the first hop); later hops are planned
-	// offline against the CRDs the hops before leave, their objects not evaluated (upgrade
-	// plans each hop against the cluster again before its writes).
+	// offline against the CRDs the hops before leave, with the live objects as the hops
+	// before leave them (taken through each earlier hop's conversion and schema: consented
+	// losses gone), so every object is judged at every hop before any write (upgrade plans
+	// each hop against the cluster again before its writes).
 	Live     bool          `json:"live"`
 	Plan     *Report       `json:"plan"`
 	Rewrites []PathRewrite `json:"rewrites"`
@@ -292,6 +316,7 @@ func route(cur pathState, via []PathRelease, target PathRelease, name string) (h
 // others offline against the CRDs the hops before leave) and every rewrite's conversion,
 // checked with o.Probe.
 func Path(ctx context.Context, c ReleaseClients, o PathOptions) (*PathReport, error) {
+	o = o.withDefaults(c)
 	rep := &PathReport{Target: o.Target.Name, CRDs: []PathCRD{}, Hops: []Hop{}, Reachable: true}
 	live := map[string]*apiextensionsv1.CustomResourceDefinition{}
 	names := crdNames(append(append([]PathRelease{}, o.Via...), o.Target))
@@ -568,23 +593,41 @@ func planHops(ctx context.Context, c ReleaseClients, o PathOptions, rep *PathRep
 	for n, l := range live {
 		state[n] = pathState{crd: l, stored: storedOf(l)}
 	}
+	// The hops each CRD's objects go through before the hop planned (laterHopSource).
+	chain := map[string][]hopStep{}
 	for i := range rep.Hops {
 		h := &rep.Hops[i]
 		h.Index = i + 1
 		rel := rels[i]
 		ro := o.Release
 		ro.Next = rel.CRDs
+		notes := map[string]string{}
+		sources := map[string]*hopSource{}
 		ro.Runbook.ApplyFile = rel.File
 		cl := c
 		if i > 0 {
 			cl = ReleaseClients{} // offline: the CRDs the hops before leave
 			ro.ServerDryRun = false
-			ro.Live, ro.Sources = make([]*apiextensionsv1.CustomResourceDefinition, len(rel.CRDs)), nil
+			ro.Live, ro.Sources = make([]*apiextensionsv1.CustomResourceDefinition, len(rel.CRDs)), make([]ObjectSource, len(rel.CRDs))
 			for j, n := range rel.CRDs {
 				if s, ok := state[n.Name]; ok {
 					l := s.crd.DeepCopy()
 					l.Status.StoredVersions = s.stored
 					ro.Live[j] = l
+					if lv := live[n.Name]; lv != nil {
+						src, why := laterHopSource(ctx, c, o, lv, chain[n.Name])
+						if w := waitingBefore(rep.Hops[:i], n.Name); w != "" {
+							src, why = nil, w
+						}
+						if src != nil {
+							ro.Sources[j] = src
+							if hs, ok := src.(*hopSource); ok {
+								sources[n.Name] = hs
+							}
+						} else if why != "" {
+							notes[n.Name] = why
+						}
+					}
 				}
 			}
 		} else if c.CRDs == nil {
@@ -611,12 +654,40 @@ func planHops(ctx context.Context, c ReleaseClients, o PathOptions, rep *PathRep
 		if err != nil {
 			return fmt.Errorf("hop %d (%s): %w", h.Index, rel.Name, err)
 		}
+		for n, hs := range sources {
+			if hs.failed != nil {
+				notes[n] = "objects not evaluated at this hop: taking them through the hops before failed: " + hs.failed.Error()
+			}
+		}
+		if p != nil {
+			for k := range p.Items {
+				if why := notes[p.Items[k].CRD]; why != "" {
+					p.Items[k].Objects.Notes = append(p.Items[k].Objects.Notes, why)
+				}
+			}
+		}
 		h.Rewrites = rewritesOf(ctx, state, rel, live, o.Probe)
 		for _, n := range rel.CRDs {
+			if s, ok := state[n.Name]; ok {
+				chain[n.Name] = append(chain[n.Name], hopStep{from: s, next: n, release: rel.Name})
+			}
 			state[n.Name] = after(n)
 		}
 	}
 	return nil
+}
+
+// waitingBefore says why a CRD's objects are not taken through the hops before (hops): one of
+// them rewrites it through a conversion webhook that did not answer ("" when none).
+func waitingBefore(hops []Hop, crd string) string {
+	for _, h := range hops {
+		for _, rw := range h.Waiting() {
+			if rw.CRD == crd {
+				return fmt.Sprintf("objects not evaluated at this hop: hop %d (%s) converts them through %s, which must answer first", h.Index, h.Release, rw.Conversion)
+			}
+		}
+	}
+	return ""
 }
 
 // rewritesOf are the rewrites a release makes from state (reach), each conversion checked
@@ -654,6 +725,7 @@ func rewritesOf(ctx context.Context, state map[string]pathState, rel PathRelease
 // PathThrough plans the path through every release of o.Via, in order, then o.Target (no
 // release skipped): what upgrade resumes along once it has chosen its hops.
 func PathThrough(ctx context.Context, c ReleaseClients, o PathOptions) (*PathReport, error) {
+	o = o.withDefaults(c)
 	rep := &PathReport{Target: o.Target.Name, CRDs: []PathCRD{}, Hops: []Hop{}, Reachable: true}
 	rels := append(append([]PathRelease{}, o.Via...), o.Target)
 	live := map[string]*apiextensionsv1.CustomResourceDefinition{}

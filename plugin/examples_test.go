@@ -68,6 +68,7 @@ var offlineExamples = []struct {
 // example cannot be left unrun by accident. Each entry is matched like an offline example.
 var clusterExamples = []string{
 	"upgrade --via v0.1.5 --via v0.2.0 -f v0.3.0 --yes --backup backup.yaml", // e2e TestPathNeedsIntermediateRelease
+	"upgrade --via v1.5.5 --via v1.6.3 -f v1.7.3 --yes --backup backup.yaml", // e2e TestPathRealChains (cert-manager-0.16-to-1.7)
 	// a cluster
 	"versions crontabs.stable.example.com --can-remove v1beta1",
 	"versions ct",

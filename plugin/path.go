@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -42,70 +39,27 @@ func (p *pathFlags) validate() error {
 	return nil
 }
 
-// read reads the releases of the path, oldest first, with what -f names (target, to leave
-// it out of --releases), and the notes on sub-directories skipped.
+// read reads the releases of the path, oldest first (plan.ReadReleases), with what -f names
+// (target, to leave it out of --releases), and the notes on sub-directories skipped.
 func (p *pathFlags) read(po *PlanOptions, target []string) ([]plan.PathRelease, []string, error) {
-	var out []plan.PathRelease
-	var notes []string
-	paths := p.via
-	if p.releases != "" {
-		entries, err := os.ReadDir(p.releases)
-		if err != nil {
-			return nil, nil, UsageErrorf("--releases %s: %v", p.releases, err)
+	rels, notes, err := plan.ReadReleases(p.via, p.releases, target, func(path string, optional bool) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+		if optional && !holdsCRDs(path) {
+			return nil, nil
 		}
-		var names []string
-		for _, e := range entries {
-			if e.IsDir() {
-				names = append(names, e.Name())
-			}
-		}
-		sorted, skipped := plan.SortReleases(names)
-		if len(skipped) > 0 {
-			notes = append(notes, "--releases: skipped "+strings.Join(skipped, ", ")+" (no version in the name)")
-		}
-		tgt := map[string]bool{}
-		for _, f := range target {
-			if a, err := filepath.Abs(f); err == nil {
-				tgt[filepath.Clean(a)] = true
-			}
-		}
-		paths = nil
-		for _, n := range sorted {
-			d := filepath.Join(p.releases, n)
-			if a, err := filepath.Abs(d); err == nil && tgt[filepath.Clean(a)] {
-				break // the target; newer releases are beyond it
-			}
-			paths = append(paths, d)
-		}
-		if len(paths) == 0 {
-			return nil, notes, UsageErrorf("--releases %s: no release older than -f (sub-directories named by version, e.g. v1.5.5)", p.releases)
-		}
+		crds, _, err := po.readCRDDocs([]string{path}, "--via")
+		return crds, err
+	})
+	for i, n := range notes {
+		notes[i] = "--releases: " + n
 	}
-	for _, r := range paths {
-		if p.releases != "" && !holdsCRDs(r) {
-			notes = append(notes, "--releases: skipped "+filepath.Base(r)+" (no CustomResourceDefinitions)")
-			continue
-		}
-		crds, _, err := po.readCRDDocs([]string{r}, "--via")
-		if err != nil {
-			return nil, notes, err
-		}
-		out = append(out, plan.PathRelease{Name: releaseName(r), File: r, CRDs: crds})
+	if errors.Is(err, plan.ErrReleases) {
+		return nil, notes, UsageErrorf("--releases %s", strings.TrimPrefix(err.Error(), plan.ErrReleases.Error()+": "))
 	}
-	return out, notes, nil
+	return rels, notes, err
 }
 
-// releaseName names a release by its path: the folder or file name without extension.
-func releaseName(path string) string {
-	if path == "-" {
-		return "stdin"
-	}
-	b := filepath.Base(strings.TrimRight(path, "/"))
-	if e := filepath.Ext(b); e == ".yaml" || e == ".yml" || e == ".json" {
-		b = strings.TrimSuffix(b, e)
-	}
-	return b
-}
+// releaseName names a release by its path (plan.ReleaseName).
+func releaseName(path string) string { return plan.ReleaseName(path) }
 
 // runPath plans the release path to the target (next, -f) through --via/--releases and prints
 // it: the path table and every hop's runbook, -o json|yaml the report, -o markdown for a pull
@@ -119,14 +73,7 @@ func (o *PlanOptions) runPath(ctx context.Context, rc plan.ReleaseClients, ro pl
 		o.progress.Notef("%s", n)
 	}
 	ro.Next = nil
-	po := plan.PathOptions{Via: via, Target: plan.PathRelease{Name: releaseName(o.Files[0]), File: strings.Join(o.Files, " -f "), CRDs: next}, Release: ro}
-	if rc.CRDs != nil {
-		po.Probe = plan.ProbeConversion(rc, 10*time.Second)
-	}
-	rep, err := plan.Path(ctx, rc, po)
-	if err != nil && rep == nil {
-		return o.runError(err)
-	}
+	rep, err := plan.Path(ctx, rc, plan.PathOptions{Via: via, Target: plan.PathRelease{Name: releaseName(o.Files[0]), File: strings.Join(o.Files, " -f "), CRDs: next}, Release: ro})
 	if err != nil {
 		return o.runError(err)
 	}

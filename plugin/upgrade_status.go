@@ -20,6 +20,7 @@ type UpgradeStatusOptions struct {
 	Files        []string
 	Checkpoint   string
 	FieldManager string
+	path         *pathFlags
 }
 
 func newCmdUpgradeStatus(g *Globals) *cobra.Command {
@@ -33,14 +34,18 @@ checkpoint records (only when it was written for this cluster and these CRD obje
 backup and whether the file is still the one it took, the run that holds the CRDs now if any,
 and the command that continues. Writes nothing.
 
+With --via or --releases, as given to an upgrade along a release path: the hops the recorded
+run chose, the hop it is at and, as above, that hop's release and the step it is at.
+
 Exit code 0 when the release is in place, 1 when something is left to do.`,
-		Example: "  kubectl crdver upgrade status -f new-release/",
+		Example: "  kubectl crdver upgrade status -f new-release/\n  kubectl crdver upgrade status --releases releases/ -f releases/v1.7.3",
 		RunE:    runE(o),
 	}
 	f := cmd.Flags()
 	f.StringSliceVarP(&o.Files, "filename", "f", nil, "The release's CRDs, as given to upgrade")
 	f.StringVar(&o.Checkpoint, "checkpoint", "", "The upgrade's checkpoint file, as given to upgrade (default: in your cache folder, per cluster and release)")
 	f.StringVar(&o.FieldManager, "field-manager", plan.FieldManager, "Field manager of the release's server-side apply, as given to upgrade")
+	o.path = addPathFlags(cmd)
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	return cmd
 }
@@ -59,7 +64,7 @@ func (o *UpgradeStatusOptions) Validate() error {
 	if len(o.Files) == 0 {
 		return UsageErrorf("give the release's CRDs with -f FILE, as given to upgrade")
 	}
-	return nil
+	return o.path.validate()
 }
 
 // Run reads the status and prints it.
@@ -72,11 +77,28 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := upgrade.GetStatus(ctx, c, next, o.Checkpoint, o.FieldManager)
-	if err != nil {
+	var st *upgrade.Status
+	cmd := "kubectl crdver upgrade -f " + strings.Join(o.Files, " -f ")
+	if o.path.set() {
+		po := &PlanOptions{g: o.g}
+		via, _, err := o.path.read(po, o.Files)
+		if err != nil {
+			return err
+		}
+		target := plan.PathRelease{Name: releaseName(o.Files[0]), File: strings.Join(o.Files, " -f "), CRDs: next}
+		st, err = upgrade.GetPathStatus(ctx, c, via, target, o.Checkpoint, o.FieldManager)
+		if err != nil {
+			return Unavailable(err)
+		}
+		for _, v := range o.path.via {
+			cmd += " --via " + v
+		}
+		if o.path.releases != "" {
+			cmd += " --releases " + o.path.releases
+		}
+	} else if st, err = upgrade.GetStatus(ctx, c, next, o.Checkpoint, o.FieldManager); err != nil {
 		return Unavailable(err)
 	}
-	cmd := "kubectl crdver upgrade -f " + strings.Join(o.Files, " -f ")
 	if o.Checkpoint != "" {
 		cmd += " --checkpoint " + o.Checkpoint
 	}

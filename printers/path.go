@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
 // pathWho says who carries a hop out: crdver, a person first (a conversion webhook to get
@@ -86,7 +87,11 @@ func Path(w io.Writer, r *plan.PathReport, noHeaders bool) error {
 		fmt.Fprintln(w)
 		title := fmt.Sprintf("Hop %d: %s (kubectl crdver upgrade -f %s)", h.Index, h.Release, h.File)
 		if h.Index > 1 {
-			title += ", planned from the CRDs the hops before leave (objects evaluated when the hop runs)"
+			if evaluated(h.Plan) {
+				title += ", planned from the CRDs and objects the hops before leave"
+			} else {
+				title += ", planned from the CRDs the hops before leave (objects evaluated when the hop runs)"
+			}
 		}
 		Runbook(w, title+":", h.Plan.Runbook)
 	}
@@ -137,4 +142,55 @@ func PathMarkdown(r *plan.PathReport) string {
 		b.WriteString("\n</details>\n")
 	}
 	return b.String()
+}
+
+// PathPreflight prints what the path's preflight found at each hop before the first write
+// (upgrade along a path): one row per object and finding, with the hop, whether it refuses
+// the run under the consent given, and the fields or the first error. Nothing when no hop
+// found anything.
+func PathPreflight(w io.Writer, hops []upgrade.HopPreflight, noHeaders bool) error {
+	t := &Table{Header: []string{"hop", "release", "object", "finding", "refuses", "detail"}, MaxWidth: TerminalWidth}
+	add := func(hp upgrade.HopPreflight, k plan.Kind, fs []upgrade.ObjectFinding, fields bool) {
+		refuses := YesNo(slices.Contains(hp.Refusals, k))
+		for _, f := range fs {
+			obj := f.CRD + " " + f.Name
+			if f.Namespace != "" {
+				obj = f.CRD + " " + f.Namespace + "/" + f.Name
+			}
+			detail := ""
+			switch {
+			case fields:
+				detail = strings.Join(f.Fields, ", ")
+			case len(f.Errors) > 0:
+				detail = f.Errors[0]
+			}
+			t.Add(fmt.Sprint(hp.Hop), hp.Release, obj, string(k), refuses, Dash(detail))
+		}
+	}
+	for _, hp := range hops {
+		add(hp, plan.KindDataLoss, hp.DataLoss, true)
+		add(hp, plan.KindRejectedWrite, hp.Rejected, false)
+		add(hp, plan.KindTypeMismatch, hp.TypeMismatch, false)
+		add(hp, plan.KindInvalidOnRecreate, hp.InvalidOnRecreate, false)
+		for _, c := range hp.BlockedCRDs {
+			t.Add(fmt.Sprint(hp.Hop), hp.Release, c, string(plan.KindApplyRejected), YesNo(true), "the API server would reject the CRD")
+		}
+	}
+	if len(t.Rows) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintln(w, "\nThe path's preflight (every hop, each object as the hops before leave it):"); err != nil {
+		return err
+	}
+	return t.Print(w, noHeaders)
+}
+
+// evaluated: the plan evaluated objects (a later hop's, taken through the hops before).
+func evaluated(p *plan.Report) bool {
+	for _, it := range p.Items {
+		if it.Objects.Evaluated > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -11,6 +11,11 @@ import (
 // printUpgradeStatus prints what an earlier upgrade of a release did on this cluster and what is
 // left (`kubectl crdver upgrade status`).
 func printUpgradeStatus(w io.Writer, st *upgrade.Status, noHeaders bool) error {
+	if p := st.Path; p != nil {
+		if _, err := fmt.Fprintln(w, pathStatusLines(p)+"\n"); err != nil {
+			return err
+		}
+	}
 	t := &Table{Header: []string{"crd", "in cluster", "storage", "stored versions", "release versions missing", "versions to remove"}}
 	for _, c := range st.CRDs {
 		t.Add(c.CRD, YesNo(c.Exists), Dash(c.StorageVersion), Dash(strings.Join(c.StoredVersions, ",")), Dash(strings.Join(c.Missing, ",")), Dash(strings.Join(c.Extra, ",")))
@@ -75,4 +80,32 @@ func short(s string, n int) string {
 		return s[:n]
 	}
 	return s
+}
+
+// pathStatusLines says where an upgrade along a release path stands: its hops, the hop it is
+// at (the table and lines after are that hop's release), what a person must do first.
+func pathStatusLines(p *upgrade.PathStatus) string {
+	var lines []string
+	switch {
+	case !p.Found:
+		lines = append(lines, fmt.Sprintf("path: none recorded on this cluster (%s); the release below is the target", p.Checkpoint))
+	case p.NotThisCluster != "":
+		lines = append(lines, fmt.Sprintf("path: the checkpoint %s is not this cluster's (%s); the release below is the target", p.Checkpoint, p.NotThisCluster))
+	default:
+		lines = append(lines, fmt.Sprintf("path: %s (checkpoint %s)", strings.Join(p.Hops, " → "), p.Checkpoint))
+		switch {
+		case p.Complete:
+			at := "every hop applied"
+			if p.CompletedAt != nil {
+				at += " at " + p.CompletedAt.Format("2006-01-02 15:04:05 MST")
+			}
+			lines = append(lines, "hop: "+at+"; the release below is the last")
+		default:
+			lines = append(lines, fmt.Sprintf("hop: %d of %d, %s (its steps below, checkpoint %s)", p.Hop, len(p.Hops), p.Release, p.HopCheckpoint))
+		}
+		if p.Instruction != "" {
+			lines = append(lines, "waiting: "+p.Instruction)
+		}
+	}
+	return strings.Join(lines, "\n")
 }

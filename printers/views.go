@@ -188,6 +188,9 @@ func UpgradePath(r *upgrade.PathReport) Report {
 		if err := Path(w, r.Path, h.NoHeaders); err != nil {
 			return err
 		}
+		if err := PathPreflight(w, r.Preflight, h.NoHeaders); err != nil {
+			return err
+		}
 		for _, hop := range r.Hops {
 			if p := hop.Hop; p != nil {
 				fmt.Fprintf(w, "\nHop %d/%d (kubectl crdver upgrade -f %s):\n", p.Index, p.Of, p.File)

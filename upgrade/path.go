@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -66,6 +65,9 @@ type PathReport struct {
 	StoppedBefore int    `json:"stoppedBefore,omitempty"`
 	Instruction   string `json:"instruction,omitempty"`
 	Checkpoint    string `json:"checkpoint"`
+	// Preflight is every hop's, judged before the first write (plan's findings at each hop,
+	// each object as the hops before leave it).
+	Preflight []HopPreflight `json:"preflight"`
 	// Outcome is the path's: the last hop's, or why it stopped.
 	Outcome Outcome `json:"outcome"`
 }
@@ -77,6 +79,30 @@ func pathKey(server string, rels []plan.PathRelease) string {
 		h.Write([]byte(releaseKey(server, r.CRDs) + "\x00"))
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// pathStateFile is the key of the path through all (its releases, in order) on server and
+// its state file: checkpoint when given, else one in the cache folder per path and cluster.
+func pathStateFile(server, cluster string, all []plan.PathRelease, checkpoint string) (key, path string, err error) {
+	key = pathKey(server, all)
+	if checkpoint != "" {
+		return key, checkpoint, nil
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return key, "", fmt.Errorf("finding the cache folder for the path's checkpoint: %w", err)
+	}
+	sum := sha256.Sum256([]byte(key + "\x00" + cluster))
+	return key, filepath.Join(dir, "kubectl-crdver", "upgrade", "path-"+hex.EncodeToString(sum[:])[:16]+".json"), nil
+}
+
+// hopCheckpoint is the checkpoint of hop index (1-based) of a path whose state is checkpoint:
+// beside it, or "" (the release's own default, DefaultCheckpointPath) when none was given.
+func hopCheckpoint(checkpoint string, index int) string {
+	if checkpoint == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s.hop%d", checkpoint, index)
 }
 
 // RunPath upgrades the cluster along the release path to o.Target: one plan of the path
@@ -93,9 +119,10 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 	}
 	rc := plan.ReleaseClients{CRDs: c.CRDs, Dynamic: c.Dynamic, Kube: c.Kube}
 	probe := plan.ProbeConversion(rc, timeout)
+	conv := plan.WebhookConvert(rc, timeout)
 	ro := plan.ReleaseOptions{KubeVersion: o.KubeVersion, ServerDryRun: o.ServerDryRun, ChunkSize: o.ChunkSize,
 		Plan: plan.Options{FieldValidation: preview.FieldValidationStrict}, OnEvaluate: o.OnEvaluate}
-	out := &PathReport{Hops: []*Report{}}
+	out := &PathReport{Hops: []*Report{}, Preflight: []HopPreflight{}}
 
 	// The path's state: the hops an earlier run chose and the one it was at.
 	all := append(append([]plan.PathRelease{}, o.Via...), o.Target)
@@ -108,15 +135,9 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 	if err != nil {
 		return out, err
 	}
-	key := pathKey(c.Server, all)
-	path := o.Checkpoint
-	if path == "" {
-		dir, err := os.UserCacheDir()
-		if err != nil {
-			return out, fmt.Errorf("finding the cache folder for the path's checkpoint: %w", err)
-		}
-		sum := sha256.Sum256([]byte(key + "\x00" + cluster))
-		path = filepath.Join(dir, "kubectl-crdver", "upgrade", "path-"+hex.EncodeToString(sum[:])[:16]+".json")
+	key, path, err := pathStateFile(c.Server, cluster, all, o.Checkpoint)
+	if err != nil {
+		return out, err
 	}
 	out.Checkpoint = path
 	st, err := loadState(path)
@@ -143,9 +164,9 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 			}
 			hops = append(hops, all[i])
 		}
-		out.Path, err = plan.PathThrough(ctx, rc, plan.PathOptions{Via: hops[:len(hops)-1], Target: hops[len(hops)-1], Release: ro, Probe: probe})
+		out.Path, err = plan.PathThrough(ctx, rc, plan.PathOptions{Via: hops[:len(hops)-1], Target: hops[len(hops)-1], Release: ro, Probe: probe, Convert: conv})
 	} else {
-		out.Path, err = plan.Path(ctx, rc, plan.PathOptions{Via: o.Via, Target: o.Target, Release: ro, Probe: probe})
+		out.Path, err = plan.Path(ctx, rc, plan.PathOptions{Via: o.Via, Target: o.Target, Release: ro, Probe: probe, Convert: conv})
 		if err == nil {
 			for _, h := range out.Path.Hops {
 				i := slices.IndexFunc(all, func(r plan.PathRelease) bool { return r.Name == h.Release })
@@ -169,15 +190,17 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 	if !out.Path.Reachable {
 		return refuse("%s", out.Path.Verdict)
 	}
-	for _, h := range out.Path.Hops {
-		if h.Plan == nil {
-			continue
+	// Every object judged at every hop it goes through (plan.Path: as the hops before leave
+	// it), with the consent given: a hop that refuses stops the path before its first write.
+	out.Preflight = pathPreflight(out.Path, o.Consent())
+	if why := pathRefusal(out.Preflight); why != "" {
+		var kinds []plan.Kind
+		for _, hp := range out.Preflight {
+			kinds = append(kinds, hp.Refusals...)
 		}
-		for _, s := range h.Plan.Runbook {
-			if s.Action == plan.ActionFixCRDs {
-				return refuse("hop %d (%s): the API server would reject %s (see the plan's apply errors)", h.Index, h.Release, strings.Join(s.CRDs, ", "))
-			}
-		}
+		rep, err := refuse("%s", why)
+		rep.Outcome.Refusals = o.Consent().Refusals(kinds)
+		return rep, err
 	}
 	if o.DryRun {
 		// The first hop's preflight (nothing is written); the later hops are planned above.
@@ -190,6 +213,25 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 			out.Hops, out.Outcome = append(out.Hops, rep), rep.Outcome
 		}
 		return out, err
+	}
+	// One run at a time on the path's CRDs, held from before the first hop's first write to
+	// the end of the last hop: no other run slips in between two hops (each hop's upgrade
+	// finds the lease held by this run and goes on under it).
+	var names []string
+	for _, r := range hops {
+		for _, n := range r.CRDs {
+			if !slices.Contains(names, n.Name) {
+				names = append(names, n.Name)
+			}
+		}
+	}
+	lease, note, err := migrate.AcquireLease(ctx, c, "kubectl crdver upgrade (a release path)", names...)
+	if err != nil {
+		return out, err
+	}
+	defer lease.Release(ctx)
+	if note != "" && o.Notify != nil {
+		o.Notify(note)
 	}
 	if st == nil {
 		st = &state{Release: key, Cluster: cluster, Server: c.Server, CRDs: live, Done: []string{}, BackupFile: o.BackupFile}
@@ -221,6 +263,7 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 		}
 		if in := ph.Instruction(); in != "" {
 			out.StoppedBefore, out.Instruction = index, fmt.Sprintf("before hop %d (%s): %s; then run the same command again", index, rel.Name, in)
+			st.Instruction = out.Instruction
 			out.Outcome = Outcome{Result: ResultNotApplied, ExitCode: 1, Message: out.Instruction, Remaining: []string{out.Instruction}}
 			if err := save(); err != nil {
 				return out, err
@@ -230,9 +273,8 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 		uo := o.Options
 		uo.Next, uo.ApplyFile, uo.BackupFile, uo.Confirm = rel.CRDs, rel.File, backup, confirm
 		uo.Hop = &HopOptions{Index: index, Of: len(st.Hops), Release: rel.Name, File: rel.File, BackupTaken: st.Backup != nil, Last: index == len(st.Hops)}
-		if o.Checkpoint != "" {
-			uo.Checkpoint = fmt.Sprintf("%s.hop%d", o.Checkpoint, index)
-		}
+		uo.Checkpoint = hopCheckpoint(o.Checkpoint, index)
+		st.Instruction = ""
 		if o.Notify != nil {
 			o.Notify(fmt.Sprintf("hop %d/%d: %s", index, len(st.Hops), rel.Name))
 		}

@@ -3,6 +3,7 @@ package upgrade
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -11,6 +12,7 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/plan"
 )
 
 // What a person who comes back to an upgrade should do next (Status.Next).
@@ -51,6 +53,111 @@ type Status struct {
 	Next   string `json:"next"`
 	// Command is what to run next, worded by the caller with its own flags ("" when nothing).
 	Command string `json:"command,omitempty"`
+	// Path is set for an upgrade along a release path (GetPathStatus): the path and the hop
+	// it is at; the rest of the status is then that hop's release (its CRDs, its steps).
+	Path *PathStatus `json:"path,omitempty"`
+}
+
+// PathStatus is where an upgrade along a release path stands.
+type PathStatus struct {
+	// Checkpoint is the path's state file; Found whether it exists; NotThisCluster why it
+	// is not this cluster's, or is for other releases ("" when it is).
+	Checkpoint     string `json:"checkpoint"`
+	Found          bool   `json:"found"`
+	NotThisCluster string `json:"notThisCluster,omitempty"`
+	// Hops are the releases the recorded run chose, in order (empty when none is recorded).
+	Hops []string `json:"hops"`
+	// Hop (1-based) is the hop the run is at, Release its release; 0 and "" when the path
+	// is complete or not started.
+	Hop     int    `json:"hop"`
+	Release string `json:"release,omitempty"`
+	// Complete: every hop was applied.
+	Complete    bool       `json:"complete"`
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	// Instruction: the run stopped before Hop because a person must act first.
+	Instruction string `json:"instruction,omitempty"`
+	// HopCheckpoint is the checkpoint of hop Hop's upgrade (its steps: Status.Done).
+	HopCheckpoint string `json:"hopCheckpoint,omitempty"`
+}
+
+// GetPathStatus reads the state of an upgrade along the release path via → target (as given
+// to RunPath) on the cluster c reaches: the hops the recorded run chose, the hop it is at and,
+// as GetStatus says it, that hop's release and steps. checkpoint is the path's, as given to
+// RunPath ("" is the default). It writes nothing.
+func GetPathStatus(ctx context.Context, c *migrate.Clients, via []plan.PathRelease, target plan.PathRelease, checkpoint, fieldManager string) (*Status, error) {
+	all := append(append([]plan.PathRelease{}, via...), target)
+	var allCRDs []*apiextensionsv1.CustomResourceDefinition
+	for _, r := range all {
+		allCRDs = append(allCRDs, r.CRDs...)
+	}
+	cluster := c.ClusterID(ctx)
+	key, path, err := pathStateFile(c.Server, cluster, all, checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	ps := &PathStatus{Checkpoint: path, Hops: []string{}}
+	cp, err := loadState(path)
+	if err != nil {
+		return nil, err
+	}
+	if cp != nil {
+		ps.Found = true
+		live, err := liveUIDs(ctx, &runner{c: c}, allCRDs)
+		if err != nil {
+			return nil, err
+		}
+		if ok, why := cp.belongs(key, cluster, live); !ok {
+			ps.NotThisCluster, cp = why, nil
+		}
+	}
+	// The release the status is about: the hop the run is at, else the target.
+	rel, hopCP, index := target, hopCheckpoint(checkpoint, len(all)), 0
+	if cp != nil {
+		ps.Hops = append(ps.Hops, cp.Hops...)
+		ps.Complete, ps.CompletedAt, ps.Instruction = cp.Complete, cp.CompletedAt, cp.Instruction
+		at := cp.Hop
+		if cp.Complete || at >= len(cp.Hops) {
+			at = len(cp.Hops) - 1
+		} else {
+			index = at + 1
+		}
+		if at >= 0 && at < len(cp.Hops) {
+			i := slices.IndexFunc(all, func(r plan.PathRelease) bool { return r.Name == cp.Hops[at] })
+			if i < 0 {
+				return nil, fmt.Errorf("the path's checkpoint %s names release %s, which is not given now: give the same releases as to the upgrade", path, cp.Hops[at])
+			}
+			rel, hopCP = all[i], hopCheckpoint(checkpoint, at+1)
+		}
+	}
+	if index > 0 {
+		ps.Hop, ps.Release = index, rel.Name
+	}
+	st, err := GetStatus(ctx, c, rel.CRDs, hopCP, fieldManager)
+	if err != nil {
+		return nil, err
+	}
+	ps.HopCheckpoint = st.Checkpoint
+	st.Path = ps
+	if cp != nil && st.Backup == nil && st.BackupFile == "" {
+		// The path's backup (its first hop's), which the hop's own checkpoint, not written
+		// yet, does not name.
+		st.BackupFile = cp.BackupFile
+		if cp.Backup != nil {
+			st.Backup = cp.Backup
+			if err := checkBackup(cp.Backup); err != nil {
+				st.BackupProblem = err.Error()
+			}
+		}
+	}
+	switch {
+	case st.Next == NextWait:
+	case cp != nil && cp.Complete:
+		st.Next = NextNothing
+	case cp != nil:
+		// The hop's release may be in place (applied, not yet recorded): the path goes on.
+		st.Next = NextContinue
+	}
+	return st, nil
 }
 
 // StatusCRD is one CRD of the release as the cluster has it.

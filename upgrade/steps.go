@@ -61,6 +61,8 @@ type state struct {
 	// the index of the hop it is at.
 	Hops []string `json:"hops,omitempty"`
 	Hop  int      `json:"hop,omitempty"`
+	// Instruction: the path stopped before hop Hop+1 because a person must act first.
+	Instruction string `json:"instruction,omitempty"`
 }
 
 // belongs reports whether s may be used on the cluster now reached (cluster: its identity,

@@ -194,25 +194,7 @@ func (r *runner) preflight(ctx context.Context) {
 	}
 	for i := range r.items {
 		it := &r.items[i]
-		// Plan's findings, each object by its kinds (the ones its runbook's steps name): a
-		// rejected write is refused whether or not a step of this run rewrites the object (a
-		// controller's next write is rejected as well).
-		for _, f := range it.Objects.Findings {
-			if slices.Contains(f.Kinds, plan.KindDataLoss) || slices.Contains(f.Kinds, plan.KindUnknown) {
-				lost := append(append([]string{}, f.PrunedOnRead...), f.PossiblyPrunedOnRead...)
-				pf.DataLoss = append(pf.DataLoss, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Fields: lost})
-			}
-			if slices.Contains(f.Kinds, plan.KindRejectedWrite) {
-				pf.Rejected = append(pf.Rejected, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: f.UpdateErrors})
-			}
-			if slices.Contains(f.Kinds, plan.KindTypeMismatch) {
-				var errs []string
-				for _, m := range f.TypeMismatches {
-					errs = append(errs, m.Error)
-				}
-				pf.TypeMismatch = append(pf.TypeMismatch, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: errs})
-			}
-		}
+		planFindings(it, pf)
 		check := r.o.Preflight
 		if check == nil {
 			check = r.deepCheck(it)
@@ -289,6 +271,31 @@ func (r *runner) preflight(ctx context.Context) {
 	}
 	if len(why) > 0 {
 		pf.Refused, pf.Reason = true, strings.Join(why, "; ")
+	}
+}
+
+// planFindings adds plan's findings of an item to pf, each object by its kinds (the ones its
+// runbook's steps name): a rejected write is refused whether or not a step of the run
+// rewrites the object (a controller's next write is rejected as well).
+func planFindings(it *plan.Item, pf *Preflight) {
+	for _, f := range it.Objects.Findings {
+		if slices.Contains(f.Kinds, plan.KindDataLoss) || slices.Contains(f.Kinds, plan.KindUnknown) {
+			lost := append(append([]string{}, f.PrunedOnRead...), f.PossiblyPrunedOnRead...)
+			pf.DataLoss = append(pf.DataLoss, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Fields: lost})
+		}
+		if slices.Contains(f.Kinds, plan.KindRejectedWrite) {
+			pf.Rejected = append(pf.Rejected, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: f.UpdateErrors})
+		}
+		if slices.Contains(f.Kinds, plan.KindTypeMismatch) {
+			var errs []string
+			for _, m := range f.TypeMismatches {
+				errs = append(errs, m.Error)
+			}
+			pf.TypeMismatch = append(pf.TypeMismatch, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: errs})
+		}
+		if f.InvalidOnRecreate() {
+			pf.InvalidOnRecreate = append(pf.InvalidOnRecreate, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: f.RecreateErrors()})
+		}
 	}
 }
 

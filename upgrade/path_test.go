@@ -1,0 +1,235 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/plan"
+)
+
+// The tests of RunPath at its API, on the package's real kube-apiserver.
+
+// lossAtHop2 is a path whose second hop loses a field: the cluster stores v1 (with
+// spec.legacy); release v0.2.0 adds v2 (with legacy) as the storage version; the target
+// v0.3.0 keeps only v2, without legacy. The direct jump relabels v1 objects as v2 and prunes
+// legacy, so the path goes through v0.2.0; at its second hop the objects, stored at v2 by
+// then, lose legacy all the same.
+func lossAtHop2(t *testing.T, group string) (*runFx, PathOptions) {
+	t.Helper()
+	live := widgetCRD(group, version{"v1", true, true, true})
+	mid := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, true})
+	target := widgetCRD(group, version{"v2", true, true, false})
+	f := newRunFx(t, live, target, map[string]map[string]any{
+		"w-legacy": {"size": int64(1), "legacy": "keep-me"},
+		"w-plain":  {"size": int64(2)},
+	})
+	o := PathOptions{
+		Options: Options{ApplyFile: "v0.3.0/", BackupFile: f.backup, Checkpoint: f.cp},
+		Via:     []plan.PathRelease{{Name: "v0.2.0", File: "v0.2.0/", CRDs: []*apiextensionsv1.CustomResourceDefinition{mid}}},
+		Target:  plan.PathRelease{Name: "v0.3.0", File: "v0.3.0/", CRDs: []*apiextensionsv1.CustomResourceDefinition{target}},
+	}
+	o.Next = o.Target.CRDs
+	return f, o
+}
+
+// clusterMark is what a refused run must leave as it was: the CRD's resourceVersion and the
+// etcd revision of the objects and the CRD.
+func (f *runFx) clusterMark(t *testing.T) string {
+	t.Helper()
+	_, rev := f.stored(t)
+	return f.live(t).ResourceVersion + "/" + strconv.FormatInt(rev, 10)
+}
+
+// TestRunPathRefusesALossAtTheSecondHop: the loss at hop 2 refuses the path before any write
+// (nothing in etcd changed, no backup, no hop run) and names the hop, the object and the
+// field; with AllowDataLoss the path completes, the backup holding the field.
+func TestRunPathRefusesALossAtTheSecondHop(t *testing.T) {
+	ctx := context.Background()
+	f, o := lossAtHop2(t, "hop2loss.run.example.com")
+	before := f.clusterMark(t)
+
+	rep, err := RunPath(ctx, f.c, o)
+	if !errors.Is(err, ErrRefused) {
+		t.Fatalf("RunPath without AllowDataLoss: %v, want ErrRefused", err)
+	}
+	if rep.Path == nil || len(rep.Path.Hops) != 2 || rep.Path.Hops[0].Release != "v0.2.0" {
+		t.Fatalf("path: %+v", rep.Path)
+	}
+	if rep.Outcome.Result != ResultRefused || rep.Outcome.ExitCode != 1 || !slices.Contains(rep.Outcome.Refusals, plan.KindDataLoss) {
+		t.Errorf("outcome %+v, want refused, exit 1, for data-loss", rep.Outcome)
+	}
+	if len(rep.Hops) != 0 {
+		t.Errorf("%d hops ran, want none", len(rep.Hops))
+	}
+	if len(rep.Preflight) != 2 || len(rep.Preflight[0].Refusals) != 0 {
+		t.Fatalf("preflight: %+v, want 2 hops, the first refusing nothing", rep.Preflight)
+	}
+	hp := rep.Preflight[1]
+	if len(hp.DataLoss) != 1 || hp.DataLoss[0].Name != "w-legacy" || !slices.Contains(hp.DataLoss[0].Fields, "spec.legacy") {
+		t.Errorf("hop 2's data loss: %+v, want w-legacy losing spec.legacy", hp.DataLoss)
+	}
+	for _, want := range []string{"hop 2 (v0.3.0)", "w-legacy (spec.legacy)", "--allow-data-loss", "nothing was written"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+	if after := f.clusterMark(t); after != before {
+		t.Errorf("the refused path wrote: CRD resourceVersion/etcd revision %s, was %s", after, before)
+	}
+	if _, err := os.Stat(f.backup); !os.IsNotExist(err) {
+		t.Errorf("the refused path wrote a backup (%v)", err)
+	}
+
+	o.AllowDataLoss = true
+	rep, err = RunPath(ctx, f.c, o)
+	if err != nil {
+		t.Fatalf("RunPath with AllowDataLoss: %v", err)
+	}
+	if rep.Outcome.Result != ResultComplete || !rep.Outcome.Applied || len(rep.Hops) != 2 {
+		t.Errorf("outcome %+v after %d hops, want complete after 2", rep.Outcome, len(rep.Hops))
+	}
+	live := f.live(t)
+	if !slices.Equal(versionNames(live), []string{"v2"}) || !slices.Equal(live.Status.StoredVersions, []string{"v2"}) {
+		t.Errorf("live: versions %v storedVersions %v, want [v2] and [v2]", versionNames(live), live.Status.StoredVersions)
+	}
+	got, err := f.res("v2").Get(ctx, "w-legacy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(got.Object, "spec", "legacy"); found {
+		t.Errorf("w-legacy still has spec.legacy: %v", got.Object["spec"])
+	}
+	b, err := os.ReadFile(f.backup)
+	if err != nil || !strings.Contains(string(b), "legacy: keep-me") {
+		t.Errorf("the path's backup lacks spec.legacy (%v):\n%s", err, b)
+	}
+}
+
+// TestRunPathHoldsOneLease: the path holds its CRDs' lease from before the first hop to the
+// end of the last: between the hops another run finds it held (each hop's upgrade used to
+// release it at its end); a lease another live run holds stops the path before any write.
+func TestRunPathHoldsOneLease(t *testing.T) {
+	ctx := context.Background()
+	f, o := lossAtHop2(t, "hop2lease.run.example.com")
+	crd := "widgets.hop2lease.run.example.com"
+
+	// Another run (another machine) holds the CRD: refused before any write.
+	now := metav1.NewMicroTime(time.Now())
+	holder, secs := "kubectl crdver migrate, pid 1 on elsewhere", int32(60)
+	leases := f.c.Kube.CoordinationV1().Leases(migrate.LeaseNamespace)
+	if _, err := leases.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: migrate.LeaseName(crd), Annotations: map[string]string{"crdver.io/host": "elsewhere", "crdver.io/pid": "1"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := f.clusterMark(t)
+	o.AllowDataLoss = true
+	_, err := RunPath(ctx, f.c, o)
+	var held *migrate.HeldError
+	if !errors.As(err, &held) || held.CRD != crd {
+		t.Fatalf("RunPath while another run holds %s: %v, want its HeldError", crd, err)
+	}
+	if after := f.clusterMark(t); after != before {
+		t.Errorf("the path wrote while another run held the lease: %s, was %s", after, before)
+	}
+	if err := leases.Delete(ctx, migrate.LeaseName(crd), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Between the hops, the lease is this run's.
+	var between []string
+	o.Notify = func(line string) {
+		if strings.HasPrefix(line, "hop 2/2") {
+			h, err := migrate.LeaseHolder(ctx, f.c, crd)
+			switch {
+			case err != nil:
+				between = append(between, err.Error())
+			case h == nil:
+				between = append(between, "no run holds the lease")
+			case !strings.Contains(h.Holder, "a release path"):
+				between = append(between, "held by "+h.Holder)
+			default:
+				between = append(between, "ok")
+			}
+		}
+	}
+	rep, err := RunPath(ctx, f.c, o)
+	if err != nil {
+		t.Fatalf("RunPath: %v", err)
+	}
+	if len(rep.Hops) != 2 || rep.Outcome.Result != ResultComplete {
+		t.Fatalf("%d hops, outcome %+v", len(rep.Hops), rep.Outcome)
+	}
+	if !slices.Equal(between, []string{"ok"}) {
+		t.Errorf("between hop 1 and hop 2: %v, want the lease held by this path", between)
+	}
+	if h, err := migrate.LeaseHolder(ctx, f.c, crd); err != nil || h != nil {
+		t.Errorf("after the path: holder %v (%v), want the lease released", h, err)
+	}
+}
+
+// TestGetPathStatus: a path interrupted in its second hop, after that hop's backup step: the
+// status names the path's hops, the hop it is at (2 of 2, v0.3.0) and the step done in it,
+// and says to continue; once the path is run again to its end, nothing is left.
+func TestGetPathStatus(t *testing.T) {
+	f, o := lossAtHop2(t, "hop2status.run.example.com")
+	o.AllowDataLoss = true
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inHop2 := false
+	o.Notify = func(line string) {
+		switch {
+		case strings.HasPrefix(line, "hop 2/2"):
+			inHop2 = true
+		case inHop2 && strings.HasPrefix(line, "step 2/"):
+			cancel() // the hop stops after its backup step (the path's, already taken)
+		}
+	}
+	_, err := RunPath(ctx, f.c, o)
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("RunPath cancelled in hop 2: %v, want ErrInterrupted", err)
+	}
+
+	st, err := GetPathStatus(context.Background(), f.c, o.Via, o.Target, o.Checkpoint, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := st.Path
+	if p == nil || !p.Found || p.NotThisCluster != "" || !slices.Equal(p.Hops, []string{"v0.2.0", "v0.3.0"}) || p.Hop != 2 || p.Release != "v0.3.0" || p.Complete {
+		t.Fatalf("path status %+v, want found, hops [v0.2.0 v0.3.0], at hop 2 (v0.3.0)", p)
+	}
+	if p.HopCheckpoint != o.Checkpoint+".hop2" || st.Checkpoint != p.HopCheckpoint || !st.Found {
+		t.Errorf("hop checkpoint %q (status %q, found %v), want %s.hop2", p.HopCheckpoint, st.Checkpoint, st.Found, o.Checkpoint)
+	}
+	if len(st.Done) != 1 || !strings.HasPrefix(st.Done[0], plan.ActionBackup+"|") || st.Next != NextContinue {
+		t.Errorf("hop 2: done %v, next %s; want its backup step done and continue", st.Done, st.Next)
+	}
+	if len(st.CRDs) != 1 || !slices.Equal(st.CRDs[0].Extra, []string{"v1"}) {
+		t.Errorf("hop 2's CRD as the cluster has it: %+v, want v1 still to remove", st.CRDs)
+	}
+
+	o.Notify = nil
+	if _, err := RunPath(context.Background(), f.c, o); err != nil {
+		t.Fatalf("RunPath again: %v", err)
+	}
+	st, err = GetPathStatus(context.Background(), f.c, o.Via, o.Target, o.Checkpoint, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Path.Complete || st.Path.Hop != 0 || st.Next != NextNothing {
+		t.Errorf("after the path: %+v, next %s; want complete, nothing", st.Path, st.Next)
+	}
+}
