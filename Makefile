@@ -49,6 +49,7 @@ docs:
 ## and the kube-apiserver of $(CI_KUBE_MINOR)
 test-assets:
 	@hack/build-test-binaries.sh $(TEST_BINARIES) >/dev/null
+	@hack/build-test-binaries.sh agnhost >/dev/null
 	@hack/build-test-binaries.sh --kube $(CI_KUBE_MINOR) kube-apiserver etcd >/dev/null
 
 ## test: every test, unit and integration (real kube-apiserver + etcd; the version differential
