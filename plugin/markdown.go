@@ -28,6 +28,8 @@ func (p markdownPrinter) PrintReport(w io.Writer, report any) error {
 		out = markdown.Doctor(r, p.limit)
 	case *convert.WriteReport:
 		out = printers.ConvertWriteMarkdown(r)
+	case *convert.LoadReport:
+		out = printers.ConvertLoadMarkdown(r)
 	case versionsSummary:
 		out = markdown.Versions(r.Items, p.limit)
 	default:

@@ -75,6 +75,8 @@ func (p Human) PrintReport(w io.Writer, report any) error {
 		return printConvertReport(w, r, p.NoHeaders, all)
 	case *convert.WriteReport:
 		return printWriteReport(w, r, p.NoHeaders)
+	case *convert.LoadReport:
+		return printLoadReport(w, r, p.NoHeaders)
 	case *doctor.Report:
 		return printDoctorReport(w, r, p.Wide, p.NoHeaders)
 	case *retire.Plan:
