@@ -85,7 +85,7 @@ type ConvertOptions struct {
 	LoadSizes    []int
 	LoadRequests int
 	LoadDuration time.Duration
-	kube          *kubeVersionFlag
+	kube         *kubeVersionFlag
 
 	WebhookAddress  string
 	ViaServiceProxy bool
