@@ -88,6 +88,9 @@ type RunbookOptions struct {
 	ApplyFile string
 	// BackupFile is where the backup command writes ("" is crdver-backup.yaml).
 	BackupFile string
+	// GitOps are the GitOps sources of the cluster (FindGitOpsSources): the change-writers
+	// step converts the manifests of those that apply objects of its CRD.
+	GitOps []GitOpsSource
 }
 
 // objectsShown caps the objects a step lists (the plan's findings list them all).
@@ -310,7 +313,7 @@ func (b *runbook) fix() {
 			b.add(st)
 		}
 		if w := writersToChange(p); w != "" {
-			b.add(RunbookStep{Phase: PhaseFix, Action: ActionChangeWriters, CRDs: []string{p.next.Name}, Manual: true, Why: w})
+			b.add(b.changeWritersStep(p, w))
 		}
 	}
 }
@@ -733,7 +736,7 @@ func itemSteps(steps []RunbookStep) []string {
 	out := []string{}
 	for _, s := range steps {
 		consent := slices.ContainsFunc(s.Commands, func(c string) bool { return strings.Contains(c, " --"+OverrideAllowDataLoss) })
-		if len(s.Commands) == 0 || consent || s.Action == ActionFixObjects || s.Action == ActionConvertObjects || s.Action == ActionFixRecreate {
+		if len(s.Commands) == 0 || consent || s.Action == ActionFixObjects || s.Action == ActionConvertObjects || s.Action == ActionFixRecreate || s.Action == ActionChangeWriters {
 			out = append(out, "# "+s.Why)
 		}
 		out = append(out, s.Commands...)
