@@ -45,7 +45,7 @@ build:
 docs:
 	$(GO) run ./hack/docgen -out docs/reference
 
-## test-assets: build kube-apiserver, etcd and kube-controller-manager from the Go module proxy (cached),
+## test-assets: build kube-apiserver, etcd, kube-controller-manager and agnhost (the e2e conversion webhook) from the Go module proxy (cached),
 ## and the kube-apiserver of $(CI_KUBE_MINOR)
 test-assets:
 	@hack/build-test-binaries.sh $(TEST_BINARIES) >/dev/null

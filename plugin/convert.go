@@ -46,6 +46,10 @@ const convertExample = `  # Convert the objects of a file to v1 through the live
   # CI gate: exit 1 and list every HTTPRoute still below v1
   kubectl crdver convert --crd-file crds/httproutes.yaml --to v1 -f deploy/ --check -o markdown
 
+  # Does the webhook meet the API server's budget? Requests of 1, 1,500 and 10,000 live objects,
+  # p50 and p99 per size against the CRD GA scale targets (50 ms, 1 s, 6 s); exit 1 when over
+  kubectl crdver convert crontabs.stable.example.com --to v1 --from-cluster -A --webhook-address 127.0.0.1:9443 --load
+
   # No network path to the webhook: let the API server call it (server-side dry runs, nothing is written)
   kubectl crdver convert crontabs.stable.example.com --to v1 --from-cluster -n prod --via-apiserver`
 
