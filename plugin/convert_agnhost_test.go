@@ -84,19 +84,18 @@ func startAgnhost(t testing.TB) *agnhostWebhook {
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(exited) }()
 		base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	wait:
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			select {
-			case <-exited:
-				t.Logf("agnhost exited: %s", logs.String())
-			default:
-			}
 			if resp, err := client.Get(base + "/readyz"); err == nil {
 				resp.Body.Close()
 				t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 				return &agnhostWebhook{url: base + "/crdconvert", caBundle: ca.CertPEM}
 			}
-			if cmd.ProcessState != nil {
-				break
+			select {
+			case <-exited:
+				t.Logf("agnhost exited (port %d taken?): %s", port, logs.String())
+				break wait
+			default:
 			}
 		}
 		_ = cmd.Process.Kill()
