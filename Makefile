@@ -45,10 +45,11 @@ build:
 docs:
 	$(GO) run ./hack/docgen -out docs/reference
 
-## test-assets: build kube-apiserver, etcd and kube-controller-manager from the Go module proxy (cached),
+## test-assets: build kube-apiserver, etcd, kube-controller-manager and agnhost (the e2e conversion webhook) from the Go module proxy (cached),
 ## the kube-apiserver of $(CI_KUBE_MINOR), and Cluster API's conversion webhook (hack/tools/capi-webhook)
 test-assets:
 	@hack/build-test-binaries.sh $(TEST_BINARIES) >/dev/null
+	@hack/build-test-binaries.sh agnhost >/dev/null
 	@hack/build-test-binaries.sh --kube $(CI_KUBE_MINOR) kube-apiserver etcd >/dev/null
 	@hack/build-capi-webhook.sh >/dev/null
 

@@ -250,33 +250,20 @@ func (r *runner) page(ctx context.Context, objects []Object) error {
 	offset := r.seen
 	r.seen += len(objects)
 	for i, o := range objects {
-		av, _ := o.Object["apiVersion"].(string)
-		kind, _ := o.Object["kind"].(string)
-		g, v, _ := strings.Cut(av, "/")
-		if g != r.group || !r.hasVersion(v) {
-			return fmt.Errorf("%s: apiVersion %q is not a version of %s (have: %s)", o.Source, av, r.crd.Name, r.joinAPIVersions())
+		it, err := r.prepare(o)
+		if err != nil {
+			return err
 		}
-		if kind != r.kind {
-			return fmt.Errorf("%s: kind %q is not %s's kind %q", o.Source, kind, r.crd.Name, r.kind)
-		}
-		if v == r.opts.To {
+		if it == nil {
 			r.report.Skipped++
 			continue
 		}
-		// What the API server would have stored: pruned and defaulted in the object's version.
-		obj := runtime.DeepCopyJSON(o.Object)
-		if len(r.schemas[v].pruneObject(obj, true)) > 0 {
-			r.inputPruned++
-		}
-		r.schemas[v].defaultObject(obj)
-		raw, err := json.Marshal(obj)
-		if err != nil {
-			return fmt.Errorf("%s: %w", o.Source, err)
-		}
+		it.index = offset + i
+		v := it.version
 		if _, ok := groups[v]; !ok {
 			order = append(order, v)
 		}
-		groups[v] = append(groups[v], &item{index: offset + i, source: o.Source, version: v, orig: obj, raw: raw})
+		groups[v] = append(groups[v], it)
 	}
 	var batches []*batch
 	for _, v := range order {
@@ -339,6 +326,34 @@ func (r *runner) page(ctx context.Context, objects []Object) error {
 		}
 	}
 	return nil
+}
+
+// prepare checks that o is an object of the CRD and makes it what the API server would send:
+// pruned and defaulted in its own version, as it would have been stored, and encoded. It
+// returns nil for an object already at the target version (the API server never sends those).
+func (r *runner) prepare(o Object) (*item, error) {
+	av, _ := o.Object["apiVersion"].(string)
+	kind, _ := o.Object["kind"].(string)
+	g, v, _ := strings.Cut(av, "/")
+	if g != r.group || !r.hasVersion(v) {
+		return nil, fmt.Errorf("%s: apiVersion %q is not a version of %s (have: %s)", o.Source, av, r.crd.Name, r.joinAPIVersions())
+	}
+	if kind != r.kind {
+		return nil, fmt.Errorf("%s: kind %q is not %s's kind %q", o.Source, kind, r.crd.Name, r.kind)
+	}
+	if v == r.opts.To {
+		return nil, nil
+	}
+	obj := runtime.DeepCopyJSON(o.Object)
+	if len(r.schemas[v].pruneObject(obj, true)) > 0 {
+		r.inputPruned++
+	}
+	r.schemas[v].defaultObject(obj)
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Source, err)
+	}
+	return &item{source: o.Source, version: v, orig: obj, raw: raw}, nil
 }
 
 // finishRun adds the notes and failed objects of all pages and completes the report.

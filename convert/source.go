@@ -5,6 +5,7 @@ package convert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -129,4 +130,19 @@ func objectName(ns, name string) string {
 		return name
 	}
 	return ns + "/" + name
+}
+
+// ReadAll reads every page of src.
+func ReadAll(ctx context.Context, src Source) ([]Object, error) {
+	var out []Object
+	for {
+		page, err := src.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+	}
 }

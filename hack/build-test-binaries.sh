@@ -10,6 +10,10 @@
 #                                         # hack/tools/kube-1.34, see hack/new-kube-module.sh),
 #                                         # with the current etcd linked beside it
 #   hack/build-test-binaries.sh --minors  # list the older minors that have a module
+#   hack/build-test-binaries.sh agnhost   # the Kubernetes e2e conversion webhook (agnhost's
+#                                         # crd-conversion-webhook, hack/tools/kube/agnhost) into
+#                                         # .../testbin/agnhost-<kube version>, whatever
+#                                         # KUBEBUILDER_ASSETS says; prints that folder
 #
 # With no arguments it builds kube-apiserver and etcd. It does nothing when KUBEBUILDER_ASSETS
 # is set (without --kube), or when every requested binary is already in the folder.
@@ -43,6 +47,23 @@ if [[ "${1:-}" == "--kube" ]]; then
   fi
 fi
 kube_version=$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' "$here/tools/$kube_module/go.mod")
+
+if [[ "${1:-}" == "agnhost" && "$kube_module" == kube ]]; then
+  # Not a control-plane binary: its own folder, built whether or not KUBEBUILDER_ASSETS is set.
+  adir=$root/agnhost-${kube_version}
+  mkdir -p "$adir"
+  if command -v flock >/dev/null 2>&1; then
+    exec 9>>"$adir/.lock"
+    flock 9
+  fi
+  if [[ ! -x "$adir/agnhost" ]]; then
+    echo "building agnhost (crd-conversion-webhook) $kube_version from the Go module proxy into $adir (first run only)" >&2
+    (cd "$here/tools/kube" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$adir/agnhost.tmp.$$" ./agnhost)
+    mv "$adir/agnhost.tmp.$$" "$adir/agnhost"
+  fi
+  echo "$adir"
+  exit 0
+fi
 
 if [[ "$kube_module" == kube ]]; then
   if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then

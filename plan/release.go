@@ -121,6 +121,16 @@ func Release(ctx context.Context, c ReleaseClients, o ReleaseOptions) (*Report, 
 			return rep, fmt.Errorf("planning %s: %w", next.Name, err)
 		}
 	}
+	if c.Dynamic != nil && needGitOpsSources(rep.Items) {
+		var notes []string
+		o.Runbook.GitOps, notes = FindGitOpsSources(ctx, c.Dynamic)
+		for i := range rep.Items {
+			if p := analyse(&rep.Items[i]); p.live != nil && writersToChange(p) != "" {
+				rep.Items[i].Notes = append(rep.Items[i].Notes, notes...)
+				rep.Items[i].Steps = itemSteps(Runbook(rep.Items[i:i+1], RunbookOptions{ApplyFile: o.Runbook.ApplyFile, GitOps: o.Runbook.GitOps}))
+			}
+		}
+	}
 	rep.Runbook = Runbook(rep.Items, o.Runbook)
 	return rep, nil
 }

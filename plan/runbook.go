@@ -88,6 +88,9 @@ type RunbookOptions struct {
 	ApplyFile string
 	// BackupFile is where the backup command writes ("" is crdver-backup.yaml).
 	BackupFile string
+	// GitOps are the GitOps sources of the cluster (FindGitOpsSources): the change-writers
+	// step converts the manifests of those that apply objects of its CRD.
+	GitOps []GitOpsSource
 }
 
 // objectsShown caps the objects a step lists (the plan's findings list them all).
@@ -217,29 +220,60 @@ func IntermediateFor(it *Item) *apiextensionsv1.CustomResourceDefinition {
 // a CRD half-done: objects whose next write would be rejected are fixed before any storage
 // switch, and the release is applied once, after every CRD is ready for it.
 func Runbook(items []Item, o RunbookOptions) []RunbookStep {
-	file := o.ApplyFile
-	if file == "" {
-		file = "NEW-CRDS.yaml"
+	b := newRunbook(items, o)
+	b.fix()
+	b.fixCRDs()
+	b.backup()
+	if len(b.blocked) > 0 {
+		return b.steps // nothing is written while the release cannot be applied
 	}
-	backupFile := o.BackupFile
-	if backupFile == "" {
-		backupFile = "crdver-backup.yaml"
-	}
-	var plans []*crdPlan
-	for i := range items {
-		plans = append(plans, analyse(&items[i]))
-	}
-	var steps []RunbookStep
-	add := func(s RunbookStep) {
-		if s.Commands == nil {
-			s.Commands = []string{}
-		}
-		steps = append(steps, s)
-	}
+	b.intermediate()
+	b.storage()
+	b.apply()
+	b.verify()
+	return b.steps
+}
 
-	// 1. Fix: objects whose no-op update is rejected, objects losing fields, writers of
-	// versions that go away, CRDs the API server would reject.
-	for _, p := range plans {
+// runbook is a release runbook being written, phase by phase.
+type runbook struct {
+	file, backupFile string
+	opts             RunbookOptions
+	plans            []*crdPlan
+	steps            []RunbookStep
+	// blocked: CRDs the API server would reject (fixCRDs); nothing is written while any is.
+	blocked []string
+	// backedUp: CRDs the backup step reads at every stored version (backup).
+	backedUp map[string]bool
+	// inter: CRDs applied first as intermediate CRDs (intermediate).
+	inter []string
+}
+
+func newRunbook(items []Item, o RunbookOptions) *runbook {
+	b := &runbook{file: o.ApplyFile, backupFile: o.BackupFile, opts: o, backedUp: map[string]bool{}}
+	if b.file == "" {
+		b.file = "NEW-CRDS.yaml"
+	}
+	if b.backupFile == "" {
+		b.backupFile = "crdver-backup.yaml"
+	}
+	for i := range items {
+		b.plans = append(b.plans, analyse(&items[i]))
+	}
+	return b
+}
+
+func (b *runbook) add(s RunbookStep) {
+	if s.Commands == nil {
+		s.Commands = []string{}
+	}
+	b.steps = append(b.steps, s)
+}
+
+// fix adds, per CRD, the steps before any write: objects whose no-op update is rejected,
+// objects losing fields, values of the wrong type, objects invalid on re-create, writers of
+// versions that go away.
+func (b *runbook) fix() {
+	for _, p := range b.plans {
 		if p.live == nil {
 			continue
 		}
@@ -263,40 +297,45 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 			}
 		}
 		if len(rejected) > 0 {
-			add(RunbookStep{Phase: PhaseFix, Action: ActionFixObjects, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindRejectedWrite).Manual,
+			b.add(RunbookStep{Phase: PhaseFix, Action: ActionFixObjects, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindRejectedWrite).Manual,
 				Objects: capList(rejected), Commands: capList(rejectedCmds),
 				Why: fmt.Sprintf("%s of %s would be rejected on their next write under the new CRD: fix them before any storage switch, or the rewrite fails on them and leaves %s half-migrated", objects(len(rejected)), p.next.Name, p.next.Name)})
 		}
 		if len(losing) > 0 {
-			add(RunbookStep{Phase: PhaseFix, Action: ActionConvertObjects, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindDataLoss).Manual,
+			b.add(RunbookStep{Phase: PhaseFix, Action: ActionConvertObjects, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindDataLoss).Manual,
 				Objects: capList(losing), Commands: capList(losingCmds),
 				Why: fmt.Sprintf("fields the new version %[3]s lacks are held by %[1]s of %[2]s: rewriting at %[3]s drops them from etcd. Move the data to the fields %[3]s has (the release's own migration guide says how), or accept the loss: kubectl crdver upgrade refuses unless --allow-data-loss; the backup below keeps it", objects(len(losing)), p.next.Name, p.storage)})
 		}
-		if st, ok := valuesStep(p, file); ok {
-			add(st)
+		if st, ok := valuesStep(p, b.file); ok {
+			b.add(st)
 		}
 		if st, ok := recreateStep(p); ok {
-			add(st)
+			b.add(st)
 		}
 		if w := writersToChange(p); w != "" {
-			add(RunbookStep{Phase: PhaseFix, Action: ActionChangeWriters, CRDs: []string{p.next.Name}, Manual: true, Why: w})
+			b.add(b.changeWritersStep(p, w))
 		}
 	}
-	var blocked []string
-	for _, p := range plans {
-		if p.blocked {
-			blocked = append(blocked, p.next.Name)
-			add(RunbookStep{Phase: PhaseFix, Action: ActionFixCRDs, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindApplyRejected).Manual,
-				Why: fmt.Sprintf("the API server would reject %s as it is in %s: %s", p.next.Name, file, strings.Join(p.it.Apply.Errors, "; "))})
-		}
-	}
+}
 
-	// 2. Backup: every version in status.storedVersions, read at that version (never at the
-	// preferred version, which may already prune the fields at risk).
+// fixCRDs adds a step per CRD the API server would reject for a reason the steps do not remove.
+func (b *runbook) fixCRDs() {
+	for _, p := range b.plans {
+		if p.blocked {
+			b.blocked = append(b.blocked, p.next.Name)
+			b.add(RunbookStep{Phase: PhaseFix, Action: ActionFixCRDs, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindApplyRejected).Manual,
+				Why: fmt.Sprintf("the API server would reject %s as it is in %s: %s", p.next.Name, b.file, strings.Join(p.it.Apply.Errors, "; "))})
+		}
+	}
+}
+
+// backup adds the backup: every version in status.storedVersions, read at that version (never
+// at the preferred version, which may already prune the fields at risk); before it, the step
+// that serves stored versions the live CRD does not serve.
+func (b *runbook) backup() {
 	var resources, unreadable []string
 	var backupCRDs []string
-	backedUp := map[string]bool{} // CRDs the backup step reads at every stored version
-	for _, p := range plans {
+	for _, p := range b.plans {
 		if p.live == nil || p.it.Objects.Total == 0 {
 			continue
 		}
@@ -304,63 +343,63 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 			continue
 		}
 		backupCRDs = append(backupCRDs, p.live.Name)
-		backedUp[p.live.Name] = true
+		b.backedUp[p.live.Name] = true
 		for _, v := range storedVersionsOf(p.live) {
 			if lv, err := crdinfo.Lookup(p.live, v); err != nil || !lv.Served && !p.servesStored() { // servesStored: see serve-stored
 				unreadable = append(unreadable, p.live.Name+" "+v+map[bool]string{true: " (not in spec.versions)"}[err != nil])
-				backedUp[p.live.Name] = false
+				b.backedUp[p.live.Name] = false
 				continue
 			}
 			resources = append(resources, p.live.Spec.Names.Plural+"."+v+"."+p.live.Spec.Group)
 		}
 	}
 	if len(resources) == 0 {
-		clear(backedUp)
+		clear(b.backedUp)
 	}
-	if s := serveStoredStep(plans); s != nil {
-		add(*s)
+	if s := serveStoredStep(b.plans); s != nil {
+		b.add(*s)
 	}
 	if len(resources) > 0 {
 		why := "a copy of every object at every version that holds its data (a read at the preferred version may already drop fields the new storage version lacks)"
 		if len(unreadable) > 0 {
 			why += fmt.Sprintf("; not served, so not readable as stored: %s", strings.Join(unreadable, ", "))
 		}
-		add(RunbookStep{Phase: PhaseBackup, Action: ActionBackup, CRDs: backupCRDs, Why: why, Resources: resources,
-			Commands: []string{fmt.Sprintf("kubectl get %s -A -o yaml > %s", strings.Join(resources, ","), backupFile)}})
+		b.add(RunbookStep{Phase: PhaseBackup, Action: ActionBackup, CRDs: backupCRDs, Why: why, Resources: resources,
+			Commands: []string{fmt.Sprintf("kubectl get %s -A -o yaml > %s", strings.Join(resources, ","), b.backupFile)}})
 	}
+}
 
-	if len(blocked) > 0 {
-		return steps // nothing is written while the release cannot be applied
-	}
-
-	// 3. Storage: an intermediate CRD where the live one lacks the new storage version, then
-	// per CRD the rewrite (retire moves managedFields too).
-	var inter []string
-	for _, p := range plans {
+// intermediate adds the intermediate CRDs, where the live ones lack the new storage version.
+func (b *runbook) intermediate() {
+	for _, p := range b.plans {
 		if p.intermediate && p.live != nil {
-			inter = append(inter, p.next.Name)
+			b.inter = append(b.inter, p.next.Name)
 		}
 	}
-	if len(inter) > 0 {
-		add(RunbookStep{Phase: PhaseStorage, Action: ActionIntermediate, CRDs: inter,
+	if len(b.inter) > 0 {
+		b.add(RunbookStep{Phase: PhaseStorage, Action: ActionIntermediate, CRDs: b.inter,
 			Commands: []string{
-				fmt.Sprintf("kubectl crdver upgrade -f %s --intermediate-crds > crdver-intermediate.yaml", file),
+				fmt.Sprintf("kubectl crdver upgrade -f %s --intermediate-crds > crdver-intermediate.yaml", b.file),
 				"kubectl apply --server-side --force-conflicts -f crdver-intermediate.yaml",
 			},
-			Why: fmt.Sprintf("the live CRDs %s lack their new storage version or do not serve a version whose entries must be moved: first apply the new CRDs with the versions they remove or unserve kept (served), so the objects can be rewritten at the new storage version and their managedFields moved while the old versions are still readable", strings.Join(inter, ", "))})
+			Why: fmt.Sprintf("the live CRDs %s lack their new storage version or do not serve a version whose entries must be moved: first apply the new CRDs with the versions they remove or unserve kept (served), so the objects can be rewritten at the new storage version and their managedFields moved while the old versions are still readable", strings.Join(b.inter, ", "))})
 	}
-	for _, p := range plans {
+}
+
+// storage adds, per CRD, the rewrite at the new storage version (retire moves managedFields too).
+func (b *runbook) storage() {
+	for _, p := range b.plans {
 		if p.live == nil {
 			continue
 		}
 		name, s := p.next.Name, p.storage
-		flag, consentWhy := p.consent(backedUp[p.live.Name], backupFile)
+		flag, consentWhy := p.consent(b.backedUp[p.live.Name], b.backupFile)
 		for i, v := range p.removedStored {
 			why := fmt.Sprintf("move %s's managedFields entries of %s to %s (server-side apply fails on objects that keep them once %s is gone)", name, v, s, v)
 			if i == 0 {
 				why = fmt.Sprintf("make %s the storage version of %s, rewrite every object at it, trim status.storedVersions to [%s] and move managedFields entries of %s to %s: the release removes %s", s, name, s, v, s, v)
 			}
-			add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s, Why: why + p.removeWhy(v) + consentWhy, Remove: p.Remove(),
+			b.add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s, Why: why + p.removeWhy(v) + consentWhy, Remove: p.Remove(),
 				Commands: []string{p.retireCommand(v) + flag}})
 		}
 		if len(p.removedStored) == 0 && p.migrate {
@@ -368,34 +407,42 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 			if !p.intermediate && p.it.StorageVersion.Before != s {
 				cmd += " --to " + s
 			}
-			add(RunbookStep{Phase: PhaseStorage, Action: ActionMigrate, CRDs: []string{name}, Target: s, Commands: []string{cmd + flag},
+			b.add(RunbookStep{Phase: PhaseStorage, Action: ActionMigrate, CRDs: []string{name}, Target: s, Commands: []string{cmd + flag},
 				Why: fmt.Sprintf("make %s the storage version of %s, rewrite every object at it and trim status.storedVersions to [%s]", s, name, s) + consentWhy})
 		}
 		for _, v := range p.unservedNamed {
-			add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s,
+			b.add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s,
 				Commands: []string{fmt.Sprintf("kubectl crdver retire %s %s --to %s", name, v, s) + flag},
 				Why:      fmt.Sprintf("move %s's managedFields entries of %s to %s while %s is served: the release stops serving it, after which server-side apply of those objects fails", name, v, s, v) + consentWhy})
 		}
 		for _, v := range p.removedNamed {
-			add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s, Remove: p.Remove(),
+			b.add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s, Remove: p.Remove(),
 				Commands: []string{p.retireCommand(v) + flag},
 				Why:      fmt.Sprintf("move any managedFields entries of %s in %s to %s (the release removes %s, after which server-side apply fails on objects keeping them)%s", v, name, s, v, p.removeWhy(v)) + consentWhy})
 		}
-		// The convert-objects step of the CRD points to the commands that carry the consent.
-		if flag != "" && slices.ContainsFunc(steps, func(st RunbookStep) bool {
-			return st.Phase == PhaseStorage && slices.Contains(st.CRDs, name) && slices.ContainsFunc(st.Commands, func(c string) bool { return strings.HasSuffix(c, flag) })
-		}) {
-			for i := range steps {
-				if steps[i].Action == ActionConvertObjects && slices.Equal(steps[i].CRDs, []string{name}) {
-					steps[i].Why += fmt.Sprintf(", and the storage steps below say%s for that (leave it out if you moved the data)", flag)
-				}
-			}
+		b.pointConvertToConsent(name, flag)
+	}
+}
+
+// pointConvertToConsent: the convert-objects step of the CRD points to the storage commands
+// that carry the consent flag.
+func (b *runbook) pointConvertToConsent(name, flag string) {
+	if flag == "" || !slices.ContainsFunc(b.steps, func(st RunbookStep) bool {
+		return st.Phase == PhaseStorage && slices.Contains(st.CRDs, name) && slices.ContainsFunc(st.Commands, func(c string) bool { return strings.HasSuffix(c, flag) })
+	}) {
+		return
+	}
+	for i := range b.steps {
+		if b.steps[i].Action == ActionConvertObjects && slices.Equal(b.steps[i].CRDs, []string{name}) {
+			b.steps[i].Why += fmt.Sprintf(", and the storage steps below say%s for that (leave it out if you moved the data)", flag)
 		}
 	}
+}
 
-	// 4. One apply of the release.
+// apply adds the one apply of the release: ours, or the deployment tool's that manages the CRDs.
+func (b *runbook) apply() {
 	var tools, rendered []string
-	for _, p := range plans {
+	for _, p := range b.plans {
 		if p.live == nil {
 			continue
 		}
@@ -407,30 +454,31 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 		}
 	}
 	if len(tools) > 0 {
-		add(RunbookStep{Phase: PhaseApply, Action: ActionToolApply, Manual: true,
+		b.add(RunbookStep{Phase: PhaseApply, Action: ActionToolApply, Manual: true,
 			Why: fmt.Sprintf("let %s apply the new CRDs (upgrade the release there): the CRDs are managed by it, and an apply of ours would be undone or fought on its next sync", strings.Join(tools, ", "))})
-	} else {
-		why := "one server-side apply of the whole release, after every CRD is ready for it"
-		if len(inter) > 0 || slices.ContainsFunc(steps, func(s RunbookStep) bool { return s.Action == ActionMigrate || s.Action == ActionRetire }) {
-			why += "; --force-conflicts because the steps above changed .spec.versions as field manager kubectl-crdver, and without it the apply conflicts on those fields"
-		} else {
-			why += "; --force-conflicts takes over fields another manager set (e.g. an earlier storage switch by kubectl-crdver)"
-		}
-		if len(rendered) > 0 {
-			why += fmt.Sprintf("; no Helm release owns %s: its label app.kubernetes.io/managed-by=Helm comes from a helm template render, without the release annotations meta.helm.sh/release-name and meta.helm.sh/release-namespace Helm requires", strings.Join(rendered, ", "))
-		}
-		add(RunbookStep{Phase: PhaseApply, Action: ActionApply, Why: why,
-			Commands: []string{fmt.Sprintf("kubectl apply --server-side --force-conflicts -f %s", file)}})
+		return
 	}
+	why := "one server-side apply of the whole release, after every CRD is ready for it"
+	if len(b.inter) > 0 || slices.ContainsFunc(b.steps, func(s RunbookStep) bool { return s.Action == ActionMigrate || s.Action == ActionRetire }) {
+		why += "; --force-conflicts because the steps above changed .spec.versions as field manager kubectl-crdver, and without it the apply conflicts on those fields"
+	} else {
+		why += "; --force-conflicts takes over fields another manager set (e.g. an earlier storage switch by kubectl-crdver)"
+	}
+	if len(rendered) > 0 {
+		why += fmt.Sprintf("; no Helm release owns %s: its label app.kubernetes.io/managed-by=Helm comes from a helm template render, without the release annotations meta.helm.sh/release-name and meta.helm.sh/release-namespace Helm requires", strings.Join(rendered, ", "))
+	}
+	b.add(RunbookStep{Phase: PhaseApply, Action: ActionApply, Why: why,
+		Commands: []string{fmt.Sprintf("kubectl apply --server-side --force-conflicts -f %s", b.file)}})
+}
 
-	// 5. Verify.
-	add(RunbookStep{Phase: PhaseVerify, Action: ActionVerify,
+// verify adds the last step: plan of the same release is clean, storedVersions trimmed.
+func (b *runbook) verify() {
+	b.add(RunbookStep{Phase: PhaseVerify, Action: ActionVerify,
 		Why: "plan of the same release exits 0 (nothing breaking, unknown or invalid on re-create: the fix steps above done), and every CRD's status.storedVersions is its storage version only",
 		Commands: []string{
-			fmt.Sprintf("kubectl crdver plan -f %s", file),
+			fmt.Sprintf("kubectl crdver plan -f %s", b.file),
 			"kubectl crdver versions --all",
 		}})
-	return steps
 }
 
 // consent is the consent the CRD's retire and migrate commands carry (decision table:
@@ -688,7 +736,7 @@ func itemSteps(steps []RunbookStep) []string {
 	out := []string{}
 	for _, s := range steps {
 		consent := slices.ContainsFunc(s.Commands, func(c string) bool { return strings.Contains(c, " --"+OverrideAllowDataLoss) })
-		if len(s.Commands) == 0 || consent || s.Action == ActionFixObjects || s.Action == ActionConvertObjects || s.Action == ActionFixRecreate {
+		if len(s.Commands) == 0 || consent || s.Action == ActionFixObjects || s.Action == ActionConvertObjects || s.Action == ActionFixRecreate || s.Action == ActionChangeWriters {
 			out = append(out, "# "+s.Why)
 		}
 		out = append(out, s.Commands...)

@@ -47,6 +47,10 @@ const convertExample = `  # Convert the objects of a file to v1 through the live
   # CI gate: exit 1 and list every HTTPRoute still below v1
   kubectl crdver convert --crd-file crds/httproutes.yaml --to v1 -f deploy/ --check -o markdown
 
+  # Does the webhook meet the API server's budget? Requests of 1, 1,500 and 10,000 live objects,
+  # p50 and p99 per size against the CRD GA scale targets (50 ms, 1 s, 6 s); exit 1 when over
+  kubectl crdver convert crontabs.stable.example.com --to v1 --from-cluster -A --webhook-address 127.0.0.1:9443 --load
+
   # No network path to the webhook: let the API server call it (server-side dry runs, nothing is written)
   kubectl crdver convert crontabs.stable.example.com --to v1 --from-cluster -n prod --via-apiserver`
 
@@ -81,7 +85,12 @@ type ConvertOptions struct {
 	DryRun        bool
 	Check         bool
 	AllowDataLoss bool
-	kube          *kubeVersionFlag
+
+	Load         bool
+	LoadSizes    []int
+	LoadRequests int
+	LoadDuration time.Duration
+	kube         *kubeVersionFlag
 
 	WebhookAddress  string
 	ViaServiceProxy bool
@@ -155,6 +164,10 @@ or --strict and a warning; 2 usage error; 3 the webhook (or the cluster) could n
 	f.BoolVar(&o.DryRun, "dry-run", false, "With --write: print a unified diff per file and write nothing")
 	f.BoolVar(&o.Check, "check", false, "With -f: convert nothing; list every object still at a version other than --to, or its CRD's storage version (exit 1 when there is one); with no CRD named, of every CRD of --crd-file or of the cluster")
 	f.BoolVar(&o.AllowDataLoss, "allow-data-loss", false, "With --write: write conversions that drop fields (pruned, or lost on the round trip), listing what was dropped")
+	f.BoolVar(&o.Load, "load", false, "Time ConversionReviews of the sizes the API server sends (1 object, a namespace's list of 1,500, the cluster's list of 10,000), filled with the objects given, and judge p99 against the CRD GA scale budget (50 ms, 1 s, 6 s): exit 1 when over")
+	f.IntSliceVar(&o.LoadSizes, "load-sizes", []int{1, 1500, 10000}, "With --load: the request sizes to time, among 1, 1500 and 10000")
+	f.IntVar(&o.LoadRequests, "load-requests", convert.DefaultLoadRequests, "With --load: timed requests per size (after one untimed request whose answer is checked in full)")
+	f.DurationVar(&o.LoadDuration, "load-duration", convert.DefaultLoadDuration, "With --load: the most time spent on one size (at least 3 requests are timed)")
 	o.kube = addKubeVersionFlag(cmd)
 	o.source.kube = o.kube
 	registerVersionCompletion(cmd, o.source, "to", "from")
@@ -192,6 +205,9 @@ func (o *ConvertOptions) Validate() error {
 	if err := o.kube.validate(); err != nil {
 		return err
 	}
+	if err := o.validateLoad(); err != nil {
+		return err
+	}
 	sources := 0
 	for _, b := range []bool{len(o.Files) > 0, o.FromCluster, o.Generate > 0} {
 		if b {
@@ -215,8 +231,8 @@ func (o *ConvertOptions) Validate() error {
 		return UsageErrorf("--dry-run goes with --write: it prints the diff --write would make")
 	case o.AllowDataLoss && !o.Write:
 		return UsageErrorf("--allow-data-loss goes with --write")
-	case o.out.format == outputMarkdown && !o.Write && !o.Check:
-		return UsageErrorf("-o markdown is for --write and --check reports")
+	case o.out.format == outputMarkdown && !o.Write && !o.Check && !o.Load:
+		return UsageErrorf("-o markdown is for --write, --check and --load reports")
 	case o.Name == "" && !o.source.offline() && !o.Write && !o.Check:
 		return UsageErrorf("name a CRD (e.g. crontabs.stable.example.com), or read one with --crd-file")
 	case sources != 1:
@@ -251,6 +267,9 @@ func (o *ConvertOptions) Validate() error {
 func (o *ConvertOptions) Run(ctx context.Context) error {
 	if o.Write || o.Check {
 		return o.runWrite(ctx)
+	}
+	if o.Load {
+		return o.runLoad(ctx)
 	}
 	crd, err := o.source.one(ctx, o.Name)
 	if err != nil {

@@ -245,7 +245,7 @@ func TestConvertUsage(t *testing.T) {
 		{[]string{"--crd-file", crdFile, "--to", "v1", "-f", cronTabsV1beta1, "--allow-data-loss"}, "--allow-data-loss goes with --write"},
 		{[]string{"--crd-file", crdFile, "--to", "v1", "-f", "-", "--write"}, "-f - (standard input) cannot be rewritten"},
 		{[]string{"--crd-file", crdFile, "--to", "v1", "--generate", "3", "--check"}, "--write and --check work on files"},
-		{[]string{"--crd-file", crdFile, "--to", "v1", "-f", cronTabsV1beta1, "-o", "markdown"}, "-o markdown is for --write and --check reports"},
+		{[]string{"--crd-file", crdFile, "--to", "v1", "-f", cronTabsV1beta1, "-o", "markdown"}, "-o markdown is for --write, --check and --load reports"},
 		{[]string{"--crd-file", crdFile, "--to", "v1"}, "give exactly one source of objects"},
 		{[]string{"--crd-file", crdFile, "--to", "v1", "-f", cronTabsV1beta1, "--generate", "3"}, "give exactly one source of objects"},
 		{[]string{"--crd-file", crdFile, "--to", "v3", "-f", cronTabsV1beta1}, `version "v3" is not in spec.versions (have: v1, v1beta1, v1alpha1)`},

@@ -121,6 +121,14 @@ func ConvertWrite(r *convert.WriteReport) MarkdownReport {
 		func(r *convert.WriteReport, _ int) string { return ConvertWriteMarkdown(r) })
 }
 
+// ConvertLoad is what `convert --load` measured: latency per request size against the
+// API server's budget.
+func ConvertLoad(r *convert.LoadReport) MarkdownReport {
+	return newMarkdownView(r,
+		func(w io.Writer, r *convert.LoadReport, h Human) error { return printLoadReport(w, r, h.NoHeaders) },
+		func(r *convert.LoadReport, _ int) string { return ConvertLoadMarkdown(r) })
+}
+
 // Doctor is `doctor`'s checks.
 func Doctor(r *doctor.Report) MarkdownReport {
 	return newMarkdownView(r,

@@ -3,6 +3,7 @@
 // caBundle), for trying `kubectl crdver convert` by hand:
 //
 //	go run ./internal/testwebhook/cmd/crontab-webhook -crd-out /tmp/crontab-crd.yaml -behaviour lossy
+//	go run ./internal/testwebhook/cmd/crontab-webhook -crd-out /tmp/crontab-crd.yaml -latency 60ms
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
@@ -24,14 +26,15 @@ func main() {
 	crdIn := flag.String("crd", filepath.Join("testdata", "crds", "crontab-webhook.yaml"), "CRD to point at the webhook")
 	crdOut := flag.String("crd-out", "crontab-crd.yaml", "where to write the CRD with the webhook's url and caBundle")
 	behaviour := flag.String("behaviour", "", "misbehave: lossy, wrong-uid, reorder, ... (empty: well-behaved)")
+	latency := flag.Duration("latency", 0, "add this to every answer (e.g. 2ms: the network to a webhook in a pod; 60ms: over the one-object budget of convert --load)")
 	flag.Parse()
-	if err := run(*crdIn, *crdOut, testwebhook.Behaviour(*behaviour)); err != nil {
+	if err := run(*crdIn, *crdOut, testwebhook.Behaviour(*behaviour), *latency); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(crdIn, crdOut string, b testwebhook.Behaviour) error {
+func run(crdIn, crdOut string, b testwebhook.Behaviour, latency time.Duration) error {
 	data, err := os.ReadFile(crdIn)
 	if err != nil {
 		return err
@@ -46,6 +49,7 @@ func run(crdIn, crdOut string, b testwebhook.Behaviour) error {
 	}
 	defer srv.Close()
 	srv.Set(b)
+	srv.SetLatency(latency)
 	crd.Spec.Conversion = srv.WebhookConversion("v1", "v1beta1")
 	crd.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
 	out, err := yaml.Marshal(crd)

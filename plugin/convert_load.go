@@ -1,0 +1,164 @@
+package plugin
+
+// convert_load.go: `convert --load`: does the webhook meet the API server's budget?
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/crdver/kubectl-crdver/convert"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/printers"
+)
+
+// validateLoad checks the flags of --load (and that its own flags are not given without it).
+func (o *ConvertOptions) validateLoad() error {
+	if !o.Load {
+		if o.LoadRequests != convert.DefaultLoadRequests || o.LoadDuration != convert.DefaultLoadDuration || !sameInts(o.LoadSizes, kep95Sizes()) {
+			return UsageErrorf("--load-sizes, --load-requests and --load-duration go with --load")
+		}
+		return nil
+	}
+	switch {
+	case o.Write || o.Check:
+		return UsageErrorf("--load times the webhook; --write and --check work on files: choose one")
+	case o.RoundTrip || o.ViaAPIServer || o.Keep != "" || o.Strict:
+		return UsageErrorf("--round-trip, --via-apiserver, --keep and --strict do not apply to --load (it checks every answer's envelope and the first answer of each size in full)")
+	case o.LoadRequests < 1:
+		return UsageErrorf("--load-requests %d: want at least 1", o.LoadRequests)
+	case o.LoadDuration <= 0:
+		return UsageErrorf("--load-duration %s: want a positive duration, e.g. 60s", o.LoadDuration)
+	case len(o.LoadSizes) == 0:
+		return UsageErrorf("--load-sizes: give at least one of 1, 1500, 10000")
+	}
+	for _, n := range o.LoadSizes {
+		if _, ok := convert.LoadSizeFor(n); !ok {
+			return UsageErrorf("--load-sizes %d: the CRD GA scale budget has sizes 1, 1500 and 10000 only", n)
+		}
+	}
+	return nil
+}
+
+func kep95Sizes() []int {
+	var out []int
+	for _, s := range convert.KEP95Sizes {
+		out = append(out, s.Objects)
+	}
+	return out
+}
+
+func sameInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// runLoad is `convert --load`.
+func (o *ConvertOptions) runLoad(ctx context.Context) error {
+	crd, err := o.source.one(ctx, o.Name)
+	if err != nil {
+		return err
+	}
+	if _, err := crdinfo.Lookup(crd, o.To); err != nil {
+		return Usage(err)
+	}
+	if o.From != "" {
+		if _, err := crdinfo.Lookup(crd, o.From); err != nil {
+			return Usage(err)
+		}
+	} else {
+		o.From = crdinfo.DefaultSource(crd, o.To)
+	}
+	if convert.Strategy(crd) != string(apiextensionsv1.WebhookConverter) {
+		return UsageErrorf("%s: spec.conversion.strategy is %s: there is no webhook to load", crd.Name, convert.Strategy(crd))
+	}
+	if o.FromCluster && o.Limit == 0 {
+		// No request holds more objects than the largest size: read no more than that.
+		for _, n := range o.LoadSizes {
+			o.Limit = max(o.Limit, int64(n))
+		}
+	}
+	src, objects, notes, err := o.objects(ctx, crd)
+	if err != nil {
+		return err
+	}
+	if objects == nil {
+		// --from-cluster: the live objects, read once, fill the requests.
+		if objects, err = convert.ReadAll(ctx, src); err != nil {
+			if ctx.Err() != nil {
+				return Interrupted(ctx)
+			}
+			var listErr *convert.ListError
+			if errors.As(err, &listErr) {
+				err = listErr.Err
+			}
+			return clusterError(fmt.Sprintf("listing %s at %s", crd.Name, o.From), err)
+		}
+		notes = append(notes, fmt.Sprintf("%d object(s) read from the cluster at %s", len(objects), o.From))
+	}
+	if len(objects) == 0 {
+		return UsageErrorf("%s: no objects to fill the requests with: create some, or use --generate N", crd.Name)
+	}
+	tr, err := o.transport(crd)
+	if err != nil {
+		return err
+	}
+	var sizes []convert.LoadSize
+	for _, n := range o.LoadSizes {
+		s, _ := convert.LoadSizeFor(n)
+		sizes = append(sizes, s)
+	}
+	var done atomic.Int64
+	var current atomic.Int64
+	stop := o.progress.Start(Task{Name: "timing", Prefix: "convert --load", Unit: "requests", Verb: "timed",
+		Total: int64(len(sizes) * o.LoadRequests), Done: done.Load,
+		Detail: func() string { return fmt.Sprintf("%d objects per request", sizes[current.Load()].Objects) }})
+	rep, err := convert.Load(ctx, convert.LoadOptions{CRD: crd, To: o.To, ReviewVersion: o.ReviewVersion, Transport: tr, Sizes: sizes,
+		Requests: o.LoadRequests, MaxDuration: o.LoadDuration,
+		Progress: func(size, d, total int) {
+			current.Store(int64(size))
+			done.Store(int64(size*total + d))
+		}}, objects)
+	stop()
+	if ctx.Err() != nil {
+		return Interrupted(ctx)
+	}
+	if err != nil {
+		return Usage(err)
+	}
+	rep.Notes = append(notes, rep.Notes...)
+	if err := o.printer.PrintReport(o.g.Out, printers.ConvertLoad(rep)); err != nil {
+		return err
+	}
+	if rep.Unreachable != "" {
+		msg := rep.Unreachable
+		if te := rep.UnreachableError; te != nil {
+			msg = te.Err.Error()
+			if a := webhookAdvice(te.Hint); a != "" {
+				msg += " (" + a + ")"
+			}
+		}
+		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s", crd.Name, msg))
+	}
+	if rep.Over() {
+		var over []string
+		for _, s := range rep.Sizes {
+			if s.Verdict == convert.VerdictOver || s.Verdict == convert.VerdictFailed {
+				over = append(over, fmt.Sprintf("%d object(s) %s", s.Objects, s.Verdict))
+			}
+		}
+		return ProblemsFound("%s: the conversion webhook does not meet the API server's budget: %s", crd.Name, strings.Join(over, ", "))
+	}
+	return nil
+}
