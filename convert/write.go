@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -58,6 +59,10 @@ type WriteOptions struct {
 	// AllowDataLoss writes objects whose only failures are data loss (pruned fields, round-
 	// trip differences), listing what was dropped.
 	AllowDataLoss bool
+	// Strict makes warnings (what the API server does not fail on, such as a text/plain
+	// Content-Type) stop a file from being written too; without it they are listed and the
+	// file is written.
+	Strict bool
 	// KubeVersion is the Kubernetes version whose create path (package preview: decoding,
 	// pruning, defaulting, OpenAPI and CEL validation) judges every converted object before
 	// its file is written: the process must run as it (kubeversion.Use, chosen once per run by
@@ -144,6 +149,13 @@ type ObjectResult struct {
 	// --allow-data-loss let go.
 	Problems []Finding `json:"problems,omitempty"`
 	Dropped  []Finding `json:"dropped,omitempty"`
+	// Warnings are the checks the API server does not fail on (convert's warnings): listed,
+	// and not in the way of the write unless Strict.
+	Warnings []Finding `json:"warnings,omitempty"`
+	// DroppedComments are the comment lines that went with a field the conversion removed
+	// (a comment has no place in the converted object once its field is gone: listed, for
+	// the person to carry over by hand).
+	DroppedComments []string `json:"droppedComments,omitempty"`
 }
 
 // Problems is the number of files not converted (or, for check, still at an old version).
@@ -169,6 +181,9 @@ type document struct {
 	target     *writeTarget
 	out        []byte         // the converted document
 	written    map[string]any // out, read back
+	// droppedComments are the comment lines of fields the conversion removed (they go with
+	// their field), in the order of the file.
+	droppedComments []string
 }
 
 type manifestFile struct {
@@ -342,8 +357,14 @@ func (w *writer) file(ctx context.Context, path string) error {
 	switch {
 	case f.template != "":
 		res.Status, res.Reason = FileTemplate, f.template
+		seen := map[string]bool{} // CRDs of one group name the same lines: each once
 		for _, t := range w.sortedTargets() {
-			res.Lines = append(res.Lines, oldVersionLines(f.data, t.Group, t.To)...)
+			for _, l := range oldVersionLines(f.data, t.Group, t.To) {
+				if !seen[l] {
+					seen[l] = true
+					res.Lines = append(res.Lines, l)
+				}
+			}
 		}
 		if len(res.Lines) > 0 { // a template that does not name a CRD: nothing to say
 			rep.Files = append(rep.Files, res)
@@ -426,6 +447,16 @@ func (w *writer) file(ctx context.Context, path string) error {
 				lossy = true
 				continue
 			}
+			// A warning is what the API server does not fail on when it converts (a text/plain
+			// answer): it does not stop the file. But for a file, the target schema's warning is
+			// the rejection of the next apply: a problem, as the create path says too.
+			if fd.Severity == SeverityWarning && fd.Check != CheckTargetSchema && !w.opts.Strict {
+				// The same warning of the conversion and of its round trip: once.
+				if !slices.ContainsFunc(or.Warnings, func(x Finding) bool { return x.Check == fd.Check && x.Path == fd.Path && x.Detail == fd.Detail }) {
+					or.Warnings = append(or.Warnings, fd)
+				}
+				continue
+			}
 			or.Problems = append(or.Problems, fd)
 		}
 		c, done := t.converted[d.source]
@@ -441,8 +472,11 @@ func (w *writer) file(ctx context.Context, path string) error {
 			// Kubernetes version, judges the document as it will be written.
 			if err := rewriteDocument(f, d, c); err != nil {
 				or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckObjectJSON, Detail: err.Error(), Severity: SeverityError})
-			} else if p := w.create(ctx, t, d); p != nil {
-				or.Problems = append(or.Problems, *p)
+			} else {
+				or.DroppedComments = d.droppedComments
+				if p := w.create(ctx, t, d); p != nil {
+					or.Problems = append(or.Problems, *p)
+				}
 			}
 		}
 		if len(or.Problems) > 0 {
@@ -642,13 +676,58 @@ func templateReason(path string, data []byte) string {
 	case ".cue":
 		return "CUE"
 	}
-	if bytes.Contains(data, []byte("{{")) {
+	if goTemplate(data) {
 		return "Go template ({{ … }}, e.g. a Helm chart's templates/)"
 	}
 	if k := kustomizationPatch(path); k != "" {
 		return "a Kustomize patch (" + k + ")"
 	}
 	return ""
+}
+
+// goTemplate reports whether data is a Go template (Helm's): some "{{" of it is not inside a
+// YAML string or a comment. A file that parses as YAML with every "{{" in a string value — a
+// Cluster API ClusterClass's patch templates, an Argo Workflow's parameters — is data, and is
+// converted like any other; a "{{" that YAML reads as structure (`name: {{ .Values.name }}`
+// parses as a flow mapping) or that breaks the parse makes the file a template.
+func goTemplate(data []byte) bool {
+	total := bytes.Count(data, []byte("{{"))
+	if total == 0 {
+		return false
+	}
+	inText := 0
+	for _, d := range splitDocuments(data) {
+		text := string(data[d.start:d.end])
+		if strings.TrimSpace(text) == "" {
+			continue
+		}
+		n, err := kyaml.Parse(text)
+		if err != nil {
+			if strings.Contains(err.Error(), "EOF") {
+				// Comments only: every "{{" of the document is in a comment.
+				inText += strings.Count(text, "{{")
+				continue
+			}
+			return true
+		}
+		inText += templateMarksInText(n.YNode())
+	}
+	return inText < total
+}
+
+// templateMarksInText counts the "{{" in the string values and comments under n.
+func templateMarksInText(n *kyaml.Node) int {
+	if n == nil {
+		return 0
+	}
+	c := strings.Count(n.HeadComment, "{{") + strings.Count(n.LineComment, "{{") + strings.Count(n.FootComment, "{{")
+	if n.Kind == kyaml.ScalarNode {
+		c += strings.Count(n.Value, "{{")
+	}
+	for _, ch := range n.Content {
+		c += templateMarksInText(ch)
+	}
+	return c
 }
 
 // kustomizationPatch names the kustomization file in path's directory that uses path as a
@@ -694,7 +773,7 @@ func kustomizationPatch(path string) string {
 func oldVersionLines(data []byte, group, to string) []string {
 	var out []string
 	for i, l := range strings.Split(string(data), "\n") {
-		idx := strings.Index(l, group+"/")
+		idx := groupIndex(l, group)
 		if idx < 0 {
 			continue
 		}
@@ -706,6 +785,24 @@ func oldVersionLines(data []byte, group, to string) []string {
 	}
 	return out
 }
+
+// groupIndex is where "group/" starts in l as a whole group name (not the end of a longer
+// one: cluster.x-k8s.io/ inside infrastructure.cluster.x-k8s.io/), or -1.
+func groupIndex(l, group string) int {
+	for from := 0; ; {
+		i := strings.Index(l[from:], group+"/")
+		if i < 0 {
+			return -1
+		}
+		i += from
+		if i == 0 || !isGroupChar(l[i-1]) {
+			return i
+		}
+		from = i + 1
+	}
+}
+
+func isGroupChar(c byte) bool { return isVersionChar(c) || c == '.' || c == '-' }
 
 func isVersionChar(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
 
@@ -728,6 +825,12 @@ func rewriteDocument(f *manifestFile, d *document, c [2]map[string]any) error {
 		return err
 	}
 	d.out, d.written = keepBlankLines(orig, b), written
+	d.droppedComments = nil
+	for _, l := range strings.Split(orig, "\n") {
+		if t := strings.TrimSpace(l); strings.HasPrefix(t, "#") && removed[t] && !bytes.Contains(b, []byte(t)) {
+			d.droppedComments = append(d.droppedComments, t)
+		}
+	}
 	return nil
 }
 

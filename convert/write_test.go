@@ -154,3 +154,39 @@ func TestWriteAllowDataLoss(t *testing.T) {
 		}
 	}
 }
+
+// TestGoTemplate: a "{{" YAML reads as structure, or that breaks the parse, makes a file a Go
+// template; "{{" inside string values and comments (Cluster API's ClusterClass patches) does
+// not.
+func TestGoTemplate(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		want       bool
+	}{
+		{"helm value", "metadata:\n  name: {{ .Values.name }}\n", true},
+		{"helm if", "{{- if .Values.x }}\napiVersion: v1\n{{- end }}\n", true},
+		{"helm include", "spec:\n  b: {{ include \"x\" . | nindent 4 }}\n", true},
+		{"helm toYaml", "spec:\n{{ toYaml .Values.x | indent 2 }}\n", true},
+		{"quoted value", "spec:\n  template: \"{{ .cluster.name }}-md\"\n", false},
+		{"plain value", "spec:\n  template: md-{{ .cluster.name }}\n", false},
+		{"block value", "spec:\n  template: |\n    {{ .builtin.cluster.name }}\n", false},
+		{"comment", "# {{ .name }} is filled in by the controller\nspec: {}\n", false},
+		{"comment-only document", "spec: {}\n---\n# {{ x }}\n", false},
+		{"one of two", "a: \"{{ x }}\"\n---\nb: {{ y }}\n", true},
+		{"none", "a: b\n", false},
+	} {
+		if got := goTemplate([]byte(c.text)); got != c.want {
+			t.Errorf("%s: goTemplate = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestOldVersionLines: a group is matched as a whole name, never as the end of a longer one.
+func TestOldVersionLines(t *testing.T) {
+	data := []byte("apiVersion: cluster.x-k8s.io/v1beta1\n  apiVersion: infrastructure.cluster.x-k8s.io/v1beta1\napiVersion: cluster.x-k8s.io/v1beta2\nx: [cluster.x-k8s.io/v1alpha4]\n")
+	got := strings.Join(oldVersionLines(data, "cluster.x-k8s.io", "v1beta2"), "|")
+	want := "1: apiVersion: cluster.x-k8s.io/v1beta1|4: x: [cluster.x-k8s.io/v1alpha4]"
+	if got != want {
+		t.Errorf("oldVersionLines = %q, want %q", got, want)
+	}
+}

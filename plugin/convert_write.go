@@ -48,6 +48,7 @@ func (o *ConvertOptions) runWrite(ctx context.Context) error {
 		Files:         o.Files,
 		DryRun:        o.DryRun,
 		AllowDataLoss: o.AllowDataLoss,
+		Strict:        o.Strict,
 		TransportFor:  o.transport,
 	}
 	var rep *convert.WriteReport

@@ -81,6 +81,24 @@ func TestConvertWriteWebhook(t *testing.T) {
 	}
 	mustContain(t, "stdout", got.stdout, "would write", "-apiVersion: stable.example.com/v1beta1", "+apiVersion: stable.example.com/v1", `-  hostPort: "db.example.com:5432"`)
 
+	// A warning (a text/plain answer, as controller-runtime's conversion handler sends: the
+	// API server decodes it as JSON anyway) does not stop the write unless --strict.
+	srv.Set(testwebhook.WrongContentType)
+	got = run(t, "", "convert", "--crd-file", crdFile, "--to", "v1", "-f", dir, "--write", "--strict")
+	if got.code != 1 || read() != cronTabManifest {
+		t.Fatalf("text/plain with --strict: exit %d (want 1), file changed: %v\n%s%s", got.code, read() != cronTabManifest, got.stdout, got.stderr)
+	}
+	mustContain(t, "stdout", got.stdout, "not converted: not proven", "content-type")
+	got = run(t, "", "convert", "--crd-file", crdFile, "--to", "v1", "-f", dir, "--write")
+	srv.Set(testwebhook.Good)
+	if got.code != 0 || read() == cronTabManifest {
+		t.Fatalf("text/plain: exit %d (want 0), file written: %v\n%s%s", got.code, read() != cronTabManifest, got.stdout, got.stderr)
+	}
+	mustContain(t, "stdout", got.stdout, "warning content-type")
+	if err := os.WriteFile(file, []byte(cronTabManifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	got = run(t, "", "convert", "--crd-file", crdFile, "--to", "v1", "-f", dir, "--write")
 	if got.code != 0 {
 		t.Fatalf("write: exit %d\n%s%s", got.code, got.stdout, got.stderr)

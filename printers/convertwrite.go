@@ -58,6 +58,16 @@ func printWriteReport(w io.Writer, r *convert.WriteReport, noHeaders bool) error
 				}
 				fmt.Fprintf(&b, "%s:%d %s: %s: %s\n", f.Path, o.Line, o.Name, where, p.Detail)
 			}
+			for _, c := range o.DroppedComments {
+				fmt.Fprintf(&b, "%s:%d %s: comment dropped with its field (the conversion removed it): %s\n", f.Path, o.Line, o.Name, c)
+			}
+			for _, p := range o.Warnings {
+				where := p.Check
+				if p.Path != "" {
+					where += " " + p.Path
+				}
+				fmt.Fprintf(&b, "%s:%d %s: warning %s: %s\n", f.Path, o.Line, o.Name, where, p.Detail)
+			}
 			for _, p := range o.Dropped {
 				fmt.Fprintf(&b, "%s:%d %s: dropped (--allow-data-loss) %s: %s\n", f.Path, o.Line, o.Name, p.Path, p.Detail)
 			}
