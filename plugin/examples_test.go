@@ -101,10 +101,10 @@ var clusterExamples = []string{
 	"preview -f - -o name",
 	"preview -f - -o name --only-rejected",
 	// a conversion webhook started by internal/testwebhook (and, for the CRD file, by the test)
-	"convert --crd-file crontab-crd.yaml --to v1 -f testdata/convert/crontabs-v1beta1.yaml",
-	"convert --crd-file crontab-crd.yaml --to v1 -f testdata/convert/crontabs-v1beta1.yaml --strict",
-	"convert --crd-file crontab-crd.yaml --to v1 --from v1beta1 --generate 40 --seed 3 --keep failing.yaml",
-	"convert --crd-file crontab-crd.yaml --to v1 -f failing.yaml",
+	"convert --crd-file /tmp/crontab-crd.yaml --to v1 -f testdata/convert/crontabs-v1beta1.yaml",
+	"convert --crd-file /tmp/crontab-crd.yaml --to v1 -f testdata/convert/crontabs-v1beta1.yaml --strict",
+	"convert --crd-file /tmp/crontab-crd.yaml --to v1 --from v1beta1 --generate 40 --seed 3 --keep failing.yaml",
+	"convert --crd-file /tmp/crontab-crd.yaml --to v1 -f failing.yaml",
 	"convert --crd-file /tmp/crontab-crd.yaml --to v1 -f testdata/convert/crontabs-v1beta1.yaml --round-trip",
 	"convert --crd-file /tmp/crontab-crd.yaml --to v1 -f testdata/convert/crontabs-v1beta1.yaml --load --load-requests 30 -q", // TestConvertLoad
 	"convert --crd-file /tmp/crontab-crd.yaml --to v1beta1 --from v1 --generate 200 --seed 7 --round-trip --keep /tmp/failing.yaml",

@@ -24,7 +24,7 @@ import (
 
 func main() {
 	crdIn := flag.String("crd", filepath.Join("testdata", "crds", "crontab-webhook.yaml"), "CRD to point at the webhook")
-	crdOut := flag.String("crd-out", "crontab-crd.yaml", "where to write the CRD with the webhook's url and caBundle")
+	crdOut := flag.String("crd-out", filepath.Join(os.TempDir(), "crontab-crd.yaml"), "where to write the CRD with the webhook's url and caBundle (not in the clone: it is not a file of the repository)")
 	behaviour := flag.String("behaviour", "", "misbehave: lossy, wrong-uid, reorder, ... (empty: well-behaved)")
 	latency := flag.Duration("latency", 0, "add this to every answer (e.g. 2ms: the network to a webhook in a pod; 60ms: over the one-object budget of convert --load)")
 	flag.Parse()
