@@ -592,7 +592,7 @@ func (w *writer) create(ctx context.Context, t *writeTarget, d *document) *Findi
 func stringOf(v any) string { s, _ := v.(string); return s }
 
 // readManifest reads a file and splits it into documents with their byte ranges; a template
-// is recognised and not parsed.
+// is recognised and not parsed further.
 func readManifest(path string) (*manifestFile, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -603,9 +603,16 @@ func readManifest(path string) (*manifestFile, error) {
 		return nil, err
 	}
 	f := &manifestFile{path: path, data: data, mode: st.Mode().Perm()}
-	if f.template = templateReason(path, data); f.template != "" {
+	if f.template = templateReason(path); f.template != "" {
 		return f, nil
 	}
+	// A Go template (Helm's) is a file with some "{{" that is not inside a YAML string or a
+	// comment. A file that parses as YAML with every "{{" in a string value — a Cluster API
+	// ClusterClass's patch templates, an Argo Workflow's parameters — is data, and is
+	// converted like any other; a "{{" that YAML reads as structure (`name: {{ .Values.name }}`
+	// parses as a flow mapping) or that breaks the parse makes the file a template.
+	marks, inText := bytes.Count(data, []byte("{{")), 0
+	var parseErr error
 	for _, d := range splitDocuments(data) {
 		text := string(data[d.start:d.end])
 		if strings.TrimSpace(text) == "" {
@@ -614,24 +621,41 @@ func readManifest(path string) (*manifestFile, error) {
 		n, err := kyaml.Parse(text)
 		if err != nil {
 			if strings.Contains(err.Error(), "EOF") {
-				continue // comments only
+				inText += strings.Count(text, "{{") // comments only
+				continue
 			}
-			f.parseErr = fmt.Errorf("%s:%d: %v", path, d.line, err)
+			parseErr = fmt.Errorf("%s:%d: %v", path, d.line, err)
+			break
+		}
+		inText += templateMarksInText(n.YNode())
+		d.node = n
+		f.docs = append(f.docs, d)
+	}
+	if parseErr != nil && marks > 0 || parseErr == nil && inText < marks {
+		f.template, f.docs = "Go template ({{ … }}, e.g. a Helm chart's templates/)", nil
+		return f, nil
+	}
+	if k := kustomizationPatch(path); k != "" {
+		f.template, f.docs = "a Kustomize patch ("+k+")", nil
+		return f, nil
+	}
+	if parseErr != nil {
+		f.parseErr, f.docs = parseErr, nil
+		return f, nil
+	}
+	for _, d := range f.docs {
+		if d.node.YNode().Kind != kyaml.MappingNode {
+			continue
+		}
+		js, err := d.node.MarshalJSON()
+		if err != nil {
+			f.parseErr, f.docs = fmt.Errorf("%s:%d: %v", path, d.line, err), nil
 			return f, nil
 		}
-		d.node = n
-		if n.YNode().Kind == kyaml.MappingNode {
-			js, err := n.MarshalJSON()
-			if err != nil {
-				f.parseErr = fmt.Errorf("%s:%d: %v", path, d.line, err)
-				return f, nil
-			}
-			var m map[string]any
-			if err := utiljson.Unmarshal(js, &m); err == nil {
-				d.obj = m
-			}
+		var m map[string]any
+		if err := utiljson.Unmarshal(js, &m); err == nil {
+			d.obj = m
 		}
-		f.docs = append(f.docs, d)
 	}
 	return f, nil
 }
@@ -668,51 +692,15 @@ func isSeparator(l []byte) bool {
 	return len(rest) == 0 || rest[0] == ' ' || rest[0] == '\t'
 }
 
-// templateReason says why a file is a template, or "".
-func templateReason(path string, data []byte) string {
+// templateReason says why a file is a template by its name (Jsonnet, CUE), or "".
+func templateReason(path string) string {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".jsonnet", ".libsonnet":
 		return "Jsonnet"
 	case ".cue":
 		return "CUE"
 	}
-	if goTemplate(data) {
-		return "Go template ({{ … }}, e.g. a Helm chart's templates/)"
-	}
-	if k := kustomizationPatch(path); k != "" {
-		return "a Kustomize patch (" + k + ")"
-	}
 	return ""
-}
-
-// goTemplate reports whether data is a Go template (Helm's): some "{{" of it is not inside a
-// YAML string or a comment. A file that parses as YAML with every "{{" in a string value — a
-// Cluster API ClusterClass's patch templates, an Argo Workflow's parameters — is data, and is
-// converted like any other; a "{{" that YAML reads as structure (`name: {{ .Values.name }}`
-// parses as a flow mapping) or that breaks the parse makes the file a template.
-func goTemplate(data []byte) bool {
-	total := bytes.Count(data, []byte("{{"))
-	if total == 0 {
-		return false
-	}
-	inText := 0
-	for _, d := range splitDocuments(data) {
-		text := string(data[d.start:d.end])
-		if strings.TrimSpace(text) == "" {
-			continue
-		}
-		n, err := kyaml.Parse(text)
-		if err != nil {
-			if strings.Contains(err.Error(), "EOF") {
-				// Comments only: every "{{" of the document is in a comment.
-				inText += strings.Count(text, "{{")
-				continue
-			}
-			return true
-		}
-		inText += templateMarksInText(n.YNode())
-	}
-	return inText < total
 }
 
 // templateMarksInText counts the "{{" in the string values and comments under n.

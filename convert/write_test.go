@@ -175,8 +175,16 @@ func TestGoTemplate(t *testing.T) {
 		{"one of two", "a: \"{{ x }}\"\n---\nb: {{ y }}\n", true},
 		{"none", "a: b\n", false},
 	} {
-		if got := goTemplate([]byte(c.text)); got != c.want {
-			t.Errorf("%s: goTemplate = %v, want %v", c.name, got, c.want)
+		path := filepath.Join(t.TempDir(), "manifest.yaml")
+		if err := os.WriteFile(path, []byte(c.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := readManifest(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.HasPrefix(f.template, "Go template"); got != c.want {
+			t.Errorf("%s: a Go template = %v (%q), want %v", c.name, got, f.template, c.want)
 		}
 	}
 }
