@@ -263,6 +263,26 @@ func (o *ConvertOptions) Validate() error {
 	return nil
 }
 
+// crdAndVersions reads the one CRD and checks --to and --from against it (--from defaults to
+// the version the conversion starts from).
+func (o *ConvertOptions) crdAndVersions(ctx context.Context) (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd, err := o.source.one(ctx, o.Name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := crdinfo.Lookup(crd, o.To); err != nil {
+		return nil, Usage(err)
+	}
+	if o.From != "" {
+		if _, err := crdinfo.Lookup(crd, o.From); err != nil {
+			return nil, Usage(err)
+		}
+	} else {
+		o.From = crdinfo.DefaultSource(crd, o.To)
+	}
+	return crd, nil
+}
+
 // Run converts and prints the report.
 func (o *ConvertOptions) Run(ctx context.Context) error {
 	if o.Write || o.Check {
@@ -271,19 +291,9 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 	if o.Load {
 		return o.runLoad(ctx)
 	}
-	crd, err := o.source.one(ctx, o.Name)
+	crd, err := o.crdAndVersions(ctx)
 	if err != nil {
 		return err
-	}
-	if _, err := crdinfo.Lookup(crd, o.To); err != nil {
-		return Usage(err)
-	}
-	if o.From != "" {
-		if _, err := crdinfo.Lookup(crd, o.From); err != nil {
-			return Usage(err)
-		}
-	} else {
-		o.From = crdinfo.DefaultSource(crd, o.To)
 	}
 
 	var report *convert.Report

@@ -6,20 +6,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/printers"
 )
 
 // validateLoad checks the flags of --load (and that its own flags are not given without it).
 func (o *ConvertOptions) validateLoad() error {
 	if !o.Load {
-		if o.LoadRequests != convert.DefaultLoadRequests || o.LoadDuration != convert.DefaultLoadDuration || !sameInts(o.LoadSizes, kep95Sizes()) {
+		if o.LoadRequests != convert.DefaultLoadRequests || o.LoadDuration != convert.DefaultLoadDuration || !slices.Equal(o.LoadSizes, kep95Sizes()) {
 			return UsageErrorf("--load-sizes, --load-requests and --load-duration go with --load")
 		}
 		return nil
@@ -52,33 +52,11 @@ func kep95Sizes() []int {
 	return out
 }
 
-func sameInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // runLoad is `convert --load`.
 func (o *ConvertOptions) runLoad(ctx context.Context) error {
-	crd, err := o.source.one(ctx, o.Name)
+	crd, err := o.crdAndVersions(ctx)
 	if err != nil {
 		return err
-	}
-	if _, err := crdinfo.Lookup(crd, o.To); err != nil {
-		return Usage(err)
-	}
-	if o.From != "" {
-		if _, err := crdinfo.Lookup(crd, o.From); err != nil {
-			return Usage(err)
-		}
-	} else {
-		o.From = crdinfo.DefaultSource(crd, o.To)
 	}
 	if convert.Strategy(crd) != string(apiextensionsv1.WebhookConverter) {
 		return UsageErrorf("%s: spec.conversion.strategy is %s: there is no webhook to load", crd.Name, convert.Strategy(crd))
