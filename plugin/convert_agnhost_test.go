@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	"github.com/crdver/kubectl-crdver/internal/testca"
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
 // agnhostWebhook is the Kubernetes e2e conversion webhook (agnhost crd-conversion-webhook,
@@ -48,24 +48,9 @@ func startAgnhost(t testing.TB) *agnhostWebhook {
 		t.Skipf("agnhost could not be built (hack/build-test-binaries.sh agnhost): %v\n%s", err, stderr.String())
 	}
 	bin := filepath.Join(strings.TrimSpace(string(out)), "agnhost")
-	ca, err := testca.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := ca.Issue("agnhost", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile, caPEM := testenv.LocalhostCertFiles(t)
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.CertPEM)
+	pool.AppendCertsFromPEM(caPEM)
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	// agnhost takes a port, not a listener: pick a free one, and try again if another
 	// process takes it first.
@@ -90,7 +75,7 @@ func startAgnhost(t testing.TB) *agnhostWebhook {
 			if resp, err := client.Get(base + "/readyz"); err == nil {
 				resp.Body.Close()
 				t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-				return &agnhostWebhook{url: base + "/crdconvert", caBundle: ca.CertPEM}
+				return &agnhostWebhook{url: base + "/crdconvert", caBundle: caPEM}
 			}
 			select {
 			case <-exited:

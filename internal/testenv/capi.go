@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-
-	"github.com/crdver/kubectl-crdver/internal/testca"
 )
 
 // CAPIWebhook is Cluster API's own conversion webhook (hack/tools/capi-webhook: controller-
@@ -109,28 +106,13 @@ func lastLine(s string) string {
 func StartCAPIWebhook(t testing.TB, args ...string) *CAPIWebhook {
 	t.Helper()
 	bin := CAPIWebhookBinary(t)
-	ca, err := testca.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := ca.Issue("127.0.0.1", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile, caPEM := LocalhostCertFiles(t)
 	flags := []string{"--listen", "127.0.0.1:0", "--tls-cert-file", certFile, "--tls-key-file", keyFile}
 	for _, r := range CAPIRefVersions {
 		flags = append(flags, "--ref-version", r)
 	}
 	args = append(flags, args...)
-	w := &CAPIWebhook{CABundle: ca.CertPEM, Version: filepath.Base(filepath.Dir(bin))}
+	w := &CAPIWebhook{CABundle: caPEM, Version: filepath.Base(filepath.Dir(bin))}
 	w.Version = strings.TrimPrefix(w.Version, "capi-webhook-")
 	if i := strings.LastIndexByte(w.Version, '-'); i > 0 {
 		w.Version = w.Version[:i]

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -142,14 +144,41 @@ func (e *Env) RejectUpdates(t testing.TB, gvr schema.GroupVersionResource, probe
 // localhostCert is a serving certificate for 127.0.0.1 and localhost from a new CA, and that
 // CA's certificate (PEM) for the clients' trust (a caBundle, a kubeconfig).
 func localhostCert() (tls.Certificate, []byte, error) {
-	ca, err := testca.New()
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	certPEM, keyPEM, err := ca.Issue("127.0.0.1", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, false)
+	certPEM, keyPEM, caPEM, err := issueLocalhost()
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	return cert, ca.CertPEM, err
+	return cert, caPEM, err
+}
+
+// issueLocalhost is a serving certificate and key for 127.0.0.1 and localhost from a new CA,
+// and that CA's certificate, in PEM.
+func issueLocalhost() (certPEM, keyPEM, caPEM []byte, err error) {
+	ca, err := testca.New()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	certPEM, keyPEM, err = ca.Issue("127.0.0.1", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, false)
+	return certPEM, keyPEM, ca.CertPEM, err
+}
+
+// LocalhostCertFiles writes a serving certificate and key for 127.0.0.1 and localhost (from a
+// new CA) into a temporary folder of the test, for a webhook started as a process; caPEM is
+// the CA's certificate, for a caBundle.
+func LocalhostCertFiles(t testing.TB) (certFile, keyFile string, caPEM []byte) {
+	t.Helper()
+	certPEM, keyPEM, caPEM, err := issueLocalhost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, caPEM
 }
