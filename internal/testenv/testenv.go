@@ -269,7 +269,11 @@ func (e *Env) WaitEstablished(ctx context.Context, name string) (*apiextensionsv
 	return got, nil
 }
 
-// DeleteCRD deletes the named CRD and waits (at most 60 s) until it is gone.
+// DeleteCRD deletes the named CRD and waits until it is gone: until ctx ends, or for at most
+// 3 minutes when ctx has no deadline. The API server's CRD finalizer deletes the objects first
+// and waits up to a minute for each attempt to empty the list, then tries again, so a loaded
+// machine can take longer than a minute (a 60 s wait here failed CI twice). When the CRD is
+// still there, the error quotes its Terminating condition, which says what the server waits for.
 func (e *Env) DeleteCRD(ctx context.Context, name string) error {
 	c, err := apiextensionsclient.NewForConfig(e.Config)
 	if err != nil {
@@ -278,11 +282,31 @@ func (e *Env) DeleteCRD(ctx context.Context, name string) error {
 	if err := c.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+	}
+	var last *apiextensionsv1.CustomResourceDefinition
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		crd, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
-		return false, err
+		if err == nil {
+			last = crd
+		}
+		return false, nil // a failed read is tried again until the deadline
 	})
+	if err == nil {
+		return nil
+	}
+	if last != nil {
+		for _, cond := range last.Status.Conditions {
+			if cond.Type == apiextensionsv1.Terminating {
+				return fmt.Errorf("CRD %s is still there (%s: %s): %w", name, cond.Reason, cond.Message, err)
+			}
+		}
+	}
+	return fmt.Errorf("CRD %s is still there: %w", name, err)
 }
