@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -178,11 +179,11 @@ func buildPlan(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResou
 	switch {
 	case !trim:
 		p.Steps = append(p.Steps, fmt.Sprintf("leave status.storedVersions [%s] as it is (trimming is off)", strings.Join(p.StoredVersions, " ")))
-	case equalStrings(p.StoredVersions, want):
+	case slices.Equal(p.StoredVersions, want):
 		p.Steps = append(p.Steps, fmt.Sprintf("status.storedVersions is already [%s]: nothing to trim", p.TargetVersion))
 	default:
 		from := p.StoredVersions
-		if p.SwitchStorage && !contains(from, p.TargetVersion) {
+		if p.SwitchStorage && !slices.Contains(from, p.TargetVersion) {
 			from = append(append([]string{}, from...), p.TargetVersion) // the API server adds the new storage version
 		}
 		p.Steps = append(p.Steps, fmt.Sprintf("if every object is accounted for, set status.storedVersions from [%s] to [%s]",
@@ -261,25 +262,4 @@ func continueFromExpired(err error) string {
 		return ""
 	}
 	return s.Status().ListMeta.Continue
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,7 +32,7 @@ func TestRewriteStoresEveryObjectAtStorageVersionThenTrims(t *testing.T) {
 	if diff := cmp.Diff(map[string]int{f.group + "/v1beta1": n}, before); diff != "" {
 		t.Fatalf("before the run, etcd should hold every object at v1beta1 (-want +got):\n%s", diff)
 	}
-	if got := f.get(t).Status.StoredVersions; !equalStrings(got, []string{"v1beta1", "v1"}) {
+	if got := f.get(t).Status.StoredVersions; !slices.Equal(got, []string{"v1beta1", "v1"}) {
 		t.Fatalf("storedVersions after the switch = %v, want [v1beta1 v1]", got)
 	}
 
@@ -76,10 +77,10 @@ func TestRewriteStoresEveryObjectAtStorageVersionThenTrims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !tr.Trimmed || !equalStrings(tr.After, []string{"v1"}) {
+	if !tr.Trimmed || !slices.Equal(tr.After, []string{"v1"}) {
 		t.Fatalf("trim = %+v, want trimmed to [v1]", tr)
 	}
-	if got := f.get(t).Status.StoredVersions; !equalStrings(got, []string{"v1"}) {
+	if got := f.get(t).Status.StoredVersions; !slices.Equal(got, []string{"v1"}) {
 		t.Fatalf("storedVersions read back = %v, want [v1]", got)
 	}
 
@@ -119,7 +120,7 @@ func TestTrimRefusesWithoutProof(t *testing.T) {
 			if tr.Trimmed || tr.Safe || !strings.Contains(tr.Reason, tc.want) {
 				t.Errorf("trim = %+v, want refused with a reason containing %q", tr, tc.want)
 			}
-			if got := f.get(t).Status.StoredVersions; !equalStrings(got, []string{"v1beta1", "v1"}) {
+			if got := f.get(t).Status.StoredVersions; !slices.Equal(got, []string{"v1beta1", "v1"}) {
 				t.Errorf("storedVersions = %v, want them untouched", got)
 			}
 		})

@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,7 +72,7 @@ func Trim(ctx context.Context, c *Clients, ev Evidence) (*TrimResult, error) {
 		}
 		out.Safe = true
 		want := []string{ev.StorageVersion}
-		if equalStrings(crd.Status.StoredVersions, want) {
+		if slices.Equal(crd.Status.StoredVersions, want) {
 			out.Reason = fmt.Sprintf("status.storedVersions is already [%s]", ev.StorageVersion)
 			return nil
 		}
@@ -92,7 +93,7 @@ func Trim(ctx context.Context, c *Clients, ev Evidence) (*TrimResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trimming status.storedVersions of %s: %w", ev.CRD, err)
 	}
-	if out.Safe && ev.Checkpoint != "" && equalStrings(out.After, []string{ev.StorageVersion}) {
+	if out.Safe && ev.Checkpoint != "" && slices.Equal(out.After, []string{ev.StorageVersion}) {
 		if err := recordTrim(ev.Checkpoint, out.After); err != nil {
 			return out, err
 		}
