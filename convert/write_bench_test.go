@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/uuid"
-	kjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
@@ -121,29 +119,7 @@ func BenchmarkWrite10k(b *testing.B) {
 	}
 	b.Run("bare/files=1000", func(b *testing.B) {
 		_, orig := manifestFolder(b, 1000, 10)
-		post := func(batch [][]byte, to string) [][]byte {
-			body, err := BuildReview("v1", uuid.NewUUID(), to, batch)
-			if err != nil {
-				b.Fatal(err)
-			}
-			resp, err := tr.Post(ctx, body)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var rev reviewResponse
-			if err := kjson.UnmarshalCaseSensitivePreserveInts(resp.Body, &rev); err != nil {
-				b.Fatal(err)
-			}
-			out := make([][]byte, len(rev.Response.ConvertedObjects))
-			for i, o := range rev.Response.ConvertedObjects {
-				var m map[string]any
-				if err := kjson.UnmarshalCaseSensitivePreserveInts(o, &m); err != nil {
-					b.Fatal(err)
-				}
-				out[i] = o
-			}
-			return out
-		}
+		post := func(batch [][]byte, to string) [][]byte { return barePost(b, ctx, tr, batch, to) }
 		// The same objects as JSON, a batch per file (reading and parsing the files is left
 		// out: the bare loop is only the requests).
 		var batches [][][]byte
