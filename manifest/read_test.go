@@ -376,3 +376,25 @@ func isUnavailable(err error) bool {
 func td(parts ...string) string {
 	return filepath.Join(append([]string{"..", "testdata"}, parts...)...)
 }
+
+// TestEachDocumentHTTPSUnknownAuthority: a URL whose server's certificate this machine does not
+// trust fails with one line that says how to trust it (SSL_CERT_FILE), and is read when the
+// client trusts the authority. (cmd/kubectl-crdver's TestURLPrivateCA runs the built binary
+// with SSL_CERT_FILE.)
+func TestEachDocumentHTTPSUnknownAuthority(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFile(w, r, td("crds", "crontab.yaml"))
+	}))
+	defer srv.Close()
+	u := srv.URL + "/crd.yaml"
+	err := EachDocument(context.Background(), []string{u}, Options{}, func(Document) error { return nil })
+	if !isUnavailable(err) || !strings.Contains(err.Error(), "certificate signed by unknown authority") ||
+		!strings.Contains(err.Error(), "SSL_CERT_FILE=FILE") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("untrusted server: want one line naming SSL_CERT_FILE, got %v", err)
+	}
+	n := 0
+	err = EachDocument(context.Background(), []string{u}, Options{HTTPClient: srv.Client()}, func(Document) error { n++; return nil })
+	if err != nil || n != 1 {
+		t.Fatalf("trusted server: %v, %d documents", err, n)
+	}
+}

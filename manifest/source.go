@@ -3,6 +3,7 @@ package manifest
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -80,6 +81,9 @@ func openURL(ctx context.Context, u string, opts Options) (io.ReadCloser, error)
 		if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, unavailable(fmt.Errorf("%s: no answer within %v", u, timeout))
 		}
+		if hint := tlsHint(err); hint != "" {
+			return nil, unavailable(fmt.Errorf("%s: %w; %s", u, unwrapURLError(err), hint))
+		}
 		return nil, unavailable(fmt.Errorf("%s: %w", u, unwrapURLError(err)))
 	}
 	if resp.StatusCode != http.StatusOK {
@@ -99,6 +103,24 @@ func openURL(ctx context.Context, u string, opts Options) (io.ReadCloser, error)
 		opts.Progress.Total.Add(resp.ContentLength)
 	}
 	return &urlBody{body: resp.Body, cancel: cancel, left: limit, limit: limit, url: u, timeout: timeout, ctx: ctx}, nil
+}
+
+// tlsHint says how to trust a URL's server whose certificate this machine does not accept: Go
+// reads the authorities from the system's store, or from the files SSL_CERT_FILE and
+// SSL_CERT_DIR name (on Linux and the BSDs), as curl and kubectl's own downloads do.
+func tlsHint(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	switch {
+	case errors.As(err, &unknown):
+		return "to trust a private certificate authority, run again with SSL_CERT_FILE=FILE, FILE holding its certificate (PEM), or download the file and pass its path"
+	case errors.As(err, &host):
+		return "use the host name the server's certificate names, or download the file and pass its path"
+	case errors.As(err, &invalid):
+		return "the server's certificate is not valid: download the file another way and pass its path"
+	}
+	return ""
 }
 
 func unwrapURLError(err error) error {
