@@ -306,14 +306,7 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if report.Unreachable != "" {
-		msg := report.Unreachable
-		if te := report.UnreachableError; te != nil {
-			msg = te.Err.Error()
-			if a := webhookAdvice(te.Hint); a != "" {
-				msg += " (" + a + ")"
-			}
-		}
-		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s", crd.Name, msg))
+		return webhookUnreachable(crd.Name, report.Unreachable, report.UnreachableError)
 	}
 	errs, warns := report.Problems(), report.Warnings()
 	switch {
