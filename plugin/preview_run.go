@@ -30,10 +30,7 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ns, err := o.g.Namespace()
-	if err != nil || ns == "" {
-		ns = "default"
-	}
+	ns := o.namespace()
 	res, err := o.newResolver(ctx)
 	if err != nil {
 		return err
@@ -56,6 +53,14 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 		return readErr
 	}
 	return o.finish(pool, skipped, crdsInInput)
+}
+
+// namespace is the namespace of objects that name none: the context's, else default.
+func (o *PreviewOptions) namespace() string {
+	if ns, err := o.g.Namespace(); err == nil && ns != "" {
+		return ns
+	}
+	return "default"
 }
 
 // skipped counts the documents no CRD defines, in the words of where the CRDs come from.
