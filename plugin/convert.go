@@ -295,107 +295,18 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-
-	var report *convert.Report
-	var notes []string
-	switch {
-	case o.ViaAPIServer && o.FromCluster:
-		dyn, ns, err := o.dynamic()
-		if err != nil {
-			return err
-		}
-		report, err = convert.LiveRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To}, o.selection(ns))
-		if ctx.Err() != nil {
-			return Unavailable(fmt.Errorf("interrupted: nothing was written"))
-		}
-		if err != nil {
-			return clusterError("round trip through the API server", err)
-		}
-	default:
-		src, objects, srcNotes, err := o.objects(ctx, crd)
-		if err != nil {
-			return err
-		}
-		notes = srcNotes
-		if o.ViaAPIServer {
-			dyn, ns, err := o.dynamic()
-			if err != nil {
-				return err
-			}
-			report, err = convert.DryRunRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To}, objects)
-			if ctx.Err() != nil {
-				return Unavailable(fmt.Errorf("interrupted: nothing was written"))
-			}
-			if err != nil {
-				return clusterError("round trip through the API server", err)
-			}
-			break
-		}
-		opts := convert.Options{CRD: crd, To: o.To, ReviewVersion: o.ReviewVersion, BatchSize: o.BatchSize, RoundTrip: o.RoundTrip}
-		if convert.Strategy(crd) == string(apiextensionsv1.WebhookConverter) {
-			if opts.Transport, err = o.transport(crd); err != nil {
-				return err
-			}
-		}
-		stop := func() {}
-		if objects == nil || len(objects) > o.BatchSize {
-			var done, total atomic.Int64
-			total.Store(-1) // objects listed a page at a time: not known
-			opts.Progress = func(d, t int) {
-				done.Store(int64(d))
-				if t > 0 {
-					total.Store(int64(t))
-				}
-			}
-			stop = o.progress.Start(Task{Name: "converting", Prefix: "convert", Unit: "objects", Verb: "converted", Done: done.Load, TotalFunc: total.Load})
-		}
-		if objects != nil {
-			src = convert.SliceSource(objects)
-		}
-		report, err = convert.RunSource(ctx, opts, src)
-		stop()
-		if ctx.Err() != nil {
-			return Unavailable(fmt.Errorf("interrupted: nothing was written"))
-		}
-		var listErr *convert.ListError
-		if errors.As(err, &listErr) {
-			return clusterError(fmt.Sprintf("listing %s at %s", listErr.CRD, listErr.Version), listErr.Err)
-		}
-		if err != nil {
-			return Usage(err)
-		}
-		if cs, ok := src.(*convert.ClusterSource); ok {
-			note := fmt.Sprintf("%d object(s) read from the cluster at %s, in pages of at most %d", cs.Read(), o.From, convert.DefaultPageSize)
-			if cs.Read() == 0 {
-				note = fmt.Sprintf("0 object(s) read from the cluster at %s: nothing to convert", o.From)
-			}
-			notes = append(notes, note)
-		}
+	report, err := o.convert(ctx, crd)
+	if err != nil {
+		return err
 	}
-	report.Notes = append(notes, report.Notes...)
-
-	if keep := report.Keep(); o.Keep != "" && len(keep) > 0 {
-		if err := writeKeep(o.Keep, keep); err != nil {
-			return err
-		}
-		what := "failing"
-		if len(report.Bisections) > 0 {
-			what = "failing (bisected)"
-		}
-		report.Notes = append(report.Notes, fmt.Sprintf("%d %s object(s) written to %s", len(keep), what, o.Keep))
+	if err := o.keepFailing(report); err != nil {
+		return err
 	}
 	if err := o.printer.PrintReport(o.g.Out, printers.Convert(report)); err != nil {
 		return err
 	}
 	if report.Unreachable != "" {
-		msg := report.Unreachable
-		if te := report.UnreachableError; te != nil {
-			msg = te.Err.Error()
-			if a := webhookAdvice(te.Hint); a != "" {
-				msg += " (" + a + ")"
-			}
-		}
-		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s", crd.Name, msg))
+		return webhookUnreachable(crd.Name, report.Unreachable, report.UnreachableError)
 	}
 	errs, warns := report.Problems(), report.Warnings()
 	switch {
@@ -404,6 +315,120 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 	case warns > 0 && o.Strict:
 		return ProblemsFound("%s: %d warning(s) converting to %s, and --strict makes warnings fail", crd.Name, warns, o.To)
 	}
+	return nil
+}
+
+// convert converts the objects as the flags say: through the API server (--via-apiserver:
+// the live objects, or dry runs of the given ones), else through the webhook or the API
+// server's rule for None. The report's notes say where the objects came from.
+func (o *ConvertOptions) convert(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (*convert.Report, error) {
+	var report *convert.Report
+	var notes []string
+	if o.ViaAPIServer && o.FromCluster {
+		dyn, ns, err := o.dynamic()
+		if err != nil {
+			return nil, err
+		}
+		report, err = convert.LiveRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To}, o.selection(ns))
+		if err = o.viaAPIServerError(ctx, err); err != nil {
+			return nil, err
+		}
+	} else {
+		src, objects, srcNotes, err := o.objects(ctx, crd)
+		if err != nil {
+			return nil, err
+		}
+		notes = srcNotes
+		if o.ViaAPIServer {
+			dyn, ns, err := o.dynamic()
+			if err != nil {
+				return nil, err
+			}
+			report, err = convert.DryRunRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To}, objects)
+			if err = o.viaAPIServerError(ctx, err); err != nil {
+				return nil, err
+			}
+		} else if report, err = o.runSource(ctx, crd, src, objects); err != nil {
+			return nil, err
+		} else if cs, ok := src.(*convert.ClusterSource); ok {
+			notes = append(notes, o.clusterNote(cs))
+		}
+	}
+	report.Notes = append(notes, report.Notes...)
+	return report, nil
+}
+
+func (o *ConvertOptions) viaAPIServerError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return Unavailable(fmt.Errorf("interrupted: nothing was written"))
+	}
+	if err != nil {
+		return clusterError("round trip through the API server", err)
+	}
+	return nil
+}
+
+// runSource converts objects (or, when nil, src's, a page at a time) through the webhook or
+// the API server's rule for None, with a progress display for more than one batch.
+func (o *ConvertOptions) runSource(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, src convert.Source, objects []convert.Object) (*convert.Report, error) {
+	opts := convert.Options{CRD: crd, To: o.To, ReviewVersion: o.ReviewVersion, BatchSize: o.BatchSize, RoundTrip: o.RoundTrip}
+	if convert.Strategy(crd) == string(apiextensionsv1.WebhookConverter) {
+		var err error
+		if opts.Transport, err = o.transport(crd); err != nil {
+			return nil, err
+		}
+	}
+	stop := func() {}
+	if objects == nil || len(objects) > o.BatchSize {
+		var done, total atomic.Int64
+		total.Store(-1) // objects listed a page at a time: not known
+		opts.Progress = func(d, t int) {
+			done.Store(int64(d))
+			if t > 0 {
+				total.Store(int64(t))
+			}
+		}
+		stop = o.progress.Start(Task{Name: "converting", Prefix: "convert", Unit: "objects", Verb: "converted", Done: done.Load, TotalFunc: total.Load})
+	}
+	if objects != nil {
+		src = convert.SliceSource(objects)
+	}
+	report, err := convert.RunSource(ctx, opts, src)
+	stop()
+	if ctx.Err() != nil {
+		return nil, Unavailable(fmt.Errorf("interrupted: nothing was written"))
+	}
+	var listErr *convert.ListError
+	if errors.As(err, &listErr) {
+		return nil, clusterError(fmt.Sprintf("listing %s at %s", listErr.CRD, listErr.Version), listErr.Err)
+	}
+	if err != nil {
+		return nil, Usage(err)
+	}
+	return report, nil
+}
+
+func (o *ConvertOptions) clusterNote(cs *convert.ClusterSource) string {
+	if cs.Read() == 0 {
+		return fmt.Sprintf("0 object(s) read from the cluster at %s: nothing to convert", o.From)
+	}
+	return fmt.Sprintf("%d object(s) read from the cluster at %s, in pages of at most %d", cs.Read(), o.From, convert.DefaultPageSize)
+}
+
+// keepFailing writes the failing objects to --keep and notes it in the report.
+func (o *ConvertOptions) keepFailing(report *convert.Report) error {
+	keep := report.Keep()
+	if o.Keep == "" || len(keep) == 0 {
+		return nil
+	}
+	if err := writeKeep(o.Keep, keep); err != nil {
+		return err
+	}
+	what := "failing"
+	if len(report.Bisections) > 0 {
+		what = "failing (bisected)"
+	}
+	report.Notes = append(report.Notes, fmt.Sprintf("%d %s object(s) written to %s", len(keep), what, o.Keep))
 	return nil
 }
 

@@ -61,6 +61,40 @@ func (o *ConvertOptions) runLoad(ctx context.Context) error {
 	if convert.Strategy(crd) != string(apiextensionsv1.WebhookConverter) {
 		return UsageErrorf("%s: spec.conversion.strategy is %s: there is no webhook to load", crd.Name, convert.Strategy(crd))
 	}
+	objects, notes, err := o.loadObjects(ctx, crd)
+	if err != nil {
+		return err
+	}
+	tr, err := o.transport(crd)
+	if err != nil {
+		return err
+	}
+	rep, err := o.load(ctx, crd, tr, objects)
+	if err != nil {
+		return err
+	}
+	rep.Notes = append(notes, rep.Notes...)
+	if err := o.printer.PrintReport(o.g.Out, printers.ConvertLoad(rep)); err != nil {
+		return err
+	}
+	if rep.Unreachable != "" {
+		return webhookUnreachable(crd.Name, rep.Unreachable, rep.UnreachableError)
+	}
+	if rep.Over() {
+		var over []string
+		for _, s := range rep.Sizes {
+			if s.Verdict == convert.VerdictOver || s.Verdict == convert.VerdictFailed {
+				over = append(over, fmt.Sprintf("%d object(s) %s", s.Objects, s.Verdict))
+			}
+		}
+		return ProblemsFound("%s: the conversion webhook does not meet the API server's budget: %s", crd.Name, strings.Join(over, ", "))
+	}
+	return nil
+}
+
+// loadObjects are the objects that fill --load's requests: the input's, or the live ones
+// (read once, no more than the largest request holds).
+func (o *ConvertOptions) loadObjects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) ([]convert.Object, []string, error) {
 	if o.FromCluster && o.Limit == 0 {
 		// No request holds more objects than the largest size: read no more than that.
 		for _, n := range o.LoadSizes {
@@ -69,29 +103,30 @@ func (o *ConvertOptions) runLoad(ctx context.Context) error {
 	}
 	src, objects, notes, err := o.objects(ctx, crd)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if objects == nil {
 		// --from-cluster: the live objects, read once, fill the requests.
 		if objects, err = convert.ReadAll(ctx, src); err != nil {
 			if ctx.Err() != nil {
-				return Interrupted(ctx)
+				return nil, nil, Interrupted(ctx)
 			}
 			var listErr *convert.ListError
 			if errors.As(err, &listErr) {
 				err = listErr.Err
 			}
-			return clusterError(fmt.Sprintf("listing %s at %s", crd.Name, o.From), err)
+			return nil, nil, clusterError(fmt.Sprintf("listing %s at %s", crd.Name, o.From), err)
 		}
 		notes = append(notes, fmt.Sprintf("%d object(s) read from the cluster at %s", len(objects), o.From))
 	}
 	if len(objects) == 0 {
-		return UsageErrorf("%s: no objects to fill the requests with: create some, or use --generate N", crd.Name)
+		return nil, nil, UsageErrorf("%s: no objects to fill the requests with: create some, or use --generate N", crd.Name)
 	}
-	tr, err := o.transport(crd)
-	if err != nil {
-		return err
-	}
+	return objects, notes, nil
+}
+
+// load times the webhook (convert.Load) at each --load-sizes, with a progress display.
+func (o *ConvertOptions) load(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, tr convert.Transport, objects []convert.Object) (*convert.LoadReport, error) {
 	var sizes []convert.LoadSize
 	for _, n := range o.LoadSizes {
 		s, _ := convert.LoadSizeFor(n)
@@ -110,33 +145,23 @@ func (o *ConvertOptions) runLoad(ctx context.Context) error {
 		}}, objects)
 	stop()
 	if ctx.Err() != nil {
-		return Interrupted(ctx)
+		return nil, Interrupted(ctx)
 	}
 	if err != nil {
-		return Usage(err)
+		return nil, Usage(err)
 	}
-	rep.Notes = append(notes, rep.Notes...)
-	if err := o.printer.PrintReport(o.g.Out, printers.ConvertLoad(rep)); err != nil {
-		return err
-	}
-	if rep.Unreachable != "" {
-		msg := rep.Unreachable
-		if te := rep.UnreachableError; te != nil {
-			msg = te.Err.Error()
-			if a := webhookAdvice(te.Hint); a != "" {
-				msg += " (" + a + ")"
-			}
+	return rep, nil
+}
+
+// webhookUnreachable is the error of a run that could not reach crd's conversion webhook:
+// the transport's error with the advice for its hint.
+func webhookUnreachable(crd, unreachable string, te *convert.TransportError) error {
+	msg := unreachable
+	if te != nil {
+		msg = te.Err.Error()
+		if a := webhookAdvice(te.Hint); a != "" {
+			msg += " (" + a + ")"
 		}
-		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s", crd.Name, msg))
 	}
-	if rep.Over() {
-		var over []string
-		for _, s := range rep.Sizes {
-			if s.Verdict == convert.VerdictOver || s.Verdict == convert.VerdictFailed {
-				over = append(over, fmt.Sprintf("%d object(s) %s", s.Objects, s.Verdict))
-			}
-		}
-		return ProblemsFound("%s: the conversion webhook does not meet the API server's budget: %s", crd.Name, strings.Join(over, ", "))
-	}
-	return nil
+	return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s", crd, msg))
 }

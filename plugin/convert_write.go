@@ -34,14 +34,9 @@ func (o *ConvertOptions) writeCRDs(ctx context.Context) ([]*apiextensionsv1.Cust
 
 // runWrite is `convert -f PATH --write` (and --dry-run) and `convert -f PATH --check`, for
 // one CRD or every CRD of a release.
-func (o *ConvertOptions) runWrite(ctx context.Context) error {
-	crds, err := o.writeCRDs(ctx)
-	if err != nil {
-		return err
-	}
-	if len(crds) == 0 {
-		return UsageErrorf("no CustomResourceDefinition found: name one, or give a release's CRDs with --crd-file")
-	}
+// write rewrites the files (convert.Write, judged as the version judged, returned) or, with
+// --check, only checks them (convert.Check; no version).
+func (o *ConvertOptions) write(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition) (*convert.WriteReport, *judgedAs, error) {
 	opts := convert.WriteOptions{
 		Options:       convert.Options{ReviewVersion: o.ReviewVersion, BatchSize: o.BatchSize, To: o.To},
 		CRDs:          crds,
@@ -52,24 +47,43 @@ func (o *ConvertOptions) runWrite(ctx context.Context) error {
 		TransportFor:  o.transport,
 	}
 	var rep *convert.WriteReport
+	var judged *judgedAs
+	var err error
 	if o.Check {
 		rep, err = convert.Check(ctx, opts)
 	} else {
-		judged, jerr := o.kube.resolve(ctx, o.g, !o.source.offline(), false)
+		j, jerr := o.kube.resolve(ctx, o.g, !o.source.offline(), false)
 		if jerr != nil {
-			return jerr
+			return nil, nil, jerr
 		}
-		opts.KubeVersion = judged.Version
-		rep, err = convert.Write(ctx, opts)
-		if err == nil {
-			defer judged.printNote(o.g.ErrOut)
+		opts.KubeVersion = j.Version
+		if rep, err = convert.Write(ctx, opts); err == nil {
+			judged = &j
 		}
 	}
 	if ctx.Err() != nil {
-		return Interrupted(ctx)
+		return nil, judged, Interrupted(ctx)
 	}
 	if err != nil {
-		return Usage(err)
+		return nil, nil, Usage(err)
+	}
+	return rep, judged, nil
+}
+
+func (o *ConvertOptions) runWrite(ctx context.Context) error {
+	crds, err := o.writeCRDs(ctx)
+	if err != nil {
+		return err
+	}
+	if len(crds) == 0 {
+		return UsageErrorf("no CustomResourceDefinition found: name one, or give a release's CRDs with --crd-file")
+	}
+	rep, judged, err := o.write(ctx, crds)
+	if judged != nil {
+		defer judged.printNote(o.g.ErrOut)
+	}
+	if err != nil {
+		return err
 	}
 	if err := o.printer.PrintReport(o.g.Out, printers.ConvertWrite(rep)); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/crdsource"
 	"github.com/crdver/kubectl-crdver/doctor"
@@ -37,6 +38,7 @@ type DoctorOptions struct {
 	NoRoundTrip    bool
 	progressFlags  *progressFlags
 	kube           *kubeVersionFlag
+	judged         judgedAs
 	// Now is the clock for certificate expiry (tests).
 	Now func() time.Time
 }
@@ -109,48 +111,9 @@ func (o *DoctorOptions) Validate() error {
 
 // Run checks the CRDs and prints the report.
 func (o *DoctorOptions) Run(ctx context.Context) error {
-	cfg, err := o.g.RESTConfig()
+	opts, crds, err := o.options(ctx)
 	if err != nil {
 		return err
-	}
-	c, err := o.g.crdClient()
-	if err != nil {
-		return err
-	}
-	all, err := listCRDs(ctx, c)
-	if err != nil {
-		return err
-	}
-	judged, err := o.kube.resolve(ctx, o.g, true, true)
-	if err != nil {
-		return err
-	}
-	crds := all
-	if len(o.Names) > 0 {
-		crds = nil
-		seen := map[string]bool{}
-		for _, n := range o.Names {
-			crd, err := crdsource.Match(all, n)
-			if errors.Is(err, crdsource.ErrNoMatch) {
-				return Usage(fmt.Errorf("%w (kubectl get crds lists them)", err))
-			}
-			if err != nil {
-				return Usage(err)
-			}
-			if !seen[crd.Name] {
-				seen[crd.Name] = true
-				crds = append(crds, crd)
-			}
-		}
-	}
-	opts := doctor.Options{
-		Config:         cfg,
-		AllCRDs:        all,
-		Concurrency:    o.Concurrency,
-		WebhookTimeout: o.WebhookTimeout,
-		SkipRoundTrip:  o.NoRoundTrip,
-		Now:            o.Now,
-		KubeVersion:    judged.Version,
 	}
 	var done atomic.Int64
 	opts.Progress = func(n, _ int) { done.Store(int64(n)) }
@@ -164,11 +127,46 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 		}
 		return clusterError("checking CRDs", err)
 	}
-	report.KubernetesVersion = judged.String()
+	report.KubernetesVersion = o.judged.String()
 	if err := o.print(report); err != nil {
 		return err
 	}
-	judged.printNote(o.g.ErrOut)
+	o.judged.printNote(o.g.ErrOut)
+	return o.exit(report)
+}
+
+// options are doctor's options for the cluster's CRDs, the version judged as (o.judged) and
+// the CRDs named (all of them when none is).
+func (o *DoctorOptions) options(ctx context.Context) (doctor.Options, []*apiextensionsv1.CustomResourceDefinition, error) {
+	cfg, err := o.g.RESTConfig()
+	if err != nil {
+		return doctor.Options{}, nil, err
+	}
+	c, err := o.g.crdClient()
+	if err != nil {
+		return doctor.Options{}, nil, err
+	}
+	all, err := listCRDs(ctx, c)
+	if err != nil {
+		return doctor.Options{}, nil, err
+	}
+	if o.judged, err = o.kube.resolve(ctx, o.g, true, true); err != nil {
+		return doctor.Options{}, nil, err
+	}
+	crds, err := doctor.Select(all, o.Names)
+	if errors.Is(err, crdsource.ErrNoMatch) {
+		return doctor.Options{}, nil, Usage(fmt.Errorf("%w (kubectl get crds lists them)", err))
+	}
+	if err != nil {
+		return doctor.Options{}, nil, Usage(err)
+	}
+	return doctor.Options{Config: cfg, AllCRDs: all, Concurrency: o.Concurrency, WebhookTimeout: o.WebhookTimeout,
+		SkipRoundTrip: o.NoRoundTrip, Now: o.Now, KubeVersion: o.judged.Version}, crds, nil
+}
+
+// exit is the exit status of a printed report: 3 when a check could not be completed, 1 when
+// --fail-on's severity was found.
+func (o *DoctorOptions) exit(report *doctor.Report) error {
 	if n := len(report.Summary.Incomplete); n > 0 {
 		first := report.Summary.Incomplete[0]
 		return Unavailable(fmt.Errorf("%d check(s) could not be completed, their answer is unknown (first: %s %s: %s)", n, first.CRD, first.Check, first.Error))

@@ -126,19 +126,7 @@ func (o *ExplainOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.Compare != "" {
-		if o.Path != "" { // the single argument turned out to be a field path of the file's CRD
-			return UsageErrorf("--compare compares whole schemas: it cannot be combined with a field path (%s)", o.Path)
-		}
-		for _, v := range []string{o.compareFrom, o.compareTo} {
-			if _, err := crdinfo.Lookup(crd, v); err != nil {
-				return Usage(err)
-			}
-		}
-		d, err := explain.Compare(crd, o.compareFrom, o.compareTo)
-		if err != nil {
-			return Usage(err)
-		}
-		return o.printer.PrintReport(o.g.Out, printers.Compare(d))
+		return o.runCompare(crd)
 	}
 	version := o.Version
 	if version == "" {
@@ -169,6 +157,23 @@ func (o *ExplainOptions) Run(ctx context.Context) error {
 		return ProblemsFound("%s: the schema is not structural: the API server neither prunes nor defaults its objects", crd.Name)
 	}
 	return nil
+}
+
+// runCompare prints the differences between --compare's two versions' schemas.
+func (o *ExplainOptions) runCompare(crd *apiextensionsv1.CustomResourceDefinition) error {
+	if o.Path != "" { // the single argument turned out to be a field path of the file's CRD
+		return UsageErrorf("--compare compares whole schemas: it cannot be combined with a field path (%s)", o.Path)
+	}
+	for _, v := range []string{o.compareFrom, o.compareTo} {
+		if _, err := crdinfo.Lookup(crd, v); err != nil {
+			return Usage(err)
+		}
+	}
+	d, err := explain.Compare(crd, o.compareFrom, o.compareTo)
+	if err != nil {
+		return Usage(err)
+	}
+	return o.printer.PrintReport(o.g.Out, printers.Compare(d))
 }
 
 // resolve finds the CRD (and, with -f and one argument, whether it is the field path).

@@ -213,18 +213,67 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if skipped > 0 {
-		if skipped == 1 {
-			o.progress.Notef("skipped 1 document that is not a CustomResourceDefinition")
-		} else {
-			o.progress.Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
-		}
+	o.noteSkipped(skipped)
+	ro := o.releaseOptions(next, judged, live)
+	rc, err := o.releaseClients(live, &ro, next)
+	if err != nil {
+		return err
 	}
+	if o.path.set() {
+		return o.runPath(ctx, rc, ro, next)
+	}
+	report, runErr := plan.Release(ctx, rc, ro)
+	var ue *ExitError
+	if errors.As(runErr, &ue) {
+		return runErr // a usage error of a flag (--convert-sample)
+	}
+	if runErr != nil && len(report.Items) == 0 {
+		return o.runError(runErr)
+	}
+	failOnStricter := o.FailOn == "stricter"
+	if err := o.print(report, judged, failOnStricter); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return o.runError(runErr)
+	}
+	if report.ExitCode(failOnStricter) != 0 {
+		return ProblemsFound("%s", planExitText(report, failOnStricter))
+	}
+	return nil
+}
+
+// print prints the report judged as judged, its exit status with --fail-on, then the note on
+// the version and where the apply verdicts come from.
+func (o *PlanOptions) print(report *plan.Report, judged judgedAs, failOnStricter bool) error {
+	report.KubernetesVersion = judged.String()
+	report.Summarize()
+	report.Summary.ExitCode = report.ExitCode(failOnStricter)
+	if err := o.printer.PrintReport(o.g.Out, printers.Plan(report)); err != nil {
+		return err
+	}
+	judged.printNote(o.g.ErrOut)
+	printers.ApplySources(o.g.ErrOut, report)
+	return nil
+}
+
+func (o *PlanOptions) noteSkipped(skipped int) {
+	switch {
+	case skipped == 1:
+		o.progress.Notef("skipped 1 document that is not a CustomResourceDefinition")
+	case skipped > 1:
+		o.progress.Notef("skipped %d documents that are not CustomResourceDefinitions", skipped)
+	}
+}
+
+// releaseOptions are plan.Release's options from the flags: next judged as judged, against
+// the cluster when live (its server-side dry run unless --kube-version names another version).
+func (o *PlanOptions) releaseOptions(next []*apiextensionsv1.CustomResourceDefinition, judged judgedAs, live bool) plan.ReleaseOptions {
 	applyFile := strings.Join(o.Files, " -f ")
 	if applyFile == "-" {
 		applyFile = "NEW-CRDS.yaml"
 	}
-	ro := plan.ReleaseOptions{
+	return plan.ReleaseOptions{
 		Next: next, KubeVersion: judged.Version, ChunkSize: o.ChunkSize,
 		ServerDryRun: live && o.kube.v.IsZero(), // --kube-version asks for another version than the server's
 		Plan:         plan.Options{FieldValidation: o.fv, Sample: o.Sample, Workers: o.Workers},
@@ -239,64 +288,45 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 					return t
 				}})
 		},
-		Configure: func(crd *apiextensionsv1.CustomResourceDefinition, opts *plan.Options) error {
-			if o.ConvertSample > 0 && crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
-				tr, err := convert.NewHTTPTransport(crd, convert.TransportOptions{Address: o.WebhookAddress})
-				if err != nil {
-					return Usage(fmt.Errorf("--convert-sample: %w", err))
-				}
-				opts.ConvertSample, opts.ConvertTransport = o.ConvertSample, tr
-			} else if o.ConvertSample > 0 {
-				opts.ConvertSample = o.ConvertSample // the plan notes that there is nothing to round-trip
-			}
-			return nil
-		},
+		Configure: o.configureConvertSample,
 	}
-	var rc plan.ReleaseClients
-	if live {
-		cs, err := o.g.clients()
+}
+
+// configureConvertSample gives a CRD with a conversion webhook --convert-sample's transport.
+func (o *PlanOptions) configureConvertSample(crd *apiextensionsv1.CustomResourceDefinition, opts *plan.Options) error {
+	if o.ConvertSample > 0 && crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+		tr, err := convert.NewHTTPTransport(crd, convert.TransportOptions{Address: o.WebhookAddress})
 		if err != nil {
-			return err
+			return Usage(fmt.Errorf("--convert-sample: %w", err))
 		}
-		if rc.CRDs, err = cs.CRDs(); err != nil {
-			return err
-		}
-		if rc.Dynamic, err = cs.Dynamic(); err != nil {
-			return err
-		}
-		if rc.Kube, err = cs.Kube(); err != nil {
-			return err
-		}
-	} else if ro.Live, ro.Sources, err = o.liveCRDs(next); err != nil {
-		return err
-	}
-	if o.path.set() {
-		return o.runPath(ctx, rc, ro, next)
-	}
-	report, runErr := plan.Release(ctx, rc, ro)
-	var ue *ExitError
-	if errors.As(runErr, &ue) {
-		return runErr // a usage error of a flag (--convert-sample)
-	}
-	if runErr != nil && len(report.Items) == 0 {
-		return o.runError(runErr)
-	}
-	report.KubernetesVersion = judged.String()
-	report.Summarize()
-	report.Summary.ExitCode = report.ExitCode(o.FailOn == "stricter") // the exit status, with --fail-on
-	if err := o.printer.PrintReport(o.g.Out, printers.Plan(report)); err != nil {
-		return err
-	}
-	judged.printNote(o.g.ErrOut)
-	printers.ApplySources(o.g.ErrOut, report)
-	if runErr != nil {
-		return o.runError(runErr)
-	}
-	failOnStricter := o.FailOn == "stricter"
-	if report.ExitCode(failOnStricter) != 0 {
-		return ProblemsFound("%s", planExitText(report, failOnStricter))
+		opts.ConvertSample, opts.ConvertTransport = o.ConvertSample, tr
+	} else if o.ConvertSample > 0 {
+		opts.ConvertSample = o.ConvertSample // the plan notes that there is nothing to round-trip
 	}
 	return nil
+}
+
+// releaseClients are the cluster's clients when live; offline, ro gets the live CRDs from
+// --old-file instead.
+func (o *PlanOptions) releaseClients(live bool, ro *plan.ReleaseOptions, next []*apiextensionsv1.CustomResourceDefinition) (plan.ReleaseClients, error) {
+	var rc plan.ReleaseClients
+	var err error
+	if !live {
+		ro.Live, ro.Sources, err = o.liveCRDs(next)
+		return rc, err
+	}
+	cs, err := o.g.clients()
+	if err != nil {
+		return rc, err
+	}
+	if rc.CRDs, err = cs.CRDs(); err != nil {
+		return rc, err
+	}
+	if rc.Dynamic, err = cs.Dynamic(); err != nil {
+		return rc, err
+	}
+	rc.Kube, err = cs.Kube()
+	return rc, err
 }
 
 // planExitText is the last line of a plan that exits 1: the CRDs by verdict, in the decision

@@ -1,21 +1,18 @@
 package plugin
 
-// preflight.go: the check before a rewrite (package preflight) as migrate, migrate --all and
-// retire run it: --allow-data-loss and --skip-invalid, the webhook transport, the refusal and
-// its human printer.
+// preflight.go: the check before a rewrite (preflight.CheckRewrite) wired to migrate,
+// migrate --all and retire: its progress display and printer, --allow-data-loss,
+// --skip-invalid and --allow-ownership-loss, and the refusal worded with the command line.
 
 import (
 	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/crdver/kubectl-crdver/convert"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/preflight"
@@ -30,70 +27,33 @@ type preflightRefusal struct {
 
 func (e *preflightRefusal) Error() string { return e.msg }
 
-// webhookTransport is the way to crd's conversion webhook for a preflight: its URL, or the
-// API server's service proxy for a service (no flag needed). nil when it cannot be built:
-// what the webhook loses is then reported as unknown.
-func (g *Globals) webhookTransport(crd *apiextensionsv1.CustomResourceDefinition) convert.Transport {
-	if convert.Strategy(crd) != string(apiextensionsv1.WebhookConverter) {
-		return nil
-	}
-	var client rest.Interface
-	if cs, err := g.clients(); err == nil {
-		if kube, err := cs.Kube(); err == nil {
-			client = kube.CoreV1().RESTClient()
-		}
-	}
-	t, err := convert.DefaultTransport(crd, client, 10*time.Second)
-	if err != nil {
-		return nil
-	}
-	return t
-}
-
-// runPreflight checks what rewriting crd's objects at target would lose or be refused, with a
-// progress display, prints the findings for people (before any question) and returns the
-// report.
+// runPreflight checks what rewriting crd's objects at target would lose or be refused
+// (preflight.CheckRewrite), with a progress display, prints the findings for people (before
+// any question) and returns the report.
 func (g *Globals) runPreflight(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string, rf RewriteFlags, progress Progress, printer ReportPrinter, prefix string) (*preflight.Report, error) {
 	cs, err := g.clients()
 	if err != nil {
 		return nil, err
 	}
-	// The migrate engine's clients: no client-side rate limit (the dry runs adapt to the
-	// server like the rewrite; --qps limits them), and 429s are counted on the wire.
 	mc, err := cs.Migrate()
 	if err != nil {
 		return nil, err
 	}
-	// The rewrite's checkpoint (--checkpoint, else migrate's default per cluster and CRD, as
-	// migrate, migrate --all and retire use it): the preflight keeps its evidence next to it,
-	// and a rewrite in progress there at target has already written the objects up to its
-	// Through key.
-	var after, evidence string
-	cpPath := rf.Checkpoint
-	if cpPath == "" {
-		cpPath, _ = migrate.DefaultCheckpointPath(mc.Server, crd.Name)
-	}
-	if cpPath != "" {
-		evidence = cpPath + ".preflight"
-		if cp, err := migrate.LoadCheckpoint(cpPath); err == nil && cp.ResumableFor(mc.Server, crd) && crdinfo.StorageVersion(crd) == target {
-			after = cp.Through
-		}
+	var proxy rest.Interface // a service's webhook through the API server's service proxy
+	if kube, err := cs.Kube(); err == nil {
+		proxy = kube.CoreV1().RESTClient()
 	}
 	var done, total atomic.Int64
 	total.Store(-1)
 	stop := progress.Start(Task{Name: "preflight", Prefix: prefix + " preflight", Unit: "objects", Verb: "evaluated",
 		TotalFunc: total.Load, Done: done.Load})
-	rep, err := preflight.Check(ctx, mc.Dynamic, crd, preflight.Options{Target: target, ChunkSize: rf.ChunkSize, Transport: g.webhookTransport(crd),
-		Concurrency: rf.Concurrency, QPS: rf.QPS, Throttled: mc.Throttled, After: after, Evidence: evidence,
-		Progress: func(d, t int64) { done.Store(d); total.Store(t) }})
+	rep, err := preflight.CheckRewrite(ctx, mc, crd, preflight.RewriteOptions{Target: target, Checkpoint: rf.Checkpoint, ChunkSize: rf.ChunkSize,
+		Concurrency: rf.Concurrency, QPS: rf.QPS, Proxy: proxy, Progress: func(d, t int64) { done.Store(d); total.Store(t) }})
 	stop()
 	if err != nil {
 		return nil, clusterError(fmt.Sprintf("checking what rewriting %s at %s would lose", crd.Name, target), err)
 	}
-	if err := printer.PrintPart(g.Out, printers.Preflight(rep)); err != nil {
-		return rep, err
-	}
-	return rep, nil
+	return rep, printer.PrintPart(g.Out, printers.Preflight(rep))
 }
 
 // consent is what the flags consent to: plan.Consent decides, by the decision table, which

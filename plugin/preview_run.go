@@ -30,10 +30,7 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ns, err := o.g.Namespace()
-	if err != nil || ns == "" {
-		ns = "default"
-	}
+	ns := o.namespace()
 	res, err := o.newResolver(ctx)
 	if err != nil {
 		return err
@@ -42,19 +39,47 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 	var objects atomic.Int64
 	stopProgress := printers.InputProgress(o.progress.toProgress(o.g.ErrOut), o.Files, o.input.Recursive, progress, &objects)
 	defer stopProgress()
-
 	pool := o.newPreviewStream(ctx, ns, olds)
-	skipped := &printers.Skipped{What: "no CustomResourceDefinition in the input or the cluster defines their kind", One: "is not defined by any CustomResourceDefinition in the input or the cluster"}
+	skipped := o.skipped()
+	crdsInInput, readErr := o.submit(ctx, res, pool, skipped, progress, &objects)
+	poolErr := poolError(ctx, pool.Wait())
+	stopProgress()
+	switch {
+	case ctx.Err() != nil:
+		return Unavailable(fmt.Errorf("interrupted after %s: the output is incomplete", plural(pool.Total(), "object")))
+	case poolErr != nil:
+		return poolErr
+	case readErr != nil:
+		return readErr
+	}
+	return o.finish(pool, skipped, crdsInInput)
+}
+
+// namespace is the namespace of objects that name none: the context's, else default.
+func (o *PreviewOptions) namespace() string {
+	if ns, err := o.g.Namespace(); err == nil && ns != "" {
+		return ns
+	}
+	return "default"
+}
+
+// skipped counts the documents no CRD defines, in the words of where the CRDs come from.
+func (o *PreviewOptions) skipped() *printers.Skipped {
 	switch {
 	case o.CRDName != "":
-		skipped.What = "not of CustomResourceDefinition " + o.CRDName
-		skipped.One = "does not belong to CustomResourceDefinition " + o.CRDName
+		return &printers.Skipped{What: "not of CustomResourceDefinition " + o.CRDName, One: "does not belong to CustomResourceDefinition " + o.CRDName}
 	case o.source.offline():
-		skipped.What = "no CustomResourceDefinition of --crd-file or the input defines their kind"
-		skipped.One = "is not defined by any CustomResourceDefinition of --crd-file or the input"
+		return &printers.Skipped{What: "no CustomResourceDefinition of --crd-file or the input defines their kind", One: "is not defined by any CustomResourceDefinition of --crd-file or the input"}
 	}
+	return &printers.Skipped{What: "no CustomResourceDefinition in the input or the cluster defines their kind", One: "is not defined by any CustomResourceDefinition in the input or the cluster"}
+}
+
+// submit reads the input a document at a time: CRDs join the resolver, objects go to the
+// pool with the CRD that defines them, the rest are skipped (or refused with --strict-kinds).
+// It returns the number of CRDs in the input.
+func (o *PreviewOptions) submit(ctx context.Context, res *previewResolver, pool previewRun, skipped *printers.Skipped, progress *InputProgress, objects *atomic.Int64) (int, error) {
 	crdsInInput := 0
-	readErr := EachDocument(ctx, o.Files, InputOptions{Stdin: o.g.In, Recursive: o.input.Recursive, Progress: progress}, func(d Document) error {
+	err := EachDocument(ctx, o.Files, InputOptions{Stdin: o.g.In, Recursive: o.input.Recursive, Progress: progress}, func(d Document) error {
 		if crdinfo.IsCRD(d.APIVersion, d.Kind) {
 			crdsInInput++
 			if res.Prescanned(d.Where()) {
@@ -84,16 +109,12 @@ func (o *PreviewOptions) Run(ctx context.Context) error {
 		objects.Add(1)
 		return poolError(ctx, pool.Submit(preview.Job{Source: d.Where(), JSON: d.JSON, CRD: crd}))
 	})
-	poolErr := poolError(ctx, pool.Wait())
-	stopProgress()
-	switch {
-	case ctx.Err() != nil:
-		return Unavailable(fmt.Errorf("interrupted after %s: the output is incomplete", plural(pool.Total(), "object")))
-	case poolErr != nil:
-		return poolErr
-	case readErr != nil:
-		return readErr
-	}
+	return crdsInInput, err
+}
+
+// finish prints the counts, the documents skipped and the version judged as, and returns the
+// exit status: 1 when an object would be rejected, 2 when there was nothing to preview.
+func (o *PreviewOptions) finish(pool previewRun, skipped *printers.Skipped, crdsInInput int) error {
 	if pool.Total() == 0 {
 		if skipped.N == 0 && crdsInInput > 0 {
 			return UsageErrorf("%s: only CustomResourceDefinitions, no objects to preview", strings.Join(o.Files, ", "))

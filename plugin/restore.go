@@ -121,38 +121,8 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var done atomic.Int64
-	stop := func() {}
-	started := false
-	ro := restore.Options{
-		Files: o.Files, Stdin: o.g.In, DryRun: o.DryRun, Force: o.Force, Recreate: o.Recreate, AnyCluster: o.AnyCluster, FieldManager: o.FieldManager,
-		AllowOwnershipLoss: o.AllowOwnershipLoss,
-		OnObject: func(restore.Outcome) {
-			if !started {
-				started = true
-				end := o.progress.Start(Task{Name: "restoring", Prefix: "restore", Unit: "objects", Verb: "compared", Done: done.Load, TotalFunc: func() int64 { return -1 }})
-				stop = func() { end(); stop = func() {} }
-			}
-			done.Add(1)
-		},
-	}
-	printed := false
-	ro.Confirm = func(r *restore.Report) (bool, error) {
-		stop() // the dry-run pass's display
-		started = false
-		done.Store(0)
-		if o.Yes {
-			return true, nil // the report of the writes follows
-		}
-		printed = true
-		if err := o.printer.PrintPart(o.g.Out, printers.Restore(r)); err != nil {
-			return false, err
-		}
-		if r.Counts[restore.StateRestored]+r.Counts[restore.StateRecreated] == 0 {
-			return false, nil // nothing to write: the dry run is the answer
-		}
-		return o.g.confirm("Write these restores (the dry run above)? [y/N]: ")
-	}
+	printed := false // the dry run was printed with the question
+	ro, stop := o.restoreOptions(&printed)
 	rep, err := restore.Run(ctx, c, ro)
 	stop()
 	if errors.Is(err, restore.ErrNotConfirmed) && rep != nil && rep.Counts[restore.StateRestored]+rep.Counts[restore.StateRecreated] == 0 {
@@ -170,6 +140,44 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		fmt.Fprintln(o.g.Out, "Written:")
 	}
 	return o.finish(rep, false)
+}
+
+// restoreOptions are restore.Run's options from the flags, with a progress display per pass
+// (stop ends the current one) and the question after the dry run (printed set when it prints
+// the dry run's report).
+func (o *RestoreOptions) restoreOptions(printed *bool) (ro restore.Options, stop func()) {
+	var done atomic.Int64
+	end := func() {}
+	started := false
+	ro = restore.Options{
+		Files: o.Files, Stdin: o.g.In, DryRun: o.DryRun, Force: o.Force, Recreate: o.Recreate, AnyCluster: o.AnyCluster, FieldManager: o.FieldManager,
+		AllowOwnershipLoss: o.AllowOwnershipLoss,
+		OnObject: func(restore.Outcome) {
+			if !started {
+				started = true
+				e := o.progress.Start(Task{Name: "restoring", Prefix: "restore", Unit: "objects", Verb: "compared", Done: done.Load, TotalFunc: func() int64 { return -1 }})
+				end = func() { e(); end = func() {} }
+			}
+			done.Add(1)
+		},
+	}
+	ro.Confirm = func(r *restore.Report) (bool, error) {
+		end() // the dry-run pass's display
+		started = false
+		done.Store(0)
+		if o.Yes {
+			return true, nil // the report of the writes follows
+		}
+		*printed = true
+		if err := o.printer.PrintPart(o.g.Out, printers.Restore(r)); err != nil {
+			return false, err
+		}
+		if r.Counts[restore.StateRestored]+r.Counts[restore.StateRecreated] == 0 {
+			return false, nil // nothing to write: the dry run is the answer
+		}
+		return o.g.confirm("Write these restores (the dry run above)? [y/N]: ")
+	}
+	return ro, func() { end() }
 }
 
 // finish prints the report and maps it to the exit code.

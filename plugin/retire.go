@@ -127,42 +127,8 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var pre *preflight.Report
-	ro := retire.Options{
-		CRD: crd.Name, Version: o.Version, To: o.To, DryRun: o.DryRun, Unserve: o.Unserve, Remove: o.Remove, Force: o.Force,
-		Rewrite: o.rewriteOptions(),
-		OnRewrite: func(r *migrate.Rewriter, total int64) func() {
-			return o.progress.Start(Task{Name: "rewriting", Prefix: "retire", Unit: "objects", Total: total,
-				Done: func() int64 { return r.Progress().Total() }})
-		},
-		Notify: func(s string) { o.progress.Notef("retire: %s", s) },
-		PreWrite: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string) (any, error) {
-			rep, err := o.g.runPreflight(ctx, crd, target, o.RewriteFlags, o.progress, o.printer, "retire")
-			if err != nil {
-				return nil, err
-			}
-			pre = rep
-			return rep, o.refusal([]*preflight.Report{rep}, fmt.Sprintf("kubectl crdver retire %s %s", crd.Name, o.Version))
-		},
-		OwnershipLossConsented: func(res *migrate.Result) bool { return o.ownershipLossConsented(pre, res) },
-	}
-	// --quiet leaves only the result: the plan is shown when it is the result (a dry run) or
-	// when a question is asked about it.
-	printed := false
-	ro.Planned = func(p *retire.Plan) {
-		printed = true
-		if o.progressFlags.quiet && !o.DryRun && (o.Yes || !planWrites(p)) {
-			return
-		}
-		_ = o.printer.PrintPart(o.g.Out, printers.RetirePlan(p))
-	}
-	ro.Confirm = func(p *retire.Plan) (bool, error) {
-		if o.Yes || !planWrites(p) {
-			return true, nil
-		}
-		return o.g.confirm(fmt.Sprintf("Carry out the pending steps on %s? [y/N]: ", p.CRD))
-	}
-	res, err := retire.Run(ctx, c, ro)
+	printed := false // the plan was printed before the run's end
+	res, err := retire.Run(ctx, c, o.retireOptions(crd, &printed))
 	var refused *preflightRefusal
 	if errors.As(err, &refused) {
 		if printsData(o.printer) {
@@ -181,27 +147,72 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 			return perr
 		}
 	}
-	switch {
-	case err == nil:
-	case errors.Is(err, retire.ErrUsage):
-		return Usage(errors.New(strings.TrimPrefix(err.Error(), retire.ErrUsage.Error()+": ")))
-	case errors.Is(err, retire.ErrNotConfirmed):
-		return Unavailable(fmt.Errorf("%s: nothing was written: not confirmed (use --yes to skip the question)", crd.Name))
-	case errors.Is(err, retire.ErrInterrupted):
-		return Unavailable(fmt.Errorf("%w; run the same command again to resume", err))
-	case ctx.Err() != nil:
-		return Unavailable(fmt.Errorf("%s: interrupted (%v); run the same command again to resume: the steps done are found in the live state", crd.Name, err))
-	default:
-		return clusterError(fmt.Sprintf("retiring %s of %s", o.Version, crd.Name), err)
+	if err != nil {
+		return o.runError(ctx, crd.Name, err)
 	}
 	if o.DryRun {
 		return o.printer.PrintPart(o.g.Out, printers.DryRunNote())
 	}
-	problems := res.Problems
-	if len(problems) > 0 {
+	if problems := res.Problems; len(problems) > 0 {
 		return ProblemsFound("%s: %s cannot be dropped safely yet: %s", crd.Name, o.Version, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// retireOptions are retire.Run's options from the flags, with the progress display, the
+// preflight (refusing as the flags say), the printer of the plan (printed set once it is
+// printed) and the question.
+func (o *RetireOptions) retireOptions(crd *apiextensionsv1.CustomResourceDefinition, printed *bool) retire.Options {
+	var pre *preflight.Report
+	return retire.Options{
+		CRD: crd.Name, Version: o.Version, To: o.To, DryRun: o.DryRun, Unserve: o.Unserve, Remove: o.Remove, Force: o.Force,
+		Rewrite: o.rewriteOptions(),
+		OnRewrite: func(r *migrate.Rewriter, total int64) func() {
+			return o.progress.Start(Task{Name: "rewriting", Prefix: "retire", Unit: "objects", Total: total,
+				Done: func() int64 { return r.Progress().Total() }})
+		},
+		Notify: func(s string) { o.progress.Notef("retire: %s", s) },
+		PreWrite: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string) (any, error) {
+			rep, err := o.g.runPreflight(ctx, crd, target, o.RewriteFlags, o.progress, o.printer, "retire")
+			if err != nil {
+				return nil, err
+			}
+			pre = rep
+			return rep, o.refusal([]*preflight.Report{rep}, fmt.Sprintf("kubectl crdver retire %s %s", crd.Name, o.Version))
+		},
+		OwnershipLossConsented: func(res *migrate.Result) bool { return o.ownershipLossConsented(pre, res) },
+		// --quiet leaves only the result: the plan is shown when it is the result (a dry run) or
+		// when a question is asked about it.
+		Planned: func(p *retire.Plan) {
+			*printed = true
+			if o.progressFlags.quiet && !o.DryRun && (o.Yes || !planWrites(p)) {
+				return
+			}
+			_ = o.printer.PrintPart(o.g.Out, printers.RetirePlan(p))
+		},
+		Confirm: func(p *retire.Plan) (bool, error) {
+			if o.Yes || !planWrites(p) {
+				return true, nil
+			}
+			return o.g.confirm(fmt.Sprintf("Carry out the pending steps on %s? [y/N]: ", p.CRD))
+		},
+	}
+}
+
+// runError words retire.Run's error with this command's flags.
+func (o *RetireOptions) runError(ctx context.Context, name string, err error) error {
+	switch {
+	case errors.Is(err, retire.ErrUsage):
+		return Usage(errors.New(strings.TrimPrefix(err.Error(), retire.ErrUsage.Error()+": ")))
+	case errors.Is(err, retire.ErrNotConfirmed):
+		return Unavailable(fmt.Errorf("%s: nothing was written: not confirmed (use --yes to skip the question)", name))
+	case errors.Is(err, retire.ErrInterrupted):
+		return Unavailable(fmt.Errorf("%w; run the same command again to resume", err))
+	case ctx.Err() != nil:
+		return Unavailable(fmt.Errorf("%s: interrupted (%v); run the same command again to resume: the steps done are found in the live state", name, err))
+	default:
+		return clusterError(fmt.Sprintf("retiring %s of %s", o.Version, name), err)
+	}
 }
 
 func planWrites(p *retire.Plan) bool {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -170,6 +170,26 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	uo := o.upgradeOptions(next, judged)
+	if o.IntermediateCRDs {
+		return o.printIntermediates(ctx, c, uo)
+	}
+	printed := false // the plan was shown and confirmed (a release found in place needs no confirmation: it only verifies)
+	o.confirmations(&uo, &printed)
+	if o.path.set() {
+		return o.runPath(ctx, c, uo)
+	}
+	rep, err := upgrade.Run(ctx, c, uo)
+	// The API server's warnings of the run (e.g. a deprecated version the rewrite writes at)
+	// come before the report: its last line is the decision table's.
+	o.g.warnings.Summary(o.g.ErrOut)
+	return o.finish(ctx, rep, err, printed)
+}
+
+// upgradeOptions are upgrade.Run's options from the flags: next judged as judged, the apply
+// file named as given, the backup file (by default one named by the time, not on a dry run),
+// the progress display and notes.
+func (o *UpgradeOptions) upgradeOptions(next []*apiextensionsv1.CustomResourceDefinition, judged judgedAs) upgrade.Options {
 	applyFile := strings.Join(o.Files, " -f ")
 	if applyFile == "-" {
 		applyFile = "NEW-CRDS.yaml"
@@ -183,7 +203,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 			backup = abs
 		}
 	}
-	uo := upgrade.Options{
+	return upgrade.Options{
 		Next: next, ApplyFile: applyFile, DryRun: o.DryRun, AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss,
 		NoApply: o.NoApply, FieldManager: o.FieldManager, BackupFile: backup, Checkpoint: o.Checkpoint, ChunkSize: o.ChunkSize,
 		KubeVersion: judged.Version, ServerDryRun: o.kube.v.IsZero(),
@@ -195,32 +215,33 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		},
 		Notify: func(s string) { o.progress.Notef("upgrade: %s", s) },
 	}
-	if o.IntermediateCRDs {
-		uo.DryRun = true
-		p, err := upgrade.PlanRelease(ctx, c, uo)
-		if err != nil {
-			return o.runError(ctx, err, nil)
-		}
-		inter := upgrade.Intermediates(p)
-		if len(inter) == 0 {
-			o.progress.Notef("no CRD of %s needs an intermediate CRD: the live ones have the new storage versions", applyFile)
-		}
-		for _, crd := range inter {
-			body, err := upgrade.ApplyBody(crd)
-			if err != nil {
-				return err
-			}
-			y, err := yaml.JSONToYAML(body)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(o.g.Out, "---\n%s", y)
-		}
-		return nil
+}
+
+// printIntermediates (--intermediate-crds) prints the release's intermediate CRDs
+// (upgrade.Intermediates) as one manifest, from a dry-run plan.
+func (o *UpgradeOptions) printIntermediates(ctx context.Context, c *migrate.Clients, uo upgrade.Options) error {
+	uo.DryRun = true
+	p, err := upgrade.PlanRelease(ctx, c, uo)
+	if err != nil {
+		return o.runError(ctx, err, nil)
 	}
-	printed := false // the plan was shown and confirmed (a release found in place needs no confirmation: it only verifies)
+	inter := upgrade.Intermediates(p)
+	if len(inter) == 0 {
+		o.progress.Notef("no CRD of %s needs an intermediate CRD: the live ones have the new storage versions", uo.ApplyFile)
+	}
+	m, err := upgrade.Manifest(inter)
+	if err != nil {
+		return err
+	}
+	_, err = o.g.Out.Write(m)
+	return err
+}
+
+// confirmations plug the questions into uo: the plan printed and confirmed (printed set), and
+// versions served again for the preflight; --yes answers both.
+func (o *UpgradeOptions) confirmations(uo *upgrade.Options, printed *bool) {
 	uo.Confirm = func(r *upgrade.Report) (bool, error) {
-		printed = true
+		*printed = true
 		if err := o.printer.PrintPart(o.g.Out, printers.UpgradePlan(r)); err != nil {
 			return false, err
 		}
@@ -238,13 +259,11 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		printers.WriteWrapped(o.g.ErrOut, fmt.Sprintf("Objects may be stored at versions the live CRDs do not serve: %s. They can be read as stored only once served, so the preflight and the backup need them served again: a change of the CRDs, undone if the upgrade is then refused or not confirmed.", what), "", 120)
 		return o.g.confirm("Serve them again and run the preflight? [y/N]: ")
 	}
-	if o.path.set() {
-		return o.runPath(ctx, c, uo)
-	}
-	rep, err := upgrade.Run(ctx, c, uo)
-	// The API server's warnings of the run (e.g. a deprecated version the rewrite writes at)
-	// come before the report: its last line is the decision table's.
-	o.g.warnings.Summary(o.g.ErrOut)
+}
+
+// finish prints the plan (unless printed when confirmed) and the result of upgrade.Run, and
+// returns its exit status: the decision table's (upgrade.Report.Outcome).
+func (o *UpgradeOptions) finish(ctx context.Context, rep *upgrade.Report, err error, printed bool) error {
 	if rep != nil && rep.Plan != nil {
 		if !printed {
 			if perr := o.printer.PrintPart(o.g.Out, printers.UpgradePlan(rep)); perr != nil {
@@ -258,7 +277,6 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return o.runError(ctx, err, rep)
 	}
-	// The exit status and the last line are the decision table's (upgrade.Report.Outcome).
 	out := rep.Outcome
 	if o.DryRun && len(rep.Preflight.Unread) > 0 && len(rep.Preflight.BlockedCRDs) == 0 {
 		return ProblemsFound("the preflight is not complete: %s (--dry-run: nothing was written); run the upgrade without --dry-run: it asks before serving them", rep.Preflight.Reason)

@@ -78,7 +78,6 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 		return err
 	}
 	var st *upgrade.Status
-	cmd := "kubectl crdver upgrade -f " + strings.Join(o.Files, " -f ")
 	if o.path.set() {
 		po := &PlanOptions{g: o.g}
 		via, _, err := o.path.read(po, o.Files)
@@ -90,14 +89,30 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return Unavailable(err)
 		}
+	} else if st, err = upgrade.GetStatus(ctx, c, next, o.Checkpoint, o.FieldManager); err != nil {
+		return Unavailable(err)
+	}
+	st.Command = o.nextCommand(st)
+	if err := o.printer.PrintReport(o.g.Out, printers.UpgradeStatus(st)); err != nil {
+		return err
+	}
+	if st.Next != upgrade.NextNothing {
+		return ProblemsFound("the release %s is not in place: %s", strings.Join(o.Files, ", "), st.Next)
+	}
+	return nil
+}
+
+// nextCommand is the upgrade command line that takes the release on from st, with this
+// command's flags ("" when nothing is to be run).
+func (o *UpgradeStatusOptions) nextCommand(st *upgrade.Status) string {
+	cmd := "kubectl crdver upgrade -f " + strings.Join(o.Files, " -f ")
+	if o.path.set() {
 		for _, v := range o.path.via {
 			cmd += " --via " + v
 		}
 		if o.path.releases != "" {
 			cmd += " --releases " + o.path.releases
 		}
-	} else if st, err = upgrade.GetStatus(ctx, c, next, o.Checkpoint, o.FieldManager); err != nil {
-		return Unavailable(err)
 	}
 	if o.Checkpoint != "" {
 		cmd += " --checkpoint " + o.Checkpoint
@@ -116,15 +131,9 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 		case st.Backup == nil && st.BackupFile != "":
 			cmd += " --backup " + st.BackupFile // given, not taken yet
 		}
-		st.Command = cmd + " --yes"
+		return cmd + " --yes"
 	case upgrade.NextStart:
-		st.Command = cmd + " --dry-run"
+		return cmd + " --dry-run"
 	}
-	if err := o.printer.PrintReport(o.g.Out, printers.UpgradeStatus(st)); err != nil {
-		return err
-	}
-	if st.Next != upgrade.NextNothing {
-		return ProblemsFound("the release %s is not in place: %s", strings.Join(o.Files, ", "), st.Next)
-	}
-	return nil
+	return st.Command
 }

@@ -168,19 +168,26 @@ func (o *VersionsOptions) Run(ctx context.Context) error {
 	if err := o.printer.PrintReport(o.g.Out, printers.WithCensus(printers.Versions(report), census, mfNotes)); err != nil {
 		return err
 	}
-	if o.CanRemove != "" {
-		for _, v := range report.Versions {
-			switch {
-			case v.Name == o.CanRemove && v.SafeToRemove && v.Served:
-				// What the cluster records holds nothing at it; readers leave no record.
-				fmt.Fprintf(o.g.ErrOut, "note: %s: %s is served and neither stored nor named by managedFields; clients that still request it (the API server keeps no record of readers) get 404 once it is removed\n", crd.Name, v.Name)
-			case v.Name != o.CanRemove || v.SafeToRemove:
-			case !report.StoredVersionsKnown && strings.HasPrefix(v.Notes[len(v.Notes)-1], "unknown"):
-				return ProblemsFound("%s: whether version %q is safe to remove is unknown: the file has no status.storedVersions, and the cluster may still store objects at %s; check the cluster (kubectl crdver versions %s --can-remove %s)",
-					crd.Name, v.Name, v.Name, crd.Name, v.Name)
-			default:
-				return ProblemsFound("%s: version %q is %s", crd.Name, v.Name, v.Notes[len(v.Notes)-1])
-			}
+	return o.canRemove(crd.Name, report)
+}
+
+// canRemove is --can-remove's answer as the exit status: 1 when the version is not safe to
+// remove or whether it is cannot be told (a note when it is served: its readers leave no record).
+func (o *VersionsOptions) canRemove(name string, report explain.VersionsReport) error {
+	if o.CanRemove == "" {
+		return nil
+	}
+	for _, v := range report.Versions {
+		switch {
+		case v.Name == o.CanRemove && v.SafeToRemove && v.Served:
+			// What the cluster records holds nothing at it; readers leave no record.
+			fmt.Fprintf(o.g.ErrOut, "note: %s: %s is served and neither stored nor named by managedFields; clients that still request it (the API server keeps no record of readers) get 404 once it is removed\n", name, v.Name)
+		case v.Name != o.CanRemove || v.SafeToRemove:
+		case !report.StoredVersionsKnown && strings.HasPrefix(v.Notes[len(v.Notes)-1], "unknown"):
+			return ProblemsFound("%s: whether version %q is safe to remove is unknown: the file has no status.storedVersions, and the cluster may still store objects at %s; check the cluster (kubectl crdver versions %s --can-remove %s)",
+				name, v.Name, v.Name, name, v.Name)
+		default:
+			return ProblemsFound("%s: version %q is %s", name, v.Name, v.Notes[len(v.Notes)-1])
 		}
 	}
 	return nil
