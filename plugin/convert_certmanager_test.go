@@ -52,8 +52,8 @@ type: Opaque
 // certManagerExpected maps a sample file to cert-manager's own expected v1 output of `cmctl
 // convert` for it (testdata/releases/cert-manager/convert-v1, from the v1.6.3 module zip).
 var certManagerExpected = map[string]string{
-	"resource1.yaml":                           "resource1_v1.yaml",
-	"resource2.yaml":                           "resource2_v1.yaml",
+	"resource1.yaml": "resource1_v1.yaml",
+	"resource2.yaml": "resource2_v1.yaml",
 	"resource_with_organization_v1alpha2.yaml": "resource_with_organization_v1.yaml",
 }
 
