@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,6 +114,11 @@ func certManagerExpectedObjects(t *testing.T, file string) []map[string]any {
 // (through the same webhook).
 func TestConvertWriteCertManager(t *testing.T) {
 	hook := testenv.StartCertManagerWebhook(t, "", env.Kubeconfig)
+	// It answers ConversionReview v1 alone: a v1beta1 review (what cert-manager v0.16.1's CRDs
+	// ask for, conversionReviewVersions [v1beta1]) gets a 500.
+	if code, body, err := hook.Post([]byte(`{"apiVersion":"apiextensions.k8s.io/v1beta1","kind":"ConversionReview","request":{"uid":"1","desiredAPIVersion":"cert-manager.io/v1","objects":[]}}`)); err != nil || code != http.StatusInternalServerError {
+		t.Errorf("a ConversionReview v1beta1: HTTP %d %s (%v), want 500", code, body, err)
+	}
 	files, err := filepath.Glob(td("releases", "cert-manager", "v1.5.5", "crd-*.yaml"))
 	if err != nil || len(files) != 3 {
 		t.Fatalf("cert-manager v1.5.5 CRDs: %v %v", files, err)

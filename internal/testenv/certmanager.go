@@ -192,24 +192,33 @@ func (w *CertManagerWebhook) PointCRD(crd *apiextensionsv1.CustomResourceDefinit
 	crd.Spec.Conversion.Webhook.ClientConfig = &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: w.CABundle}
 }
 
-// Convert sends objs to the webhook in one ConversionReview v1 for desiredAPIVersion and
-// returns the converted objects (an error for a failed review).
-func (w *CertManagerWebhook) Convert(desiredAPIVersion string, objs ...map[string]any) ([]map[string]any, error) {
+// Post sends body (a ConversionReview) to the webhook and returns the HTTP status and body.
+func (w *CertManagerWebhook) Post(body []byte) (int, []byte, error) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(w.CABundle)
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	defer client.CloseIdleConnections()
+	resp, err := client.Post(w.URL, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// Convert sends objs to the webhook in one ConversionReview v1 for desiredAPIVersion and
+// returns the converted objects (an error for a failed review).
+func (w *CertManagerWebhook) Convert(desiredAPIVersion string, objs ...map[string]any) ([]map[string]any, error) {
 	req := map[string]any{"uid": "test", "desiredAPIVersion": desiredAPIVersion, "objects": objs}
 	body, err := json.Marshal(map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "request": req})
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Post(w.URL, "application/json", bytes.NewReader(body))
+	status, b, err := w.Post(body)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	var got struct {
 		Response *struct {
 			ConvertedObjects []map[string]any `json:"convertedObjects"`
@@ -218,8 +227,8 @@ func (w *CertManagerWebhook) Convert(desiredAPIVersion string, objs ...map[strin
 			} `json:"result"`
 		} `json:"response"`
 	}
-	if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != http.StatusOK || got.Response == nil {
-		return nil, fmt.Errorf("conversion to %s: HTTP %d: %s", desiredAPIVersion, resp.StatusCode, b)
+	if err := json.Unmarshal(b, &got); err != nil || status != http.StatusOK || got.Response == nil {
+		return nil, fmt.Errorf("conversion to %s: HTTP %d: %s", desiredAPIVersion, status, b)
 	}
 	if got.Response.Result.Status != "Success" {
 		return nil, fmt.Errorf("conversion to %s: %s", desiredAPIVersion, got.Response.Result.Message)
