@@ -46,12 +46,14 @@ docs:
 	$(GO) run ./hack/docgen -out docs/reference
 
 ## test-assets: build kube-apiserver, etcd, kube-controller-manager and agnhost (the e2e conversion webhook) from the Go module proxy (cached),
-## the kube-apiserver of $(CI_KUBE_MINOR), and Cluster API's conversion webhook (hack/tools/capi-webhook)
+## the kube-apiserver of $(CI_KUBE_MINOR), and the real conversion webhooks of Cluster API (hack/tools/capi-webhook)
+## and cert-manager (hack/tools/cm-webhook/versions)
 test-assets:
 	@hack/build-test-binaries.sh $(TEST_BINARIES) >/dev/null
 	@hack/build-test-binaries.sh agnhost >/dev/null
 	@hack/build-test-binaries.sh --kube $(CI_KUBE_MINOR) kube-apiserver etcd >/dev/null
-	@hack/build-capi-webhook.sh >/dev/null
+	@hack/build-webhook.sh capi >/dev/null
+	@hack/build-webhook.sh cert-manager >/dev/null
 
 ## test: every test, unit and integration (real kube-apiserver + etcd; the version differential
 ## test against the current minor and $(CI_KUBE_MINOR))

@@ -135,6 +135,14 @@ type harness struct {
 	// webhook is the conversion webhook that stands for the project's (identity conversion:
 	// only apiVersion changes), started for the first release file that has strategy Webhook.
 	webhook *testwebhook.Server
+	// hookURL and hookCA are where the release files' Webhook conversions point: the stand-in's,
+	// or the project's own webhook's when useWebhook was called before the first releaseDir.
+	hookURL string
+	hookCA  []byte
+	// hookV1Only: that webhook answers ConversionReview v1 alone (cert-manager's since 1.0), so
+	// a release file that offers only v1beta1 (cert-manager v0.16.1's, for its own webhook of
+	// then) is given [v1] instead.
+	hookV1Only bool
 	// crds are the names of the CRDs this harness created (deleted at the end).
 	crds    map[string]bool
 	objects []*tracked
@@ -198,16 +206,20 @@ func (h *harness) releaseDir(ver string) string {
 			h.t.Fatalf("%s: %v", f, err)
 		}
 		if strategy, _, _ := unstructured.NestedString(crd, "spec", "conversion", "strategy"); strategy == string(apiextensionsv1.WebhookConverter) {
-			if h.webhook == nil {
+			if h.hookURL == "" {
 				h.webhook = testwebhook.StartForTest(h.t, testwebhook.Options{})
 				h.webhook.Set(testwebhook.Identity)
-				// Cleanups run last-registered first: the CRDs go while the webhook still answers
-				// (deleting objects still encoded at another version needs their conversion).
-				h.t.Cleanup(h.deleteCRDs)
+				h.useWebhook(h.webhook.URL, h.webhook.CABundle)
 			}
-			cc := map[string]any{"url": h.webhook.URL, "caBundle": base64.StdEncoding.EncodeToString(h.webhook.CABundle)}
+			cc := map[string]any{"url": h.hookURL, "caBundle": base64.StdEncoding.EncodeToString(h.hookCA)}
 			if err := unstructured.SetNestedField(crd, cc, "spec", "conversion", "webhook", "clientConfig"); err != nil {
 				h.t.Fatal(err)
+			}
+			if rv, _, _ := unstructured.NestedStringSlice(crd, "spec", "conversion", "webhook", "conversionReviewVersions"); h.hookV1Only && !slices.Contains(rv, "v1") {
+				h.t.Logf("release %s %s: conversionReviewVersions %v → [v1] (the webhook run in its place answers v1 only)", ver, filepath.Base(f), rv)
+				if err := unstructured.SetNestedStringSlice(crd, []string{"v1"}, "spec", "conversion", "webhook", "conversionReviewVersions"); err != nil {
+					h.t.Fatal(err)
+				}
 			}
 			if b, err = yaml.Marshal(crd); err != nil {
 				h.t.Fatal(err)
@@ -218,6 +230,15 @@ func (h *harness) releaseDir(ver string) string {
 		}
 	}
 	return dst
+}
+
+// useWebhook points the release files' Webhook conversions at url (a project's own webhook,
+// started by the test before newHarness, in place of the stand-in).
+func (h *harness) useWebhook(url string, caBundle []byte) {
+	h.hookURL, h.hookCA = url, caBundle
+	// Cleanups run last-registered first: the CRDs go while the webhook still answers
+	// (deleting objects still encoded at another version needs their conversion).
+	h.t.Cleanup(h.deleteCRDs)
 }
 
 // crdName reads metadata.name of a CRD file.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -246,14 +248,36 @@ var pathChains = []struct {
 	name string
 	via  []string
 	rel  release
+	// webhook starts the project's own conversion webhook (before newHarness moves HOME): the
+	// release files point at it in place of the stand-in, and the path must end applied and
+	// verified.
+	webhook func(t *testing.T) *testenv.CertManagerWebhook
+	// refused is, with the project's webhook, what the path's preflight refuses before any
+	// write without --allow-data-loss ("CRD NAMESPACE/NAME: [FIELDS]" per object listed as
+	// losing fields, then "unknown: …"); the path is then taken with --allow-data-loss.
+	refused func(h *harness) []string
 }{
 	{name: "gateway-api-0.5-to-1.2", via: []string{"v0.6.2", "v1.0.0", "v1.1.1"}, rel: release{
 		Project: "gateway-api", Old: "v0.5.1", New: "v1.2.1", Samples: []string{"samples/*.yaml"},
 		Controller: "gateway-api-controller", Applier: "argocd-controller", Status: gatewayStatus,
 	}},
+	// cert-manager's own webhook (v1.6.3: the last release that converts v1alpha2, v1alpha3
+	// and v1beta1) converts along the whole path; every sample is written at its version.
 	{name: "cert-manager-0.16-to-1.7", via: []string{"v1.5.5", "v1.6.3"}, rel: release{
 		Project: "cert-manager", Old: "v0.16.1", New: "v1.7.3", Samples: []string{"samples/*.yaml"},
-		Controller: "cert-manager-certificates-issuing", Applier: "kustomize-controller", WriteMayFail: certManager016WriteMayFail,
+		Controller: "cert-manager-certificates-issuing", Applier: "kustomize-controller",
+	}, webhook: func(t *testing.T) *testenv.CertManagerWebhook {
+		return testenv.StartCertManagerWebhook(t, "v1.6.3", env.Kubeconfig)
+	}, refused: func(h *harness) []string {
+		return []string{
+			// cert-manager's round trip v1alpha2 -> v1 -> v1alpha2 of a Certificate with
+			// spec.organization adds an empty spec.subject; the preflight counts every
+			// round-trip difference as a loss.
+			"certificates.cert-manager.io " + h.namespaceFor("cert-manager/samples/resource_with_organization_v1alpha2.yaml") + "/ca-issuer: [spec.subject]",
+			// No CertificateRequest exists, yet the path's preflight cannot tell what is
+			// stored at v1alpha2, which hop 1 (v1.6.3) no longer serves.
+			"unknown: certificaterequests.cert-manager.io: v1alpha2 is in status.storedVersions but not served: objects stored at it cannot be read as stored, so neither backed up nor compared (serve it again to read them: see below)",
+		}
 	}},
 	{name: "external-secrets-0.15-to-0.17", via: []string{"v0.16.2"}, rel: release{
 		Project: "external-secrets", Old: "v0.15.1", New: "v0.17.0", Samples: []string{"samples/*.yaml"},
@@ -266,12 +290,30 @@ var pathChains = []struct {
 // releases between, and upgrade along it: applied and verified, every field and manager kept,
 // status.storedVersions the storage version alone (or, where the stand-in webhook cannot
 // convert what the project's own would, refused before any write, listing the objects).
+//
+// cert-manager runs with its own webhook (v1.6.3's, for every release: v0.16.1's CRDs are
+// given conversionReviewVersions [v1], which that webhook answers, in place of [v1beta1],
+// which v0.16.1's own webhook answered). Without --allow-data-loss the path is refused before
+// any write, listing exactly what is expected (a round trip that adds an empty spec.subject,
+// and v1alpha2 of the CertificateRequest CRD unserved at hop 1 with no object); with it the
+// path ends applied and verified (exit 0), every object holding at v1 what cert-manager's
+// webhook makes of what it held before, every manager kept; and the way back to v0.16.1
+// (refused without consent, listing spec.subject.organizations, which v1alpha2 holds as
+// spec.organization) ends with every object holding at v1alpha2 every field it held before.
 // CRDVER_PATH_TIMING=1 also takes the same cluster one release at a time by hand, for the
 // timing figure.
 func TestPathRealChains(t *testing.T) {
 	for _, ch := range pathChains {
 		t.Run(ch.name, func(t *testing.T) {
+			var hook *testenv.CertManagerWebhook
+			if ch.webhook != nil {
+				hook = ch.webhook(t)
+			}
 			h := newHarness(t, ch.rel)
+			if hook != nil {
+				h.useWebhook(hook.URL, hook.CABundle)
+				h.hookV1Only = true
+			}
 			names := h.setUp(nil)
 			before := h.snapshot()
 			newDir := h.releaseDir(ch.rel.New)
@@ -312,15 +354,51 @@ func TestPathRealChains(t *testing.T) {
 			if hops[len(hops)-1] != ch.rel.New {
 				t.Errorf("the path does not end at %s: %v", ch.rel.New, hops)
 			}
-			start := time.Now()
 			backup := filepath.Join(t.TempDir(), "backup.yaml")
-			u := h.crdver(append(append([]string{"upgrade"}, via...), "-f", newDir, "--yes", "--backup", backup, "-o", "json")...)
+			var consent []string
+			if ch.refused != nil {
+				// Without consent: refused before any write, listing exactly what is expected.
+				u := h.crdver(append(append([]string{"upgrade"}, via...), "-f", newDir, "--yes", "--backup", backup, "-o", "json")...)
+				var rep upgrade.PathReport
+				if err := json.Unmarshal([]byte(u.stdout), &rep); err != nil || u.code != 1 || rep.Outcome.Result != upgrade.ResultRefused {
+					t.Fatalf("upgrade --via without --allow-data-loss: exit %d (want 1, refused), %v\n%s", u.code, err, u.stderr)
+				}
+				var listed []string
+				for _, hr := range rep.Hops {
+					for _, d := range hr.Preflight.DataLoss {
+						listed = append(listed, fmt.Sprintf("%s %s/%s: %v", d.CRD, d.Namespace, d.Name, d.Fields))
+					}
+					for _, u := range hr.Preflight.Unknown {
+						listed = append(listed, "unknown: "+u)
+					}
+				}
+				if d := cmp.Diff(ch.refused(h), listed); d != "" {
+					t.Errorf("what the path's preflight refuses (-want +got):\n%s", d)
+				}
+				now := h.snapshot()
+				for o, b := range before {
+					if a := now[o]; a == nil || a.Stored != b.Stored {
+						t.Errorf("%s: written by a refused path", o)
+					}
+				}
+				t.Logf("without --allow-data-loss: exit %d: %s", u.code, firstLineOf(u.stderr))
+				consent = []string{"--allow-data-loss"}
+			}
+			start := time.Now()
+			u := h.crdver(append(append(append([]string{"upgrade"}, via...), consent...), "-f", newDir, "--yes", "--backup", backup, "-o", "json")...)
 			took := time.Since(start)
 			var rep upgrade.PathReport
 			if err := json.Unmarshal([]byte(u.stdout), &rep); err != nil {
 				t.Fatalf("upgrade --via: exit %d %v\n%s", u.code, err, u.stderr)
 			}
-			t.Logf("upgrade along the path: exit %d in %s: %s", u.code, took.Round(time.Millisecond), rep.Outcome.Message)
+			t.Logf("upgrade along the path: exit %d in %s, %d hop(s) run: %s", u.code, took.Round(time.Millisecond), len(rep.Hops), rep.Outcome.Message)
+			if ch.webhook != nil && (u.code != 0 || !rep.Outcome.Applied || !rep.Outcome.Verified) {
+				for _, hr := range rep.Hops {
+					pf, _ := json.Marshal(hr.Preflight)
+					t.Logf("hop %+v: preflight %s", hr.Hop, pf)
+				}
+				t.Fatalf("upgrade along the path with %s's own webhook: exit %d, outcome %+v\n%s", ch.rel.Project, u.code, rep.Outcome, u.stderr)
+			}
 			if u.code == 1 && rep.StoppedBefore > 0 && len(rep.Hops) == 0 {
 				// The harness's stand-in webhook (identity: apiVersion only) answers, but its
 				// conversion fails convert's checks where the project's own webhook converts:
@@ -360,6 +438,10 @@ func TestPathRealChains(t *testing.T) {
 				return
 			}
 			after := h.snapshot()
+			fields, byVersion := 0, map[string]int{}
+			defer func() {
+				t.Logf("after the path: %d objects (created at %v), %d fields compared", len(before), byVersion, fields)
+			}()
 			for o, b := range before {
 				a := after[o]
 				if a == nil {
@@ -370,7 +452,23 @@ func TestPathRealChains(t *testing.T) {
 				if av != storageVersion(h.liveCRD(o.CRD)) {
 					t.Errorf("%s: stored at %s after the path", o, a.StoredAPIVersion)
 				}
-				if lost := lostFields(b.Data[bv], a.Data[av], "apiVersion", "metadata"); len(lost) > 0 {
+				want := b.Data[bv]
+				if hook != nil {
+					// A project's own conversion moves fields between versions (cert-manager's
+					// v1alpha2 spec.organization is v1's spec.subject.organizations): what the
+					// object must hold now is what that webhook makes of it at av.
+					in := copyMap(want)
+					in["apiVersion"] = o.Group + "/" + bv
+					in["kind"] = o.Kind
+					conv, err := hook.Convert(o.Group+"/"+av, in)
+					if err != nil || len(conv) != 1 {
+						t.Fatalf("%s: converting what it was (%s) to %s through the webhook: %v", o, bv, av, err)
+					}
+					want = cleanObject(conv[0])
+				}
+				fields += len(leaves(want))
+				byVersion[o.Version]++
+				if lost := lostFields(want, a.Data[av], "apiVersion", "metadata"); len(lost) > 0 {
 					t.Errorf("%s: lost %v", o, lost)
 				}
 				if lost := lostManagers(b.Managers, a.Managers); len(lost) > 0 {
@@ -389,8 +487,65 @@ func TestPathRealChains(t *testing.T) {
 			// And back to the oldest release, as upgrade takes any release.
 			back := h.crdver("upgrade", "-f", h.releaseDir(ch.rel.Old), "--yes", "--backup", filepath.Join(t.TempDir(), "back.yaml"))
 			t.Logf("upgrade -f %s back: exit %d: %s", ch.rel.Old, back.code, firstLineOf(back.stderr))
+			if hook != nil {
+				// The way back without consent is refused: the preflight lists the Certificates
+				// that hold subject organizations as losing spec.subject.organizations at
+				// v1alpha2, which holds them as spec.organization (cert-manager's conversion);
+				// the check after the way back below finds nothing lost.
+				var brep upgrade.Report
+				b := h.crdver("upgrade", "-f", h.releaseDir(ch.rel.Old), "--yes", "--backup", filepath.Join(t.TempDir(), "back1.yaml"), "-o", "json")
+				if err := json.Unmarshal([]byte(b.stdout), &brep); err != nil || b.code != 1 {
+					t.Fatalf("upgrade -f %s back -o json: exit %d, %v\n%s", ch.rel.Old, b.code, err, b.stderr)
+				}
+				var listed []string
+				for _, d := range brep.Preflight.DataLoss {
+					listed = append(listed, fmt.Sprintf("%s %s/%s: %v", d.CRD, d.Namespace, d.Name, d.Fields))
+				}
+				slices.Sort(listed)
+				want := []string{
+					"certificates.cert-manager.io " + h.namespaceFor("cert-manager/samples/create_cr_v1alpha3_cert_with_ns1.yaml") + "/testcert-v1alpha3: [spec.subject.organizations]",
+					"certificates.cert-manager.io " + h.namespaceFor("cert-manager/samples/resource_with_organization_v1alpha2.yaml") + "/ca-issuer: [spec.subject.organizations]",
+				}
+				slices.Sort(want)
+				if d := cmp.Diff(want, listed); d != "" {
+					t.Errorf("what the way back's preflight lists as lost (-want +got):\n%s", d)
+				}
+			}
 			if back.code != 0 && back.code != 1 {
 				t.Errorf("upgrade -f %s back: exit %d\n%s", ch.rel.Old, back.code, back.stderr)
+			}
+			if hook != nil && back.code == 1 {
+				// With the project's own webhook the way back is taken too, with consent: the
+				// oldest release's storage again, and every object, read at the version it was
+				// stored at before, holding every field it held then.
+				var brep upgrade.PathReport
+				b2 := h.crdver("upgrade", "-f", h.releaseDir(ch.rel.Old), "--yes", "--backup", filepath.Join(t.TempDir(), "back2.yaml"), "--allow-data-loss", "-o", "json")
+				_ = json.Unmarshal([]byte(b2.stdout), &brep)
+				t.Logf("upgrade -f %s back --allow-data-loss: exit %d: %s", ch.rel.Old, b2.code, brep.Outcome.Message)
+				if b2.code != 0 {
+					t.Fatalf("upgrade -f %s back --allow-data-loss: exit %d\n%s", ch.rel.Old, b2.code, b2.stderr)
+				}
+				back := h.snapshot()
+				for o, b := range before {
+					bv := versionOf(b.StoredAPIVersion)
+					a := back[o]
+					if a == nil || versionOf(a.StoredAPIVersion) != bv {
+						t.Errorf("%s: not stored at %s after the way back", o, bv)
+						continue
+					}
+					if lost := lostFields(b.Data[bv], a.Data[bv], "apiVersion", "metadata"); len(lost) > 0 {
+						t.Errorf("%s: lost %v on the way there and back", o, lost)
+					}
+					if lost := lostManagers(b.Managers, a.Managers); len(lost) > 0 {
+						t.Errorf("%s: lost managers %v on the way there and back", o, lost)
+					}
+				}
+				for _, n := range names {
+					crd := h.liveCRD(n)
+					if want := storageVersion(crd); !slices.Equal(crd.Status.StoredVersions, []string{want}) {
+						t.Errorf("%s after the way back: storedVersions %v, storage %s", n, crd.Status.StoredVersions, want)
+					}
+				}
 			}
 			if os.Getenv("CRDVER_PATH_TIMING") == "" {
 				return
@@ -400,7 +555,7 @@ func TestPathRealChains(t *testing.T) {
 			h.setUp(nil)
 			start = time.Now()
 			for _, v := range append(append([]string{}, ch.via...), ch.rel.New) {
-				if r := h.crdver("upgrade", "-f", h.releaseDir(v), "--yes", "--backup", filepath.Join(t.TempDir(), v+".yaml")); r.code != 0 {
+				if r := h.crdver(append([]string{"upgrade", "-f", h.releaseDir(v), "--yes", "--backup", filepath.Join(t.TempDir(), v+".yaml")}, consent...)...); r.code != 0 {
 					t.Logf("upgrade -f %s: exit %d: %s", v, r.code, firstLineOf(r.stderr))
 				}
 			}

@@ -26,6 +26,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib/lock.sh
+source "$here/lib/lock.sh"
 etcd_version=$(awk '$1=="require" && $2=="go.etcd.io/etcd/server/v3" {print $3}' "$here/tools/etcd/go.mod")
 root=${CRDVER_TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-crdver/testbin}
 
@@ -51,11 +53,7 @@ kube_version=$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' "$here/
 if [[ "${1:-}" == "agnhost" && "$kube_module" == kube ]]; then
   # Not a control-plane binary: its own folder, built whether or not KUBEBUILDER_ASSETS is set.
   adir=$root/agnhost-${kube_version}
-  mkdir -p "$adir"
-  if command -v flock >/dev/null 2>&1; then
-    exec 9>>"$adir/.lock"
-    flock 9
-  fi
+  lock_folder "$adir"
   if [[ ! -x "$adir/agnhost" ]]; then
     echo "building agnhost (crd-conversion-webhook) $kube_version from the Go module proxy into $adir (first run only)" >&2
     (cd "$here/tools/kube" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$adir/agnhost.tmp.$$" ./agnhost)
@@ -78,13 +76,8 @@ if [[ "${1:-}" == "--dir" ]]; then
   echo "$dir"
   exit 0
 fi
-mkdir -p "$dir"
-
 # Several test runs (or developers' shells) may ask at once: one builds, the others wait for it.
-if command -v flock >/dev/null 2>&1; then
-  exec 9>>"$dir/.lock"
-  flock 9
-fi
+lock_folder "$dir"
 
 wanted=("$@")
 [[ ${#wanted[@]} -gt 0 ]] || wanted=(kube-apiserver etcd)
