@@ -58,10 +58,43 @@ func TestMain(m *testing.M) {
 	env = e
 	code := m.Run()
 	e.Stop()
+	older.stop()
 	if pluginDir != "" {
 		os.RemoveAll(pluginDir) // the kubectl-crdver binary the runbook tests built
 	}
 	os.Exit(code)
+}
+
+// sharedServer is an API server started by the first test that asks for it and shared by
+// the tests that need it (each deletes its CRDs), stopped by TestMain.
+type sharedServer struct {
+	once sync.Once
+	env  *testenv.Env
+	err  error
+}
+
+// older is kube-apiserver 1.34 (olderServer).
+var older sharedServer
+
+// olderServer is the package's kube-apiserver 1.34, started once (the test is skipped when it
+// is not built, as testenv.StartBuiltMinor skips).
+func olderServer(t *testing.T) *testenv.Env {
+	t.Helper()
+	older.once.Do(func() { older.env, older.err = testenv.StartBuiltMinorShared("1.34") })
+	var nb *testenv.NotBuiltError
+	if errors.As(older.err, &nb) {
+		t.Skip(nb.Error())
+	}
+	if older.err != nil {
+		t.Fatal(older.err)
+	}
+	return older.env
+}
+
+func (s *sharedServer) stop() {
+	if s.env != nil {
+		s.env.Stop()
+	}
 }
 
 // Field managers of the sample objects, as real clusters have them.
@@ -154,9 +187,11 @@ func newHarness(t *testing.T, rel release) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel)
+	// HOME and XDG_CACHE_HOME are h.home for kubectl and the built plugin (runStep, kubectl)
+	// and, for the length of each in-process run, for the plugin's root command (crdver):
+	// not for the whole test process, so that tests of different projects can run at once
+	// (runByProject).
 	h := &harness{t: t, ctx: ctx, rel: rel, home: t.TempDir(), crds: map[string]bool{}, fixed: map[*tracked]bool{}}
-	t.Setenv("HOME", h.home)
-	t.Setenv("XDG_CACHE_HOME", filepath.Join(h.home, ".cache"))
 	var err error
 	if h.dyn, err = dynamic.NewForConfig(env.Config); err != nil {
 		t.Fatal(err)
@@ -286,9 +321,19 @@ type crdverResult struct {
 	code           int
 }
 
-// crdver runs the plugin's root command in-process, as cmd/kubectl-crdver does.
+// inProcess serialises the in-process runs of the plugin's root command: each runs with HOME
+// and XDG_CACHE_HOME pointed at its harness's home (the plugin's caches and checkpoints), which
+// are process-wide.
+var inProcess sync.Mutex
+
+// crdver runs the plugin's root command in-process, as cmd/kubectl-crdver does, with HOME and
+// XDG_CACHE_HOME set to h.home while it runs.
 func (h *harness) crdver(args ...string) crdverResult {
 	h.t.Helper()
+	inProcess.Lock()
+	defer inProcess.Unlock()
+	defer setEnv("HOME", h.home)()
+	defer setEnv("XDG_CACHE_HOME", filepath.Join(h.home, ".cache"))()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 	root := plugin.NewRootCmd(streams)
 	root.SetArgs(append(args, "--kubeconfig", env.Kubeconfig))
@@ -297,6 +342,19 @@ func (h *harness) crdver(args ...string) crdverResult {
 		errOut.WriteString(plugin.ErrorLine(err) + "\n")
 	}
 	return crdverResult{stdout: out.String(), stderr: errOut.String(), code: plugin.ExitCode(err)}
+}
+
+// setEnv sets a variable of the process and returns what puts it back.
+func setEnv(key, value string) (restore func()) {
+	prev, had := os.LookupEnv(key)
+	_ = os.Setenv(key, value)
+	return func() {
+		if had {
+			_ = os.Setenv(key, prev)
+		} else {
+			_ = os.Unsetenv(key)
+		}
+	}
 }
 
 // applyCRDFile applies one CRD file with `kubectl apply --server-side` (extra flags appended)
@@ -314,14 +372,39 @@ func (h *harness) applyCRDFile(file string, extra ...string) kubectlResult {
 	return r
 }
 
+// installCRDFile is the set-up's `kubectl apply --server-side -f file`: the same request
+// (the file's object as a server-side apply by the field manager kubectl, not forced) sent
+// with the client, without starting kubectl; it waits until the CRD is established. The
+// applies whose outcome a test checks go through applyCRDFile (the real kubectl).
+func (h *harness) installCRDFile(file string) error {
+	h.t.Helper()
+	name := crdName(h.t, file)
+	h.crds[name] = true
+	b, err := os.ReadFile(file)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	body, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		h.t.Fatalf("%s: %v", file, err)
+	}
+	if _, err := h.ext.ApiextensionsV1().CustomResourceDefinitions().Patch(h.ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: managerCRDs}); err != nil {
+		return err
+	}
+	if _, err := env.WaitEstablished(h.ctx, name); err != nil {
+		h.t.Fatalf("%s: %v", name, err)
+	}
+	return nil
+}
+
 // installOld applies the old release and fails the test if any CRD is refused.
 func (h *harness) installOld() string {
 	h.t.Helper()
 	dir := h.releaseDir(h.rel.Old)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	for _, f := range files {
-		if r := h.applyCRDFile(f); r.err != nil {
-			h.t.Fatalf("applying %s of %s %s: %v\n%s%s", filepath.Base(f), h.rel.Project, h.rel.Old, r.err, r.stdout, r.stderr)
+		if err := h.installCRDFile(f); err != nil {
+			h.t.Fatalf("applying %s of %s %s: %v", filepath.Base(f), h.rel.Project, h.rel.Old, err)
 		}
 	}
 	return dir
@@ -873,4 +956,45 @@ func (h *harness) storageVersions() map[string]string {
 		out[name] = storageVersion(h.liveCRD(name))
 	}
 	return out
+}
+
+// parallelReleases is how many release tests of different projects runByProject runs at once:
+// CRDVER_E2E_PARALLEL, else 2. Most of a release test's time is spent waiting on the API
+// server and on the plugin's processes, so two at once use the CPU that one leaves idle.
+func parallelReleases() int {
+	if n, err := strconv.Atoi(os.Getenv("CRDVER_E2E_PARALLEL")); err == nil && n > 0 {
+		return n
+	}
+	return 2
+}
+
+// runByProject runs fn as the subtest t.Run(name(c)) for each case, in order per project: the
+// cases of one project run one after the other (they apply the same CRD names, and each
+// deletes its CRDs as it ends), cases of different projects run at once, at most
+// parallelReleases() of them. The subtests keep their names (-run selects them as before).
+func runByProject[C any](t *testing.T, cases []C, project, name func(C) string, fn func(*testing.T, C)) {
+	t.Helper()
+	var order []string
+	byProject := map[string][]C{}
+	for _, c := range cases {
+		p := project(c)
+		if _, ok := byProject[p]; !ok {
+			order = append(order, p)
+		}
+		byProject[p] = append(byProject[p], c)
+	}
+	slots := make(chan struct{}, parallelReleases())
+	var wg sync.WaitGroup
+	for _, p := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, c := range byProject[p] {
+				slots <- struct{}{}
+				t.Run(name(c), func(t *testing.T) { fn(t, c) })
+				<-slots
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -42,13 +42,14 @@ import (
 // The steps that fail today on some releases are listed in knownGaps (issue 20 is open for
 // them): such a step and those after it are skipped, with the cause, and the skip shows in
 // the test's output. CRDVER_E2E_KNOWN_GAPS=run runs them anyway, to see whether one is fixed.
+//
+// The releases of different projects run at once (runByProject); CRDVER_E2E_PARALLEL=1 runs
+// them one at a time.
 func TestReleaseMatrix(t *testing.T) {
-	for _, rc := range releaseCases {
-		t.Run(rc.name, func(t *testing.T) {
-			t.Run("upgrade", func(t *testing.T) { testMatrixUpgrade(t, rc) })
-			t.Run("runbook", func(t *testing.T) { testRunbook(t, rc) })
-		})
-	}
+	runByProject(t, releaseCases, releaseCase.project, releaseCase.caseName, func(t *testing.T, rc releaseCase) {
+		t.Run("upgrade", func(t *testing.T) { testMatrixUpgrade(t, rc) })
+		t.Run("runbook", func(t *testing.T) { testRunbook(t, rc) })
+	})
 }
 
 // previous is the release the cluster runs before the upgrade (the last Via, else Old).

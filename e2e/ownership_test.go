@@ -61,6 +61,7 @@ func newTypechangeCluster(t *testing.T, e *testenv.Env) *typechangeCluster {
 	if _, err := e.CreateCRD(ctx, live); err != nil {
 		t.Fatal(err)
 	}
+	deleteAtEnd(t, e, live.Name)
 	c := &typechangeCluster{e: e, name: live.Name, newFile: filepath.Join(dir, "new.yaml"), dyn: dynamic.NewForConfigOrDie(e.Config), home: t.TempDir()}
 	t.Setenv("HOME", c.home)
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(c.home, ".cache"))
@@ -83,6 +84,16 @@ func newTypechangeCluster(t *testing.T, e *testenv.Env) *typechangeCluster {
 		c.names = append(c.names, u.GetName())
 	}
 	return c
+}
+
+// deleteAtEnd deletes the CRD (and so its objects) when the test ends, and waits until it is
+// gone: the server is shared (olderServer), and the next test creates the same CRD.
+func deleteAtEnd(t *testing.T, e *testenv.Env, name string) {
+	t.Cleanup(func() {
+		if err := e.DeleteCRD(context.Background(), name); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting %s: %v", name, err)
+		}
+	})
 }
 
 func (c *typechangeCluster) ri(v string) dynamic.ResourceInterface {
@@ -167,7 +178,7 @@ func (c *typechangeCluster) applyNew(t *testing.T) {
 // Neither refused run writes: every object's resourceVersion and managers, the CRD, and no
 // backup file.
 func TestUpgradeOwnershipOnOlderServer(t *testing.T) {
-	older := testenv.StartBuiltMinor(t, "1.34")
+	older := olderServer(t)
 	c := newTypechangeCluster(t, older)
 	c.applyNew(t)
 	ctx := context.Background()
@@ -261,7 +272,7 @@ func TestUpgradeOwnershipOnOlderServer(t *testing.T) {
 // rewrite moves the v1alpha1 entry to v2 (a write the API server could not otherwise convert
 // for that entry, which 1.34 would drop), and every entry ends at v2.
 func TestUpgradeMovesEntriesOfARemovedVersion(t *testing.T) {
-	older := testenv.StartBuiltMinor(t, "1.34")
+	older := olderServer(t)
 	ctx := context.Background()
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -282,6 +293,7 @@ func TestUpgradeMovesEntriesOfARemovedVersion(t *testing.T) {
 	if _, err := older.CreateCRD(ctx, live); err != nil {
 		t.Fatal(err)
 	}
+	deleteAtEnd(t, older, live.Name)
 	c := &typechangeCluster{e: older, name: live.Name, newFile: filepath.Join(dir, "new.yaml"), dyn: dynamic.NewForConfigOrDie(older.Config), home: t.TempDir()}
 	t.Setenv("HOME", c.home)
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(c.home, ".cache"))

@@ -148,8 +148,8 @@ func (h *harness) setUp(via []string) []string {
 		dir := h.releaseDir(v)
 		vf, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		for _, f := range vf {
-			if r := h.applyCRDFile(f); r.err != nil {
-				h.t.Fatalf("applying %s of %s %s: %v\n%s", filepath.Base(f), h.rel.Project, v, r.err, r.stderr)
+			if err := h.installCRDFile(f); err != nil {
+				h.t.Fatalf("applying %s of %s %s: %v", filepath.Base(f), h.rel.Project, v, err)
 			}
 		}
 	}
@@ -164,11 +164,17 @@ func (h *harness) setUp(via []string) []string {
 // and re-create verdicts, and the managedFields table (versions, managers, object counts; a
 // removed version breaks server-side apply and a plain update wipes managedFields; an unserved
 // version answers 404).
+//
+// The releases of different projects run at once (runByProject).
 func TestPlanPredictsRelease(t *testing.T) {
-	for _, rc := range releaseCases {
-		t.Run(rc.name, func(t *testing.T) { testPlanPredicts(t, rc) })
-	}
+	runByProject(t, releaseCases, releaseCase.project, releaseCase.caseName, testPlanPredicts)
 }
+
+// project is the testdata/releases folder of the case (cases of one project share CRD names).
+func (rc releaseCase) project() string { return rc.rel.Project }
+
+// caseName is the subtest's name.
+func (rc releaseCase) caseName() string { return rc.name }
 
 func testPlanPredicts(t *testing.T, rc releaseCase) {
 	h := newHarness(t, rc.rel)

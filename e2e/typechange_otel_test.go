@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
-	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/upgrade"
@@ -349,7 +348,7 @@ func TestOpenTelemetryTypeChange(t *testing.T) {
 //   - after the fix-values step (and the person's fix of the two it leaves to one),
 //     server-side apply works on every object.
 func TestOpenTelemetryOwnershipOnOlderServer(t *testing.T) {
-	older := testenv.StartBuiltMinor(t, "1.34")
+	older := olderServer(t)
 	current := env
 	env = older
 	t.Cleanup(func() { env = current })

@@ -116,6 +116,8 @@ func TestFrontAnswersAsTheEngine(t *testing.T) {
 			name = name[:80]
 		}
 		t.Run(name, func(t *testing.T) {
+			// The vectors are independent runs of the two executables: two at a time.
+			t.Parallel()
 			if got := light(append([]string{"kubectl-crdver"}, tc.args...)) != nil; got != tc.light {
 				t.Errorf("answered by kubectl-crdver itself: %v, want %v", got, tc.light)
 			}
@@ -130,6 +132,12 @@ func TestFrontAnswersAsTheEngine(t *testing.T) {
 		})
 	}
 	// A write that fails (a full disk): the same error line and exit code 3.
+	t.Run("write to a full disk", func(t *testing.T) { t.Parallel(); frontFailedWrite(t) })
+}
+
+// frontFailedWrite: a write that fails (a full disk) gives the same error line and exit code 3
+// from both executables.
+func frontFailedWrite(t *testing.T) {
 	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 	if err != nil {
 		t.Logf("no /dev/full (%v): the failed-write case is not checked", err)

@@ -125,8 +125,13 @@ func TestPreviewSignalsOnTerminal(t *testing.T) {
 				_ = cmd.Process.Kill()
 				t.Fatalf("still running 5 s after %v", sig)
 			}
-			time.Sleep(100 * time.Millisecond)
-			if out := screen.String(); !regexp.MustCompile(`error: interrupted after \d+ objects: the output is incomplete`).MatchString(out) || !strings.Contains(out, "\r") {
+			// The last line reaches the screen buffer through the pseudo-terminal a moment after
+			// the exit (later on a loaded machine): wait for it, up to 5 s.
+			interrupted := regexp.MustCompile(`error: interrupted after \d+ objects: the output is incomplete`)
+			for end := time.Now().Add(5 * time.Second); !interrupted.MatchString(screen.String()) && time.Now().Before(end); {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if out := screen.String(); !interrupted.MatchString(out) || !strings.Contains(out, "\r") {
 				t.Errorf("terminal output:\n%q", out[max(0, len(out)-600):])
 			}
 		})
@@ -148,7 +153,7 @@ func TestInterruptBlockedStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = io.WriteString(stdin, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n")
-	time.Sleep(300 * time.Millisecond) // let it block on the read
+	waitBlocked(cmd.Process.Pid) // let it block on the read
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -163,6 +168,41 @@ func TestInterruptBlockedStdin(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatal("still running 5 s after SIGINT")
+	}
+}
+
+// waitBlocked waits until the process pid runs crdver-engine (kubectl-crdver executes it) and
+// has used no CPU for 300 ms (blocked: its set-up, signal handlers included, is done), at most
+// 20 s; without /proc it waits 300 ms. A fixed 300 ms was too short on a loaded machine: the
+// signal came before the engine's handler and killed it.
+func waitBlocked(pid int) {
+	stat := fmt.Sprintf("/proc/%d/stat", pid)
+	if _, err := os.Stat(stat); err != nil {
+		time.Sleep(300 * time.Millisecond)
+		return
+	}
+	cpu := func() string {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return ""
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 13 {
+			return ""
+		}
+		return f[11] + "/" + f[12] // utime/stime, after ") state"
+	}
+	last, still := "", 0
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end) && still < 3; {
+		time.Sleep(100 * time.Millisecond)
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		now := cpu()
+		if filepath.Base(exe) == "crdver-engine" && now != "" && now == last {
+			still++
+		} else {
+			still = 0
+		}
+		last = now
 	}
 }
 

@@ -42,8 +42,11 @@ func TestKillAnywhereThenRunAgain(t *testing.T) {
 	for _, d := range []time.Duration{150 * time.Millisecond, 400 * time.Millisecond, 650 * time.Millisecond} {
 		points = append(points, point{"at " + d.String(), func(_ string, since time.Duration) bool { return since >= d }})
 	}
+	// The points run two at a time: each has a group and a user cache folder of its own, and
+	// most of a run's time is spent waiting on the API server.
 	for i, p := range points {
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
 			group := fmt.Sprintf("kill%d.example.com", i)
 			c := setup(t, envB, group, "k", 60)
 			next := newRelease(t, group)

@@ -23,6 +23,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -121,9 +122,17 @@ type cluster struct {
 
 // setup installs the old release on env and creates n objects named prefix-<i> at v1alpha1,
 // each created by "kubectl-create" (Update) and labelled by "gitops" (Apply).
+//
+// Each test has a group of its own, and the servers go when the package's tests end: the CRD
+// is left in place (deleting it and waiting took seconds per test: the server deletes every
+// object first). A CRD of the group still there from an earlier run in this process
+// (go test -count=N) is deleted first.
 func setup(t *testing.T, env *testenv.Env, group, prefix string, n int) *cluster {
 	t.Helper()
 	ctx := context.Background()
+	if err := env.DeleteCRD(ctx, "gadgets."+group); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("deleting gadgets.%s of an earlier run: %v", group, err)
+	}
 	old := gadgetCRD(group,
 		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1alpha1", Served: true, Storage: true, Schema: gadgetSchema(true)},
 		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Schema: gadgetSchema(false)})
@@ -153,7 +162,6 @@ func setup(t *testing.T, env *testenv.Env, group, prefix string, n int) *cluster
 		}
 		c.objects = append(c.objects, name)
 	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), "gadgets."+group) })
 	return c
 }
 

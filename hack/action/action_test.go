@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -71,10 +72,39 @@ func (r *repo) commit(msg string, dirs map[string]string) string {
 	return r.git("rev-parse", "HEAD")
 }
 
-// buildPlugin builds kubectl-crdver and crdver-engine, beside it, from this checkout.
+// releaseTag is the version stamped into the plugin the tests build (the install step's
+// archive is named by it).
+const releaseTag = "v0.9.9"
+
+// built is the plugin the package's tests share: built once (linking both executables takes
+// seconds each on 2 cores), removed by TestMain.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// buildPlugin builds kubectl-crdver and crdver-engine, beside it, from this checkout, once for
+// the package (releaseTag stamped as the version), and returns kubectl-crdver's path.
 func buildPlugin(t *testing.T) string {
 	t.Helper()
-	return testenv.MustBuildPlugin(t, t.TempDir(), testenv.BuildOptions{})
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "crdver-action-bin-"); built.err == nil {
+			built.bin, built.err = testenv.BuildPlugin(built.dir, testenv.BuildOptions{Version: releaseTag})
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
 }
 
 type runResult struct {
@@ -262,13 +292,16 @@ func TestActionInstallsBothExecutables(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &a); err != nil || len(a.Runs.Steps) == 0 {
 		t.Fatalf("action.yml: %v", err)
 	}
-	const tag = "v0.9.9"
+	const tag = releaseTag
 	runnerOS, runnerArch := map[string]string{"linux": "Linux", "darwin": "macOS"}[runtime.GOOS], map[string]string{"amd64": "X64", "arm64": "ARM64"}[runtime.GOARCH]
 	if runnerArch == "" {
 		t.Skipf("no release for %s", runtime.GOARCH)
 	}
 	served := t.TempDir()
-	bin := testenv.MustBuildPlugin(t, t.TempDir(), testenv.BuildOptions{Version: tag, Release: true})
+	// The package's build, packed as goreleaser names the archive: what the install step
+	// does with it does not depend on the release's build flags (-trimpath, CGO_ENABLED=0,
+	// which would compile every package again on a machine with an empty build cache).
+	bin := buildPlugin(t)
 	archive := "kubectl-crdver_" + tag + "_" + runtime.GOOS + "_" + runtime.GOARCH + ".tar.gz"
 	pack := exec.Command("tar", "-czf", filepath.Join(served, archive), "-C", filepath.Dir(bin), testenv.PluginFront, testenv.PluginEngine)
 	if out, err := pack.CombinedOutput(); err != nil {

@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
-
-	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
 // TestActionChecksManifests runs action.yml's manifests step (kubectl crdver convert --check)
@@ -53,7 +51,7 @@ func TestActionChecksManifests(t *testing.T) {
 	if !strings.Contains(step.If, "inputs.manifests != ''") || !strings.Contains(step.Run, "--check -o markdown") {
 		t.Errorf("the manifests step: if %q, run:\n%s", step.If, step.Run)
 	}
-	bin := testenv.MustBuildPlugin(t, t.TempDir(), testenv.BuildOptions{})
+	bin := buildPlugin(t)
 	crd, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "releases", "gateway-api", "v1.0.0", "gateway.networking.k8s.io_httproutes.yaml"))
 	manifests := t.TempDir()
 	orig, err := os.ReadFile(filepath.Join("..", "..", "testdata", "manifests", "gateway-api", "http-routing.yaml"))

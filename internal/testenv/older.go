@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,13 +18,37 @@ import (
 // the user's cache folder.
 func StartBuiltMinor(t testing.TB, minor string) *Env {
 	t.Helper()
+	e, err := StartBuiltMinorShared(minor)
+	var nb *NotBuiltError
+	if errors.As(err, &nb) {
+		t.Skip(nb.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	return e
+}
+
+// NotBuiltError is an older minor's kube-apiserver that hack/build-test-binaries.sh has not
+// built: a test that needs it skips.
+type NotBuiltError struct{ Minor string }
+
+func (e *NotBuiltError) Error() string {
+	return fmt.Sprintf("kube-apiserver %s is not built (hack/build-test-binaries.sh --kube %s)", e.Minor, e.Minor)
+}
+
+// StartBuiltMinorShared is StartBuiltMinor for a server that several tests share (started
+// once, from TestMain or a sync.Once, and stopped by its caller): a *NotBuiltError when the
+// binaries are not built (the tests skip), nothing built here.
+func StartBuiltMinorShared(minor string) (*Env, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		assets = os.Getenv("CRDVER_TEST_ASSETS")
 	}
 	root, err := RepoRoot()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cache, _ := os.UserCacheDir() // no pinned folder: the script's default cache
 	if assets != "" {
@@ -32,7 +58,7 @@ func StartBuiltMinor(t testing.TB, minor string) *Env {
 	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache)
 	out, err := cmd.Output()
 	if _, serr := os.Stat(filepath.Join(strings.TrimSpace(string(out)), "kube-apiserver")); err != nil || serr != nil {
-		t.Skipf("kube-apiserver %s is not built (hack/build-test-binaries.sh --kube %s)", minor, minor)
+		return nil, &NotBuiltError{Minor: minor}
 	}
 	xdg, had := os.LookupEnv("XDG_CACHE_HOME")
 	_ = os.Setenv("XDG_CACHE_HOME", cache) // Start finds the built folder (and builds nothing)
@@ -42,9 +68,5 @@ func StartBuiltMinor(t testing.TB, minor string) *Env {
 	} else {
 		_ = os.Unsetenv("XDG_CACHE_HOME")
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Stop)
-	return e
+	return e, err
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -277,17 +278,13 @@ func (h *harness) compareCRD(file *apiextensionsv1.CustomResourceDefinition, sou
 		return
 	}
 	start := time.Now()
+	h.awaitGone(crd.Name)
 	live, err := h.env.CreateCRD(h.ctx, crd.DeepCopy())
 	h.timed("install", start)
 	if err != nil {
 		t.Fatalf("%s: the server allowed a dry-run create but not the create: %v", crd.Name, err)
 	}
-	defer func() {
-		defer h.timed("delete", time.Now())
-		if err := h.env.DeleteCRD(context.Background(), crd.Name); err != nil {
-			t.Errorf("deleting %s: %v", crd.Name, err)
-		}
-	}()
+	defer h.deleteLater(crd.Name)
 	if source == "corpus" {
 		// (c) for an update: the same CRD applied again over the installed one.
 		h.compareUpdate(live, crd, source, crd.Name+" (update, unchanged)")
@@ -307,16 +304,32 @@ func (h *harness) compareRuleAdded(crd *apiextensionsv1.CustomResourceDefinition
 			stripRules(s.OpenAPIV3Schema)
 		}
 	}
+	h.awaitGone(crd.Name)
 	live, err := h.env.CreateCRD(h.ctx, base)
 	if err != nil {
 		t.Fatalf("%s without its rules: %v", crd.Name, err)
 	}
-	defer func() {
-		if err := h.env.DeleteCRD(context.Background(), crd.Name); err != nil {
-			t.Errorf("deleting %s: %v", crd.Name, err)
-		}
-	}()
+	defer h.deleteLater(crd.Name)
 	h.compareUpdate(live, crd, "probes", crd.Name+" (update adding the rule)")
+}
+
+// deleteLater deletes an installed CRD without waiting until the server has removed it (its
+// objects first): the next CRD compared has another name, and one of the same name waits in
+// awaitGone.
+func (h *harness) deleteLater(name string) {
+	defer h.timed("delete", time.Now())
+	if err := h.srv.crds.ApiextensionsV1().CustomResourceDefinitions().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		h.t.Errorf("deleting %s: %v", name, err)
+	}
+}
+
+// awaitGone waits until a CRD of that name deleted earlier (deleteLater) is gone; there is
+// none, mostly.
+func (h *harness) awaitGone(name string) {
+	defer h.timed("delete", time.Now())
+	if err := h.env.DeleteCRD(h.ctx, name); err != nil && !apierrors.IsNotFound(err) {
+		h.t.Fatalf("%s is still there from the last comparison: %v", name, err)
+	}
 }
 
 func stripRules(s *apiextensionsv1.JSONSchemaProps) {
