@@ -241,6 +241,7 @@ func (r *runner) finish() *Report {
 	r.report.Checks = r.tally.checks()
 	r.report.Findings = append(r.report.Findings, r.tally.findings...)
 	r.report.Added = append(r.report.Added, r.tally.added...)
+	r.report.AddedObjects = r.tally.addedObjects
 	r.report.Latency = latencySummary(r.tally.latencies)
 	return r.report
 }

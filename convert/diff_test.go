@@ -105,3 +105,28 @@ func TestDiffLossRule(t *testing.T) {
 		})
 	}
 }
+
+// TestRoundTripTally: a round trip that only adds or normalises passes the round-trip check
+// and is listed in added (bounded by maxAdded, every object counted); a loss fails it.
+func TestRoundTripTally(t *testing.T) {
+	tl := newTally()
+	tl.maxAdded = 2
+	orig := map[string]any{"spec": map[string]any{"timeout": "5m", "keep": "x"}}
+	back := map[string]any{"spec": map[string]any{"timeout": "5m0s", "keep": "x"}, "status": map[string]any{}}
+	lossy := map[string]any{"spec": map[string]any{"timeout": "5m0s"}, "status": map[string]any{}}
+	for _, o := range []string{"a", "b"} {
+		if n := tl.roundTrip(o, "v1 -> v2 -> v1", Diff(orig, back)); n != 0 {
+			t.Errorf("%s: %d losses, want 0", o, n)
+		}
+	}
+	if n := tl.roundTrip("c", "v1 -> v2 -> v1", Diff(orig, lossy)); n != 1 {
+		t.Errorf("c: %d losses, want 1 (.spec.keep)", n)
+	}
+	c := tl.count(CheckRoundTrip)
+	if c.Passed != 2 || c.Failed != 1 || len(tl.findings) != 1 || tl.findings[0].Path != ".spec.keep" {
+		t.Errorf("round-trip passed %d failed %d, findings %+v; want 2, 1 and .spec.keep", c.Passed, c.Failed, tl.findings)
+	}
+	if tl.addedObjects != 3 || len(tl.added) != 2 {
+		t.Errorf("added objects %d, changes kept %d; want 3 and 2 (maxAdded)", tl.addedObjects, len(tl.added))
+	}
+}

@@ -96,8 +96,11 @@ type Report struct {
 	Findings []Finding    `json:"findings"`
 	// Added lists what the round trip added or normalised (Diff's DiffAdded and
 	// DiffNormalised): reported, never a loss, never a failed check.
-	Added   []Change `json:"added,omitempty"`
-	Latency Latency  `json:"latency"`
+	Added []Change `json:"added,omitempty"`
+	// AddedObjects is the number of objects whose round trip added or normalised something
+	// (all of them, when Options.MaxAdded bounds Added).
+	AddedObjects int     `json:"addedObjects,omitempty"`
+	Latency      Latency `json:"latency"`
 
 	// Unreachable is set when the webhook could not be reached (connection or TLS error): the
 	// run stopped early.
@@ -202,10 +205,13 @@ func (r *Report) Warnings() int {
 
 // tally collects check counts and findings while a run goes.
 type tally struct {
-	counts    map[string]*CheckCount
-	findings  []Finding
-	added     []Change
-	latencies []time.Duration
+	counts   map[string]*CheckCount
+	findings []Finding
+	added    []Change
+	// addedObjects counts the objects with something added or normalised; maxAdded bounds
+	// added (0: no bound).
+	addedObjects, maxAdded int
+	latencies              []time.Duration
 }
 
 func newTally() *tally { return &tally{counts: map[string]*CheckCount{}} }
@@ -238,19 +244,31 @@ func (t *tally) fail(f Finding) {
 // (round-trip), each addition or normalisation a Change; the check passes when nothing is
 // lost. It returns the number of losses.
 func (t *tally) roundTrip(object, dir string, diffs []Difference) int {
-	lost := 0
+	lost, added := 0, false
 	for _, d := range diffs {
 		if !d.Loss() {
-			t.added = append(t.added, Change{Object: object, Direction: dir, Path: d.Path, Kind: d.Kind, Detail: d.Detail})
+			added = true
+			t.addChanges(Change{Object: object, Direction: dir, Path: d.Path, Kind: d.Kind, Detail: d.Detail})
 			continue
 		}
 		lost++
 		t.fail(Finding{Object: object, Direction: dir, Check: CheckRoundTrip, Path: d.Path, Detail: d.Detail})
 	}
+	if added {
+		t.addedObjects++
+	}
 	if lost == 0 {
 		t.pass(CheckRoundTrip)
 	}
 	return lost
+}
+
+// addChanges keeps cs, up to maxAdded changes in all.
+func (t *tally) addChanges(cs ...Change) {
+	if t.maxAdded > 0 && len(t.added)+len(cs) > t.maxAdded {
+		cs = cs[:max(t.maxAdded-len(t.added), 0)]
+	}
+	t.added = append(t.added, cs...)
 }
 
 // merge adds o's counts, findings and latencies to t.
@@ -264,7 +282,8 @@ func (t *tally) merge(o *tally) {
 		}
 	}
 	t.findings = append(t.findings, o.findings...)
-	t.added = append(t.added, o.added...)
+	t.addChanges(o.added...)
+	t.addedObjects += o.addedObjects
 	t.latencies = append(t.latencies, o.latencies...)
 }
 

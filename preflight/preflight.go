@@ -817,8 +817,9 @@ func (e *evaluation) lost(ns, name, heldAt string, fields []string) {
 }
 
 // added records an object whose conversion adds or normalises (changes, from
-// convert.Change or convert.Difference, by Kind and Path): reported, not a loss.
-func (e *evaluation) added(ns, name, heldAt string, kinds, paths []string) {
+// convert.Change or convert.Difference, by Kind and Path): reported, not a loss. count
+// counts it in AddedCount (a webhook's round trips are counted by convert).
+func (e *evaluation) added(ns, name, heldAt string, kinds, paths []string, count bool) {
 	a := Addition{Namespace: ns, Name: name, HeldAt: heldAt}
 	for i, p := range paths {
 		if kinds[i] == convert.DiffNormalised {
@@ -829,7 +830,9 @@ func (e *evaluation) added(ns, name, heldAt string, kinds, paths []string) {
 			a.Added = append(a.Added, p)
 		}
 	}
-	e.r.AddedCount++
+	if count {
+		e.r.AddedCount++
+	}
 	if len(e.r.Added) < e.o.MaxListed {
 		e.r.Added = append(e.r.Added, a)
 	}
@@ -859,7 +862,7 @@ func (e *evaluation) noneLosses(h string) error {
 				e.lost(u.GetNamespace(), u.GetName(), h, lost)
 			}
 			if len(added) > 0 {
-				e.added(u.GetNamespace(), u.GetName(), h, kinds, added)
+				e.added(u.GetNamespace(), u.GetName(), h, kinds, added, true)
 			}
 		}
 		return nil
@@ -898,7 +901,8 @@ func (e *evaluation) webhookLosses(h string) error {
 		return nil
 	}
 	src := &progressSource{src: convert.NewClusterSource(e.dyn, e.crd, h, convert.Selection{AllNamespaces: true, PageSize: e.o.ChunkSize}), e: e}
-	rep, err := convert.RunSource(e.ctx, convert.Options{CRD: e.crd, To: e.r.Target, RoundTrip: true, Transport: e.o.Transport}, src)
+	rep, err := convert.RunSource(e.ctx, convert.Options{CRD: e.crd, To: e.r.Target, RoundTrip: true, Transport: e.o.Transport,
+		MaxAdded: 64 * e.o.MaxListed}, src) // what round trips add: listed for MaxListed objects at most, so memory stays bounded
 	if err != nil {
 		return fmt.Errorf("round-tripping the objects held at %s through the conversion webhook: %w", h, err)
 	}
@@ -937,6 +941,7 @@ func (e *evaluation) webhookLosses(h string) error {
 		e.lost(ns, name, h, byObject[obj])
 	}
 	// What the round trip added or normalised (convert's loss rule): reported, not a loss.
+	e.r.AddedCount += int64(rep.AddedObjects)
 	var addedOrder []string
 	addedKinds, addedPaths := map[string][]string{}, map[string][]string{}
 	for _, c := range rep.Added {
@@ -948,7 +953,7 @@ func (e *evaluation) webhookLosses(h string) error {
 	}
 	for _, obj := range addedOrder {
 		ns, name := split(obj)
-		e.added(ns, name, h, addedKinds[obj], addedPaths[obj])
+		e.added(ns, name, h, addedKinds[obj], addedPaths[obj], false)
 	}
 	checks := make([]string, 0, len(other))
 	for c := range other {
