@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	goldenfile "github.com/crdver/kubectl-crdver/internal/golden"
 	"github.com/crdver/kubectl-crdver/convert"
+	goldenfile "github.com/crdver/kubectl-crdver/internal/golden"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/preflight"
