@@ -210,17 +210,11 @@ func (r *runner) apiserverError(object, dir string, err error) error {
 
 // compareContent diffs two versions of the same object in the same version, ignoring the
 // metadata the API server sets itself (only labels and annotations are compared) and, with
-// dropStatus, .status (dropped on create when the status subresource is on).
+// dropStatus, .status (dropped on create when the status subresource is on). It reports
+// whether nothing was lost: what came back added or normalised is reported, not a loss.
 func (r *runner) compareContent(object, dir string, want, got map[string]any, dropStatus bool) bool {
 	a, b := contentOf(want, dropStatus), contentOf(got, dropStatus)
-	diffs := Diff(a, b)
-	for _, d := range diffs {
-		r.tally.fail(Finding{Object: object, Direction: dir, Check: CheckRoundTrip, Path: d.Path, Detail: d.Detail})
-	}
-	if len(diffs) == 0 {
-		r.tally.pass(CheckRoundTrip)
-	}
-	return len(diffs) == 0
+	return r.tally.roundTrip(object, dir, Diff(a, b)) == 0
 }
 
 func contentOf(obj map[string]any, dropStatus bool) map[string]any {
@@ -246,6 +240,8 @@ func (r *runner) finish() *Report {
 	r.report.Requests = r.requests
 	r.report.Checks = r.tally.checks()
 	r.report.Findings = append(r.report.Findings, r.tally.findings...)
+	r.report.Added = append(r.report.Added, r.tally.added...)
+	r.report.AddedObjects = r.tally.addedObjects
 	r.report.Latency = latencySummary(r.tally.latencies)
 	return r.report
 }

@@ -423,19 +423,15 @@ func (r *runner) convertNone(t *tally, items []*item, to, dir string) []map[stri
 	return out
 }
 
-// compareRoundTrip diffs the original with the object that came back from A → V → A.
+// compareRoundTrip diffs the original with the object that came back from A → V → A: what
+// is lost fails the check, what is added or normalised is reported (tally.roundTrip).
 func (r *runner) compareRoundTrip(t *tally, it *item, back map[string]any) {
 	if jsonEqual(it.orig, back) {
 		t.pass(CheckRoundTrip)
 		return
 	}
-	diffs := Diff(it.orig, back)
-	for _, d := range diffs {
+	if t.roundTrip(it.source, it.version+" -> "+r.opts.To+" -> "+it.version, Diff(it.orig, back)) > 0 {
 		it.failed = true
-		t.fail(Finding{Object: it.source, Direction: it.version + " -> " + r.opts.To + " -> " + it.version, Check: CheckRoundTrip, Path: d.Path, Detail: d.Detail})
-	}
-	if len(diffs) == 0 {
-		t.pass(CheckRoundTrip)
 	}
 }
 

@@ -94,7 +94,13 @@ type Report struct {
 
 	Checks   []CheckCount `json:"checks"`
 	Findings []Finding    `json:"findings"`
-	Latency  Latency      `json:"latency"`
+	// Added lists what the round trip added or normalised (Diff's DiffAdded and
+	// DiffNormalised): reported, never a loss, never a failed check.
+	Added []Change `json:"added,omitempty"`
+	// AddedObjects is the number of objects whose round trip added or normalised something
+	// (all of them, when Options.MaxAdded bounds Added).
+	AddedObjects int     `json:"addedObjects,omitempty"`
+	Latency      Latency `json:"latency"`
 
 	// Unreachable is set when the webhook could not be reached (connection or TLS error): the
 	// run stopped early.
@@ -151,6 +157,17 @@ type Finding struct {
 	Detail    string `json:"detail"`
 }
 
+// Change is a difference of a round trip that loses nothing: a field the original does not
+// have appeared (Kind DiffAdded), or a string came back as another spelling of the same
+// duration or quantity (DiffNormalised).
+type Change struct {
+	Object    string `json:"object,omitempty"`
+	Direction string `json:"direction"`
+	Path      string `json:"path"`
+	Kind      string `json:"kind"`
+	Detail    string `json:"detail"`
+}
+
 // Latency summarises the webhook's response times, in milliseconds.
 type Latency struct {
 	Requests int     `json:"requests"`
@@ -188,9 +205,13 @@ func (r *Report) Warnings() int {
 
 // tally collects check counts and findings while a run goes.
 type tally struct {
-	counts    map[string]*CheckCount
-	findings  []Finding
-	latencies []time.Duration
+	counts   map[string]*CheckCount
+	findings []Finding
+	added    []Change
+	// addedObjects counts the objects with something added or normalised; maxAdded bounds
+	// added (0: no bound).
+	addedObjects, maxAdded int
+	latencies              []time.Duration
 }
 
 func newTally() *tally { return &tally{counts: map[string]*CheckCount{}} }
@@ -219,6 +240,37 @@ func (t *tally) fail(f Finding) {
 	t.findings = append(t.findings, f)
 }
 
+// roundTrip records the differences of a round trip of object: each loss a failed check
+// (round-trip), each addition or normalisation a Change; the check passes when nothing is
+// lost. It returns the number of losses.
+func (t *tally) roundTrip(object, dir string, diffs []Difference) int {
+	lost, added := 0, false
+	for _, d := range diffs {
+		if !d.Loss() {
+			added = true
+			t.addChanges(Change{Object: object, Direction: dir, Path: d.Path, Kind: d.Kind, Detail: d.Detail})
+			continue
+		}
+		lost++
+		t.fail(Finding{Object: object, Direction: dir, Check: CheckRoundTrip, Path: d.Path, Detail: d.Detail})
+	}
+	if added {
+		t.addedObjects++
+	}
+	if lost == 0 {
+		t.pass(CheckRoundTrip)
+	}
+	return lost
+}
+
+// addChanges keeps cs, up to maxAdded changes in all.
+func (t *tally) addChanges(cs ...Change) {
+	if t.maxAdded > 0 && len(t.added)+len(cs) > t.maxAdded {
+		cs = cs[:max(t.maxAdded-len(t.added), 0)]
+	}
+	t.added = append(t.added, cs...)
+}
+
 // merge adds o's counts, findings and latencies to t.
 func (t *tally) merge(o *tally) {
 	for _, name := range AllChecks {
@@ -230,6 +282,8 @@ func (t *tally) merge(o *tally) {
 		}
 	}
 	t.findings = append(t.findings, o.findings...)
+	t.addChanges(o.added...)
+	t.addedObjects += o.addedObjects
 	t.latencies = append(t.latencies, o.latencies...)
 }
 

@@ -43,6 +43,10 @@ type Options struct {
 	BatchSize int
 	// RoundTrip converts every object back to its own version and diffs the result.
 	RoundTrip bool
+	// MaxAdded bounds the changes Report.Added keeps (what round trips added or normalised,
+	// which is no loss), so that memory stays bounded over many objects; 0 keeps every one.
+	// Report.AddedObjects counts the objects all the same.
+	MaxAdded int
 	// Transport reaches the webhook; unused (may be nil) for strategy None.
 	Transport Transport
 	// NewUID makes request UIDs (nil: random UUIDs, like the API server).
@@ -170,6 +174,7 @@ func newRunner(opts Options, viaServer bool) (*runner, error) {
 		return nil, errors.New("no CustomResourceDefinition given")
 	}
 	r := &runner{opts: opts, crd: crd, group: crd.Spec.Group, kind: crd.Spec.Names.Kind, schemas: map[string]*versionSchema{}, tally: newTally(), newUID: opts.NewUID}
+	r.tally.maxAdded = opts.MaxAdded
 	if r.newUID == nil {
 		r.newUID = uuid.NewUUID
 	}

@@ -152,6 +152,9 @@ type ObjectResult struct {
 	// Warnings are the checks the API server does not fail on (convert's warnings): listed,
 	// and not in the way of the write unless Strict.
 	Warnings []Finding `json:"warnings,omitempty"`
+	// Added is what the round trip added or normalised (convert's loss rule, Diff): listed,
+	// never a loss, never in the way of the write.
+	Added []Change `json:"added,omitempty"`
 	// DroppedComments are the comment lines that went with a field the conversion removed
 	// (a comment has no place in the converted object once its field is gone: listed, for
 	// the person to carry over by hand).
@@ -205,6 +208,7 @@ type writeTarget struct {
 	previewer *preview.Previewer
 	converted map[string][2]map[string]any // of the file at hand: source -> sent, converted
 	mark      int                          // findings of earlier files
+	addedMark int                          // round-trip additions of earlier files
 }
 
 // ExpandFiles lists the files of paths: files as given, directories walked (sorted).
@@ -427,9 +431,9 @@ func (w *writer) file(ctx context.Context, path string) error {
 	}
 
 	// Convert this file's objects, CRD by CRD, through each CRD's one conversion run.
-	findings := map[string][]Finding{}
+	findings, added := map[string][]Finding{}, map[string][]Change{}
 	for _, t := range order {
-		if err := w.convert(ctx, t, perTarget[t], findings); err != nil {
+		if err := w.convert(ctx, t, perTarget[t], findings, added); err != nil {
 			return err
 		}
 	}
@@ -441,6 +445,7 @@ func (w *writer) file(ctx context.Context, path string) error {
 		if or.Served == VersionRemoved {
 			or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckAPIVersion, Detail: fmt.Sprintf("%s is not a version of %s: convert with the CRD of a release that still has it (--crd-file)", d.version, t.CRD), Severity: SeverityError})
 		}
+		or.Added = added[d.source]
 		for _, fd := range findings[d.source] {
 			if w.opts.AllowDataLoss && (fd.Check == CheckPruned || fd.Check == CheckRoundTrip) {
 				or.Dropped = append(or.Dropped, fd)
@@ -520,8 +525,8 @@ func (w *writer) sortedTargets() []*writeTarget {
 }
 
 // convert sends objects (one file's, of t's CRD) through t's conversion run, there and back,
-// and adds their findings.
-func (w *writer) convert(ctx context.Context, t *writeTarget, objects []Object, findings map[string][]Finding) error {
+// and adds their findings and what their round trip added or normalised.
+func (w *writer) convert(ctx context.Context, t *writeTarget, objects []Object, findings map[string][]Finding, added map[string][]Change) error {
 	t.converted = map[string][2]map[string]any{}
 	if t.run == nil {
 		o := w.opts.Options
@@ -551,6 +556,10 @@ func (w *writer) convert(ctx context.Context, t *writeTarget, objects []Object, 
 		findings[fd.Object] = append(findings[fd.Object], fd)
 	}
 	t.mark = len(t.run.tally.findings)
+	for _, c := range t.run.tally.added[t.addedMark:] {
+		added[c.Object] = append(added[c.Object], c)
+	}
+	t.addedMark = len(t.run.tally.added)
 	return nil
 }
 

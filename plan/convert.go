@@ -19,9 +19,12 @@ type ConversionSample struct {
 	Converted int    `json:"converted"`
 	// Problems counts failed checks (a lossy round trip, a response the API server would
 	// refuse); Findings lists them.
-	Problems    int               `json:"problems"`
-	Findings    []convert.Finding `json:"findings"`
-	Unreachable string            `json:"unreachable,omitempty"`
+	Problems int               `json:"problems"`
+	Findings []convert.Finding `json:"findings"`
+	// Added is what the round trip added or normalised: reported, not a loss (convert's
+	// loss rule), not a problem.
+	Added       []convert.Change `json:"added,omitempty"`
+	Unreachable string           `json:"unreachable,omitempty"`
 }
 
 // sampleConversion sends objs (as listed) to every other served version of next and back
@@ -58,7 +61,7 @@ func sampleConversion(ctx context.Context, next *apiextensionsv1.CustomResourceD
 			return out, nil, fmt.Errorf("%s: round-tripping objects through the new webhook to %s: %w", next.Name, to, err)
 		}
 		s := ConversionSample{To: to, Objects: rep.Objects, Converted: rep.Converted, Problems: rep.Problems(),
-			Findings: rep.Findings, Unreachable: rep.Unreachable}
+			Findings: rep.Findings, Added: rep.Added, Unreachable: rep.Unreachable}
 		if s.Findings == nil {
 			s.Findings = []convert.Finding{}
 		}

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
@@ -120,18 +122,19 @@ func writeCAPICRDs(t *testing.T, version string, w *testenv.CAPIWebhook) ([]*api
 // v1.14.2) named by the release's CRDs (--crd-file).
 //
 // What Cluster API's conversion does on the round trip v1beta1 -> v1beta2 -> v1beta1 is not
-// the identity: it adds its cluster.x-k8s.io/conversion-data annotation, zero values
+// the identity: it adds its cluster.x-k8s.io/conversion-data annotation and zero values
 // (.status, .spec.controlPlaneEndpoint, .spec.template.metadata) and writes durations back
-// normalised ("5m" -> "5m0s"); nothing is lost. So a plain --write lists every object and
-// writes nothing; --allow-data-loss writes the Clusters and the ClusterClasses (whose patches
-// hold Go templates in string values: data, not a template file). The MachineDeployment template's
-// empty selector converts to a v1beta2 object without the required .spec.selector: listed,
-// not written. In every written file only the Cluster API objects change; every other
-// document, and the comments, stay byte-identical, but for the comments of a field the
-// conversion removed, which are listed as dropped. The API server accepts each converted
-// object (server-side dry-run create at v1beta2) and, once it has defaulted it, it equals what
-// the API server itself returns when the original is created at v1beta1 and read at v1beta2
-// (through the same webhook).
+// normalised ("5m" -> "5m0s"); nothing is lost. By the loss rule (convert.Difference.Loss)
+// those are reported, not losses, so a plain --write, with no --allow-data-loss, writes the
+// Clusters and the ClusterClasses (whose patches hold Go templates in string values: data,
+// not a template file) and lists what each round trip added or normalised. The
+// MachineDeployment template's empty selector converts to a v1beta2 object without the
+// required .spec.selector: listed, not written (no flag writes it). In every written file only
+// the Cluster API objects change; every other document, and the comments, stay
+// byte-identical, but for the comments of a field the conversion removed, which are listed as
+// dropped. The API server accepts each converted object (server-side dry-run create at
+// v1beta2) and, once it has defaulted it, it equals what the API server itself returns when
+// the original is created at v1beta1 and read at v1beta2 (through the same webhook).
 //
 // The webhook answers as controller-runtime does, with no Content-Type (Go's server says
 // text/plain): a warning, listed, which does not stop the write.
@@ -168,34 +171,46 @@ func TestConvertWriteClusterAPI(t *testing.T) {
 		}
 	}
 
-	// Strict: the round trip is not the identity, nothing is written.
-	strict := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1beta2", "-f", dir, "--write")
-	t.Logf("convert --write: exit %d\n%s%s", strict.code, strict.stdout, strict.stderr)
-	if strict.code != 1 {
-		t.Fatalf("convert --write: exit %d, want 1", strict.code)
-	}
-	unchanged("convert --write")
-	mustContain(t, "stdout", strict.stdout, "cluster-with-kcp.yaml", "cluster-with-topology.yaml", "md.yaml", "not converted: not proven",
-		`round-trip .metadata.annotations: added: {"cluster.x-k8s.io/conversion-data"`,
-		`.spec.topology.controlPlane.nodeVolumeDetachTimeout: changed: "5m" became "5m0s"`)
-	if strings.Contains(strict.stdout, "lost:") {
-		t.Errorf("Cluster API's round trip loses a field:\n%s", strict.stdout)
-	}
-
-	dry := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1beta2", "-f", dir, "--write", "--allow-data-loss", "--dry-run")
-	t.Logf("convert --write --allow-data-loss --dry-run: exit %d\n%s%s", dry.code, dry.stdout, dry.stderr)
+	// The dry run's JSON report lists, per object, what the round trip added or normalised,
+	// and no round-trip problem.
+	dry := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1beta2", "-f", dir, "--write", "--dry-run", "-o", "json")
 	unchanged("--dry-run")
+	var dryRep convert.WriteReport
+	if err := json.Unmarshal([]byte(dry.stdout), &dryRep); err != nil {
+		t.Fatalf("convert --write --dry-run -o json: exit %d, %v\n%s%s", dry.code, err, dry.stdout, dry.stderr)
+	}
+	kinds := map[string]int{}
+	for _, f := range dryRep.Files {
+		for _, o := range f.Objects {
+			for _, c := range o.Added {
+				kinds[c.Kind]++
+			}
+			for _, p := range o.Problems {
+				if p.Check == convert.CheckRoundTrip || p.Check == convert.CheckPruned {
+					t.Errorf("%s %s: a loss: %+v", f.Path, o.Name, p)
+				}
+			}
+		}
+	}
+	t.Logf("convert --write --dry-run -o json: exit %d, round-trip changes that are no loss: %v", dry.code, kinds)
+	if kinds[convert.DiffAdded] == 0 || kinds[convert.DiffNormalised] == 0 {
+		t.Errorf("the JSON report lists additions %d and normalisations %d, want both", kinds[convert.DiffAdded], kinds[convert.DiffNormalised])
+	}
 
-	got := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1beta2", "-f", dir, "--write", "--allow-data-loss")
-	t.Logf("convert --write --allow-data-loss: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	// No --allow-data-loss: what the round trip adds or normalises is no loss.
+	got := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1beta2", "-f", dir, "--write")
+	t.Logf("convert --write: exit %d\n%s%s", got.code, got.stdout, got.stderr)
 	if got.code != 1 {
 		t.Fatalf("exit %d, want 1 (md.yaml is not converted)", got.code)
 	}
-	mustContain(t, "stdout", got.stdout, "md.yaml", "target-schema .spec.selector: Required value", "warning content-type")
-	if strings.Contains(got.stdout, "a template") {
-		t.Errorf("a Cluster API file was taken for a template:\n%s", got.stdout)
+	mustContain(t, "stdout", got.stdout, "md.yaml", "target-schema .spec.selector: Required value", "warning content-type",
+		"the round trip adds or normalises (not a loss): .metadata.annotations added: {\"cluster.x-k8s.io/conversion-data\"",
+		`.spec.topology.controlPlane.nodeVolumeDetachTimeout normalised: "5m" became "5m0s" (the same duration)`)
+	for _, no := range []string{"lost:", "changed:", "list length", "dropped (--allow-data-loss)", "a template"} {
+		if strings.Contains(got.stdout, no) {
+			t.Errorf("convert --write says %q:\n%s", no, got.stdout)
+		}
 	}
-
 	dyn, err := dynamic.NewForConfig(quietConfig())
 	if err != nil {
 		t.Fatal(err)

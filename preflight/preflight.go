@@ -95,6 +95,19 @@ type Loss struct {
 	Fields []string `json:"fields"`
 }
 
+// Addition is an object whose conversion to the target adds fields or normalises values,
+// which loses nothing (convert's loss rule: convert.Difference.Loss): reported, never a loss.
+type Addition struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	HeldAt    string `json:"heldAt"`
+	// Added are the JSON paths absent at HeldAt and present after the conversion (and back,
+	// for a webhook); Normalised the strings that came back as another spelling of the same
+	// duration or quantity ("5m" as "5m0s").
+	Added      []string `json:"added,omitempty"`
+	Normalised []string `json:"normalised,omitempty"`
+}
+
 // Rejection is an object whose no-op update at the target the API server would refuse.
 type Rejection struct {
 	Namespace string   `json:"namespace,omitempty"`
@@ -135,6 +148,11 @@ type Report struct {
 	// Losses lists them (at most Options.MaxListed).
 	LossCount int64  `json:"lossCount"`
 	Losses    []Loss `json:"losses"`
+	// AddedCount is the number of objects (per holding version) whose conversion adds or
+	// normalises fields and loses nothing there: not a loss, no consent needed; Added lists
+	// them (at most Options.MaxListed).
+	AddedCount int64      `json:"addedCount,omitempty"`
+	Added      []Addition `json:"added,omitempty"`
 	// RejectedCount is the number of objects whose write would be rejected; Rejected lists
 	// them (at most Options.MaxListed).
 	RejectedCount int64       `json:"rejectedCount"`
@@ -798,6 +816,28 @@ func (e *evaluation) lost(ns, name, heldAt string, fields []string) {
 	}
 }
 
+// added records an object whose conversion adds or normalises (changes, from
+// convert.Change or convert.Difference, by Kind and Path): reported, not a loss. count
+// counts it in AddedCount (a webhook's round trips are counted by convert).
+func (e *evaluation) added(ns, name, heldAt string, kinds, paths []string, count bool) {
+	a := Addition{Namespace: ns, Name: name, HeldAt: heldAt}
+	for i, p := range paths {
+		if kinds[i] == convert.DiffNormalised {
+			if !slices.Contains(a.Normalised, p) {
+				a.Normalised = append(a.Normalised, p)
+			}
+		} else if !slices.Contains(a.Added, p) {
+			a.Added = append(a.Added, p)
+		}
+	}
+	if count {
+		e.r.AddedCount++
+	}
+	if len(e.r.Added) < e.o.MaxListed {
+		e.r.Added = append(e.r.Added, a)
+	}
+}
+
 // noneLosses: conversion None. Every object as read at h, then read at the target by the API
 // server's read path (decoded at h, apiVersion switched, pruned in the target's schema): the
 // fields present at h and absent at the target are lost.
@@ -817,17 +857,23 @@ func (e *evaluation) noneLosses(h string) error {
 				e.unknown(fmt.Sprintf("%s: reading it at %s: %v", objKey(u.GetNamespace(), u.GetName()), e.r.Target, err))
 				continue
 			}
-			if fields := lostFields(u.Object, rr.Object); len(fields) > 0 {
-				e.lost(u.GetNamespace(), u.GetName(), h, fields)
+			lost, kinds, added := compareAt(u.Object, rr.Object)
+			if len(lost) > 0 {
+				e.lost(u.GetNamespace(), u.GetName(), h, lost)
+			}
+			if len(added) > 0 {
+				e.added(u.GetNamespace(), u.GetName(), h, kinds, added, true)
 			}
 		}
 		return nil
 	})
 }
 
-// lostFields are the paths (outside apiVersion, kind and metadata) present in held and
-// missing in at, and lists that became shorter.
-func lostFields(held, at map[string]any) []string {
+// compareAt compares an object as held with the same object as read at the target, outside
+// apiVersion, kind and metadata, by convert's loss rule (convert.Diff, Difference.Loss): lost
+// are the paths whose difference is a loss (a field gone, a value or type changed, a list of
+// another length); added the paths added or normalised, with their kinds.
+func compareAt(held, at map[string]any) (lost, kinds, added []string) {
 	strip := func(m map[string]any) map[string]any {
 		out := make(map[string]any, len(m))
 		for k, v := range m {
@@ -837,13 +883,14 @@ func lostFields(held, at map[string]any) []string {
 		}
 		return out
 	}
-	var out []string
 	for _, d := range convert.Diff(strip(held), strip(at)) {
-		if strings.HasPrefix(d.Detail, "lost:") || strings.HasPrefix(d.Detail, "list length") {
-			out = append(out, d.Path)
+		if d.Loss() {
+			lost = append(lost, d.Path)
+		} else {
+			kinds, added = append(kinds, d.Kind), append(added, d.Path)
 		}
 	}
-	return out
+	return lost, kinds, added
 }
 
 // webhookLosses: a conversion webhook. Every object as read at h goes h → target → h through
@@ -854,7 +901,8 @@ func (e *evaluation) webhookLosses(h string) error {
 		return nil
 	}
 	src := &progressSource{src: convert.NewClusterSource(e.dyn, e.crd, h, convert.Selection{AllNamespaces: true, PageSize: e.o.ChunkSize}), e: e}
-	rep, err := convert.RunSource(e.ctx, convert.Options{CRD: e.crd, To: e.r.Target, RoundTrip: true, Transport: e.o.Transport}, src)
+	rep, err := convert.RunSource(e.ctx, convert.Options{CRD: e.crd, To: e.r.Target, RoundTrip: true, Transport: e.o.Transport,
+		MaxAdded: 64 * e.o.MaxListed}, src) // what round trips add: listed for MaxListed objects at most, so memory stays bounded
 	if err != nil {
 		return fmt.Errorf("round-tripping the objects held at %s through the conversion webhook: %w", h, err)
 	}
@@ -882,12 +930,30 @@ func (e *evaluation) webhookLosses(h string) error {
 			other[f.Check]++
 		}
 	}
-	for _, obj := range order {
-		ns, name, ok := strings.Cut(obj, "/")
-		if !ok {
-			ns, name = "", obj
+	split := func(obj string) (string, string) {
+		if ns, name, ok := strings.Cut(obj, "/"); ok {
+			return ns, name
 		}
+		return "", obj
+	}
+	for _, obj := range order {
+		ns, name := split(obj)
 		e.lost(ns, name, h, byObject[obj])
+	}
+	// What the round trip added or normalised (convert's loss rule): reported, not a loss.
+	e.r.AddedCount += int64(rep.AddedObjects)
+	var addedOrder []string
+	addedKinds, addedPaths := map[string][]string{}, map[string][]string{}
+	for _, c := range rep.Added {
+		if _, ok := addedPaths[c.Object]; !ok {
+			addedOrder = append(addedOrder, c.Object)
+		}
+		addedKinds[c.Object] = append(addedKinds[c.Object], c.Kind)
+		addedPaths[c.Object] = append(addedPaths[c.Object], c.Path)
+	}
+	for _, obj := range addedOrder {
+		ns, name := split(obj)
+		e.added(ns, name, h, addedKinds[obj], addedPaths[obj], false)
 	}
 	checks := make([]string, 0, len(other))
 	for c := range other {

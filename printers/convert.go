@@ -50,6 +50,9 @@ func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool, allListe
 			return err
 		}
 	}
+	if err := printRoundTripAdded(w, r.Added, noHeaders); err != nil {
+		return err
+	}
 	if len(r.Findings) == 0 {
 		_, err := io.WriteString(w, "\nNo findings.\n")
 		return err
@@ -69,6 +72,22 @@ func printConvertReport(w io.Writer, r *convert.Report, noHeaders bool, allListe
 		return err
 	}
 	return printBisections(w, r.Bisections, allListed)
+}
+
+// printRoundTripAdded lists what the round trip added or normalised: not a loss, no failed
+// check (convert's loss rule).
+func printRoundTripAdded(w io.Writer, cs []convert.Change, noHeaders bool) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintf(w, "\n%d difference(s) of the round trip lose nothing (added or normalised: not a loss, not a failed check):\n", len(cs)); err != nil {
+		return err
+	}
+	t := &Table{Header: []string{"object", "direction", "path", "detail"}}
+	for _, c := range cs {
+		t.Add(c.Object, c.Direction, c.Path, c.Detail)
+	}
+	return t.Print(w, noHeaders)
 }
 
 // printBisections names the objects to blame for each request that failed as a whole.

@@ -68,6 +68,13 @@ func printWriteReport(w io.Writer, r *convert.WriteReport, noHeaders bool) error
 				}
 				fmt.Fprintf(&b, "%s:%d %s: warning %s: %s\n", f.Path, o.Line, o.Name, where, p.Detail)
 			}
+			if len(o.Added) > 0 {
+				var parts []string
+				for _, c := range o.Added {
+					parts = append(parts, c.Path+" "+c.Detail)
+				}
+				fmt.Fprintf(&b, "%s:%d %s: the round trip adds or normalises (not a loss): %s\n", f.Path, o.Line, o.Name, strings.Join(parts, "; "))
+			}
 			for _, p := range o.Dropped {
 				fmt.Fprintf(&b, "%s:%d %s: dropped (--allow-data-loss) %s: %s\n", f.Path, o.Line, o.Name, p.Path, p.Detail)
 			}

@@ -3,6 +3,7 @@ package printers
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/crdver/kubectl-crdver/preflight"
@@ -23,6 +24,21 @@ func printPreflight(w io.Writer, r *preflight.Report, h Human) error {
 	fmt.Fprintln(w)
 	for _, n := range r.NotNeeded {
 		fmt.Fprintf(w, "  %s\n", IndentWrap("not needed: "+n, TerminalWidth-4, 4))
+	}
+	if r.AddedCount > 0 {
+		var objs []string
+		for i, a := range r.Added {
+			if i == 5 {
+				objs = append(objs, fmt.Sprintf("and %d more (%s lists up to %d)", r.AddedCount-5, h.all(), len(r.Added)))
+				break
+			}
+			fields := slices.Clone(a.Added)
+			for _, p := range a.Normalised {
+				fields = append(fields, p+" (normalised)")
+			}
+			objs = append(objs, objectName(a.Namespace, a.Name)+" ("+shorten(strings.Join(fields, ", "), 80)+")")
+		}
+		fmt.Fprintf(w, "  %s\n", IndentWrap(fmt.Sprintf("not a loss: the conversion of %s adds fields or normalises values: %s", Plural(int(r.AddedCount), "object"), strings.Join(objs, "; ")), TerminalWidth-4, 4))
 	}
 	if r.Safe() {
 		fmt.Fprintf(w, "  nothing is lost or refused by rewriting them at %s\n", r.Target)

@@ -70,6 +70,17 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 			WriteWrapped(w, "  Refused: "+pf.Reason+". Nothing is written. The runbook below says how to keep the data (backup, then convert or fix the objects).", "    ", 120)
 		}
 	}
+	if len(pf.Added) > 0 {
+		var objs []string
+		for i, f := range pf.Added {
+			if i == 5 {
+				objs = append(objs, fmt.Sprintf("and %d more (the JSON report lists them)", len(pf.Added)-5))
+				break
+			}
+			objs = append(objs, f.CRD+" "+objectLabel(f)+" ("+strings.Join(f.Added, ", ")+")")
+		}
+		WriteWrapped(w, fmt.Sprintf("Preflight, not a loss: the conversion of %s adds fields or normalises values, and loses nothing there: %s.", Plural(len(pf.Added), "object"), strings.Join(objs, "; ")), "  ", 120)
+	}
 	if len(pf.InvalidOnRecreate) > 0 {
 		fmt.Fprintln(w)
 		WriteWrapped(w, fmt.Sprintf("Invalid on re-create: %s the new CRDs reject on re-create (a restore, a GitOps replace), although the API server accepts their writes (it ratchets unchanged fields). The upgrade goes on and applies the release; fixing them is left to you, before or after (the runbook's fix-invalid-on-recreate step):", Plural(len(pf.InvalidOnRecreate), "object")), "  ", 120)

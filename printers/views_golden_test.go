@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crdver/kubectl-crdver/convert"
 	goldenfile "github.com/crdver/kubectl-crdver/internal/golden"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -66,6 +67,44 @@ func preflightReport() *preflight.Report {
 	return r
 }
 
+// Reports of conversions that add or normalise fields and lose nothing (convert's loss rule):
+// the additions are listed, as no loss.
+func preflightAddedReport() *preflight.Report {
+	return &preflight.Report{CRD: "clusters.cluster.x-k8s.io", Group: "cluster.x-k8s.io", Resource: "clusters", Target: "v1beta2", Strategy: "Webhook",
+		Objects: 7, HoldingVersions: []string{"v1beta1"}, Compared: []string{"v1beta1"}, AddedCount: 7,
+		Added: []preflight.Addition{
+			{Namespace: "capi", Name: "c-1", HeldAt: "v1beta1", Added: []string{".metadata.annotations", ".status"}, Normalised: []string{".spec.topology.controlPlane.nodeVolumeDetachTimeout"}},
+			{Namespace: "capi", Name: "c-2", HeldAt: "v1beta1", Added: []string{".metadata.annotations"}},
+			{Namespace: "capi", Name: "c-3", HeldAt: "v1beta1", Added: []string{".metadata.annotations"}},
+			{Namespace: "capi", Name: "c-4", HeldAt: "v1beta1", Added: []string{".metadata.annotations"}},
+			{Namespace: "capi", Name: "c-5", HeldAt: "v1beta1", Added: []string{".metadata.annotations"}},
+			{Namespace: "capi", Name: "c-6", HeldAt: "v1beta1", Added: []string{".metadata.annotations"}},
+		}}
+}
+
+func upgradeAddedReport() *upgrade.Report {
+	return &upgrade.Report{Plan: planReport(), Preflight: upgrade.Preflight{
+		DataLoss: []upgrade.ObjectFinding{}, Rejected: []upgrade.ObjectFinding{}, InvalidOnRecreate: []upgrade.ObjectFinding{}, BlockedCRDs: []string{},
+		Added: []upgrade.ObjectFinding{{CRD: "clusters.cluster.x-k8s.io", Namespace: "capi", Name: "c-1", HeldAt: "v1beta1",
+			Added: []string{"metadata.annotations", "status", "spec.topology.controlPlane.nodeVolumeDetachTimeout (normalised)"}}},
+	}, Problems: []string{}, Warnings: []string{}}
+}
+
+func convertAddedReport() *convert.Report {
+	return &convert.Report{CRD: "clusters.cluster.x-k8s.io", Strategy: "Webhook", Webhook: "https://127.0.0.1:9443/convert", ReviewVersion: "v1", To: "v1beta2", RoundTrip: true,
+		Objects: 1, Converted: 1, Requests: 2, Checks: []convert.CheckCount{{Name: convert.CheckRoundTrip, Passed: 1}},
+		Added: []convert.Change{
+			{Object: "capi/c-1", Direction: "v1beta1 -> v1beta2 -> v1beta1", Path: ".status", Kind: convert.DiffAdded, Detail: `added: {} appeared after the round trip`},
+			{Object: "capi/c-1", Direction: "v1beta1 -> v1beta2 -> v1beta1", Path: ".spec.timeout", Kind: convert.DiffNormalised, Detail: `normalised: "5m" became "5m0s" (the same duration)`},
+		}}
+}
+
+func convertWriteAddedReport() *convert.WriteReport {
+	return &convert.WriteReport{CRD: "clusters.cluster.x-k8s.io", Mode: "write", To: "v1beta2", Objects: 1, Converted: 1, Files: []convert.FileResult{{
+		Path: "clusters.yaml", Status: convert.FileWritten, Objects: []convert.ObjectResult{{Document: 1, Line: 1, Kind: "Cluster", Name: "capi/c-1", From: "v1beta1", To: "v1beta2", Served: convert.VersionServed,
+			Added: convertAddedReport().Added}}}}}
+}
+
 func upgradeReport() *upgrade.Report {
 	p := planReport()
 	return &upgrade.Report{Plan: p, Preflight: upgrade.Preflight{
@@ -116,6 +155,10 @@ func TestGoldenViews(t *testing.T) {
 		{"preflight/losses.txt", cli, Preflight(preflightReport())},
 		{"preflight/library.txt", Human{}, Preflight(preflightReport())},
 		{"preflight/safe.txt", Human{}, Preflight(&preflight.Report{CRD: "widgets.example.com", Target: "v1", Strategy: "None", Objects: 3})},
+		{"preflight/added.txt", cli, Preflight(preflightAddedReport())},
+		{"upgrade/plan-added.txt", Human{}, UpgradePlan(upgradeAddedReport())},
+		{"convert/added.txt", Human{}, Convert(convertAddedReport())},
+		{"convert-write/added.txt", Human{}, ConvertWrite(convertWriteAddedReport())},
 		{"upgrade/plan.txt", Human{}, UpgradePlan(upgradeReport())},
 		{"upgrade/result.txt", Human{}, UpgradeResult(upgradeReport(), true)},
 		{"upgrade/result-not-run.txt", Human{}, UpgradeResult(upgradeReport(), false)},

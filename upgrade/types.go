@@ -154,6 +154,9 @@ type Preflight struct {
 	DataLoss []ObjectFinding `json:"dataLoss"`
 	// Rejected: objects whose no-op update (the rewrite) would be rejected.
 	Rejected []ObjectFinding `json:"rejected"`
+	// Added: objects whose conversion adds fields or normalises values (Added), which loses
+	// nothing (convert's loss rule): reported, never refused.
+	Added []ObjectFinding `json:"added,omitempty"`
 	// Unknown: what the checks could not evaluate (refused like a loss).
 	Unknown []string `json:"unknown"`
 	// TypeMismatch: objects holding values whose type does not fit the new storage version's
@@ -193,6 +196,9 @@ type ObjectFinding struct {
 	// HeldAt is the version the lost fields are held at, when the preflight package says.
 	HeldAt string   `json:"heldAt,omitempty"`
 	Errors []string `json:"errors,omitempty"`
+	// Added: the fields the conversion adds, and "PATH (normalised)" for the values it
+	// writes as another spelling of the same duration or quantity (Preflight.Added).
+	Added []string `json:"added,omitempty"`
 	// Managers: the field managers the rewrite drops (OwnershipLoss).
 	Managers []string `json:"managers,omitempty"`
 	// Unknown: what could not be evaluated (no object named), as the check says it.

@@ -208,6 +208,10 @@ func (r *runner) preflight(ctx context.Context) {
 					return
 				}
 				for _, m := range more {
+					if len(m.Added) > 0 {
+						pf.Added = append(pf.Added, m)
+						continue
+					}
 					if len(m.Fields) > 0 {
 						for j, f := range m.Fields {
 							m.Fields[j] = strings.TrimPrefix(f, ".") // plan's paths have no leading dot
@@ -336,6 +340,16 @@ func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiext
 		}
 		for _, j := range rep.Rejected {
 			out = append(out, ObjectFinding{CRD: it.CRD, Namespace: j.Namespace, Name: j.Name, Errors: j.Errors})
+		}
+		for _, a := range rep.Added {
+			added := slices.Clone(a.Added)
+			for _, p := range a.Normalised {
+				added = append(added, p+" (normalised)")
+			}
+			for j, p := range added {
+				added[j] = strings.TrimPrefix(p, ".") // plan's paths have no leading dot
+			}
+			out = append(out, ObjectFinding{CRD: it.CRD, Namespace: a.Namespace, Name: a.Name, Added: added, HeldAt: a.HeldAt})
 		}
 		for _, l := range rep.OwnershipLosses {
 			out = append(out, ObjectFinding{CRD: it.CRD, Namespace: l.Namespace, Name: l.Name, Managers: l.Lost})
