@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -807,6 +808,16 @@ func isVersionChar(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <
 // nodes whose value changes are replaced, comments and key order kept.
 func rewriteDocument(f *manifestFile, d *document, c [2]map[string]any) error {
 	orig := string(f.data[d.start:d.end])
+	// An empty status the conversion adds (cert-manager's typed conversion gives every object
+	// status: {}) is not written into a manifest that had none: it says nothing, and the file
+	// is the user's.
+	if _, had := d.obj["status"]; !had {
+		if st, ok := c[1]["status"].(map[string]any); ok && len(st) == 0 {
+			conv := maps.Clone(c[1])
+			delete(conv, "status")
+			c[1] = conv
+		}
+	}
 	removed := map[string]bool{}
 	if err := applyChange(d.node, c[0], c[1], removed); err != nil {
 		return fmt.Errorf("%s: %v", d.source, err)
