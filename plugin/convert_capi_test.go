@@ -75,7 +75,9 @@ type capiDoc struct {
 	obj  *unstructured.Unstructured
 }
 
-func splitCAPIDocs(t *testing.T, data string) []capiDoc {
+// splitDocs splits a manifest into its documents' texts and, for documents whose apiVersion
+// starts with group + "/", the objects.
+func splitDocs(t *testing.T, data, group string) []capiDoc {
 	t.Helper()
 	var out []capiDoc
 	for _, d := range strings.Split(data, "\n---\n") {
@@ -84,7 +86,7 @@ func splitCAPIDocs(t *testing.T, data string) []capiDoc {
 		if err := sigsyaml.Unmarshal([]byte(d), &m); err != nil {
 			t.Fatal(err)
 		}
-		if av, _ := m["apiVersion"].(string); strings.HasPrefix(av, "cluster.x-k8s.io/") {
+		if av, _ := m["apiVersion"].(string); strings.HasPrefix(av, group+"/") {
 			doc.obj = &unstructured.Unstructured{Object: m}
 		}
 		out = append(out, doc)
@@ -232,7 +234,7 @@ func TestConvertWriteClusterAPI(t *testing.T) {
 			}
 			continue
 		}
-		olds, news := splitCAPIDocs(t, before[m.file]), splitCAPIDocs(t, string(b))
+		olds, news := splitDocs(t, before[m.file], "cluster.x-k8s.io"), splitDocs(t, string(b), "cluster.x-k8s.io")
 		if len(olds) != len(news) {
 			t.Fatalf("%s: %d documents became %d", m.file, len(olds), len(news))
 		}

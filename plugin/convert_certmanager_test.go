@@ -58,25 +58,6 @@ var certManagerExpected = map[string]string{
 	"resource_with_organization_v1alpha2.yaml": "resource_with_organization_v1.yaml",
 }
 
-// splitCertManagerDocs splits a manifest into its documents' texts and, for cert-manager.io documents,
-// the objects.
-func splitCertManagerDocs(t *testing.T, data string) []capiDoc {
-	t.Helper()
-	var out []capiDoc
-	for _, d := range strings.Split(data, "\n---\n") {
-		doc := capiDoc{text: d}
-		var m map[string]any
-		if err := sigsyaml.Unmarshal([]byte(d), &m); err != nil {
-			t.Fatal(err)
-		}
-		if av, _ := m["apiVersion"].(string); strings.HasPrefix(av, "cert-manager.io/") {
-			doc.obj = &unstructured.Unstructured{Object: m}
-		}
-		out = append(out, doc)
-	}
-	return out
-}
-
 // certManagerExpectedObjects reads cert-manager's expected cmctl output (one object or a List).
 func certManagerExpectedObjects(t *testing.T, file string) []map[string]any {
 	t.Helper()
@@ -220,7 +201,7 @@ func TestConvertWriteCertManager(t *testing.T) {
 				t.Errorf("%s: comment line %q lost or moved", f, line)
 			}
 		}
-		olds, news := splitCertManagerDocs(t, text), splitCertManagerDocs(t, string(b))
+		olds, news := splitDocs(t, text, "cert-manager.io"), splitDocs(t, string(b), "cert-manager.io")
 		if len(olds) != len(news) {
 			t.Fatalf("%s: %d documents became %d", f, len(olds), len(news))
 		}

@@ -37,16 +37,24 @@ var CAPIRefVersions = []string{
 	"bootstrap.cluster.x-k8s.io=v1beta1",
 }
 
-// CAPIWebhookBinary builds (once, cached: hack/build-capi-webhook.sh) Cluster API's conversion
+// CAPIWebhookBinary builds (once, cached: hack/build-webhook.sh capi) Cluster API's conversion
 // webhook and returns its path. When it cannot be built the test fails under CI=true and is
 // skipped otherwise, with the reason.
 func CAPIWebhookBinary(t testing.TB) string {
+	t.Helper()
+	return webhookBinary(t, "Cluster API's conversion webhook", "capi")
+}
+
+// webhookBinary builds (once, cached) a project's real conversion webhook with
+// hack/build-webhook.sh ARGS and returns its path; what names it in the reason. When it cannot
+// be built the test fails under CI=true and is skipped otherwise, with the reason.
+func webhookBinary(t testing.TB, what string, args ...string) string {
 	t.Helper()
 	root, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("bash", filepath.Join(root, "hack", "build-capi-webhook.sh"))
+	cmd := exec.Command("bash", append([]string{filepath.Join(root, "hack", "build-webhook.sh")}, args...)...)
 	cmd.Env = append(os.Environ(), capiBuildEnv()...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -58,7 +66,7 @@ func CAPIWebhookBinary(t testing.TB) string {
 		}
 	}
 	if err != nil {
-		why := fmt.Sprintf("cannot build Cluster API's conversion webhook (hack/build-capi-webhook.sh): %v\n%s", err, stderr.String())
+		why := fmt.Sprintf("cannot build %s (hack/build-webhook.sh %s): %v\n%s", what, strings.Join(args, " "), err, stderr.String())
 		if os.Getenv("CI") == "true" {
 			t.Fatal(why)
 		}

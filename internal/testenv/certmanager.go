@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -42,33 +41,11 @@ type CertManagerWebhook struct {
 // otherwise, with the reason. Call it before a test moves HOME (see capiBuildEnv).
 func CertManagerWebhookBinary(t testing.TB, version string) string {
 	t.Helper()
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := []string{filepath.Join(root, "hack", "build-webhook.sh"), "cert-manager"}
+	args := []string{"cert-manager"}
 	if version != "" {
 		args = append(args, version)
 	}
-	cmd := exec.Command("bash", args...)
-	cmd.Env = append(os.Environ(), capiBuildEnv()...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	bin := strings.TrimSpace(lastLine(string(out)))
-	if err == nil {
-		if _, serr := os.Stat(bin); serr != nil {
-			err = serr
-		}
-	}
-	if err != nil {
-		why := fmt.Sprintf("cannot build cert-manager's webhook (hack/build-webhook.sh cert-manager %s): %v\n%s", version, err, stderr.String())
-		if os.Getenv("CI") == "true" {
-			t.Fatal(why)
-		}
-		t.Skip(why)
-	}
-	return bin
+	return webhookBinary(t, "cert-manager's webhook", args...)
 }
 
 // StartCertManagerWebhook builds (cached) and starts cert-manager's webhook of release version
