@@ -51,7 +51,7 @@ type: Opaque
 `
 
 // certManagerExpected maps a sample file to cert-manager's own expected v1 output of `cmctl
-// convert` for it (testdata/releases/cert-manager/convert-v1, from the v1.6.3 module zip).
+// convert` for it (testdata/convert/cert-manager-v1, from the v1.6.3 module zip).
 var certManagerExpected = map[string]string{
 	"resource1.yaml": "resource1_v1.yaml",
 	"resource2.yaml": "resource2_v1.yaml",
@@ -61,7 +61,7 @@ var certManagerExpected = map[string]string{
 // certManagerExpectedObjects reads cert-manager's expected cmctl output (one object or a List).
 func certManagerExpectedObjects(t *testing.T, file string) []map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(td("releases", "cert-manager", "convert-v1", file))
+	b, err := os.ReadFile(td("convert", "cert-manager-v1", file))
 	if err != nil {
 		t.Fatal(err)
 	}
