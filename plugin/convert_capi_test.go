@@ -273,29 +273,7 @@ func TestConvertWriteClusterAPI(t *testing.T) {
 				}
 				return dyn.Resource(schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: v, Resource: res}).Namespace(namespace)
 			}
-			accepted, err := gvr("v1beta2").Create(ctx, neu.obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
-			if err != nil {
-				t.Errorf("%s: the API server rejects what --write wrote: %v", what, err)
-				continue
-			}
-			if _, err := gvr("v1beta1").Create(ctx, old.obj, metav1.CreateOptions{}); err != nil {
-				t.Errorf("%s: creating the original at v1beta1: %v", what, err)
-				continue
-			}
-			name := old.obj.GetName()
-			t.Cleanup(func() { _ = gvr("v1beta1").Delete(context.Background(), name, metav1.DeleteOptions{}) })
-			server, err := gvr("v1beta2").Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				t.Errorf("%s: reading the original at v1beta2: %v", what, err)
-				continue
-			}
-			for _, field := range [][]string{{"spec"}, {"metadata", "labels"}, {"metadata", "annotations"}} {
-				a, _, _ := unstructured.NestedFieldNoCopy(server.Object, field...)
-				b, _, _ := unstructured.NestedFieldNoCopy(accepted.Object, field...)
-				if d := cmp.Diff(a, b); d != "" {
-					t.Errorf("%s: .%s differs from the API server's own conversion (-server +written):\n%s", what, strings.Join(field, "."), d)
-				}
-			}
+			agreesWithServer(t, ctx, what, gvr, "v1beta1", "v1beta2", old.obj, neu.obj)
 		}
 	}
 	for _, f := range []string{"cluster-with-kcp.yaml", "cluster-with-topology.yaml", "clusterclass-quick-start.yaml", "clusterclass-quick-start-runtimesdk-v1beta1.yaml"} {
@@ -304,4 +282,35 @@ func TestConvertWriteClusterAPI(t *testing.T) {
 		}
 	}
 	t.Logf("written: %v", written)
+}
+
+// agreesWithServer checks one object convert --write wrote (written, at version to) on the
+// real API server: a strict server-side dry-run create accepts it, and it equals (spec, labels,
+// annotations) what the API server itself returns when the original (orig, at version from)
+// is created and read at to. res gives the namespaced resource at a version.
+func agreesWithServer(t *testing.T, ctx context.Context, what string, res func(version string) dynamic.ResourceInterface, from, to string, orig, written *unstructured.Unstructured) {
+	t.Helper()
+	accepted, err := res(to).Create(ctx, written, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
+	if err != nil {
+		t.Errorf("%s: the API server rejects what --write wrote: %v", what, err)
+		return
+	}
+	if _, err := res(from).Create(ctx, orig, metav1.CreateOptions{}); err != nil {
+		t.Errorf("%s: creating the original at %s: %v", what, from, err)
+		return
+	}
+	name := orig.GetName()
+	t.Cleanup(func() { _ = res(from).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	server, err := res(to).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("%s: reading the original at %s: %v", what, to, err)
+		return
+	}
+	for _, field := range [][]string{{"spec"}, {"metadata", "labels"}, {"metadata", "annotations"}} {
+		a, _, _ := unstructured.NestedFieldNoCopy(server.Object, field...)
+		b, _, _ := unstructured.NestedFieldNoCopy(accepted.Object, field...)
+		if d := cmp.Diff(a, b); d != "" {
+			t.Errorf("%s: .%s differs from the API server's own conversion (-server +written):\n%s", what, strings.Join(field, "."), d)
+		}
+	}
 }

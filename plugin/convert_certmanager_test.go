@@ -240,31 +240,9 @@ func TestConvertWriteCertManager(t *testing.T) {
 			}
 			in := neu.obj.DeepCopy()
 			in.SetNamespace(ns)
-			accepted, err := gvr("v1").Create(ctx, in, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
-			if err != nil {
-				t.Errorf("%s: the API server rejects what --write wrote: %v", what, err)
-				continue
-			}
 			orig := old.obj.DeepCopy()
 			orig.SetNamespace(ns)
-			if _, err := gvr(oldVersion).Create(ctx, orig, metav1.CreateOptions{}); err != nil {
-				t.Errorf("%s: creating the original at %s: %v", what, oldVersion, err)
-				continue
-			}
-			name := old.obj.GetName()
-			t.Cleanup(func() { _ = gvr("v1").Delete(context.Background(), name, metav1.DeleteOptions{}) })
-			server, err := gvr("v1").Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				t.Errorf("%s: reading the original at v1: %v", what, err)
-				continue
-			}
-			for _, field := range [][]string{{"spec"}, {"metadata", "labels"}, {"metadata", "annotations"}} {
-				a, _, _ := unstructured.NestedFieldNoCopy(server.Object, field...)
-				b, _, _ := unstructured.NestedFieldNoCopy(accepted.Object, field...)
-				if d := cmp.Diff(a, b); d != "" {
-					t.Errorf("%s: .%s differs from the API server's own conversion (-server +written):\n%s", what, strings.Join(field, "."), d)
-				}
-			}
+			agreesWithServer(t, ctx, what, gvr, oldVersion, "v1", orig, in)
 		}
 		// cert-manager's own expected output for the same input (cmctl convert --output-version
 		// cert-manager.io/v1 in its integration tests): same objects, same spec.
