@@ -52,6 +52,18 @@ func (f *runFx) clusterMark(t *testing.T) string {
 	return f.live(t).ResourceVersion + "/" + strconv.FormatInt(rev, 10)
 }
 
+// wroteNothing checks that a refused run left the cluster as clusterMark found it (before)
+// and took no backup.
+func (f *runFx) wroteNothing(t *testing.T, before string) {
+	t.Helper()
+	if after := f.clusterMark(t); after != before {
+		t.Errorf("the refused path wrote: CRD resourceVersion/etcd revision %s, was %s", after, before)
+	}
+	if _, err := os.Stat(f.backup); !os.IsNotExist(err) {
+		t.Errorf("the refused path wrote a backup (%v)", err)
+	}
+}
+
 // TestRunPathRefusesALossAtTheSecondHop: the loss at hop 2 refuses the path before any write
 // (nothing in etcd changed, no backup, no hop run) and names the hop, the object and the
 // field; with AllowDataLoss the path completes, the backup holding the field.
@@ -85,12 +97,7 @@ func TestRunPathRefusesALossAtTheSecondHop(t *testing.T) {
 			t.Errorf("the refusal does not say %q: %v", want, err)
 		}
 	}
-	if after := f.clusterMark(t); after != before {
-		t.Errorf("the refused path wrote: CRD resourceVersion/etcd revision %s, was %s", after, before)
-	}
-	if _, err := os.Stat(f.backup); !os.IsNotExist(err) {
-		t.Errorf("the refused path wrote a backup (%v)", err)
-	}
+	f.wroteNothing(t, before)
 
 	o.AllowDataLoss = true
 	rep, err = RunPath(ctx, f.c, o)
