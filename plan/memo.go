@@ -9,7 +9,9 @@ package plan
 // function of the object's content and those rules only, so its answer would be the same
 // (nothing). Anything else (a different digest, a key not recorded, different rules, a
 // conversion webhook) is evaluated. The records are files read and written as streams in list
-// order: memory stays bounded by a page.
+// order: memory stays bounded by a page. Each file is removed from its folder as soon as it is
+// created (it lives on through its open handle), so a process killed at any moment leaves
+// nothing behind; where the system cannot remove an open file (Windows) Close removes it.
 
 import (
 	"bufio"
@@ -17,8 +19,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -32,7 +34,6 @@ import (
 // NewObjectMemo, give it to each Plan (Options.Memo) and Close it at the end. The first plan of
 // a CRD records; the next one with the same rules reuses, and records nothing.
 type ObjectMemo struct {
-	dir  string
 	mu   sync.Mutex
 	crds map[string]*memoEntry
 	// Reused counts the objects not evaluated again.
@@ -42,25 +43,37 @@ type ObjectMemo struct {
 type memoEntry struct {
 	rules     string   // digest of everything but the encodings
 	encodings []string // the versions objects were evaluated as encoded at
-	path      string
+	f         *os.File // the record, read with ReadAt by later passes
+	leftover  string   // the file's name when it could not be removed at once ("" when it was)
+	size      int64
 	complete  bool // the pass ended without error: every listed object was seen
 }
 
-// NewObjectMemo makes an empty memo, its records in a new temporary folder.
+// NewObjectMemo makes an empty memo; its records are temporary files, made as plans need them.
 func NewObjectMemo() (*ObjectMemo, error) {
-	dir, err := os.MkdirTemp("", "crdver-plan-memo-")
-	if err != nil {
-		return nil, fmt.Errorf("plan memo: %w", err)
-	}
-	return &ObjectMemo{dir: dir, crds: map[string]*memoEntry{}}, nil
+	return &ObjectMemo{crds: map[string]*memoEntry{}}, nil
 }
 
-// Close removes the records.
+// Close releases the records.
 func (m *ObjectMemo) Close() error {
 	if m == nil {
 		return nil
 	}
-	return os.RemoveAll(m.dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var first error
+	for _, e := range m.crds {
+		if err := e.f.Close(); err != nil && first == nil {
+			first = err
+		}
+		if e.leftover != "" {
+			if err := os.Remove(e.leftover); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	m.crds = map[string]*memoEntry{}
+	return first
 }
 
 // rulesOf is the digest of what an object's evaluation depends on besides its content and the
@@ -91,23 +104,21 @@ func (m *ObjectMemo) start(crd string, e *evaluator) (*memoReader, *memoWriter) 
 		if !prev.complete || prev.rules != rules || !subset(e.encodings, prev.encodings) {
 			return nil, nil
 		}
-		f, err := os.Open(prev.path)
-		if err != nil {
-			return nil, nil
-		}
-		r := &memoReader{f: f, sc: bufio.NewScanner(f)}
+		r := &memoReader{sc: bufio.NewScanner(io.NewSectionReader(prev.f, 0, prev.size))}
 		r.sc.Buffer(make([]byte, 0, 4096), 1<<20)
 		r.next()
 		return r, nil
 	}
-	path := filepath.Join(m.dir, fmt.Sprintf("%d", len(m.crds)))
-	f, err := os.Create(path)
+	f, err := os.CreateTemp("", "crdver-plan-memo-")
 	if err != nil {
 		return nil, nil
 	}
-	entry := &memoEntry{rules: rules, encodings: slices.Clone(e.encodings), path: path}
+	entry := &memoEntry{rules: rules, encodings: slices.Clone(e.encodings), f: f}
+	if os.Remove(f.Name()) != nil {
+		entry.leftover = f.Name()
+	}
 	m.crds[crd] = entry
-	return nil, &memoWriter{f: f, w: bufio.NewWriter(f), entry: entry}
+	return nil, &memoWriter{w: bufio.NewWriter(f), entry: entry}
 }
 
 func subset(a, b []string) bool {
@@ -159,7 +170,6 @@ func digestOf(v any) string {
 }
 
 type memoReader struct {
-	f        *os.File
 	sc       *bufio.Scanner
 	key, sum string
 	done     bool
@@ -188,10 +198,9 @@ func (r *memoReader) lookup(key string) string {
 	return ""
 }
 
-func (r *memoReader) close() { _ = r.f.Close() }
+func (r *memoReader) close() {}
 
 type memoWriter struct {
-	f     *os.File
 	w     *bufio.Writer
 	entry *memoEntry
 	err   error
@@ -208,7 +217,9 @@ func (w *memoWriter) close(complete bool) {
 	if err := w.w.Flush(); w.err == nil {
 		w.err = err
 	}
-	if err := w.f.Close(); w.err == nil {
+	if st, err := w.entry.f.Stat(); err == nil {
+		w.entry.size = st.Size()
+	} else if w.err == nil {
 		w.err = err
 	}
 	w.entry.complete = complete && w.err == nil

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"testing"
 
@@ -14,7 +15,10 @@ import (
 // A later plan with the memo of an earlier one (upgrade's verify) does not evaluate again the
 // objects the earlier one found clean and that have not changed, and answers exactly as a
 // plan without the memo; an object changed since is evaluated again, and its finding appears.
+// Its records leave nothing in the temporary folder, even before Close (a killed process).
 func TestPlanMemo(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	live := readCRD(t, filepath.Join("testdata", "widgets-old.yaml"))
 	next := readCRD(t, filepath.Join("testdata", "widgets-new.yaml"))
 	objs := readObjects(t, filepath.Join("testdata", "widgets-objects.yaml"))
@@ -87,13 +91,17 @@ func TestPlanMemo(t *testing.T) {
 		t.Errorf("the changed object is not evaluated again: %+v", f)
 	}
 
-	dir := memo.dir
+	if left, _ := os.ReadDir(tmp); runtime.GOOS != "windows" && len(left) != 0 {
+		t.Errorf("the memo's records are files in %s while it is open (a killed process leaves them): %v", tmp, left)
+	}
 	if err := memo.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_ = memo2.Close()
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("Close left %s: %v", dir, err)
+	if err := memo2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("Close left %v in %s", left, tmp)
 	}
 }
 
