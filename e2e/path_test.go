@@ -252,10 +252,6 @@ var pathChains = []struct {
 	// release files point at it in place of the stand-in, and the path must end applied and
 	// verified.
 	webhook func(t *testing.T) *testenv.CertManagerWebhook
-	// refused is, with the project's webhook, what the path's preflight refuses before any
-	// write without --allow-data-loss ("CRD NAMESPACE/NAME: [FIELDS]" per object listed as
-	// losing fields, then "unknown: …"); the path is then taken with --allow-data-loss.
-	refused func(h *harness) []string
 }{
 	{name: "gateway-api-0.5-to-1.2", via: []string{"v0.6.2", "v1.0.0", "v1.1.1"}, rel: release{
 		Project: "gateway-api", Old: "v0.5.1", New: "v1.2.1", Samples: []string{"samples/*.yaml"},
@@ -268,14 +264,6 @@ var pathChains = []struct {
 		Controller: "cert-manager-certificates-issuing", Applier: "kustomize-controller",
 	}, webhook: func(t *testing.T) *testenv.CertManagerWebhook {
 		return testenv.StartCertManagerWebhook(t, "v1.6.3", env.Kubeconfig)
-	}, refused: func(h *harness) []string {
-		return []string{
-			// (cert-manager's round trip v1alpha2 -> v1 -> v1alpha2 of a Certificate with
-			// spec.organization adds an empty spec.subject: an addition, listed, not a loss.)
-			// No CertificateRequest exists, yet the path's preflight cannot tell what is
-			// stored at v1alpha2, which hop 1 (v1.6.3) no longer serves.
-			"unknown: certificaterequests.cert-manager.io: v1alpha2 is in status.storedVersions but not served: objects stored at it cannot be read as stored, so neither backed up nor compared (serve it again to read them: see below)",
-		}
 	}},
 	{name: "external-secrets-0.15-to-0.17", via: []string{"v0.16.2"}, rel: release{
 		Project: "external-secrets", Old: "v0.15.1", New: "v0.17.0", Samples: []string{"samples/*.yaml"},
@@ -291,11 +279,11 @@ var pathChains = []struct {
 //
 // cert-manager runs with its own webhook (v1.6.3's, for every release: v0.16.1's CRDs are
 // given conversionReviewVersions [v1], which that webhook answers, in place of [v1beta1],
-// which v0.16.1's own webhook answered). Without --allow-data-loss the path is refused before
-// any write, listing exactly what is expected (v1alpha2 of the CertificateRequest CRD unserved
-// at hop 1 with no object: unknown; the empty spec.subject its round trip adds is no loss); with it the
-// path ends applied and verified (exit 0), every object holding at v1 what cert-manager's
-// webhook makes of what it held before, every manager kept; and the way back to v0.16.1
+// which v0.16.1's own webhook answered). The path needs no consent: nothing is lost (the empty
+// spec.subject cert-manager's round trip adds to a Certificate with spec.organization is an
+// addition; v1alpha2 of the CertificateRequest CRD, stored but with no object, is read while
+// it is still served). It ends applied and verified (exit 0), every object holding at v1 what
+// cert-manager's webhook makes of what it held before, every manager kept; and the way back to v0.16.1
 // (refused without consent, listing spec.subject.organizations, which v1alpha2 holds as
 // spec.organization) ends with every object holding at v1alpha2 every field it held before.
 // CRDVER_PATH_TIMING=1 also takes the same cluster one release at a time by hand, for the
@@ -353,35 +341,7 @@ func TestPathRealChains(t *testing.T) {
 				t.Errorf("the path does not end at %s: %v", ch.rel.New, hops)
 			}
 			backup := filepath.Join(t.TempDir(), "backup.yaml")
-			var consent []string
-			if ch.refused != nil {
-				// Without consent: refused before any write, listing exactly what is expected.
-				u := h.crdver(append(append([]string{"upgrade"}, via...), "-f", newDir, "--yes", "--backup", backup, "-o", "json")...)
-				var rep upgrade.PathReport
-				if err := json.Unmarshal([]byte(u.stdout), &rep); err != nil || u.code != 1 || rep.Outcome.Result != upgrade.ResultRefused {
-					t.Fatalf("upgrade --via without --allow-data-loss: exit %d (want 1, refused), %v\n%s", u.code, err, u.stderr)
-				}
-				var listed []string
-				for _, hr := range rep.Hops {
-					for _, d := range hr.Preflight.DataLoss {
-						listed = append(listed, fmt.Sprintf("%s %s/%s: %v", d.CRD, d.Namespace, d.Name, d.Fields))
-					}
-					for _, u := range hr.Preflight.Unknown {
-						listed = append(listed, "unknown: "+u)
-					}
-				}
-				if d := cmp.Diff(ch.refused(h), listed); d != "" {
-					t.Errorf("what the path's preflight refuses (-want +got):\n%s", d)
-				}
-				now := h.snapshot()
-				for o, b := range before {
-					if a := now[o]; a == nil || a.Stored != b.Stored {
-						t.Errorf("%s: written by a refused path", o)
-					}
-				}
-				t.Logf("without --allow-data-loss: exit %d: %s", u.code, firstLineOf(u.stderr))
-				consent = []string{"--allow-data-loss"}
-			}
+			var consent []string // the path needs none
 			start := time.Now()
 			u := h.crdver(append(append(append([]string{"upgrade"}, via...), consent...), "-f", newDir, "--yes", "--backup", backup, "-o", "json")...)
 			took := time.Since(start)

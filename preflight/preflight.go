@@ -894,7 +894,11 @@ func compareAt(held, at map[string]any) (lost, kinds, added []string) {
 }
 
 // webhookLosses: a conversion webhook. Every object as read at h goes h → target → h through
-// the webhook with the API server's response checks; pruned and lost fields are losses.
+// the webhook with the API server's response checks; what the round trip loses (convert's
+// loss rule) is lost. A field the target's schema prunes from the webhook's answer is lost
+// only when the round trip loses it too: the way back starts from the pruned object, so what
+// the target no longer holds in any form is missing there (a field the webhook writes twice,
+// as cert-manager's v1alpha2 spec.organization and spec.subject.organizations, is not).
 func (e *evaluation) webhookLosses(h string) error {
 	if e.o.Transport == nil {
 		e.unknown(fmt.Sprintf("objects held at %s: the conversion webhook was not reached (no way to reach it was given), so what converting them to %s loses is unknown", h, e.r.Target))
@@ -915,7 +919,9 @@ func (e *evaluation) webhookLosses(h string) error {
 	other := map[string]int{}
 	for _, f := range rep.Findings {
 		switch {
-		case f.Check == convert.CheckPruned || f.Check == convert.CheckRoundTrip:
+		case f.Check == convert.CheckPruned:
+			// Judged by the round trip (above).
+		case f.Check == convert.CheckRoundTrip:
 			if _, ok := byObject[f.Object]; !ok {
 				order = append(order, f.Object)
 			}

@@ -208,8 +208,9 @@ func TestRejections(t *testing.T) {
 
 // A conversion webhook (the CronTab test webhook): objects held at v1 go v1 -> v1beta1 -> v1.
 // The well-behaved webhook keeps everything (an annotation carries what host:port cannot say);
-// the lossy one drops spec.port, and preflight names it. Without a transport the answer is
-// unknown, never "safe".
+// the lossy one drops spec.port, and preflight names it; one whose answer holds a field the
+// schema prunes, and loses nothing the objects hold, loses nothing. Without a transport the
+// answer is unknown, never "safe".
 func TestWebhookLosses(t *testing.T) {
 	ctx := context.Background()
 	srv := testwebhook.StartForTest(t, testwebhook.Options{})
@@ -246,6 +247,17 @@ func TestWebhookLosses(t *testing.T) {
 	}
 	if l := r.Losses[0]; l.HeldAt != "v1" || !slices.Contains(l.Fields, ".spec.port") {
 		t.Errorf("loss = %+v, want .spec.port held at v1", l)
+	}
+
+	// A webhook that adds a field no schema has (spec.extra): the API server prunes it from
+	// what it stores, and nothing the objects hold is lost (the round trip gives them back).
+	srv.Set(testwebhook.UnknownField)
+	r, err = Check(ctx, dyn, live, Options{Target: "v1beta1", Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Safe() || r.LossCount != 0 {
+		t.Errorf("a webhook whose extra field is pruned: losses %d %+v, unknown %v (nothing the objects hold is lost)", r.LossCount, r.Losses, r.Unknown)
 	}
 
 	srv.Set(testwebhook.Good)

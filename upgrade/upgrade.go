@@ -313,11 +313,13 @@ func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiext
 		so := preflight.Options{Target: target, ChunkSize: r.o.ChunkSize}
 		if inter := plan.IntermediateFor(it); inter != nil {
 			inter.Status = *live.Status.DeepCopy()
-			// The intermediate serves the versions it keeps; the live API server serves only
-			// what live serves (and what this run served again): read those, no others.
+			// The preflight reads from the live API server, which serves what live serves (and
+			// what this run served again), not what the intermediate will: read those, no
+			// others, and every one of those (a version the intermediate stops serving is still
+			// read as stored, e.g. the live storage version of a CRD with no object at it).
 			for i, v := range inter.Spec.Versions {
-				if lv, err := crdinfo.Lookup(live, v.Name); err == nil && v.Served && !lv.Served {
-					inter.Spec.Versions[i].Served = false
+				if lv, err := crdinfo.Lookup(live, v.Name); err == nil {
+					inter.Spec.Versions[i].Served = lv.Served
 				}
 			}
 			crd, so.SkipRejections = inter, true
