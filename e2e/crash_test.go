@@ -21,13 +21,19 @@ import (
 // The crash matrix of issue 25 on the real releases: TestReleaseMatrix's upgrade runs (the
 // one that applies the release, and the refused one before it) go through crashChain, which
 // kills the command with SIGKILL — as a laptop dying does, no signal handler runs — and runs
-// the very same command again, until one run ends by itself. For each step of the upgrade, in
-// order:
+// the very same command again, until one run ends by itself. For each kind of step the
+// upgrade takes (backup, intermediate-crds, migrate, retire, apply, …), the first time a step
+// of that kind ends in the chain:
 //
-//   - randomKills runs are killed at a random moment inside the step: after a random one of
-//     the progress notes the run prints (`upgrade: …`, between its writes), a random delay of
-//     up to 300 ms later (or at the step's end, when it comes first);
-//   - one run is killed as the step ends (the `step N/M` line).
+//   - one run is killed as the step ends (the `step N/M KIND: done` line);
+//   - then randomKills runs are killed at a random moment: after a random one of the progress
+//     notes the run prints (`upgrade: …`, between its writes), a random delay of up to 300 ms
+//     later (or as a step of a kind not yet killed at ends, when that comes first).
+//
+// A later step of a kind already killed at (the retire of the next CRD) runs through: it
+// resumes and checkpoints as the first did, and killing it again would only repeat that (a
+// release with 8 retires took 2 kills per step, 233 s; e2e/survive kills our own release at
+// every point).
 //
 // After every kill the cluster is checked against the objects before the run: no field lost
 // but the consented ones, every manager kept, every object readable, and
@@ -37,7 +43,7 @@ import (
 // the backup — which proves the backup kept every consented field).
 //
 // CRDVER_CRASH_SEED fixes the random moments (the seed is logged); CRDVER_CRASH_RANDOM sets
-// how many random moments per step (default 1; 0 kills at step ends only).
+// how many random moments per kind of step (default 1; 0 kills at step ends only).
 
 // stepDone is the progress line that ends a step of upgrade that did its work in this run
 // (not one found already done, skipped or left for a person). A resumed run plans again and
@@ -133,22 +139,25 @@ func (h *harness) runStepKilled(workDir, step string, rule killRule) (stepResult
 	return stepResult{Step: step, Code: code, Stdout: out.String()}, killed
 }
 
-// crashChain runs step (an upgrade command) killed at every step's end and at random moments
-// inside every step, as the file's comment says, checking the cluster after every kill; it
+// crashChain runs step (an upgrade command) killed as each kind of step first ends and at
+// random moments after, as the file's comment says, checking the cluster after every kill; it
 // returns the run that ended by itself.
 func (h *harness) crashChain(label, workDir, step string, before snapshot, oldStorage map[string]string, consented map[*tracked][]string) stepResult {
 	t := h.t
 	t.Helper()
 	seed := crashSeed(h.rel.Project + label)
 	rng := rand.New(rand.NewPCG(seed, seed>>1))
-	t.Logf("%s: crash chain, seed %d (CRDVER_CRASH_SEED), %d random moments per step", label, seed, randomKills())
+	t.Logf("%s: crash chain, seed %d (CRDVER_CRASH_SEED), %d random moments per kind of step", label, seed, randomKills())
+	killedAt := map[string]bool{} // the kinds of step a run was killed at the end of
+	randomLeft := 0               // random runs still owed to the kind last killed at
 	for run := 1; run <= 80; run++ {
-		random := (run-1)%(randomKills()+1) < randomKills()
+		random := randomLeft > 0
 		boundary := ""
 		rule := func(line string) time.Duration {
-			if m := stepDone.FindStringSubmatch(line); m != nil && m[2] != "verify" {
+			if m := stepDone.FindStringSubmatch(line); m != nil && m[2] != "verify" && !killedAt[m[2]] {
 				if boundary == "" {
 					boundary = m[1] + " (" + m[2] + ")"
+					killedAt[m[2]] = true
 				}
 				return 0
 			}
@@ -163,6 +172,12 @@ func (h *harness) crashChain(label, workDir, step string, before snapshot, oldSt
 		if !killed {
 			t.Logf("%s: run %d ended by itself (exit %d, %s) after %d kills", label, run, res.Code, took, run-1)
 			return res
+		}
+		if random {
+			randomLeft--
+		}
+		if boundary != "" {
+			randomLeft = randomKills()
 		}
 		where := "at a random moment"
 		switch {

@@ -702,14 +702,20 @@ func (h *harness) snapshot() snapshot {
 			crds[o.CRD] = crd
 		}
 		s := &objectSnap{Data: map[string]map[string]any{}, ReadErrors: map[string]string{}}
+		managersRead := false
 		for _, v := range servedVersions(crd) {
 			u, err := h.get(o, v)
 			if err != nil {
 				s.ReadErrors[v] = err.Error()
 				continue
 			}
-			if v == storageVersion(crd) {
+			// managedFields are stored as written, the same at every version read: from the
+			// storage version's read, or any other when that one fails (a CRD just updated:
+			// the API server may not serve its new storage version for a moment).
+			if v == storageVersion(crd) || !managersRead {
+				managersRead = true
 				s.ResourceVersion = u.GetResourceVersion()
+				s.Managers = s.Managers[:0]
 				for _, mf := range u.GetManagedFields() {
 					s.Managers = append(s.Managers, managerEntry{Manager: mf.Manager, Operation: string(mf.Operation), APIVersion: mf.APIVersion, Subresource: mf.Subresource, Fields: fieldSetPaths(mf.FieldsV1)})
 				}
