@@ -80,7 +80,7 @@ func (m *ObjectMemo) Close() error {
 // versions it may be encoded at; "" when the memo cannot be used (a conversion webhook: an
 // object listed at another version may hold other content than its stored copy).
 func rulesOf(e *evaluator) string {
-	if s := strategyOf(e.next); e.liveWebhook || (s != "" && s != apiextensionsv1.NoneConverter) {
+	if s := strategyOf(e.next); e.viaWebhook || (s != "" && s != apiextensionsv1.NoneConverter) {
 		return ""
 	}
 	return digestOf([]any{e.next.Name, e.next.Spec, e.readVersion, e.fv, e.readDeprecated})

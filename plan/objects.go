@@ -35,9 +35,14 @@ type evaluator struct {
 	// encodings are the versions an object may be encoded at in etcd (the live
 	// storedVersions still in the new CRD), the live storage version first.
 	encodings []string
-	// liveWebhook: the live CRD converts through a webhook, so an object listed at one version
-	// cannot be relabelled to another.
-	liveWebhook    bool
+	// viaWebhook: objects reach the encodings through a conversion webhook, so an object
+	// listed at one version cannot be relabelled to another: the live CRD converts through
+	// one, or every object is first rewritten at the new storage version under an
+	// intermediate CRD that converts through the new CRD's.
+	viaWebhook bool
+	// rewriteFirst: the new CRD has none of the versions objects are stored at, so they are
+	// evaluated as the runbook's first rewrite stores them, at its storage version.
+	rewriteFirst   bool
 	fv             preview.FieldValidation
 	readDeprecated bool
 	// types types objects as the API server does for server-side apply (nil: not checked).
@@ -79,8 +84,12 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 	// accepted (the primary read's, else another encoding's that possibly prunes).
 	var primary, lossy *preview.ReadResult
 	for i, enc := range e.encodings {
-		if enc != listed && e.liveWebhook {
-			f.Notes = append(f.Notes, fmt.Sprintf("a migration is pending: the object may be encoded at %s in etcd, which the API cannot show; with a conversion webhook plan cannot tell what that copy holds", enc))
+		if enc != listed && e.viaWebhook {
+			if e.rewriteFirst {
+				f.Notes = append(f.Notes, fmt.Sprintf("rewritten at %s through the conversion webhook before the apply: plan cannot tell what the webhook makes of it (kubectl crdver upgrade round-trips every object through it before its first write)", enc))
+			} else {
+				f.Notes = append(f.Notes, fmt.Sprintf("a migration is pending: the object may be encoded at %s in etcd, which the API cannot show; with a conversion webhook plan cannot tell what that copy holds", enc))
+			}
 			continue
 		}
 		if i > 0 && e.notEncodedAt(u, enc) {
@@ -182,7 +191,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 
 	// A re-create from a backup or a GitOps repository: the object as listed.
 	createVersion := e.createVersionOf(listed)
-	if createVersion != listed && e.liveWebhook {
+	if createVersion != listed && e.viaWebhook {
 		f.Notes = append(f.Notes, fmt.Sprintf("re-create not evaluated: %s is not served by the new CRD and converting the object needs the conversion webhook", listed))
 	} else {
 		c := u.DeepCopy()

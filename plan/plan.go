@@ -147,7 +147,7 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		return nil
 	}
 	e := &evaluator{next: next, fv: opts.FieldValidation,
-		liveWebhook: live.Spec.Conversion != nil && live.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter}
+		viaWebhook: live.Spec.Conversion != nil && live.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter}
 	if e.fv == "" {
 		e.fv = preview.FieldValidationStrict
 	}
@@ -172,13 +172,16 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		// When the live CRD lacks that version, the runbook first applies an intermediate CRD
 		// (Intermediate) holding it: the rewrite stores the same content either way.
 		if after := crdinfo.StorageVersion(next); after != "" {
-			e.encodings = []string{after}
+			e.encodings, e.rewriteFirst = []string{after}, true
+			// The intermediate converts as the new CRD does: through its webhook, the
+			// rewrite stores what the webhook makes of each object, not the object relabelled.
+			e.viaWebhook = e.viaWebhook || strategyOf(next) == apiextensionsv1.WebhookConverter
 			it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("evaluated as encoded at %s, after the migration the runbook starts with", after))
 		}
 	}
 	// The live schemas of the other encodings (notEncodedAt): with conversion None and
 	// pruning on, a read prunes with them.
-	if len(e.encodings) > 1 && !e.liveWebhook && !live.Spec.PreserveUnknownFields {
+	if len(e.encodings) > 1 && !e.viaWebhook && !live.Spec.PreserveUnknownFields {
 		for _, v := range e.encodings[1:] {
 			if vs, err := crdschema.SchemaFor(live, v); err == nil && vs.Structural != nil && len(vs.Violations) == 0 {
 				if e.liveSchemas == nil {
