@@ -31,8 +31,10 @@ import (
 //	  it names (scripted, per release, as a user makes them: the GitOps manifest edited and
 //	  applied) and --allow-data-loss end with the release applied and verified, every field
 //	  outside the consented losses and every manager kept; (4) `kubectl crdver upgrade -f OLD`
-//	  takes the cluster back and `kubectl crdver restore -f BACKUP --yes` brings back the
-//	  consented losses (compared with the objects before the upgrade, after the user's fixes);
+//	  takes the cluster back (status.storedVersions trimmed, every manager can write every
+//	  object) and `kubectl crdver restore -f BACKUP --yes` brings back the consented losses
+//	  (compared with the objects before the upgrade, after the user's fixes), writing nothing
+//	  when none was consented to, and `restore --dry-run` before it writes nothing;
 //	  (5) every run's exit code and last line follow the decision table.
 //	runbook: (3) the runbook plan prints, followed step by step (the steps for a person done by
 //	  the same scripted fixes), ends with its verify step passing.
@@ -153,6 +155,18 @@ func testMatrixUpgrade(t *testing.T, rc releaseCase) {
 		return
 	}
 	h.expectDecision("(4) upgrade -f OLD --yes", r4, h.appliedDecision())
+	for n := range h.crds {
+		if crd := h.liveCRD(n); !slices.Equal(crd.Status.StoredVersions, []string{storageVersion(crd)}) {
+			t.Errorf("(4) %s after the way back: status.storedVersions %v, want [%s]", n, crd.Status.StoredVersions, storageVersion(crd))
+		}
+	}
+	// Every manager writes again (with consented losses an applier's manifest may name a
+	// field the cluster no longer holds: the restore below is for those).
+	if len(consented) == 0 {
+		if fails := h.ssaByEveryManager(nil); len(fails) > 0 {
+			t.Errorf("(4) writes after the way back failed:\n%v", fails)
+		}
+	}
 	// A consented loss the previous release's storage version has no field for cannot come
 	// back (the project's own webhook would move it; the test's converts apiVersion only):
 	// restore must report it and say the user must act (exit 1).
@@ -163,6 +177,13 @@ func testMatrixUpgrade(t *testing.T, rc releaseCase) {
 			if !schemaHolds(crd, storageVersion(crd), f) {
 				unholdable[o] = append(unholdable[o], f)
 			}
+		}
+	}
+	pre := h.snapshot()
+	dry := h.runStep(work, fmt.Sprintf("kubectl crdver restore -f %s --dry-run 2>&1", backup))
+	for o, a := range h.snapshot() {
+		if a.ResourceVersion != pre[o].ResourceVersion {
+			t.Errorf("(4) %s: written by restore --dry-run (exit %d)", o, dry.Code)
 		}
 	}
 	r5 := h.runStep(work, fmt.Sprintf("kubectl crdver restore -f %s --yes 2>&1", backup))
@@ -184,6 +205,9 @@ func testMatrixUpgrade(t *testing.T, rc releaseCase) {
 		if a == nil || a.Data[old] == nil {
 			t.Errorf("(4) %s: unreadable at %s after the way back and the restore", o, old)
 			continue
+		}
+		if len(consented) == 0 && a.ResourceVersion != pre[o].ResourceVersion {
+			t.Errorf("(4) %s: written by a restore with nothing to restore (no loss was consented to)", o)
 		}
 		if lost := lostFields(b.Data[old], a.Data[old], unholdable[o]...); len(lost) > 0 {
 			t.Errorf("(4) %s: after the way back and the restore, fields differ from before the upgrade (at %s): %v (consented losses: %v)", o, old, lost, consented[o])
