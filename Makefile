@@ -54,6 +54,7 @@ test-assets:
 	@hack/build-test-binaries.sh --kube $(CI_KUBE_MINOR) kube-apiserver etcd >/dev/null
 	@hack/build-webhook.sh capi >/dev/null
 	@hack/build-webhook.sh cert-manager >/dev/null
+	@hack/build-webhook.sh helm >/dev/null
 
 ## test: every test, unit and integration (real kube-apiserver + etcd; the version differential
 ## test against the current minor and $(CI_KUBE_MINOR))

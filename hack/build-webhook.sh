@@ -11,6 +11,9 @@
 #       inside the module with the module's own go.mod: GOFLAGS=-mod=mod, GOTOOLCHAIN=local) at
 #       VERSION, one of hack/tools/cm-webhook/versions (default: the first there), whose module
 #       zip must have the go.sum hash listed there: <root>/cm-webhook-<version>-<sum>/cm-webhook
+#   hack/build-webhook.sh helm [VERSION] [--path]
+#       not a webhook: Helm's CLI (./cmd/helm of helm.sh/helm/v3), built the same way, for the
+#       test that installs a chart with the real helm: hack/tools/helm/versions; <root>/helm-<version>-<sum>/helm
 #
 # --path prints the path and builds nothing. <root> is the folder of hack/build-test-binaries.sh:
 # $CRDVER_TESTBIN or ${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-crdver/testbin. Each folder name
@@ -21,7 +24,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib/lock.sh
 source "$here/lib/lock.sh"
 root=${CRDVER_TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-crdver/testbin}
-usage="usage: hack/build-webhook.sh capi|cert-manager [VERSION] [--path]"
+usage="usage: hack/build-webhook.sh capi|cert-manager|helm [VERSION] [--path]"
 
 which=${1:-}
 [[ -n "$which" ]] || { echo "$usage" >&2; exit 2; }
@@ -43,17 +46,19 @@ case "$which" in
     version=$(awk '($1=="require" && $2=="sigs.k8s.io/cluster-api") || ($1=="sigs.k8s.io/cluster-api") {print ($1=="require" ? $3 : $2); exit}' "$mod/go.mod")
     src_sum=$(cat "$mod/go.mod" "$mod/go.sum" "$mod"/*.go | sha256sum | cut -c1-8)
     name=capi-webhook ;;
-  cert-manager)
-    mod=$here/tools/cm-webhook
-    list=$mod/versions
+  cert-manager|helm)
+    case "$which" in
+      cert-manager) tools=cm-webhook module=github.com/jetstack/cert-manager pkg=./cmd/webhook name=cm-webhook ;;
+      helm) tools=helm module=helm.sh/helm/v3 pkg=./cmd/helm name=helm ;;
+    esac
+    list=$here/tools/$tools/versions
     [[ -n "$version" ]] || version=$(awk '$1 ~ /^v/ {print $1; exit}' "$list")
     zip_sum=$(awk -v v="$version" '$1==v {print $2}' "$list")
     if [[ -z "$zip_sum" ]]; then
-      echo "build-webhook.sh: cert-manager $version is not in hack/tools/cm-webhook/versions (have: $(awk '$1 ~ /^v/ {printf "%s ", $1}' "$list")); add it with its go.sum hash" >&2
+      echo "build-webhook.sh: $which $version is not in hack/tools/$tools/versions (have: $(awk '$1 ~ /^v/ {printf "%s ", $1}' "$list")); add it with its go.sum hash" >&2
       exit 2
     fi
-    src_sum=$(echo "$version $zip_sum" | sha256sum | cut -c1-8)
-    name=cm-webhook ;;
+    src_sum=$(echo "$version $zip_sum" | sha256sum | cut -c1-8) ;;
   *) echo "build-webhook.sh: unknown webhook \"$which\"; $usage" >&2; exit 2 ;;
 esac
 
@@ -73,14 +78,14 @@ case "$which" in
   capi)
     echo "building capi-webhook (sigs.k8s.io/cluster-api $version) from the Go module proxy into $dir (first run only; ~5 min of CPU, 15 min measured on 2 busy cores)" >&2
     (cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$bin.tmp.$$" .) ;;
-  cert-manager)
-    echo "building cm-webhook (github.com/jetstack/cert-manager $version, ./cmd/webhook) from the Go module proxy into $dir (first run only; ~5 min of CPU, 23 min measured on 2 busy cores)" >&2
+  cert-manager|helm)
+    echo "building $name ($module $version, $pkg) from the Go module proxy into $dir (first run only; ~4-5 min of CPU; cert-manager's took 23 min on 2 busy cores)" >&2
     # Outside any module, so that only the module's own go.mod decides its dependencies.
-    info=$(cd "$dir" && GO111MODULE=on go mod download -json "github.com/jetstack/cert-manager@$version")
+    info=$(cd "$dir" && GO111MODULE=on go mod download -json "$module@$version")
     got_sum=$(sed -n 's/^[[:space:]]*"Sum": "\(.*\)",*$/\1/p' <<<"$info")
     src=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p' <<<"$info")
     if [[ "$got_sum" != "$zip_sum" ]]; then
-      echo "build-webhook.sh: github.com/jetstack/cert-manager@$version has hash \"$got_sum\", hack/tools/cm-webhook/versions says $zip_sum" >&2
+      echo "build-webhook.sh: $module@$version has hash \"$got_sum\", hack/tools/$tools/versions says $zip_sum" >&2
       exit 3
     fi
     # The module cache is read-only and -mod=mod may complete go.sum: build in a copy.
@@ -89,7 +94,7 @@ case "$which" in
     cp -R "$src" "$work"
     chmod -R u+w "$work"
     (cd "$work" && GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN=local CGO_ENABLED=0 \
-      go build -trimpath -ldflags='-s -w' -o "$bin.tmp.$$" ./cmd/webhook) ;;
+      go build -trimpath -ldflags='-s -w' -o "$bin.tmp.$$" "$pkg") ;;
 esac
 mv "$bin.tmp.$$" "$bin"
 echo "$bin"

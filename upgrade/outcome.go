@@ -183,8 +183,16 @@ func decide(rep *Report, err error, o Options) Outcome {
 				out.Message += ": " + s.Detail
 			}
 		}
+		// The apply left to the deployment tool that manages the CRDs (Helm, Flux, Argo CD,
+		// OLM) is for the user to do: exit 1, as for anything else left (--no-apply is asked
+		// for, and is not).
+		for _, st := range rep.Steps {
+			if st.Action == plan.ActionToolApply && st.State == StateManual {
+				out.ExitCode = 1
+			}
+		}
 		if len(left) > 0 {
-			out.ExitCode = userExit
+			out.ExitCode = max(out.ExitCode, userExit)
 			out.Message += "; left for you: " + strings.Join(out.Remaining, "; ")
 		}
 	case len(left) > 0:

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -405,6 +406,9 @@ func parseResource(s string) (schema.GroupVersionResource, bool) {
 // applyCRD server-side applies crd (spec, labels, annotations) with the run's field manager,
 // forcing conflicts: our own storage switches own parts of .spec.versions.
 func (r *runner) applyCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+	if err := r.dropWebhookConversion(ctx, crd); err != nil {
+		return err
+	}
 	body, err := ApplyBody(crd)
 	if err != nil {
 		return err
@@ -493,6 +497,35 @@ func intermediateApplied(cur, inter *apiextensionsv1.CustomResourceDefinition) b
 
 // apply server-side applies every CRD of the release and waits until each is established
 // with its new versions.
+// dropWebhookConversion: when crd converts without a webhook but the live CRD's conversion
+// names one, the webhook settings go first, as a merge patch. A server-side apply does not
+// remove fields another field manager owns (Helm's, a client-side kubectl apply's), and
+// strategy None beside a webhook's clientConfig is invalid, so the apply would be refused
+// (found with a chart installed by the real helm: e2e/helm_test.go). Nothing converts through
+// the webhook once crd is applied either.
+func (r *runner) dropWebhookConversion(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+	if c := crd.Spec.Conversion; c != nil && c.Strategy == apiextensionsv1.WebhookConverter {
+		return nil
+	}
+	live, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("getting %s: %w", crd.Name, err)
+	}
+	if live.Spec.Conversion == nil || live.Spec.Conversion.Webhook == nil {
+		return nil
+	}
+	patch := []byte(`{"spec":{"conversion":{"strategy":"None","webhook":null}}}`)
+	if _, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, crd.Name, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: r.o.FieldManager}); err != nil {
+		return fmt.Errorf("removing the conversion webhook of %s, which the new CRD does not have: %w", crd.Name, err)
+	}
+	r.notify("%s: conversion webhook removed (the new CRD converts with None)", crd.Name)
+	return nil
+}
+
 func (r *runner) apply(ctx context.Context, s *StepResult) error {
 	for i := range r.items {
 		_, next := r.items[i].CRDs()

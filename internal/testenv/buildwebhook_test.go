@@ -9,7 +9,7 @@ import (
 )
 
 // TestBuildWebhookScript: hack/build-webhook.sh names each webhook's cached binary by what it
-// is built from (--path builds nothing), refuses a cert-manager version that
+// is built from (--path builds nothing; helm's CLI too), refuses a cert-manager version that
 // hack/tools/cm-webhook/versions does not pin and an unknown webhook (exit 2), and, once a
 // binary is in the cache, prints it and builds nothing.
 func TestBuildWebhookScript(t *testing.T) {
@@ -36,6 +36,9 @@ func TestBuildWebhookScript(t *testing.T) {
 	}
 	if again, _ := run("cert-manager", "v1.6.3", "--path"); again != cm {
 		t.Errorf("cert-manager v1.6.3 --path: %q, the default version's is %q", again, cm)
+	}
+	if hp, code := run("helm", "--path"); code != 0 || !strings.HasPrefix(filepath.Base(filepath.Dir(hp)), "helm-v3.22.0-") || filepath.Base(hp) != "helm" {
+		t.Errorf("helm --path: %q (exit %d), want .../helm-v3.22.0-<sum>/helm", hp, code)
 	}
 	capi, code := run("capi", "--path")
 	wrapper, _ := exec.Command("bash", filepath.Join(root, "hack", "build-capi-webhook.sh"), "--path").Output()

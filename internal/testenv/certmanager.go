@@ -212,3 +212,11 @@ func (w *CertManagerWebhook) Convert(desiredAPIVersion string, objs ...map[strin
 	}
 	return got.Response.ConvertedObjects, nil
 }
+
+// HelmBinary builds (once, cached: hack/build-webhook.sh helm; the version is the first of
+// hack/tools/helm/versions) Helm's CLI from the Go module proxy and returns its path. When it
+// cannot be built the test fails under CI=true and is skipped otherwise, with the reason.
+func HelmBinary(t testing.TB) string {
+	t.Helper()
+	return webhookBinary(t, "helm", "helm")
+}
