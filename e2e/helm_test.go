@@ -36,19 +36,13 @@ func TestUpgradeHelmInstalledCRD(t *testing.T) {
 	h := newHarness(t, rel)
 	const name, ns = "externalsecrets.external-secrets.io", "helm-e2e"
 	chart := func(ver string) string {
+		// The release's CRD files, as releaseDir writes them, are the chart's templates/.
 		dir := filepath.Join(t.TempDir(), "chart")
-		if err := os.MkdirAll(filepath.Join(dir, "templates"), 0o755); err != nil {
+		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		files, _ := filepath.Glob(filepath.Join(h.releaseDir(ver), "*.yaml"))
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "templates", filepath.Base(f)), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+		if err := os.Rename(h.releaseDir(ver), filepath.Join(dir, "templates")); err != nil {
+			t.Fatal(err)
 		}
 		meta := "apiVersion: v2\nname: eso-crds\nversion: " + strings.TrimPrefix(ver, "v") + "\n"
 		if err := os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte(meta), 0o644); err != nil {

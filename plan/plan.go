@@ -147,7 +147,7 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		return nil
 	}
 	e := &evaluator{next: next, fv: opts.FieldValidation,
-		viaWebhook: live.Spec.Conversion != nil && live.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter}
+		viaWebhook: strategyOf(live) == apiextensionsv1.WebhookConverter}
 	if e.fv == "" {
 		e.fv = preview.FieldValidationStrict
 	}

@@ -182,12 +182,10 @@ func decide(rep *Report, err error, o Options) Outcome {
 			if (s.Action == plan.ActionApply || s.Action == plan.ActionToolApply) && s.Detail != "" {
 				out.Message += ": " + s.Detail
 			}
-		}
-		// The apply left to the deployment tool that manages the CRDs (Helm, Flux, Argo CD,
-		// OLM) is for the user to do: exit 1, as for anything else left (--no-apply is asked
-		// for, and is not).
-		for _, st := range rep.Steps {
-			if st.Action == plan.ActionToolApply && st.State == StateManual {
+			// The apply left to the deployment tool that manages the CRDs (Helm, Flux, Argo
+			// CD, OLM) is for the user to do: exit 1, as for anything else left (--no-apply
+			// is asked for, and is not).
+			if s.Action == plan.ActionToolApply && s.State == StateManual {
 				out.ExitCode = 1
 			}
 		}

@@ -495,8 +495,6 @@ func intermediateApplied(cur, inter *apiextensionsv1.CustomResourceDefinition) b
 	return true
 }
 
-// apply server-side applies every CRD of the release and waits until each is established
-// with its new versions.
 // dropWebhookConversion: when crd converts without a webhook but the live CRD's conversion
 // names one, the webhook settings go first, as a merge patch. A server-side apply does not
 // remove fields another field manager owns (Helm's, a client-side kubectl apply's), and
@@ -526,6 +524,8 @@ func (r *runner) dropWebhookConversion(ctx context.Context, crd *apiextensionsv1
 	return nil
 }
 
+// apply server-side applies every CRD of the release and waits until each is established
+// with its new versions.
 func (r *runner) apply(ctx context.Context, s *StepResult) error {
 	for i := range r.items {
 		_, next := r.items[i].CRDs()

@@ -45,8 +45,8 @@ func CAPIWebhookBinary(t testing.TB) string {
 	return webhookBinary(t, "Cluster API's conversion webhook", "capi")
 }
 
-// webhookBinary builds (once, cached) a project's real conversion webhook with
-// hack/build-webhook.sh ARGS and returns its path; what names it in the reason. When it cannot
+// webhookBinary builds (once, cached) a project's real binary (a conversion webhook, or
+// Helm's CLI) with hack/build-webhook.sh ARGS and returns its path; what names it in the reason. When it cannot
 // be built the test fails under CI=true and is skipped otherwise, with the reason.
 func webhookBinary(t testing.TB, what string, args ...string) string {
 	t.Helper()

@@ -302,7 +302,7 @@ func (e *Env) DeleteCRD(ctx context.Context, name string) error {
 			// answers "storage is (re)initializing" to every try, and a run of quick failures
 			// pushes the next try minutes away (a CRD still there after 3 min failed a test
 			// once). Any change to the CRD but its conditions queues it again at once.
-			if failedDeletion(crd) && time.Since(nudged) > 2*time.Second {
+			if cond := terminating(crd); cond != nil && cond.Reason == "InstanceDeletionFailed" && time.Since(nudged) > 2*time.Second {
 				nudged = time.Now()
 				patch := fmt.Sprintf(`{"metadata":{"annotations":{"crdver.test/deletion-retry":"%d"}}}`, nudged.UnixNano())
 				_, _ = c.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
@@ -314,21 +314,20 @@ func (e *Env) DeleteCRD(ctx context.Context, name string) error {
 		return nil
 	}
 	if last != nil {
-		for _, cond := range last.Status.Conditions {
-			if cond.Type == apiextensionsv1.Terminating {
-				return fmt.Errorf("CRD %s is still there (%s: %s): %w", name, cond.Reason, cond.Message, err)
-			}
+		if c := terminating(last); c != nil {
+			return fmt.Errorf("CRD %s is still there (%s: %s): %w", name, c.Reason, c.Message, err)
 		}
 	}
 	return fmt.Errorf("CRD %s is still there: %w", name, err)
 }
 
-// failedDeletion reports whether the CRD finalizer's last try to delete crd's objects failed.
-func failedDeletion(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, cond := range crd.Status.Conditions {
-		if cond.Type == apiextensionsv1.Terminating && cond.Reason == "InstanceDeletionFailed" {
-			return true
+// terminating is crd's Terminating condition (nil when it has none): what the CRD finalizer
+// waits for, or why its last try to delete the objects failed.
+func terminating(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinitionCondition {
+	for i := range crd.Status.Conditions {
+		if crd.Status.Conditions[i].Type == apiextensionsv1.Terminating {
+			return &crd.Status.Conditions[i]
 		}
 	}
-	return false
+	return nil
 }
