@@ -1,6 +1,6 @@
 package convert
 
-// pipeline.go: the requests of a page: batches sent one at a time, in order, as the API
+// pipeline.go: the requests of a page: batches prepared ahead, sent one at a time as the API
 // server does for a list, while earlier responses are checked; the round trip back.
 
 import (
@@ -23,6 +23,11 @@ type batch struct {
 	backOrig []*item          // the original of each leg 2 item
 	t1, t2   *tally
 	checked1 chan struct{}
+	// prepared is closed once the items are ready to send (prepErr: they cannot be);
+	// inputPruned counts those whose own schema pruned something of the input.
+	prepared    chan struct{}
+	prepErr     error
+	inputPruned int
 }
 
 // exchange is one ConversionReview request and what came back.
@@ -38,17 +43,39 @@ type exchange struct {
 	whole *Finding
 }
 
+// Pipeline depth. The requests go one at a time; what is around them runs on other
+// goroutines so that the requesting one waits for the webhook only:
+//   - prepareAhead batches are made ready to send (copied, pruned, defaulted, encoded) ahead of
+//     the request that sends them;
+//   - up to leg2Window batches may have their way there sent and their way back not yet (a
+//     round trip's way back waits for the check of its way there);
+//   - checkWorkers responses are checked at once.
+//
+// Memory stays bounded by the page, which holds every object of these batches anyway.
+const (
+	prepareAhead = 2
+	leg2Window   = 3
+	checkWorkers = 2
+)
+
 // pipeline sends the requests one at a time, in order, as the API server does for a list,
-// while the responses already received are checked on other goroutines: leg 1 of batch i+1
-// goes out while batch i is checked; leg 2 of batch i goes out once its leg 1 is checked.
+// while the batches to come are prepared and the responses already received are checked on
+// other goroutines: the way there of the next batch goes out while earlier ones are checked,
+// and a round trip's way back goes out as soon as its way there is checked (the oldest
+// first), so the requesting goroutine waits for a check only when leg2Window batches are
+// waiting for theirs.
 func (r *runner) pipeline(ctx context.Context, batches []*batch) error {
-	sem := make(chan struct{}, 2) // checks in flight besides the requests
+	done := make(chan struct{})
+	defer close(done)
+	ahead := r.prepareBatches(batches, done)
+
+	sem := make(chan struct{}, checkWorkers)
 	var wg sync.WaitGroup
-	check := func(fn func()) {
-		sem <- struct{}{}
+	check := func(fn func()) { // never blocks the requesting goroutine
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			sem <- struct{}{}
 			defer func() { <-sem }()
 			fn()
 		}()
@@ -88,17 +115,41 @@ func (r *runner) pipeline(ctx context.Context, batches []*batch) error {
 			r.opts.Progress(r.done, t)
 		}
 	}
-	var prev *batch
-	for _, b := range batches {
+	checked := func(b *batch) bool {
+		select {
+		case <-b.checked1:
+			return true
+		default:
+			return false
+		}
+	}
+	var waiting []*batch // round trips: the way there sent, the way back not yet; oldest first
+	next := 0
+	for !r.stop {
 		if err := ctx.Err(); err != nil {
 			wg.Wait()
 			return err
 		}
-		if r.stop {
+		if len(waiting) > 0 && (checked(waiting[0]) || next == len(batches) || len(waiting) >= leg2Window) {
+			b := waiting[0]
+			waiting = waiting[1:]
+			sendLeg2(b)
+			progress(b)
+			continue
+		}
+		if next == len(batches) {
 			break
+		}
+		b := batches[next]
+		next++
+		<-b.prepared
+		if b.prepErr != nil {
+			wg.Wait()
+			return b.prepErr
 		}
 		b.checked1 = make(chan struct{})
 		b.x1 = r.post(ctx, b.items, r.opts.To, b.from)
+		<-ahead // one more batch may be prepared
 		check(func() {
 			defer close(b.checked1)
 			b.out = r.check(b.x1, b.t1)
@@ -121,20 +172,51 @@ func (r *runner) pipeline(ctx context.Context, batches []*batch) error {
 				b.backOrig = append(b.backOrig, b.items[i])
 			}
 		})
-		if !r.opts.RoundTrip {
+		if r.opts.RoundTrip {
+			waiting = append(waiting, b)
+		} else {
 			progress(b)
-		} else if prev != nil {
-			sendLeg2(prev)
-			progress(prev)
 		}
-		prev = b
 	}
-	if r.opts.RoundTrip && prev != nil && prev.checked1 != nil {
-		sendLeg2(prev)
-		progress(prev)
+	// Stopped (the webhook is unreachable): the ways back still waiting are not sent.
+	for _, b := range waiting {
+		<-b.checked1
+		progress(b)
 	}
 	wg.Wait()
 	return ctx.Err()
+}
+
+// prepareBatches makes the batches ready to send, in order, on another goroutine, at most
+// prepareAhead batches ahead of the requests: the requesting goroutine receives from the
+// returned channel after each batch it sends. Each batch's prepared is closed when it is ready
+// (prepErr set when it cannot be). It stops when done is closed.
+func (r *runner) prepareBatches(batches []*batch, done <-chan struct{}) <-chan struct{} {
+	ahead := make(chan struct{}, prepareAhead)
+	for _, b := range batches {
+		b.prepared = make(chan struct{})
+	}
+	go func() {
+		for _, b := range batches {
+			select {
+			case ahead <- struct{}{}:
+			case <-done:
+				return
+			}
+			for _, it := range b.items {
+				pruned, err := r.encode(it)
+				if err != nil {
+					b.prepErr = err
+					break
+				}
+				if pruned {
+					b.inputPruned++
+				}
+			}
+			close(b.prepared)
+		}
+	}()
+	return ahead
 }
 
 // post sends one ConversionReview (not for strategy None). It runs on the requesting

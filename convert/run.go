@@ -249,26 +249,27 @@ func (r *runner) apiVersion(v string) string { return r.group + "/" + v }
 
 // page sends, checks and bisects one page of objects, and keeps only what the report needs.
 func (r *runner) page(ctx context.Context, objects []Object) error {
-	// Group by the objects' own version, keeping the input order within each group.
+	// Group by the objects' own version, keeping the input order within each group. Each
+	// object is only admitted here (an object of another kind fails the run before anything
+	// is sent); making it what the API server would send is done batch by batch, ahead of
+	// the requests (pipeline).
 	groups := map[string][]*item{}
 	var order []string
 	offset := r.seen
 	r.seen += len(objects)
 	for i, o := range objects {
-		it, err := r.prepare(o)
+		v, skip, err := r.admit(o)
 		if err != nil {
 			return err
 		}
-		if it == nil {
+		if skip {
 			r.report.Skipped++
 			continue
 		}
-		it.index = offset + i
-		v := it.version
 		if _, ok := groups[v]; !ok {
 			order = append(order, v)
 		}
-		groups[v] = append(groups[v], it)
+		groups[v] = append(groups[v], &item{index: offset + i, source: o.Source, version: v, orig: o.Object})
 	}
 	var batches []*batch
 	for _, v := range order {
@@ -299,6 +300,9 @@ func (r *runner) page(ctx context.Context, objects []Object) error {
 		return err
 	}
 	for _, b := range batches {
+		if b.x1 != nil { // sent, so prepared
+			r.inputPruned += b.inputPruned
+		}
 		if r.opts.Converted != nil {
 			for i, o := range b.out {
 				if o != nil {
@@ -337,28 +341,50 @@ func (r *runner) page(ctx context.Context, objects []Object) error {
 // pruned and defaulted in its own version, as it would have been stored, and encoded. It
 // returns nil for an object already at the target version (the API server never sends those).
 func (r *runner) prepare(o Object) (*item, error) {
+	v, skip, err := r.admit(o)
+	if err != nil || skip {
+		return nil, err
+	}
+	it := &item{source: o.Source, version: v, orig: o.Object}
+	pruned, err := r.encode(it)
+	if err != nil {
+		return nil, err
+	}
+	if pruned {
+		r.inputPruned++
+	}
+	return it, nil
+}
+
+// admit checks that o is an object of the CRD and returns its version; skip: it is already at
+// the target version (the API server never sends those).
+func (r *runner) admit(o Object) (version string, skip bool, err error) {
 	av, _ := o.Object["apiVersion"].(string)
 	kind, _ := o.Object["kind"].(string)
 	g, v, _ := strings.Cut(av, "/")
 	if g != r.group || !r.hasVersion(v) {
-		return nil, fmt.Errorf("%s: apiVersion %q is not a version of %s (have: %s)", o.Source, av, r.crd.Name, r.joinAPIVersions())
+		return "", false, fmt.Errorf("%s: apiVersion %q is not a version of %s (have: %s)", o.Source, av, r.crd.Name, r.joinAPIVersions())
 	}
 	if kind != r.kind {
-		return nil, fmt.Errorf("%s: kind %q is not %s's kind %q", o.Source, kind, r.crd.Name, r.kind)
+		return "", false, fmt.Errorf("%s: kind %q is not %s's kind %q", o.Source, kind, r.crd.Name, r.kind)
 	}
-	if v == r.opts.To {
-		return nil, nil
-	}
-	obj := runtime.DeepCopyJSON(o.Object)
-	if len(r.schemas[v].pruneObject(obj, true)) > 0 {
-		r.inputPruned++
-	}
-	r.schemas[v].defaultObject(obj)
+	return v, v == r.opts.To, nil
+}
+
+// encode makes it.orig (the object as given, left untouched) what the API server would send:
+// a copy pruned and defaulted in its own version, as it would have been stored, encoded in
+// it.raw. pruned: the schema pruned something of the input. It is safe to call for different
+// items at once.
+func (r *runner) encode(it *item) (pruned bool, err error) {
+	obj := runtime.DeepCopyJSON(it.orig)
+	pruned = len(r.schemas[it.version].pruneObject(obj, true)) > 0
+	r.schemas[it.version].defaultObject(obj)
 	raw, err := json.Marshal(obj)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.Source, err)
+		return pruned, fmt.Errorf("%s: %w", it.source, err)
 	}
-	return &item{source: o.Source, version: v, orig: obj, raw: raw}, nil
+	it.orig, it.raw = obj, raw
+	return pruned, nil
 }
 
 // finishRun adds the notes and failed objects of all pages and completes the report.
