@@ -309,8 +309,11 @@ func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.R
 	case errors.Is(err, migrate.ErrAccessDenied):
 		return Unavailable(err)
 	}
-	if rep != nil && slices.ContainsFunc(rep.Steps, func(s upgrade.StepResult) bool { return s.State == upgrade.StateDone }) {
-		// Cut off after it wrote (the network, the server): what is done is in the checkpoint.
+	if rep != nil && (rep.Resumed || slices.ContainsFunc(rep.Steps, func(s upgrade.StepResult) bool {
+		return s.State == upgrade.StateDone || s.State == upgrade.StateAlready
+	})) {
+		// Cut off after it wrote, in this run or an earlier one (the network, the server): what
+		// is done is in the checkpoint and the live state.
 		return Unavailable(fmt.Errorf("%w; the steps done are kept: run the same command again to resume", clusterError("upgrading", err)))
 	}
 	return clusterError("upgrading", err)

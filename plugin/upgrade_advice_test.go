@@ -60,3 +60,36 @@ func TestUpgradeRefusalAdvice(t *testing.T) {
 		})
 	}
 }
+
+// TestUpgradeCutOffAdvice: an upgrade cut off from the API server (the network, the server)
+// says to run the same command again when something was written, in this run or an earlier
+// one that this run resumed (its steps are then "already done", none "done"; the e2e flaky
+// network test found the advice missing there), and only to check the connection when
+// nothing was.
+func TestUpgradeCutOffAdvice(t *testing.T) {
+	cut := fmt.Errorf(`removing the conversion webhook of issuers.cert-manager.io: Patch "https://127.0.0.1:1/apis": unexpected EOF`)
+	step := func(state string) upgrade.StepResult { return upgrade.StepResult{State: state} }
+	cases := []struct {
+		name   string
+		rep    *upgrade.Report
+		resume bool
+	}{
+		{name: "a step done in this run", rep: &upgrade.Report{Steps: []upgrade.StepResult{step(upgrade.StateDone), step(upgrade.StatePending)}}, resume: true},
+		{name: "resumed, steps already done", rep: &upgrade.Report{Resumed: true, Steps: []upgrade.StepResult{step(upgrade.StateAlready), step(upgrade.StatePending)}}, resume: true},
+		{name: "steps found done in the live state", rep: &upgrade.Report{Steps: []upgrade.StepResult{step(upgrade.StateAlready), step(upgrade.StatePending)}}, resume: true},
+		{name: "nothing written", rep: &upgrade.Report{Steps: []upgrade.StepResult{step(upgrade.StatePending)}}},
+		{name: "no report", rep: nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := (&UpgradeOptions{}).runError(context.Background(), cut, c.rep)
+			line := ErrorLine(err)
+			if got := ExitCode(err); got != ExitUnavailable {
+				t.Errorf("exit %d, want %d (%s)", got, ExitUnavailable, line)
+			}
+			if got := strings.Contains(line, "run the same command again to resume"); got != c.resume {
+				t.Errorf("says to run the same command again: %v, want %v: %s", got, c.resume, line)
+			}
+		})
+	}
+}
