@@ -56,9 +56,6 @@ test-assets:
 	@hack/build-webhook.sh cert-manager >/dev/null
 	@hack/build-webhook.sh helm >/dev/null
 
-# The test packages that take longest, longest first (make test runs them first).
-SLOW_TEST_PACKAGES := ./e2e ./e2e/survive ./plugin ./internal/versiondiff ./preview ./cmd/kubectl-crdver ./migrate
-
 ## test: every test, unit and integration (real kube-apiserver + etcd; the version differential
 ## test against the current minor and $(CI_KUBE_MINOR))
 ## The tests run with XDG_CACHE_HOME in a temporary folder, removed after: envtest keeps a file
@@ -66,14 +63,11 @@ SLOW_TEST_PACKAGES := ./e2e ./e2e/survive ./plugin ./internal/versiondiff ./prev
 ## only the environment can move it. Go's build cache and the test binaries stay where they are.
 ## The test binaries are linked without DWARF and symbol table (-ldflags='-s -w'; panics still
 ## name functions and lines): linking the 35 of them took 170 s of 2 cores, 92 s so.
-## go test starts the packages in the order given: the longest first (SLOW_TEST_PACKAGES, each
-## 1.5-11 min), the rest of ./... after them, so that the short ones fill both cores at the end
-## instead of one long package running alone (1,226-1,232 s before, in ./... order).
 test: test-assets
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && set -x && \
 	GOCACHE="$$($(GO) env GOCACHE)" CRDVER_TESTBIN="$${XDG_CACHE_HOME:-$$HOME/.cache}/kubectl-crdver/testbin" \
 	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_KUBE_MINORS=current,$(CI_KUBE_MINOR) \
-	XDG_CACHE_HOME="$$tmp" $(GO) test -count=1 -ldflags='-s -w' -timeout 45m $(SLOW_TEST_PACKAGES) ./...
+	XDG_CACHE_HOME="$$tmp" $(GO) test -count=1 -ldflags='-s -w' -timeout 45m ./...
 
 ## test-versions: the version differential test against every supported minor's real
 ## kube-apiserver (builds the missing ones one at a time: ~10 min each on 2 cores, the first
