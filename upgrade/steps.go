@@ -404,9 +404,10 @@ func parseResource(s string) (schema.GroupVersionResource, bool) {
 }
 
 // applyCRD server-side applies crd (spec, labels, annotations) with the run's field manager,
-// forcing conflicts: our own storage switches own parts of .spec.versions.
-func (r *runner) applyCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
-	if err := r.dropWebhookConversion(ctx, crd); err != nil {
+// forcing conflicts: our own storage switches own parts of .spec.versions. cur is the live CRD
+// when the caller has just read it (nil: it is read here if needed).
+func (r *runner) applyCRD(ctx context.Context, crd, cur *apiextensionsv1.CustomResourceDefinition) error {
+	if err := r.dropWebhookConversion(ctx, crd, cur); err != nil {
 		return err
 	}
 	body, err := ApplyBody(crd)
@@ -445,7 +446,7 @@ func (r *runner) intermediate(ctx context.Context, s *StepResult) error {
 	var applied []string
 	for _, n := range s.CRDs {
 		it := r.item(n)
-		live, next := it.CRDs()
+		_, next := it.CRDs()
 		cur, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("getting %s: %w", n, err)
@@ -457,8 +458,7 @@ func (r *runner) intermediate(ctx context.Context, s *StepResult) error {
 		if intermediateApplied(cur, inter) {
 			continue // applied by an earlier run
 		}
-		_ = live
-		if err := r.applyCRD(ctx, inter); err != nil {
+		if err := r.applyCRD(ctx, inter, cur); err != nil {
 			return err
 		}
 		crd, err := r.waitCRD(ctx, n, func(c *apiextensionsv1.CustomResourceDefinition) bool {
@@ -500,17 +500,20 @@ func intermediateApplied(cur, inter *apiextensionsv1.CustomResourceDefinition) b
 // remove fields another field manager owns (Helm's, a client-side kubectl apply's), and
 // strategy None beside a webhook's clientConfig is invalid, so the apply would be refused
 // (found with a chart installed by the real helm: e2e/helm_test.go). Nothing converts through
-// the webhook once crd is applied either.
-func (r *runner) dropWebhookConversion(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+// the webhook once crd is applied either. live is the live CRD, or nil to read it here.
+func (r *runner) dropWebhookConversion(ctx context.Context, crd, live *apiextensionsv1.CustomResourceDefinition) error {
 	if c := crd.Spec.Conversion; c != nil && c.Strategy == apiextensionsv1.WebhookConverter {
 		return nil
 	}
-	live, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("getting %s: %w", crd.Name, err)
+	if live == nil {
+		var err error
+		live, err = r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("getting %s: %w", crd.Name, err)
+		}
 	}
 	if live.Spec.Conversion == nil || live.Spec.Conversion.Webhook == nil {
 		return nil
@@ -529,7 +532,7 @@ func (r *runner) dropWebhookConversion(ctx context.Context, crd *apiextensionsv1
 func (r *runner) apply(ctx context.Context, s *StepResult) error {
 	for i := range r.items {
 		_, next := r.items[i].CRDs()
-		if err := r.applyCRD(ctx, next); err != nil {
+		if err := r.applyCRD(ctx, next, nil); err != nil {
 			return err
 		}
 	}
