@@ -300,8 +300,10 @@ func (r *runner) page(ctx context.Context, objects []Object) error {
 		return err
 	}
 	for _, b := range batches {
-		if b.x1 != nil { // sent, so prepared
+		select {
+		case <-b.prepared: // prepared, sent or not: its pruned inputs count
 			r.inputPruned += b.inputPruned
+		default:
 		}
 		if r.opts.Converted != nil {
 			for i, o := range b.out {
