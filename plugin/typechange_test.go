@@ -8,16 +8,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
@@ -174,7 +171,6 @@ func TestTypeChangeFromPlanToFix(t *testing.T) {
 	if _, err := env.WaitEstablished(ctx, live.Name); err != nil {
 		t.Fatal(err)
 	}
-	waitServed(t, dyn, schema.GroupVersionResource{Group: group, Version: "v2", Resource: "brokers"})
 	for _, c := range step.Commands {
 		if !strings.HasPrefix(c, "kubectl patch ") {
 			continue
@@ -333,7 +329,6 @@ func typechangeApplied(t *testing.T, group string) (string, func() (map[string]s
 	if _, err := env.WaitEstablished(ctx, live.Name); err != nil {
 		t.Fatal(err)
 	}
-	waitServed(t, dyn, schema.GroupVersionResource{Group: group, Version: "v2", Resource: "brokers"})
 	snapshot := func() (map[string]string, map[string][]string) {
 		rvs, mgrs := map[string]string{}, map[string][]string{}
 		for n := range specs {
@@ -401,18 +396,5 @@ func TestRetireOwnershipConsentOnOlderServer(t *testing.T) {
 	_, after := snapshot()
 	if len(after["text-config"]) != 0 || len(after["plain"]) != len(mgrs["plain"]) {
 		t.Errorf("managers after the consented retire: %v (before %v): text-config should have lost its two, plain none", after, mgrs)
-	}
-}
-
-// waitServed waits (at most 20 s) until the API server serves gvr (a version just added to a
-// CRD: its Established condition was true already).
-func waitServed(t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
-		return !apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
-		t.Fatalf("%s is not served: %v", gvr, err)
 	}
 }

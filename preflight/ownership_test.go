@@ -4,17 +4,13 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
@@ -117,7 +113,6 @@ func ownershipCases(t *testing.T, prefix string) map[string][]string {
 		if _, err := env.WaitEstablished(ctx, live.Name); err != nil {
 			t.Fatal(err)
 		}
-		waitServed(t, dyn, schema.GroupVersionResource{Group: group, Version: "v2", Resource: "brokers"})
 		crd := fresh(t, live.Name)
 		r, err := Check(ctx, dyn, crd, Options{Target: "v2"})
 		if err != nil {
@@ -166,17 +161,4 @@ func ownershipCases(t *testing.T, prefix string) map[string][]string {
 		}
 	})
 	return typeChange
-}
-
-// waitServed waits (at most 20 s) until the API server serves gvr (a version just added to a
-// CRD: its Established condition was true already).
-func waitServed(t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
-		return !apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
-		t.Fatalf("%s is not served: %v", gvr, err)
-	}
 }

@@ -19,8 +19,10 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -244,7 +246,11 @@ func (e *Env) CreateCRD(ctx context.Context, crd *apiextensionsv1.CustomResource
 	return e.WaitEstablished(ctx, crd.Name)
 }
 
-// WaitEstablished waits (at most 30 s) until the named CRD has the Established condition.
+// WaitEstablished waits (at most 30 s) until the named CRD has the Established condition and
+// the API server serves every version the CRD marks served. A CRD that was established
+// already keeps the condition while an update adds a version, and the API server installs
+// the new version's handler a moment later: a read at it before then answers 404 "the server
+// could not find the requested resource" (WaitServed).
 func (e *Env) WaitEstablished(ctx context.Context, name string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	c, err := apiextensionsclient.NewForConfig(e.Config)
 	if err != nil {
@@ -267,7 +273,34 @@ func (e *Env) WaitEstablished(ctx context.Context, name string) (*apiextensionsv
 	if err != nil {
 		return nil, fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
 	}
+	for _, v := range got.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		gvr := schema.GroupVersionResource{Group: got.Spec.Group, Version: v.Name, Resource: got.Spec.Names.Plural}
+		if err := e.WaitServed(ctx, gvr); err != nil {
+			return nil, fmt.Errorf("CRD %s: %w", name, err)
+		}
+	}
 	return got, nil
+}
+
+// WaitServed waits (at most 30 s) until the API server serves gvr: a LIST of it answers
+// anything but 404.
+func (e *Env) WaitServed(ctx context.Context, gvr schema.GroupVersionResource) error {
+	dyn, err := dynamic.NewForConfig(e.Config)
+	if err != nil {
+		return err
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, last = dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+		return !apierrors.IsNotFound(last), nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s is not served: %v (last answer: %v)", gvr, err, last)
+	}
+	return nil
 }
 
 // DeleteCRD deletes the named CRD and waits until it is gone: until ctx ends, or for at most
