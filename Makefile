@@ -63,11 +63,13 @@ test-assets:
 ## only the environment can move it. Go's build cache and the test binaries stay where they are.
 ## The test binaries are linked without DWARF and symbol table (-ldflags='-s -w'; panics still
 ## name functions and lines): linking the 35 of them took 170 s of 2 cores, 92 s so.
+## The packages that run the built plugin share one build of it (CRDVER_TEST_PLUGIN_CACHE,
+## internal/testenv.BuildPlugin): five links of both executables became one.
 test: test-assets
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && set -x && \
 	GOCACHE="$$($(GO) env GOCACHE)" CRDVER_TESTBIN="$${XDG_CACHE_HOME:-$$HOME/.cache}/kubectl-crdver/testbin" \
 	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_KUBE_MINORS=current,$(CI_KUBE_MINOR) \
-	XDG_CACHE_HOME="$$tmp" $(GO) test -count=1 -ldflags='-s -w' -timeout 45m ./...
+	CRDVER_TEST_PLUGIN_CACHE="$$tmp/plugin" XDG_CACHE_HOME="$$tmp" $(GO) test -count=1 -ldflags='-s -w' -timeout 45m ./...
 
 ## test-versions: the version differential test against every supported minor's real
 ## kube-apiserver (builds the missing ones one at a time: ~10 min each on 2 cores, the first

@@ -57,10 +57,10 @@ func TestInstallFromRenderedManifest(t *testing.T) {
 		t.Fatalf(".goreleaser.yaml archives carry %v; krew-index requires a LICENSE in every archive", plain)
 	}
 
-	const tag = "v0.9.1"
+	const tag = testenv.PluginVersion
 	work := t.TempDir()
 	// Both executables, as the archive's builds (.goreleaser.yaml) make them.
-	bin := testenv.MustBuildPlugin(t, filepath.Join(work, "build"), testenv.BuildOptions{Version: tag, Release: true})
+	bin := testenv.MustBuildPlugin(t, filepath.Join(work, "build"), testenv.BuildOptions{})
 	entries := map[string]string{testenv.PluginFront: bin, testenv.PluginEngine: filepath.Join(filepath.Dir(bin), testenv.PluginEngine)}
 	generated := releaseFiles(t, cfg.Before.Hooks, filepath.Join(work, "release"))
 	for _, f := range files {

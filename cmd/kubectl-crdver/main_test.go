@@ -22,7 +22,7 @@ import (
 // binDir holds the built kubectl-crdver, crdver-engine beside it and the kubectl_complete-crdver link.
 var binDir string
 
-const testVersion = "v9.9.9-test"
+const testVersion = testenv.PluginVersion
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "crdver-bin-")
@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	// Both executables, side by side as installed: kubectl-crdver and crdver-engine.
-	if _, err := testenv.BuildPlugin(dir, testenv.BuildOptions{Version: testVersion}); err != nil {
+	if _, err := testenv.BuildPlugin(dir, testenv.BuildOptions{}); err != nil {
 		fmt.Fprintln(os.Stderr, "building kubectl-crdver and crdver-engine:", err)
 		os.Exit(1)
 	}

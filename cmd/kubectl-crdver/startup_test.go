@@ -97,7 +97,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // set, is another kubectl-crdver (e.g. built from an older commit) run in turn as well:
 // base-median-ms and ratio-base.
 func BenchmarkVersionsSortProcess(b *testing.B) {
-	bin := testenv.MustBuildPlugin(b, b.TempDir(), testenv.BuildOptions{Release: true})
+	bin := testenv.MustBuildPlugin(b, b.TempDir(), testenv.BuildOptions{})
 	engine := filepath.Join(filepath.Dir(bin), testenv.PluginEngine)
 	args := append([]string{"versions", "--sort"}, strings.Fields("v10 v2 v1 v11beta2 v10beta3 v3beta1 v12alpha1 v11alpha2 foo1 foo10")...)
 	kubectl, _ := exec.LookPath("kubectl")
@@ -148,7 +148,7 @@ func BenchmarkVersionsSortProcess(b *testing.B) {
 // crdver-engine (its own start-up, finding the engine, the exec): `versions -f
 // testdata/crds/crontab.yaml` through kubectl-crdver and run by crdver-engine directly, in turn.
 func BenchmarkEngineThroughFront(b *testing.B) {
-	bin := testenv.MustBuildPlugin(b, b.TempDir(), testenv.BuildOptions{Release: true})
+	bin := testenv.MustBuildPlugin(b, b.TempDir(), testenv.BuildOptions{})
 	engine := filepath.Join(filepath.Dir(bin), testenv.PluginEngine)
 	args := []string{"versions", "-f", "testdata/crds/crontab.yaml"}
 	var front, direct, frontCPU, directCPU []time.Duration

@@ -74,7 +74,7 @@ func (r *repo) commit(msg string, dirs map[string]string) string {
 
 // releaseTag is the version stamped into the plugin the tests build (the install step's
 // archive is named by it).
-const releaseTag = "v0.9.9"
+const releaseTag = testenv.PluginVersion
 
 // built is the plugin the package's tests share: built once (linking both executables takes
 // seconds each on 2 cores), removed by TestMain.
@@ -98,7 +98,7 @@ func buildPlugin(t *testing.T) string {
 	t.Helper()
 	built.once.Do(func() {
 		if built.dir, built.err = os.MkdirTemp("", "crdver-action-bin-"); built.err == nil {
-			built.bin, built.err = testenv.BuildPlugin(built.dir, testenv.BuildOptions{Version: releaseTag})
+			built.bin, built.err = testenv.BuildPlugin(built.dir, testenv.BuildOptions{})
 		}
 	})
 	if built.err != nil {
@@ -298,9 +298,8 @@ func TestActionInstallsBothExecutables(t *testing.T) {
 		t.Skipf("no release for %s", runtime.GOARCH)
 	}
 	served := t.TempDir()
-	// The package's build, packed as goreleaser names the archive: what the install step
-	// does with it does not depend on the release's build flags (-trimpath, CGO_ENABLED=0,
-	// which would compile every package again on a machine with an empty build cache).
+	// The package's build (built as releases are: testenv.BuildPlugin), packed as
+	// goreleaser names the archive.
 	bin := buildPlugin(t)
 	archive := "kubectl-crdver_" + tag + "_" + runtime.GOOS + "_" + runtime.GOARCH + ".tar.gz"
 	pack := exec.Command("tar", "-czf", filepath.Join(served, archive), "-C", filepath.Dir(bin), testenv.PluginFront, testenv.PluginEngine)
