@@ -212,21 +212,40 @@ func Explain(crd *apiextensionsv1.CustomResourceDefinition, v, path string, recu
 	if err != nil {
 		return nil, err
 	}
+	field, err := fieldTree(crd.Name, vs, path, recursive)
+	if err != nil {
+		return nil, err
+	}
+	return &Explanation{
+		CRD: crd.Name, Version: v, Served: ver.Served, Storage: ver.Storage, Structural: report,
+		Field: field,
+	}, nil
+}
+
+// FieldTree is the Field of an Explanation alone: the fields of version v of crd at path,
+// without the structural report of every version that Explain adds (which builds the schema of
+// each version again: plan compares the trees of two versions for every pair it looks at).
+func FieldTree(crd *apiextensionsv1.CustomResourceDefinition, v, path string, recursive bool) (Field, error) {
+	vs, err := crdschema.SchemaFor(crd, v)
+	if err != nil {
+		return Field{}, err
+	}
+	return fieldTree(crd.Name, vs, path, recursive)
+}
+
+func fieldTree(crd string, vs *crdschema.VersionSchema, path string, recursive bool) (Field, error) {
 	if vs.Internal == nil {
-		return nil, fmt.Errorf("%s: version %q has no schema (spec.versions[].schema.openAPIV3Schema)", crd.Name, v)
+		return Field{}, fmt.Errorf("%s: version %q has no schema (spec.versions[].schema.openAPIV3Schema)", crd, vs.Version)
 	}
 	node, name, required, err := lookupPath(vs.Internal, path)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", crd.Name, v, err)
+		return Field{}, fmt.Errorf("%s %s: %w", crd, vs.Version, err)
 	}
 	depth := 1
 	if recursive {
 		depth = 1 << 20
 	}
-	return &Explanation{
-		CRD: crd.Name, Version: v, Served: ver.Served, Storage: ver.Storage, Structural: report,
-		Field: newField(path, name, node, required, depth),
-	}, nil
+	return newField(path, name, node, required, depth), nil
 }
 
 // lookupPath finds the schema at a dotted path (arrays and maps transparent).

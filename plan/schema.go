@@ -76,12 +76,12 @@ func compareVersions(live *apiextensionsv1.CustomResourceDefinition, from string
 }
 
 func fieldsOf(crd *apiextensionsv1.CustomResourceDefinition, v string) (map[string]explain.Field, error) {
-	e, err := explain.Explain(crd, v, "", true)
+	tree, err := explain.FieldTree(crd, v, "", true)
 	if err != nil {
 		return nil, err
 	}
 	m := map[string]explain.Field{}
-	e.Field.Walk(func(f *explain.Field, _ int) {
+	tree.Walk(func(f *explain.Field, _ int) {
 		c := *f
 		c.Fields = nil
 		m[c.Path] = c
