@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/crdsource"
 	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/printers"
@@ -196,8 +197,11 @@ func (o *PlanOptions) readCRDDocs(files []string, flag string) ([]*apiextensions
 	if len(crds) == 0 && len(docs) == 0 && flag == "--old-file" {
 		return nil, 0, nil // an empty file: nothing is installed, every CRD of -f is a create
 	}
+	if len(crds) == 0 && len(docs) == 0 {
+		return nil, 0, UsageErrorf("%s: no documents found", strings.Join(files, ", "))
+	}
 	if len(crds) == 0 {
-		return nil, 0, UsageErrorf("%s: no CustomResourceDefinitions found (%s)", strings.Join(files, ", "), plural(skipped, "other document"))
+		return nil, 0, inputError(crdsource.NoCRDFound(strings.Join(files, ", "), skipped, docs[0]))
 	}
 	return crds, skipped, nil
 }
