@@ -193,7 +193,7 @@ func TestFrontWithoutEngine(t *testing.T) {
 	if r.code != 3 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "error: ") {
 		t.Fatalf("without crdver-engine: exit %d, stdout %q, stderr %q; want exit 3 and one error line", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"crdver-engine not found", filepath.Join(dir, testenv.PluginEngine), "PATH", "go install github.com/crdver/kubectl-crdver/cmd/...@latest"} {
+	for _, want := range []string{"crdver-engine not found", filepath.Join(dir, testenv.PluginEngine), "PATH", "from a clone, make install"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("error %q does not say %q", r.stderr, want)
 		}
