@@ -54,11 +54,20 @@ install:
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kubectl-crdver ./cmd/crdver-engine
 
-## docs: regenerate the CLI reference docs/reference/*.md from the commands (cobra's generator;
-## hack/docgen's TestReferenceIsCurrent fails when it is stale). The man pages and completion
-## scripts are generated at release time (.goreleaser.yaml: hack/docgen -release-files).
+## docs: regenerate what the docs and the front executable take from the commands: the CLI
+## reference docs/reference/*.md (cobra's generator; hack/docgen's TestReferenceIsCurrent fails
+## when it is stale), the --help texts kubectl-crdver answers by itself
+## (cmd/kubectl-crdver/help_texts.go; TestFrontHelpIsCurrent), and every console example of
+## README.md and docs/ from a real run (docs' TestExamples, which fails when one is stale): the
+## offline ones, and the sessions against a test API server (one for the whole run, built like
+## make test's) or with the test conversion webhook. The man pages and completion scripts are
+## generated at release time (.goreleaser.yaml: hack/docgen -release-files).
 docs:
 	$(GO) run ./hack/docgen -out docs/reference
+	$(GO) run ./hack/docgen -front-help cmd/kubectl-crdver/help_texts.go
+	@hack/build-test-binaries.sh $(TEST_BINARIES) >/dev/null
+	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_UPDATE_DOCS=1 $(GO) test -count=1 -run '^TestExamples$$' ./docs/
+	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" $(GO) test -count=1 -run '^TestExamples$$' ./docs/
 
 ## test-assets: build kube-apiserver, etcd, kube-controller-manager and agnhost (the e2e conversion webhook) from the Go module proxy (cached),
 ## the kube-apiserver of $(CI_KUBE_MINOR), and the real conversion webhooks of Cluster API (hack/tools/capi-webhook)
