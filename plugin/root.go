@@ -129,8 +129,8 @@ to an object, and how to get rid of an old version safely.`,
 		},
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		// `completion bash|zsh|fish|powershell` (cobra's generator) serves the binary run
-		// directly; kubectl's plugin completion (kubectl_complete-crdver) calls __complete.
+		// kubectl's plugin completion (kubectl_complete-crdver) calls __complete; `completion
+		// bash|zsh|fish` prints cobra's script and loads kubectl's (addCompletionCmd).
 	}
 	cmd.SetIn(streams.In)
 	cmd.SetOut(streams.Out)
@@ -158,6 +158,7 @@ to an object, and how to get rid of an old version safely.`,
 		}
 	}
 	cmd.AddCommand(NewCmdVersion(g)) // with help and completion, under "Additional Commands"
+	addCompletionCmd(cmd, streams.Out)
 	flagNotesToStderr(cmd, streams.ErrOut)
 	summariseWarnings(cmd, g)
 	releaseKubeVersionAfterRun(cmd, g)

@@ -97,7 +97,11 @@ Global Flags:
 
 Use "kubectl crdver completion [command] --help" for more information about a command.
 `,
-	"completion bash": `Generate the autocompletion script for the bash shell.
+	"completion bash": `The script completes both kubectl-crdver and kubectl crdver: kubectl completes its plugins
+through kubectl_complete-crdver (make install links it beside kubectl-crdver) with its own
+completion, which the script loads unless the shell has.
+
+Generate the autocompletion script for the bash shell.
 
 This script depends on the 'bash-completion' package.
 If it is not installed already, you can install it via your OS's package manager.
@@ -147,7 +151,11 @@ Global Flags:
       --token string                   Bearer token for authentication to the API server
       --user string                    The name of the kubeconfig user to use
 `,
-	"completion fish": `Generate the autocompletion script for the fish shell.
+	"completion fish": `The script completes both kubectl-crdver and kubectl crdver: kubectl completes its plugins
+through kubectl_complete-crdver (make install links it beside kubectl-crdver) with its own
+completion, which the script loads unless the shell has.
+
+Generate the autocompletion script for the fish shell.
 
 To load completions in your current shell session:
 
@@ -226,7 +234,11 @@ Global Flags:
       --token string                   Bearer token for authentication to the API server
       --user string                    The name of the kubeconfig user to use
 `,
-	"completion zsh": `Generate the autocompletion script for the zsh shell.
+	"completion zsh": `The script completes both kubectl-crdver and kubectl crdver: kubectl completes its plugins
+through kubectl_complete-crdver (make install links it beside kubectl-crdver) with its own
+completion, which the script loads unless the shell has.
+
+Generate the autocompletion script for the zsh shell.
 
 If shell completion is not already enabled in your environment you will need
 to enable it.  You can execute the following once:
