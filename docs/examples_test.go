@@ -37,12 +37,17 @@ func readPages(t *testing.T) []*page {
 // is well formed. It runs nothing.
 func TestPagesMarked(t *testing.T) {
 	t.Chdir("..")
-	n := 0
+	n, transcripts := 0, 0
 	for _, p := range readPages(t) {
 		for _, b := range p.blocks {
+			if b.kind == "transcript" {
+				transcripts++
+				continue
+			}
 			n += len(b.cmds)
 		}
 	}
+	t.Logf("%d example commands are run, %d blocks are transcripts of tests", n, transcripts)
 	if n < 50 {
 		t.Errorf("%d example commands in README.md and docs/, expected many more: is the parser broken?", n)
 	}
@@ -78,6 +83,12 @@ func TestExamples(t *testing.T) {
 		t.Run(strings.ReplaceAll(p.path, "/", ":"), func(t *testing.T) {
 			updates := map[*command]update{}
 			for _, group := range sessions(p) {
+				if group[0].kind == "transcript" {
+					for _, b := range group {
+						t.Logf("%s:%d: not run (a transcript of %s)", b.page, b.line, b.name)
+					}
+					continue
+				}
 				t.Run(group[0].kind+":"+group[0].name, func(t *testing.T) {
 					runSession(t, w, group, rewrite, updates)
 				})

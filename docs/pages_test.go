@@ -21,6 +21,8 @@ import (
 //	<!-- example: session NAME -->     a session without a cluster (e.g. a conversion webhook started by
 //	                                   one of its commands and used by the next)
 //	<!-- example: cluster NAME setup -->   the same, but the commands' output is not shown (each must exit 0)
+//	<!-- example: transcript WHY -->   not run here: a transcript of a test that needs what a page
+//	                                   cannot set up (WHY names it); listed by TestExamples' log
 //
 // and, on the marker's following lines, how long outputs are shortened on the page, computed
 // from the real output so that regenerating keeps them:
@@ -34,7 +36,7 @@ import (
 // durations, dates, the cluster's temporary folders); offline examples must match exactly.
 
 // markerRE is the start of an example marker.
-var markerRE = regexp.MustCompile(`^<!-- example: (offline|cluster|session)\b(.*)$`)
+var markerRE = regexp.MustCompile(`^<!-- example: (offline|cluster|session|transcript)\b(.*)$`)
 
 // exitRE is a command line's "# exit N" comment.
 var exitRE = regexp.MustCompile(`\s+#\s*exit\s+(\d+)\s*$`)
@@ -231,6 +233,13 @@ func parseMarker(p *page, i int, kind, rest string) (*block, int, error) {
 		rest = strings.TrimSpace(p.lines[end])
 	}
 	words := strings.Fields(lines[0])
+	if kind == "transcript" {
+		if len(words) == 0 {
+			return nil, 0, fmt.Errorf("%s:%d: a transcript marker says why it is not run (the test it comes from)", p.path, i+1)
+		}
+		bl.name = strings.Join(words, " ")
+		return bl, end, nil
+	}
 	if kind != "offline" {
 		if len(words) == 0 {
 			return nil, 0, fmt.Errorf("%s:%d: %s needs a session name", p.path, i+1, kind)

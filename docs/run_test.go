@@ -342,7 +342,7 @@ func splitLines(s string) []string {
 }
 
 // masks are what differs between two runs of a session: ports, durations and rates, times and
-// dates, the test API server's temporary folders. A session's output is compared with the page
+// dates, digests, the test API server's temporary folders. A session's output is compared with the page
 // after masking both, and without blanks and line ends: a table's columns follow the widths of
 // what it holds, and a time stamp in a long path may be where the path wraps.
 var masks = []struct {
@@ -355,6 +355,9 @@ var masks = []struct {
 	{regexp.MustCompile(`\d{8}-\d{6}`), "STAMP"},
 	{regexp.MustCompile(`\d+(\.\d+)?(ns|µs|us|ms|s|m|h)\b`), "DURATION"},
 	{regexp.MustCompile(`\d+(\.\d+)? objects/s`), "N objects/s"},
+	// digests and names made of them: a checkpoint's file, a backup's sha256, uids
+	{regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`), "UID"},
+	{regexp.MustCompile(`\b[0-9a-f]{12,64}\b`), "HEX"},
 }
 
 // wrappedStamp is a time stamp of a file name that a table cell wrapped.
