@@ -36,7 +36,7 @@ import (
 // durations, dates, the cluster's temporary folders); offline examples must match exactly.
 
 // markerRE is the start of an example marker.
-var markerRE = regexp.MustCompile(`^<!-- example: (offline|cluster|session|transcript)\b(.*)$`)
+var markerRE = regexp.MustCompile(`^\s*<!-- example: (offline|cluster|session|transcript)\b(.*)$`)
 
 // exitRE is a command line's "# exit N" comment.
 var exitRE = regexp.MustCompile(`\s+#\s*exit\s+(\d+)\s*$`)
