@@ -60,12 +60,14 @@ build:
 ## (cmd/kubectl-crdver/help_texts.go; TestFrontHelpIsCurrent), and every console example of
 ## README.md and docs/ from a real run (docs' TestExamples, which fails when one is stale): the
 ## offline ones, and the sessions against a test API server (one for the whole run, built like
-## make test's) or with the test conversion webhook. The man pages and completion scripts are
+## make test's; the kube-apiserver of $(CI_KUBE_MINOR) for the examples that show an older server)
+## or with the test conversion webhook. The man pages and completion scripts are
 ## generated at release time (.goreleaser.yaml: hack/docgen -release-files).
 docs:
 	$(GO) run ./hack/docgen -out docs/reference
 	$(GO) run ./hack/docgen -front-help cmd/kubectl-crdver/help_texts.go
 	@hack/build-test-binaries.sh $(TEST_BINARIES) >/dev/null
+	@hack/build-test-binaries.sh --kube $(CI_KUBE_MINOR) kube-apiserver etcd >/dev/null
 	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_UPDATE_DOCS=1 $(GO) test -count=1 -run '^TestExamples$$' ./docs/
 	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" $(GO) test -count=1 -run '^TestExamples$$' ./docs/
 

@@ -355,6 +355,8 @@ var masks = []struct {
 	{regexp.MustCompile(`\d{8}-\d{6}`), "STAMP"},
 	{regexp.MustCompile(`\d+(\.\d+)?(ns|µs|us|ms|s|m|h)\b`), "DURATION"},
 	{regexp.MustCompile(`\d+(\.\d+)? objects/s`), "N objects/s"},
+	// timings and what adapts to them in JSON (migrate's in-flight limit)
+	{regexp.MustCompile(`"(\w*(Seconds|PerSecond|Millis|Ms)|final|peak|throttled)": [0-9.e+-]+`), `"$1": N`},
 	// digests and names made of them: a checkpoint's file, a backup's sha256, uids
 	{regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`), "UID"},
 	{regexp.MustCompile(`\b[0-9a-f]{12,64}\b`), "HEX"},
