@@ -166,8 +166,23 @@ func runSession(t *testing.T, w *world, blocks []*block, rewrite bool, updates m
 				t.Errorf("%s: the page says exit %d, the command ends with %d", c.label(), c.exit, code)
 			}
 			if !same {
-				t.Errorf("%s: the page does not show what the command prints (make docs rewrites it; -page +real):\n%s", c.label(), cmp.Diff(c.shown, out))
+				where := ""
+				if b.kind != "offline" {
+					where = "\nfirst difference after masking (blanks removed):\n" + maskedDifference(c.shown, out)
+				}
+				t.Errorf("%s: the page does not show what the command prints (make docs rewrites it; -page +real):\n%s%s", c.label(), cmp.Diff(c.shown, out), where)
 			}
 		}
 	}
+}
+
+// maskedDifference shows where the masked page and output first differ, with some context.
+func maskedDifference(page, real []string) string {
+	a, b := mask(page), mask(real)
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	cut := func(s string) string { return s[max(0, i-60):min(len(s), i+60)] }
+	return "page: …" + cut(a) + "…\nreal: …" + cut(b) + "…"
 }

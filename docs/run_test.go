@@ -354,6 +354,7 @@ var masks = []struct {
 	{regexp.MustCompile(`\d{4}-\d\d-\d\d([T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d| [A-Z]{3,4})?)?`), "DATE"},
 	{regexp.MustCompile(`\d{8}-\d{6}`), "STAMP"},
 	{regexp.MustCompile(`\d+(\.\d+)?(ns|µs|us|ms|s|m|h)\b`), "DURATION"},
+	{regexp.MustCompile(`\d+(\.\d+)? (ns|µs|ms)\b`), "DURATION"},
 	{regexp.MustCompile(`\d+(\.\d+)? objects/s`), "N objects/s"},
 	// timings and what adapts to them in JSON (migrate's in-flight limit)
 	{regexp.MustCompile(`"(\w*(Seconds|PerSecond|Millis|Ms)|final|peak|throttled)": [0-9.e+-]+`), `"$1": N`},
