@@ -2,6 +2,7 @@ package docs
 
 import (
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -63,6 +64,11 @@ func TestPagesMarked(t *testing.T) {
 func TestExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every example of the docs (-short)")
+	}
+	for _, tool := range []string{"bash", "kubectl", "jq", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not on PATH: the examples run as a reader runs them (bash, kubectl, jq, go)", tool)
+		}
 	}
 	t.Chdir("..")
 	root, err := os.Getwd()

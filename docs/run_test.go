@@ -22,7 +22,9 @@ import (
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
@@ -136,12 +138,19 @@ func (w *world) newSession(t *testing.T, b *block) *session {
 	return s
 }
 
-// cleanCluster deletes every CRD (and so every custom object) an earlier session left.
+// cleanCluster deletes every CRD an earlier session left, and every custom object first (the
+// API server's own clean-up of a deleted CRD's objects proved unreliable right after a run that
+// switched storage versions back and forth: objects of the next session's CRD of the same name
+// were found there).
 func cleanCluster(t *testing.T, e *testenv.Env) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := apiextensionsclient.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(e.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +160,27 @@ func cleanCluster(t *testing.T, e *testenv.Env) {
 	}
 	if len(list.Items) == 0 {
 		return
+	}
+	for _, crd := range list.Items {
+		// Read at the storage version when it is served: no conversion webhook (the session's
+		// may be gone) for the objects stored at it.
+		served := ""
+		for _, v := range crd.Spec.Versions {
+			if v.Served && (served == "" || v.Storage) {
+				served = v.Name
+			}
+		}
+		if served == "" {
+			continue
+		}
+		gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: served, Resource: crd.Spec.Names.Plural}
+		objs, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue // the CRD's deletion removes them
+		}
+		for _, o := range objs.Items {
+			_ = dyn.Resource(gvr).Namespace(o.GetNamespace()).Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+		}
 	}
 	if err := c.ApiextensionsV1().CustomResourceDefinitions().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
