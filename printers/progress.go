@@ -35,3 +35,16 @@ func InputProgress(p progress.Progress, paths []string, recursive bool, in *mani
 	var once sync.Once
 	return func() { once.Do(stop) }
 }
+
+// Bytes is n bytes for people: "512 bytes", "3.4 MiB", "1.2 GiB".
+func Bytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
