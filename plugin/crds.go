@@ -35,7 +35,7 @@ type crdSource struct {
 	src     *crdsource.Source
 	skipped *printers.Skipped
 	// read counts the bytes of the files read so far.
-	read InputProgress
+	read *InputProgress
 	// reported: the skipped documents were counted on stderr.
 	reported bool
 }
@@ -150,7 +150,7 @@ func (s *crdSource) load(ctx context.Context) ([]*apiextensionsv1.CustomResource
 		return nil, err
 	}
 	crds, err := s.lib().Load(ctx)
-	if err != nil && ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil && s.read != nil {
 		flag := "--" + s.flag
 		if s.short != "" {
 			flag = "-" + s.short
@@ -170,7 +170,8 @@ func (s *crdSource) load(ctx context.Context) ([]*apiextensionsv1.CustomResource
 }
 
 func (s *crdSource) inputOptions() InputOptions {
-	o := InputOptions{Stdin: s.g.In, Progress: &s.read}
+	s.read = &InputProgress{}
+	o := InputOptions{Stdin: s.g.In, Progress: s.read}
 	if s.input != nil {
 		o.Recursive = s.input.Recursive
 	}
