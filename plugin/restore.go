@@ -131,6 +131,11 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	ro, stop := o.restoreOptions(p)
 	rep, err := restore.Run(ctx, c, ro)
 	stop()
+	return o.finish(ctx, p, rep, err)
+}
+
+// finish completes the report of the pass the run ended in and maps the run to the exit code.
+func (o *RestoreOptions) finish(ctx context.Context, p *restorePasses, rep *restore.Report, err error) error {
 	if errors.Is(err, restore.ErrNotConfirmed) && rep != nil && rep.Counts[restore.StateRestored]+rep.Counts[restore.StateRecreated] == 0 {
 		// Nothing to write: the dry run is the answer.
 		if err := p.endDryRun(rep, true); err != nil {
