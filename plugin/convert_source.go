@@ -44,7 +44,7 @@ func (o *ConvertOptions) objects(ctx context.Context, crd *apiextensionsv1.Custo
 	case len(o.Files) > 0:
 		docs := manifest.Open(ctx, o.Files, InputOptions{Stdin: o.g.In})
 		return &convertSource{
-			Source: convert.NewDocumentSource(docs, max(o.BatchSize, convert.DefaultPageSize)),
+			Source: convert.NewDocumentSource(docs, inputPage*max(o.BatchSize, 1)),
 			close:  docs.Close,
 			none: func() error {
 				return UsageErrorf("%s: no objects found", strings.Join(o.Files, ", "))
@@ -60,7 +60,7 @@ func (o *ConvertOptions) objects(ctx context.Context, crd *apiextensionsv1.Custo
 		if err != nil {
 			return nil, Usage(err)
 		}
-		g.PageSize = max(o.BatchSize, convert.DefaultPageSize)
+		g.PageSize = inputPage * max(o.BatchSize, 1)
 		return &convertSource{Source: g, close: func() {},
 			none: func() error {
 				return Usage(fmt.Errorf("%s: none of the %d generated object(s) is valid in %s: nothing to convert", crd.Name, o.Generate, o.From))
@@ -160,3 +160,8 @@ func (k *keepFile) close() {
 		k.f = nil
 	}
 }
+
+// inputPage is the number of batches of a page of objects read from files, stdin or the
+// generator: enough for the run's pipeline to prepare the next batches and check the last
+// answers while a request is out (convert's pipeline works within a page).
+const inputPage = 4
