@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -149,7 +150,7 @@ func benchEnv() (*testenv.Env, error) {
 }
 
 // writeDocs writes n documents to path and returns its size.
-func writeDocs(b *testing.B, path string, doc func(int) string, n int) int64 {
+func writeDocs(b testing.TB, path string, doc func(int) string, n int) int64 {
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
@@ -214,6 +215,21 @@ func runStream(b *testing.B, bin string, args []string, doc func(int) string, n 
 	}
 	waitErr := make(chan error, 1)
 	go func() { waitErr <- cmd.Wait() }()
+	// The child's own peak (VmHWM of the engine's memory, every 50 ms): its rusage would also
+	// count this process's peak (see checkStream).
+	var peak atomic.Int64
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			hwm := peakRSSSoFar(cmd.Process.Pid)
+			if hwm == 0 {
+				return
+			}
+			peak.Store(max(peak.Load(), hwm))
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
 	var err error
 	if interrupt > 0 {
 		select {
@@ -233,8 +249,10 @@ func runStream(b *testing.B, bin string, args []string, doc func(int) string, n 
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.rss = ru.Maxrss
+	<-sampled
+	r.rss = peak.Load()
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && r.rss == 0 {
+		r.rss = ru.Maxrss // no /proc: an upper bound
 	}
 	r.stderr = stderr.String()
 	return r
