@@ -265,5 +265,3 @@ func lastLine(s string) string {
 	}
 	return s
 }
-
-
