@@ -435,7 +435,9 @@ func (h *harness) installOld() string {
 			first = append(first, h.versionsCopy(f, func(vm map[string]any) { vm["storage"] = vm["name"] == v }))
 		}
 		if served := h.rel.ServedAtCreation; len(served) > 0 {
-			f = h.versionsCopy(f, func(vm map[string]any) { vm["served"] = vm["served"] == true || slices.Contains(served, fmt.Sprint(vm["name"])) })
+			f = h.versionsCopy(f, func(vm map[string]any) {
+				vm["served"] = vm["served"] == true || slices.Contains(served, fmt.Sprint(vm["name"]))
+			})
 		}
 		for _, f := range append(first, f) {
 			if err := h.installCRDFile(f); err != nil {
