@@ -242,6 +242,10 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 	o.Files, o.Stdin = in.files, nil
 	if !o.AnyCluster {
 		if err := checkClusters(o.Files, c.ClusterID(ctx)); err != nil {
+			var oc *OtherClusterError
+			if errors.As(err, &oc) {
+				oc.File = in.name(oc.File) // stdin, not its copy
+			}
 			return nil, err
 		}
 	}

@@ -51,6 +51,16 @@ type spooled struct {
 	remove []string
 	// copied names what was copied (for the report's notes): "stdin", a pipe's path.
 	copied []string
+	// given names each copy as the user gave it.
+	given map[string]string
+}
+
+// name is how the user named file: "stdin" or the pipe's path for a copy.
+func (s *spooled) name(file string) string {
+	if n, ok := s.given[file]; ok {
+		return n
+	}
+	return file
 }
 
 // spool copies the inputs of files that can be read once to temporary files, a chunk at a
@@ -94,6 +104,10 @@ func spool(ctx context.Context, files []string, stdin io.Reader) (*spooled, erro
 		}
 		s.files = append(s.files, tmp.Name())
 		s.copied = append(s.copied, name)
+		if s.given == nil {
+			s.given = map[string]string{}
+		}
+		s.given[tmp.Name()] = name
 	}
 	return s, nil
 }

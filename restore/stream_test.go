@@ -79,6 +79,9 @@ func TestSpoolReadsPipesOnce(t *testing.T) {
 	if s.files[0] != file || len(s.files) != 3 || strings.Join(s.copied, ",") != "stdin,"+fifo {
 		t.Fatalf("spooled %+v", s)
 	}
+	if s.name(s.files[1]) != "stdin" || s.name(s.files[2]) != fifo || s.name(file) != file {
+		t.Errorf("names of the copies: %s, %s, %s", s.name(s.files[1]), s.name(s.files[2]), s.name(file))
+	}
 	for i, want := range []string{"kind: FromStdin\n", "kind: FromFIFO\n"} {
 		for pass := 0; pass < 2; pass++ {
 			if b, err := os.ReadFile(s.files[i+1]); err != nil || string(b) != want {
