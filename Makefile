@@ -4,6 +4,8 @@
 #   make test      build the test control plane if needed (cached), then run every test
 
 GO          ?= go
+# make install's output is what the README shows, also when make runs inside another make
+MAKEFLAGS   += --no-print-directory
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS     := -s -w -X github.com/crdver/kubectl-crdver/internal/buildinfo.Version=$(VERSION) -X github.com/crdver/kubectl-crdver/internal/buildinfo.Commit=$(COMMIT)

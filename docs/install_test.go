@@ -138,7 +138,10 @@ func newcomerEnv(t *testing.T, home string) []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "PATH", "HOME", "GOPATH", "GOBIN", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "KUBECONFIG", "GOFLAGS":
+		case "PATH", "HOME", "GOPATH", "GOBIN", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "KUBECONFIG", "GOFLAGS",
+			// a newcomer's shell is not inside make: under `make test` these make the child
+			// make print "make[1]: Entering directory" around its output
+			"MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES":
 			continue
 		}
 		env = append(env, kv)
