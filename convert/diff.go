@@ -3,6 +3,7 @@ package convert
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -234,6 +235,16 @@ func sameValue(a, b string) string {
 		}
 	}
 	return ""
+}
+
+// PathOf is the JSON path of a field by its keys, as Diff names it (.spec.port,
+// .metadata.labels["app.kubernetes.io/name"]).
+func PathOf(keys ...string) string {
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(pathKey(k))
+	}
+	return b.String()
 }
 
 // pathKey writes a map key as a JSON path segment: plain when it is an identifier, else
