@@ -107,6 +107,11 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 	return crd, s.sourceError(err)
 }
 
+// duplicates refuses a CRD the files define more than once (crdsource.Source.Duplicates).
+func (s *crdSource) duplicates(ctx context.Context) error {
+	return s.sourceError(s.lib().Duplicates(ctx))
+}
+
 // byGroupKind finds the CRD that defines kind in group, among the files or the cluster's CRDs.
 func (s *crdSource) byGroupKind(ctx context.Context, group, kind string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	if _, err := s.all(ctx); err != nil {
@@ -173,10 +178,25 @@ func decodeCRD(ctx context.Context, d Document, v kubeversion.Version, warnOut i
 	return crd, inputError(err)
 }
 
-// decodeOne is crdsource.DecodeOne with exit codes.
-func decodeOne(d Document) (*apiextensionsv1.CustomResourceDefinition, error) {
-	crd, err := crdsource.DecodeOne(d)
-	return crd, inputError(err)
+// readCRDFiles reads the CRDs of the files given with flag, as plan, upgrade and their --via
+// read a release (crdsource.CRDsOf: documents that are not CRDs are skipped and counted, a CRD
+// defined twice is refused). An empty --old-file is a cluster with none of them.
+func (g *Globals) readCRDFiles(files []string, flag string) ([]*apiextensionsv1.CustomResourceDefinition, int, error) {
+	docs, err := ReadDocuments(files, g.In)
+	if err != nil {
+		return nil, 0, err
+	}
+	crds, skipped, err := crdsource.CRDsOf(docs)
+	if err != nil {
+		return nil, 0, inputError(err)
+	}
+	if len(crds) == 0 && len(docs) == 0 && flag == "--old-file" {
+		return nil, 0, nil // an empty file: nothing is installed, every CRD of -f is a create
+	}
+	if len(crds) == 0 {
+		return nil, 0, UsageErrorf("%s: no CustomResourceDefinitions found (%s)", strings.Join(files, ", "), plural(skipped, "other document"))
+	}
+	return crds, skipped, nil
 }
 
 // completeCRDNames completes CRD names from the cluster for shell completion.

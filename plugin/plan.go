@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/preview"
 	"slices"
 	"strings"
@@ -169,42 +168,9 @@ func (o *PlanOptions) Validate() error {
 	return o.kube.validate()
 }
 
-// readCRDDocs reads the CRDs of files, skipping (and counting) documents that are not CRDs.
-func (o *PlanOptions) readCRDDocs(files []string, flag string) ([]*apiextensionsv1.CustomResourceDefinition, int, error) {
-	docs, err := ReadDocuments(files, o.g.In)
-	if err != nil {
-		return nil, 0, err
-	}
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	skipped := 0
-	seen := map[string]string{}
-	for _, d := range docs {
-		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
-			skipped++
-			continue
-		}
-		crd, err := decodeOne(d) // a file without status keeps storedVersions unknown
-		if err != nil {
-			return nil, 0, err
-		}
-		if prev, ok := seen[crd.Name]; ok {
-			return nil, 0, UsageErrorf("%s: %s is already defined in %s (%s): pass it once", d.Where(), crd.Name, prev, flag)
-		}
-		seen[crd.Name] = d.Where()
-		crds = append(crds, crd)
-	}
-	if len(crds) == 0 && len(docs) == 0 && flag == "--old-file" {
-		return nil, 0, nil // an empty file: nothing is installed, every CRD of -f is a create
-	}
-	if len(crds) == 0 {
-		return nil, 0, UsageErrorf("%s: no CustomResourceDefinitions found (%s)", strings.Join(files, ", "), plural(skipped, "other document"))
-	}
-	return crds, skipped, nil
-}
-
 // Run plans every CRD of the input.
 func (o *PlanOptions) Run(ctx context.Context) error {
-	next, skipped, err := o.readCRDDocs(o.Files, "-f")
+	next, skipped, err := o.g.readCRDFiles(o.Files, "-f")
 	if err != nil {
 		return err
 	}
@@ -368,7 +334,7 @@ func (o *PlanOptions) runError(err error) error {
 func (o *PlanOptions) liveCRDs(next []*apiextensionsv1.CustomResourceDefinition) ([]*apiextensionsv1.CustomResourceDefinition, []plan.ObjectSource, error) {
 	lives := make([]*apiextensionsv1.CustomResourceDefinition, len(next))
 	sources := make([]plan.ObjectSource, len(next))
-	old, _, err := o.readCRDDocs(o.OldFiles, "--old-file")
+	old, _, err := o.g.readCRDFiles(o.OldFiles, "--old-file")
 	if err != nil {
 		return nil, nil, err
 	}
