@@ -73,7 +73,7 @@ func (o *PlanOptions) runPath(ctx context.Context, rc plan.ReleaseClients, ro pl
 		o.progress.Notef("%s", n)
 	}
 	ro.Next = nil
-	rep, err := plan.Path(ctx, rc, plan.PathOptions{Via: via, Target: plan.PathRelease{Name: releaseName(o.Files[0]), File: strings.Join(o.Files, " -f "), CRDs: next}, Release: ro})
+	rep, err := plan.Path(ctx, rc, plan.PathOptions{Via: via, Target: plan.PathRelease{Name: releaseName(o.Files[0]), File: plan.JoinFiles(o.Files), CRDs: next}, Release: ro})
 	if err != nil {
 		return o.runError(err)
 	}

@@ -235,7 +235,7 @@ func (o *PlanOptions) noteSkipped(skipped int) {
 // releaseOptions are plan.Release's options from the flags: next judged as judged, against
 // the cluster when live (its server-side dry run unless --kube-version names another version).
 func (o *PlanOptions) releaseOptions(next []*apiextensionsv1.CustomResourceDefinition, judged judgedAs, live bool) plan.ReleaseOptions {
-	applyFile := strings.Join(o.Files, " -f ")
+	applyFile := plan.JoinFiles(o.Files)
 	if applyFile == "-" {
 		applyFile = "NEW-CRDS.yaml"
 	}

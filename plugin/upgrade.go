@@ -190,7 +190,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 // file named as given, the backup file (by default one named by the time, not on a dry run),
 // the progress display and notes.
 func (o *UpgradeOptions) upgradeOptions(next []*apiextensionsv1.CustomResourceDefinition, judged judgedAs) upgrade.Options {
-	applyFile := strings.Join(o.Files, " -f ")
+	applyFile := plan.JoinFiles(o.Files)
 	if applyFile == "-" {
 		applyFile = "NEW-CRDS.yaml"
 	}

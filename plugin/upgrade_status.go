@@ -83,7 +83,7 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		target := plan.PathRelease{Name: releaseName(o.Files[0]), File: strings.Join(o.Files, " -f "), CRDs: next}
+		target := plan.PathRelease{Name: releaseName(o.Files[0]), File: plan.JoinFiles(o.Files), CRDs: next}
 		st, err = upgrade.GetPathStatus(ctx, c, via, target, o.Checkpoint, o.FieldManager)
 		if err != nil {
 			return Unavailable(err)
@@ -104,7 +104,7 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 // nextCommand is the upgrade command line that takes the release on from st, with this
 // command's flags ("" when nothing is to be run).
 func (o *UpgradeStatusOptions) nextCommand(st *upgrade.Status) string {
-	cmd := "kubectl crdver upgrade -f " + strings.Join(o.Files, " -f ")
+	cmd := "kubectl crdver upgrade -f " + plan.JoinFiles(o.Files)
 	if o.path.set() {
 		for _, v := range o.path.via {
 			cmd += " --via " + v
