@@ -33,17 +33,19 @@ func TestDiff(t *testing.T) {
 	}
 }
 
+// spec is {spec: {k: v, …}} of the key/value pairs kv.
+func spec(kv ...any) map[string]any {
+	m := map[string]any{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return map[string]any{"spec": m}
+}
+
 // TestDiffLossRule pins the loss rule every loss check shares (Difference.Loss, Losses): what
 // a round trip adds or normalises is reported and is no loss; a removal, a changed value or
 // type and a list of another length are losses, at any depth.
 func TestDiffLossRule(t *testing.T) {
-	spec := func(kv ...any) map[string]any {
-		m := map[string]any{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1]
-		}
-		return map[string]any{"spec": m}
-	}
 	cases := []struct {
 		name      string
 		want, got map[string]any
@@ -135,13 +137,6 @@ func TestRoundTripTally(t *testing.T) {
 // default of its own version put it there — is no loss when it is missing afterwards, at any
 // depth; what the input held is, even when it equals the default.
 func TestDiffFrom(t *testing.T) {
-	spec := func(kv ...any) map[string]any {
-		m := map[string]any{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1]
-		}
-		return map[string]any{"spec": m}
-	}
 	cases := []struct {
 		name             string
 		given, sent, got map[string]any

@@ -14,8 +14,6 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/crdver/kubectl-crdver/internal/apistatus"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
@@ -80,27 +78,8 @@ func TestAdmissionDenialIsAVerdict(t *testing.T) {
 	}
 
 	// No right to create CRDs: authorization's Forbidden is no verdict on the CRD.
-	kube := kubernetes.NewForConfigOrDie(env.Config)
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "admission-plan-reader"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}}}}
-	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kube.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
-	})
-	rb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: role.Name}}}
-	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, rb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), rb.Name, metav1.DeleteOptions{})
-	})
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: role.Name}
-	reader := apiextensionsclient.NewForConfigOrDie(cfg)
+	reader := apiextensionsclient.NewForConfigOrDie(env.UserWith(t, "admission-plan-reader",
+		rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}}))
 	next := crd("reader.admission.plan.example.com")
 	_, err := reader.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, next.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if !apierrors.IsForbidden(err) || apistatus.Refused(err) {

@@ -11,8 +11,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
@@ -81,27 +79,9 @@ func TestAdmissionDenials(t *testing.T) {
 	}
 
 	// A user who may list and read the objects but not update them.
-	kube := kubernetes.NewForConfigOrDie(env.Config)
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "pf-admission-reader"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{crd.Spec.Group}, Resources: []string{crd.Spec.Names.Plural}, Verbs: []string{"get", "list"}}}}
-	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kube.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
-	})
-	rb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: role.Name}}}
-	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, rb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), rb.Name, metav1.DeleteOptions{})
-	})
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: role.Name}
-	r, err = Check(ctx, dynamic.NewForConfigOrDie(cfg), live, Options{Target: "v1"})
+	reader := env.UserWith(t, "pf-admission-reader",
+		rbacv1.PolicyRule{APIGroups: []string{crd.Spec.Group}, Resources: []string{crd.Spec.Names.Plural}, Verbs: []string{"get", "list"}})
+	r, err = Check(ctx, dynamic.NewForConfigOrDie(reader), live, Options{Target: "v1"})
 	if err != nil {
 		t.Fatal(err)
 	}

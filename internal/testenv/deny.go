@@ -9,9 +9,11 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // Denial is an admission rule that refuses some requests, for DenyByPolicy and DenyByWebhook.
@@ -69,32 +71,30 @@ func (e *Env) DenyByPolicy(t testing.TB, d Denial) {
 // configuration is removed and the server closed when the test ends.
 func (e *Env) DenyByWebhook(t testing.TB, d Denial) {
 	t.Helper()
-	ctx := context.Background()
 	hook, err := StartAdmissionServer(func(*admissionv1.AdmissionRequest) error { return errors.New(d.Message) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(hook.Close)
+	e.installWebhook(t, d.Name, hook, admissionregistrationv1.ValidatingWebhook{Name: d.Name + ".deny.example.com",
+		Rules: []admissionregistrationv1.RuleWithOperations{d.Rule}, MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "refuse", Expression: d.Refuse}}})
+	waitRefused(t, d)
+}
+
+// installWebhook installs the validating webhook wh, served by hook (failure policy Fail, no
+// side effects, AdmissionReview v1), as the configuration name, removed when the test ends.
+func (e *Env) installWebhook(t testing.TB, name string, hook *AdmissionServer, wh admissionregistrationv1.ValidatingWebhook) {
+	t.Helper()
 	configs := kubernetes.NewForConfigOrDie(e.Config).AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	fail := admissionregistrationv1.Fail
 	none := admissionregistrationv1.SideEffectClassNone
-	_, err = configs.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: d.Name},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    d.Name + ".deny.example.com",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &hook.URL, CABundle: hook.CABundle},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{d.Rule},
-			MatchConditions:         []admissionregistrationv1.MatchCondition{{Name: "refuse", Expression: d.Refuse}},
-			FailurePolicy:           &fail,
-			SideEffects:             &none,
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}, metav1.CreateOptions{})
-	if err != nil {
+	wh.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &hook.URL, CABundle: hook.CABundle}
+	wh.FailurePolicy, wh.SideEffects, wh.AdmissionReviewVersions = &fail, &none, []string{"v1"}
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}, Webhooks: []admissionregistrationv1.ValidatingWebhook{wh}}
+	if _, err := configs.Create(context.Background(), cfg, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = configs.Delete(context.Background(), d.Name, metav1.DeleteOptions{}) })
-	waitRefused(t, d)
+	t.Cleanup(func() { _ = configs.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 }
 
 // waitRefused waits until d's probe is refused with d's message (the API server loads
@@ -109,4 +109,28 @@ func waitRefused(t testing.TB, d Denial) {
 	if err != nil {
 		t.Fatalf("%s never refused the probe (last answer: %v)", d.Name, last)
 	}
+}
+
+// UserWith is a client configuration of the API server that acts as the user name (by
+// impersonation), who has only the rights rules give (a ClusterRole bound to the name, both
+// removed when the test ends).
+func (e *Env) UserWith(t testing.TB, name string, rules ...rbacv1.PolicyRule) *rest.Config {
+	t.Helper()
+	ctx := context.Background()
+	rbac := kubernetes.NewForConfigOrDie(e.Config).RbacV1()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+	if _, err := rbac.ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rbac.ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	rb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: name}}}
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rbac.ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: name}
+	return cfg
 }
