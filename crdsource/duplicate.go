@@ -76,29 +76,47 @@ func duplicate(name string, defs []*apiextensionsv1.CustomResourceDefinition, wh
 	return e
 }
 
-// CRDsOf decodes the CRDs among docs (DecodeOne: not validated; a document that is not a CRD
-// is skipped and counted) and refuses a CRD defined more than once (a *DuplicateError in a
-// *manifest.InputError): how plan and upgrade read a release.
+// Release collects the CRDs of a release as plan and upgrade read it, a document at a time
+// (Add): each CRD decoded (DecodeOne: not validated), a document that is not a CRD skipped and
+// counted, a CRD defined a second time refused (a *DuplicateError in a *manifest.InputError).
+type Release struct {
+	CRDs []*apiextensionsv1.CustomResourceDefinition
+	// Docs is the number of documents added, Skipped of those that are not CRDs.
+	Docs, Skipped int
+	where         map[string]string
+}
+
+// Add takes the next document.
+func (r *Release) Add(d manifest.Document) error {
+	r.Docs++
+	if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
+		r.Skipped++
+		return nil
+	}
+	crd, err := DecodeOne(d)
+	if err != nil {
+		return err
+	}
+	if prev, ok := r.where[crd.Name]; ok {
+		return &manifest.InputError{Err: &DuplicateError{Name: crd.Name, Count: 2, Where: []string{prev, d.Where()}}}
+	}
+	if r.where == nil {
+		r.where = map[string]string{}
+	}
+	r.where[crd.Name] = d.Where()
+	r.CRDs = append(r.CRDs, crd)
+	return nil
+}
+
+// CRDsOf is the CRDs of docs read as a Release, and the number of other documents.
 func CRDsOf(docs []manifest.Document) ([]*apiextensionsv1.CustomResourceDefinition, int, error) {
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	where := map[*apiextensionsv1.CustomResourceDefinition]string{}
-	skipped := 0
+	var r Release
 	for _, d := range docs {
-		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
-			skipped++
-			continue
-		}
-		crd, err := DecodeOne(d)
-		if err != nil {
+		if err := r.Add(d); err != nil {
 			return nil, 0, err
 		}
-		where[crd] = d.Where()
-		crds = append(crds, crd)
 	}
-	if e := duplicateIn(crds, func(c *apiextensionsv1.CustomResourceDefinition) string { return where[c] }); e != nil {
-		return nil, 0, &manifest.InputError{Err: e}
-	}
-	return crds, skipped, nil
+	return r.CRDs, r.Skipped, nil
 }
 
 // Duplicates refuses a CRD the files define more than once (a *DuplicateError in a

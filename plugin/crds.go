@@ -23,6 +23,7 @@ type crdSource struct {
 	g     *Globals
 	files []string
 	flag  string // the flag name, for messages
+	short string // its shorthand, if any
 	// input holds -R, -v and --strict-kinds, when the command has them.
 	input *inputFlags
 	// cmd gives fromFiles the command's context (Ctrl-C).
@@ -33,12 +34,14 @@ type crdSource struct {
 
 	src     *crdsource.Source
 	skipped *printers.Skipped
+	// read counts the bytes of the files read so far.
+	read *InputProgress
 	// reported: the skipped documents were counted on stderr.
 	reported bool
 }
 
 func addCRDFileFlag(cmd *cobra.Command, g *Globals, name, shorthand string) *crdSource {
-	s := &crdSource{g: g, flag: name, cmd: cmd}
+	s := &crdSource{g: g, flag: name, short: shorthand, cmd: cmd}
 	cmd.Flags().StringSliceVarP(&s.files, name, shorthand, nil,
 		"Read CRDs from these files or directories (- for stdin) instead of the cluster; apiextensions.k8s.io v1 or v1beta1, several documents per file")
 	return s
@@ -152,6 +155,13 @@ func (s *crdSource) load(ctx context.Context) ([]*apiextensionsv1.CustomResource
 		return nil, err
 	}
 	crds, err := s.lib().Load(ctx)
+	if err != nil && ctx.Err() != nil && s.read != nil {
+		flag := "--" + s.flag
+		if s.short != "" {
+			flag = "-" + s.short
+		}
+		return nil, Unavailable(fmt.Errorf("interrupted while reading %s, after %s: nothing was done", flag, printers.Bytes(s.read.Read.Load())))
+	}
 	if err != nil {
 		return nil, s.sourceError(err)
 	}
@@ -165,7 +175,8 @@ func (s *crdSource) load(ctx context.Context) ([]*apiextensionsv1.CustomResource
 }
 
 func (s *crdSource) inputOptions() InputOptions {
-	o := InputOptions{Stdin: s.g.In}
+	s.read = &InputProgress{}
+	o := InputOptions{Stdin: s.g.In, Progress: s.read}
 	if s.input != nil {
 		o.Recursive = s.input.Recursive
 	}
@@ -178,25 +189,26 @@ func decodeCRD(ctx context.Context, d Document, v kubeversion.Version, warnOut i
 	return crd, inputError(err)
 }
 
-// readCRDFiles reads the CRDs of the files given with flag, as plan, upgrade and their --via
-// read a release (crdsource.CRDsOf: documents that are not CRDs are skipped and counted, a CRD
-// defined twice is refused). An empty --old-file is a cluster with none of them.
-func (g *Globals) readCRDFiles(files []string, flag string) ([]*apiextensionsv1.CustomResourceDefinition, int, error) {
-	docs, err := ReadDocuments(files, g.In)
+// readCRDFiles reads the CRDs of the files given with flag a document at a time (stopping on
+// Ctrl-C), as plan, upgrade and their --via read a release (crdsource.Release: documents that
+// are not CRDs are skipped and counted, a CRD defined twice is refused): memory holds the
+// CRDs, whatever else the input holds. An empty --old-file is a cluster with none of them.
+func (g *Globals) readCRDFiles(ctx context.Context, files []string, flag string) ([]*apiextensionsv1.CustomResourceDefinition, int, error) {
+	var r crdsource.Release
+	err := EachDocument(ctx, files, InputOptions{Stdin: g.In}, func(d Document) error { return inputError(r.Add(d)) })
+	if ctx.Err() != nil {
+		return nil, 0, Unavailable(fmt.Errorf("interrupted after reading %s of %s: nothing was planned", plural(r.Docs, "document"), flag))
+	}
 	if err != nil {
 		return nil, 0, err
 	}
-	crds, skipped, err := crdsource.CRDsOf(docs)
-	if err != nil {
-		return nil, 0, inputError(err)
-	}
-	if len(crds) == 0 && len(docs) == 0 && flag == "--old-file" {
+	if len(r.CRDs) == 0 && r.Docs == 0 && flag == "--old-file" {
 		return nil, 0, nil // an empty file: nothing is installed, every CRD of -f is a create
 	}
-	if len(crds) == 0 {
-		return nil, 0, UsageErrorf("%s: no CustomResourceDefinitions found (%s)", strings.Join(files, ", "), plural(skipped, "other document"))
+	if len(r.CRDs) == 0 {
+		return nil, 0, UsageErrorf("%s: no CustomResourceDefinitions found (%s)", strings.Join(files, ", "), plural(r.Skipped, "other document"))
 	}
-	return crds, skipped, nil
+	return r.CRDs, r.Skipped, nil
 }
 
 // completeCRDNames completes CRD names from the cluster for shell completion.

@@ -170,7 +170,7 @@ func (o *PlanOptions) Validate() error {
 
 // Run plans every CRD of the input.
 func (o *PlanOptions) Run(ctx context.Context) error {
-	next, skipped, err := o.g.readCRDFiles(o.Files, "-f")
+	next, skipped, err := o.g.readCRDFiles(ctx, o.Files, "-f")
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	}
 	o.noteSkipped(skipped)
 	ro := o.releaseOptions(next, judged, live)
-	rc, err := o.releaseClients(live, &ro, next)
+	rc, err := o.releaseClients(ctx, live, &ro, next)
 	if err != nil {
 		return err
 	}
@@ -274,11 +274,11 @@ func (o *PlanOptions) configureConvertSample(crd *apiextensionsv1.CustomResource
 
 // releaseClients are the cluster's clients when live; offline, ro gets the live CRDs from
 // --old-file instead.
-func (o *PlanOptions) releaseClients(live bool, ro *plan.ReleaseOptions, next []*apiextensionsv1.CustomResourceDefinition) (plan.ReleaseClients, error) {
+func (o *PlanOptions) releaseClients(ctx context.Context, live bool, ro *plan.ReleaseOptions, next []*apiextensionsv1.CustomResourceDefinition) (plan.ReleaseClients, error) {
 	var rc plan.ReleaseClients
 	var err error
 	if !live {
-		ro.Live, ro.Sources, err = o.liveCRDs(next)
+		ro.Live, ro.Sources, err = o.liveCRDs(ctx, next)
 		return rc, err
 	}
 	cs, err := o.g.clients()
@@ -331,10 +331,10 @@ func (o *PlanOptions) runError(err error) error {
 
 // liveCRDs, offline, finds the copy of each new CRD in --old-file (nil: a create) and the
 // source of its objects in --objects.
-func (o *PlanOptions) liveCRDs(next []*apiextensionsv1.CustomResourceDefinition) ([]*apiextensionsv1.CustomResourceDefinition, []plan.ObjectSource, error) {
+func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.CustomResourceDefinition) ([]*apiextensionsv1.CustomResourceDefinition, []plan.ObjectSource, error) {
 	lives := make([]*apiextensionsv1.CustomResourceDefinition, len(next))
 	sources := make([]plan.ObjectSource, len(next))
-	old, _, err := o.g.readCRDFiles(o.OldFiles, "--old-file")
+	old, _, err := o.g.readCRDFiles(ctx, o.OldFiles, "--old-file")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -342,6 +342,7 @@ func (o *PlanOptions) liveCRDs(next []*apiextensionsv1.CustomResourceDefinition)
 	for _, c := range old {
 		byName[c.Name] = c
 	}
+	withObjects := 0
 	for i, c := range next {
 		lives[i] = byName[c.Name]
 		if lives[i] != nil && len(o.ObjectFiles) > 0 {
@@ -349,6 +350,15 @@ func (o *PlanOptions) liveCRDs(next []*apiextensionsv1.CustomResourceDefinition)
 				return nil, nil, UsageErrorf("--objects -: read objects from files (stdin holds the CRDs)")
 			}
 			sources[i] = manifest.NewObjectPages(o.ObjectFiles, lives[i].Spec.Group, lives[i].Spec.Names.Kind, int(o.ChunkSize))
+			withObjects++
+		}
+	}
+	if withObjects > 1 {
+		// Each CRD's objects are read from the files in turn: a pipe would be empty the second time.
+		for _, f := range o.ObjectFiles {
+			if expanded, err := manifest.ExpandPath(f, false); err == nil && manifest.Size(expanded) < 0 {
+				return nil, nil, UsageErrorf("--objects %s: a pipe is read once, and the objects of %d CRDs are read from --objects one CRD after the other: write them to a file", f, withObjects)
+			}
 		}
 	}
 	return lives, sources, nil

@@ -69,7 +69,7 @@ func (o *UpgradeStatusOptions) Validate() error {
 
 // Run reads the status and prints it.
 func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
-	next, _, err := o.g.readCRDFiles(o.Files, "-f")
+	next, _, err := o.g.readCRDFiles(ctx, o.Files, "-f")
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 	}
 	var st *upgrade.Status
 	if o.path.set() {
-		via, _, err := o.path.read(o.g, o.Files)
+		via, _, err := o.path.read(ctx, o.g, o.Files)
 		if err != nil {
 			return err
 		}
