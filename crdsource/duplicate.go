@@ -81,8 +81,10 @@ func duplicate(name string, defs []*apiextensionsv1.CustomResourceDefinition, wh
 // counted, a CRD defined a second time refused (a *DuplicateError in a *manifest.InputError).
 type Release struct {
 	CRDs []*apiextensionsv1.CustomResourceDefinition
-	// Docs is the number of documents added, Skipped of those that are not CRDs.
+	// Docs is the number of documents added, Skipped of those that are not CRDs; First is
+	// the first of those (for NoCRDFound).
 	Docs, Skipped int
+	First         manifest.Document
 	where         map[string]string
 }
 
@@ -90,6 +92,9 @@ type Release struct {
 func (r *Release) Add(d manifest.Document) error {
 	r.Docs++
 	if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
+		if r.Skipped == 0 {
+			r.First = d
+		}
 		r.Skipped++
 		return nil
 	}

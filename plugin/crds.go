@@ -205,8 +205,11 @@ func (g *Globals) readCRDFiles(ctx context.Context, files []string, flag string)
 	if len(r.CRDs) == 0 && r.Docs == 0 && flag == "--old-file" {
 		return nil, 0, nil // an empty file: nothing is installed, every CRD of -f is a create
 	}
+	if len(r.CRDs) == 0 && r.Docs == 0 {
+		return nil, 0, UsageErrorf("%s: no documents found", strings.Join(files, ", "))
+	}
 	if len(r.CRDs) == 0 {
-		return nil, 0, UsageErrorf("%s: no CustomResourceDefinitions found (%s)", strings.Join(files, ", "), plural(r.Skipped, "other document"))
+		return nil, 0, inputError(crdsource.NoCRDFound(strings.Join(files, ", "), r.Skipped, r.First))
 	}
 	return r.CRDs, r.Skipped, nil
 }
