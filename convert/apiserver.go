@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/apistatus"
 )
 
 // ViaAPIServerOptions configure a round trip through the API server instead of calling the
@@ -246,11 +247,11 @@ func (r *runner) hasStatusSubresource(v string) bool {
 
 // apiserverError records a failed API server call as a finding (a conversion failure comes
 // back as an API status: 500 with the webhook's error, 422 when the result is invalid).
-// Errors that are not about the object (forbidden, unauthorized, the server unreachable)
-// are returned: they stop the run.
+// Errors that are not about the object (forbidden or unauthorized but not by an admission
+// policy or webhook, apistatus.Refused; the server unreachable) are returned: they stop the run.
 func (r *runner) apiserverError(object, dir string, err error) error {
 	s, isStatus := err.(apierrors.APIStatus)
-	if !isStatus || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+	if !isStatus || (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)) && !apistatus.Refused(err) {
 		return fmt.Errorf("%s: %w", object, err)
 	}
 	r.tally.fail(Finding{Object: object, Direction: dir, Check: CheckAPIServer, Detail: s.Status().Message})

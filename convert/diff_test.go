@@ -33,17 +33,19 @@ func TestDiff(t *testing.T) {
 	}
 }
 
+// spec is {spec: {k: v, …}} of the key/value pairs kv.
+func spec(kv ...any) map[string]any {
+	m := map[string]any{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return map[string]any{"spec": m}
+}
+
 // TestDiffLossRule pins the loss rule every loss check shares (Difference.Loss, Losses): what
 // a round trip adds or normalises is reported and is no loss; a removal, a changed value or
 // type and a list of another length are losses, at any depth.
 func TestDiffLossRule(t *testing.T) {
-	spec := func(kv ...any) map[string]any {
-		m := map[string]any{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1]
-		}
-		return map[string]any{"spec": m}
-	}
 	cases := []struct {
 		name      string
 		want, got map[string]any
@@ -128,5 +130,45 @@ func TestRoundTripTally(t *testing.T) {
 	}
 	if tl.addedObjects != 3 || len(tl.added) != 2 {
 		t.Errorf("added objects %d, changes kept %d; want 3 and 2 (maxAdded)", tl.addedObjects, len(tl.added))
+	}
+}
+
+// TestDiffFrom: what the object sent holds and the input did not (absent, or null) — only a
+// default of its own version put it there — is no loss when it is missing afterwards, at any
+// depth; what the input held is, even when it equals the default.
+func TestDiffFrom(t *testing.T) {
+	cases := []struct {
+		name             string
+		given, sent, got map[string]any
+		kinds            map[string]string // path -> kind
+	}{
+		{"a default the input did not hold", spec("url", "u"), spec("url", "u", "gitImplementation", "go-git"), spec("url", "u"),
+			map[string]string{".spec.gitImplementation": DiffDefaultDropped}},
+		{"a default over the input's null", spec("url", "u", "gitImplementation", nil), spec("url", "u", "gitImplementation", "go-git"), spec("url", "u"),
+			map[string]string{".spec.gitImplementation": DiffDefaultDropped}},
+		{"the input's own value, equal to the default", spec("url", "u", "gitImplementation", "go-git"), spec("url", "u", "gitImplementation", "go-git"), spec("url", "u"),
+			map[string]string{".spec.gitImplementation": DiffLost}},
+		{"a defaulted object, inside", spec(), spec("verify", map[string]any{"mode": "HEAD"}), spec("verify", map[string]any{}),
+			map[string]string{".spec.verify.mode": DiffDefaultDropped}},
+		{"a default inside the input's object", spec("verify", map[string]any{"secretRef": "s"}), spec("verify", map[string]any{"secretRef": "s", "mode": "HEAD"}), spec("verify", map[string]any{}),
+			map[string]string{".spec.verify.mode": DiffDefaultDropped, ".spec.verify.secretRef": DiffLost}},
+		{"a default in a list element", spec("items", []any{map[string]any{"name": "a"}}), spec("items", []any{map[string]any{"name": "a", "weight": int64(1)}}), spec("items", []any{map[string]any{"name": "a"}}),
+			map[string]string{".spec.items[0].weight": DiffDefaultDropped}},
+		{"a default that changed is a change", spec(), spec("mode", "go-git"), spec("mode", "libgit2"),
+			map[string]string{".spec.mode": DiffChanged}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			kinds := map[string]string{}
+			for _, d := range DiffFrom(tc.given, tc.sent, tc.got) {
+				kinds[d.Path] = d.Kind
+				if d.Loss() != (d.Kind != DiffDefaultDropped) {
+					t.Errorf("%s: Loss() = %v", d.Path, d.Loss())
+				}
+			}
+			if diff := cmp.Diff(tc.kinds, kinds); diff != "" {
+				t.Errorf("kinds (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

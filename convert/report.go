@@ -95,7 +95,8 @@ type Report struct {
 	Checks   []CheckCount `json:"checks"`
 	Findings []Finding    `json:"findings"`
 	// Added lists what the round trip added or normalised (Diff's DiffAdded and
-	// DiffNormalised): reported, never a loss, never a failed check.
+	// DiffNormalised) and the defaults the input did not hold that the conversion dropped
+	// (DiffDefaultDropped): reported, never a loss, never a failed check.
 	Added []Change `json:"added,omitempty"`
 	// AddedObjects is the number of objects whose round trip added or normalised something
 	// (all of them, when Options.MaxAdded bounds Added).
@@ -164,8 +165,10 @@ type Finding struct {
 }
 
 // Change is a difference of a round trip that loses nothing: a field the original does not
-// have appeared (Kind DiffAdded), or a string came back as another spelling of the same
-// duration or quantity (DiffNormalised).
+// have appeared (Kind DiffAdded), a string came back as another spelling of the same
+// duration or quantity (DiffNormalised), or a field only a default of the object's own
+// version put there, which the input did not hold, is gone (DiffDefaultDropped: pruned in the
+// target's schema, or missing after the round trip).
 type Change struct {
 	Object    string `json:"object,omitempty"`
 	Direction string `json:"direction"`

@@ -89,6 +89,7 @@ type item struct {
 	source  string
 	version string // its own version (for round trips)
 	orig    map[string]any
+	given   map[string]any // the way there: the object as given, before encode (the loss rule's input)
 	raw     []byte
 	failed  bool // failed a check of its own
 	// wholeFailed: its request failed as a whole (HTTP error, result Failure, ...), which
@@ -440,7 +441,7 @@ func (r *runner) encode(it *item) (pruned bool, err error) {
 	if err != nil {
 		return pruned, fmt.Errorf("%s: %w", it.source, err)
 	}
-	it.orig, it.raw = obj, raw
+	it.given, it.orig, it.raw = it.orig, obj, raw
 	return pruned, nil
 }
 

@@ -24,6 +24,7 @@ import (
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/atomicfile"
 	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/preview"
 )
@@ -504,7 +505,7 @@ func (w *writer) file(ctx context.Context, path string) error {
 	case w.opts.DryRun:
 		res.Status = FileWouldWrite
 	default:
-		if err := writeAtomic(f.path, out, f.mode); err != nil {
+		if err := atomicfile.WriteFile(f.path, out, f.mode); err != nil {
 			return err
 		}
 		res.Status = FileWritten
@@ -1098,27 +1099,4 @@ func unifiedDiff(path string, a, b []byte) string {
 		FromFile: "a/" + strings.TrimPrefix(filepath.ToSlash(path), "/"), ToFile: "b/" + strings.TrimPrefix(filepath.ToSlash(path), "/"), Context: 3,
 	})
 	return d
-}
-
-// writeAtomic replaces path by data: a temporary file in the same directory, renamed over it,
-// with the file's mode.
-func writeAtomic(path string, data []byte, mode fs.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".crdver-*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	defer os.Remove(name)
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(name, path)
 }

@@ -96,3 +96,50 @@ func TestLoad(t *testing.T) {
 		t.Errorf("strict Load: %v (%T), want an InputError holding a strict NotCRDError", err, err)
 	}
 }
+
+// A CRD defined twice is one rule in one wording, whichever way the files are read: a name
+// resolved among them (versions NAME -f), every CRD of them (versions --all -f), a release
+// (plan, upgrade: CRDsOf) and the CRDs of an input (preview, convert: Resolver, which also
+// says the definitions differ). Each names both documents. (There were three wordings: "is
+// defined 2 times: pass only one file that defines it", "… is already defined in … (-f): pass
+// it once", "… is defined twice, differently: in -f and in -f; pass only one".)
+func TestDefinedTwice(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	crontab, err := os.ReadFile(filepath.Join("..", "testdata", "crds", "crontab.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := strings.Replace(string(crontab), "served: true", "served: false", 1)
+	if err := os.WriteFile(a, crontab, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, []byte(other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "crontabs.stable.example.com is defined 2 times, in " + a + " (document 1) and " + b + " (document 1): pass only one file that defines it"
+	src := func() *Source { return &Source{Files: []string{a, b}} }
+
+	_, err = src().One(ctx, "crontabs.stable.example.com")
+	check := func(how string, err error, want string) {
+		t.Helper()
+		var de *DuplicateError
+		var ie *manifest.InputError
+		if !errors.As(err, &de) || !errors.As(err, &ie) || de.Error() != want {
+			t.Errorf("%s: %v; want an input error %q", how, err, want)
+		}
+	}
+	check("Source.One", err, want)
+	_, err = src().One(ctx, "ct")
+	check("Source.One by short name", err, strings.Replace(want, "crontabs.stable.example.com is", `"ct" matches crontabs.stable.example.com, which is`, 1))
+	check("Source.Duplicates", src().Duplicates(ctx), want)
+	var docs []manifest.Document
+	if err := manifest.EachDocument(ctx, []string{a, b}, manifest.Options{}, func(d manifest.Document) error { docs = append(docs, d); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = CRDsOf(docs)
+	check("CRDsOf", err, want)
+	_, err = NewResolver(ctx, src(), "", "-f", nil, manifest.Options{}, nil)
+	check("Resolver", err, strings.Replace(want, "2 times,", "2 times, differently,", 1))
+}

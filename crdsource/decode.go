@@ -93,19 +93,6 @@ func DecodeOne(d manifest.Document) (*apiextensionsv1.CustomResourceDefinition, 
 	return crd, nil
 }
 
-// DecodeAll decodes documents that must all be CRDs (without the API server's validation).
-func DecodeAll(docs []manifest.Document) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(docs))
-	for _, d := range docs {
-		crd, err := DecodeOne(d)
-		if err != nil {
-			return nil, err
-		}
-		crds = append(crds, crd)
-	}
-	return crds, nil
-}
-
 // hasStoredVersions reports whether a CRD document carries a non-empty status.storedVersions.
 func hasStoredVersions(js []byte) bool {
 	var doc struct {

@@ -33,7 +33,7 @@ func Match(crds []*apiextensionsv1.CustomResourceDefinition, name string) (*apie
 	case len(exact) == 1:
 		return exact[0], nil
 	case len(exact) > 1:
-		return nil, fmt.Errorf("%s is defined %d times: pass only one file that defines it", name, len(exact))
+		return nil, &DuplicateError{Name: name, Count: len(exact)}
 	}
 	want := strings.ToLower(name)
 	var found []*apiextensionsv1.CustomResourceDefinition
@@ -55,7 +55,7 @@ func Match(crds []*apiextensionsv1.CustomResourceDefinition, name string) (*apie
 	case len(found) == 1:
 		return found[0], nil
 	case len(found) > 1 && names[0] == names[len(names)-1]:
-		return nil, fmt.Errorf("%q matches %s, which is defined %d times: pass only one file that defines it", name, names[0], len(found))
+		return nil, &DuplicateError{Name: names[0], Count: len(found), Alias: name}
 	case len(found) == 0:
 		return nil, fmt.Errorf("%w %q", ErrNoMatch, name)
 	default:

@@ -52,7 +52,8 @@ func (e *NoCRDError) Unwrap() error { return e.Err }
 // input's regular files (not stdin, URLs or pipes, which can be read once) are read first, so
 // that a CRD used by objects before it in the files (a directory read in name order) is found.
 // In stdin, URLs and pipes, CRDs must come first, as helm template and kustomize build print
-// them. filesLabel names src's files in messages; warn gets Decode's warnings.
+// them. Messages name the document of each CRD (filesLabel names src's files when it is not
+// known); warn gets Decode's warnings.
 func NewResolver(ctx context.Context, src *Source, name, filesLabel string, inputs []string, opts manifest.Options, warn io.Writer) (*Resolver, error) {
 	r := &Resolver{src: src, local: map[schema.GroupKind]localCRD{}, prescanned: map[string]bool{}, warn: warn}
 	if name != "" {
@@ -69,7 +70,11 @@ func NewResolver(ctx context.Context, src *Source, name, filesLabel string, inpu
 			return nil, err
 		}
 		for _, crd := range crds {
-			if err := r.add(crd, filesLabel); err != nil {
+			where := src.whereOf(crd)
+			if where == "" {
+				where = filesLabel
+			}
+			if err := r.add(crd, where); err != nil {
 				return nil, err
 			}
 		}
@@ -130,7 +135,7 @@ func (r *Resolver) add(crd *apiextensionsv1.CustomResourceDefinition, where stri
 		if apiequality.Semantic.DeepEqual(prev.crd.Spec, crd.Spec) {
 			return nil
 		}
-		return inputErrorf("%s %s is defined twice, differently: in %s and in %s; pass only one", crd.Spec.Group, crd.Spec.Names.Kind, prev.where, where)
+		return &manifest.InputError{Err: &DuplicateError{Name: crd.Name, Count: 2, Where: []string{prev.where, where}, Differently: true}}
 	}
 	r.local[key] = localCRD{crd: crd, where: where}
 	return nil

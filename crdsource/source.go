@@ -50,6 +50,7 @@ type Source struct {
 	Client func() (apiextensionsclient.Interface, error)
 
 	loaded []*apiextensionsv1.CustomResourceDefinition
+	where  map[*apiextensionsv1.CustomResourceDefinition]string // the document of each loaded CRD
 	listed []*apiextensionsv1.CustomResourceDefinition
 }
 
@@ -110,7 +111,7 @@ func (s *Source) One(ctx context.Context, name string) (*apiextensionsv1.CustomR
 		}
 		crd, err := Match(crds, name)
 		if err != nil {
-			return nil, inputErrorf("%s: %w", s.Where(), err)
+			return nil, inputErrorf("%s: %w", s.Where(), s.located(err))
 		}
 		return crd, nil
 	}
@@ -197,6 +198,7 @@ func (s *Source) Load(ctx context.Context) ([]*apiextensionsv1.CustomResourceDef
 		return nil, err
 	}
 	crds := []*apiextensionsv1.CustomResourceDefinition{}
+	where := map[*apiextensionsv1.CustomResourceDefinition]string{}
 	docs, skipped := 0, 0
 	var first manifest.Document
 	err = manifest.EachDocument(ctx, s.Files, s.Input, func(d manifest.Document) error {
@@ -218,6 +220,7 @@ func (s *Source) Load(ctx context.Context) ([]*apiextensionsv1.CustomResourceDef
 		if err != nil {
 			return err
 		}
+		where[crd] = d.Where()
 		crds = append(crds, crd)
 		return nil
 	})
@@ -230,7 +233,7 @@ func (s *Source) Load(ctx context.Context) ([]*apiextensionsv1.CustomResourceDef
 	if len(crds) == 0 {
 		return nil, NoCRDFound(s.Where(), skipped, first)
 	}
-	s.loaded = crds
+	s.loaded, s.where = crds, where
 	return crds, nil
 }
 

@@ -3,7 +3,6 @@ package doctor
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -132,9 +131,9 @@ func (k *checker) checkVersions(census *ownership.Census, groupPreferred string)
 			to := bestVersion(crd)
 			var msg, fix string
 			if len(writers) > 0 {
-				msg = fmt.Sprintf("deprecated version %s is still written by field managers: %s", v.Name, describeWriters(writers))
+				msg = fmt.Sprintf("deprecated version %s is still written by field managers: %s", v.Name, ownership.DescribeWriters(writers))
 				if len(creates) > 0 {
-					msg += fmt.Sprintf("; entries of a one-time create or edit: %s", describeWriters(creates))
+					msg += fmt.Sprintf("; entries of a one-time create or edit: %s", ownership.DescribeWriters(creates))
 				}
 				names := make([]string, 0, len(writers))
 				for _, w := range writers {
@@ -145,7 +144,7 @@ func (k *checker) checkVersions(census *ownership.Census, groupPreferred string)
 					fix = fmt.Sprintf("move the writers to %s, then kubectl crdver retire %s %s", to, crd.Name, v.Name)
 				}
 			} else {
-				msg = fmt.Sprintf("deprecated version %s is named by the managedFields entries of a one-time create or edit (nothing writes it again): %s", v.Name, describeWriters(creates))
+				msg = fmt.Sprintf("deprecated version %s is named by the managedFields entries of a one-time create or edit (nothing writes it again): %s", v.Name, ownership.DescribeWriters(creates))
 				fix = "move the entries before removing the version"
 				if to != "" {
 					fix = fmt.Sprintf("kubectl crdver retire %s %s (moves the entries to %s)", crd.Name, v.Name, to)
@@ -168,21 +167,4 @@ func (k *checker) checkVersions(census *ownership.Census, groupPreferred string)
 // create, edit, label…: ownership.RoleOf), which is not expected to write again.
 func oneTimeCreate(w ownership.Writer) bool {
 	return ownership.RoleOf(w.Manager, w.Operation) == ownership.RoleOneTime
-}
-
-// describeWriters is "m (Apply, 3 objects, last T), …", at most three, then "and N more".
-func describeWriters(ws []ownership.Writer) string {
-	var out []string
-	for i, w := range ws {
-		if i == 3 {
-			out = append(out, fmt.Sprintf("and %d more", len(ws)-3))
-			break
-		}
-		last := ""
-		if w.LastWrite != nil {
-			last = ", last " + w.LastWrite.UTC().Format(time.RFC3339)
-		}
-		out = append(out, fmt.Sprintf("%s (%s, %d objects%s)", w.Manager, w.Operation, w.Objects, last))
-	}
-	return strings.Join(out, ", ")
 }

@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/atomicfile"
 )
 
 // Checkpoint states.
@@ -85,9 +86,9 @@ func (cp *Checkpoint) Save(path string) error {
 	return nil
 }
 
-// WriteJSONAtomic writes v as indented JSON to path through a temporary file renamed over it
-// (the folder is created 0700, the file is 0600), so a reader never sees half a file. The
-// migrate checkpoint and upgrade's state file are written with it.
+// WriteJSONAtomic writes v as indented JSON to path (the folder is created 0700, the file is
+// 0600) with atomicfile: a reader never sees half a file, and once it returns the content is
+// on disk. The migrate checkpoint and upgrade's state file are written with it.
 func WriteJSONAtomic(path string, v any) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
@@ -96,24 +97,7 @@ func WriteJSONAtomic(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".checkpoint-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
+	return atomicfile.WriteFile(path, b, 0o600)
 }
 
 // matches reports whether cp was written for the same CRD object, storage version and

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/apistatus"
 	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/preview"
 )
@@ -59,9 +59,10 @@ func applyVerb(live *apiextensionsv1.CustomResourceDefinition) string {
 }
 
 // dryRunApply asks the API server: a create (live == nil) or an update of the new CRD on the
-// live object's identity (what a replace or apply sends), with dryRun=All. An Invalid or
-// Forbidden-by-admission answer is the verdict; anything else (unreachable, a conflict, no
-// permission after all) is an error, and the caller computes the verdict offline.
+// live object's identity (what a replace or apply sends), with dryRun=All. A refusal of the CRD
+// (apistatus.Refused: invalid, or denied by an admission policy or webhook) is the verdict;
+// anything else (unreachable, a conflict, no permission after all) is an error, and the
+// caller computes the verdict offline.
 func dryRunApply(ctx context.Context, c apiextensionsclient.Interface, live, next *apiextensionsv1.CustomResourceDefinition) (Apply, []string, error) {
 	crds := c.ApiextensionsV1().CustomResourceDefinitions()
 	obj := next.DeepCopy()
@@ -78,7 +79,7 @@ func dryRunApply(ctx context.Context, c apiextensionsclient.Interface, live, nex
 	// The server's warnings go to the client's warning handler (the command's stderr).
 	a := Apply{Allowed: err == nil, Errors: []string{}}
 	if err != nil {
-		if !apierrors.IsInvalid(err) && !(apierrors.IsForbidden(err) && isAdmissionDenial(err)) && !apierrors.IsBadRequest(err) {
+		if !apistatus.Refused(err) {
 			return Apply{}, nil, err
 		}
 		a.Errors = append(a.Errors, err.Error())
@@ -94,17 +95,6 @@ func dryRunApply(ctx context.Context, c apiextensionsclient.Interface, live, nex
 		stored = []string{crdinfo.StorageVersion(next)}
 	}
 	return a, stored, nil
-}
-
-// isAdmissionDenial: a Forbidden answer from an admission plugin or webhook (the verdict),
-// not from authorization (which the access review should have caught).
-func isAdmissionDenial(err error) bool {
-	var se apierrors.APIStatus
-	if !errors.As(err, &se) {
-		return false
-	}
-	m := se.Status().Message
-	return strings.Contains(m, "admission webhook") || strings.Contains(m, "denied the request")
 }
 
 type warningRecorder struct{ warnings []string }

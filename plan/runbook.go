@@ -81,10 +81,16 @@ type RunbookStep struct {
 	Manual bool `json:"manual,omitempty"`
 }
 
+// JoinFiles names several files of -f in one command line ("a.yaml -f b.yaml"): the form of
+// RunbookOptions.ApplyFile, PathRelease.File and the command lines built from them.
+func JoinFiles(files []string) string { return strings.Join(files, filesSep) }
+
+const filesSep = " -f "
+
 // RunbookOptions tune the runbook's commands.
 type RunbookOptions struct {
 	// ApplyFile names the new CRDs as given to -f ("" is NEW-CRDS.yaml; several are joined
-	// with " -f ").
+	// by JoinFiles).
 	ApplyFile string
 	// BackupFile is where the backup command writes ("" is crdver-backup.yaml).
 	BackupFile string

@@ -225,7 +225,7 @@ func (b *runbook) changeWritersStep(p *crdPlan, why string) RunbookStep {
 // convertCommand rewrites the manifests under path to p's new storage version, through the
 // new CRD's conversion (the release's file), proven lossless before each file is written.
 func convertCommand(p *crdPlan, file, path string) string {
-	crdFiles := strings.ReplaceAll(file, " -f ", " --crd-file ")
+	crdFiles := strings.ReplaceAll(file, filesSep, " --crd-file ")
 	cmd := fmt.Sprintf("kubectl crdver convert %s --crd-file %s --to %s -f %s --write", p.next.Name, crdFiles, p.storage, shellWord(path))
 	if c := p.next.Spec.Conversion; c != nil && c.Strategy == apiextensionsv1.WebhookConverter && c.Webhook != nil && c.Webhook.ClientConfig != nil && c.Webhook.ClientConfig.Service != nil {
 		cmd += " --via-service-proxy"

@@ -111,7 +111,7 @@ func TestRunbookConvertsGitOpsManifests(t *testing.T) {
 
 	next := live.DeepCopy()
 	next.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{version("v1", true)}
-	rep, err := Release(ctx, ReleaseClients{CRDs: crds, Dynamic: dyn}, ReleaseOptions{Next: []*apiextensionsv1.CustomResourceDefinition{next}, Runbook: RunbookOptions{ApplyFile: "widgets-v2.yaml"}})
+	rep, err := Release(ctx, ReleaseClients{CRDs: crds, Dynamic: dyn}, ReleaseOptions{Next: []*apiextensionsv1.CustomResourceDefinition{next}, Runbook: RunbookOptions{ApplyFile: JoinFiles([]string{"crds/base.yaml", "widgets-v2.yaml"})}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,8 +121,8 @@ func TestRunbookConvertsGitOpsManifests(t *testing.T) {
 	}
 	st := rep.Runbook[i]
 	want := []string{
-		"kubectl crdver convert widgets.gitops.plan.example.com --crd-file widgets-v2.yaml --to v1 -f 'envs/prod widgets' --write",
-		"kubectl crdver convert widgets.gitops.plan.example.com --crd-file widgets-v2.yaml --to v1 -f ./apps/production --write",
+		"kubectl crdver convert widgets.gitops.plan.example.com --crd-file crds/base.yaml --crd-file widgets-v2.yaml --to v1 -f 'envs/prod widgets' --write",
+		"kubectl crdver convert widgets.gitops.plan.example.com --crd-file crds/base.yaml --crd-file widgets-v2.yaml --to v1 -f ./apps/production --write",
 	}
 	if !slices.Equal(st.Commands, want) {
 		t.Errorf("commands:\n%s\nwant:\n%s", strings.Join(st.Commands, "\n"), strings.Join(want, "\n"))

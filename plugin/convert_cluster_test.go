@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
@@ -139,6 +141,28 @@ func TestConvertAgainstAPIServer(t *testing.T) {
 		if _, err := dyn.Resource(gvr2(group, "v1")).Namespace("default").Get(context.Background(), "dry-run", metav1.GetOptions{}); err == nil {
 			t.Errorf("a dry run created an object")
 		}
+	})
+	t.Run("via the API server: an admission denial is a finding", func(t *testing.T) {
+		// A policy with reason Forbidden refuses the dry-run create of one object: a verdict
+		// on that object (apistatus.Refused), not a failure of the run (exit 3).
+		objFile := t.TempDir() + "/crontab.yaml"
+		writeFile(t, objFile, fmt.Sprintf("apiVersion: %s/v1beta1\nkind: CronTab\nmetadata: {name: refused, namespace: default}\nspec: {hostPort: \"db:5432\"}\n", group))
+		forbidden := metav1.StatusReasonForbidden
+		env.DenyByPolicy(t, testenv.Denial{Name: "convert-refused", Reason: &forbidden, Message: "no refused crontabs",
+			Rule: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{"crontabs"}}},
+			Refuse: "object.metadata.name == 'refused'",
+			Probe: func(ctx context.Context) error {
+				u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1beta1", "kind": "CronTab",
+					"metadata": map[string]any{"name": "refused", "namespace": "default"}, "spec": map[string]any{"hostPort": "db:5432"}}}
+				_, err := dyn.Resource(gvr2(group, "v1beta1")).Namespace("default").Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				return err
+			}})
+		got := runCluster(t, "convert", name, "--to", "v1", "-f", objFile, "--via-apiserver", "-o", "json")
+		if got.code != 1 {
+			t.Fatalf("exit %d, want 1\n%s%s", got.code, got.stdout, got.stderr)
+		}
+		mustContain(t, "stdout", got.stdout, `"check": "apiserver"`, "no refused crontabs")
 	})
 	t.Run("via the API server: live objects", func(t *testing.T) {
 		got := runCluster(t, "convert", name, "--to", "v1beta1", "--from-cluster", "--via-apiserver", "-n", "default")

@@ -110,6 +110,11 @@ func (s *crdSource) one(ctx context.Context, name string) (*apiextensionsv1.Cust
 	return crd, s.sourceError(err)
 }
 
+// duplicates refuses a CRD the files define more than once (crdsource.Source.Duplicates).
+func (s *crdSource) duplicates(ctx context.Context) error {
+	return s.sourceError(s.lib().Duplicates(ctx))
+}
+
 // byGroupKind finds the CRD that defines kind in group, among the files or the cluster's CRDs.
 func (s *crdSource) byGroupKind(ctx context.Context, group, kind string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	if _, err := s.all(ctx); err != nil {
@@ -184,10 +189,29 @@ func decodeCRD(ctx context.Context, d Document, v kubeversion.Version, warnOut i
 	return crd, inputError(err)
 }
 
-// decodeOne is crdsource.DecodeOne with exit codes.
-func decodeOne(d Document) (*apiextensionsv1.CustomResourceDefinition, error) {
-	crd, err := crdsource.DecodeOne(d)
-	return crd, inputError(err)
+// readCRDFiles reads the CRDs of the files given with flag a document at a time (stopping on
+// Ctrl-C), as plan, upgrade and their --via read a release (crdsource.Release: documents that
+// are not CRDs are skipped and counted, a CRD defined twice is refused): memory holds the
+// CRDs, whatever else the input holds. An empty --old-file is a cluster with none of them.
+func (g *Globals) readCRDFiles(ctx context.Context, files []string, flag string) ([]*apiextensionsv1.CustomResourceDefinition, int, error) {
+	var r crdsource.Release
+	err := EachDocument(ctx, files, InputOptions{Stdin: g.In}, func(d Document) error { return inputError(r.Add(d)) })
+	if ctx.Err() != nil {
+		return nil, 0, Unavailable(fmt.Errorf("interrupted after reading %s of %s: nothing was planned", plural(r.Docs, "document"), flag))
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(r.CRDs) == 0 && r.Docs == 0 && flag == "--old-file" {
+		return nil, 0, nil // an empty file: nothing is installed, every CRD of -f is a create
+	}
+	if len(r.CRDs) == 0 && r.Docs == 0 {
+		return nil, 0, UsageErrorf("%s: no documents found", strings.Join(files, ", "))
+	}
+	if len(r.CRDs) == 0 {
+		return nil, 0, inputError(crdsource.NoCRDFound(strings.Join(files, ", "), r.Skipped, r.First))
+	}
+	return r.CRDs, r.Skipped, nil
 }
 
 // completeCRDNames completes CRD names from the cluster for shell completion.

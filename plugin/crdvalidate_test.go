@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/crdver/kubectl-crdver/crdschema"
+	"github.com/crdver/kubectl-crdver/crdsource"
 )
 
 // invalidCRDs are CRDs the API server refuses, with what the one-line error must say.
@@ -65,7 +66,7 @@ func TestInvalidCRDsMatchAPIServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			crd, err := decodeOne(docs[0])
+			crd, err := crdsource.DecodeOne(docs[0])
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/preview"
 	"slices"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	"github.com/crdver/kubectl-crdver/crdsource"
 	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/printers"
@@ -170,55 +168,9 @@ func (o *PlanOptions) Validate() error {
 	return o.kube.validate()
 }
 
-// readCRDDocs reads the CRDs of files a document at a time (stopping on Ctrl-C), skipping
-// (and counting) documents that are not CRDs: memory holds the CRDs, whatever else the
-// input holds.
-func (o *PlanOptions) readCRDDocs(ctx context.Context, files []string, flag string) ([]*apiextensionsv1.CustomResourceDefinition, int, error) {
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	docs, skipped := 0, 0
-	var first Document // the first document that is not a CRD, for the error when none is
-	seen := map[string]string{}
-	err := EachDocument(ctx, files, InputOptions{Stdin: o.g.In}, func(d Document) error {
-		docs++
-		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
-			if skipped == 0 {
-				first = d
-			}
-			skipped++
-			return nil
-		}
-		crd, err := decodeOne(d) // a file without status keeps storedVersions unknown
-		if err != nil {
-			return err
-		}
-		if prev, ok := seen[crd.Name]; ok {
-			return UsageErrorf("%s: %s is already defined in %s (%s): pass it once", d.Where(), crd.Name, prev, flag)
-		}
-		seen[crd.Name] = d.Where()
-		crds = append(crds, crd)
-		return nil
-	})
-	if ctx.Err() != nil {
-		return nil, 0, Unavailable(fmt.Errorf("interrupted after reading %s of %s: nothing was planned", plural(docs, "document"), flag))
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(crds) == 0 && docs == 0 && flag == "--old-file" {
-		return nil, 0, nil // an empty file: nothing is installed, every CRD of -f is a create
-	}
-	if len(crds) == 0 && docs == 0 {
-		return nil, 0, UsageErrorf("%s: no documents found", strings.Join(files, ", "))
-	}
-	if len(crds) == 0 {
-		return nil, 0, inputError(crdsource.NoCRDFound(strings.Join(files, ", "), skipped, first))
-	}
-	return crds, skipped, nil
-}
-
 // Run plans every CRD of the input.
 func (o *PlanOptions) Run(ctx context.Context) error {
-	next, skipped, err := o.readCRDDocs(ctx, o.Files, "-f")
+	next, skipped, err := o.g.readCRDFiles(ctx, o.Files, "-f")
 	if err != nil {
 		return err
 	}
@@ -283,7 +235,7 @@ func (o *PlanOptions) noteSkipped(skipped int) {
 // releaseOptions are plan.Release's options from the flags: next judged as judged, against
 // the cluster when live (its server-side dry run unless --kube-version names another version).
 func (o *PlanOptions) releaseOptions(next []*apiextensionsv1.CustomResourceDefinition, judged judgedAs, live bool) plan.ReleaseOptions {
-	applyFile := strings.Join(o.Files, " -f ")
+	applyFile := plan.JoinFiles(o.Files)
 	if applyFile == "-" {
 		applyFile = "NEW-CRDS.yaml"
 	}
@@ -382,7 +334,7 @@ func (o *PlanOptions) runError(err error) error {
 func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.CustomResourceDefinition) ([]*apiextensionsv1.CustomResourceDefinition, []plan.ObjectSource, error) {
 	lives := make([]*apiextensionsv1.CustomResourceDefinition, len(next))
 	sources := make([]plan.ObjectSource, len(next))
-	old, _, err := o.readCRDDocs(ctx, o.OldFiles, "--old-file")
+	old, _, err := o.g.readCRDFiles(ctx, o.OldFiles, "--old-file")
 	if err != nil {
 		return nil, nil, err
 	}

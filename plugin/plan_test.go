@@ -252,7 +252,7 @@ func TestPlanUsage(t *testing.T) {
 		{[]string{"plan", "-f", planFile("widgets-objects.yaml")}, "no CustomResourceDefinition found: the first of 7 documents is"},
 		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "-o", "name"}, `--output "name" is not supported`},
 		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--sample", "-1"}, "--sample must be 0"},
-		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "-f", planFile("widgets-new.yaml")}, "is already defined"},
+		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "-f", planFile("widgets-new.yaml")}, "widgets.plan.example.com is defined 2 times, in " + planFile("widgets-new.yaml") + " (document 1) and " + planFile("widgets-new.yaml") + " (document 1): pass only one file that defines it"},
 		{[]string{"plan", "some-crd"}, "unknown command"},
 		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--webhook-address", "127.0.0.1:9443"}, "--webhook-address is for --convert-sample"},
 		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--convert-sample", "-2"}, "--convert-sample must be 0"},

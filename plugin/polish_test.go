@@ -235,8 +235,8 @@ func TestVersionsAllRefusesDuplicates(t *testing.T) {
 	}
 	oneErrorLine(t, run(t, "", "versions", "--all", "-f", dir), 2,
 		"crontabs.stable.example.com is defined 2 times, in "+filepath.Join(dir, "a.yaml")+" (document 1) and "+filepath.Join(dir, "b.yaml")+" (document 1): pass only one file that defines it")
-	oneErrorLine(t, run(t, "", "versions", "crontabs.stable.example.com", "-f", dir), 2, "crontabs.stable.example.com is defined 2 times")
-	oneErrorLine(t, run(t, string(crd)+"\n---\n"+string(crd), "versions", "--all", "-f", "-"), 2, "crontabs.stable.example.com is defined 2 times in the input")
+	oneErrorLine(t, run(t, "", "versions", "crontabs.stable.example.com", "-f", dir), 2, "crontabs.stable.example.com is defined 2 times, in "+filepath.Join(dir, "a.yaml")+" (document 1) and "+filepath.Join(dir, "b.yaml")+" (document 1): pass only one file that defines it")
+	oneErrorLine(t, run(t, string(crd)+"\n---\n"+string(crd), "versions", "--all", "-f", "-"), 2, "crontabs.stable.example.com is defined 2 times, in stdin (document 1) and stdin (document 2): pass only one file that defines it")
 }
 
 // TestExplainFits120Columns: explain's field table, description and CEL rules of every corpus

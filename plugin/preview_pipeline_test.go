@@ -96,7 +96,7 @@ func TestPreviewBundle(t *testing.T) {
 	}
 	// A CRD defined differently in --crd-file and in the input is refused, naming both.
 	r := run(t, "", "preview", "-f", td("invalid-crds", "gear.yaml"), "--crd-file", td("crds", "widget.yaml"), "-f", helmStream, "--crd-file", writeTemp(t, "other-widget.yaml", strings.Replace(readTestFile(t, td("crds", "widget.yaml")), "served: true", "served: false", 1)))
-	if r.code != ExitUsage || !strings.Contains(r.stderr, "preview.example.com Widget is defined twice, differently") {
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "widgets.preview.example.com is defined 2 times, differently, in "+td("crds", "widget.yaml")+" (document 1) and ") {
 		t.Errorf("two different definitions: exit %d, %q", r.code, r.stderr)
 	}
 	// An invalid CRD in the input is refused like one from --crd-file.

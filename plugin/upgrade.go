@@ -151,7 +151,7 @@ func (o *UpgradeOptions) Validate() error {
 
 // Run plans, preflights, asks, and upgrades.
 func (o *UpgradeOptions) Run(ctx context.Context) error {
-	next, skipped, err := (&PlanOptions{g: o.g}).readCRDDocs(ctx, o.Files, "-f")
+	next, skipped, err := o.g.readCRDFiles(ctx, o.Files, "-f")
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 // file named as given, the backup file (by default one named by the time, not on a dry run),
 // the progress display and notes.
 func (o *UpgradeOptions) upgradeOptions(next []*apiextensionsv1.CustomResourceDefinition, judged judgedAs) upgrade.Options {
-	applyFile := strings.Join(o.Files, " -f ")
+	applyFile := plan.JoinFiles(o.Files)
 	if applyFile == "-" {
 		applyFile = "NEW-CRDS.yaml"
 	}

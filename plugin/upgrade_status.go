@@ -69,7 +69,7 @@ func (o *UpgradeStatusOptions) Validate() error {
 
 // Run reads the status and prints it.
 func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
-	next, _, err := (&PlanOptions{g: o.g}).readCRDDocs(ctx, o.Files, "-f")
+	next, _, err := o.g.readCRDFiles(ctx, o.Files, "-f")
 	if err != nil {
 		return err
 	}
@@ -79,12 +79,11 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 	}
 	var st *upgrade.Status
 	if o.path.set() {
-		po := &PlanOptions{g: o.g}
-		via, _, err := o.path.read(ctx, po, o.Files)
+		via, _, err := o.path.read(ctx, o.g, o.Files)
 		if err != nil {
 			return err
 		}
-		target := plan.PathRelease{Name: releaseName(o.Files[0]), File: strings.Join(o.Files, " -f "), CRDs: next}
+		target := plan.PathRelease{Name: releaseName(o.Files[0]), File: plan.JoinFiles(o.Files), CRDs: next}
 		st, err = upgrade.GetPathStatus(ctx, c, via, target, o.Checkpoint, o.FieldManager)
 		if err != nil {
 			return Unavailable(err)
@@ -118,7 +117,7 @@ func notInPlace(release string, st *upgrade.Status) error {
 // nextCommand is the upgrade command line that takes the release on from st, with this
 // command's flags ("" when nothing is to be run).
 func (o *UpgradeStatusOptions) nextCommand(st *upgrade.Status) string {
-	cmd := "kubectl crdver upgrade -f " + strings.Join(o.Files, " -f ")
+	cmd := "kubectl crdver upgrade -f " + plan.JoinFiles(o.Files)
 	if o.path.set() {
 		for _, v := range o.path.via {
 			cmd += " --via " + v

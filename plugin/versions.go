@@ -240,7 +240,7 @@ func (o *VersionsOptions) runAll(ctx context.Context) error {
 		return err
 	}
 	if o.source.offline() {
-		if err := duplicateCRDs(o.source, crds); err != nil {
+		if err := o.source.duplicates(ctx); err != nil {
 			return err
 		}
 	} else {

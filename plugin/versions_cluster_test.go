@@ -38,7 +38,7 @@ func createVersionsCRDs(t *testing.T) []*apiextensionsv1.CustomResourceDefinitio
 	if err != nil {
 		t.Fatal(err)
 	}
-	crds, err := crdsource.DecodeAll(docs)
+	crds, _, err := crdsource.CRDsOf(docs)
 	if err != nil {
 		t.Fatal(err)
 	}

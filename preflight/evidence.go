@@ -26,6 +26,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/crdver/kubectl-crdver/internal/atomicfile"
 )
 
 const evidenceFormat = 1
@@ -143,23 +145,23 @@ func (r *evidenceReader) close() {
 	}
 }
 
-// evidenceWriter writes a new evidence file beside path and renames it over path on commit.
+// evidenceWriter writes a new content of the evidence file (atomicfile) and puts it in place
+// on commit.
 type evidenceWriter struct {
-	f    *os.File
-	w    *bufio.Writer
-	path string
-	err  error
+	f   *atomicfile.File
+	w   *bufio.Writer
+	err error
 }
 
 func createEvidence(path string, h evidenceHeader) *evidenceWriter {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".preflight-*")
+	f, err := atomicfile.Create(path, 0o600)
 	if err != nil {
 		return nil
 	}
-	w := &evidenceWriter{f: f, w: bufio.NewWriter(f), path: path}
+	w := &evidenceWriter{f: f, w: bufio.NewWriter(f)}
 	b, _ := json.Marshal(h)
 	w.line(string(b))
 	return w
@@ -185,15 +187,10 @@ func (w *evidenceWriter) commit() {
 	if w.err == nil {
 		w.err = w.w.Flush()
 	}
-	if err := w.f.Close(); w.err == nil {
-		w.err = err
-	}
 	if w.err == nil {
-		w.err = os.Rename(w.f.Name(), w.path)
+		w.err = w.f.Commit()
 	}
-	if w.err != nil {
-		os.Remove(w.f.Name())
-	}
+	w.f.Close()
 }
 
 // evidenceHeaderFor is the header of a check of crd at target under the admission state adm.

@@ -42,6 +42,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/apistatus"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/preview"
 )
@@ -723,7 +724,7 @@ func (e *evaluation) dryRun(ctx context.Context, gate *migrate.Gate, ri dynamic.
 				return nil, "", nil, fmt.Errorf("%s: reading it at %s: %w", objKey(u.GetNamespace(), u.GetName()), e.r.Target, gerr)
 			}
 			u = fresh
-		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err) || apierrors.IsBadRequest(err):
+		case apistatus.Refused(err):
 			return statusTexts(err), "", nil, nil
 		case apierrors.IsForbidden(err):
 			// No right to update (a dry run needs the rights a write needs): the rest would be
@@ -765,13 +766,6 @@ func (e *evaluation) wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return e.lim.Wait(ctx)
-}
-
-// isAdmissionDenial tells an admission webhook's or policy's "no" (a 403 whose message says
-// so) from missing rights.
-func isAdmissionDenial(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "admission webhook") || strings.Contains(msg, "ValidatingAdmissionPolicy")
 }
 
 // statusTexts are the API server's reasons: "field: message" per cause, else its message.

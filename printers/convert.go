@@ -6,6 +6,7 @@ package printers
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -192,7 +193,11 @@ func printRoundTripAdded(w io.Writer, cs []convert.Change, noHeaders bool) error
 	if len(cs) == 0 {
 		return nil
 	}
-	if _, err := fmt.Fprintf(w, "\n%d difference(s) of the round trip lose nothing (added or normalised: not a loss, not a failed check):\n", len(cs)); err != nil {
+	what := "added or normalised"
+	if slices.ContainsFunc(cs, func(c convert.Change) bool { return c.Kind == convert.DiffDefaultDropped }) {
+		what = "added, normalised, or a default the input did not hold dropped"
+	}
+	if _, err := fmt.Fprintf(w, "\n%d difference(s) of the round trip lose nothing (%s: not a loss, not a failed check):\n", len(cs), what); err != nil {
 		return err
 	}
 	t := &Table{Header: []string{"object", "direction", "path", "detail"}}

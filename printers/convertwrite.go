@@ -7,6 +7,7 @@ package printers
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/crdver/kubectl-crdver/convert"
@@ -68,12 +69,20 @@ func printWriteReport(w io.Writer, r *convert.WriteReport, noHeaders bool) error
 				}
 				fmt.Fprintf(&b, "%s:%d %s: warning %s: %s\n", f.Path, o.Line, o.Name, where, p.Detail)
 			}
-			if len(o.Added) > 0 {
-				var parts []string
-				for _, c := range o.Added {
+			var parts, defaults []string
+			for _, c := range o.Added {
+				switch {
+				case c.Kind != convert.DiffDefaultDropped:
 					parts = append(parts, c.Path+" "+c.Detail)
+				case !slices.Contains(defaults, c.Path):
+					defaults = append(defaults, c.Path)
 				}
+			}
+			if len(parts) > 0 {
 				fmt.Fprintf(&b, "%s:%d %s: the round trip adds or normalises (not a loss): %s\n", f.Path, o.Line, o.Name, strings.Join(parts, "; "))
+			}
+			if len(defaults) > 0 {
+				fmt.Fprintf(&b, "%s:%d %s: %s does not have %s, which the file does not set (only %s's default put it there): not a loss\n", f.Path, o.Line, o.Name, o.To, strings.Join(defaults, ", "), o.From)
 			}
 			for _, p := range o.Dropped {
 				fmt.Fprintf(&b, "%s:%d %s: dropped (--allow-data-loss) %s: %s\n", f.Path, o.Line, o.Name, p.Path, p.Detail)

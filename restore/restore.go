@@ -8,13 +8,14 @@
 //  1. finds the live CRD of its group and kind and a served version to write it at: with
 //     conversion None, the object is relabelled to each served version and the API server's
 //     own create path (preview: pruning in that version and in the storage version, defaults)
-//     says what that version keeps; the version that keeps the most wins (the storage version,
-//     then priority order, on a tie); a field preview prunes counts only when the backup has
-//     it (the version's own defaults are not the backup's data), and not when the version
-//     reads it back at the backup's value. With a webhook, the backup's own version when it
-//     is still served (the API server converts through the webhook); otherwise the object is
-//     converted to a served version (the storage version first) by the CRD's own webhook with
-//     a ConversionReview, and back: what the round trip does not give back is not held;
+//     says what that version keeps, judged by convert's loss rule (convert.Losses: a field the
+//     version's own defaults add is not the backup's data; one it reads back at the backup's
+//     value is kept); the version that keeps the most wins (the storage version, then
+//     priority order, on a tie). With a webhook, the backup's own version when it is still
+//     served (the API server converts through the webhook); otherwise the object is converted
+//     to a served version (the storage version first) by the CRD's own webhook, and back,
+//     through convert (convert.Run: the API server's checks of every answer, the same loss
+//     rule): what the round trip does not give back is not held;
 //  2. reads the live object at that version and compares every field of the backup (spec and
 //     every other top-level field but status, each label and annotation) with it: a field
 //     missing live is restored; a field with the same value is unchanged; a field with
@@ -48,8 +49,8 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -519,23 +520,15 @@ func (r *runner) choose(ctx context.Context, e *crdEntry, clean *unstructured.Un
 		if !res.Accepted() || res.Object == nil {
 			continue
 		}
-		// What the version drops: preview's pruned paths, and every field of the backup the
-		// resulting object lacks (whatever preview's lists say).
-		lost := append(slices.Clone(res.Pruned), res.PrunedOnConversion...)
-		for _, l := range leaves(clean.Object) {
-			if _, found, _ := lookup(res.Object, l.path); !found {
-				lost = append(lost, l.String())
-			}
+		// What the version drops (convert's loss rule): the fields of the backup the create
+		// at v does not give back at their value. A field the version's own defaulting added
+		// (e.g. v1beta1's default spec.gitImplementation, pruned by the storage version v1) is
+		// not the backup's; one the version reads back at the backup's value is held.
+		var losses []string
+		for _, d := range convert.Losses(u.Object, res.Object) {
+			losses = append(losses, d.Path)
 		}
-		// A pruned field the version reads back at the backup's value (the API server's
-		// read-path defaulting at v puts it back: a default, e.g. one the backup itself got
-		// when read at a version that defaults it) is held, not lost.
-		lost = slices.DeleteFunc(lost, func(p string) bool {
-			// A pruned field the backup does not have is one the version's own defaulting
-			// added in the preview (e.g. v1beta1's default spec.gitImplementation, pruned by
-			// the storage version v1): nothing of the backup is lost.
-			return !inObject(clean.Object, p) || readsBack(res.Object, clean.Object, p)
-		})
+		lost := lostLeaves(clean.Object, losses)
 		t := &target{version: v, held: res.Object, notHeld: dataPaths(lost)}
 		if best == nil || len(t.notHeld) < len(best.notHeld) {
 			best = t
@@ -596,59 +589,15 @@ func schemaDefault(s *apiextensionsv1.JSONSchemaProps, p string) (any, bool) {
 	return v, true
 }
 
-// inObject: obj has a value at the path p as preview names it (dots, and [i] for list items).
-func inObject(obj map[string]any, p string) bool {
-	var cur any = obj
-	for _, seg := range strings.Split(p, ".") {
-		name, idx, _ := strings.Cut(seg, "[")
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return false
-		}
-		if cur, ok = m[name]; !ok {
-			return false
-		}
-		for idx != "" {
-			var i int
-			var rest string
-			if n, _ := fmt.Sscanf(idx, "%d]", &i); n != 1 {
-				return false
-			}
-			if _, after, found := strings.Cut(idx, "["); found {
-				rest = after
-			}
-			l, ok := cur.([]any)
-			if !ok || i < 0 || i >= len(l) {
-				return false
-			}
-			cur, idx = l[i], rest
-		}
-	}
-	return true
-}
-
-// readsBack: obj (the object as a version returns it) has the backup's value at the dotted
-// path p (a path with a list index is never read back: lists are compared whole).
-func readsBack(obj, backup map[string]any, p string) bool {
-	if strings.Contains(p, "[") {
-		return false
-	}
-	path := strings.Split(p, ".")
-	bv, found, _ := lookup(backup, path)
-	if !found {
-		return false
-	}
-	v, found, _ := lookup(obj, path)
-	return found && same(v, bv)
-}
-
 // WebhookTimeout bounds each ConversionReview a restore sends to a CRD's webhook.
 const WebhookTimeout = 10 * time.Second
 
 // viaWebhook converts the backup object from its version to the served version to through
-// the CRD's conversion webhook (a ConversionReview, as the API server sends it), then the
-// result back: a field of the backup the round trip does not give back at the same value is
-// one version to cannot hold (reported, never claimed restored).
+// the CRD's conversion webhook, and back, with convert's client: the API server's checks of
+// every answer (an answer it would refuse — another kind, uid, count, name — is an error, as
+// convert reports it) and convert's loss rule for the round trip (a field of the backup the
+// round trip loses is one version to cannot hold: reported, never claimed restored). A version
+// the CRD no longer lists has no schema here: nothing is pruned or defaulted in it.
 func (r *runner) viaWebhook(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, clean *unstructured.Unstructured, from, to string) (*unstructured.Unstructured, []string, error) {
 	var client rest.Interface
 	if r.c.Kube != nil {
@@ -658,80 +607,86 @@ func (r *runner) viaWebhook(ctx context.Context, crd *apiextensionsv1.CustomReso
 	if err != nil {
 		return nil, nil, err
 	}
-	rv, err := convert.ReviewVersionFor(crd)
+	run := crd
+	if _, err := crdinfo.Lookup(crd, from); err != nil {
+		run = crd.DeepCopy()
+		run.Spec.Versions = append(run.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: from})
+	}
+	var conv map[string]any
+	rep, err := convert.Run(ctx, convert.Options{CRD: run, To: to, RoundTrip: true, Transport: tr, BisectRequests: -1,
+		Converted: func(_ string, _, c map[string]any) { conv = c }}, []convert.Object{{Source: objectKey(clean), Object: clean.Object}})
 	if err != nil {
 		return nil, nil, err
 	}
-	gv := func(v string) string { return schema.GroupVersion{Group: crd.Spec.Group, Version: v}.String() }
-	conv, err := review(ctx, tr, rv, clean.Object, gv(to))
-	if err != nil {
-		return nil, nil, err
+	if rep.Unreachable != "" {
+		return nil, nil, fmt.Errorf("%s: %s", tr.Describe(), rep.Unreachable)
 	}
-	back, err := review(ctx, tr, rv, conv, gv(from))
-	if err != nil {
-		return nil, nil, fmt.Errorf("converting back to %s (to check what %s holds): %w", from, to, err)
-	}
-	lost := []string{}
-	for _, l := range leaves(clean.Object) {
-		if v, found, _ := lookup(back, l.path); !found || !same(v, l.val) {
-			lost = append(lost, l.String())
+	var losses, refused []string
+	for _, f := range rep.Findings {
+		switch {
+		case f.Check == convert.CheckPruned:
+			// Judged by the round trip, which starts back from the pruned object (as the
+			// preflight judges a webhook).
+		case f.Check == convert.CheckRoundTrip:
+			losses = append(losses, f.Path)
+		case f.Severity == convert.SeverityError:
+			refused = append(refused, fmt.Sprintf("%s (%s): %s", f.Check, f.Direction, f.Detail))
 		}
 	}
-	u := cleaned(&unstructured.Unstructured{Object: conv})
-	if u.GetName() != clean.GetName() || u.GetNamespace() != clean.GetNamespace() {
-		return nil, nil, fmt.Errorf("the webhook answered %s/%s for %s/%s", u.GetNamespace(), u.GetName(), clean.GetNamespace(), clean.GetName())
+	if len(refused) > 0 {
+		return nil, nil, fmt.Errorf("%s answered what the API server refuses: %s", tr.Describe(), strings.Join(refused, "; "))
 	}
-	return u, dataPaths(lost), nil
+	if conv == nil {
+		return nil, nil, fmt.Errorf("%s did not convert it", tr.Describe())
+	}
+	return cleaned(&unstructured.Unstructured{Object: conv}), dataPaths(lostLeaves(clean.Object, losses)), nil
 }
 
-// review sends one object to the webhook and returns it at apiVersion to.
-func review(ctx context.Context, tr convert.Transport, reviewVersion string, obj map[string]any, to string) (map[string]any, error) {
-	raw, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
+// objectKey is namespace/name, or the name of a cluster-scoped object.
+func objectKey(u *unstructured.Unstructured) string {
+	if ns := u.GetNamespace(); ns != "" {
+		return ns + "/" + u.GetName()
 	}
-	uid := types.UID(fmt.Sprintf("kubectl-crdver-restore-%d", reviewSeq.Add(1)))
-	body, err := convert.BuildReview(reviewVersion, uid, to, [][]byte{raw})
-	if err != nil {
-		return nil, err
-	}
-	resp, err := tr.Post(ctx, body)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", tr.Describe(), err)
-	}
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("%s answered HTTP %d: %s", tr.Describe(), resp.StatusCode, strings.TrimSpace(string(resp.Body)))
-	}
-	var rr struct {
-		Response *struct {
-			UID              types.UID         `json:"uid"`
-			ConvertedObjects []json.RawMessage `json:"convertedObjects"`
-			Result           metav1.Status     `json:"result"`
-		} `json:"response"`
-	}
-	if err := json.Unmarshal(resp.Body, &rr); err != nil || rr.Response == nil {
-		return nil, fmt.Errorf("%s answered no ConversionReview response: %v", tr.Describe(), err)
-	}
-	if rr.Response.UID != uid {
-		return nil, fmt.Errorf("%s answered uid %q for %q", tr.Describe(), rr.Response.UID, uid)
-	}
-	if rr.Response.Result.Status != metav1.StatusSuccess {
-		return nil, fmt.Errorf("%s refused the conversion to %s: %s", tr.Describe(), to, rr.Response.Result.Message)
-	}
-	if len(rr.Response.ConvertedObjects) != 1 {
-		return nil, fmt.Errorf("%s answered %d objects for 1", tr.Describe(), len(rr.Response.ConvertedObjects))
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(rr.Response.ConvertedObjects[0]); err != nil {
-		return nil, fmt.Errorf("%s answered an object that is not one: %w", tr.Describe(), err)
-	}
-	if u.GetAPIVersion() != to {
-		return nil, fmt.Errorf("%s answered apiVersion %s, not %s", tr.Describe(), u.GetAPIVersion(), to)
-	}
-	return u.Object, nil
+	return u.GetName()
 }
 
-var reviewSeq atomic.Int64
+// lostLeaves are the restorable fields of obj (leaves) that the lost paths (convert's notation,
+// convert.PathOf) take: each leaf at or under a lost path and, for a loss inside a leaf's list,
+// the lost path itself, in the leaves' dotted notation.
+func lostLeaves(obj map[string]any, lost []string) []string {
+	var out []string
+	for _, l := range leaves(obj) {
+		lp := convert.PathOf(l.path...)
+		for _, p := range lost {
+			switch {
+			case p == lp || strings.HasPrefix(lp, p+".") || strings.HasPrefix(lp, p+"["):
+				out = append(out, l.String())
+			case strings.HasPrefix(p, lp+"[") || strings.HasPrefix(p, lp+"."):
+				out = append(out, l.String()+dotted(p[len(lp):]))
+			}
+		}
+	}
+	return out
+}
+
+// dotted writes a path of convert's notation with keys as plain dotted names
+// ([0]["a.b"].c becomes [0].a.b.c).
+func dotted(p string) string {
+	var b strings.Builder
+	for p != "" {
+		if strings.HasPrefix(p, `["`) {
+			if q, err := strconv.QuotedPrefix(p[1:]); err == nil {
+				k, _ := strconv.Unquote(q)
+				b.WriteString("." + k)
+				p = p[1+len(q)+1:]
+				continue
+			}
+		}
+		b.WriteByte(p[0])
+		p = p[1:]
+	}
+	return b.String()
+}
 
 // dataPaths are the paths outside metadata and status, sorted and unique.
 func dataPaths(ps []string) []string {

@@ -2,17 +2,19 @@ package restore
 
 import (
 	"context"
-	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testwebhook"
+	"github.com/crdver/kubectl-crdver/migrate"
 )
 
 // What a restore compares: every top-level field but status, descended through maps, lists
@@ -111,78 +113,83 @@ func TestSplitDefaults(t *testing.T) {
 	}
 }
 
-func TestReadsBack(t *testing.T) {
-	backup := map[string]any{"spec": map[string]any{"gitImplementation": "go-git", "n": int64(1)}}
-	read := map[string]any{"spec": map[string]any{"gitImplementation": "go-git", "n": float64(2)}}
-	if !readsBack(read, backup, "spec.gitImplementation") {
-		t.Errorf("spec.gitImplementation is read back at the backup's value")
-	}
-	if readsBack(read, backup, "spec.n") || readsBack(read, backup, "spec.absent") || readsBack(read, backup, "spec.list[0].x") {
-		t.Errorf("another value, an absent field or a list item is not read back")
+// lostLeaves maps convert's lost paths onto what a restore restores: a lost map takes every
+// leaf under it, a loss inside a list names its path in the leaves' notation, a null or a
+// field the backup does not have is nothing.
+func TestLostLeaves(t *testing.T) {
+	obj := map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "labels": map[string]any{"app.kubernetes.io/name": "demo"}},
+		"spec":     map[string]any{"url": "u", "nested": map[string]any{"a": "x", "b": "y"}, "acls": []any{map[string]any{"op": "Read", "k.v": "z"}}, "none": nil}}
+	got := lostLeaves(obj, []string{".spec.nested", `.spec.acls[0]["k.v"]`, ".spec.none", ".spec.gitImplementation", ".apiVersion", `.metadata.labels["app.kubernetes.io/name"]`})
+	slices.Sort(got)
+	want := []string{"metadata.labels.app.kubernetes.io/name", "spec.acls[0].k.v", "spec.nested.a", "spec.nested.b"}
+	if !slices.Equal(got, want) {
+		t.Errorf("lostLeaves = %q, want %q", got, want)
 	}
 }
 
-// A path preview names pruned counts as lost only when the backup has it: a field the target
-// version's own defaulting added (and the storage version pruned) is not the backup's data.
-func TestInObject(t *testing.T) {
-	obj := map[string]any{"spec": map[string]any{"url": "u", "acls": []any{map[string]any{"op": "Read"}, "x"}}}
-	for p, want := range map[string]bool{
-		"spec.url": true, "spec.gitImplementation": false, "spec.acls[0].op": true, "spec.acls[0].other": false,
-		"spec.acls[2].op": false, "spec.acls[1]": true, "spec.url.x": false, "status.x": false,
-	} {
-		if got := inObject(obj, p); got != want {
-			t.Errorf("inObject(%s) = %v, want %v", p, got, want)
+// The backup's version is no longer served (and then no longer listed at all): the object goes
+// to the storage version through the CRD's own webhook, a real HTTPS server, with convert's
+// client and loss rule. A good webhook converts it and loses nothing; a lossy one loses what
+// the round trip does not give back; an answer the API server refuses (a review of another
+// kind, another uid, a failed result) is refused here too, naming convert's check.
+func TestViaWebhook(t *testing.T) {
+	srv := testwebhook.StartForTest(t, testwebhook.Options{})
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "crds", "crontab-webhook.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, err := crdinfo.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served.Spec.Conversion = srv.WebhookConversion()
+	for i := range served.Spec.Versions {
+		if served.Spec.Versions[i].Name == "v1beta1" {
+			served.Spec.Versions[i].Served = false
 		}
 	}
-}
-
-// fakeWebhook answers ConversionReviews like a webhook that relabels apiVersion and drops
-// spec.organization (or answers as told).
-type fakeWebhook struct {
-	status string
-	uid    string
-}
-
-func (f *fakeWebhook) Describe() string { return "fake webhook" }
-
-func (f *fakeWebhook) Post(_ context.Context, body []byte) (*convert.HTTPResponse, error) {
-	var req apiextensionsv1.ConversionReview
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, err
-	}
-	var objs []apiextensionsv1.JSON
-	for _, o := range req.Request.Objects {
-		var m map[string]any
-		_ = json.Unmarshal(o.Raw, &m)
-		m["apiVersion"] = req.Request.DesiredAPIVersion
-		delete(m["spec"].(map[string]any), "organization")
-		raw, _ := json.Marshal(m)
-		objs = append(objs, apiextensionsv1.JSON{Raw: raw})
-	}
-	uid := req.Request.UID
-	if f.uid != "" {
-		uid = types.UID(f.uid)
-	}
-	st := metav1.StatusSuccess
-	if f.status != "" {
-		st = f.status
-	}
-	out, _ := json.Marshal(map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-		"response": map[string]any{"uid": uid, "convertedObjects": objs, "result": map[string]any{"status": st, "message": "no"}}})
-	return &convert.HTTPResponse{StatusCode: 200, Body: out}, nil
-}
-
-func TestReviewThroughWebhook(t *testing.T) {
-	obj := map[string]any{"apiVersion": "cert-manager.io/v1alpha2", "kind": "Certificate", "metadata": map[string]any{"name": "c"},
-		"spec": map[string]any{"secretName": "s", "organization": []any{"o"}}}
-	got, err := review(context.Background(), &fakeWebhook{}, "v1", obj, "cert-manager.io/v1")
-	if err != nil || got["apiVersion"] != "cert-manager.io/v1" || !same(got["spec"], map[string]any{"secretName": "s"}) {
-		t.Fatalf("review: %v %v", got, err)
-	}
-	if _, err := review(context.Background(), &fakeWebhook{status: metav1.StatusFailure}, "v1", obj, "cert-manager.io/v1"); err == nil || !strings.Contains(err.Error(), "refused") {
-		t.Errorf("a failed conversion: %v", err)
-	}
-	if _, err := review(context.Background(), &fakeWebhook{uid: "other"}, "v1", obj, "cert-manager.io/v1"); err == nil {
-		t.Errorf("an answer for another uid is not taken")
+	unlisted := served.DeepCopy()
+	unlisted.Spec.Versions = slices.DeleteFunc(unlisted.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == "v1beta1" })
+	backup := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "stable.example.com/v1beta1", "kind": "CronTab",
+		"metadata": map[string]any{"name": "nightly", "namespace": "default", "labels": map[string]any{"app": "backup"}},
+		"spec":     map[string]any{"cronSpec": "0 3 * * *", "image": "backup:1.2", "hostPort": "db.example.com:5432"}}}
+	r := &runner{c: &migrate.Clients{}}
+	for _, tc := range []struct {
+		name      string
+		crd       *apiextensionsv1.CustomResourceDefinition
+		behaviour testwebhook.Behaviour
+		notHeld   []string
+		refused   string // the check named in the error
+	}{
+		{"good", served, testwebhook.Good, []string{}, ""},
+		{"good, the version unlisted", unlisted, testwebhook.Good, []string{}, ""},
+		{"lossy", served, testwebhook.Lossy, []string{"spec.hostPort"}, ""},
+		{"another review kind", served, testwebhook.WrongReviewKind, nil, convert.CheckReviewKind},
+		{"another uid", served, testwebhook.WrongUID, nil, convert.CheckResponseUID},
+		{"another kind of object", served, testwebhook.WrongKind, nil, convert.CheckKindUnchanged},
+		{"failed", served, testwebhook.Failed, nil, convert.CheckResultStatus},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv.Set(tc.behaviour)
+			defer srv.Set(testwebhook.Good)
+			conv, notHeld, err := r.viaWebhook(context.Background(), tc.crd, cleaned(backup), "v1beta1", "v1")
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("err = %v, want a refusal naming %s", err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(notHeld, tc.notHeld) {
+				t.Errorf("not held %q, want %q", notHeld, tc.notHeld)
+			}
+			spec, _, _ := unstructured.NestedMap(conv.Object, "spec")
+			if conv.GetAPIVersion() != "stable.example.com/v1" || spec["host"] != "db.example.com" || spec["port"] != "5432" || conv.GetLabels()["app"] != "backup" {
+				t.Errorf("converted: %v", conv.Object)
+			}
+		})
 	}
 }

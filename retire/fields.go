@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -235,20 +234,4 @@ func (r *runner) tryMove(ctx context.Context, ti, oi dynamic.ResourceInterface, 
 		return none, "", err
 	}
 	return res, "", nil
-}
-
-// describeWriters names managers with their last write: `ctl (Apply, last 2026-…)`.
-func describeWriters(ws []ownership.Writer) string {
-	var parts []string
-	for _, w := range ws {
-		s := fmt.Sprintf("%s (%s", w.Manager, w.Operation)
-		if w.Subresource != "" {
-			s += " " + w.Subresource
-		}
-		if w.LastWrite != nil {
-			s += ", last " + w.LastWrite.UTC().Format(time.RFC3339)
-		}
-		parts = append(parts, s+")")
-	}
-	return strings.Join(parts, ", ")
 }

@@ -291,9 +291,9 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 		r.problem("%s: updating its managedFields failed: %s", objName(f), f.Reason)
 	}
 	if len(r.res.WritersSinceStart) > 0 {
-		r.problem("%s still wrote %s after this run began: stop it (or make it write %s) and run retire again", describeWriters(r.res.WritersSinceStart), o.Version, plan.Target)
+		r.problem("%s still wrote %s after this run began: stop it (or make it write %s) and run retire again", ownership.DescribeWriters(r.res.WritersSinceStart), o.Version, plan.Target)
 	} else if fr.Remaining.Objects > 0 && len(fr.Unresolved)+len(fr.Failed) == 0 {
-		r.problem("%d objects still hold managedFields entries of %s (%s): run retire again", fr.Remaining.Objects, o.Version, describeWriters(fr.Remaining.Managers))
+		r.problem("%d objects still hold managedFields entries of %s (%s): run retire again", fr.Remaining.Objects, o.Version, ownership.DescribeWriters(fr.Remaining.Managers))
 	}
 
 	// 5 and 6. Unserve and remove.
@@ -303,7 +303,7 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 	blocked := ""
 	switch {
 	case len(r.res.WritersSinceStart) > 0:
-		blocked = fmt.Sprintf("%s wrote %s since the run began", describeWriters(r.res.WritersSinceStart), o.Version)
+		blocked = fmt.Sprintf("%s wrote %s since the run began", ownership.DescribeWriters(r.res.WritersSinceStart), o.Version)
 	case fr.Remaining.Objects > 0:
 		blocked = fmt.Sprintf("%d objects still hold managedFields entries of %s", fr.Remaining.Objects, o.Version)
 	case r.res.Trim != nil && !r.res.Trim.Safe:

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/atomicfile"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/ownership"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -205,47 +206,38 @@ func (r *runner) backup(ctx context.Context, s *StepResult) error {
 		}
 		return fmt.Errorf("the backup file %s exists: name another one (nothing was written to the cluster)", file)
 	}
-	tmp := file + ".partial"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	// A backup being written when a run was killed: this run holds the lease, nobody else
+	// writes it.
+	_ = atomicfile.Clean(file)
+	f, err := atomicfile.Create(file, 0o600)
 	if err != nil {
 		return fmt.Errorf("creating the backup file: %w", err)
 	}
+	defer f.Close()
 	h := sha256.New()
 	w := bufio.NewWriter(io.MultiWriter(f, h))
 	b := &Backup{File: file, Cluster: r.cp.Cluster, Release: r.cp.Release, Resources: []BackupResource{}}
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
 	fmt.Fprint(w, r.backupHeader())
 	var n int64
 	for _, res := range s.Resources {
 		gvr, ok := parseResource(res)
 		if !ok {
-			return fail(fmt.Errorf("backup: %q is not plural.version.group", res))
+			return fmt.Errorf("backup: %q is not plural.version.group", res)
 		}
 		k, err := r.backupResource(ctx, w, gvr)
 		if err != nil {
-			return fail(fmt.Errorf("backing up %s: %w", res, err))
+			return fmt.Errorf("backing up %s: %w", res, err)
 		}
 		n += k
 		b.Resources = append(b.Resources, BackupResource{Resource: res, Objects: k})
 	}
 	fmt.Fprintf(w, "%s%d objects\n", backupTrailer, n)
 	if err := w.Flush(); err != nil {
-		return fail(err)
+		return err
 	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
+	if err := f.Commit(); err != nil {
+		return err
 	}
-	if err := f.Close(); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp, file); err != nil {
-		return fail(err)
-	}
-	syncDir(filepath.Dir(file))
 	b.Digest = hex.EncodeToString(h.Sum(nil))
 	r.rep.Backup, r.cp.Backup = b, b
 	s.Detail = fmt.Sprintf("%d objects at %d versions to %s", n, len(b.Resources), file)
@@ -362,14 +354,6 @@ func dropsData(action string) bool {
 		return true
 	}
 	return false
-}
-
-// syncDir makes a rename in dir durable (best effort: not every system can sync a folder).
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
 }
 
 func (r *runner) backupResource(ctx context.Context, w *bufio.Writer, gvr schema.GroupVersionResource) (int64, error) {

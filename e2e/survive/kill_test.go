@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/internal/atomicfile"
 )
 
 // TestKillAnywhereThenRunAgain is the crash matrix on the release: the upgrade is
@@ -93,8 +95,8 @@ func TestKillAnywhereThenRunAgain(t *testing.T) {
 			}
 			c.checkUpgraded(t)
 			c.checkBackup(t, backup)
-			if _, err := os.Stat(backup + ".partial"); err == nil {
-				t.Errorf("a partial backup was left beside the backup")
+			if left, err := atomicfile.Temporaries(backup); err != nil || len(left) > 0 {
+				t.Errorf("a partial backup was left beside the backup: %v %v", left, err)
 			}
 			if st := user.run("upgrade", "status", "-f", next, "--kubeconfig", envB.Kubeconfig); st.code != 0 || !strings.Contains(st.stdout, "next: nothing") {
 				t.Errorf("upgrade status after the upgrade: exit %d\n%s%s", st.code, st.stdout, st.stderr)

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/crdver/kubectl-crdver/internal/testca"
 )
@@ -96,31 +95,9 @@ func (e *Env) RejectUpdates(t testing.TB, gvr schema.GroupVersionResource, probe
 		t.Fatal(err)
 	}
 	t.Cleanup(hook.Close)
-	kube, err := kubernetes.NewForConfig(e.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
-	cfgName := "reject-" + gvr.Resource + "." + gvr.Group
-	_, err = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: cfgName},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:         "reject." + gvr.Group,
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &hook.URL, CABundle: hook.CABundle},
-			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{gvr.Group}, APIVersions: []string{"*"}, Resources: []string{gvr.Resource}}}},
-			FailurePolicy:           &fail,
-			SideEffects:             &none,
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), cfgName, metav1.DeleteOptions{})
-	})
+	e.installWebhook(t, "reject-"+gvr.Resource+"."+gvr.Group, hook, admissionregistrationv1.ValidatingWebhook{Name: "reject." + gvr.Group,
+		Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{gvr.Group}, APIVersions: []string{"*"}, Resources: []string{gvr.Resource}}}}})
 	dyn, err := dynamic.NewForConfig(e.Config)
 	if err != nil {
 		t.Fatal(err)
