@@ -55,6 +55,9 @@ type MigrateOptions struct {
 	Engine string
 	Yes    bool
 	All    bool // every CRD with a pending migration (migrate_all.go)
+	// FixValues converts the values that do not fit the storage version's typed schema before
+	// the rewrite (migrate_fixvalues.go).
+	FixValues bool
 	// ClusterStartTimeout bounds the wait for a controller to pick up a StorageVersionMigration.
 	ClusterStartTimeout time.Duration
 
@@ -125,6 +128,7 @@ message says how to resume).`,
 	f.BoolVar(&o.DryRun, "dry-run", false, "Print the plan and write nothing")
 	o.addRewriteFlags(f, "Checkpoint file (default: in your cache folder, per cluster and CRD)")
 	f.BoolVar(&o.NoTrim, "no-trim", false, "Do not trim status.storedVersions after the rewrite")
+	f.BoolVar(&o.FixValues, "fix-values", false, "Before the rewrite, convert each value whose type does not fit the storage version's typed schema where the conversion is lossless (YAML text to the object or list it spells, a scalar to a one-element list, a number to its string), keeping every field manager (their managedFields entries moved to the new values' paths)")
 	f.StringVar(&o.Engine, "engine", engineClient, "Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration)")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before switching the storage version")
 	f.BoolVar(&o.All, "all", false, "Migrate every CRD whose status.storedVersions lists a version other than its storage version: one plan, one question, one progress display")
@@ -169,6 +173,8 @@ func (o *MigrateOptions) Validate() error {
 	switch {
 	case o.Engine != engineClient && o.Engine != engineCluster:
 		return UsageErrorf("--engine %q is not supported: use client or cluster", o.Engine)
+	case o.FixValues && o.All:
+		return UsageErrorf("--fix-values is for one CRD: run kubectl crdver migrate CRD --fix-values for each")
 	case o.Engine == engineCluster && o.Checkpoint != "":
 		return UsageErrorf("--checkpoint is for --engine client: the cluster's StorageVersionMigration keeps its own progress")
 	}
@@ -228,7 +234,18 @@ func (o *MigrateOptions) newMigrator(c *migrate.Clients, pre **preflight.Report)
 		if o.To != "" {
 			cmd += " --to " + o.To
 		}
+		if o.FixValues {
+			if err := o.checkValues(ctx, c, crd, target, rep); err != nil {
+				return rep, err
+			}
+			cmd += " --fix-values"
+		}
 		return rep, o.refusal([]*preflight.Report{rep}, cmd)
+	}
+	if o.FixValues {
+		m.BeforeRewrite = func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+			return o.fixValues(ctx, c, crd)
+		}
 	}
 	if !o.Yes {
 		m.Confirm = func(_ context.Context, p *migrate.Plan) (bool, error) {
@@ -331,6 +348,11 @@ func migrateError(name string, err error) error {
 		return Unavailable(se.Err)
 	case migrate.StepCheckpoint:
 		return Unavailable(checkpointAdvice(se.Err))
+	case migrate.StepBeforeRewrite:
+		if errors.Is(se.Err, errValuesLeft) {
+			return ProblemsFound("%s: --fix-values: %v; the rewrite did not run: change those values, then run the same command again", name, se.Err)
+		}
+		return clusterError(fmt.Sprintf("converting the values of %s (--fix-values)", name), se.Err)
 	case migrate.StepCluster:
 		if errors.Is(se.Err, migrate.ErrClusterEngineUnavailable) {
 			return Unavailable(fmt.Errorf("%w; or use --engine client", se.Err))
