@@ -94,7 +94,7 @@ func (r *runner) verifyPlan(v *Verify, after *plan.Report) {
 // Consent is what the options consent to (AllowDataLoss, SkipInvalid, AllowOwnershipLoss):
 // plan.Consent decides, by the decision table, which findings refuse the run.
 func (o Options) Consent() plan.Consent {
-	return plan.Consent{AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss}
+	return plan.Consent{AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss, FixValues: o.FixValues}
 }
 
 // Kinds are the kinds of what the preflight found (decision table rows, most severe first),
@@ -156,6 +156,11 @@ func decide(rep *Report, err error, o Options) Outcome {
 			out.ExitCode = 1 // refused for a reason no override removes (the preflight could not complete)
 		}
 		out.Message = fmt.Sprintf("%v", err)
+	case errors.Is(err, ErrValuesForPerson):
+		// Stopped after the backup for a person (the runbook's fix-values step): running again
+		// continues there.
+		out.Result, out.ExitCode, out.Message = ResultNotApplied, 1, err.Error()
+		out.Remaining = append(out.Remaining, err.Error())
 	case err != nil:
 		out.Result, out.ExitCode, out.Message = ResultStopped, 3, err.Error()
 	case o.DryRun:
