@@ -215,7 +215,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 				return res
 			}
 			if !hr.Accepted() {
-				f.CreateErrorsAfterLoss = errorTexts(hr.Errors)
+				f.CreateErrorsAfterLoss = notAtMismatches(errorTexts(hr.Errors), f.TypeMismatches)
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/retire"
 )
 
@@ -612,6 +613,24 @@ func (f *Finding) ValuesSpelledAsText() bool {
 		}
 	}
 	return len(f.TypeMismatches) > 0
+}
+
+// notAtMismatches are the errors not about a value of another type (at or below a mismatch's
+// path): the type-mismatch finding and its conversion (fix-values) deal with those, not the
+// fix-invalid-on-recreate step.
+func notAtMismatches(errs []string, tm []preflight.TypeMismatch) []string {
+	var out []string
+	for _, e := range errs {
+		at := false
+		for _, m := range tm {
+			p := strings.TrimPrefix(m.Path, ".")
+			at = at || p != "" && (strings.HasPrefix(e, p+":") || strings.HasPrefix(e, p+".") || strings.HasPrefix(e, p+"["))
+		}
+		if !at {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (p *crdPlan) migrateCommand() string {

@@ -16,6 +16,7 @@ import (
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/printers"
+	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
 const migrateExample = `  # See what a migration would do, writing nothing
@@ -349,8 +350,8 @@ func migrateError(name string, err error) error {
 	case migrate.StepCheckpoint:
 		return Unavailable(checkpointAdvice(se.Err))
 	case migrate.StepBeforeRewrite:
-		if errors.Is(se.Err, errValuesLeft) {
-			return ProblemsFound("%s: --fix-values: %v; the rewrite did not run: change those values, then run the same command again", name, se.Err)
+		if errors.Is(se.Err, upgrade.ErrValuesForPerson) {
+			return ProblemsFound("--fix-values: %v", se.Err)
 		}
 		return clusterError(fmt.Sprintf("converting the values of %s (--fix-values)", name), se.Err)
 	case migrate.StepCluster:

@@ -6,7 +6,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -17,9 +16,6 @@ import (
 	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
-
-// errValuesLeft: objects hold values --fix-values does not convert.
-var errValuesLeft = errors.New("values left")
 
 // checkValues is --fix-values' part of the preflight: what the conversion would do at target,
 // writing nothing. The objects it converts are no reason to refuse for the field managers the
@@ -71,17 +67,5 @@ func (o *MigrateOptions) fixValues(ctx context.Context, c *migrate.Clients, crd 
 	if err != nil {
 		return err
 	}
-	var problems []string
-	for _, l := range fx.Left {
-		problems = append(problems, upgrade.ObjectRef(l.Namespace, l.Name)+": "+strings.Join(l.Errors, "; "))
-	}
-	for _, f := range fx.Fixed {
-		if len(f.LostManagers) > 0 {
-			problems = append(problems, upgrade.ObjectRef(f.Namespace, f.Name)+" lost field managers "+strings.Join(f.LostManagers, ", "))
-		}
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: %s", errValuesLeft, strings.Join(problems, "; "))
-	}
-	return nil
+	return fx.Err()
 }

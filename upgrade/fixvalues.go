@@ -36,6 +36,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -98,6 +99,29 @@ type FixedObject struct {
 	// (empty unless the API server dropped an entry the move set).
 	Managers     []string `json:"managers"`
 	LostManagers []string `json:"lostManagers,omitempty"`
+}
+
+// Err is what keeps the rewrite that follows from running: objects left with values of
+// another type (ErrValuesForPerson: the rewrite cannot keep their field managers on servers
+// before 1.37, nor make server-side apply work on them), or field managers the conversion did
+// not keep. nil when there is neither.
+func (r *FixValuesReport) Err() error {
+	var left, lost []string
+	for _, l := range r.Left {
+		left = append(left, objectKey(l.Namespace, l.Name)+": "+strings.Join(l.Errors, "; "))
+	}
+	for _, f := range r.Fixed {
+		if len(f.LostManagers) > 0 {
+			lost = append(lost, objectKey(f.Namespace, f.Name)+": "+strings.Join(f.LostManagers, ", "))
+		}
+	}
+	switch {
+	case len(left) > 0:
+		return fmt.Errorf("%w: %s: values of another type not converted (%s); the rewrite did not run: change them so that they convert, then run the same command again", ErrValuesForPerson, r.CRD, strings.Join(left, "; "))
+	case len(lost) > 0:
+		return fmt.Errorf("%s: the conversion of values did not keep every field manager (%s): the rewrite did not run", r.CRD, strings.Join(lost, "; "))
+	}
+	return nil
 }
 
 // FixValuesJournal is the journal of FixValues beside a rewrite's checkpoint file.
@@ -298,6 +322,11 @@ func (f *fixer) page(ctx context.Context, items []unstructured.Unstructured) err
 		return err
 	}
 	for _, cand := range cands {
+		if err := ctx.Err(); err != nil {
+			// Stopped between objects: those not converted yet are still of the old type, and
+			// their records are dropped when the next run finds them so.
+			return errors.Join(err, f.saveJournal())
+		}
 		if err := f.fix(ctx, cand); err != nil {
 			return err
 		}
@@ -372,7 +401,11 @@ func (f *fixer) fix(ctx context.Context, cand *fixCandidate) error {
 		written, err := f.res(body.GetNamespace()).Update(ctx, body, metav1.UpdateOptions{FieldManager: f.o.FieldManager})
 		switch {
 		case err == nil:
-			after, _, err := f.setEntries(ctx, written, cand.rec)
+			// The entries are set whatever happens to ctx now (Ctrl-C leaves no object without
+			// its managers; a kill does, until the journal is read again).
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			after, _, err := f.setEntries(sctx, written, cand.rec)
+			cancel()
 			if err != nil {
 				return err
 			}
@@ -455,6 +488,10 @@ func (f *fixer) fixed(cand *fixCandidate, after *unstructured.Unstructured) {
 		fo.LostManagers = lost
 	}
 	f.rep.Fixed = append(f.rep.Fixed, fo)
+	if len(fo.LostManagers) > 0 {
+		f.notify("%s %s: converted %s; field managers LOST: %s", f.o.CRD, objectKey(fo.Namespace, fo.Name), strings.Join(cand.values, ", "), strings.Join(fo.LostManagers, ", "))
+		return
+	}
 	f.notify("%s %s: converted %s; field managers kept: %s", f.o.CRD, objectKey(fo.Namespace, fo.Name), strings.Join(cand.values, ", "), strings.Join(slices.Sorted(slices.Values(fo.Managers)), ", "))
 }
 
@@ -547,18 +584,8 @@ func (r *runner) fixValues(ctx context.Context, s *StepResult, journal string) e
 		}
 		return err
 	}
-	var problems []string
-	for _, l := range fx.Left {
-		problems = append(problems, objectKey(l.Namespace, l.Name)+": "+strings.Join(l.Errors, "; "))
-	}
-	for _, f := range fx.Fixed {
-		if len(f.LostManagers) > 0 {
-			problems = append(problems, objectKey(f.Namespace, f.Name)+" lost field managers "+strings.Join(f.LostManagers, ", "))
-		}
-	}
-	if len(problems) > 0 {
-		// Changed since the preflight: the rewrite would drop their field managers.
-		return fmt.Errorf("%w: %s: values not converted: %s; the rewrite did not run: change them, then run the same command again", ErrValuesForPerson, name, strings.Join(problems, "; "))
+	if err := fx.Err(); err != nil {
+		return err
 	}
 	if len(fx.Fixed) > 0 {
 		s.Detail = fmt.Sprintf("values of %s converted (field managers kept); ", countObjects(len(fx.Fixed)))
