@@ -47,7 +47,7 @@ func (o *MigrateOptions) checkValues(ctx context.Context, c *migrate.Clients, cr
 	for _, l := range fx.Left {
 		names = append(names, upgrade.ObjectRef(l.Namespace, l.Name)+" ("+strings.Join(l.Errors, "; ")+")")
 	}
-	return &preflightRefusal{reports: []*preflight.Report{rep}, msg: fmt.Sprintf("refusing before any write: %d objects hold values whose type does not fit %s's typed schema and that --fix-values does not convert: %s; nothing was written: change each value so that it converts (kubectl crdver plan's fix-values step says how), then run the same command again",
+	return &preflightRefusal{reports: []*preflight.Report{rep}, msg: fmt.Sprintf("refusing before any write: %d objects hold values whose type does not fit %s's typed schema and that --fix-values does not convert: %s; nothing was written: change each value so that it converts (the plan's fix-values step says how), then run the same command again",
 		len(fx.Left), target, strings.Join(names, ", "))}
 }
 

@@ -547,7 +547,7 @@ func (r *runner) unfixableValues() string {
 	if len(names) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s hold values of another type that --fix-values cannot convert and that are not text a person can change into a value that converts (%s; the plan lists each): change them yourself at the new storage version once it is one, which drops their field managers on servers before 1.37, or leave them out of the release",
+	return fmt.Sprintf("%s hold values of another type that no lossless conversion fixes and that are not text a person can change into a value that converts (%s; the plan lists each): only a write at the new storage version, once it is one, can change them, which drops their field managers on servers before 1.37",
 		countObjects(len(names)), strings.Join(names, ", "))
 }
 
