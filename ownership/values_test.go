@@ -151,7 +151,10 @@ func TestToVersionRelabels(t *testing.T) {
 		entry("b", metav1.ManagedFieldsOperationUpdate, "other.example.com/v1", `{"f:spec":{"f:size":{}}}`, now),
 	}
 	target := obj(t, `{"spec":{"size":1}}`)
-	read := func(string) (map[string]any, bool) { t.Error("read although every path exists at the target"); return nil, false }
+	read := func(string) (map[string]any, bool) {
+		t.Error("read although every path exists at the target")
+		return nil, false
+	}
 	out, moved := ToVersion(in, "stable.example.com", "v1", target, read)
 	if moved != 1 || out[0].APIVersion != gNew || out[1].APIVersion != "other.example.com/v1" {
 		t.Errorf("moved %d: %v", moved, names(out))
