@@ -124,6 +124,10 @@ func (r *FixValuesReport) Err() error {
 	return nil
 }
 
+// stopAfterFirstWrite, set by tests, stops FixValues (with its error) right after an object's
+// first write, as a kill there does: the journal written, the second write not sent.
+var stopAfterFirstWrite func(written *unstructured.Unstructured) error
+
 // FixValuesJournal is the journal of FixValues beside a rewrite's checkpoint file.
 func FixValuesJournal(checkpoint string) string { return checkpoint + ".fix-values" }
 
@@ -401,6 +405,11 @@ func (f *fixer) fix(ctx context.Context, cand *fixCandidate) error {
 		written, err := f.res(body.GetNamespace()).Update(ctx, body, metav1.UpdateOptions{FieldManager: f.o.FieldManager})
 		switch {
 		case err == nil:
+			if stopAfterFirstWrite != nil {
+				if err := stopAfterFirstWrite(written); err != nil {
+					return err
+				}
+			}
 			// The entries are set whatever happens to ctx now (Ctrl-C leaves no object without
 			// its managers; a kill does, until the journal is read again).
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
