@@ -112,7 +112,10 @@ after its write. The preflight's dry-run writes adapt to the API server like the
 needed": same schemas, no admission webhook or policy matching, objects valid as the API
 server's validation judges them; nothing pending), and a resumed run does not check again the
 objects already rewritten nor those an earlier preflight accepted and that have not changed
-since (recorded next to the checkpoint).
+since (recorded next to the checkpoint). --fix-values converts, before the rewrite, the values
+whose type does not fit the storage version's typed schema (text where it expects an object, as
+a release that changes a field's type leaves them), keeping every field manager; without it such
+objects keep the old value, on which server-side apply fails.
 
 Exit codes: 0 done; 1 some objects could not be rewritten, lost field managers, or the
 preflight refused; 2 usage; 3 could not complete (forbidden, unreachable, interrupted: the

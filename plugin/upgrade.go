@@ -61,7 +61,10 @@ func NewCmdUpgrade(g *Globals) *cobra.Command {
    CRDs: fields the re-encoding at the new storage version drops, writes that would be rejected.
    If any, stop before writing anything, list the objects and fields, and say how to keep them
    (--allow-data-loss goes on past the fields dropped; --skip-invalid past objects whose next
-   write would be rejected, which then keep their CRD's status.storedVersions untrimmed). Objects stored at a
+   write would be rejected, which then keep their CRD's status.storedVersions untrimmed;
+   --fix-values past values of another type than the new storage version's schema: it converts
+   them after the backup, keeping every field manager, and stops for you at those with no
+   lossless conversion). Objects stored at a
    version the live CRD no longer serves can be read as stored only at it: the upgrade first
    serves it again (asked for like any write; --dry-run does not, and says the preflight is not
    complete) and serves it no longer if the upgrade is then refused or not confirmed.
