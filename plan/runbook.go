@@ -672,7 +672,32 @@ func (p *crdPlan) fixValuesStep(phase, flag, consentWhy string) RunbookStep {
 	why := fmt.Sprintf("%s of %s %s values whose type does not fit the typed schema of %s (listed): the API server accepts %s no-op writes, but server-side apply fails on %s and a rewrite cannot record %s field ownership (servers before 1.37 drop all of %s managedFields). --fix-values converts each value without loss (YAML text to the object or list it spells, a scalar to a one-element list, a number to its string), %s: written at %s, where it drops nothing the rewrite does not drop as well, and keeping every field manager (their managedFields entries moved to %s and to the new values' paths); then it makes %s the storage version of %s if it is not yet, rewrites every object at it and trims status.storedVersions to [%s]. Without the flag it refuses, listing them",
 		objects(len(objs)), name, agree(len(objs), "holds", "hold"), s, agree(len(objs), "its", "their"), agree(len(objs), "it", "them"), agree(len(objs), "its", "their"), agree(len(objs), "its", "their"), when, s, s, s, name, s)
 	return RunbookStep{Phase: phase, Action: ActionMigrate, CRDs: []string{name}, Target: s, FixValues: true,
-		Objects: capList(objs), Commands: []string{cmd + flag}, Why: why + consentWhy}
+		Objects: capList(objs), Commands: []string{cmd + flag}, Why: why + p.oldWritersWhy() + consentWhy}
+}
+
+// oldWritersWhy says which managers that write again (not one-time kubectl writes) wrote
+// another version than the new storage version: once the values are converted, a write at a
+// version whose schema has the old type cannot be typed ("" when none).
+func (p *crdPlan) oldWritersWhy() string {
+	var parts []string
+	for _, mv := range p.it.ManagedFields {
+		if mv.Version == p.storage {
+			continue
+		}
+		var writers []string
+		for _, m := range mv.Managers {
+			if !slices.Contains(oneTimeManagers, m) {
+				writers = append(writers, m)
+			}
+		}
+		if len(writers) > 0 {
+			parts = append(parts, fmt.Sprintf("%s wrote %s", strings.Join(writers, ", "), mv.Version))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(". Once the values are converted, a write at a version whose schema has the old type cannot be typed (server-side apply there fails; servers before 1.37 drop every field manager of the object on an update there): %s; have them write %s (the release's operator, GitOps manifests at %s) from then on", strings.Join(parts, "; "), p.storage, p.storage)
 }
 
 // valuesForPerson adds, per CRD, the step for a person about the objects holding values of
