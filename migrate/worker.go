@@ -271,7 +271,7 @@ func reasonOf(err error) string {
 // spec.versions) it drops every entry. Entries whose ownership cannot be worked out are left
 // as they are (checkManagers reports a loss if the API server drops them). obj is not modified.
 func (r *Rewriter) moveEntries(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, int) {
-	entries, total := ownership.ToVersion(obj.GetManagedFields(), r.crd.Spec.Group, r.version, obj.Object, ReaderAt(ctx, r.c, r.crd, obj))
+	entries, total := ownership.ToVersion(obj.GetManagedFields(), r.crd.Spec.Group, r.version, obj.Object, readerAt(ctx, r.c, r.crd, obj))
 	if total == 0 {
 		return obj, 0
 	}
@@ -280,10 +280,10 @@ func (r *Rewriter) moveEntries(ctx context.Context, obj *unstructured.Unstructur
 	return out, total
 }
 
-// ReaderAt reads obj at another version of crd, through the CRD's own conversion, for
+// readerAt reads obj at another version of crd, through the CRD's own conversion, for
 // ownership.ToVersion: false when the version is not served or the object read is not the same
 // (another resourceVersion: it changed since obj was read).
-func ReaderAt(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, obj *unstructured.Unstructured) func(version string) (map[string]any, bool) {
+func readerAt(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, obj *unstructured.Unstructured) func(version string) (map[string]any, bool) {
 	return func(v string) (map[string]any, bool) {
 		if !crdinfo.IsServed(crd, v) {
 			return nil, false

@@ -378,7 +378,8 @@ func (f *fixer) prepare(ctx context.Context, u *unstructured.Unstructured) (*fix
 // move is u's managedFields entries as they are to be once its values are converted: moved
 // to the version written at (as the rewrite moves them), then to the converted values' paths.
 func (f *fixer) move(ctx context.Context, u *unstructured.Unstructured, converted map[string]any) ([]metav1.ManagedFieldsEntry, error) {
-	entries, _ := ownership.ToVersion(u.GetManagedFields(), f.crd.Spec.Group, f.o.Version, u.Object, migrate.ReaderAt(ctx, f.c, f.crd, u))
+	at, _ := migrate.MoveEntries(ctx, f.c.Dynamic, f.crd, f.o.Version, u)
+	entries := at.GetManagedFields()
 	fields, err := f.tc.FieldSet(converted, f.o.Version)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: the field set of the converted object: %w", f.o.CRD, objectKey(u.GetNamespace(), u.GetName()), err)
