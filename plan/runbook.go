@@ -697,7 +697,7 @@ func (p *crdPlan) oldWritersWhy() string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(". Once the values are converted, a write at a version whose schema has the old type cannot be typed (server-side apply there fails; servers before 1.37 drop every field manager of the object on an update there): %s; have them write %s (the release's operator, GitOps manifests at %s) from then on", strings.Join(parts, "; "), p.storage, p.storage)
+	return fmt.Sprintf(". Once the values are converted, a version whose schema has the old type cannot hold them: a read there shows them pruned (an object where the schema says text reads as {}), a write there cannot be typed (server-side apply fails; servers before 1.37 drop every field manager of the object on an update): %s; stop those that read or write it before this step and have them use %s (the release's operator, GitOps manifests at %s) from then on", strings.Join(parts, "; "), p.storage, p.storage)
 }
 
 // valuesForPerson adds, per CRD, the step for a person about the objects holding values of
