@@ -327,8 +327,8 @@ func (f *fixer) page(ctx context.Context, items []unstructured.Unstructured) err
 	}
 	for _, cand := range cands {
 		if err := ctx.Err(); err != nil {
-			// Stopped between objects: those not converted yet are still of the old type, and
-			// their records are dropped when the next run finds them so.
+			// Stopped between objects: those not converted yet still hold the old values; the
+			// next run prepares them afresh (their records are replaced).
 			return errors.Join(err, f.saveJournal())
 		}
 		if err := f.fix(ctx, cand); err != nil {
@@ -391,8 +391,11 @@ func (f *fixer) move(ctx context.Context, u *unstructured.Unstructured, converte
 	return moved, nil
 }
 
+// left records an object whose values are not converted; a record of it in the journal (a
+// stopped run that had not written it yet) is dropped.
 func (f *fixer) left(u *unstructured.Unstructured, why []string) {
 	f.rep.Left = append(f.rep.Left, ObjectFinding{CRD: f.o.CRD, Namespace: u.GetNamespace(), Name: u.GetName(), Errors: why})
+	delete(f.j.Objects, string(u.GetUID()))
 }
 
 // fix writes the converted values (the first write), then the moved entries (the second). An
