@@ -206,6 +206,10 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 		}
 		if !cr.Accepted() {
 			f.CreateErrors = errorTexts(cr.Errors)
+			if createVersion == e.readVersion {
+				// Re-created at the version the values are typed at: the type-mismatch finding's.
+				f.CreateErrors = notAtMismatches(f.CreateErrors, f.TypeMismatches)
+			}
 			f.Notes = differenceNotes(p, f.Notes, f.CreateErrors)
 		}
 		// The object as the new storage version will hold it, once the migration has rewritten

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // TestPlanTypeMismatchOffline: a release whose new storage version types three fields
@@ -79,5 +80,71 @@ func TestPlanTypeMismatchOffline(t *testing.T) {
 	}
 	if d := cmp.Diff(wantObjs, migrate.Objects); d != "" {
 		t.Errorf("migrate step's objects (-want +got):\n%s", d)
+	}
+}
+
+// TestTypeMismatchRunbookPlacement: where the runbook converts the values of a type change,
+// besides after the intermediate CRD (TestPlanTypeMismatchOffline):
+//
+//   - the live CRD already stores at v2, whose live schema still types the values as text
+//     (status.storedVersions [v2]: nothing to migrate): after the apply, which brings the new
+//     schema, with the rewrite that converts them (migrate --fix-values);
+//   - the release removes v1, which is still stored: before the retire steps (which have no
+//     --fix-values), a rewrite that converts them.
+//
+// In both the step for a person (opaque) comes after the backup, and nothing before the
+// backup writes.
+func TestTypeMismatchRunbookPlacement(t *testing.T) {
+	dir := filepath.Join("..", "testdata", "typechange")
+	next := readCRD(t, filepath.Join(dir, "new.yaml"))
+	objs := readObjects(t, filepath.Join(dir, "objects.yaml"))
+	actions := func(steps []RunbookStep) ([]string, *RunbookStep) {
+		var out []string
+		var fix *RunbookStep
+		for i, s := range steps {
+			out = append(out, s.Action)
+			if s.FixValues {
+				fix = &steps[i]
+			}
+		}
+		return out, fix
+	}
+
+	// v2 stored and served with v1's schema (text); the release types it anew.
+	live := next.DeepCopy()
+	live.Spec.Versions[1].Schema = live.Spec.Versions[0].Schema.DeepCopy()
+	live.Status.StoredVersions = []string{"v2"}
+	atV2 := make([]unstructured.Unstructured, len(objs))
+	for i := range objs {
+		atV2[i] = *objs[i].DeepCopy()
+		atV2[i].SetAPIVersion("typechange.example.com/v2")
+	}
+	it, err := Plan(context.Background(), live, next, &SliceSource{Objects: atV2, PageSize: 2}, Options{Workers: 2, ApplyFile: "new.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, fix := actions(Runbook([]Item{*it}, RunbookOptions{ApplyFile: "new.yaml"}))
+	if d := cmp.Diff([]string{ActionBackup, ActionFixValues, ActionApply, ActionMigrate, ActionVerify}, got); d != "" {
+		t.Errorf("v2 stored with the old schema: actions (-want +got):\n%s", d)
+	}
+	if fix == nil || fix.Phase != PhaseApply || !slices.Equal(fix.Commands, []string{"kubectl crdver migrate brokers.typechange.example.com --fix-values"}) {
+		t.Errorf("v2 stored with the old schema: the conversion %+v", fix)
+	}
+
+	// The release removes v1, in status.storedVersions.
+	noV1 := next.DeepCopy()
+	noV1.Spec.Versions = noV1.Spec.Versions[1:]
+	live = readCRD(t, filepath.Join(dir, "live.yaml"))
+	live.Status.StoredVersions = []string{"v1"}
+	it, err = Plan(context.Background(), live, noV1, &SliceSource{Objects: objs, PageSize: 2}, Options{Workers: 2, ApplyFile: "new.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, fix = actions(Runbook([]Item{*it}, RunbookOptions{ApplyFile: "new.yaml"}))
+	if d := cmp.Diff([]string{ActionBackup, ActionFixValues, ActionIntermediate, ActionMigrate, ActionRetire, ActionApply, ActionVerify}, got); d != "" {
+		t.Errorf("v1 removed: actions (-want +got):\n%s", d)
+	}
+	if fix == nil || fix.Phase != PhaseStorage || !slices.Equal(fix.Commands, []string{"kubectl crdver migrate brokers.typechange.example.com --fix-values"}) {
+		t.Errorf("v1 removed: the conversion %+v", fix)
 	}
 }
