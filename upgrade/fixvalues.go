@@ -578,8 +578,22 @@ func valuesForPerson(s *StepResult) error {
 		}
 	}
 	s.Detail = fmt.Sprintf("for you to do: change the values listed at %s (e.g. %s), then run the same command again", at, edit)
-	return fmt.Errorf("%w: %s of %s hold values of another type that do not convert without loss (%s): change each at %s so that it converts (e.g. %s; the plan's fix-values step says what %s lacks), then run the same command again: it goes on from here, with the backup it took",
-		ErrValuesForPerson, countObjects(len(s.Objects)), strings.Join(s.CRDs, ", "), strings.Join(s.Objects, "; "), at, edit, s.Target)
+	return fmt.Errorf("%w: objects of %s hold values of another type that do not convert without loss (%s): change each at %s so that it converts (e.g. %s; the plan's fix-values step says what %s lacks), then run the same command again: it goes on from here, with the backup it took",
+		ErrValuesForPerson, strings.Join(s.CRDs, ", "), strings.Join(s.Objects, "; "), at, edit, s.Target)
+}
+
+// valuesForPersonStep says what the runbook's fix-values step leaves to a person ("" when the
+// runbook has none): a dry run ends on it as the run would stop there.
+func valuesForPersonStep(rep *Report) string {
+	if rep.Plan == nil {
+		return ""
+	}
+	for _, s := range rep.Plan.Runbook {
+		if s.Action == plan.ActionFixValues {
+			return fmt.Sprintf("objects of %s hold values of another type that do not convert without loss: change each at %s so that it converts (the runbook's fix-values step lists them)", strings.Join(s.CRDs, ", "), s.Version)
+		}
+	}
+	return ""
 }
 
 // fixValues converts the values of the CRD of a storage step that says so (RunbookStep.FixValues),

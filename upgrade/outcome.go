@@ -168,6 +168,9 @@ func decide(rep *Report, err error, o Options) Outcome {
 		switch {
 		case pf.Refused:
 			out.ExitCode, out.Message = 1, fmt.Sprintf("the upgrade would be refused: %s (dry run: nothing was written)", pf.Reason)
+		case valuesForPersonStep(rep) != "":
+			out.Remaining = append(out.Remaining, valuesForPersonStep(rep))
+			out.ExitCode, out.Message = 1, fmt.Sprintf("the upgrade would stop after the backup: %s (dry run: nothing was written)", valuesForPersonStep(rep))
 		case len(left) > 0:
 			out.ExitCode, out.Message = userExit, fmt.Sprintf("the upgrade would apply the release and leave %s to you (dry run: nothing was written)", strings.Join(out.Remaining, "; "))
 		default:
