@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/plan"
-	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
@@ -42,23 +42,6 @@ const otelCRD = "opentelemetrycollectors.opentelemetry.io"
 // text; v1beta1's schema requires processors in each pipeline).
 var otelNoProcessors = map[string]bool{"otel": true, "opentelemetrycollector-as-sidecar": true}
 
-// otelState is each sample's resourceVersion and managers (as the ownership report words
-// them), read at v.
-func (h *harness) otelState(v string) (map[string]string, map[string][]string) {
-	h.t.Helper()
-	rvs, mgrs := map[string]string{}, map[string][]string{}
-	for _, o := range h.objects {
-		u, err := h.get(o, v)
-		if err != nil {
-			h.t.Fatalf("%s: %v", o, err)
-		}
-		rvs[o.Namespace+"/"+o.Name] = u.GetResourceVersion()
-		all, _ := preflight.LostManagers(u.GetManagedFields(), nil)
-		mgrs[o.Namespace+"/"+o.Name] = slices.Sorted(slices.Values(all))
-	}
-	return rvs, mgrs
-}
-
 // otelApplyLabel server-side applies one label on o at v1beta1 as the GitOps applier (what
 // its next sync of a v1beta1 manifest does first: the object typed at v1beta1).
 func (h *harness) otelApplyLabel(o *tracked) error {
@@ -76,8 +59,8 @@ var otelScaling = map[string]any{"minReplicas": int64(1), "maxReplicas": int64(3
 // otelSetUp installs v0.98.0 with the samples (created by kubectl, status by the operator,
 // applied by Argo CD, all at v1alpha1), their GitOps manifests then given otelScaling (the
 // applier's next sync), and returns the new release's folder.
-func otelSetUp(t *testing.T) (*harness, string) {
-	h := newHarness(t, otelRelease)
+func otelSetUp(t *testing.T, e *testenv.Env) (*harness, string) {
+	h := newHarnessOn(t, otelRelease, e)
 	h.setUp(nil)
 	if len(h.objects) != 4 {
 		t.Fatalf("%d samples created, want 4", len(h.objects))
@@ -194,35 +177,6 @@ func (h *harness) otelPersonFix(version string) {
 	}
 }
 
-// upgradeRefuses runs upgrade --yes (with args) and checks that it refuses before any write
-// for the type mismatch: exit 1, the objects and the CRD unchanged, no backup.
-func (h *harness) otelUpgradeRefuses(newDir string, args ...string) {
-	h.t.Helper()
-	rvs, mgrs := h.otelState("v1alpha1")
-	crdRV := h.liveCRD(otelCRD).ResourceVersion
-	tmp := h.t.TempDir()
-	r := h.crdver(append([]string{"upgrade", "-f", newDir, "--yes", "--backup", filepath.Join(tmp, "backup.yaml"), "--checkpoint", filepath.Join(tmp, "cp.json"), "-o", "json"}, args...)...)
-	if r.code != 1 {
-		h.t.Fatalf("upgrade %v: exit %d, want 1\n%s\n%s", args, r.code, r.stdout, r.stderr)
-	}
-	var rep upgrade.Report
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		h.t.Fatalf("upgrade -o json: %v\n%s", err, r.stdout)
-	}
-	if rep.Outcome.Result != "refused" || !slices.Contains(rep.Outcome.Refusals, plan.KindTypeMismatch) || !strings.Contains(r.stderr, "--fix-values") {
-		h.t.Errorf("upgrade %v: outcome %s, refusals %v, want refused for type-mismatch, naming --fix-values\n%s", args, rep.Outcome.Result, rep.Outcome.Refusals, r.stderr)
-	}
-	if after, am := h.otelState("v1alpha1"); fmt.Sprint(after, am) != fmt.Sprint(rvs, mgrs) {
-		h.t.Errorf("upgrade %v: the refused run wrote the objects", args)
-	}
-	if h.liveCRD(otelCRD).ResourceVersion != crdRV {
-		h.t.Errorf("upgrade %v: the refused run changed the CRD", args)
-	}
-	if _, err := os.Stat(filepath.Join(tmp, "backup.yaml")); err == nil {
-		h.t.Errorf("upgrade %v: the refused run wrote a backup", args)
-	}
-}
-
 // otelChecks checks the end of an upgrade of the release with the values converted: the
 // release applied with every value a map, every field outside the consented losses and every
 // manager of before kept (plus the person's kubectl-patch), the consented losses held by the
@@ -329,48 +283,37 @@ func (h *harness) otelConsented(losses []upgrade.ObjectFinding) map[*tracked][]s
 	return out
 }
 
-// otelServer runs fn on kube-apiserver minor ("" is the package's, 1.37; "1.34" the shared older
-// one, which drops every managedFields entry of an object it cannot type when it writes it).
-func otelServer(t *testing.T, minor string, fn func(t *testing.T)) {
-	t.Run(map[string]string{"": "1.37", "1.34": "1.34"}[minor], func(t *testing.T) {
-		if minor != "" {
-			older := olderServer(t)
-			current := env
-			env = older
-			t.Cleanup(func() { env = current })
-		}
-		fn(t)
-	})
-}
-
 // TestOpenTelemetryFixValues: the OpenTelemetry operator v0.98.0 → v0.99.0, whose new storage
 // version v1beta1 types spec.config as an object (YAML text in v1alpha1) and drops fields
 // v1alpha1 has (the convert-objects step's consented losses), on kube-apiserver 1.37 and 1.34:
 //
-//   - upgrade: without --fix-values it refuses before any write, naming the flag (on 1.37:
-//     the refusal does not depend on the server); with
-//     --fix-values --allow-data-loss it takes the backup and stops at the step for a person
-//     (exit 1: the two samples whose converted value v1beta1 rejects); after the person's change
+//   - upgrade --fix-values --allow-data-loss takes the backup and stops at the step for a
+//     person (exit 1: the two samples whose converted value v1beta1 rejects); after the person's change
 //     of their text at v1alpha1, the same command ends applied and verified (exit 0), every
 //     value converted, the backup holding every consented field, every manager kept;
 //   - runbook: plan's runbook followed at a terminal, in its order (the person's step done as
 //     a person does it), after every step no manager lost and nothing lost before the step
 //     that consents, ends the same way.
+//
+// The two API servers run at once (each its own CRD); upgrade and runbook one after the other on
+// each. (That upgrade without --fix-values refuses before any write, naming it, is
+// plugin's TestTypeChangeFromPlanToFix.)
 func TestOpenTelemetryFixValues(t *testing.T) {
-	for _, minor := range []string{"", "1.34"} {
-		otelServer(t, minor, func(t *testing.T) {
-			t.Run("upgrade", func(t *testing.T) { testOtelUpgradeFixValues(t, minor) })
-			t.Run("runbook", testOtelRunbookFixValues)
+	for _, minor := range []string{"1.37", "1.34"} {
+		t.Run(minor, func(t *testing.T) {
+			t.Parallel()
+			e := env
+			if minor == "1.34" {
+				e = olderServer(t)
+			}
+			t.Run("upgrade", func(t *testing.T) { testOtelUpgradeFixValues(t, e) })
+			t.Run("runbook", func(t *testing.T) { testOtelRunbookFixValues(t, e) })
 		})
 	}
 }
 
-func testOtelUpgradeFixValues(t *testing.T, minor string) {
-	h, newDir := otelSetUp(t)
-	if minor == "" {
-		// Server-independent: without --fix-values nothing goes on.
-		h.otelUpgradeRefuses(newDir, "--allow-data-loss", "--allow-ownership-loss", "--skip-invalid")
-	}
+func testOtelUpgradeFixValues(t *testing.T, e *testenv.Env) {
+	h, newDir := otelSetUp(t, e)
 	before, crds := h.snapshot(), h.crdStates()
 
 	work := t.TempDir()
@@ -424,8 +367,8 @@ func testOtelUpgradeFixValues(t *testing.T, minor string) {
 	h.otelChecks("upgrade", newDir, backup, before, consented)
 }
 
-func testOtelRunbookFixValues(t *testing.T) {
-	h, newDir := otelSetUp(t)
+func testOtelRunbookFixValues(t *testing.T, e *testenv.Env) {
+	h, newDir := otelSetUp(t, e)
 	rep := h.otelPlan(newDir)
 	initial := h.snapshot()
 	work := t.TempDir()
