@@ -328,6 +328,7 @@ func testOtelUpgradeFixValues(t *testing.T, e *testenv.Env) {
 		t.Fatalf("upgrade --fix-values: exit %d, outcome %+v, want 1: stopped for a person\n%s", r.code, rep.Outcome, r.stderr)
 	}
 	h.otelPlanned(rep.Plan)
+	t.Logf("the stop for a person (exit %d):\n%s", r.code, tail(r.stderr, 6))
 	for _, name := range []string{"otel", "opentelemetrycollector-as-sidecar"} {
 		mustContainE2E(t, "the stop for a person", r.stderr, name)
 	}
