@@ -344,6 +344,12 @@ func testOtelUpgradeFixValues(t *testing.T, e *testenv.Env) {
 		t.Errorf("consented losses for %d objects, want every sample: %+v", len(consented), rep.Preflight.DataLoss)
 	}
 
+	// Coming back later: upgrade status gives the command that continues, --fix-values in it.
+	st := h.crdver("upgrade", "status", "-f", newDir, "--checkpoint", filepath.Join(work, "cp.json"))
+	if !strings.Contains(st.stdout, "--fix-values --backup "+backup) {
+		t.Errorf("upgrade status after the stop for a person (exit %d): no command with --fix-values\n%s%s", st.code, st.stdout, st.stderr)
+	}
+
 	h.otelPersonFix("v1alpha1")
 	r = h.crdver(args...)
 	rep = upgrade.Report{}

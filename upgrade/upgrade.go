@@ -156,6 +156,7 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	}
 	// The preflight's verdict is kept: a resumed run must not lose what the first one found.
 	r.cp.DataLossAccepted = r.cp.DataLossAccepted || (len(r.rep.Preflight.DataLoss) > 0 && !o.Consent().Refuses(plan.KindDataLoss))
+	r.cp.FixValues = r.cp.FixValues || (len(r.rep.Preflight.TypeMismatch) > 0 && o.FixValues)
 	if err := r.save(); err != nil {
 		return r.rep, err
 	}
