@@ -288,9 +288,10 @@ func (h *harness) otelConsented(losses []upgrade.ObjectFinding) map[*tracked][]s
 // v1alpha1 has (the convert-objects step's consented losses), on kube-apiserver 1.37 and 1.34:
 //
 //   - upgrade --fix-values --allow-data-loss takes the backup and stops at the step for a
-//     person (exit 1: the two samples whose converted value v1beta1 rejects); after the person's change
-//     of their text at v1alpha1, the same command ends applied and verified (exit 0), every
-//     value converted, the backup holding every consented field, every manager kept;
+//     person (exit 1: the two samples whose converted value v1beta1 rejects; upgrade status
+//     then gives the command that continues, with --fix-values); after the person's change of
+//     their text at v1alpha1, the same command ends applied and verified (exit 0), every value
+//     converted, the backup holding every consented field, every manager kept;
 //   - runbook: plan's runbook followed at a terminal, in its order (the person's step done as
 //     a person does it), after every step no manager lost and nothing lost before the step
 //     that consents, ends the same way.
