@@ -25,9 +25,9 @@ const convertExample = `  # Convert the objects of a file to v1 through the live
   kubectl crdver convert crontabs.stable.example.com --to v1 --from-cluster -A --webhook-address 127.0.0.1:9443
 
   # Fuzz the webhook with 500 objects synthesised from the v1beta1 schema; keep the failing ones
-  # (/tmp/crontab-crd.yaml: the CRD, with the url and caBundle of a webhook you run, e.g. the test
-  # webhook: go run ./internal/testwebhook/cmd/crontab-webhook &, which writes /tmp/crontab-crd.yaml)
-  kubectl crdver convert --crd-file /tmp/crontab-crd.yaml --to v1 --generate 500 --seed 7 --from v1beta1 --round-trip --keep failing.yaml
+  # (crontab-crd.yaml: the CRD, with the url and caBundle of a webhook you run, e.g. the test
+  # webhook: go run ./internal/testwebhook/cmd/crontab-webhook &, which writes crontab-crd.yaml)
+  kubectl crdver convert --crd-file crontab-crd.yaml --to v1 --generate 500 --seed 7 --from v1beta1 --round-trip --keep failing.yaml
 
   # Rewrite the manifests of a repository in place: every HTTPRoute below v1 becomes v1 (comments and
   # other documents kept); a file is written only when each of its objects is proven lossless

@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/crdsource"
 	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/printers"
@@ -175,10 +176,14 @@ func (o *PlanOptions) Validate() error {
 func (o *PlanOptions) readCRDDocs(ctx context.Context, files []string, flag string) ([]*apiextensionsv1.CustomResourceDefinition, int, error) {
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	docs, skipped := 0, 0
+	var first Document // the first document that is not a CRD, for the error when none is
 	seen := map[string]string{}
 	err := EachDocument(ctx, files, InputOptions{Stdin: o.g.In}, func(d Document) error {
 		docs++
 		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
+			if skipped == 0 {
+				first = d
+			}
 			skipped++
 			return nil
 		}
@@ -202,8 +207,11 @@ func (o *PlanOptions) readCRDDocs(ctx context.Context, files []string, flag stri
 	if len(crds) == 0 && docs == 0 && flag == "--old-file" {
 		return nil, 0, nil // an empty file: nothing is installed, every CRD of -f is a create
 	}
+	if len(crds) == 0 && docs == 0 {
+		return nil, 0, UsageErrorf("%s: no documents found", strings.Join(files, ", "))
+	}
 	if len(crds) == 0 {
-		return nil, 0, UsageErrorf("%s: no CustomResourceDefinitions found (%s)", strings.Join(files, ", "), plural(skipped, "other document"))
+		return nil, 0, inputError(crdsource.NoCRDFound(strings.Join(files, ", "), skipped, first))
 	}
 	return crds, skipped, nil
 }

@@ -39,6 +39,10 @@ func TestDecide(t *testing.T) {
 		{name: "dry run, objects left", rep: Report{Preflight: Preflight{InvalidOnRecreate: invalid}}, o: Options{DryRun: true},
 			result: ResultDryRun, code: 1, message: "the upgrade would apply the release and leave 1 object invalid on re-create"},
 		{name: "dry run", o: Options{DryRun: true}, result: ResultDryRun, code: 0},
+		{name: "dry run, refused for data loss", rep: Report{Preflight: Preflight{DataLoss: invalid, Refused: true, Reason: "1 object would lose fields"}}, o: Options{DryRun: true},
+			result: ResultDryRun, code: 1, refusals: []plan.Kind{plan.KindDataLoss}, message: "the upgrade would be refused"},
+		{name: "dry run, data loss accepted", rep: Report{Preflight: Preflight{DataLoss: invalid}}, o: Options{DryRun: true, AllowDataLoss: true},
+			result: ResultDryRun, code: 0},
 		{name: "the apply left to Helm", rep: Report{Steps: []StepResult{{RunbookStep: plan.RunbookStep{Action: plan.ActionToolApply, Why: `let Helm (release "eso" in namespace "x", annotations …) apply the new CRDs`}, State: StateManual, Detail: `let Helm (release "eso" in namespace "x", annotations …) apply the new CRDs`}}},
 			result: ResultNotApplied, code: 1, message: `the storage steps are done; the release was not applied by this command: let Helm (release "eso"`},
 		{name: "not asked to apply", rep: Report{Steps: notApplied}, o: Options{NoApply: true}, result: ResultNotApplied, code: 0},
@@ -57,5 +61,33 @@ func TestDecide(t *testing.T) {
 				t.Errorf("applied %v verified %v remaining %q for %s", out.Applied, out.Verified, out.Remaining, out.Result)
 			}
 		})
+	}
+}
+
+// TestKindsOf: the kinds of one CRD's findings, the CRD named by the finding (or by an unknown
+// answer's "CRD: why"), in the decision table's order.
+func TestKindsOf(t *testing.T) {
+	pf := Preflight{
+		DataLoss:          []ObjectFinding{{CRD: "a.example.com", Name: "x"}},
+		Rejected:          []ObjectFinding{{CRD: "b.example.com", Name: "y"}},
+		InvalidOnRecreate: []ObjectFinding{{CRD: "a.example.com", Name: "z"}},
+		Unknown:           []string{"b.example.com: the webhook did not answer"},
+		BlockedCRDs:       []string{"c.example.com"},
+	}
+	for crd, want := range map[string][]plan.Kind{
+		"a.example.com": {plan.KindDataLoss, plan.KindInvalidOnRecreate},
+		"b.example.com": {plan.KindRejectedWrite, plan.KindUnknown},
+		"c.example.com": {plan.KindApplyRejected},
+		"d.example.com": nil,
+	} {
+		got := pf.KindsOf(crd)
+		slices.SortFunc(got, func(a, b plan.Kind) int { return strings.Compare(string(a), string(b)) })
+		slices.SortFunc(want, func(a, b plan.Kind) int { return strings.Compare(string(a), string(b)) })
+		if !slices.Equal(got, want) {
+			t.Errorf("KindsOf(%s) = %v, want %v", crd, got, want)
+		}
+	}
+	if got := len(pf.Kinds()); got != 5 {
+		t.Errorf("Kinds() has %d kinds, want the 5 of every CRD: %v", got, pf.Kinds())
 	}
 }
