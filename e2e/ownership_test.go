@@ -171,9 +171,9 @@ func (c *typechangeCluster) applyNew(t *testing.T) {
 //   - with --allow-ownership-loss it still refuses before any write: the type-mismatch finding
 //     has no override (decision table), and the refusal no longer counts the consented
 //     ownership loss among its reasons;
-//   - the runbook's fix-values patch of text-config (a JSON patch at v2) is itself a write the
-//     server cannot type before it: on 1.34 it drops both managers too (documented in
-//     docs/concepts/managedfields.md).
+//   - with --fix-values it takes the backup and stops for a person at opaque (its text spells
+//     no map), writing no object; after the person's change of the text at v1 the same command
+//     converts both objects' values and ends applied and verified, every manager kept.
 //
 // Neither refused run writes: every object's resourceVersion and managers, the CRD, and no
 // backup file.
@@ -232,37 +232,38 @@ func TestUpgradeOwnershipOnOlderServer(t *testing.T) {
 		}
 	}
 
-	// The fix-values step's patch for text-config, as plan gives it.
-	r := c.crdver(t, "plan", "-f", c.newFile, "-o", "json")
-	var planned struct {
-		Runbook []struct {
-			Action   string   `json:"action"`
-			Commands []string `json:"commands"`
-		} `json:"runbook"`
+	// With --fix-values (the CRD applied first, as the old advice had it: v2 is the storage
+	// version already): the run stops after the backup for opaque, whose text spells no map; a
+	// person changes the text at v1 (which keeps its managers: the API server types it there);
+	// the same command then converts both objects' values and ends applied and verified, every
+	// manager kept (at v2), the person's kubectl-patch beside them.
+	args := []string{"upgrade", "-f", c.newFile, "--yes", "--fix-values", "--allow-data-loss", "--backup", filepath.Join(dir, "backup-fix.yaml"), "--checkpoint", filepath.Join(dir, "cp-fix.json")}
+	r := c.crdver(t, args...)
+	if r.code != 1 || !strings.Contains(r.stderr, "opaque") || !strings.Contains(r.stderr, "then run the same command again") {
+		t.Fatalf("upgrade --fix-values: exit %d, want 1 (stopped for a person, naming opaque)\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &planned); err != nil {
-		t.Fatalf("plan -o json: %v\n%s", err, r.stdout)
+	if after, am := c.state(t, "v2"); fmt.Sprint(after) != fmt.Sprint(rvs) || fmt.Sprint(am) != fmt.Sprint(mgrs) {
+		t.Errorf("the run stopped for a person wrote objects: %v %v → %v %v", rvs, mgrs, after, am)
 	}
-	patched := false
-	for _, s := range planned.Runbook {
-		for _, cmd := range s.Commands {
-			if s.Action != "fix-values" || !strings.HasPrefix(cmd, "kubectl patch ") {
-				continue
-			}
-			name := strings.Fields(cmd)[3]
-			patch := cmd[strings.Index(cmd, "-p '")+4 : len(cmd)-1]
-			u, err := c.ri("v2").Patch(ctx, name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubectl-patch"})
-			if err != nil {
-				t.Fatalf("%s: %v", cmd, err)
-			}
-			patched = true
-			if m, _ := preflight.LostManagers(u.GetManagedFields(), nil); name != "text-config" || len(m) != 0 {
-				t.Errorf("%s: managers %v after the patch on 1.34, want none (the server could not type the object before it)", name, m)
-			}
+	u, err := c.ri("v1").Patch(ctx, "opaque", types.MergePatchType, []byte(`{"spec":{"config":"words: just\n"}}`), metav1.PatchOptions{FieldManager: "kubectl-patch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := preflight.LostManagers(u.GetManagedFields(), nil); len(m) != 3 {
+		t.Errorf("opaque: managers %v after the person's change at v1, want editor, gitops and kubectl-patch", m)
+	}
+	if r = c.crdver(t, args...); r.code != 0 {
+		t.Fatalf("upgrade --fix-values after the person's change: exit %d, want 0\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	_, after := c.state(t, "v2")
+	for n, want := range map[string][]string{
+		"text-config": {"editor (Update at typechange.example.com/v2)", "gitops (Apply at typechange.example.com/v2)"},
+		"opaque":      {"editor (Update at typechange.example.com/v2)", "gitops (Apply at typechange.example.com/v2)", "kubectl-patch (Update at typechange.example.com/v2)"},
+		"plain":       {"editor (Update at typechange.example.com/v2)", "gitops (Apply at typechange.example.com/v2)"},
+	} {
+		if !slices.Equal(after[n], want) {
+			t.Errorf("%s: managers %v after the upgrade, want %v", n, after[n], want)
 		}
-	}
-	if !patched {
-		t.Errorf("plan gives no fix-values patch:\n%s", r.stdout)
 	}
 }
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,17 +8,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/plan"
-	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
@@ -46,39 +42,6 @@ const otelCRD = "opentelemetrycollectors.opentelemetry.io"
 // text; v1beta1's schema requires processors in each pipeline).
 var otelNoProcessors = map[string]bool{"otel": true, "opentelemetrycollector-as-sidecar": true}
 
-// versionless is a manager as LostManagers words it without the version its entry names
-// ("kubectl-create (Update at opentelemetry.io/v1alpha1)" → "kubectl-create (Update)"): the
-// rewrite moves entries to the storage version.
-func versionless(m []string) []string {
-	out := make([]string, 0, len(m))
-	for _, x := range m {
-		if i := strings.Index(x, " at "); i > 0 {
-			j := strings.IndexAny(x[i:], ",)")
-			x = x[:i] + x[i+j:]
-		}
-		out = append(out, x)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// otelState is each sample's resourceVersion and managers (as the ownership report words
-// them), read at v.
-func (h *harness) otelState(v string) (map[string]string, map[string][]string) {
-	h.t.Helper()
-	rvs, mgrs := map[string]string{}, map[string][]string{}
-	for _, o := range h.objects {
-		u, err := h.get(o, v)
-		if err != nil {
-			h.t.Fatalf("%s: %v", o, err)
-		}
-		rvs[o.Namespace+"/"+o.Name] = u.GetResourceVersion()
-		all, _ := preflight.LostManagers(u.GetManagedFields(), nil)
-		mgrs[o.Namespace+"/"+o.Name] = slices.Sorted(slices.Values(all))
-	}
-	return rvs, mgrs
-}
-
 // otelApplyLabel server-side applies one label on o at v1beta1 as the GitOps applier (what
 // its next sync of a v1beta1 manifest does first: the object typed at v1beta1).
 func (h *harness) otelApplyLabel(o *tracked) error {
@@ -88,21 +51,41 @@ func (h *harness) otelApplyLabel(o *tracked) error {
 	return err
 }
 
+// otelScaling are settings of v1alpha1 that v1beta1 drops (the autoscaler's bounds moved
+// under spec.autoscaler; the update strategy became deploymentUpdateStrategy): what the
+// convert-objects step lists and --allow-data-loss consents to losing.
+var otelScaling = map[string]any{"minReplicas": int64(1), "maxReplicas": int64(3), "updateStrategy": map[string]any{"type": "RollingUpdate"}}
+
 // otelSetUp installs v0.98.0 with the samples (created by kubectl, status by the operator,
-// applied by Argo CD, all at v1alpha1) and returns the new release's folder.
-func otelSetUp(t *testing.T) (*harness, string) {
-	h := newHarness(t, otelRelease)
+// applied by Argo CD, all at v1alpha1), their GitOps manifests then given otelScaling (the
+// applier's next sync), and returns the new release's folder.
+func otelSetUp(t *testing.T, e *testenv.Env) (*harness, string) {
+	h := newHarnessOn(t, otelRelease, e)
 	h.setUp(nil)
 	if len(h.objects) != 4 {
 		t.Fatalf("%d samples created, want 4", len(h.objects))
+	}
+	for _, o := range h.objects {
+		m := copyMap(o.Manifest)
+		for k, v := range otelScaling {
+			if err := unstructured.SetNestedField(m, v, "spec", k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := h.gitopsApply(o, o.Version, m); err != nil {
+			t.Fatalf("%s: %v", o, err)
+		}
+		o.Manifest = m
 	}
 	return h, h.releaseDir(otelRelease.New)
 }
 
 // otelPlan runs plan -o json and checks that it names every sample with spec.config's
-// mismatch (a string where v1beta1 has a map), the type-mismatch kind and a fix-values step
-// with one patch per object; it returns the report's findings by object.
-func (h *harness) otelPlan(newDir string) (map[string]plan.Finding, *plan.RunbookStep) {
+// mismatch (a string where v1beta1 has a map), the type-mismatch kind, and a runbook that
+// converts the values after the backup: the step for a person (the two samples whose converted
+// map v1beta1 rejects: no processors) after the backup, at v1alpha1, and the rewrite with
+// --fix-values after the intermediate CRD. It returns the report.
+func (h *harness) otelPlan(newDir string) *plan.Report {
 	h.t.Helper()
 	r := h.crdver("plan", "-f", newDir, "-o", "json")
 	if r.code != 1 {
@@ -112,6 +95,13 @@ func (h *harness) otelPlan(newDir string) (map[string]plan.Finding, *plan.Runboo
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		h.t.Fatalf("plan -o json: %v\n%s", err, r.stdout)
 	}
+	h.otelPlanned(&rep)
+	return &rep
+}
+
+// otelPlanned checks a plan of the release (plan's, or the one upgrade ran) as otelPlan says.
+func (h *harness) otelPlanned(rep *plan.Report) {
+	h.t.Helper()
 	if len(rep.Items) != 1 || rep.Items[0].Verdict != plan.VerdictBreaking || !slices.Contains(rep.Items[0].Kinds, plan.KindTypeMismatch) {
 		h.t.Fatalf("plan: %+v", rep.Items)
 	}
@@ -123,294 +113,318 @@ func (h *harness) otelPlan(newDir string) (map[string]plan.Finding, *plan.Runboo
 		f := found[o.Namespace+"/"+o.Name]
 		if len(f.TypeMismatches) != 1 || f.TypeMismatches[0].Path != ".spec.config" || f.TypeMismatches[0].ValueType != "string" || f.TypeMismatches[0].Expected != "map" {
 			h.t.Errorf("plan: %s: type mismatches %+v, want .spec.config string → map", o, f.TypeMismatches)
-		}
-		if !slices.Contains(f.Kinds, plan.KindTypeMismatch) {
-			h.t.Errorf("plan: %s: kinds %v", o, f.Kinds)
-		}
-		if len(f.TypeMismatches) != 1 {
 			continue
 		}
 		// The v1alpha1 samples whose pipeline names no processors convert to a map that
-		// v1beta1 rejects (it requires processors): no patch for them, the server's error.
+		// v1beta1 rejects (it requires processors): for a person, with the server's error.
 		m := f.TypeMismatches[0]
 		if otelNoProcessors[o.Name] != (m.Converted == "") || otelNoProcessors[o.Name] != slices.Contains(m.ConvertedErrors, "spec.config.service.pipelines.traces.processors: Required value") {
 			h.t.Errorf("plan: %s: converted %q, errors of the converted object %q", o, m.Converted, m.ConvertedErrors)
 		}
 	}
-	var step *plan.RunbookStep
-	for i := range rep.Runbook {
-		if rep.Runbook[i].Action == plan.ActionFixValues {
-			step = &rep.Runbook[i]
+	var actions []string
+	for _, s := range rep.Runbook {
+		actions = append(actions, s.Action)
+	}
+	want := []string{plan.ActionConvertObjects, plan.ActionBackup, plan.ActionFixValues, plan.ActionIntermediate, plan.ActionMigrate, plan.ActionApply, plan.ActionVerify}
+	if !slices.Equal(actions, want) {
+		for _, s := range rep.Runbook {
+			h.t.Logf("%s %v %s", s.Action, s.Objects, s.Why)
 		}
+		h.t.Fatalf("plan: runbook %v, want %v", actions, want)
 	}
-	if step == nil {
-		h.t.Fatalf("plan: no fix-values step:\n%s", r.stdout)
+	person, migrate := rep.Runbook[2], rep.Runbook[4]
+	if !person.Manual || person.Version != "v1alpha1" || len(person.Objects) != len(otelNoProcessors) {
+		h.t.Errorf("plan: the fix-values step: %+v", person)
 	}
-	return found, step
-}
-
-// otelApplyNew applies v0.99.0's CRD as the runbook's apply step does, and waits until
-// v1beta1 is served.
-func (h *harness) otelApplyNew(newDir string) {
-	h.t.Helper()
-	if r := h.applyCRDFile(filepath.Join(newDir, "opentelemetry.io_opentelemetrycollectors.yaml"), "--force-conflicts"); r.err != nil {
-		h.t.Fatalf("applying v0.99.0: %v\n%s", r.err, r.stderr)
-	}
-	o := h.objects[0]
-	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := h.resource(o, "v1beta1").Get(ctx, o.Name, metav1.GetOptions{})
-		return err == nil || !apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
-		h.t.Fatalf("v1beta1 is not served: %v", err)
+	if !migrate.FixValues || len(migrate.Commands) != 1 || !strings.HasSuffix(migrate.Commands[0], " --fix-values --allow-data-loss") {
+		h.t.Errorf("plan: the rewrite: %+v", migrate)
 	}
 }
 
-// otelFixValues runs the fix-values step's commands as the user would (the real kubectl) and
-// returns the objects whose patch the API server accepted.
-func (h *harness) otelFixValues(step *plan.RunbookStep) map[string]bool {
+// otelPersonFix does what the runbook's fix-values step asks of a person, as one does it: the
+// collector configuration of each sample it names (its YAML text) read at the step's version
+// and changed there so that it converts (the empty processors list v1beta1 requires in each
+// pipeline, as the project's own v1beta1 samples write it), with the real kubectl.
+func (h *harness) otelPersonFix(version string) {
 	h.t.Helper()
-	done := map[string]bool{}
-	for _, c := range step.Commands {
-		if !strings.HasPrefix(c, "kubectl patch ") {
-			continue
-		}
-		f := strings.Fields(c)
-		name, ns := f[3], ""
-		if i := slices.Index(f, "-n"); i > 0 {
-			ns = f[i+1]
-		}
-		patch := c[strings.Index(c, "-p '")+4 : len(c)-1]
-		r := h.kubectl(f[1], f[2], name, "-n", ns, "--type=json", "-p", patch)
-		if r.err != nil {
-			h.t.Logf("%s: %v\n%s", c, r.err, r.stderr)
-			continue
-		}
-		done[ns+"/"+name] = true
-	}
-	return done
-}
-
-// otelFix runs the fix-values step (otelFixValues) and does a person's fix of the objects it
-// leaves to one, after checking plan's prediction that the converted value is rejected; it
-// returns the objects the step's patches fixed.
-func (h *harness) otelFix(found map[string]plan.Finding, step *plan.RunbookStep) map[string]bool {
-	h.t.Helper()
-	t := h.t
-	fixed := h.otelFixValues(step)
 	for _, o := range h.objects {
-		key := o.Namespace + "/" + o.Name
-		m := found[key].TypeMismatches
-		if len(m) != 1 {
-			continue
-		}
-		if fixed[key] == otelNoProcessors[o.Name] {
-			t.Errorf("%s: fix-values patch accepted %v, want %v", o, fixed[key], !otelNoProcessors[o.Name])
-		}
 		if !otelNoProcessors[o.Name] {
 			continue
 		}
-		// Plan's prediction: the value converted as the step would have, sent to the server,
-		// is rejected with the errors plan lists.
-		var cfg map[string]any
-		var text string
-		if err := json.Unmarshal([]byte(m[0].Value), &text); err != nil || yaml.Unmarshal([]byte(text), &cfg) != nil {
-			t.Fatalf("%s: value %s", o, m[0].Value)
+		u, err := h.get(o, version)
+		if err != nil {
+			h.t.Fatal(err)
 		}
-		patch, _ := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/config", "value": cfg}})
-		_, err := h.resource(o, "v1beta1").Patch(h.ctx, o.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-patch"})
-		for _, e := range m[0].ConvertedErrors {
-			if err == nil || !strings.Contains(err.Error(), e) {
-				t.Errorf("%s: the converted value: %v, plan said %q", o, err, e)
+		text, _, _ := unstructured.NestedString(u.Object, "spec", "config")
+		var cfg map[string]any
+		if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
+			h.t.Fatalf("%s: config %q: %v", o, text, err)
+		}
+		pipelines, _, _ := unstructured.NestedMap(cfg, "service", "pipelines")
+		for name, p := range pipelines {
+			if pm, ok := p.(map[string]any); ok && pm["processors"] == nil {
+				pm["processors"] = []any{}
+				pipelines[name] = pm
 			}
 		}
-		// The person's fix: the same map with the empty processors list v1beta1 asks for
-		// (as the project's own v1beta1 samples write it).
-		if err := unstructured.SetNestedSlice(cfg, []any{}, "service", "pipelines", "traces", "processors"); err != nil {
-			t.Fatal(err)
-		}
-		patch, _ = json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/config", "value": cfg}})
-		if r := h.kubectl("patch", "opentelemetrycollectors.v1beta1.opentelemetry.io", o.Name, "-n", o.Namespace, "--type=json", "-p", string(patch)); r.err != nil {
-			t.Fatalf("%s: the person's fix: %v\n%s", o, r.err, r.stderr)
+		_ = unstructured.SetNestedMap(cfg, pipelines, "service", "pipelines")
+		b, _ := yaml.Marshal(cfg)
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"config": string(b)}})
+		if r := h.kubectl("patch", o.Resource+"."+version+"."+o.Group, o.Name, "-n", o.Namespace, "--type=merge", "-p", string(patch)); r.err != nil {
+			h.t.Fatalf("%s: the person's fix at %s: %v\n%s", o, version, r.err, r.stderr)
 		}
 	}
-	for _, o := range h.objects {
-		u, err := h.get(o, "v1beta1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg, ok, _ := unstructured.NestedMap(u.Object, "spec", "config"); !ok || cfg["service"] == nil {
-			t.Errorf("%s: spec.config after the fix: %v", o, u.Object["spec"])
-		}
-	}
-	return fixed
 }
 
-// upgradeRefuses runs upgrade --yes (with args) and checks that it refuses before any write
-// for the type mismatch: exit 1, the objects and the CRD unchanged, no backup.
-func (h *harness) otelUpgradeRefuses(newDir string, args ...string) {
+// otelChecks checks the end of an upgrade of the release with the values converted: the
+// release applied with every value a map, every field outside the consented losses and every
+// manager of before kept (plus the person's kubectl-patch), the consented losses held by the
+// backup, and server-side apply at v1beta1 working for the applier (plan of the release is the
+// verification's, upgrade's and the runbook's).
+func (h *harness) otelChecks(label, newDir, backup string, before snapshot, consented map[*tracked][]string) {
 	h.t.Helper()
-	rvs, mgrs := h.otelState("v1alpha1")
-	crdRV := h.liveCRD(otelCRD).ResourceVersion
-	tmp := h.t.TempDir()
-	r := h.crdver(append([]string{"upgrade", "-f", newDir, "--yes", "--backup", filepath.Join(tmp, "backup.yaml"), "--checkpoint", filepath.Join(tmp, "cp.json"), "-o", "json"}, args...)...)
-	if r.code != 1 {
-		h.t.Fatalf("upgrade %v: exit %d, want 1\n%s\n%s", args, r.code, r.stdout, r.stderr)
+	t := h.t
+	for _, v := range h.releaseApplied(newDir) {
+		t.Errorf("%s: the release is not applied: %s", label, v)
 	}
+	now := h.snapshot()
+	for _, o := range h.objects {
+		b, a := before[o], now[o]
+		if cfg, ok := a.Data["v1beta1"]["spec"].(map[string]any)["config"].(map[string]any); !ok || cfg["service"] == nil {
+			t.Errorf("%s: %s: spec.config at v1beta1 is not the converted map: %v", label, o, a.Data["v1beta1"]["spec"])
+		}
+		// What it held at v1alpha1 is kept at v1beta1 but for the consented losses and the
+		// converted value (and the status, which the operator writes).
+		if lost := lostFields(b.Data["v1alpha1"], a.Data["v1beta1"], append([]string{"spec.config", "status", "metadata.labels"}, consented[o]...)...); len(lost) > 0 {
+			t.Errorf("%s: %s: fields lost outside the consented ones %v: %v", label, o, consented[o], lost)
+		}
+		var bm, am []string
+		for _, e := range b.Managers {
+			bm = append(bm, e.Manager+"/"+e.Operation+"/"+e.Subresource)
+		}
+		for _, e := range a.Managers {
+			if e.Manager != "kubectl-patch" {
+				am = append(am, e.Manager+"/"+e.Operation+"/"+e.Subresource)
+			}
+			if e.APIVersion != o.Group+"/v1beta1" {
+				t.Errorf("%s: %s: manager %s still at %s", label, o, e.Manager, e.APIVersion)
+			}
+		}
+		slices.Sort(bm)
+		slices.Sort(am)
+		if !slices.Equal(slices.Compact(bm), slices.Compact(am)) {
+			t.Errorf("%s: %s: managers %v after, %v before", label, o, am, bm)
+		}
+	}
+	h.otelBackupHolds(label, backup, before, consented)
+	for _, o := range h.objects {
+		if err := h.otelApplyLabel(o); err != nil {
+			t.Errorf("%s: %s: server-side apply at v1beta1 by %s: %v", label, o, h.rel.Applier, err)
+		}
+	}
+}
+
+// otelBackupHolds checks that the backup holds every consented field of every object as it was
+// before (read at v1alpha1, the version the backup reads).
+func (h *harness) otelBackupHolds(label, file string, before snapshot, consented map[*tracked][]string) {
+	h.t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		h.t.Errorf("%s: the backup: %v", label, err)
+		return
+	}
+	// One document per object (upgrade's backup), or one List (kubectl get -o yaml: the
+	// runbook's).
+	held := map[string]map[string]any{}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var m map[string]any
+		if yaml.Unmarshal([]byte(doc), &m) != nil || m == nil {
+			continue
+		}
+		items, ok := m["items"].([]any)
+		if !ok {
+			items = []any{m}
+		}
+		for _, it := range items {
+			if im, ok := it.(map[string]any); ok {
+				u := &unstructured.Unstructured{Object: im}
+				held[u.GetNamespace()+"/"+u.GetName()] = leaves(im)
+			}
+		}
+	}
+	n := 0
+	for _, o := range h.objects {
+		got := held[o.Namespace+"/"+o.Name]
+		for p, v := range leaves(before[o].Data["v1alpha1"]) {
+			if !underAny(p, consented[o]) {
+				continue
+			}
+			n++
+			if gv, ok := got[p]; !ok || fmt.Sprint(gv) != fmt.Sprint(v) {
+				h.t.Errorf("%s: the backup %s lacks %s of %s (%v)", label, file, p, o, v)
+			}
+		}
+	}
+	if n == 0 {
+		h.t.Errorf("%s: no consented field to look for in the backup: the test checks nothing", label)
+	}
+}
+
+// otelConsented are the fields the preflight says each object loses (the consented losses of
+// --allow-data-loss), by object.
+func (h *harness) otelConsented(losses []upgrade.ObjectFinding) map[*tracked][]string {
+	out := map[*tracked][]string{}
+	for _, l := range losses {
+		if o := h.find(l.CRD, l.Namespace, l.Name); o != nil {
+			out[o] = append(out[o], l.Fields...)
+		}
+	}
+	return out
+}
+
+// TestOpenTelemetryFixValues: the OpenTelemetry operator v0.98.0 → v0.99.0, whose new storage
+// version v1beta1 types spec.config as an object (YAML text in v1alpha1) and drops fields
+// v1alpha1 has (the convert-objects step's consented losses), on kube-apiserver 1.37 and 1.34:
+//
+//   - upgrade --fix-values --allow-data-loss takes the backup and stops at the step for a
+//     person (exit 1: the two samples whose converted value v1beta1 rejects; upgrade status
+//     then gives the command that continues, with --fix-values); after the person's change of
+//     their text at v1alpha1, the same command ends applied and verified (exit 0), every value
+//     converted, the backup holding every consented field, every manager kept;
+//   - runbook: plan's runbook followed at a terminal, in its order (the person's step done as
+//     a person does it), after every step no manager lost and nothing lost before the step
+//     that consents, ends the same way.
+//
+// The two API servers run at once (each its own CRD); upgrade and runbook one after the other on
+// each. (That upgrade without --fix-values refuses before any write, naming it, is
+// plugin's TestTypeChangeFromPlanToFix.)
+func TestOpenTelemetryFixValues(t *testing.T) {
+	for _, minor := range []string{"1.37", "1.34"} {
+		t.Run(minor, func(t *testing.T) {
+			t.Parallel()
+			e := env
+			if minor == "1.34" {
+				e = olderServer(t)
+			}
+			t.Run("upgrade", func(t *testing.T) { testOtelUpgradeFixValues(t, e) })
+			t.Run("runbook", func(t *testing.T) { testOtelRunbookFixValues(t, e) })
+		})
+	}
+}
+
+func testOtelUpgradeFixValues(t *testing.T, e *testenv.Env) {
+	h, newDir := otelSetUp(t, e)
+	before, crds := h.snapshot(), h.crdStates()
+
+	work := t.TempDir()
+	backup := filepath.Join(work, "backup.yaml")
+	args := []string{"upgrade", "-f", newDir, "--yes", "--fix-values", "--allow-data-loss", "--backup", backup, "--checkpoint", filepath.Join(work, "cp.json"), "-o", "json"}
+	r := h.crdver(args...)
 	var rep upgrade.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		h.t.Fatalf("upgrade -o json: %v\n%s", err, r.stdout)
+		t.Fatalf("upgrade -o json: %v\n%s\n%s", err, r.stdout, r.stderr)
 	}
-	if rep.Outcome.Result != "refused" || !slices.Contains(rep.Outcome.Refusals, plan.KindTypeMismatch) {
-		h.t.Errorf("upgrade %v: outcome %s, refusals %v, want refused for type-mismatch", args, rep.Outcome.Result, rep.Outcome.Refusals)
+	if r.code != 1 || rep.Outcome.Result != upgrade.ResultNotApplied || !strings.Contains(r.stderr, "then run the same command again") {
+		t.Fatalf("upgrade --fix-values: exit %d, outcome %+v, want 1: stopped for a person\n%s", r.code, rep.Outcome, r.stderr)
 	}
-	if after, am := h.otelState("v1alpha1"); fmt.Sprint(after, am) != fmt.Sprint(rvs, mgrs) {
-		h.t.Errorf("upgrade %v: the refused run wrote the objects", args)
+	h.otelPlanned(rep.Plan)
+	t.Logf("the stop for a person (exit %d):\n%s", r.code, tail(r.stderr, 6))
+	for _, name := range []string{"otel", "opentelemetrycollector-as-sidecar"} {
+		mustContainE2E(t, "the stop for a person", r.stderr, name)
 	}
-	if h.liveCRD(otelCRD).ResourceVersion != crdRV {
-		h.t.Errorf("upgrade %v: the refused run changed the CRD", args)
+	if _, err := os.Stat(backup); err != nil {
+		t.Errorf("the run stopped for a person before taking the backup: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(tmp, "backup.yaml")); err == nil {
-		h.t.Errorf("upgrade %v: the refused run wrote a backup", args)
+	// Nothing was written to the cluster before the person's step (the backup is a file).
+	for _, w := range wroteNothing(crds, h.crdStates(), before, h.snapshot()) {
+		t.Errorf("the run stopped for a person after writing: %s", w)
 	}
-}
+	consented := h.otelConsented(rep.Preflight.DataLoss)
+	if len(consented) != len(h.objects) {
+		t.Errorf("consented losses for %d objects, want every sample: %+v", len(consented), rep.Preflight.DataLoss)
+	}
 
-// TestOpenTelemetryTypeChange: the OpenTelemetry operator v0.98.0 → v0.99.0 on kube-apiserver
-// 1.37 (the package's), as a user runs it:
-//
-//   - plan names every sample with .spec.config a string where v1beta1 has a map, and gives
-//     the fix-values step;
-//   - upgrade --yes refuses before any write, with or without --allow-data-loss and
-//     --allow-ownership-loss (type-mismatch has no override);
-//   - once the release's CRD is applied, server-side apply fails on each sample with the
-//     error plan named;
-//   - the fix-values step's patches (run with the real kubectl) give each object the listed
-//     value; migrate rewrites every object at v1beta1 and exits 0, every object keeping its
-//     managers (1.37 keeps the managedFields of an object it cannot type); server-side apply
-//     then works on every object, and plan of the release is clean of them.
-func TestOpenTelemetryTypeChange(t *testing.T) {
-	h, newDir := otelSetUp(t)
-	found, step := h.otelPlan(newDir)
-	h.otelUpgradeRefuses(newDir)
-	h.otelUpgradeRefuses(newDir, "--allow-data-loss", "--allow-ownership-loss", "--skip-invalid")
+	// Coming back later: upgrade status gives the command that continues, --fix-values in it.
+	st := h.crdver("upgrade", "status", "-f", newDir, "--checkpoint", filepath.Join(work, "cp.json"))
+	if !strings.Contains(st.stdout, "--fix-values --backup "+backup) {
+		t.Errorf("upgrade status after the stop for a person (exit %d): no command with --fix-values\n%s%s", st.code, st.stdout, st.stderr)
+	}
 
-	h.otelApplyNew(newDir)
-	for _, o := range h.objects {
-		err := h.otelApplyLabel(o)
-		want := found[o.Namespace+"/"+o.Name].TypeMismatches
-		if err == nil || len(want) == 0 || !strings.Contains(err.Error(), ".spec.config: expected map, got") {
-			t.Errorf("%s: server-side apply at v1beta1 after the apply: %v; plan said %+v", o, err, want)
-		}
-	}
-	_, mgrs := h.otelState("v1beta1")
-
-	h.otelFix(found, step)
-
-	tmp := t.TempDir()
-	r := h.crdver("migrate", otelCRD, "--yes", "--quiet", "--checkpoint", filepath.Join(tmp, "cp.json"))
-	if r.code != 0 {
-		t.Fatalf("migrate after the fix: exit %d, want 0\n%s\n%s", r.code, r.stdout, r.stderr)
-	}
-	if sv := h.liveCRD(otelCRD).Status.StoredVersions; !slices.Equal(sv, []string{"v1beta1"}) {
-		t.Errorf("after migrate: storedVersions %v, want [v1beta1]", sv)
-	}
-	_, after := h.otelState("v1beta1")
-	for k, m := range mgrs {
-		// The rewrite moves every entry to v1beta1; a patch adds kubectl-patch at most.
-		got := slices.DeleteFunc(versionless(after[k]), func(x string) bool { return strings.HasPrefix(x, "kubectl-patch ") })
-		if !slices.Equal(got, versionless(m)) {
-			t.Errorf("%s: managers %v after the fix and migrate, %v before (1.37 keeps them)", k, after[k], m)
-		}
-	}
-	for _, o := range h.objects {
-		if err := h.otelApplyLabel(o); err != nil {
-			t.Errorf("%s: server-side apply at v1beta1 after the fix and migrate: %v", o, err)
-		}
-	}
-	r = h.crdver("plan", "-f", newDir, "-o", "json")
-	var rep plan.Report
+	h.otelPersonFix("v1alpha1")
+	r = h.crdver(args...)
+	rep = upgrade.Report{}
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("plan after the fix: %v\n%s", err, r.stderr)
+		t.Fatalf("upgrade -o json: %v\n%s\n%s", err, r.stdout, r.stderr)
 	}
-	if r.code != 0 || len(rep.Items) != 1 || len(rep.Items[0].Objects.Findings) != 0 {
-		t.Errorf("plan after the fix and migrate: exit %d, findings %+v\n%s", r.code, rep.Items[0].Objects.Findings, r.stderr)
+	if r.code != 0 || !rep.Outcome.Applied || !rep.Outcome.Verified || rep.Backup == nil || !rep.Backup.Reused {
+		t.Fatalf("upgrade --fix-values after the person's fix: exit %d, outcome %+v, backup %+v\n%s", r.code, rep.Outcome, rep.Backup, r.stderr)
 	}
-}
-
-// TestOpenTelemetryOwnershipOnOlderServer: the same release on kube-apiserver 1.34, which
-// drops every managedFields entry of an object it cannot type when it rewrites it. After the
-// release's CRD is applied (the values not fixed yet):
-//
-//   - migrate refuses before any write, with --allow-data-loss too, listing each sample with
-//     its managers (all of them: kubectl-create, the operator's status writer, Argo CD);
-//   - with --allow-ownership-loss it rewrites every object at v1beta1 and exits 0; each object
-//     then has exactly none of the managers listed, and nothing else changed in it;
-//   - after the fix-values step (and the person's fix of the two it leaves to one),
-//     server-side apply works on every object.
-func TestOpenTelemetryOwnershipOnOlderServer(t *testing.T) {
-	older := olderServer(t)
-	current := env
-	env = older
-	t.Cleanup(func() { env = current })
-	h, newDir := otelSetUp(t)
-	found, step := h.otelPlan(newDir)
-	h.otelUpgradeRefuses(newDir, "--allow-data-loss", "--allow-ownership-loss")
-	h.otelApplyNew(newDir)
-
-	rvs, mgrs := h.otelState("v1beta1")
-	specs := map[string]any{}
-	for _, o := range h.objects {
-		u, err := h.get(o, "v1beta1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		specs[o.Namespace+"/"+o.Name] = u.Object["spec"]
-	}
-	tmp := t.TempDir()
-	for _, args := range [][]string{nil, {"--allow-data-loss"}} {
-		r := h.crdver(append([]string{"migrate", otelCRD, "--yes", "--quiet", "--checkpoint", filepath.Join(tmp, "cp.json")}, args...)...)
-		if r.code != 1 {
-			t.Fatalf("migrate %v: exit %d, want 1\n%s\n%s", args, r.code, r.stdout, r.stderr)
-		}
-		mustContainE2E(t, "migrate's refusal", r.stdout+r.stderr, "4 objects would lose field managers", "--allow-ownership-loss", "nothing was written")
-		for k, m := range mgrs {
-			mustContainE2E(t, "migrate's refusal", r.stdout, k)
-			for _, x := range m {
-				mustContainE2E(t, "migrate's refusal", r.stdout, strings.SplitN(x, " (", 2)[0])
+	fixed := 0
+	for _, fx := range rep.FixedValues {
+		for _, f := range fx.Fixed {
+			fixed++
+			if len(f.LostManagers) > 0 {
+				t.Errorf("%s: lost managers %v", f.Name, f.LostManagers)
 			}
 		}
-		if after, am := h.otelState("v1beta1"); fmt.Sprint(after, am) != fmt.Sprint(rvs, mgrs) {
-			t.Errorf("migrate %v: the refused run wrote", args)
-		}
 	}
-	r := h.crdver("migrate", otelCRD, "--yes", "--quiet", "--allow-ownership-loss", "--checkpoint", filepath.Join(tmp, "cp.json"))
-	if r.code != 0 {
-		t.Fatalf("migrate --allow-ownership-loss: exit %d, want 0\n%s\n%s", r.code, r.stdout, r.stderr)
+	if fixed != len(h.objects) {
+		t.Errorf("%d objects' values converted, want %d: %+v", fixed, len(h.objects), rep.FixedValues)
 	}
-	if sv := h.liveCRD(otelCRD).Status.StoredVersions; !slices.Equal(sv, []string{"v1beta1"}) {
-		t.Errorf("after migrate: storedVersions %v, want [v1beta1]", sv)
-	}
-	_, after := h.otelState("v1beta1")
-	for _, o := range h.objects {
-		k := o.Namespace + "/" + o.Name
-		if len(after[k]) != 0 {
-			t.Errorf("%s: managers %v after the consented migrate: the refusal listed all of %v", o, after[k], mgrs[k])
-		}
-		u, err := h.get(o, "v1beta1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fmt.Sprint(u.Object["spec"]) != fmt.Sprint(specs[k]) {
-			t.Errorf("%s: spec changed by the migrate: %v → %v", o, specs[k], u.Object["spec"])
-		}
-	}
+	h.otelChecks("upgrade", newDir, backup, before, consented)
+}
 
-	h.otelFix(found, step)
-	for _, o := range h.objects {
-		if err := h.otelApplyLabel(o); err != nil {
-			t.Errorf("%s: server-side apply at v1beta1 after the fix: %v", o, err)
+func testOtelRunbookFixValues(t *testing.T, e *testenv.Env) {
+	h, newDir := otelSetUp(t, e)
+	rep := h.otelPlan(newDir)
+	initial := h.snapshot()
+	work := t.TempDir()
+	consented := map[*tracked][]string{}
+	for _, f := range rep.Items[0].Objects.Findings {
+		if o := h.find(rep.Items[0].CRD, f.Namespace, f.Name); o != nil {
+			consented[o] = append(consented[o], f.PrunedOnRead...)
 		}
 	}
+	baseline := initial
+	for i, ps := range runbookSteps(rep) {
+		switch {
+		case ps.Manual && ps.Action == plan.ActionConvertObjects:
+			t.Logf("step %d (for a person: the loss accepted): %v", i+1, ps.Objects)
+			continue
+		case ps.Manual && ps.Action == plan.ActionFixValues:
+			h.otelPersonFix(rep.Runbook[2].Version)
+			t.Logf("step %d (for a person, done): %v", i+1, ps.Objects)
+			// The person's change is the new baseline of the values; the managers must stay.
+			now := h.snapshot()
+			for o, b := range baseline {
+				if lost := lostManagers(b.Managers, now[o].Managers); len(lost) > 0 {
+					t.Errorf("the person's step at v1alpha1 lost managers of %s: %v", o, lost)
+				}
+			}
+			baseline = now
+			continue
+		case ps.Manual:
+			t.Fatalf("step %d is for a person: %s %s", i+1, ps.Action, ps.Why)
+		}
+		res := h.runStep(work, ps.Command)
+		t.Logf("step %d: %s → exit %d\n%s%s", i+1, ps.Command, res.Code, tail(res.Stdout, 8), tail(res.Stderr, 8))
+		if res.Code != 0 {
+			t.Fatalf("step %d failed: %s", i+1, ps.Command)
+		}
+		// No manager lost after any step, no field lost before the step that consents to the
+		// loss (the rewrite with --allow-data-loss, which converts the values too); what it
+		// leaves is the new baseline.
+		allowLoss := strings.Contains(ps.Command, "--allow-data-loss")
+		now := h.snapshot()
+		for _, v := range h.releaseInvariants(baseline, now, map[string]string{otelCRD: "v1alpha1"}, allowLoss) {
+			t.Errorf("after step %d (%s): %s", i+1, ps.Command, v)
+		}
+		if allowLoss {
+			baseline = now
+		}
+	}
+	h.otelChecks("runbook", newDir, filepath.Join(work, "crdver-backup.yaml"), initial, consented)
 }
 
 func mustContainE2E(t *testing.T, what, got string, wants ...string) {

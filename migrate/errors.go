@@ -71,6 +71,7 @@ const (
 	StepSwitchStorage Step = "switch-storage"
 	StepGetCRD        Step = "get-crd"
 	StepWaitStorage   Step = "wait-storage"
+	StepBeforeRewrite Step = "before-rewrite"
 	StepCheckpoint    Step = "checkpoint"
 	StepRewrite       Step = "rewrite"
 	StepCluster       Step = "cluster"

@@ -132,6 +132,12 @@ type Migrator struct {
 	// Confirm is asked before the storage version is changed; false stops the run with
 	// ErrNotConfirmed. nil means yes: the caller asked for Options.To.
 	Confirm func(ctx context.Context, p *Plan) (bool, error)
+	// BeforeRewrite, when set, is called once the storage version is the target and the API
+	// server encodes writes at it, before the rewrite (either engine), with the CRD as read
+	// then: writes that must be encoded at the new storage version and precede the rewrite
+	// (upgrade.FixValues, migrate --fix-values). An error stops the run (StepBeforeRewrite)
+	// before the rewrite and the trim.
+	BeforeRewrite func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error
 	// Progress is called when the client engine's rewrite starts, with the number of objects
 	// planned and the live counts; the function it returns is called when the rewrite ends.
 	Progress func(total int64, counts func() Counts) (stop func())
@@ -241,6 +247,12 @@ func (m *Migrator) run(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 		// Someone may just have switched it: writes must be encoded at the new version.
 		if err := WaitStorageVersion(ctx, c, crd, o.StorageTimeout); err != nil {
 			return report, fail(StepWaitStorage, err)
+		}
+	}
+
+	if m.BeforeRewrite != nil {
+		if err := m.BeforeRewrite(ctx, crd); err != nil {
+			return report, fail(StepBeforeRewrite, err)
 		}
 	}
 

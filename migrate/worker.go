@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -271,52 +271,33 @@ func reasonOf(err error) string {
 // spec.versions) it drops every entry. Entries whose ownership cannot be worked out are left
 // as they are (checkManagers reports a loss if the API server drops them). obj is not modified.
 func (r *Rewriter) moveEntries(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, int) {
-	entries := obj.GetManagedFields()
-	group := r.crd.Spec.Group
-	to := group + "/" + r.version
-	var from []string
-	for _, e := range entries {
-		v, ok := strings.CutPrefix(e.APIVersion, group+"/")
-		if ok && v != r.version && !slices.Contains(from, e.APIVersion) {
-			from = append(from, e.APIVersion)
-		}
-	}
-	total := 0
-	for _, f := range from {
-		need, err := ownership.NeedsSource(entries, f, obj.Object)
-		if err != nil {
-			continue
-		}
-		var source map[string]any
-		if need {
-			// The same object read at the entry's version (same resourceVersion), through the
-			// CRD's own conversion, to translate renamed fields.
-			v := strings.TrimPrefix(f, group+"/")
-			if !crdinfo.IsServed(r.crd, v) {
-				continue
-			}
-			ri := dynamic.ResourceInterface(r.c.Dynamic.Resource(crdinfo.GVR(r.crd, v)))
-			if ns := obj.GetNamespace(); ns != "" {
-				ri = r.c.Dynamic.Resource(crdinfo.GVR(r.crd, v)).Namespace(ns)
-			}
-			s, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
-			if err != nil || s.GetResourceVersion() != obj.GetResourceVersion() {
-				continue
-			}
-			source = s.Object
-		}
-		next, res, err := ownership.Move(entries, f, to, source, obj.Object)
-		if err != nil || res.Unresolved != "" || res.Moved == 0 || len(next) == 0 {
-			continue
-		}
-		entries, total = next, total+res.Moved
-	}
+	entries, total := ownership.ToVersion(obj.GetManagedFields(), r.crd.Spec.Group, r.version, obj.Object, readerAt(ctx, r.c, r.crd, obj))
 	if total == 0 {
 		return obj, 0
 	}
 	out := obj.DeepCopy()
 	out.SetManagedFields(entries)
 	return out, total
+}
+
+// readerAt reads obj at another version of crd, through the CRD's own conversion, for
+// ownership.ToVersion: false when the version is not served or the object read is not the same
+// (another resourceVersion: it changed since obj was read).
+func readerAt(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, obj *unstructured.Unstructured) func(version string) (map[string]any, bool) {
+	return func(v string) (map[string]any, bool) {
+		if !crdinfo.IsServed(crd, v) {
+			return nil, false
+		}
+		ri := dynamic.ResourceInterface(c.Dynamic.Resource(crdinfo.GVR(crd, v)))
+		if ns := obj.GetNamespace(); ns != "" {
+			ri = c.Dynamic.Resource(crdinfo.GVR(crd, v)).Namespace(ns)
+		}
+		s, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if err != nil || s.GetResourceVersion() != obj.GetResourceVersion() {
+			return nil, false
+		}
+		return s.Object, true
+	}
 }
 
 // managerID names a field manager the way the API server keys it, without the apiVersion
@@ -355,6 +336,9 @@ func (r *Rewriter) checkManagers(before, after *unstructured.Unstructured) {
 		r.mfLosses = append(r.mfLosses, ManagedFieldsLoss{Namespace: before.GetNamespace(), Name: before.GetName(), Managers: lost})
 	}
 }
+
+// Reason is the API server's message for err (e.g. what an admission webhook said), else err's.
+func Reason(err error) string { return reasonOf(err) }
 
 // Retryable reports whether err is worth retrying after a back-off: throttled (429), server
 // errors (5xx), timeouts, transport errors. The rewrite and the preflight's dry runs retry alike.

@@ -20,6 +20,9 @@ type Consent struct {
 	// AllowOwnershipLoss: a rewrite may drop field managers (--allow-ownership-loss;
 	// OverrideAllowOwnershipLoss). AllowDataLoss is no consent to it.
 	AllowOwnershipLoss bool
+	// FixValues: values whose type does not fit the new storage version's typed schema are
+	// converted by the run, after its backup (--fix-values; OverrideFixValues).
+	FixValues bool
 }
 
 // gives reports whether the consent gives override (an Override* constant); "" (no override)
@@ -32,6 +35,8 @@ func (c Consent) gives(override string) bool {
 		return c.SkipInvalid
 	case OverrideAllowOwnershipLoss:
 		return c.AllowOwnershipLoss
+	case OverrideFixValues:
+		return c.FixValues
 	}
 	return false
 }

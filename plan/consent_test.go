@@ -9,15 +9,16 @@ import (
 
 // TestConsent: which finding refuses a run with which options, as the decision table says
 // (docs/decision-table.md): each override goes on past its own findings only —
-// --allow-data-loss is no consent to a rejected write or to field managers lost; nothing
-// goes on past a CRD the API server rejects or values of the wrong type; what upgrade
-// carries out or leaves to the user never refuses.
+// --allow-data-loss is no consent to a rejected write or to field managers lost, nor to values
+// of the wrong type (--fix-values has them converted); nothing goes on past a CRD the API
+// server rejects; what upgrade carries out or leaves to the user never refuses.
 func TestConsent(t *testing.T) {
 	none := Consent{}
 	loss := Consent{AllowDataLoss: true}
 	skip := Consent{SkipInvalid: true}
 	owners := Consent{AllowOwnershipLoss: true}
-	all := Consent{AllowDataLoss: true, SkipInvalid: true, AllowOwnershipLoss: true}
+	fix := Consent{FixValues: true}
+	all := Consent{AllowDataLoss: true, SkipInvalid: true, AllowOwnershipLoss: true, FixValues: true}
 	for _, c := range []struct {
 		kind Kind
 		// goesOn are the consents that let the run go on past the finding.
@@ -28,13 +29,13 @@ func TestConsent(t *testing.T) {
 		{KindDataLoss, []Consent{loss, all}, "--allow-data-loss"},
 		{KindUnknown, []Consent{loss, all}, "--allow-data-loss"},
 		{KindRejectedWrite, []Consent{skip, all}, "--skip-invalid"},
-		{KindTypeMismatch, nil, ""},
+		{KindTypeMismatch, []Consent{fix, all}, "--fix-values"},
 		{KindOwnershipLoss, []Consent{owners, all}, "--allow-ownership-loss"},
-		{KindManagedFields, []Consent{none, loss, skip, owners, all}, ""},
-		{KindInvalidOnRecreate, []Consent{none, loss, skip, owners, all}, ""},
-		{KindStricter, []Consent{none, loss, skip, owners, all}, ""},
+		{KindManagedFields, []Consent{none, loss, skip, owners, fix, all}, ""},
+		{KindInvalidOnRecreate, []Consent{none, loss, skip, owners, fix, all}, ""},
+		{KindStricter, []Consent{none, loss, skip, owners, fix, all}, ""},
 	} {
-		for _, consent := range []Consent{none, loss, skip, owners, all} {
+		for _, consent := range []Consent{none, loss, skip, owners, fix, all} {
 			want := !slices.Contains(c.goesOn, consent)
 			if got := consent.Refuses(c.kind); got != want {
 				t.Errorf("%s with %+v: refuses %v, want %v", c.kind, consent, got, want)
@@ -52,8 +53,8 @@ func TestConsent(t *testing.T) {
 	if got, want := loss.Refusals(found), []Kind{KindRejectedWrite, KindTypeMismatch}; !slices.Equal(got, want) {
 		t.Errorf("refusals with --allow-data-loss %v, want %v", got, want)
 	}
-	if got, want := OverrideFlags(none.Refusals(found)), []string{"--allow-data-loss", "--skip-invalid"}; !slices.Equal(got, want) {
-		t.Errorf("override flags %v, want %v (each once; none for type-mismatch)", got, want)
+	if got, want := OverrideFlags(none.Refusals(found)), []string{"--allow-data-loss", "--skip-invalid", "--fix-values"}; !slices.Equal(got, want) {
+		t.Errorf("override flags %v, want %v (each once)", got, want)
 	}
 }
 

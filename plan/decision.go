@@ -105,6 +105,10 @@ const (
 	// OverrideAllowOwnershipLoss: the rewrite may drop field managers (managedFields entries)
 	// that its server dry run shows lost; --allow-data-loss does not consent to that.
 	OverrideAllowOwnershipLoss = "allow-ownership-loss"
+	// OverrideFixValues: the upgrade converts, after its backup, the values whose type does
+	// not fit the new storage version's typed schema (those with no lossless conversion stop
+	// it for a person, after the backup).
+	OverrideFixValues = "fix-values"
 )
 
 // Decision is one row of the decision table.
@@ -142,8 +146,8 @@ var decisions = []Decision{
 		Upgrade: UpgradeRefuses, Override: OverrideAllowDataLoss, UpgradeExit: 1, UpgradeExitOverridden: 0, Consent: OverrideAllowDataLoss},
 	{Kind: KindRejectedWrite, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionFixObjects}, Manual: true,
 		Upgrade: UpgradeRefuses, Override: OverrideSkipInvalid, UpgradeExit: 1, UpgradeExitOverridden: 1},
-	{Kind: KindTypeMismatch, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionFixValues}, Manual: true,
-		Upgrade: UpgradeRefuses, UpgradeExit: 1},
+	{Kind: KindTypeMismatch, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionFixValues, ActionMigrate}, Manual: true,
+		Upgrade: UpgradeRefuses, Override: OverrideFixValues, UpgradeExit: 1, UpgradeExitOverridden: 0},
 	{Kind: KindManagedFields, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionRetire, ActionChangeWriters},
 		Upgrade: UpgradeCarriesOut, UpgradeExit: 0},
 	{Kind: KindOwnershipLoss, Verdict: VerdictBreaking, PlanExit: 1,

@@ -2,14 +2,12 @@ package plan
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"runtime"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -208,6 +206,10 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 		}
 		if !cr.Accepted() {
 			f.CreateErrors = errorTexts(cr.Errors)
+			if createVersion == e.readVersion {
+				// Re-created at the version the values are typed at: the type-mismatch finding's.
+				f.CreateErrors = notAtMismatches(f.CreateErrors, f.TypeMismatches)
+			}
 			f.Notes = differenceNotes(p, f.Notes, f.CreateErrors)
 		}
 		// The object as the new storage version will hold it, once the migration has rewritten
@@ -229,7 +231,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 				return res
 			}
 			if !hr.Accepted() {
-				f.CreateErrorsAfterLoss = errorTexts(hr.Errors)
+				f.CreateErrorsAfterLoss = notAtMismatches(errorTexts(hr.Errors), f.TypeMismatches)
 			}
 		}
 	}
@@ -253,19 +255,15 @@ func (e *evaluator) notEncodedAt(u *unstructured.Unstructured, enc string) bool 
 	return len(structuralpruning.PruneWithOptions(c, s, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})) > 0
 }
 
-// convertedRejected previews the update the fix-values step's patch sends (obj as read with
-// every mismatched value replaced by its converted value) and returns the API server's errors
-// when it is rejected; nil when it is accepted or when not every value converts (the step is
-// then for a person anyway). A rejected object's values are left unconverted (Converted
-// cleared), so that the runbook gives it the commands to edit it, not a patch that fails.
+// convertedRejected previews the update --fix-values sends (obj as read with every mismatched
+// value replaced by its converted value) and returns the API server's errors when it is
+// rejected; nil when it is accepted or when not every value converts (the value is then for a
+// person anyway). A rejected object's values are left unconverted (Converted cleared), so that
+// the runbook gives it to a person, not to --fix-values, whose write would fail.
 func (e *evaluator) convertedRejected(ctx context.Context, p *preview.Previewer, obj map[string]any, tm []preflight.TypeMismatch) ([]string, error) {
-	patched := k8sruntime.DeepCopyJSON(obj)
-	for _, m := range tm {
-		ptr, ok := jsonPointer(m.Path)
-		var v any
-		if m.Converted == "" || !ok || json.Unmarshal([]byte(m.Converted), &v) != nil || !setPointer(patched, ptr, v) {
-			return nil, nil
-		}
+	patched := preflight.Converted(obj, tm)
+	if patched == nil {
+		return nil, nil
 	}
 	old, err := (&unstructured.Unstructured{Object: obj}).MarshalJSON()
 	if err != nil {
@@ -284,41 +282,6 @@ func (e *evaluator) convertedRejected(ctx context.Context, p *preview.Previewer,
 		tm[i].Converted = ""
 	}
 	return errs, nil
-}
-
-// setPointer sets the value at JSON pointer ptr (/spec/config, /spec/items/0) in obj, which
-// must exist; false when it does not.
-func setPointer(obj map[string]any, ptr string, v any) bool {
-	parts := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
-	var cur any = obj
-	for i, raw := range parts {
-		key := strings.ReplaceAll(strings.ReplaceAll(raw, "~1", "/"), "~0", "~")
-		last := i == len(parts)-1
-		switch c := cur.(type) {
-		case map[string]any:
-			if _, ok := c[key]; !ok {
-				return false
-			}
-			if last {
-				c[key] = v
-				return true
-			}
-			cur = c[key]
-		case []any:
-			n, err := strconv.Atoi(key)
-			if err != nil || n < 0 || n >= len(c) {
-				return false
-			}
-			if last {
-				c[n] = v
-				return true
-			}
-			cur = c[n]
-		default:
-			return false
-		}
-	}
-	return false
 }
 
 // recreate previews a create of obj under the new CRD as a user re-creates it (from a backup or

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/retire"
 )
 
@@ -79,6 +80,10 @@ type RunbookStep struct {
 	Remove bool `json:"remove,omitempty"`
 	// Manual: no command of ours or kubectl's does it for you.
 	Manual bool `json:"manual,omitempty"`
+	// FixValues: the step's rewrite first converts the values of the CRD's objects that do
+	// not fit the new storage version's typed schema (migrate --fix-values; upgrade does it
+	// when run with --fix-values).
+	FixValues bool `json:"fixValues,omitempty"`
 }
 
 // JoinFiles names several files of -f in one command line ("a.yaml -f b.yaml"): the form of
@@ -220,11 +225,14 @@ func IntermediateFor(it *Item) *apiextensionsv1.CustomResourceDefinition {
 }
 
 // Runbook is the ordered runbook of a whole release: fix and convert objects → back up every
-// stored version that holds data → per CRD: storage switch (through an intermediate CRD when
-// the live one lacks the new storage version), rewrite, trim, managedFields moved → one
-// server-side apply of the release (or the deployment tool's) → verify. Nothing it runs leaves
-// a CRD half-done: objects whose next write would be rejected are fixed before any storage
-// switch, and the release is applied once, after every CRD is ready for it.
+// stored version that holds data → values of another type that no command converts, for a
+// person → per CRD: storage switch (through an intermediate CRD when the live one lacks the
+// new storage version), values converted (--fix-values), rewrite, trim, managedFields moved →
+// one server-side apply of the release (or the deployment tool's) → values the apply makes
+// mistyped converted → verify. Nothing it runs leaves a CRD half-done: objects whose next
+// write would be rejected are fixed before any storage switch, and the release is applied
+// once, after every CRD is ready for it. Nothing it asks a person to run before the backup
+// drops data: a write at the new storage version (which prunes what it lacks) comes after.
 func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 	b := newRunbook(items, o)
 	b.fix()
@@ -233,9 +241,11 @@ func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 	if len(b.blocked) > 0 {
 		return b.steps // nothing is written while the release cannot be applied
 	}
+	b.valuesForPerson()
 	b.intermediate()
 	b.storage()
 	b.apply()
+	b.valuesAfterApply()
 	b.verify()
 	return b.steps
 }
@@ -276,8 +286,8 @@ func (b *runbook) add(s RunbookStep) {
 }
 
 // fix adds, per CRD, the steps before any write: objects whose no-op update is rejected,
-// objects losing fields, values of the wrong type, objects invalid on re-create, writers of
-// versions that go away.
+// objects losing fields, objects invalid on re-create, writers of versions that go away.
+// (Values of the wrong type come after the backup: valuesForPerson, and the storage steps.)
 func (b *runbook) fix() {
 	for _, p := range b.plans {
 		if p.live == nil {
@@ -311,9 +321,6 @@ func (b *runbook) fix() {
 			b.add(RunbookStep{Phase: PhaseFix, Action: ActionConvertObjects, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindDataLoss).Manual,
 				Objects: capList(losing), Commands: capList(losingCmds),
 				Why: fmt.Sprintf("fields the new version %[3]s lacks are held by %[1]s of %[2]s: rewriting at %[3]s drops them from etcd. Move the data to the fields %[3]s has (the release's own migration guide says how), or accept the loss: kubectl crdver upgrade refuses unless --allow-data-loss; the backup below keeps it", objects(len(losing)), p.next.Name, p.storage)})
-		}
-		if st, ok := valuesStep(p, b.file); ok {
-			b.add(st)
 		}
 		if st, ok := recreateStep(p); ok {
 			b.add(st)
@@ -400,6 +407,11 @@ func (b *runbook) storage() {
 		}
 		name, s := p.next.Name, p.storage
 		flag, consentWhy := p.consent(b.backedUp[p.live.Name], b.backupFile)
+		if p.fixAt() == fixInStorage && len(p.removedStored) > 0 {
+			// The retire steps below rewrite as well, but have no --fix-values: the values are
+			// converted, and the objects rewritten, first.
+			b.add(p.fixValuesStep(PhaseStorage, flag, consentWhy))
+		}
 		for i, v := range p.removedStored {
 			why := fmt.Sprintf("move %s's managedFields entries of %s to %s (server-side apply fails on objects that keep them once %s is gone)", name, v, s, v)
 			if i == 0 {
@@ -409,12 +421,12 @@ func (b *runbook) storage() {
 				Commands: []string{p.retireCommand(v) + flag}})
 		}
 		if len(p.removedStored) == 0 && p.migrate {
-			cmd := fmt.Sprintf("kubectl crdver migrate %s", name)
-			if !p.intermediate && p.it.StorageVersion.Before != s {
-				cmd += " --to " + s
+			if p.fixAt() == fixInStorage {
+				b.add(p.fixValuesStep(PhaseStorage, flag, consentWhy))
+			} else {
+				b.add(RunbookStep{Phase: PhaseStorage, Action: ActionMigrate, CRDs: []string{name}, Target: s, Commands: []string{p.migrateCommand() + flag},
+					Why: fmt.Sprintf("make %s the storage version of %s, rewrite every object at it and trim status.storedVersions to [%s]", s, name, s) + consentWhy})
 			}
-			b.add(RunbookStep{Phase: PhaseStorage, Action: ActionMigrate, CRDs: []string{name}, Target: s, Commands: []string{cmd + flag},
-				Why: fmt.Sprintf("make %s the storage version of %s, rewrite every object at it and trim status.storedVersions to [%s]", s, name, s) + consentWhy})
 		}
 		for _, v := range p.unservedNamed {
 			b.add(RunbookStep{Phase: PhaseStorage, Action: ActionRetire, CRDs: []string{name}, Version: v, Target: s,
@@ -548,71 +560,228 @@ func (p *crdPlan) unreadStored() []string {
 	return out
 }
 
-// valuesStep is the step for a person about the CRD's objects holding values whose type does
-// not fit the new storage version's typed schema (decision table: KindTypeMismatch): each
-// object, field, the value's type and the expected one; for the values that convert without
-// loss, what each becomes and a JSON patch that changes it only if it is still the value
-// listed (a test operation first); for the others, the commands to look at and edit the object.
-func valuesStep(p *crdPlan, file string) (RunbookStep, bool) {
-	v := p.it.Objects.ReadVersion
-	if v == "" {
-		v = p.storage
-	}
-	resource := p.next.Spec.Names.Plural + "." + v + "." + p.next.Spec.Group
-	var objs, cmds []string
-	var patched, edited int
+// Where a CRD's values of another type are converted (crdPlan.fixAt).
+const (
+	fixNone = iota
+	// fixInStorage: by its first storage step (migrate --fix-values), once its storage
+	// version is the new one, with the new schema, and before the rewrite.
+	fixInStorage
+	// fixAfterApply: after the apply (migrate --fix-values): until then the live CRD's schema
+	// of the storage version types the values as they are.
+	fixAfterApply
+)
+
+// mistyped are the CRD's objects holding values whose type does not fit the new storage
+// version's typed schema (decision table: KindTypeMismatch).
+func (p *crdPlan) mistyped() []Finding {
+	var out []Finding
 	for _, f := range p.it.Objects.Findings {
-		if len(f.TypeMismatches) == 0 {
-			continue
+		if len(f.TypeMismatches) > 0 {
+			out = append(out, f)
 		}
+	}
+	return out
+}
+
+// fixAt is where the CRD's values of another type are converted: in its storage steps when
+// the storage version becomes the new one with the new schema there (an intermediate CRD, or
+// a live CRD whose schema of it is already the new one), else after the apply.
+func (p *crdPlan) fixAt() int {
+	switch {
+	case p.live == nil || len(p.mistyped()) == 0:
+		return fixNone
+	case p.migrate && (p.intermediate || equalSchemas(p.live, p.next, p.storage)):
+		return fixInStorage
+	}
+	return fixAfterApply
+}
+
+// ValuesConvert reports whether every value of the object that does not fit the new storage
+// version's typed schema converts without loss to a value the API server accepts: upgrade
+// --fix-values and migrate --fix-values convert it. False when it holds none.
+func (f *Finding) ValuesConvert() bool {
+	for _, m := range f.TypeMismatches {
+		if m.Converted == "" {
+			return false
+		}
+	}
+	return len(f.TypeMismatches) > 0
+}
+
+// ValuesSpelledAsText reports whether every value of the object that does not convert is text
+// where the new version expects a map or a list: a person can change the text (at a version
+// whose schema keeps it text) so that it parses to what the new version accepts, after which
+// it converts.
+func (f *Finding) ValuesSpelledAsText() bool {
+	for _, m := range f.TypeMismatches {
+		if m.Converted == "" && (m.ValueType != "string" || m.Expected != "map" && m.Expected != "list") {
+			return false
+		}
+	}
+	return len(f.TypeMismatches) > 0
+}
+
+// notAtMismatches are the errors not about a value of another type (at or below a mismatch's
+// path): the type-mismatch finding and its conversion (fix-values) deal with those, not the
+// fix-invalid-on-recreate step.
+func notAtMismatches(errs []string, tm []preflight.TypeMismatch) []string {
+	var out []string
+	for _, e := range errs {
+		at := false
+		for _, m := range tm {
+			p := strings.TrimPrefix(m.Path, ".")
+			at = at || p != "" && (strings.HasPrefix(e, p+":") || strings.HasPrefix(e, p+".") || strings.HasPrefix(e, p+"["))
+		}
+		if !at {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (p *crdPlan) migrateCommand() string {
+	cmd := fmt.Sprintf("kubectl crdver migrate %s", p.next.Name)
+	if !p.intermediate && p.it.StorageVersion.Before != p.storage {
+		cmd += " --to " + p.storage
+	}
+	return cmd
+}
+
+// fixValuesStep is the storage step that converts the CRD's values of another type before its
+// rewrite (migrate --fix-values), in phase: each object it converts, with what each value
+// becomes, and why it may write then.
+func (p *crdPlan) fixValuesStep(phase, flag, consentWhy string) RunbookStep {
+	name, s := p.next.Name, p.storage
+	var objs []string
+	for _, f := range p.mistyped() {
 		var what []string
-		var ops []string
-		convertible := true
 		for _, m := range f.TypeMismatches {
-			line := fmt.Sprintf("%s is %s, %s expects %s", m.Path, orEmpty(m.ValueType, "a value"), v, orEmpty(m.Expected, "another type"))
-			ptr, ok := jsonPointer(m.Path)
-			if m.Converted == "" || !ok || m.Value == "" {
-				convertible = false
-				what = append(what, line+" (no lossless conversion: for you to decide)")
-				continue
+			line := m.Describe(s)
+			if f.ValuesConvert() {
+				line += " → " + m.Converted
 			}
-			what = append(what, line+" → "+m.Converted)
-			ops = append(ops, fmt.Sprintf(`{"op":"test","path":%q,"value":%s}`, ptr, m.Value), fmt.Sprintf(`{"op":"replace","path":%q,"value":%s}`, ptr, m.Converted))
+			what = append(what, line)
+		}
+		if !f.ValuesConvert() {
+			what = append(what, "converted once you have changed it (the fix-values step above)")
 		}
 		objs = append(objs, objectName(&f)+": "+strings.Join(what, "; "))
-		if convertible {
-			patched++
-			cmds = append(cmds, patchCommand(resource, f, "["+strings.Join(ops, ",")+"]"))
-		} else {
-			edited++
-			cmds = append(cmds, getCommand(resource, f), editCommand(resource, f))
+	}
+	cmd := "kubectl crdver migrate " + name + " --fix-values"
+	if phase == PhaseStorage {
+		cmd = p.migrateCommand() + " --fix-values"
+	}
+	when := fmt.Sprintf("once %s is the storage version of %s (with the new schema: the steps above), after the backup", s, name)
+	if phase != PhaseStorage {
+		when = fmt.Sprintf("now that the release is applied (until then the live schema of %s typed them as they are), after the backup", s)
+	}
+	why := fmt.Sprintf("%s of %s %s values whose type does not fit the typed schema of %s (listed): the API server accepts %s no-op writes, but server-side apply fails on %s and a rewrite cannot record %s field ownership (servers before 1.37 drop all of %s managedFields). --fix-values converts each value without loss (YAML text to the object or list it spells, a scalar to a one-element list, a number to its string), %s: written at %s, where it drops nothing the rewrite does not drop as well, and keeping every field manager (their managedFields entries moved to %s and to the new values' paths); then it makes %s the storage version of %s if it is not yet, rewrites every object at it and trims status.storedVersions to [%s]. Without the flag it refuses, listing them",
+		objects(len(objs)), name, agree(len(objs), "holds", "hold"), s, agree(len(objs), "its", "their"), agree(len(objs), "it", "them"), agree(len(objs), "its", "their"), agree(len(objs), "its", "their"), when, s, s, s, name, s)
+	return RunbookStep{Phase: phase, Action: ActionMigrate, CRDs: []string{name}, Target: s, FixValues: true,
+		Objects: capList(objs), Commands: []string{cmd + flag}, Why: why + p.oldWritersWhy() + consentWhy}
+}
+
+// oldWritersWhy says which managers that write again (not one-time kubectl writes) wrote
+// another version than the new storage version: once the values are converted, a write at a
+// version whose schema has the old type cannot be typed ("" when none).
+func (p *crdPlan) oldWritersWhy() string {
+	var parts []string
+	for _, mv := range p.it.ManagedFields {
+		if mv.Version == p.storage {
+			continue
+		}
+		var writers []string
+		for _, m := range mv.Managers {
+			if !slices.Contains(oneTimeManagers, m) {
+				writers = append(writers, m)
+			}
+		}
+		if len(writers) > 0 {
+			parts = append(parts, fmt.Sprintf("%s wrote %s", strings.Join(writers, ", "), mv.Version))
 		}
 	}
-	if len(objs) == 0 {
-		return RunbookStep{}, false
+	if len(parts) == 0 {
+		return ""
 	}
-	var when string
-	if lv, err := crdinfo.Lookup(p.live, v); err == nil && lv.Served && equalSchemas(p.live, p.next, v) {
-		when = "before or after the apply"
-	} else {
-		when = fmt.Sprintf("as soon as the cluster serves %s with this schema (the intermediate CRDs of the storage steps below, else the apply), before the objects are rewritten (the live CRD does not serve it yet)", v)
+	return fmt.Sprintf(". Once the values are converted, a version whose schema has the old type cannot hold them: a read there shows them pruned (an object where the schema says text reads as {}), a write there cannot be typed (server-side apply fails; servers before 1.37 drop every field manager of the object on an update): %s; stop those that read or write it before this step and have them use %s (the release's operator, GitOps manifests at %s) from then on", strings.Join(parts, "; "), p.storage, p.storage)
+}
+
+// valuesForPerson adds, per CRD, the step for a person about the objects holding values of
+// another type that do not convert without loss (decision table: KindTypeMismatch): after the
+// backup, before any storage step. Where the value is text (YAML for a map or a list), the
+// person changes the text at a version whose schema keeps it text, so that it converts: a
+// write there drops nothing and keeps every field manager (the API server types it). Other
+// values can only be written at the new storage version once the storage steps are done.
+func (b *runbook) valuesForPerson() {
+	for _, p := range b.plans {
+		if p.fixAt() == fixNone {
+			continue
+		}
+		at := p.personVersion()
+		resource := p.next.Spec.Names.Plural + "." + at + "." + p.next.Spec.Group
+		var objs, cmds, unspelled []string
+		for _, f := range p.mistyped() {
+			if f.ValuesConvert() {
+				continue
+			}
+			var what []string
+			for _, m := range f.TypeMismatches {
+				switch {
+				case len(m.ConvertedErrors) > 0:
+					what = append(what, m.Describe(p.storage)+": converted, "+p.storage+" rejects it ("+strings.Join(m.ConvertedErrors, "; ")+")")
+				case m.Converted == "":
+					what = append(what, m.Describe(p.storage)+" (no lossless conversion)")
+				}
+			}
+			name := objectName(&f)
+			if !f.ValuesSpelledAsText() {
+				unspelled = append(unspelled, name)
+			}
+			objs = append(objs, name+": "+strings.Join(what, "; "))
+			cmds = append(cmds, getCommand(resource, f), editCommand(resource, f))
+		}
+		if len(objs) == 0 {
+			continue
+		}
+		why := fmt.Sprintf("%s of %s %s values whose type does not fit the typed schema of %s and that --fix-values cannot convert (listed). Change each at %s, now that the backup above holds %s: where the value is YAML text, change the text so that it parses to what %s accepts (the API server's errors listed say what it lacks); a write at %s keeps every field and every field manager (the API server types the object there). The step below that says --fix-values then converts %s with the others, keeping %s field managers; kubectl crdver plan -f %s lists %s as converting (kubectl crdver upgrade --fix-values stops here until you have)",
+			objects(len(objs)), p.next.Name, agree(len(objs), "holds", "hold"), p.storage, at, agree(len(objs), "it", "them"), p.storage, at, agree(len(objs), "it", "them"), agree(len(objs), "its", "their"), b.file, agree(len(objs), "it", "them"))
+		if len(unspelled) > 0 {
+			why += fmt.Sprintf(". No text spells a value of %s (%s): change %s at %s once the storage steps are done, which drops %s field managers on servers before 1.37 (kubectl crdver upgrade refuses %s)",
+				strings.Join(unspelled, ", "), p.storage, agree(len(unspelled), "it", "them"), p.storage, agree(len(unspelled), "its", "their"), agree(len(unspelled), "it", "them"))
+		}
+		if len(cmds) > 2*objectsShown {
+			cmds = append(cmds[:2*objectsShown:2*objectsShown], fmt.Sprintf("… and %d more (kubectl crdver plan -o json lists them all)", len(objs)-objectsShown))
+		}
+		b.add(RunbookStep{Phase: PhaseFix, Action: ActionFixValues, CRDs: []string{p.next.Name}, Version: at, Target: p.storage, Manual: true,
+			Objects: capList(objs), Commands: cmds, Why: why})
 	}
-	how := ""
-	switch {
-	case patched > 0 && edited > 0:
-		how = fmt.Sprintf("the patches below change the %d that convert without loss (each only if the value is still the one listed); edit the other %d", patched, edited)
-	case patched > 0:
-		how = "the patches below change each value to what is listed (each only if the value is still the one listed)"
-	default:
-		how = "no value converts without loss: edit each"
+}
+
+// personVersion is the version a person changes values of the old type at: one the live CRD
+// serves other than the new storage version (whose schema holds the old type), the version
+// objects are listed at first; the new storage version when there is none.
+func (p *crdPlan) personVersion() string {
+	if v := ListVersion(p.live); v != "" && v != p.storage {
+		return v
 	}
-	why := fmt.Sprintf("%s of %s %s values whose type does not fit the typed schema of %s, as listed: the API server accepts %s no-op writes (it ratchets unchanged fields), but server-side apply fails on %s, a rewrite cannot record %s field ownership (servers before 1.37 drop all of %s managedFields) and a re-create as read is rejected. Change the values %s: %s; then kubectl crdver plan -f %s no longer lists %s. Server-side apply works again once the objects' managedFields entries of other versions are moved to %s (the migrate and retire steps do it within their rewrite): an entry of a version whose schema the new value does not fit fails it too",
-		objects(len(objs)), p.next.Name, agree(len(objs), "holds", "hold"), v, agree(len(objs), "its", "their"), agree(len(objs), "it", "them"), agree(len(objs), "its", "their"), agree(len(objs), "its", "their"), when, how, file, agree(len(objs), "it", "them"), v)
-	if len(cmds) > 2*objectsShown {
-		cmds = append(cmds[:2*objectsShown:2*objectsShown], fmt.Sprintf("… and %d more (kubectl crdver plan -o json lists them all)", len(objs)-objectsShown))
+	for _, v := range crdinfo.VersionNames(p.live) {
+		if lv, _ := crdinfo.Lookup(p.live, v); lv.Served && v != p.storage {
+			return v
+		}
 	}
-	return RunbookStep{Phase: PhaseFix, Action: ActionFixValues, CRDs: []string{p.next.Name}, Target: v, Manual: DecisionFor(KindTypeMismatch).Manual,
-		Objects: capList(objs), Commands: cmds, Why: why}, true
+	return p.storage
+}
+
+// valuesAfterApply adds, per CRD whose values of another type fit the live schema until the
+// apply, their conversion after it (fixAt: fixAfterApply).
+func (b *runbook) valuesAfterApply() {
+	for _, p := range b.plans {
+		if p.fixAt() != fixAfterApply {
+			continue
+		}
+		flag, consentWhy := p.consent(b.backedUp[p.live.Name], b.backupFile)
+		b.add(p.fixValuesStep(PhaseApply, flag, consentWhy))
+	}
 }
 
 // equalSchemas reports whether version v has the same schema in a and b.
@@ -620,43 +789,6 @@ func equalSchemas(a, b *apiextensionsv1.CustomResourceDefinition, v string) bool
 	av, err1 := crdinfo.Lookup(a, v)
 	bv, err2 := crdinfo.Lookup(b, v)
 	return err1 == nil && err2 == nil && equality.Semantic.DeepEqual(av.Schema, bv.Schema)
-}
-
-// jsonPointer turns a structured-merge-diff path (.spec.config, .spec.items[0].x) into a JSON
-// pointer (/spec/config); false for a path it cannot address (an element of a list by key).
-func jsonPointer(path string) (string, bool) {
-	var b strings.Builder
-	for path != "" {
-		switch path[0] {
-		case '.':
-			path = path[1:]
-			end := strings.IndexAny(path, ".[")
-			if end < 0 {
-				end = len(path)
-			}
-			b.WriteString("/" + strings.ReplaceAll(strings.ReplaceAll(path[:end], "~", "~0"), "/", "~1"))
-			path = path[end:]
-		case '[':
-			end := strings.Index(path, "]")
-			idx := path[1:max(end, 1)]
-			if end < 0 || strings.ContainsAny(idx, "=") {
-				return "", false
-			}
-			b.WriteString("/" + idx)
-			path = path[end+1:]
-		default:
-			return "", false
-		}
-	}
-	return b.String(), b.Len() > 0
-}
-
-func patchCommand(resource string, f Finding, patch string) string {
-	ns := ""
-	if f.Namespace != "" {
-		ns = " -n " + f.Namespace
-	}
-	return fmt.Sprintf("kubectl patch %s %s%s --type=json -p '%s'", resource, f.Name, ns, strings.ReplaceAll(patch, "'", `'\''`))
 }
 
 // recreateStep is the step for a person about the CRD's objects that are invalid on re-create

@@ -16,6 +16,7 @@ import (
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/printers"
+	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
 const migrateExample = `  # See what a migration would do, writing nothing
@@ -55,6 +56,9 @@ type MigrateOptions struct {
 	Engine string
 	Yes    bool
 	All    bool // every CRD with a pending migration (migrate_all.go)
+	// FixValues converts the values that do not fit the storage version's typed schema before
+	// the rewrite (migrate_fixvalues.go).
+	FixValues bool
 	// ClusterStartTimeout bounds the wait for a controller to pick up a StorageVersionMigration.
 	ClusterStartTimeout time.Duration
 
@@ -108,7 +112,10 @@ after its write. The preflight's dry-run writes adapt to the API server like the
 needed": same schemas, no admission webhook or policy matching, objects valid as the API
 server's validation judges them; nothing pending), and a resumed run does not check again the
 objects already rewritten nor those an earlier preflight accepted and that have not changed
-since (recorded next to the checkpoint).
+since (recorded next to the checkpoint). --fix-values converts, before the rewrite, the values
+whose type does not fit the storage version's typed schema (text where it expects an object, as
+a release that changes a field's type leaves them), keeping every field manager; without it such
+objects keep the old value, on which server-side apply fails.
 
 Exit codes: 0 done; 1 some objects could not be rewritten, lost field managers, or the
 preflight refused; 2 usage; 3 could not complete (forbidden, unreachable, interrupted: the
@@ -125,6 +132,7 @@ message says how to resume).`,
 	f.BoolVar(&o.DryRun, "dry-run", false, "Print the plan and write nothing")
 	o.addRewriteFlags(f, "Checkpoint file (default: in your cache folder, per cluster and CRD)")
 	f.BoolVar(&o.NoTrim, "no-trim", false, "Do not trim status.storedVersions after the rewrite")
+	f.BoolVar(&o.FixValues, "fix-values", false, "Before the rewrite, convert each value whose type does not fit the storage version's typed schema where the conversion is lossless (YAML text to the object or list it spells, a scalar to a one-element list, a number to its string), keeping every field manager (their managedFields entries moved to the new values' paths)")
 	f.StringVar(&o.Engine, "engine", engineClient, "Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration)")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before switching the storage version")
 	f.BoolVar(&o.All, "all", false, "Migrate every CRD whose status.storedVersions lists a version other than its storage version: one plan, one question, one progress display")
@@ -169,6 +177,8 @@ func (o *MigrateOptions) Validate() error {
 	switch {
 	case o.Engine != engineClient && o.Engine != engineCluster:
 		return UsageErrorf("--engine %q is not supported: use client or cluster", o.Engine)
+	case o.FixValues && o.All:
+		return UsageErrorf("--fix-values is for one CRD: run kubectl crdver migrate CRD --fix-values for each")
 	case o.Engine == engineCluster && o.Checkpoint != "":
 		return UsageErrorf("--checkpoint is for --engine client: the cluster's StorageVersionMigration keeps its own progress")
 	}
@@ -228,7 +238,18 @@ func (o *MigrateOptions) newMigrator(c *migrate.Clients, pre **preflight.Report)
 		if o.To != "" {
 			cmd += " --to " + o.To
 		}
+		if o.FixValues {
+			if err := o.checkValues(ctx, c, crd, target, rep); err != nil {
+				return rep, err
+			}
+			cmd += " --fix-values"
+		}
 		return rep, o.refusal([]*preflight.Report{rep}, cmd)
+	}
+	if o.FixValues {
+		m.BeforeRewrite = func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+			return o.fixValues(ctx, c, crd)
+		}
 	}
 	if !o.Yes {
 		m.Confirm = func(_ context.Context, p *migrate.Plan) (bool, error) {
@@ -331,6 +352,11 @@ func migrateError(name string, err error) error {
 		return Unavailable(se.Err)
 	case migrate.StepCheckpoint:
 		return Unavailable(checkpointAdvice(se.Err))
+	case migrate.StepBeforeRewrite:
+		if errors.Is(se.Err, upgrade.ErrValuesForPerson) {
+			return ProblemsFound("--fix-values: %v", se.Err)
+		}
+		return clusterError(fmt.Sprintf("converting the values of %s (--fix-values)", name), se.Err)
 	case migrate.StepCluster:
 		if errors.Is(se.Err, migrate.ErrClusterEngineUnavailable) {
 			return Unavailable(fmt.Errorf("%w; or use --engine client", se.Err))

@@ -52,10 +52,12 @@ func managersOf(u *unstructured.Unstructured) []string {
 
 // TestTypeChangeFromPlanToFix: the typechange release on the API server, each object with an
 // Update manager (editor) and an Apply manager (gitops). Plan names each object's values of
-// another type and gives the fix-values step; upgrade refuses before any write (the CRD and
-// the objects are unchanged); once the new CRD is applied, the step's patch gives each object
-// the listed values and server-side apply works again; migrate then rewrites every object at
-// v2 and ends with the same managers on each object.
+// another type: opaque's (text that spells no map) in the step for a person, at v1, the others
+// converted by the rewrite with --fix-values; upgrade without --fix-values refuses before any
+// write, naming it. With the new CRD applied by hand, migrate --fix-values refuses before any
+// write while opaque's value converts to nothing; once a person has changed its text at v1,
+// it converts both objects' values, rewrites every object at v2 and trims, every manager kept,
+// server-side apply working and plan of the release clean.
 func TestTypeChangeFromPlanToFix(t *testing.T) {
 	isolateCache(t)
 	ctx := context.Background()
@@ -116,23 +118,23 @@ func TestTypeChangeFromPlanToFix(t *testing.T) {
 	if it.Verdict != plan.VerdictBreaking || !slices.Contains(it.Kinds, plan.KindTypeMismatch) {
 		t.Errorf("plan: verdict %s kinds %v", it.Verdict, it.Kinds)
 	}
-	var step *plan.RunbookStep
+	// The runbook: opaque (its text spells no map) for a person after the backup, at v1; the
+	// rewrite with --fix-values converts text-config's values.
+	var person, migrate *plan.RunbookStep
 	for i := range rep.Runbook {
-		if rep.Runbook[i].Action == plan.ActionFixValues {
-			step = &rep.Runbook[i]
+		switch st := &rep.Runbook[i]; {
+		case st.Action == plan.ActionFixValues:
+			person = st
+		case st.Action == plan.ActionMigrate && st.FixValues:
+			migrate = st
 		}
 	}
-	if step == nil || len(step.Objects) != 2 {
-		t.Fatalf("plan: fix-values step %+v", step)
+	if person == nil || len(person.Objects) != 1 || person.Version != "v1" || migrate == nil || len(migrate.Objects) != 2 {
+		t.Fatalf("plan: fix-values step %+v, rewrite %+v", person, migrate)
 	}
 	human := runCluster(t, "plan", "-f", newFile)
-	mustContain(t, "plan", human.stdout, "default/text-config: type: .spec.config is string, v2 expects map", "kubectl patch brokers.v2."+group+" text-config -n default --type=json")
-	for _, c := range step.Commands {
-		if strings.HasPrefix(c, "kubectl patch ") {
-			// The patch is printed whole (a line break inside its quotes would change it).
-			mustContain(t, "plan's runbook", human.stdout, c[strings.Index(c, "'"):])
-		}
-	}
+	mustContain(t, "plan", human.stdout, "default/text-config: type: .spec.config is string, v2 expects map", "kubectl edit brokers.v1."+group+" opaque -n default",
+		"kubectl crdver migrate brokers."+group+" --fix-values")
 
 	// Upgrade refuses before any write.
 	before := map[string]string{}
@@ -147,7 +149,7 @@ func TestTypeChangeFromPlanToFix(t *testing.T) {
 	if res.code != 1 {
 		t.Fatalf("upgrade: exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
-	mustContain(t, "upgrade", res.stdout+res.stderr, "values whose type does not fit")
+	mustContain(t, "upgrade", res.stdout+res.stderr, "values whose type does not fit", "--fix-values")
 	cs := apiextensionsclient.NewForConfigOrDie(env.Config)
 	cur, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, live.Name, metav1.GetOptions{})
 	if err != nil {
@@ -163,7 +165,9 @@ func TestTypeChangeFromPlanToFix(t *testing.T) {
 		}
 	}
 
-	// Apply the release by hand, then the step's patch (what kubectl patch sends).
+	// Apply the release by hand (the new storage version v2 now, before any backup: what the
+	// old advice had users do); migrate --to v2 --fix-values then refuses before any write for
+	// opaque, whose value converts to nothing.
 	cur.Spec.Versions = next.Spec.Versions
 	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -171,113 +175,61 @@ func TestTypeChangeFromPlanToFix(t *testing.T) {
 	if _, err := env.WaitEstablished(ctx, live.Name); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range step.Commands {
-		if !strings.HasPrefix(c, "kubectl patch ") {
-			continue
-		}
-		name := strings.Fields(c)[3]
-		patch := c[strings.Index(c, "-p '")+4 : len(c)-1]
-		patched, err := ri("v2").Patch(ctx, name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubectl-patch"})
-		if err != nil {
-			t.Fatalf("%s: %v", c, err)
-		}
-		cfg, _, _ := unstructured.NestedMap(patched.Object, "spec", "config")
-		hosts, _, _ := unstructured.NestedStringSlice(patched.Object, "spec", "hosts")
-		port, _, _ := unstructured.NestedString(patched.Object, "spec", "port")
-		if cfg["retention"] != "7d" || !slices.Equal(hosts, []string{"broker-0.example.com"}) || port != "9092" {
-			t.Errorf("%s after the patch: %v", name, patched.Object["spec"])
-		}
-		// kube-apiserver 1.37 keeps the managedFields of an object it cannot type: the
-		// patch's own manager is not recorded, and the v1 entries stay (the decision table).
-		if got := managersOf(patched); !slices.Equal(got, []string{"editor/Update", "gitops/Apply"}) {
-			t.Errorf("%s: managers after the patch %v, want the two of before", name, got)
-		}
-		// Its managedFields entries still name v1, whose schema the new value does not fit:
-		// server-side apply fails until the rewrite moves them to v2.
-		if err := apply("v2", name); err == nil {
-			t.Errorf("%s: server-side apply at v2 worked after the patch, before the rewrite; the decision table says it fails until the entries of v1 are moved", name)
-		}
-	}
-
-	// A plan after the fix: text-config holds spec.config as a map, written at v2 (the storage
-	// version): it is not encoded at v1, whose schema (a string) would have pruned the map's
-	// keys on every read. Plan must not call their keys lost (it did: "loses fields on read if
-	// encoded at another version", a data-loss step with --allow-data-loss). Only opaque,
-	// whose value converts to nothing, is left.
-	res = runCluster(t, "plan", "-f", newFile, "-o", "json")
-	rep = plan.Report{}
-	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
-		t.Fatalf("plan after the fix: %v\n%s", err, res.stderr)
-	}
-	if res.code != 1 {
-		t.Errorf("plan after the fix: exit %d, want 1 (opaque is left)", res.code)
-	}
-	checkLeft := func(when string, rep plan.Report) {
-		t.Helper()
-		var left []string
-		for _, f := range rep.Items[0].Objects.Findings {
-			left = append(left, f.Name)
-			if f.Name != "opaque" {
-				t.Errorf("%s: %s has a finding: kinds %v, pruned %v, possibly pruned %v, notes %q", when, f.Name, f.Kinds, f.PrunedOnRead, f.PossiblyPrunedOnRead, f.Notes)
-				continue
-			}
-			if !slices.Equal(f.Kinds, []plan.Kind{plan.KindTypeMismatch, plan.KindInvalidOnRecreate}) || len(f.PossiblyPrunedOnRead) != 0 {
-				t.Errorf("%s: opaque: kinds %v, possibly pruned %v, want type-mismatch and invalid-on-recreate only", when, f.Kinds, f.PossiblyPrunedOnRead)
-			}
-		}
-		if !slices.Equal(left, []string{"opaque"}) {
-			t.Errorf("%s: objects with findings %v, want opaque only", when, left)
-		}
-		if k := rep.Items[0].Kinds; slices.Contains(k, plan.KindDataLoss) || slices.Contains(k, plan.KindUnknown) {
-			t.Errorf("%s: the CRD's kinds %v: nothing is lost", when, k)
-		}
-		for _, st := range rep.Runbook {
-			for _, c := range st.Commands {
-				if strings.Contains(c, "--allow-data-loss") {
-					t.Errorf("%s: the runbook asks for --allow-data-loss: %s", when, c)
-				}
-			}
-		}
-	}
-	checkLeft("plan after the fix", rep)
-
-	// migrate: the decision table's rows for what its preflight finds (data-loss, unknown,
-	// rejected-write, ownership-loss): none here (1.37 keeps the managedFields of opaque, which
-	// it cannot type, and of text-config, which it can once rewritten), so it rewrites every
-	// object at v2, trims storedVersions and exits 0, with the same managers on each object;
-	// server-side apply then works on text-config and plain (opaque is the person's to fix).
 	mgrs := map[string][]string{}
 	for _, n := range names {
 		u, _ := ri("v2").Get(ctx, n, metav1.GetOptions{})
 		mgrs[n] = managersOf(u)
+		before[n] = u.GetResourceVersion()
 	}
-	res = runCluster(t, "migrate", live.Name, "--to", "v2", "--yes", "--quiet", "--checkpoint", filepath.Join(dir, "cp.json"))
+	migrateArgs := []string{"migrate", live.Name, "--to", "v2", "--fix-values", "--yes", "--checkpoint", filepath.Join(dir, "cp.json")}
+	res = runCluster(t, migrateArgs...)
+	if res.code != 1 {
+		t.Fatalf("migrate --fix-values with opaque unconvertible: exit %d, want 1\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	mustContain(t, "migrate --fix-values", res.stderr, "default/opaque (.spec.config is string, v2 expects map: no lossless conversion)", "nothing was written")
+	for _, n := range names {
+		if u, err := ri("v2").Get(ctx, n, metav1.GetOptions{}); err != nil || u.GetResourceVersion() != before[n] {
+			t.Errorf("the refused migrate wrote %s (%v)", n, err)
+		}
+	}
+
+	// The person's change at v1 (the runbook's fix-values step): text that spells a map. Then
+	// migrate --fix-values converts both objects' values before its rewrite, keeping every
+	// manager (the person's kubectl-patch beside them), and server-side apply works at v2.
+	if _, err := ri("v1").Patch(ctx, "opaque", types.MergePatchType, []byte(`{"spec":{"config":"words: just\n"}}`), metav1.PatchOptions{FieldManager: "kubectl-patch"}); err != nil {
+		t.Fatal(err)
+	}
+	mgrs["opaque"] = append(mgrs["opaque"], "kubectl-patch/Update")
+	slices.Sort(mgrs["opaque"])
+	res = runCluster(t, migrateArgs...)
 	if res.code != 0 {
-		t.Fatalf("migrate: exit %d, want 0 (nothing its preflight refuses for)\n%s\n%s", res.code, res.stdout, res.stderr)
+		t.Fatalf("migrate --fix-values: exit %d, want 0\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
-	mustContain(t, "migrate", res.stdout, "nothing is lost or refused by rewriting them at v2", "status.storedVersions: [v1 v2] -> [v2]")
+	mustContain(t, "migrate --fix-values", res.stderr, "text-config: converted .spec.config is string, v2 expects map", "opaque: converted .spec.config is string, v2 expects map", "field managers kept")
 	if got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, live.Name, metav1.GetOptions{}); err != nil || !slices.Equal(got.Status.StoredVersions, []string{"v2"}) {
 		t.Errorf("after migrate: storedVersions %v (%v), want [v2]", got.Status.StoredVersions, err)
 	}
 	for _, n := range names {
 		u, _ := ri("v2").Get(ctx, n, metav1.GetOptions{})
 		if got := managersOf(u); !slices.Equal(got, mgrs[n]) {
-			t.Errorf("%s: managers %v after migrate, %v before", n, got, mgrs[n])
+			t.Errorf("%s: managers %v after migrate --fix-values, %v before", n, got, mgrs[n])
 		}
-		// opaque's value converts to nothing: its fix is for a person (kubectl edit).
-		if err := apply("v2", n); (err != nil) != (n == "opaque") {
-			t.Errorf("%s: server-side apply at v2 after migrate: %v", n, err)
+		if err := apply("v2", n); err != nil {
+			t.Errorf("%s: server-side apply at v2 after migrate --fix-values: %v", n, err)
 		}
 	}
+	u, _ := ri("v2").Get(ctx, "text-config", metav1.GetOptions{})
+	cfg, _, _ := unstructured.NestedMap(u.Object, "spec", "config")
+	hosts, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "hosts")
+	port, _, _ := unstructured.NestedString(u.Object, "spec", "port")
+	if cfg["retention"] != "7d" || !slices.Equal(hosts, []string{"broker-0.example.com"}) || port != "9092" {
+		t.Errorf("text-config after migrate --fix-values: %v", u.Object["spec"])
+	}
+	// Plan of the release: nothing left (no value of another type, nothing lost).
 	res = runCluster(t, "plan", "-f", newFile, "-o", "json")
-	rep = plan.Report{}
-	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
-		t.Fatalf("plan after migrate: %v\n%s", err, res.stderr)
+	if res.code != 0 {
+		t.Errorf("plan after migrate --fix-values: exit %d, want 0\n%s", res.code, res.stdout)
 	}
-	if res.code != 1 {
-		t.Errorf("plan after migrate: exit %d, want 1 (opaque is left)", res.code)
-	}
-	checkLeft("plan after migrate", rep)
 }
 
 // olderServer starts kube-apiserver 1.34 (testenv.StartBuiltMinor: skipped when not built)

@@ -39,7 +39,7 @@ type UpgradeOptions struct {
 
 	Files                                  []string
 	DryRun, Yes, AllowDataLoss             bool
-	AllowOwnershipLoss                     bool
+	AllowOwnershipLoss, FixValues          bool
 	SkipInvalid, NoApply, IntermediateCRDs bool
 	Backup, FieldManager, Checkpoint       string
 	ChunkSize                              int64
@@ -61,7 +61,10 @@ func NewCmdUpgrade(g *Globals) *cobra.Command {
    CRDs: fields the re-encoding at the new storage version drops, writes that would be rejected.
    If any, stop before writing anything, list the objects and fields, and say how to keep them
    (--allow-data-loss goes on past the fields dropped; --skip-invalid past objects whose next
-   write would be rejected, which then keep their CRD's status.storedVersions untrimmed). Objects stored at a
+   write would be rejected, which then keep their CRD's status.storedVersions untrimmed;
+   --fix-values past values of another type than the new storage version's schema: it converts
+   them after the backup, keeping every field manager, and stops for you at those with no
+   lossless conversion). Objects stored at a
    version the live CRD no longer serves can be read as stored only at it: the upgrade first
    serves it again (asked for like any write; --dry-run does not, and says the preflight is not
    complete) and serves it no longer if the upgrade is then refused or not confirmed.
@@ -101,6 +104,7 @@ unreachable, interrupted: run it again to resume).`,
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before writing")
 	f.BoolVar(&o.AllowDataLoss, "allow-data-loss", false, "Go on when objects would lose fields (the backup keeps them)")
 	f.BoolVar(&o.AllowOwnershipLoss, "allow-ownership-loss", false, "Go on when the API server's dry run of a rewrite drops field managers of objects (the preflight lists them; --allow-data-loss does not allow this)")
+	f.BoolVar(&o.FixValues, "fix-values", false, "Go on when objects hold values whose type does not fit the new storage version's typed schema: after the backup, convert those that convert without loss (YAML text to the object or list it spells, a scalar to a one-element list, a number to its string), keeping every field manager; stop for you at the others")
 	f.BoolVar(&o.SkipInvalid, "skip-invalid", false, "Go on when objects' next write would be rejected (their CRD keeps status.storedVersions untrimmed)")
 	f.BoolVar(&o.NoApply, "no-apply", false, "Do every step but the release's apply (and the verification after it)")
 	f.BoolVar(&o.IntermediateCRDs, "intermediate-crds", false, "Print the intermediate CRDs the runbook applies (YAML) and exit")
@@ -204,7 +208,7 @@ func (o *UpgradeOptions) upgradeOptions(next []*apiextensionsv1.CustomResourceDe
 		}
 	}
 	return upgrade.Options{
-		Next: next, ApplyFile: applyFile, DryRun: o.DryRun, AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss,
+		Next: next, ApplyFile: applyFile, DryRun: o.DryRun, AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss, FixValues: o.FixValues,
 		NoApply: o.NoApply, FieldManager: o.FieldManager, BackupFile: backup, Checkpoint: o.Checkpoint, ChunkSize: o.ChunkSize,
 		KubeVersion: judged.Version, ServerDryRun: o.kube.v.IsZero(),
 		OnEvaluate: func(crd string, done *atomic.Int64, total func() int64) func() {
@@ -302,6 +306,9 @@ func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.R
 			return ProblemsFound("%v (%s to go on anyway)", err, strings.Join(flags, ", "))
 		}
 		return ProblemsFound("%v", err)
+	case errors.Is(err, upgrade.ErrValuesForPerson):
+		// Stopped after the backup for a person: exit 1 with what to do (the decision table).
+		return ProblemsFound("%v", err)
 	case errors.Is(err, upgrade.ErrNotConfirmed):
 		return Unavailable(fmt.Errorf("nothing was written: %v (use --yes to skip the question)", err))
 	case errors.Is(err, upgrade.ErrInterrupted), ctx.Err() != nil:
@@ -333,7 +340,7 @@ func (o *UpgradeOptions) refusalFlags(rep *upgrade.Report) []string {
 	}
 	// Only the flags that make this refusal go on (the decision table's overrides); those
 	// already given refuse nothing (plan.Consent leaves their findings out).
-	consent := plan.Consent{AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss}
+	consent := plan.Consent{AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss, FixValues: o.FixValues}
 	return plan.OverrideFlags(consent.Refusals(rep.Preflight.Kinds()))
 }
 

@@ -137,6 +137,9 @@ func (o *UpgradeStatusOptions) nextCommand(st *upgrade.Status) string {
 		if st.DataLossAccepted {
 			cmd += " --allow-data-loss"
 		}
+		if st.FixValues {
+			cmd += " --fix-values"
+		}
 		switch {
 		case st.Backup != nil && st.BackupProblem == "":
 			cmd += " --backup " + st.Backup.File

@@ -26,10 +26,12 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
 	"sigs.k8s.io/yaml"
 )
@@ -55,6 +57,19 @@ type TypeMismatch struct {
 	// converted values (e.g. a field the new schema requires inside the converted map): the
 	// API server's errors for that update. Converted is then empty: the fix is for a person.
 	ConvertedErrors []string `json:"convertedErrors,omitempty"`
+}
+
+// Describe words the mismatch for people: ".spec.config is string, v1beta1 expects map", with
+// version the version whose schema it was typed with.
+func (m TypeMismatch) Describe(version string) string {
+	what, want := m.ValueType, m.Expected
+	if what == "" {
+		what = "a value"
+	}
+	if want == "" {
+		want = "another type"
+	}
+	return fmt.Sprintf("%s is %s, %s expects %s", m.Path, what, version, want)
 }
 
 // TypeChecker types objects of one CRD as the API server does for server-side apply. It is
@@ -118,6 +133,76 @@ func (c *TypeChecker) Check(obj map[string]any, version string) []TypeMismatch {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
+}
+
+// Convert returns a copy of obj (read at version) with every value Check finds not fitting
+// replaced by its lossless conversion (TypeMismatch.Converted), and what Check found. The copy
+// is nil when obj fits (no mismatch) or when some value has no lossless conversion (or sits
+// where no conversion can be written: a list item by key).
+func (c *TypeChecker) Convert(obj map[string]any, version string) (map[string]any, []TypeMismatch) {
+	tm := c.Check(obj, version)
+	if len(tm) == 0 {
+		return nil, nil
+	}
+	return Converted(obj, tm), tm
+}
+
+// Converted is a copy of obj with the value at each mismatch's path replaced by its lossless
+// conversion (TypeMismatch.Converted); nil when some mismatch has none or its path cannot be
+// written (a list item by key).
+func Converted(obj map[string]any, tm []TypeMismatch) map[string]any {
+	out := runtime.DeepCopyJSON(obj)
+	for _, m := range tm {
+		var v any
+		if m.Converted == "" || json.Unmarshal([]byte(m.Converted), &v) != nil || !setAt(out, m.Path, v) {
+			return nil
+		}
+	}
+	return out
+}
+
+// FieldSet is obj's field set at version as the API server's field manager records it
+// (structured-merge-diff's typed.ToFieldSet): the paths a manager that wrote every value of obj
+// would own.
+func (c *TypeChecker) FieldSet(obj map[string]any, version string) (*fieldpath.Set, error) {
+	u := &unstructured.Unstructured{Object: shallowWithAPIVersion(obj, schema.GroupVersion{Group: c.group, Version: version}.String())}
+	u.SetKind(c.kind)
+	tv, err := c.tc.ObjectToTyped(u, typed.AllowDuplicates)
+	if err != nil {
+		return nil, err
+	}
+	return tv.ToFieldSet()
+}
+
+// setAt sets the value at an SMD path (.spec.config, .spec.items[0]) that exists in obj;
+// false when it does not (or is a list item by key).
+func setAt(obj map[string]any, path string, v any) bool {
+	cut := strings.LastIndexAny(path, ".[")
+	if cut < 0 {
+		return false
+	}
+	parent, ok := valueAt(obj, path[:cut])
+	if !ok {
+		return false
+	}
+	last := path[cut:]
+	switch p := parent.(type) {
+	case map[string]any:
+		key, ok := strings.CutPrefix(last, ".")
+		if _, exists := p[key]; !ok || !exists {
+			return false
+		}
+		p[key] = v
+		return true
+	case []any:
+		i, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(last, "["), "]"))
+		if err != nil || !strings.HasSuffix(last, "]") || i < 0 || i >= len(p) {
+			return false
+		}
+		p[i] = v
+		return true
+	}
+	return false
 }
 
 func shallowWithAPIVersion(obj map[string]any, apiVersion string) map[string]any {

@@ -95,7 +95,7 @@ func (r *runner) verifyPlan(v *Verify, after *plan.Report) {
 // Consent is what the options consent to (AllowDataLoss, SkipInvalid, AllowOwnershipLoss):
 // plan.Consent decides, by the decision table, which findings refuse the run.
 func (o Options) Consent() plan.Consent {
-	return plan.Consent{AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss}
+	return plan.Consent{AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss, FixValues: o.FixValues}
 }
 
 // Kinds are the kinds of what the preflight found (decision table rows, most severe first),
@@ -174,6 +174,11 @@ func decide(rep *Report, err error, o Options) Outcome {
 			out.ExitCode = 1 // refused for a reason no override removes (the preflight could not complete)
 		}
 		out.Message = fmt.Sprintf("%v", err)
+	case errors.Is(err, ErrValuesForPerson):
+		// Stopped after the backup for a person (the runbook's fix-values step): running again
+		// continues there.
+		out.Result, out.ExitCode, out.Message = ResultNotApplied, 1, err.Error()
+		out.Remaining = append(out.Remaining, err.Error())
 	case err != nil:
 		out.Result, out.ExitCode, out.Message = ResultStopped, 3, err.Error()
 	case o.DryRun:
@@ -182,6 +187,9 @@ func decide(rep *Report, err error, o Options) Outcome {
 		case pf.Refused:
 			out.ExitCode, out.Message = 1, fmt.Sprintf("the upgrade would be refused: %s (dry run: nothing was written)", pf.Reason)
 			out.Refusals = o.Consent().Refusals(pf.Kinds())
+		case valuesForPersonStep(rep) != "":
+			out.Remaining = append(out.Remaining, valuesForPersonStep(rep))
+			out.ExitCode, out.Message = 1, fmt.Sprintf("the upgrade would stop after the backup: %s (dry run: nothing was written)", valuesForPersonStep(rep))
 		case len(left) > 0:
 			out.ExitCode, out.Message = userExit, fmt.Sprintf("the upgrade would apply the release and leave %s to you (dry run: nothing was written)", strings.Join(out.Remaining, "; "))
 		default:

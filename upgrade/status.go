@@ -40,6 +40,8 @@ type Status struct {
 	Started string   `json:"started,omitempty"`
 	// DataLossAccepted: the recorded run was told to go on despite the fields it listed.
 	DataLossAccepted bool `json:"dataLossAccepted"`
+	// FixValues: the recorded run was told to convert values of another type (--fix-values).
+	FixValues bool `json:"fixValues,omitempty"`
 	// Backup is the recorded run's backup, BackupProblem why it can no longer be used ("" when
 	// it is the same file).
 	Backup        *Backup `json:"backup,omitempty"`
@@ -230,6 +232,7 @@ func GetStatus(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.
 			break
 		}
 		st.Complete, st.CompletedAt, st.Done, st.Started, st.DataLossAccepted = cp.Complete, cp.CompletedAt, cp.Done, cp.Started, cp.DataLossAccepted
+		st.FixValues = cp.FixValues
 		if st.Done == nil {
 			st.Done = []string{}
 		}

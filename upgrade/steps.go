@@ -55,6 +55,8 @@ type state struct {
 	Serving          []ServedAgain `json:"serving,omitempty"`
 	DataLossFound    bool          `json:"dataLossFound"`
 	DataLossAccepted bool          `json:"dataLossAccepted"`
+	// FixValues: a run of the release was told to convert values of another type.
+	FixValues bool `json:"fixValues,omitempty"`
 	// Complete: the run applied the release and ran to its end. A later run of the same
 	// release (after going back to another one) starts afresh, with a backup of its own.
 	Complete    bool       `json:"complete,omitempty"`

@@ -32,6 +32,10 @@ var (
 	ErrNotConfirmed = errors.New("not confirmed")
 	// ErrInterrupted: the context was cancelled; running again resumes.
 	ErrInterrupted = errors.New("interrupted")
+	// ErrValuesForPerson: the run stopped, after the backup, at the runbook's fix-values step:
+	// objects hold values of another type that no lossless conversion fixes; running again
+	// once they are changed continues there.
+	ErrValuesForPerson = errors.New("values to change first")
 )
 
 // Options of an upgrade.
@@ -49,6 +53,11 @@ type Options struct {
 	// AllowOwnershipLoss goes on when the preflight's dry runs show objects losing field
 	// managers (AllowDataLoss does not).
 	AllowOwnershipLoss bool
+	// FixValues goes on when objects hold values whose type does not fit the new storage
+	// version's typed schema: after the backup the run converts those that convert without
+	// loss, keeping their field managers (FixValues), and stops for a person at the
+	// runbook's fix-values step for the others.
+	FixValues bool
 	// NoApply stops before the release's apply (the storage steps are done).
 	NoApply bool
 	// FieldManager of the intermediate and final server-side applies ("" is plan.FieldManager:
@@ -122,8 +131,10 @@ type Report struct {
 	// Hop: the release is this hop of a release path (RunPath).
 	Hop *HopOptions `json:"hop,omitempty"`
 	// Steps are the runbook's steps and what became of each.
-	Steps  []StepResult `json:"steps"`
-	Verify *Verify      `json:"verify,omitempty"`
+	Steps []StepResult `json:"steps"`
+	// FixedValues: what --fix-values converted, per CRD (empty when nothing was to convert).
+	FixedValues []*FixValuesReport `json:"fixedValues,omitempty"`
+	Verify      *Verify            `json:"verify,omitempty"`
 	// Checkpoint is the upgrade's state file (a resumed run continues from it).
 	Checkpoint string `json:"checkpoint,omitempty"`
 	// Resumed: a checkpoint of an earlier run of the same release on this cluster was found.

@@ -156,6 +156,7 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	}
 	// The preflight's verdict is kept: a resumed run must not lose what the first one found.
 	r.cp.DataLossAccepted = r.cp.DataLossAccepted || (len(r.rep.Preflight.DataLoss) > 0 && !o.Consent().Refuses(plan.KindDataLoss))
+	r.cp.FixValues = r.cp.FixValues || (len(r.rep.Preflight.TypeMismatch) > 0 && o.FixValues)
 	if err := r.save(); err != nil {
 		return r.rep, err
 	}
@@ -234,7 +235,9 @@ func (r *runner) preflight(ctx context.Context) {
 						}
 					}
 					if len(m.Managers) > 0 {
-						pf.OwnershipLoss = append(pf.OwnershipLoss, m)
+						if !r.fixesValuesOf(m) {
+							pf.OwnershipLoss = append(pf.OwnershipLoss, m)
+						}
 						continue
 					}
 					if len(m.Errors) > 0 && !slices.ContainsFunc(pf.Rejected, sameObject(m)) {
@@ -268,10 +271,13 @@ func (r *runner) preflight(ctx context.Context) {
 		case plan.KindRejectedWrite:
 			why = append(why, fmt.Sprintf("%s would be rejected on their next write (listed in the preflight): fix them first", countObjects(len(pf.Rejected))))
 		case plan.KindTypeMismatch:
-			why = append(why, fmt.Sprintf("%s hold values whose type does not fit the new storage version's typed schema (server-side apply would fail on them after the apply): fix the values as the plan's fix-values step says (apply the CRDs first when the live CRD does not serve that version), then run the upgrade again", countObjects(len(pf.TypeMismatch))))
+			why = append(why, fmt.Sprintf("%s hold values whose type does not fit the new storage version's typed schema (server-side apply would fail on them after the apply): %s converts them after the backup, keeping their field managers (those with no lossless conversion are then for you, after the backup: the plan's fix-values step)", countObjects(len(pf.TypeMismatch)), plan.OverrideFlag(plan.KindTypeMismatch)))
 		case plan.KindOwnershipLoss:
 			why = append(why, fmt.Sprintf("%s would lose field managers through the rewrite (listed in the preflight; --allow-data-loss does not accept this): fix what the API server cannot type, or accept it with %s", countObjects(len(pf.OwnershipLoss)), plan.OverrideFlag(plan.KindOwnershipLoss)))
 		}
+	}
+	if w := r.unfixableValues(); w != "" {
+		why = append(why, w)
 	}
 	if len(why) > 0 {
 		pf.Refused, pf.Reason = true, strings.Join(why, "; ")
@@ -466,6 +472,8 @@ func (r *runner) run(ctx context.Context) error {
 			s.State, s.Detail = StateSkipped, "invalid objects skipped (--"+plan.OverrideSkipInvalid+"): they are left as they are, their next write is rejected, and a rewrite fails on them and keeps status.storedVersions untrimmed"
 		case plan.ActionFixRecreate:
 			s.State, s.Detail = StateManual, r.recreateDetail(s)
+		case plan.ActionFixValues:
+			err = valuesForPerson(s)
 		case plan.ActionConvertObjects:
 			s.State, s.Detail = StateSkipped, "data loss accepted: the backup keeps the fields"
 		case plan.ActionChangeWriters:
@@ -575,8 +583,17 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 	if err != nil {
 		return fmt.Errorf("getting %s: %w", name, err)
 	}
+	fix := s.FixValues && r.o.FixValues
 	if crdinfo.StorageVersion(crd) == s.Target && slices.Equal(crd.Status.StoredVersions, []string{s.Target}) {
-		s.State, s.Detail = StateAlready, fmt.Sprintf("%s is the storage version and status.storedVersions is [%s]", s.Target, s.Target)
+		if fix {
+			if err := r.fixValues(ctx, s, mustCheckpoint(r.c.Server, name)); err != nil {
+				return err
+			}
+		}
+		if s.Detail == "" {
+			s.State = StateAlready
+		}
+		s.Detail += fmt.Sprintf("%s is the storage version and status.storedVersions is [%s]", s.Target, s.Target)
 		return nil
 	}
 	mo := migrate.Options{Rewrite: r.o.Rewrite}
@@ -588,6 +605,11 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 		mo.To = s.Target
 	}
 	m := &migrate.Migrator{Clients: r.c, Options: mo}
+	if fix {
+		m.BeforeRewrite = func(ctx context.Context, _ *apiextensionsv1.CustomResourceDefinition) error {
+			return r.fixValues(ctx, s, mustCheckpoint(r.c.Server, name))
+		}
+	}
 	if r.o.OnRewrite != nil {
 		m.Progress = func(total int64, counts func() migrate.Counts) func() {
 			return r.o.OnRewrite(name, total, func() int64 { return counts().Total() })
@@ -604,11 +626,11 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 	switch {
 	case rep.Failed() > 0:
 		r.problem("%s: %d objects could not be rewritten: status.storedVersions was not trimmed", name, rep.Failed())
-		s.Detail = fmt.Sprintf("%d objects failed", rep.Failed())
+		s.Detail += fmt.Sprintf("%d objects failed", rep.Failed())
 	case rep.Trim != nil && !rep.Trim.Safe:
 		r.problem("%s: status.storedVersions was not trimmed: %s", name, rep.Trim.Reason)
 	default:
-		s.Detail = fmt.Sprintf("rewritten at %s; status.storedVersions [%s]", rep.StorageVersion(), s.Target)
+		s.Detail += fmt.Sprintf("rewritten at %s; status.storedVersions [%s]", rep.StorageVersion(), s.Target)
 	}
 	return nil
 }
