@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/pager"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/ownership"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -374,25 +375,19 @@ func syncDir(dir string) {
 
 func (r *runner) backupResource(ctx context.Context, w *bufio.Writer, gvr schema.GroupVersionResource) (int64, error) {
 	var n int64
-	cont := ""
 	fmt.Fprintf(w, "# %s.%s.%s\n", gvr.Resource, gvr.Version, gvr.Group)
-	for {
-		list, err := r.c.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: r.o.ChunkSize, Continue: cont})
-		if err != nil {
-			return n, err
-		}
+	err := pager.Each(ctx, pager.Dynamic(r.c.Dynamic.Resource(gvr), pager.Options{Limit: r.o.ChunkSize}), func(list *unstructured.UnstructuredList) error {
 		for i := range list.Items {
 			y, err := yaml.Marshal(list.Items[i].Object)
 			if err != nil {
-				return n, err
+				return err
 			}
 			fmt.Fprintf(w, "---\n%s", y)
 			n++
 		}
-		if cont = list.GetContinue(); cont == "" {
-			return n, nil
-		}
-	}
+		return nil
+	})
+	return n, err
 }
 
 func parseResource(s string) (schema.GroupVersionResource, bool) {
