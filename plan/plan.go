@@ -46,6 +46,10 @@ type Options struct {
 	// (ObjectMemo: upgrade's verify does not evaluate again an object its first plan found
 	// clean and that has not changed since).
 	Memo *ObjectMemo
+	// MaxFindings bounds the findings the item lists (0: DefaultMaxFindings); every finding is
+	// counted (Objects.Omitted, the verdict's reasons, the runbook's counts): memory does not
+	// grow with the objects.
+	MaxFindings int
 	// DryRun, when set, is a client of the cluster the live CRD comes from, allowed to create
 	// and update CRDs: the apply verdict is then the API server's answer to a server-side
 	// dry-run (Item.ApplyVerdictSource), exact for that server.
@@ -224,7 +228,7 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("a migration is pending (status.storedVersions: %s): objects are evaluated as encoded at %s; where another encoding changes the answer, the object says so",
 			strings.Join(live.Status.StoredVersions, ", "), e.encodings[0]))
 	}
-	eo := evalOptions{sample: opts.Sample, workers: opts.Workers, progress: opts.Progress, keep: opts.ConvertSample}
+	eo := evalOptions{sample: opts.Sample, workers: opts.Workers, progress: opts.Progress, keep: opts.ConvertSample, maxFindings: opts.MaxFindings}
 	if opts.Sample == 0 {
 		eo.reuse, eo.record = opts.Memo.start(next.Name, e)
 		if opts.Memo != nil {
@@ -240,7 +244,7 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	}
 	if out != nil {
 		it.Objects.Evaluated = out.evaluated
-		it.Objects.Findings = out.findings
+		it.Objects.Findings, it.Objects.Omitted, it.objects = out.findings, out.omitted, &out.tally
 		it.ManagedFields = managedFieldsVersions(out.managers.Census(), next, e.readVersion)
 	}
 	if err != nil {

@@ -21,7 +21,7 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 		if verdict == plan.VerdictInvalidOnRecreate {
 			verdict = "invalid on re-create"
 		}
-		t.Add(it.CRD, it.Operation, storage, fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total)), fmt.Sprint(len(it.Objects.Findings)), Dash(verdict))
+		t.Add(it.CRD, it.Operation, storage, fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total)), fmt.Sprint(it.Objects.WithFindings()), Dash(verdict))
 	}
 	if err := t.Print(w, noHeaders); err != nil {
 		return err
@@ -83,7 +83,7 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 	}
 	if len(pf.InvalidOnRecreate) > 0 {
 		fmt.Fprintln(w)
-		WriteWrapped(w, fmt.Sprintf("Invalid on re-create: %s the new CRDs reject on re-create (a restore, a GitOps replace), although the API server accepts their writes (it ratchets unchanged fields). The upgrade goes on and applies the release; fixing them is left to you, before or after (the runbook's fix-invalid-on-recreate step):", Plural(len(pf.InvalidOnRecreate), "object")), "  ", 120)
+		WriteWrapped(w, fmt.Sprintf("Invalid on re-create: %s the new CRDs reject on re-create (a restore, a GitOps replace), although the API server accepts their writes (it ratchets unchanged fields). The upgrade goes on and applies the release; fixing them is left to you, before or after (the runbook's fix-invalid-on-recreate step):", Plural(pf.Count(plan.KindInvalidOnRecreate), "object")), "  ", 120)
 		if err := printObjectErrors(w, pf.InvalidOnRecreate, noHeaders); err != nil {
 			return err
 		}

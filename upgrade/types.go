@@ -179,6 +179,9 @@ type Preflight struct {
 	// Incomplete: the preflight could not complete (a list or a webhook failed): no answer,
 	// which no flag accepts (Refused is set too: nothing is written).
 	Incomplete bool `json:"incomplete,omitempty"`
+	// Totals: how many objects each list would hold, when more were found than it holds
+	// (nil when every list is whole; see PreflightTotals and Count).
+	Totals *PreflightTotals `json:"totals,omitempty"`
 	// Unread: objects may be stored at versions the live CRDs do not serve and --dry-run
 	// does not serve them again to read them: what they lose is not evaluated (Refused).
 	Unread []string `json:"unread,omitempty"`

@@ -29,6 +29,8 @@ type runner struct {
 	// earlier is the state of a run of this release on this cluster that finished.
 	earlier *state
 	items   []plan.Item
+	// checked counts, per CRD and kind, the objects the preflight check found (totals.go).
+	checked map[string]map[plan.Kind]int64
 }
 
 func (r *runner) notify(format string, args ...any) {
@@ -133,6 +135,7 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	}
 	r.preflight(ctx)
 	r.invalidOnRecreate()
+	r.totals()
 	if o.DryRun {
 		return r.rep, nil
 	}
@@ -245,6 +248,7 @@ func (r *runner) preflight(ctx context.Context) {
 		}
 	}
 	var why []string
+	r.totals()
 	r.markUnread()
 	if len(pf.Unread) > 0 && len(pf.BlockedCRDs) == 0 {
 		// --dry-run: what the objects stored there lose is unknown, and no flag accepts that.
@@ -262,15 +266,15 @@ func (r *runner) preflight(ctx context.Context) {
 		case plan.KindApplyRejected:
 			why = append(why, fmt.Sprintf("the API server would reject %s (see the plan's apply errors)", strings.Join(pf.BlockedCRDs, ", ")))
 		case plan.KindDataLoss:
-			why = append(why, fmt.Sprintf("%s would lose fields (listed in the preflight); back them up and convert them, or accept the loss", countObjects(len(pf.DataLoss))))
+			why = append(why, fmt.Sprintf("%s would lose fields (listed in the preflight); back them up and convert them, or accept the loss", countObjects(pf.Count(plan.KindDataLoss))))
 		case plan.KindUnknown:
 			why = append(why, fmt.Sprintf("what the rewrite loses is unknown for %s", strings.Join(pf.Unknown, "; ")))
 		case plan.KindRejectedWrite:
-			why = append(why, fmt.Sprintf("%s would be rejected on their next write (listed in the preflight): fix them first", countObjects(len(pf.Rejected))))
+			why = append(why, fmt.Sprintf("%s would be rejected on their next write (listed in the preflight): fix them first", countObjects(pf.Count(plan.KindRejectedWrite))))
 		case plan.KindTypeMismatch:
-			why = append(why, fmt.Sprintf("%s hold values whose type does not fit the new storage version's typed schema (server-side apply would fail on them after the apply): fix the values as the plan's fix-values step says (apply the CRDs first when the live CRD does not serve that version), then run the upgrade again", countObjects(len(pf.TypeMismatch))))
+			why = append(why, fmt.Sprintf("%s hold values whose type does not fit the new storage version's typed schema (server-side apply would fail on them after the apply): fix the values as the plan's fix-values step says (apply the CRDs first when the live CRD does not serve that version), then run the upgrade again", countObjects(pf.Count(plan.KindTypeMismatch))))
 		case plan.KindOwnershipLoss:
-			why = append(why, fmt.Sprintf("%s would lose field managers through the rewrite (listed in the preflight; --allow-data-loss does not accept this): fix what the API server cannot type, or accept it with %s", countObjects(len(pf.OwnershipLoss)), plan.OverrideFlag(plan.KindOwnershipLoss)))
+			why = append(why, fmt.Sprintf("%s would lose field managers through the rewrite (listed in the preflight; --allow-data-loss does not accept this): fix what the API server cannot type, or accept it with %s", countObjects(pf.Count(plan.KindOwnershipLoss)), plan.OverrideFlag(plan.KindOwnershipLoss)))
 		}
 	}
 	if len(why) > 0 {
@@ -310,7 +314,7 @@ func planFindings(it *plan.Item, pf *Preflight) {
 func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, target string) ([]ObjectFinding, error) {
 	return func(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, target string) ([]ObjectFinding, error) {
 		crd := live
-		so := preflight.Options{Target: target, ChunkSize: r.o.ChunkSize}
+		so := preflight.Options{Target: target, ChunkSize: r.o.ChunkSize, MaxListed: plan.DefaultMaxFindings}
 		if inter := plan.IntermediateFor(it); inter != nil {
 			inter.Status = *live.Status.DeepCopy()
 			// The preflight reads from the live API server, which serves what live serves (and
@@ -336,6 +340,9 @@ func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiext
 		if err := r.dropEmptyUnserved(ctx, live, rep); err != nil {
 			return nil, err
 		}
+		r.countFound(it.CRD, plan.KindDataLoss, rep.LossCount)
+		r.countFound(it.CRD, plan.KindRejectedWrite, rep.RejectedCount)
+		r.countFound(it.CRD, plan.KindOwnershipLoss, rep.OwnershipLossCount)
 		var out []ObjectFinding
 		for _, l := range rep.Losses {
 			out = append(out, ObjectFinding{CRD: it.CRD, Namespace: l.Namespace, Name: l.Name, Fields: l.Fields, HeldAt: l.HeldAt})

@@ -23,10 +23,12 @@ package clusterengine_test
 //
 // BenchmarkScaleRelease: one CRD whose release (testdata written here) makes v1 the storage
 // version, removes v1beta1 and drops spec.legacy, which every object holds (issue 38's
-// fixture): list floors, plan, doctor, convert --from-cluster, upgrade --dry-run, upgrade
+// fixture): list floors, plan, convert --from-cluster, upgrade --dry-run, upgrade
 // --yes --allow-data-loss (preflight, backup, rewrite, verify), restore --dry-run of that
-// backup. BenchmarkScaleMigrate: a CRD of two versions with one schema: migrate --dry-run,
-// migrate (client engine), migrate --engine cluster, retire --dry-run, retire.
+// backup. BenchmarkScaleMigrate: a CRD of two versions with one schema whose storage version
+// is switched to v1 (untimed) before the steps, so that a migration is pending: doctor,
+// migrate --dry-run, migrate (client engine), retire --dry-run, retire (back to v1beta1),
+// migrate --engine cluster (the in-tree StorageVersionMigration).
 
 import (
 	"bufio"
@@ -49,6 +51,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
@@ -56,7 +59,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdver/kubectl-crdver/internal/pager"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
+	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plugin"
 )
 
@@ -249,11 +254,16 @@ func (r *scaleRun) command(step string, exits []int, args ...string) *scaleResul
 		load0 := loadAvg()
 		cmd := exec.Command(r.bin, append(args, "--kubeconfig", r.e.Kubeconfig)...)
 		cmd.Env = env
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		start := time.Now()
-		out, err := cmd.Output()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		peak := testenv.PeakRSS(cmd)
+		err := cmd.Wait()
 		wall := time.Since(start)
+		rss := peak()
 		stopProfile()
 		exit := 0
 		if err != nil {
@@ -264,12 +274,9 @@ func (r *scaleRun) command(step string, exits []int, args ...string) *scaleResul
 			exit = ee.ExitCode()
 		}
 		if exit != 0 && !slices.Contains(exits, exit) {
-			b.Fatalf("%s: exit %d\nstderr:\n%s\nstdout:\n%s", strings.Join(args, " "), exit, tail(stderr.String(), 4000), tail(string(out), 4000))
+			b.Fatalf("%s: exit %d\nstderr:\n%s\nstdout:\n%s", strings.Join(args, " "), exit, tail(stderr.String(), 4000), tail(stdout.String(), 4000))
 		}
-		res = &scaleResult{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), exit: exit, stdout: out}
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			res.rssKiB = ru.Maxrss
-		}
+		res = &scaleResult{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), exit: exit, stdout: []byte(stdout.String()), rssKiB: rss}
 		r.report(b, step, res.wall, res.cpu, res.rssKiB, fmt.Sprintf("exit %d; load %s → %s", exit, load0, loadAvg()))
 	})
 	return res
@@ -421,16 +428,12 @@ func (r *scaleRun) listFloor(step, plural, version string, decoded bool) {
 		gvr := schema.GroupVersionResource{Group: scaleGroup, Version: version, Resource: plural}
 		if decoded {
 			dyn := dynamic.NewForConfigOrDie(unlimited(r.e.Config))
-			cont := ""
-			for {
-				l, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
-				if err != nil {
-					b.Fatal(err)
-				}
+			err := pager.Each(ctx, pager.Dynamic(dyn.Resource(gvr), pager.Options{Limit: 500}), func(l *unstructured.UnstructuredList) error {
 				n += len(l.Items)
-				if cont = l.GetContinue(); cont == "" {
-					break
-				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
 			}
 		} else {
 			hc, err := rest.HTTPClientFor(r.e.Config)
@@ -438,7 +441,7 @@ func (r *scaleRun) listFloor(step, plural, version string, decoded bool) {
 				b.Fatal(err)
 			}
 			cont := ""
-			for {
+			for attempt := 1; ; {
 				url := fmt.Sprintf("%s/apis/%s/%s/%s?limit=500", strings.TrimSuffix(r.e.Config.Host, "/"), scaleGroup, version, plural)
 				if cont != "" {
 					url += "&continue=" + cont
@@ -456,9 +459,17 @@ func (r *scaleRun) listFloor(step, plural, version string, decoded bool) {
 				err = json.NewDecoder(bufio.NewReaderSize(resp.Body, 1<<20)).Decode(&page)
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
+				if (resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests) && attempt < pager.DefaultMaxAttempts {
+					// As the commands do (pager.Retryable): e.g. 504 while the watch cache
+					// catches up with objects written straight into etcd.
+					time.Sleep(pager.Backoff(nil, attempt))
+					attempt++
+					continue
+				}
 				if err != nil || resp.StatusCode != http.StatusOK {
 					b.Fatalf("listing: %d %v", resp.StatusCode, err)
 				}
+				attempt = 1
 				n += len(page.Items)
 				if cont = page.Metadata.Continue; cont == "" {
 					break
@@ -508,13 +519,12 @@ func BenchmarkScaleRelease(b *testing.B) {
 	r.listFloor("list-raw", "items", "v1beta1", false)
 	r.listFloor("list-decoded", "items", "v1beta1", true)
 	r.command("plan", []int{1}, "plan", "-f", rel, "-o", "json")
-	r.command("doctor", []int{1}, "doctor", crd.Name, "-o", "json")
 	r.command("convert", []int{1}, "convert", crd.Name, "--to", "v1", "--from-cluster", "-A", "-o", "json")
 	r.command("upgrade-dry-run", []int{1}, "upgrade", "-f", rel, "--dry-run", "-o", "json")
 	if r.command("upgrade", nil, "upgrade", "-f", rel, "--yes", "--allow-data-loss", "--backup", backup,
 		"--checkpoint", filepath.Join(work, "cp"), "-o", "json", "--quiet") != nil {
-		got := storedIn(b, scaleGroup, "items")
-		if len(got) != 1 || got[scaleGroup+"/v1"] != n {
+		got, _, err := e.StoredAPIVersions(context.Background(), scaleGroup, "items")
+		if err != nil || len(got) != 1 || got[scaleGroup+"/v1"] != n {
 			b.Fatalf("after the upgrade etcd holds %v, want all %d at v1", got, n)
 		}
 		if st, err := os.Stat(backup); err == nil {
@@ -535,12 +545,22 @@ func BenchmarkScaleMigrate(b *testing.B) {
 	r := newScaleRun(b, e, n)
 	work := b.TempDir()
 	check := func(v string) {
-		got := storedIn(b, scaleGroup, "gadgets")
-		if len(got) != 1 || got[scaleGroup+"/"+v] != n {
+		got, _, err := e.StoredAPIVersions(context.Background(), scaleGroup, "gadgets")
+		if err != nil || len(got) != 1 || got[scaleGroup+"/"+v] != n {
 			b.Fatalf("etcd holds %v, want all %d at %s", got, n, v)
 		}
 	}
 	r.listFloor("list-raw", "gadgets", "v1beta1", false)
+	// v1 the storage version, every object still stored at v1beta1 (a pending migration):
+	// doctor's storage and data-loss checks then read every object.
+	c, err := migrate.NewClients(e.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := migrate.SwitchStorage(context.Background(), c, crd.Name, "v1"); err != nil {
+		b.Fatal(err)
+	}
+	r.command("doctor", []int{1}, "doctor", crd.Name, "-o", "json")
 	r.command("migrate-dry-run", nil, "migrate", crd.Name, "--to", "v1", "--dry-run", "-o", "json")
 	if r.command("migrate", nil, "migrate", crd.Name, "--to", "v1", "--yes", "--quiet", "-o", "json",
 		"--checkpoint", filepath.Join(work, "cp-migrate")) != nil {
