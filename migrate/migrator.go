@@ -40,6 +40,9 @@ type Options struct {
 	// StorageTimeout bounds the wait for the API server to encode writes at the storage
 	// version (0: 30 seconds).
 	StorageTimeout time.Duration
+	// Budget works out, before the first write, what the rewrite will ask of the cluster
+	// (Plan.Budget: EstimateBudget).
+	Budget bool
 }
 
 // Report is what a migration did. Its JSON form is the -o json|yaml output of
@@ -171,6 +174,14 @@ func (m *Migrator) run(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	plan, err := buildPlan(ctx, c, crd, o.To, o.Rewrite.ChunkSize, trim)
 	if err != nil {
 		return nil, fail(StepPlan, err)
+	}
+	if o.Budget {
+		if plan.Budget, err = EstimateBudget(ctx, c, crd, budgetVersion(crd, plan.TargetVersion), plan.Objects); err != nil {
+			return nil, fail(StepPlan, err)
+		}
+		if plan.Budget != nil && o.Engine == EngineCluster {
+			plan.Budget.Unknown = append(plan.Budget.Unknown, "the cluster engine's rate: kube-controller-manager writes the objects, at the rate its own client allows (its --kube-api-qps), which is not measured here; the rate above is this client's")
+		}
 	}
 	report := &Report{Plan: plan, DryRun: o.DryRun, Engine: o.Engine}
 	if m.Planned != nil {

@@ -43,6 +43,8 @@ type Clients struct {
 	retries *atomic.Int64
 	// clusterID is ClusterID's answer, read once per run.
 	clusterID *string
+	// flow is the flow schema and priority level of the last answer (flowRecorder).
+	flow *atomic.Pointer[[2]string]
 }
 
 // NewClients builds the clients from cfg. Client-go's own rate limiter is switched off: the
@@ -51,8 +53,9 @@ type Clients struct {
 func NewClients(cfg *rest.Config) (*Clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
-	c := &Clients{Server: cfg.Host, throttled: &atomic.Int64{}, retries: &atomic.Int64{}, clusterID: new(string)}
+	c := &Clients{Server: cfg.Host, throttled: &atomic.Int64{}, retries: &atomic.Int64{}, clusterID: new(string), flow: &atomic.Pointer[[2]string]{}}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return throttleCounter{rt: rt, count: c.throttled} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return flowRecorder{rt: rt, seen: c.flow} })
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return netRetry{rt: rt, retries: c.retries} })
 	var err error
 	if c.CRDs, err = apiextensionsclient.NewForConfig(cfg); err != nil {
@@ -83,6 +86,9 @@ type Plan struct {
 	Objects        int64            `json:"objects"`
 	Namespaces     []NamespaceCount `json:"namespaces,omitempty"`
 	Steps          []string         `json:"steps"`
+	// Budget is what the rewrite will ask of the cluster (Options.Budget, at least
+	// MinBudgetObjects objects; nil otherwise).
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // NamespaceCount is the number of objects in one namespace ("" for cluster-scoped objects).

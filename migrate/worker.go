@@ -108,7 +108,9 @@ func (r *Rewriter) record(it item, o outcome, reason string) {
 	case outcomeFailed:
 		p.counts.Failed++
 		r.failed.Add(1)
-		p.failures = append(p.failures, Failure{Namespace: it.obj.GetNamespace(), Name: it.obj.GetName(), Reason: reason})
+		if len(p.failures) < MaxListed {
+			p.failures = append(p.failures, Failure{Namespace: it.obj.GetNamespace(), Name: it.obj.GetName(), Reason: reason})
+		}
 	}
 }
 

@@ -202,6 +202,7 @@ func (o *MigrateOptions) newMigrator(c *migrate.Clients, pre **preflight.Report)
 			To: o.To, DryRun: o.DryRun, NoTrim: o.NoTrim, Engine: migrate.Engine(o.Engine),
 			Rewrite:             o.rewriteOptions(),
 			ClusterStartTimeout: o.ClusterStartTimeout,
+			Budget:              true,
 		},
 		Planned:  func(p *migrate.Plan) { _ = o.printer.PrintPart(o.g.Out, printers.MigratePlan(p)) },
 		Progress: o.rewriteProgress("migrate"),

@@ -76,6 +76,7 @@ func printPlan(w io.Writer, p *migrate.Plan, noHeaders bool) error {
 	for i, s := range p.Steps {
 		fmt.Fprintf(w, "  %d. %s\n", i+1, s)
 	}
+	printBudget(w, p.Budget, "  ")
 	if p.Namespaced && len(p.Namespaces) > 0 {
 		fmt.Fprintln(w)
 		t := &Table{Header: []string{"namespace", "objects"}}

@@ -63,6 +63,10 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 		if err := printIndented(w, ft, noHeaders); err != nil {
 			return err
 		}
+		if t := pf.Totals; t != nil {
+			WriteWrapped(w, fmt.Sprintf("  The table lists the first objects of each kind; found in all: %s losing fields, %s rejected, %s with values of another type, %s losing field managers.",
+				Plural(pf.Count(plan.KindDataLoss), "object"), Plural(pf.Count(plan.KindRejectedWrite), "object"), Plural(pf.Count(plan.KindTypeMismatch), "object"), Plural(pf.Count(plan.KindOwnershipLoss), "object")), "    ", 120)
+		}
 		for _, c := range pf.BlockedCRDs {
 			fmt.Fprintf(w, "  %s: the API server would reject the new CRD (kubectl crdver plan shows why)\n", c)
 		}
@@ -87,6 +91,10 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 		if err := printObjectErrors(w, pf.InvalidOnRecreate, noHeaders); err != nil {
 			return err
 		}
+	}
+	for _, b := range r.Budgets {
+		fmt.Fprintln(w)
+		printBudget(w, b, "")
 	}
 	fmt.Fprintln(w)
 	Runbook(w, "Runbook (the whole release, in this order):", r.Plan.Runbook)

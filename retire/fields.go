@@ -63,7 +63,10 @@ func (r *runner) checkWriters(ctx context.Context, crd *apiextensionsv1.CustomRe
 	}
 	from := crd.Spec.Group + "/" + r.o.Version
 	gvr := crdinfo.GVR(crd, r.plan.Target)
+	// One read of every object: the writers since the move and the census of what is left.
+	tally := ownership.NewTally(gvr.Group)
 	err := ownership.EachObject(ctx, r.c.Metadata, gvr, r.o.Rewrite.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
+		tally.Add(m.ManagedFields)
 		if kept[objName(migrate.Failure{Namespace: m.Namespace, Name: m.Name})] {
 			return nil
 		}
@@ -82,11 +85,7 @@ func (r *runner) checkWriters(ctx context.Context, crd *apiextensionsv1.CustomRe
 	if err != nil {
 		return fmt.Errorf("reading the managedFields of %s: %w", crd.Name, err)
 	}
-	census, err := ownership.Take(ctx, r.c.Metadata, gvr, r.o.Rewrite.ChunkSize)
-	if err != nil {
-		return fmt.Errorf("reading the managedFields of %s: %w", crd.Name, err)
-	}
-	fr.Remaining = census.Of(r.o.Version)
+	fr.Remaining = tally.Census().Of(r.o.Version)
 	for _, w := range r.writers {
 		r.res.WritersSinceStart = append(r.res.WritersSinceStart, w)
 	}

@@ -97,6 +97,15 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 		return nil, err
 	}
 	r.plan = plan
+	if o.Budget && r.step(StepRewrite).State == StatePending {
+		at := plan.StorageVersion // the rewrite's version (see preWrite)
+		if at == o.Version {
+			at = plan.Target
+		}
+		if plan.Budget, err = migrate.EstimateBudget(ctx, c, crd, at, plan.Objects); err != nil {
+			return nil, err
+		}
+	}
 	r.planLast = map[string]time.Time{}
 	for _, w := range plan.Writers {
 		if w.LastWrite != nil {

@@ -36,6 +36,9 @@ type Options struct {
 	// Rewrite tunes the object rewrite (Checkpoint "" = migrate's default path) and the
 	// managedFields pass (Concurrency, ChunkSize, MaxAttempts).
 	Rewrite migrate.RewriteOptions
+	// Budget works out, before the first write, what the rewrite will ask of the cluster
+	// (Plan.Budget: migrate.EstimateBudget).
+	Budget bool
 	// Planned, when set, is called with the plan as soon as it is made (also on a dry run),
 	// before PreWrite and Confirm.
 	Planned func(*Plan)
@@ -108,6 +111,9 @@ type Plan struct {
 	// (nil when no tool manages it).
 	Manager *Manager `json:"manager,omitempty"`
 	Steps   []Step   `json:"steps"`
+	// Budget is what the rewrite will ask of the cluster (Options.Budget, a rewrite of at least
+	// migrate.MinBudgetObjects objects; nil otherwise).
+	Budget *migrate.Budget `json:"budget,omitempty"`
 }
 
 // FieldsResult is what the managedFields pass did.

@@ -119,6 +119,10 @@ type Report struct {
 	// at them (empty when none), and what became of each.
 	ServedAgain []ServedAgain `json:"servedAgain"`
 	Backup      *Backup       `json:"backup,omitempty"`
+	// Budgets are what the rewrites of the runbook will ask of the cluster, one per CRD
+	// rewritten (migrate.Budget: CRDs of at least migrate.MinBudgetObjects objects), worked out
+	// before the first write.
+	Budgets []*migrate.Budget `json:"budgets,omitempty"`
 	// Hop: the release is this hop of a release path (RunPath).
 	Hop *HopOptions `json:"hop,omitempty"`
 	// Steps are the runbook's steps and what became of each.

@@ -136,6 +136,11 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	r.preflight(ctx)
 	r.invalidOnRecreate()
 	r.totals()
+	if !r.rep.Preflight.Refused || o.DryRun {
+		if err := r.budgets(ctx); err != nil {
+			return r.rep, err
+		}
+	}
 	if o.DryRun {
 		return r.rep, nil
 	}

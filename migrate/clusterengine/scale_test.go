@@ -250,6 +250,7 @@ func (r *scaleRun) command(step string, exits []int, args ...string) *scaleResul
 			return
 		}
 		env := append(os.Environ(), "XDG_CACHE_HOME="+r.cache, "HOME="+r.cache)
+		before := r.requests()
 		stopProfile := r.serverProfile(step)
 		load0 := loadAvg()
 		cmd := exec.Command(r.bin, append(args, "--kubeconfig", r.e.Kubeconfig)...)
@@ -277,7 +278,7 @@ func (r *scaleRun) command(step string, exits []int, args ...string) *scaleResul
 			b.Fatalf("%s: exit %d\nstderr:\n%s\nstdout:\n%s", strings.Join(args, " "), exit, tail(stderr.String(), 4000), tail(stdout.String(), 4000))
 		}
 		res = &scaleResult{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), exit: exit, stdout: []byte(stdout.String()), rssKiB: rss}
-		r.report(b, step, res.wall, res.cpu, res.rssKiB, fmt.Sprintf("exit %d; load %s → %s", exit, load0, loadAvg()))
+		r.report(b, step, res.wall, res.cpu, res.rssKiB, fmt.Sprintf("exit %d; %s; load %s → %s", exit, r.perObject(before, r.requests()), load0, loadAvg()))
 	})
 	return res
 }
@@ -342,6 +343,73 @@ func (r *scaleRun) inProcess(b *testing.B, step string, exits []int, args []stri
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
 	r.report(b, step, wall, cpu, 0, fmt.Sprintf("exit %d, in-process, profiles in %s", exit, dir))
 	return &scaleResult{wall: wall, cpu: cpu, exit: exit, stdout: out.Bytes()}
+}
+
+// requests scrapes the API server's counters of the requests on the CRD's objects (every
+// resource of scaleGroup) and of the objects its lists returned: "LIST", "GET", "UPDATE",
+// "UPDATE dry-run", "PATCH", "listed" (from the watch cache and from etcd).
+func (r *scaleRun) requests() map[string]float64 {
+	hc, err := rest.HTTPClientFor(r.e.Config)
+	if err != nil {
+		r.b.Fatal(err)
+	}
+	resp, err := hc.Get(strings.TrimSuffix(r.e.Config.Host, "/") + "/metrics")
+	if err != nil {
+		r.b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 1<<16), 1<<22)
+	for sc.Scan() {
+		line := sc.Text()
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || !strings.Contains(rest, scaleGroup) {
+			continue
+		}
+		i := strings.LastIndexByte(rest, ' ')
+		var v float64
+		if _, err := fmt.Sscan(rest[i+1:], &v); err != nil {
+			continue
+		}
+		switch name {
+		case "apiserver_request_total":
+			verb := labelOf(rest, "verb")
+			if verb == "UPDATE" && labelOf(rest, "dry_run") != "" {
+				verb = "UPDATE dry-run"
+			}
+			if labelOf(rest, "subresource") == "" {
+				out[verb] += v
+			}
+		case "apiserver_cache_list_returned_objects_total", "apiserver_storage_list_returned_objects_total":
+			out["listed"] += v
+		}
+	}
+	return out
+}
+
+func labelOf(labels, name string) string {
+	_, v, ok := strings.Cut(labels, name+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ = strings.Cut(v, `"`)
+	return v
+}
+
+// perObject words the requests between two scrapes per object: "listed 3.0/obj, GET 0.0,
+// UPDATE 1.0, UPDATE dry-run 0.0, PATCH 0.0".
+func (r *scaleRun) perObject(before, after map[string]float64) string {
+	var parts []string
+	for _, k := range []string{"listed", "LIST", "GET", "UPDATE", "UPDATE dry-run", "PATCH"} {
+		d := (after[k] - before[k]) / float64(r.n)
+		if k == "LIST" {
+			parts = append(parts, fmt.Sprintf("%s %.0f requests", k, after[k]-before[k]))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f/object", k, d))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // report records one step's figures as metrics and, with CRDVER_SCALE_RECORD, as a table row.
