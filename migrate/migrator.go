@@ -65,10 +65,13 @@ type Report struct {
 
 // Failed is the number of objects that could not be rewritten.
 func (r *Report) Failed() int64 {
-	if r.Result == nil {
-		return 0
+	switch {
+	case r.Result != nil:
+		return r.Result.Failed
+	case r.Cluster != nil && r.Cluster.Check != nil:
+		return r.Cluster.Check.WrittenHere.Failed
 	}
-	return r.Result.Failed
+	return 0
 }
 
 // StorageVersion is the storage version the rewrite ran at ("" before the rewrite).
@@ -258,7 +261,7 @@ func (m *Migrator) run(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	var ev Evidence
 	if o.Engine == EngineCluster {
 		start := time.Now()
-		cr, err := RunCluster(ctx, c, crd, clusterAPI, o.ClusterStartTimeout, func(cond, msg string) {
+		cr, err := RewriteCluster(ctx, c, crd, clusterAPI, o.ClusterStartTimeout, o.Rewrite, func(cond, msg string) {
 			m.event(Event{Kind: EventClusterCondition, CRD: crd.Name, Condition: cond, Message: msg, Elapsed: time.Since(start)})
 		})
 		report.Cluster = cr

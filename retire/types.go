@@ -3,6 +3,7 @@ package retire
 import (
 	"context"
 	"errors"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -39,6 +40,12 @@ type Options struct {
 	// Budget works out, before the first write, what the rewrite will ask of the cluster
 	// (Plan.Budget: migrate.EstimateBudget).
 	Budget bool
+	// Engine is who rewrites the objects ("" is migrate.EngineClient); with
+	// migrate.EngineCluster the cluster's StorageVersionMigration does, checked object by
+	// object by this run (migrate.RewriteCluster). ClusterStartTimeout bounds the wait for a
+	// controller to pick the migration up (0: one minute).
+	Engine              migrate.Engine
+	ClusterStartTimeout time.Duration
 	// Planned, when set, is called with the plan as soon as it is made (also on a dry run),
 	// before PreWrite and Confirm.
 	Planned func(*Plan)
@@ -137,10 +144,13 @@ type Result struct {
 	Plan   *Plan `json:"plan"`
 	DryRun bool  `json:"dryRun"`
 	// Preflight is what Options.PreWrite found before anything was written.
-	Preflight any                 `json:"preflight,omitempty"`
-	Rewrite   *migrate.Result     `json:"rewrite,omitempty"`
-	Trim      *migrate.TrimResult `json:"trim,omitempty"`
-	Fields    *FieldsResult       `json:"managedFields,omitempty"`
+	Preflight any `json:"preflight,omitempty"`
+	// Cluster is what the cluster's StorageVersionMigration did and what this run checked
+	// after it (Options.Engine cluster; nil otherwise).
+	Cluster *migrate.ClusterResult `json:"clusterMigration,omitempty"`
+	Rewrite *migrate.Result        `json:"rewrite,omitempty"`
+	Trim    *migrate.TrimResult    `json:"trim,omitempty"`
+	Fields  *FieldsResult          `json:"managedFields,omitempty"`
 	// WritersSinceStart are managers that wrote Version after the run began.
 	WritersSinceStart []ownership.Writer `json:"writersSinceStart"`
 	// Problems say what keeps Version from being dropped safely (empty when nothing does).

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -61,6 +62,14 @@ type Options struct {
 	Checkpoint string
 	// Rewrite tunes the rewrites (Checkpoint is ignored: migrate's default per CRD).
 	Rewrite migrate.RewriteOptions
+	// Engine is who rewrites the objects of each CRD ("" is migrate.EngineClient): with
+	// migrate.EngineCluster the cluster's StorageVersionMigration does, one CRD at a time in
+	// the runbook's order, and this run does what the controller does not — the preflight,
+	// the managedFields moves, the check that every object was rewritten (writing back what
+	// was not) and the trim (migrate.RewriteCluster). ClusterStartTimeout bounds the wait for
+	// a controller to pick a migration up (0: one minute).
+	Engine              migrate.Engine
+	ClusterStartTimeout time.Duration
 	// ChunkSize of the lists (0: 500).
 	ChunkSize int64
 	// KubeVersion is the Kubernetes version the release is planned as (the cluster's, or
@@ -241,6 +250,11 @@ type StepResult struct {
 	plan.RunbookStep
 	State  string `json:"state"`
 	Detail string `json:"detail"`
+	// Engine is who rewrote the objects of a migrate or retire step (client: this run;
+	// cluster: the cluster's StorageVersionMigration, checked by this run: Cluster says what
+	// each did).
+	Engine  migrate.Engine         `json:"engine,omitempty"`
+	Cluster *migrate.ClusterResult `json:"clusterMigration,omitempty"`
 }
 
 // Verify is the check after the apply.

@@ -153,6 +153,11 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	if err := migrate.CheckAccess(ctx, c, r.neededAccess()); err != nil {
 		return r.rep, fmt.Errorf("%w%s", err, r.restoreNote(ctx))
 	}
+	if o.Engine == migrate.EngineCluster && r.rewrites() {
+		if _, err := migrate.ServedClusterMigrationVersion(c); err != nil {
+			return r.rep, fmt.Errorf("%w%s", err, r.restoreNote(ctx))
+		}
+	}
 	if o.Confirm != nil && r.writes() {
 		ok, err := o.Confirm(r.rep)
 		if err != nil {
@@ -390,6 +395,13 @@ func (r *runner) needsBackup() bool {
 	return slices.ContainsFunc(r.rep.Plan.Runbook, func(s plan.RunbookStep) bool { return s.Action == plan.ActionBackup })
 }
 
+// rewrites reports whether a step rewrites the objects of a CRD.
+func (r *runner) rewrites() bool {
+	return slices.ContainsFunc(r.rep.Plan.Runbook, func(s plan.RunbookStep) bool {
+		return s.Action == plan.ActionMigrate || s.Action == plan.ActionRetire
+	})
+}
+
 // writes reports whether any step would write.
 func (r *runner) writes() bool {
 	return slices.ContainsFunc(r.rep.Plan.Runbook, func(s plan.RunbookStep) bool {
@@ -422,6 +434,9 @@ func (r *runner) neededAccess() []migrate.Access {
 			case plan.ActionMigrate, plan.ActionRetire:
 				if live != nil {
 					out = append(out, migrate.NeededAccess(live, true, true)...)
+				}
+				if r.o.Engine == migrate.EngineCluster {
+					out = append(out, migrate.ClusterEngineAccess()...)
 				}
 			}
 		}
@@ -549,7 +564,8 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 		s.State, s.Detail = StateAlready, fmt.Sprintf("%s is no longer in spec.versions", s.Version)
 		return nil
 	}
-	ro := retire.Options{CRD: name, Version: s.Version, To: s.Target, Unserve: s.Remove, Remove: s.Remove, Rewrite: r.o.Rewrite, Notify: func(l string) { r.notify("%s: %s", name, l) }}
+	ro := retire.Options{CRD: name, Version: s.Version, To: s.Target, Unserve: s.Remove, Remove: s.Remove, Rewrite: r.o.Rewrite, Notify: func(l string) { r.notify("%s: %s", name, l) },
+		Engine: r.o.Engine, ClusterStartTimeout: r.o.ClusterStartTimeout}
 	ro.Rewrite.Checkpoint = ""
 	if r.o.OnRewrite != nil {
 		ro.OnRewrite = func(rw *migrate.Rewriter, total int64) func() {
@@ -557,6 +573,12 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 		}
 	}
 	res, err := retire.Run(ctx, r.c, ro)
+	if res != nil && res.Rewrite != nil {
+		s.Engine = migrate.EngineClient
+	}
+	if res != nil && res.Cluster != nil {
+		s.Engine, s.Cluster = migrate.EngineCluster, res.Cluster
+	}
 	if res != nil {
 		var done []string
 		for _, st := range res.Plan.Steps {
@@ -567,6 +589,9 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 		s.Detail = "retire: " + strings.Join(done, ", ")
 		if len(done) == 0 {
 			s.State, s.Detail = StateAlready, "retire found every step done"
+		}
+		if res.Cluster != nil {
+			s.Detail += "; " + res.Cluster.Summary()
 		}
 		for _, p := range res.Problems {
 			r.problem("%s: %s", name, p)
@@ -591,7 +616,7 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 		s.State, s.Detail = StateAlready, fmt.Sprintf("%s is the storage version and status.storedVersions is [%s]", s.Target, s.Target)
 		return nil
 	}
-	mo := migrate.Options{Rewrite: r.o.Rewrite}
+	mo := migrate.Options{Rewrite: r.o.Rewrite, Engine: r.o.Engine, ClusterStartTimeout: r.o.ClusterStartTimeout}
 	mo.Rewrite.Checkpoint = ""
 	if p, err := migrate.DefaultCheckpointPath(r.c.Server, name); err == nil {
 		mo.Rewrite.Checkpoint = p
@@ -606,6 +631,9 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 		}
 	}
 	rep, err := m.Run(ctx, crd)
+	if rep != nil && (rep.Result != nil || rep.Cluster != nil) {
+		s.Engine, s.Cluster = rep.Engine, rep.Cluster
+	}
 	if err != nil {
 		var ie *migrate.InterruptedError
 		if errors.As(err, &ie) {
@@ -621,6 +649,12 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 		r.problem("%s: status.storedVersions was not trimmed: %s", name, rep.Trim.Reason)
 	default:
 		s.Detail = fmt.Sprintf("rewritten at %s; status.storedVersions [%s]", rep.StorageVersion(), s.Target)
+	}
+	if rep.Cluster != nil {
+		s.Detail += "; " + rep.Cluster.Summary()
+		for _, l := range rep.Cluster.Check.ManagersLost {
+			r.problem("%s: field manager %s has %d managedFields entries after the cluster's migration, %d before: re-apply from its source to restore its ownership", name, l.Manager, l.After, l.Before)
+		}
 	}
 	return nil
 }
