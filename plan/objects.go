@@ -345,6 +345,8 @@ type evalOptions struct {
 	reused *atomic.Int64
 	// maxFindings bounds the findings kept (0: DefaultMaxFindings); every one is tallied.
 	maxFindings int
+	// each is Options.Each.
+	each func(*unstructured.Unstructured)
 }
 
 // objectsOutcome is the object pass's result.
@@ -475,6 +477,9 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 			}
 			out.evaluated++
 			out.managers.Add(items[i].GetManagedFields())
+			if o.each != nil {
+				o.each(&items[i])
+			}
 			if !r.finding.empty() {
 				out.tally.add(&r.finding)
 				if len(out.findings) < maxFindings {

@@ -156,7 +156,13 @@ type Item struct {
 	// objects is the tally of every finding of the object pass (nil: none ran; tally()
 	// makes one from Objects.Findings).
 	objects *objectTally
+	// census is the managedFields census of every object the pass listed (nil: not all were).
+	census *ownership.Census
 }
+
+// Census is the managedFields census of every live object, as the plan listed them (nil when
+// the plan did not list them all): a later step of the same run need not read them again.
+func (it *Item) Census() *ownership.Census { return it.census }
 
 // CRDs are the live (nil for a create) and new CRD the item was planned with.
 func (it *Item) CRDs() (live, next *apiextensionsv1.CustomResourceDefinition) {

@@ -46,6 +46,10 @@ type Options struct {
 	// controller to pick the migration up (0: one minute).
 	Engine              migrate.Engine
 	ClusterStartTimeout time.Duration
+	// Census, when set, is the managedFields census of the CRD's objects from the caller's
+	// own recent read of every one of them (upgrade's plan): the plan uses it instead of
+	// reading them all again. The pass after the rewrite reads them anyway.
+	Census *ownership.Census
 	// Planned, when set, is called with the plan as soon as it is made (also on a dry run),
 	// before PreWrite and Confirm.
 	Planned func(*Plan)
@@ -137,6 +141,10 @@ type FieldsResult struct {
 	Failed []migrate.Failure `json:"failed"`
 	// Remaining is the census of entries of Version after the pass.
 	Remaining ownership.VersionCount `json:"remaining"`
+
+	// listed is the census of the pass's read when it found no entry of Version (nil
+	// otherwise): what is left, without a second read.
+	listed *ownership.Tally
 }
 
 // Result is what Run did.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/migrate"
@@ -70,6 +71,9 @@ type Options struct {
 	// a controller to pick a migration up (0: one minute).
 	Engine              migrate.Engine
 	ClusterStartTimeout time.Duration
+
+	// eachObject, when set, sees every object PlanRelease's plan lists (plan.Options.Each).
+	eachObject func(crd string, u *unstructured.Unstructured)
 	// ChunkSize of the lists (0: 500).
 	ChunkSize int64
 	// KubeVersion is the Kubernetes version the release is planned as (the cluster's, or

@@ -10,6 +10,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
@@ -53,6 +54,12 @@ func PlanRelease(ctx context.Context, c *migrate.Clients, o Options) (*plan.Repo
 		Plan:       plan.Options{FieldValidation: preview.FieldValidationStrict, Memo: o.Memo},
 		OnEvaluate: o.OnEvaluate,
 		Runbook:    plan.RunbookOptions{ApplyFile: o.ApplyFile, BackupFile: o.BackupFile},
+		Configure: func(next *apiextensionsv1.CustomResourceDefinition, po *plan.Options) error {
+			if o.eachObject != nil {
+				po.Each = func(u *unstructured.Unstructured) { o.eachObject(next.Name, u) }
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -566,6 +573,9 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 	}
 	ro := retire.Options{CRD: name, Version: s.Version, To: s.Target, Unserve: s.Remove, Remove: s.Remove, Rewrite: r.o.Rewrite, Notify: func(l string) { r.notify("%s: %s", name, l) },
 		Engine: r.o.Engine, ClusterStartTimeout: r.o.ClusterStartTimeout}
+	if it := r.item(name); it != nil {
+		ro.Census = it.Census() // the plan read every object: retire's plan need not again
+	}
 	ro.Rewrite.Checkpoint = ""
 	if r.o.OnRewrite != nil {
 		ro.OnRewrite = func(rw *migrate.Rewriter, total int64) func() {

@@ -56,25 +56,31 @@ func fixture(t *testing.T, n int) []string {
 	for i := 0; i < n; i++ {
 		keys = append(keys, fmt.Sprintf("default/w-%03d", i))
 	}
-	// The API server takes them in through its watch: wait until a list counts them all.
+	waitListed(t, group, n)
+	return keys
+}
+
+// waitListed waits until the API server lists the n widgets of group (written straight into
+// etcd, they reach it through its watch).
+func waitListed(t *testing.T, group string, n int) {
+	t.Helper()
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
 	for try := 0; ; try++ {
-		l, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		l, err := dyn.Resource(gvr).List(context.Background(), metav1.ListOptions{})
 		if err == nil && len(l.Items) == n {
-			break
+			return
 		}
 		if try > 300 {
 			t.Fatalf("the API server lists %v objects, want %d (%v)", l, n, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return keys
 }
 
-// compacting lists with list, but compacts etcd before every continued page: each continue
+// compactingLister lists with list, but compacts etcd before every continued page: each continue
 // token the API server handed out has expired by the time it is used.
-func compacting[L pager.List](t *testing.T, list pager.Lister[L], seen *[]string) pager.Lister[L] {
+func compactingLister[L pager.List](t *testing.T, list pager.Lister[L], seen *[]string) pager.Lister[L] {
 	return func(ctx context.Context, o metav1.ListOptions) (L, error) {
 		*seen = append(*seen, o.Continue)
 		if o.Continue != "" {
@@ -97,7 +103,7 @@ func TestPagerResumesAfterCompaction(t *testing.T) {
 	t.Run("dynamic", func(t *testing.T) {
 		var asked []string
 		ri := dynamic.NewForConfigOrDie(env.Config).Resource(gvr)
-		p := pager.New(compacting(t, ri.List, &asked), pager.Options{Limit: 10})
+		p := pager.New(compactingLister(t, ri.List, &asked), pager.Options{Limit: 10})
 		var got []string
 		err := pager.Each(ctx, p, func(l *unstructured.UnstructuredList) error {
 			for _, u := range l.Items {
@@ -110,7 +116,7 @@ func TestPagerResumesAfterCompaction(t *testing.T) {
 	t.Run("metadata", func(t *testing.T) {
 		var asked []string
 		ri := metadata.NewForConfigOrDie(env.Config).Resource(gvr)
-		p := pager.New(compacting(t, ri.List, &asked), pager.Options{Limit: 10})
+		p := pager.New(compactingLister(t, ri.List, &asked), pager.Options{Limit: 10})
 		var got []string
 		for {
 			l, err := p.Next(ctx)
