@@ -11,7 +11,7 @@ package clusterengine_test
 // with a 16 GiB quota, kube-apiserver with the StorageVersionMigrator (for --engine cluster),
 // kube-controller-manager running its storage-version-migrator controller.
 //
-//	CRDVER_SCALE_OBJECTS   objects per CRD (default 10000)
+//	CRDVER_SCALE_OBJECTS   objects per CRD (required: without it the benchmarks are skipped)
 //	CRDVER_SCALE_WATCH_CACHE  "off": kube-apiserver --watch-cache=false (every list is read from
 //	                       etcd; the cache would hold a million objects in tens of GB)
 //	CRDVER_SCALE_RECORD    append one markdown table row per command to this file
@@ -21,6 +21,8 @@ package clusterengine_test
 //	CRDVER_SCALE_INPROC    set: run the commands in this process (plugin.NewRootCmd) instead of
 //	                       the built plugin, with a CPU profile of the whole step and a heap
 //	                       profile every 20 s (no RSS: the process is the benchmark's)
+//	CRDVER_SCALE_GOGC      GOGC of the commands run (not of the API server)
+//	CRDVER_SCALE_LOGS      a folder: each command's stderr (its progress lines), time-stamped
 //	CRDVER_BENCH_BIN       the kubectl-crdver binary to time (default: built from this tree)
 //
 // BenchmarkScaleRelease: one CRD whose release (testdata written here) makes v1 the storage
@@ -265,6 +267,9 @@ func (r *scaleRun) command(step string, exits []int, args ...string) *scaleResul
 			return
 		}
 		env := append(os.Environ(), "XDG_CACHE_HOME="+r.cache, "HOME="+r.cache)
+		if g := os.Getenv("CRDVER_SCALE_GOGC"); g != "" {
+			env = append(env, "GOGC="+g) // the command's only (not the API server's)
+		}
 		before := r.requests()
 		stopProfile := r.serverProfile(step)
 		load0 := loadAvg()
@@ -272,6 +277,15 @@ func (r *scaleRun) command(step string, exits []int, args ...string) *scaleResul
 		cmd.Env = env
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if dir := os.Getenv("CRDVER_SCALE_LOGS"); dir != "" {
+			// The command's progress lines, each with the time it was written.
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.stderr", step, r.n)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			cmd.Stderr = io.MultiWriter(&stderr, &stampWriter{w: f})
+		}
 		start := time.Now()
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
@@ -296,6 +310,26 @@ func (r *scaleRun) command(step string, exits []int, args ...string) *scaleResul
 		r.report(b, step, res.wall, res.cpu, res.rssKiB, fmt.Sprintf("exit %d; %s; load %s → %s", exit, r.perObject(before, r.requests()), load0, loadAvg()))
 	})
 	return res
+}
+
+// stampWriter writes each line with the time it came.
+type stampWriter struct {
+	w   io.Writer
+	mid bool
+}
+
+func (s *stampWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.SplitAfter(string(p), "\n") {
+		if line == "" {
+			continue
+		}
+		if !s.mid {
+			fmt.Fprintf(s.w, "%s ", time.Now().UTC().Format("15:04:05"))
+		}
+		io.WriteString(s.w, line)
+		s.mid = !strings.HasSuffix(line, "\n")
+	}
+	return len(p), nil
 }
 
 // inProcess runs the command in this process with CPU and heap profiles (see the top).
@@ -395,6 +429,9 @@ func (r *scaleRun) requests() map[string]float64 {
 			}
 			if labelOf(rest, "subresource") == "" {
 				out[verb] += v
+				if strings.HasPrefix(labelOf(rest, "code"), "2") {
+					out[verb+" ok"] += v
+				}
 			}
 		case "apiserver_cache_list_returned_objects_total", "apiserver_storage_list_returned_objects_total":
 			out["listed"] += v
@@ -588,9 +625,19 @@ func loadAvg() string {
 	return f[0]
 }
 
+// scaleObjects is CRDVER_SCALE_OBJECTS; without it the scale benchmarks are skipped (each
+// takes from minutes to hours, and runs each step once: -benchtime 1x).
+func scaleObjects(b *testing.B) int {
+	n := envInt("CRDVER_SCALE_OBJECTS", 0)
+	if n == 0 {
+		b.Skip("set CRDVER_SCALE_OBJECTS (10000, 100000, 1000000) to run the scale benchmarks, with -benchtime 1x")
+	}
+	return n
+}
+
 // BenchmarkScaleRelease: see the top of this file.
 func BenchmarkScaleRelease(b *testing.B) {
-	n := envInt("CRDVER_SCALE_OBJECTS", 10000)
+	n := scaleObjects(b)
 	e := scaleEnv(b)
 	crd := scaleCRD("items", "Item")
 	scaleFixture(b, e, crd, n)
@@ -602,11 +649,11 @@ func BenchmarkScaleRelease(b *testing.B) {
 	r.listFloor("list-raw", "items", "v1beta1", false, 500)
 	r.listFloor("list-raw-5000", "items", "v1beta1", false, 5000)
 	r.listFloor("list-decoded", "items", "v1beta1", true, 500)
-	r.command("plan", []int{1}, "plan", "-f", rel, "-o", "json")
+	r.command("plan", []int{1}, "plan", "-f", rel, "-o", "json", "--progress-interval", "1m")
 	r.command("convert", []int{1}, "convert", crd.Name, "--to", "v1", "--from-cluster", "-A", "-o", "json")
 	r.command("upgrade-dry-run", []int{1}, "upgrade", "-f", rel, "--dry-run", "-o", "json")
 	if r.command("upgrade", nil, "upgrade", "-f", rel, "--yes", "--allow-data-loss", "--backup", backup,
-		"--checkpoint", filepath.Join(work, "cp"), "-o", "json", "--quiet") != nil {
+		"--checkpoint", filepath.Join(work, "cp"), "-o", "json", "--progress-interval", "1m") != nil {
 		got, _, err := e.StoredAPIVersions(context.Background(), scaleGroup, "items")
 		if err != nil || len(got) != 1 || got[scaleGroup+"/v1"] != n {
 			b.Fatalf("after the upgrade etcd holds %v, want all %d at v1", got, n)
@@ -622,7 +669,7 @@ func BenchmarkScaleRelease(b *testing.B) {
 
 // BenchmarkScaleMigrate: see the top of this file.
 func BenchmarkScaleMigrate(b *testing.B) {
-	n := envInt("CRDVER_SCALE_OBJECTS", 10000)
+	n := scaleObjects(b)
 	e := scaleEnv(b)
 	crd := scaleCRD("gadgets", "Gadget")
 	scaleFixture(b, e, crd, n)
@@ -646,7 +693,7 @@ func BenchmarkScaleMigrate(b *testing.B) {
 	}
 	r.command("doctor", []int{1}, "doctor", crd.Name, "-o", "json")
 	r.command("migrate-dry-run", nil, "migrate", crd.Name, "--to", "v1", "--dry-run", "-o", "json")
-	if r.command("migrate", nil, "migrate", crd.Name, "--to", "v1", "--yes", "--quiet", "-o", "json",
+	if r.command("migrate", nil, "migrate", crd.Name, "--to", "v1", "--yes", "--progress-interval", "1m", "-o", "json",
 		"--checkpoint", filepath.Join(work, "cp-migrate")) != nil {
 		check("v1")
 	}
@@ -663,5 +710,69 @@ func BenchmarkScaleMigrate(b *testing.B) {
 		if r.command("migrate-cluster-engine", nil, "migrate", crd.Name, "--to", "v1", "--engine", "cluster", "--yes", "--quiet", "-o", "json") != nil {
 			check("v1")
 		}
+	}
+}
+
+// BenchmarkScaleCompaction: plan, upgrade and migrate over CRDVER_SCALE_OBJECTS objects (the
+// recorded run: 100,000) while etcd is compacted every CRDVER_SCALE_COMPACT_EVERY (default
+// 5s), on an API server whose continued lists are read from etcd (ListFromCacheSnapshot off:
+// a compacted continue token then expires at once, as it does on any cluster minutes into a
+// list). Each command must complete; etcd must hold every object at v1; the API server must
+// have seen exactly one write per object (its PUT counter), and the commands' reports count
+// the expired continue tokens they followed.
+func BenchmarkScaleCompaction(b *testing.B) {
+	n := scaleObjects(b)
+	every, err := time.ParseDuration(envString("CRDVER_SCALE_COMPACT_EVERY", "5s"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := scaleEnv(b, "--feature-gates=ListFromCacheSnapshot=false")
+	release := scaleCRD("items", "Item")
+	scaleFixture(b, e, release, n)
+	rel := scaleRelease(b, release)
+	plain := scaleCRD("gadgets", "Gadget")
+	scaleFixture(b, e, plain, n)
+	r := newScaleRun(b, e, n)
+	work := b.TempDir()
+	stop := e.CompactEvery(every)
+	defer func() {
+		if k, err := stop(); err != nil || k == 0 {
+			b.Errorf("%d compactions, %v", k, err)
+		} else {
+			b.Logf("etcd compacted %d times", k)
+		}
+	}()
+	writes := func(before, after map[string]float64) float64 { return after["PUT ok"] - before["PUT ok"] }
+	check := func(plural string) {
+		got, _, err := e.StoredAPIVersions(context.Background(), scaleGroup, plural)
+		if err != nil || len(got) != 1 || got[scaleGroup+"/v1"] != n {
+			b.Fatalf("etcd holds %v (%v), want all %d at v1", got, err, n)
+		}
+	}
+	r.command("plan", []int{1}, "plan", "-f", rel, "-o", "json")
+	before := r.requests()
+	if res := r.command("upgrade", nil, "upgrade", "-f", rel, "--yes", "--allow-data-loss", "--backup", filepath.Join(work, "backup.yaml"),
+		"--checkpoint", filepath.Join(work, "cp"), "-o", "json", "--quiet"); res != nil {
+		check("items")
+		if w := writes(before, r.requests()); w != float64(n) {
+			b.Errorf("upgrade: the API server saw %.0f writes of the objects, want one each (%d)", w, n)
+		}
+	}
+	before = r.requests()
+	if res := r.command("migrate", nil, "migrate", plain.Name, "--to", "v1", "--yes", "--quiet", "-o", "json", "--checkpoint", filepath.Join(work, "cp-migrate")); res != nil {
+		check("gadgets")
+		if w := writes(before, r.requests()); w != float64(n) {
+			b.Errorf("migrate: the API server saw %.0f writes of the objects, want one each (%d)", w, n)
+		}
+		var rep struct {
+			Result struct {
+				ExpiredContinues int64 `json:"expiredContinues"`
+				Rewritten        int64 `json:"rewritten"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(res.stdout, &rep); err != nil || rep.Result.Rewritten != int64(n) {
+			b.Errorf("migrate's report: %+v, %v", rep, err)
+		}
+		b.Logf("migrate followed %d expired continue tokens", rep.Result.ExpiredContinues)
 	}
 }
