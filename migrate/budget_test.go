@@ -85,7 +85,9 @@ func TestEstimateBudget(t *testing.T) {
 	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
 	user, err := env.ControlPlane().AddUser(envtest.User{Name: "budget-user"}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -51,9 +51,9 @@ func TestPlanListsFirstFindingsCountsAll(t *testing.T) {
 		t.Errorf("reasons do not count every object: %q", capped.BreakingReasons)
 	}
 	type judged struct {
-		Verdict                                           string
-		Breaking                                          bool
-		Kinds                                             []Kind
+		Verdict                                            string
+		Breaking                                           bool
+		Kinds                                              []Kind
 		BreakingReasons, UnknownReasons, InvalidOnRecreate []string
 	}
 	j := func(it *Item) judged {

@@ -32,7 +32,7 @@ func PeakRSS(cmd *exec.Cmd) func() int64 {
 		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if kib, err := readHWM(cmd.Process.Pid); err == nil {
+			if kib, err := HWM(cmd.Process.Pid); err == nil {
 				mu.Lock()
 				peak = max(peak, kib)
 				mu.Unlock()
@@ -53,9 +53,14 @@ func PeakRSS(cmd *exec.Cmd) func() int64 {
 	}
 }
 
-// readHWM is VmHWM of /proc/pid/status in KiB.
-func readHWM(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+// HWM is the peak resident set (VmHWM of /proc/PID/status) of process pid in KiB; pid 0 is
+// this process.
+func HWM(pid int) (int64, error) {
+	path := "/proc/self/status"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/status", pid)
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
@@ -66,5 +71,5 @@ func readHWM(pid int) (int64, error) {
 			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no VmHWM in %s", path)
 }

@@ -61,7 +61,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/internal/pager"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
@@ -120,15 +119,7 @@ func scaleRelease(b *testing.B, crd *apiextensionsv1.CustomResourceDefinition) s
 	b.Helper()
 	rel := crd.DeepCopy()
 	rel.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true, Schema: scaleSchema(false)}}
-	data, err := yaml.Marshal(rel)
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir := b.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "crd.yaml"), data, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	return dir
+	return writeRelease(b, rel)
 }
 
 const scaleNamespaces = 10
