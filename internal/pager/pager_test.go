@@ -224,3 +224,27 @@ func TestBackoffAndRetryable(t *testing.T) {
 		t.Errorf("exponential Backoff = %v, %v, %v; want 100ms, 400ms, 5s", d1, d3, d20)
 	}
 }
+
+// A list the first page announces as larger than LargeList asks for pages of LargeLimit after
+// it, when its page size is the default; a page size chosen otherwise is kept.
+func TestPagerGrowsPagesOfLargeLists(t *testing.T) {
+	for _, tc := range []struct {
+		limit, want int64
+		total       int
+	}{
+		{DefaultLimit, LargeLimit, LargeList + 1},
+		{DefaultLimit, DefaultLimit, LargeList},
+		{100, 100, LargeList + 1},
+	} {
+		f := &fakeList{names: names(tc.total)}
+		p := New(f.list, Options{Limit: tc.limit})
+		for i := 0; i < 3; i++ {
+			if _, err := p.Next(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := []int64{f.calls[0].Limit, f.calls[1].Limit, f.calls[2].Limit}; got[0] != tc.limit || got[1] != tc.want || got[2] != tc.want {
+			t.Errorf("%d objects, page size %d: asked for %v, want %d then %d", tc.total, tc.limit, got, tc.limit, tc.want)
+		}
+	}
+}
