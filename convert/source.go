@@ -11,11 +11,12 @@ import (
 	"io"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/crdver/kubectl-crdver/internal/pager"
 	"github.com/crdver/kubectl-crdver/manifest"
 )
 
@@ -116,17 +117,15 @@ func (e *ListError) Error() string {
 }
 func (e *ListError) Unwrap() error { return e.Err }
 
-// ClusterSource lists the live objects of a CRD in one version, a page at a time, following
-// continue tokens, and stops after Selection.Limit objects.
+// ClusterSource lists the live objects of a CRD in one version, a page at a time (package
+// pager: an expired continue token is followed, transient errors retried), and stops after
+// Selection.Limit objects.
 type ClusterSource struct {
-	ri       dynamic.ResourceInterface
-	crd      string
-	version  string
-	opts     metav1.ListOptions
-	limit    int64
-	read     int64
-	done     bool
-	pageSize int64
+	pg      *pager.Pager[*unstructured.UnstructuredList]
+	crd     string
+	version string
+	limit   int64
+	read    int64
 }
 
 // NewClusterSource lists crd's objects in version.
@@ -140,36 +139,38 @@ func NewClusterSource(client dynamic.Interface, crd *apiextensionsv1.CustomResou
 	if page <= 0 {
 		page = DefaultPageSize
 	}
-	return &ClusterSource{ri: ri, crd: crd.Name, version: version, opts: metav1.ListOptions{LabelSelector: sel.LabelSelector}, limit: sel.Limit, pageSize: page}
+	if sel.Limit > 0 && sel.Limit < page {
+		page = sel.Limit
+	}
+	return &ClusterSource{pg: pager.Dynamic(ri, pager.Options{Limit: page, LabelSelector: sel.LabelSelector}), crd: crd.Name, version: version, limit: sel.Limit}
 }
 
 // Next lists the next page.
 func (s *ClusterSource) Next(ctx context.Context) ([]Object, error) {
-	if s.done || (s.limit > 0 && s.read >= s.limit) {
-		return nil, io.EOF
+	for s.limit <= 0 || s.read < s.limit {
+		list, err := s.pg.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil, io.EOF
+		}
+		if err != nil {
+			return nil, &ListError{CRD: s.crd, Version: s.version, Err: err}
+		}
+		items := list.Items
+		if s.limit > 0 && int64(len(items)) > s.limit-s.read {
+			items = items[:s.limit-s.read]
+		}
+		if len(items) == 0 {
+			continue
+		}
+		out := make([]Object, 0, len(items))
+		for i := range items {
+			item := &items[i]
+			out = append(out, Object{Source: objectName(item.GetNamespace(), item.GetName()), Object: item.Object})
+		}
+		s.read += int64(len(out))
+		return out, nil
 	}
-	s.opts.Limit = s.pageSize
-	if s.limit > 0 && s.limit-s.read < s.opts.Limit {
-		s.opts.Limit = s.limit - s.read
-	}
-	list, err := s.ri.List(ctx, s.opts)
-	if err != nil {
-		return nil, &ListError{CRD: s.crd, Version: s.version, Err: err}
-	}
-	out := make([]Object, 0, len(list.Items))
-	for i := range list.Items {
-		item := &list.Items[i]
-		out = append(out, Object{Source: objectName(item.GetNamespace(), item.GetName()), Object: item.Object})
-	}
-	s.read += int64(len(out))
-	s.opts.Continue = list.GetContinue()
-	if s.opts.Continue == "" {
-		s.done = true
-	}
-	if len(out) == 0 {
-		return nil, io.EOF
-	}
-	return out, nil
+	return nil, io.EOF
 }
 
 // Read is the number of objects listed so far.

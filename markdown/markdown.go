@@ -214,7 +214,7 @@ func markdownPlan(m *mdDoc, r *plan.Report) {
 		if it.Objects.Total >= 0 {
 			total = strconv.FormatInt(it.Objects.Total, 10)
 		}
-		m.Line("| %s | %s | **%s** | %s | %d of %s | %d |", mdCode(it.CRD), it.Operation, it.Verdict, storage, it.Objects.Evaluated, total, len(it.Objects.Findings))
+		m.Line("| %s | %s | **%s** | %s | %d of %s | %d |", mdCode(it.CRD), it.Operation, it.Verdict, storage, it.Objects.Evaluated, total, it.Objects.WithFindings())
 	}
 	m.Line("")
 	for _, it := range r.Items {

@@ -23,7 +23,11 @@ type ClusterResult struct {
 	Succeeded      bool    `json:"succeeded"`
 	Message        string  `json:"message,omitempty"`
 	ElapsedSeconds float64 `json:"elapsedSeconds"`
-	// Evidence is what the migration proves, for Trim.
+	// Check is what this run checked and wrote back after the migration (RewriteCluster; nil
+	// when only RunCluster ran).
+	Check *ClusterCheck `json:"check,omitempty"`
+	// Evidence is what the migration proves, for Trim: RunCluster's is the controller's word,
+	// RewriteCluster's its check of every object.
 	Evidence Evidence `json:"-"`
 }
 

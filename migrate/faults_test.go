@@ -1,7 +1,6 @@
 package migrate
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -11,8 +10,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 )
 
@@ -76,33 +73,5 @@ func TestRewriteBacksOffOnThrottlingAndServerErrors(t *testing.T) {
 	stored, _ := etcdVersions(t, f.group, "widgets")
 	if diff := cmp.Diff(map[string]int{f.group + "/v1": n}, stored); diff != "" {
 		t.Errorf("etcd (-want +got):\n%s", diff)
-	}
-}
-
-func TestBackoffAndRetryable(t *testing.T) {
-	gr := schema.GroupResource{Group: "g", Resource: "r"}
-	for _, tc := range []struct {
-		name      string
-		err       error
-		retryable bool
-	}{
-		{"429", apierrors.NewTooManyRequests("slow down", 2), true},
-		{"503", apierrors.NewServiceUnavailable("busy"), true},
-		{"500", apierrors.NewInternalError(context.DeadlineExceeded), true},
-		{"server timeout", apierrors.NewServerTimeout(gr, "update", 1), true},
-		{"conflict", apierrors.NewConflict(gr, "x", nil), false},
-		{"invalid", apierrors.NewBadRequest("no"), false},
-		{"forbidden", apierrors.NewForbidden(gr, "x", nil), false},
-		{"cancelled", context.Canceled, false},
-	} {
-		if got := retryable(tc.err); got != tc.retryable {
-			t.Errorf("%s: retryable = %v, want %v", tc.name, got, tc.retryable)
-		}
-	}
-	if d := backoff(apierrors.NewTooManyRequests("slow down", 2), 1); d.Seconds() != 2 {
-		t.Errorf("backoff with Retry-After 2 = %v, want 2s", d)
-	}
-	if d1, d3, d20 := backoff(apierrors.NewServiceUnavailable("busy"), 1), backoff(apierrors.NewServiceUnavailable("busy"), 3), backoff(apierrors.NewServiceUnavailable("busy"), 20); d1.Milliseconds() != 100 || d3.Milliseconds() != 400 || d20.Seconds() != 5 {
-		t.Errorf("exponential backoff = %v, %v, %v; want 100ms, 400ms, 5s", d1, d3, d20)
 	}
 }

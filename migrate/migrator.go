@@ -40,6 +40,9 @@ type Options struct {
 	// StorageTimeout bounds the wait for the API server to encode writes at the storage
 	// version (0: 30 seconds).
 	StorageTimeout time.Duration
+	// Budget works out, before the first write, what the rewrite will ask of the cluster
+	// (Plan.Budget: EstimateBudget).
+	Budget bool
 }
 
 // Report is what a migration did. Its JSON form is the -o json|yaml output of
@@ -62,10 +65,13 @@ type Report struct {
 
 // Failed is the number of objects that could not be rewritten.
 func (r *Report) Failed() int64 {
-	if r.Result == nil {
-		return 0
+	switch {
+	case r.Result != nil:
+		return r.Result.Failed
+	case r.Cluster != nil && r.Cluster.Check != nil:
+		return r.Cluster.Check.WrittenHere.Failed
 	}
-	return r.Result.Failed
+	return 0
 }
 
 // StorageVersion is the storage version the rewrite ran at ("" before the rewrite).
@@ -178,6 +184,14 @@ func (m *Migrator) run(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	if err != nil {
 		return nil, fail(StepPlan, err)
 	}
+	if o.Budget {
+		if plan.Budget, err = EstimateBudget(ctx, c, crd, budgetVersion(crd, plan.TargetVersion), plan.Objects); err != nil {
+			return nil, fail(StepPlan, err)
+		}
+		if plan.Budget != nil && o.Engine == EngineCluster {
+			plan.Budget.Unknown = append(plan.Budget.Unknown, "the cluster engine's rate: kube-controller-manager writes the objects, at the rate its own client allows (its --kube-api-qps), which is not measured here; the rate above is this client's")
+		}
+	}
 	report := &Report{Plan: plan, DryRun: o.DryRun, Engine: o.Engine}
 	if m.Planned != nil {
 		m.Planned(plan)
@@ -259,7 +273,7 @@ func (m *Migrator) run(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	var ev Evidence
 	if o.Engine == EngineCluster {
 		start := time.Now()
-		cr, err := RunCluster(ctx, c, crd, clusterAPI, o.ClusterStartTimeout, func(cond, msg string) {
+		cr, err := RewriteCluster(ctx, c, crd, clusterAPI, o.ClusterStartTimeout, o.Rewrite, func(cond, msg string) {
 			m.event(Event{Kind: EventClusterCondition, CRD: crd.Name, Condition: cond, Message: msg, Elapsed: time.Since(start)})
 		})
 		report.Cluster = cr

@@ -7,7 +7,6 @@ package migrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -18,7 +17,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -28,6 +26,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/pager"
 )
 
 // Clients are the API clients the engine uses.
@@ -44,6 +43,8 @@ type Clients struct {
 	retries *atomic.Int64
 	// clusterID is ClusterID's answer, read once per run.
 	clusterID *string
+	// flow is the flow schema and priority level of the last answer (flowRecorder).
+	flow *atomic.Pointer[[2]string]
 }
 
 // NewClients builds the clients from cfg. Client-go's own rate limiter is switched off: the
@@ -52,8 +53,9 @@ type Clients struct {
 func NewClients(cfg *rest.Config) (*Clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
-	c := &Clients{Server: cfg.Host, throttled: &atomic.Int64{}, retries: &atomic.Int64{}, clusterID: new(string)}
+	c := &Clients{Server: cfg.Host, throttled: &atomic.Int64{}, retries: &atomic.Int64{}, clusterID: new(string), flow: &atomic.Pointer[[2]string]{}}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return throttleCounter{rt: rt, count: c.throttled} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return flowRecorder{rt: rt, seen: c.flow} })
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return netRetry{rt: rt, retries: c.retries} })
 	var err error
 	if c.CRDs, err = apiextensionsclient.NewForConfig(cfg); err != nil {
@@ -84,6 +86,9 @@ type Plan struct {
 	Objects        int64            `json:"objects"`
 	Namespaces     []NamespaceCount `json:"namespaces,omitempty"`
 	Steps          []string         `json:"steps"`
+	// Budget is what the rewrite will ask of the cluster (Options.Budget, at least
+	// MinBudgetObjects objects; nil otherwise).
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // NamespaceCount is the number of objects in one namespace ("" for cluster-scoped objects).
@@ -146,25 +151,15 @@ func buildPlan(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResou
 		return nil, err
 	}
 	counts := map[string]int64{}
-	cont := ""
-	for {
-		list, err := c.Metadata.Resource(crdinfo.GVR(crd, read)).List(ctx, metav1.ListOptions{Limit: chunkSize, Continue: cont})
-		if err != nil {
-			if apierrors.IsResourceExpired(err) && cont != "" {
-				if next := continueFromExpired(err); next != "" {
-					cont = next
-					continue
-				}
-			}
-			return nil, fmt.Errorf("counting %s: %w", crd.Name, err)
-		}
+	err = pager.Each(ctx, pager.Metadata(c.Metadata.Resource(crdinfo.GVR(crd, read)), pager.Options{Limit: chunkSize}), func(list *metav1.PartialObjectMetadataList) error {
 		for i := range list.Items {
 			counts[list.Items[i].Namespace]++
 			p.Objects++
 		}
-		if cont = list.Continue; cont == "" {
-			break
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counting %s: %w", crd.Name, err)
 	}
 	for ns, n := range counts {
 		p.Namespaces = append(p.Namespaces, NamespaceCount{Namespace: ns, Objects: n})
@@ -252,14 +247,4 @@ func WaitStorageVersion(ctx context.Context, c *Clients, crd *apiextensionsv1.Cu
 		return fmt.Errorf("%s: the API server does not report %s as the storage version yet (discovery storageVersionHash %q, want %q): %w", crd.Name, storage, last, want, err)
 	}
 	return nil
-}
-
-// continueFromExpired returns the continue token a 410 Gone on a paged list carries: the API
-// server's "inconsistent continue" token that resumes after the last key returned.
-func continueFromExpired(err error) string {
-	var s apierrors.APIStatus
-	if !errors.As(err, &s) {
-		return ""
-	}
-	return s.Status().ListMeta.Continue
 }

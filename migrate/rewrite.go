@@ -24,7 +24,7 @@ type Counts struct {
 	Current int64 `json:"alreadyCurrent"`
 	// Deleted objects were gone by the time they were written.
 	Deleted int64 `json:"deleted"`
-	// Failed objects could not be written (see Failures).
+	// Failed objects could not be written (see Failures, which lists at most MaxListed).
 	Failed int64 `json:"failed"`
 }
 

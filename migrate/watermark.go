@@ -67,7 +67,7 @@ func (w *watermark) advanceLocked() {
 		w.pending = w.pending[1:]
 		p.mu.Lock()
 		w.cp.Counts.add(p.counts)
-		w.cp.Failures = append(w.cp.Failures, p.failures...)
+		w.cp.Failures = appendListed(w.cp.Failures, p.failures)
 		p.mu.Unlock()
 		w.cp.Continue = p.next
 		if p.last != "" {
@@ -103,9 +103,18 @@ func (w *watermark) report(res *Result) {
 	for _, p := range w.pending {
 		p.mu.Lock()
 		res.Counts.add(p.counts)
-		res.Failures = append(res.Failures, p.failures...)
+		res.Failures = appendListed(res.Failures, p.failures)
 		p.mu.Unlock()
 	}
+}
+
+// appendListed appends to a list of failures at most MaxListed in all (Counts.Failed counts
+// every one): a checkpoint saved after every page stays small when every object fails.
+func appendListed(list, more []Failure) []Failure {
+	if n := MaxListed - len(list); n < len(more) {
+		more = more[:max(n, 0)]
+	}
+	return append(list, more...)
 }
 
 // saveOnInterrupt saves the checkpoint once more after an interruption (unless a save already

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/pager"
 	"github.com/crdver/kubectl-crdver/ownership"
 )
 
@@ -28,21 +30,27 @@ type lister struct {
 }
 
 // run lists from the continue token cont; pages is the number of pages already done (both
-// from the checkpoint).
+// from the checkpoint). Transient errors are retried and expired continue tokens followed by
+// the pager (package pager); what stops it is in l.err.
 func (l *lister) run(ctx context.Context, pages int64, cont string) {
 	defer close(l.work)
 	if pages > 0 && cont == "" {
 		return // nothing left
 	}
+	pg := pager.Dynamic(l.r.res, pager.Options{Limit: l.r.opts.ChunkSize, Continue: cont, Wait: l.r.lim.Wait, MaxAttempts: l.r.opts.MaxAttempts})
+	defer func() { l.r.expired.Add(pg.Expired()) }()
 	for idx := pages; ; idx++ {
-		list, err := l.r.listPage(ctx, cont)
+		list, err := pg.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return
+		}
 		if err != nil {
 			if ctx.Err() == nil {
-				l.err = err
+				l.err = fmt.Errorf("listing %s: %w", l.r.crd.Name, err)
 			}
 			return
 		}
-		p := &page{index: idx, next: list.GetContinue()}
+		p := &page{index: idx, next: pg.Continue()}
 		if k := len(list.Items); k > 0 {
 			p.last = ObjectKey(list.Items[k-1].GetNamespace(), list.Items[k-1].GetName())
 		}
@@ -54,9 +62,6 @@ func (l *lister) run(ctx context.Context, pages int64, cont string) {
 			case <-ctx.Done():
 				return
 			}
-		}
-		if cont = p.next; cont == "" {
-			return
 		}
 	}
 }
@@ -103,35 +108,8 @@ func (r *Rewriter) record(it item, o outcome, reason string) {
 	case outcomeFailed:
 		p.counts.Failed++
 		r.failed.Add(1)
-		p.failures = append(p.failures, Failure{Namespace: it.obj.GetNamespace(), Name: it.obj.GetName(), Reason: reason})
-	}
-}
-
-// listPage lists one page, retrying transient errors with back-off and following the
-// inconsistent continue token a 410 Gone carries.
-func (r *Rewriter) listPage(ctx context.Context, cont string) (*unstructured.UnstructuredList, error) {
-	for attempt := 1; ; attempt++ {
-		if err := r.lim.Wait(ctx); err != nil {
-			return nil, err
-		}
-		list, err := r.res.List(ctx, metav1.ListOptions{Limit: r.opts.ChunkSize, Continue: cont})
-		if err == nil {
-			return list, nil
-		}
-		switch {
-		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-			next := continueFromExpired(err)
-			if cont == "" || next == "" || next == cont {
-				return nil, fmt.Errorf("listing %s: %w", r.crd.Name, err)
-			}
-			cont = next // objects changed since are already stored at the storage version
-			r.expired.Add(1)
-		case retryable(err) && attempt < r.opts.MaxAttempts:
-			if err := Sleep(ctx, backoff(err, attempt)); err != nil {
-				return nil, err
-			}
-		default:
-			return nil, fmt.Errorf("listing %s: %w", r.crd.Name, err)
+		if len(p.failures) < MaxListed {
+			p.failures = append(p.failures, Failure{Namespace: it.obj.GetNamespace(), Name: it.obj.GetName(), Reason: reason})
 		}
 	}
 }
@@ -194,8 +172,8 @@ func (r *Rewriter) migrateOne(ctx context.Context, obj *unstructured.Unstructure
 			default:
 				return outcomeFailed, "re-reading after a conflict: " + reasonOf(gerr), true
 			}
-		case retryable(err) && attempt < r.opts.MaxAttempts:
-			if serr := Sleep(ctx, backoff(err, attempt)); serr != nil {
+		case pager.Retryable(err) && attempt < r.opts.MaxAttempts:
+			if serr := pager.Sleep(ctx, pager.Backoff(err, attempt)); serr != nil {
 				return 0, "", false
 			}
 		default:
@@ -210,49 +188,18 @@ func (r *Rewriter) getFresh(ctx context.Context, ri dynamic.ResourceInterface, n
 			return nil, err
 		}
 		obj, err := ri.Get(ctx, name, metav1.GetOptions{})
-		if err == nil || !retryable(err) || attempt >= r.opts.MaxAttempts {
+		if err == nil || !pager.Retryable(err) || attempt >= r.opts.MaxAttempts {
 			return obj, err
 		}
-		if err := Sleep(ctx, backoff(err, attempt)); err != nil {
+		if err := pager.Sleep(ctx, pager.Backoff(err, attempt)); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// retryable: throttled (429), server errors (5xx), timeouts, and transport errors.
-func retryable(err error) bool {
-	var st apierrors.APIStatus
-	if errors.As(err, &st) {
-		code := st.Status().Code
-		return code == 429 || code >= 500 || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err)
-	}
-	return !errors.Is(err, context.Canceled)
-}
-
-// backoff honours the server's Retry-After, else doubles from 100 ms up to 5 s.
-func backoff(err error, attempt int) time.Duration {
-	if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	d := 100 * time.Millisecond << (attempt - 1)
-	if d > 5*time.Second || d <= 0 {
-		d = 5 * time.Second
-	}
-	return d
-}
-
 // Sleep waits d, or until ctx is done (then its error): the back-off of the rewrite and of
-// the preflight's dry runs, so that Ctrl-C is never held up by a wait.
-func Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// the preflight's dry runs, so that Ctrl-C is never held up by a wait (pager.Sleep).
+func Sleep(ctx context.Context, d time.Duration) error { return pager.Sleep(ctx, d) }
 
 // reasonOf is the API server's message for err (e.g. what an admission webhook said).
 func reasonOf(err error) string {
@@ -340,10 +287,9 @@ func (r *Rewriter) checkManagers(before, after *unstructured.Unstructured) {
 // Reason is the API server's message for err (e.g. what an admission webhook said), else err's.
 func Reason(err error) string { return reasonOf(err) }
 
-// Retryable reports whether err is worth retrying after a back-off: throttled (429), server
-// errors (5xx), timeouts, transport errors. The rewrite and the preflight's dry runs retry alike.
-func Retryable(err error) bool { return retryable(err) }
+// Retryable reports whether err is worth retrying after a back-off (pager.Retryable: the rule
+// every request of a run shares).
+func Retryable(err error) bool { return pager.Retryable(err) }
 
-// Backoff is how long to wait before attempt+1 after err: the server's Retry-After, else
-// doubling from 100 ms up to 5 s.
-func Backoff(err error, attempt int) time.Duration { return backoff(err, attempt) }
+// Backoff is how long to wait before attempt+1 after err (pager.Backoff).
+func Backoff(err error, attempt int) time.Duration { return pager.Backoff(err, attempt) }

@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
+
+	"github.com/crdver/kubectl-crdver/internal/pager"
 )
 
 // Census is how many objects of a resource hold managedFields entries of each version, and
@@ -160,27 +162,21 @@ func (r VersionCount) WritersSince(since time.Time) []Writer {
 }
 
 // EachObject calls fn for every object of gvr, listed in pages of chunk with the metadata
-// client. A continue token that expired (410 Gone) is replaced by the inconsistent continue
-// token the API server returns with the error.
+// client (package pager: an expired continue token is followed, transient errors retried).
 func EachObject(ctx context.Context, md metadata.Interface, gvr schema.GroupVersionResource, chunk int64, fn func(*metav1.PartialObjectMetadata) error) error {
-	cont := ""
+	pg := pager.Metadata(md.Resource(gvr), pager.Options{Limit: chunk})
 	for {
-		list, err := md.Resource(gvr).List(ctx, metav1.ListOptions{Limit: chunk, Continue: cont})
+		list, err := pg.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
 		if err != nil {
-			var st apierrors.APIStatus
-			if apierrors.IsResourceExpired(err) && cont != "" && errors.As(err, &st) && st.Status().ListMeta.Continue != "" {
-				cont = st.Status().ListMeta.Continue
-				continue
-			}
 			return fmt.Errorf("listing %s: %w", gvr.GroupResource(), err)
 		}
 		for i := range list.Items {
 			if err := fn(&list.Items[i]); err != nil {
 				return err
 			}
-		}
-		if cont = list.Continue; cont == "" {
-			return nil
 		}
 	}
 }

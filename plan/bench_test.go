@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -121,21 +119,10 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// vmHWM reads the peak resident set size in kB from /proc/self/status.
+// vmHWM reads the peak resident set size in kB of this process.
 func vmHWM() (int64, bool) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			v, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return v, err == nil
-		}
-	}
-	return 0, false
+	v, err := testenv.HWM(0)
+	return v, err == nil
 }
 
 // BenchmarkPlanCRDs plans each CRD of cert-manager v1.5.5 in testdata/releases (three of

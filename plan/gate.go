@@ -110,54 +110,32 @@ func judge(live *apiextensionsv1.CustomResourceDefinition, it *Item) {
 		}
 	}
 
-	// Objects, each by its kinds.
-	var pruned, possibly, updates, recreates, mistyped []string
-	var mistypedPaths []string
-	firstMismatch := ""
-	var prunedPaths, possiblyPaths []string
+	// Objects, each by its kinds: every one found, listed or not (the tally).
 	for i := range it.Objects.Findings {
 		f := &it.Objects.Findings[i]
-		name := objectName(f)
 		f.Kinds = f.kinds()
-		for _, k := range f.Kinds {
-			switch k {
-			case KindDataLoss:
-				pruned = append(pruned, name)
-				prunedPaths = union(prunedPaths, f.PrunedOnRead)
-			case KindUnknown:
-				possibly = append(possibly, name)
-				possiblyPaths = union(possiblyPaths, f.PossiblyPrunedOnRead)
-			case KindRejectedWrite:
-				updates = append(updates, name)
-			case KindInvalidOnRecreate:
-				recreates = append(recreates, name)
-			case KindTypeMismatch:
-				mistyped = append(mistyped, name)
-				if firstMismatch == "" {
-					firstMismatch = f.TypeMismatches[0].Error
-				}
-				for _, m := range f.TypeMismatches {
-					mistypedPaths = union(mistypedPaths, []string{strings.TrimPrefix(m.Path, ".")})
-				}
-			}
-		}
 	}
-	if len(pruned) > 0 {
-		add(KindDataLoss, fmt.Sprintf("%s %s fields on read, and from etcd on the next write: %s (%s)", objectsCount(len(pruned)), agree(len(pruned), "loses", "lose"), strings.Join(prunedPaths, ", "), names(pruned)))
+	t := it.tally()
+	if kt := t.of(KindDataLoss); kt.count > 0 {
+		n := int(kt.count)
+		add(KindDataLoss, fmt.Sprintf("%s %s fields on read, and from etcd on the next write: %s (%s)", objectsCount(n), agree(n, "loses", "lose"), kt.pathList(), kt.nameList()))
 	}
-	if len(updates) > 0 {
-		add(KindRejectedWrite, fmt.Sprintf("%s would be rejected on the next update (a controller's write): %s", objectsCount(len(updates)), names(updates)))
+	if kt := t.of(KindRejectedWrite); kt.count > 0 {
+		add(KindRejectedWrite, fmt.Sprintf("%s would be rejected on the next update (a controller's write): %s", objectsCount(int(kt.count)), kt.nameList()))
 	}
-	if len(mistyped) > 0 {
+	if kt := t.of(KindTypeMismatch); kt.count > 0 {
+		n := int(kt.count)
 		add(KindTypeMismatch, fmt.Sprintf("%s %s values whose type does not fit the typed schema of %s (%s): server-side apply fails on %s (the API server: failed to create typed live object …: %s), a rewrite cannot record %s field ownership (servers before 1.37 drop all of %s managedFields), and a re-create as read is rejected: %s",
-			objectsCount(len(mistyped)), agree(len(mistyped), "holds", "hold"), it.Objects.ReadVersion, strings.Join(mistypedPaths, ", "), agree(len(mistyped), "it", "them"), firstMismatch, agree(len(mistyped), "its", "their"), agree(len(mistyped), "its", "their"), names(mistyped)))
+			objectsCount(n), agree(n, "holds", "hold"), it.Objects.ReadVersion, kt.pathList(), agree(n, "it", "them"), kt.first, agree(n, "its", "their"), agree(n, "its", "their"), kt.nameList()))
 	}
-	if len(recreates) > 0 {
+	if kt := t.of(KindInvalidOnRecreate); kt.count > 0 {
+		n := int(kt.count)
 		add(KindInvalidOnRecreate, fmt.Sprintf("%s %s the new schema: writes are accepted (the API server ratchets unchanged fields), but a re-create as listed (a restore, a GitOps replace) is rejected: %s",
-			objectsCount(len(recreates)), agree(len(recreates), "violates", "violate"), names(recreates)))
+			objectsCount(n), agree(n, "violates", "violate"), kt.nameList()))
 	}
-	if len(possibly) > 0 {
-		add(KindUnknown, fmt.Sprintf("%s %s fields on read if encoded at another version in etcd (a migration is pending; the API cannot show it): %s (%s)", objectsCount(len(possibly)), agree(len(possibly), "loses", "lose"), strings.Join(possiblyPaths, ", "), names(possibly)))
+	if kt := t.of(KindUnknown); kt.count > 0 {
+		n := int(kt.count)
+		add(KindUnknown, fmt.Sprintf("%s %s fields on read if encoded at another version in etcd (a migration is pending; the API cannot show it): %s (%s)", objectsCount(n), agree(n, "loses", "lose"), kt.pathList(), kt.nameList()))
 	}
 	for _, s := range it.ConversionSample {
 		switch {
@@ -267,6 +245,22 @@ func names(ns []string) string {
 		return strings.Join(ns, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(ns[:namesShown], ", "), len(ns)-namesShown)
+}
+
+// nameList names the kind's first objects, and how many more there are.
+func (kt kindTally) nameList() string {
+	if kt.count <= int64(len(kt.names)) {
+		return strings.Join(kt.names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(kt.names, ", "), kt.count-int64(len(kt.names)))
+}
+
+// pathList lists the kind's paths.
+func (kt kindTally) pathList() string {
+	if kt.more {
+		return strings.Join(kt.paths, ", ") + ", …"
+	}
+	return strings.Join(kt.paths, ", ")
 }
 
 func union(a, b []string) []string {

@@ -335,12 +335,20 @@ type evalOptions struct {
 	reuse  *memoReader
 	record *memoWriter
 	reused *atomic.Int64
+	// maxFindings bounds the findings kept (0: DefaultMaxFindings); every one is tallied.
+	maxFindings int
+	// each is Options.Each.
+	each func(*unstructured.Unstructured)
 }
 
 // objectsOutcome is the object pass's result.
 type objectsOutcome struct {
 	evaluated int64
-	findings  []Finding
+	// findings are the first maxFindings findings; omitted counts the others; tally counts
+	// them all.
+	findings []Finding
+	omitted  int64
+	tally    objectTally
 	// managers counts the objects' managedFields entries per version and manager.
 	managers *ownership.Tally
 	kept     []unstructured.Unstructured
@@ -349,7 +357,7 @@ type objectsOutcome struct {
 // evaluateAll reads src page by page and evaluates each page's objects on a pool of workers
 // (each with its own Previewer: it is not safe for concurrent use), keeping the list order.
 // The next page is fetched while the current one is evaluated; memory holds two pages and
-// the findings.
+// at most maxFindings findings.
 func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOptions) (*objectsOutcome, error) {
 	workers := o.workers
 	if workers <= 0 {
@@ -390,6 +398,10 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 	}()
 
 	out := &objectsOutcome{findings: []Finding{}, managers: ownership.NewTally(e.next.Spec.Group)}
+	maxFindings := o.maxFindings
+	if maxFindings <= 0 {
+		maxFindings = DefaultMaxFindings
+	}
 	for pg := range pages {
 		if pg.err != nil {
 			return out, pg.err
@@ -457,8 +469,16 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 			}
 			out.evaluated++
 			out.managers.Add(items[i].GetManagedFields())
+			if o.each != nil {
+				o.each(&items[i])
+			}
 			if !r.finding.empty() {
-				out.findings = append(out.findings, r.finding)
+				out.tally.add(&r.finding)
+				if len(out.findings) < maxFindings {
+					out.findings = append(out.findings, r.finding)
+				} else {
+					out.omitted++
+				}
 			} else if o.record != nil && !r.ruledOut {
 				o.record.add(objectKey(&items[i]), sums[i])
 			}

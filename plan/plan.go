@@ -13,6 +13,7 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
@@ -46,6 +47,14 @@ type Options struct {
 	// (ObjectMemo: upgrade's verify does not evaluate again an object its first plan found
 	// clean and that has not changed since).
 	Memo *ObjectMemo
+	// Each, when set, is called with every object the plan lists, in list order, from one
+	// goroutine, after it is evaluated (a caller's own look at the objects without a read of
+	// its own).
+	Each func(u *unstructured.Unstructured)
+	// MaxFindings bounds the findings the item lists (0: DefaultMaxFindings); every finding is
+	// counted (Objects.Omitted, the verdict's reasons, the runbook's counts): memory does not
+	// grow with the objects.
+	MaxFindings int
 	// DryRun, when set, is a client of the cluster the live CRD comes from, allowed to create
 	// and update CRDs: the apply verdict is then the API server's answer to a server-side
 	// dry-run (Item.ApplyVerdictSource), exact for that server.
@@ -225,7 +234,7 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("a migration is pending (status.storedVersions: %s): objects are evaluated as encoded at %s; where another encoding changes the answer, the object says so",
 			strings.Join(live.Status.StoredVersions, ", "), e.encodings[0]))
 	}
-	eo := evalOptions{sample: opts.Sample, workers: opts.Workers, progress: opts.Progress, keep: opts.ConvertSample}
+	eo := evalOptions{sample: opts.Sample, workers: opts.Workers, progress: opts.Progress, keep: opts.ConvertSample, maxFindings: opts.MaxFindings, each: opts.Each}
 	if opts.Sample == 0 {
 		eo.reuse, eo.record = opts.Memo.start(next.Name, e)
 		if opts.Memo != nil {
@@ -241,8 +250,12 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	}
 	if out != nil {
 		it.Objects.Evaluated = out.evaluated
-		it.Objects.Findings = out.findings
-		it.ManagedFields = managedFieldsVersions(out.managers.Census(), next, e.readVersion)
+		it.Objects.Findings, it.Objects.Omitted, it.objects = out.findings, out.omitted, &out.tally
+		census := out.managers.Census()
+		it.ManagedFields = managedFieldsVersions(census, next, e.readVersion)
+		if err == nil && opts.Sample == 0 {
+			it.census = census
+		}
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

@@ -153,7 +153,16 @@ type Item struct {
 
 	// live and next are the CRDs planned (live nil for a create), for the runbook.
 	live, next *apiextensionsv1.CustomResourceDefinition
+	// objects is the tally of every finding of the object pass (nil: none ran; tally()
+	// makes one from Objects.Findings).
+	objects *objectTally
+	// census is the managedFields census of every object the pass listed (nil: not all were).
+	census *ownership.Census
 }
+
+// Census is the managedFields census of every live object, as the plan listed them (nil when
+// the plan did not list them all): a later step of the same run need not read them again.
+func (it *Item) Census() *ownership.Census { return it.census }
 
 // CRDs are the live (nil for a create) and new CRD the item was planned with.
 func (it *Item) CRDs() (live, next *apiextensionsv1.CustomResourceDefinition) {
@@ -216,8 +225,11 @@ type Objects struct {
 	// ReadVersion is the version reads and no-op updates are evaluated in (the new storage
 	// version when served).
 	ReadVersion string `json:"readVersion,omitempty"`
-	// Findings lists the objects with something to report, in list order.
+	// Findings lists the objects with something to report, in list order: the first
+	// Options.MaxFindings of them (DefaultMaxFindings); Omitted counts the others. The verdict,
+	// its reasons and the runbook count every one.
 	Findings []Finding `json:"findings"`
+	Omitted  int64     `json:"omitted,omitempty"`
 	Notes    []string  `json:"notes,omitempty"`
 }
 

@@ -312,15 +312,17 @@ func (b *runbook) fix() {
 				losingCmds = append(losingCmds, edit)
 			}
 		}
+		// Counted over every finding, listed or not (findings.go).
+		nRejected, nLosing := p.it.CountObjects(KindRejectedWrite), p.it.LosingObjects()
 		if len(rejected) > 0 {
 			b.add(RunbookStep{Phase: PhaseFix, Action: ActionFixObjects, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindRejectedWrite).Manual,
-				Objects: capList(rejected), Commands: capList(rejectedCmds),
-				Why: fmt.Sprintf("%s of %s would be rejected on their next write under the new CRD: fix them before any storage switch, or the rewrite fails on them and leaves %s half-migrated", objects(len(rejected)), p.next.Name, p.next.Name)})
+				Objects: capListOf(rejected, nRejected), Commands: capListOf(rejectedCmds, nRejected),
+				Why: fmt.Sprintf("%s of %s would be rejected on their next write under the new CRD: fix them before any storage switch, or the rewrite fails on them and leaves %s half-migrated", objects(int(nRejected)), p.next.Name, p.next.Name)})
 		}
 		if len(losing) > 0 {
 			b.add(RunbookStep{Phase: PhaseFix, Action: ActionConvertObjects, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindDataLoss).Manual,
-				Objects: capList(losing), Commands: capList(losingCmds),
-				Why: fmt.Sprintf("fields the new version %[3]s lacks are held by %[1]s of %[2]s: rewriting at %[3]s drops them from etcd. Move the data to the fields %[3]s has (the release's own migration guide says how), or accept the loss: kubectl crdver upgrade refuses unless --allow-data-loss; the backup below keeps it", objects(len(losing)), p.next.Name, p.storage)})
+				Objects: capListOf(losing, nLosing), Commands: capListOf(losingCmds, nLosing),
+				Why: fmt.Sprintf("fields the new version %[3]s lacks are held by %[1]s of %[2]s: rewriting at %[3]s drops them from etcd. Move the data to the fields %[3]s has (the release's own migration guide says how), or accept the loss: kubectl crdver upgrade refuses unless --allow-data-loss; the backup below keeps it", objects(int(nLosing)), p.next.Name, p.storage)})
 		}
 		if st, ok := recreateStep(p); ok {
 			b.add(st)
@@ -511,18 +513,12 @@ func (p *crdPlan) consent(backedUp bool, backupFile string) (flag, why string) {
 		return "", ""
 	}
 	var what string
-	var lossy []string
-	for _, f := range p.it.Objects.Findings {
-		ks := f.kinds()
-		if slices.Contains(ks, KindDataLoss) || slices.Contains(ks, KindUnknown) {
-			lossy = append(lossy, objectName(&f))
-		}
-	}
+	lossy := p.it.LosingObjects() // every finding, listed or not (findings.go)
 	var kind Kind
 	switch {
-	case len(lossy) > 0:
+	case lossy > 0:
 		kind = KindDataLoss
-		what = fmt.Sprintf("it drops from etcd the fields the convert-objects step above lists (%s of %s) unless you moved their data", objects(len(lossy)), p.next.Name)
+		what = fmt.Sprintf("it drops from etcd the fields the convert-objects step above lists (%s of %s) unless you moved their data", objects(int(lossy)), p.next.Name)
 	case slices.Contains(p.it.Kinds, KindDataLoss):
 		kind = KindDataLoss
 		what = fmt.Sprintf("objects of %s lose what the conversion to %s fails to keep (the plan's findings say which checks fail)", p.next.Name, p.storage)
@@ -829,13 +825,14 @@ func recreateStep(p *crdPlan) (RunbookStep, bool) {
 	if !both {
 		when = fmt.Sprintf("after the apply (the live CRD does not serve %s yet)", v)
 	}
+	n := int(p.it.CountObjects(KindInvalidOnRecreate)) // every finding, listed or not (findings.go)
 	why := fmt.Sprintf("%s of %s %s the new schema of %s: the API server accepts %s writes (it ratchets fields that do not change), so the upgrade goes on, but re-creating %s as %s (a restore, a GitOps replace) is rejected with the errors below. Edit each so that it is valid, %s; the verify step passes once none is left",
-		objects(len(objs)), p.next.Name, agree(len(objs), "violates", "violate"), v, agree(len(objs), "its", "their"), agree(len(objs), "it", "them"), agree(len(objs), "it is", "they are"), when)
+		objects(n), p.next.Name, agree(n, "violates", "violate"), v, agree(n, "its", "their"), agree(n, "it", "them"), agree(n, "it is", "they are"), when)
 	if len(cmds) > 2*objectsShown {
-		cmds = append(cmds[:2*objectsShown:2*objectsShown], fmt.Sprintf("… and %d more (kubectl crdver plan -o json lists them all)", len(objs)-objectsShown))
+		cmds = append(cmds[:2*objectsShown:2*objectsShown], capListOf(objs, int64(n))[objectsShown])
 	}
 	return RunbookStep{Phase: PhaseFix, Action: ActionFixRecreate, CRDs: []string{p.next.Name}, Target: v, Manual: DecisionFor(KindInvalidOnRecreate).Manual,
-		Objects: capList(objs), Commands: cmds, Why: why}, true
+		Objects: capListOf(objs, int64(n)), Commands: cmds, Why: why}, true
 }
 
 // fixVersion is the version to look at and edit objects in: one the live and the new CRD both

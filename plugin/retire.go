@@ -166,7 +166,7 @@ func (o *RetireOptions) retireOptions(crd *apiextensionsv1.CustomResourceDefinit
 	var pre *preflight.Report
 	return retire.Options{
 		CRD: crd.Name, Version: o.Version, To: o.To, DryRun: o.DryRun, Unserve: o.Unserve, Remove: o.Remove, Force: o.Force,
-		Rewrite: o.rewriteOptions(),
+		Rewrite: o.rewriteOptions(), Budget: true,
 		OnRewrite: func(r *migrate.Rewriter, total int64) func() {
 			return o.progress.Start(Task{Name: "rewriting", Prefix: "retire", Unit: "objects", Total: total,
 				Done: func() int64 { return r.Progress().Total() }})

@@ -42,6 +42,7 @@ type UpgradeOptions struct {
 	AllowOwnershipLoss, FixValues          bool
 	SkipInvalid, NoApply, IntermediateCRDs bool
 	Backup, FieldManager, Checkpoint       string
+	Engine                                 string
 	ChunkSize                              int64
 	progressFlags                          *progressFlags
 	progress                               Progress
@@ -112,6 +113,7 @@ unreachable, interrupted: run it again to resume).`,
 	f.StringVar(&o.FieldManager, "field-manager", plan.FieldManager, "Field manager of the release's server-side apply")
 	f.StringVar(&o.Checkpoint, "checkpoint", "", "The upgrade's checkpoint file (default: in your cache folder, per cluster and release)")
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page")
+	addEngineFlag(cmd, &o.Engine, "Who rewrites the objects of each CRD: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration per CRD, in the runbook's order, each checked object by object by this command)")
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	o.progressFlags = addProgressFlags(cmd)
 	o.kube = addKubeVersionFlag(cmd)
@@ -133,6 +135,9 @@ func (o *UpgradeOptions) Validate() error {
 		return err
 	}
 	if err := o.progressFlags.validate(); err != nil {
+		return err
+	}
+	if err := validateEngine(o.Engine); err != nil {
 		return err
 	}
 	switch {
@@ -210,7 +215,7 @@ func (o *UpgradeOptions) upgradeOptions(next []*apiextensionsv1.CustomResourceDe
 	return upgrade.Options{
 		Next: next, ApplyFile: applyFile, DryRun: o.DryRun, AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss, FixValues: o.FixValues,
 		NoApply: o.NoApply, FieldManager: o.FieldManager, BackupFile: backup, Checkpoint: o.Checkpoint, ChunkSize: o.ChunkSize,
-		KubeVersion: judged.Version, ServerDryRun: o.kube.v.IsZero(),
+		KubeVersion: judged.Version, ServerDryRun: o.kube.v.IsZero(), Engine: migrate.Engine(o.Engine),
 		OnEvaluate: func(crd string, done *atomic.Int64, total func() int64) func() {
 			return o.progress.Start(Task{Name: "preflight " + crd, Prefix: "upgrade", Unit: "objects", Verb: "evaluated", Done: done.Load, TotalFunc: total})
 		},

@@ -43,6 +43,7 @@ import (
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/apistatus"
+	"github.com/crdver/kubectl-crdver/internal/pager"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/preview"
 )
@@ -461,44 +462,23 @@ func (e *evaluation) progress(n int) {
 func (e *evaluation) unknown(s string) { e.r.Unknown = append(e.r.Unknown, s) }
 
 // eachPage lists the objects at version v a page at a time and hands each page to fn (and,
-// when progress is set, counts it as evaluated). An expired continue token (410) continues
-// from the inconsistent token the error carries; transient errors are retried after a back-off.
+// when progress is set, counts it as evaluated). The pager follows an expired continue token
+// (410) and retries transient errors after a back-off.
 func (e *evaluation) eachPage(ctx context.Context, v string, progress bool, fn func([]unstructured.Unstructured) error) error {
-	ri := e.dyn.Resource(crdinfo.GVR(e.crd, v))
-	cont := ""
-	for first, attempt := true, 1; ; {
-		if err := e.wait(ctx); err != nil {
-			return err
-		}
-		list, err := ri.List(ctx, metav1.ListOptions{Limit: e.o.ChunkSize, Continue: cont})
-		if err != nil {
-			var st apierrors.APIStatus
-			switch {
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case apierrors.IsResourceExpired(err) && errors.As(err, &st) && st.Status().ListMeta.Continue != "" && cont != "":
-				cont = st.Status().ListMeta.Continue
-				continue
-			case migrate.Retryable(err) && attempt < maxAttempts:
-				if err := migrate.Sleep(ctx, migrate.Backoff(err, attempt)); err != nil {
-					return err
-				}
-				attempt++
-				continue
-			}
+	pg := pager.Dynamic(e.dyn.Resource(crdinfo.GVR(e.crd, v)), pager.Options{Limit: e.o.ChunkSize, Wait: e.wait, MaxAttempts: maxAttempts})
+	for first := true; ; first = false {
+		list, err := pg.Next(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
 			return fmt.Errorf("listing %s at %s: %w", e.crd.Name, v, err)
 		}
-		attempt = 1
 		if first {
-			first = false
-			n := int64(len(list.Items))
-			if rem := list.GetRemainingItemCount(); rem != nil {
-				n += *rem
-			} else if list.GetContinue() != "" {
-				n = -1
-			}
 			e.mu.Lock()
-			if n >= 0 && e.total < 0 {
+			if n := pg.Total(); n >= 0 && e.total < 0 {
 				passes := int64(len(e.compare))
 				if !e.o.SkipRejections {
 					passes++
@@ -512,9 +492,6 @@ func (e *evaluation) eachPage(ctx context.Context, v string, progress bool, fn f
 		}
 		if progress {
 			e.progress(len(list.Items))
-		}
-		if cont = list.GetContinue(); cont == "" {
-			return nil
 		}
 	}
 }

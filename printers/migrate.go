@@ -76,6 +76,7 @@ func printPlan(w io.Writer, p *migrate.Plan, noHeaders bool) error {
 	for i, s := range p.Steps {
 		fmt.Fprintf(w, "  %d. %s\n", i+1, s)
 	}
+	printBudget(w, p.Budget, "  ")
 	if p.Namespaced && len(p.Namespaces) > 0 {
 		fmt.Fprintln(w)
 		t := &Table{Header: []string{"namespace", "objects"}}
@@ -138,6 +139,17 @@ func printClusterResult(w io.Writer, r *migrate.ClusterResult) {
 		fmt.Fprintf(w, ": %s", r.Message)
 	}
 	fmt.Fprintln(w)
+	if c := r.Check; c != nil {
+		h := c.WrittenHere
+		fmt.Fprintf(w, "Checked by this run, object by object: %d objects, %d written after the storage version was in force (resourceVersion after %s: by the migration or anyone); %d written back here (rewritten %d, already current %d, deleted meanwhile %d, failed %d)\n",
+			c.Objects, c.WrittenSince, c.Since, h.Total(), h.Rewritten, h.Current, h.Deleted, h.Failed)
+		for _, f := range c.Failures {
+			fmt.Fprintf(w, "  failed: %s: %s\n", objectName(f.Namespace, f.Name), f.Reason)
+		}
+		for _, l := range c.ManagersLost {
+			fmt.Fprintf(w, "  field manager %s: %d managedFields entries before the migration, %d after\n", l.Manager, l.Before, l.After)
+		}
+	}
 }
 
 // AllPlan prints the plan of migrate --all: one row per CRD, its last step wrapped to fit

@@ -53,7 +53,7 @@ func printPlanReport(w io.Writer, r *plan.Report, h Human) error {
 			changes = changesText(it.SchemaChanges)
 		}
 		objects := fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total))
-		t.Add(it.CRD, Dash(it.Verdict), apply, Dash(storage), changes, objects, fmt.Sprint(len(it.Objects.Findings)))
+		t.Add(it.CRD, Dash(it.Verdict), apply, Dash(storage), changes, objects, fmt.Sprint(it.Objects.WithFindings()))
 	}
 	if err := t.Print(w, noHeaders); err != nil {
 		return err
@@ -271,7 +271,7 @@ func (p *planPrinter) objects(it *plan.Item) error {
 		if it.Objects.ReadVersion != "" {
 			at = " at " + it.Objects.ReadVersion
 		}
-		fmt.Fprintf(w, "  Objects: %d of %s evaluated%s, %d with findings\n", it.Objects.Evaluated, countText(it.Objects.Total), at, len(it.Objects.Findings))
+		fmt.Fprintf(w, "  Objects: %d of %s evaluated%s, %d with findings\n", it.Objects.Evaluated, countText(it.Objects.Total), at, it.Objects.WithFindings())
 		for _, n := range it.Objects.Notes {
 			p.line("    note: ", n)
 		}
@@ -345,6 +345,9 @@ func (p *planPrinter) objects(it *plan.Item) error {
 	}
 	if len(shown) < len(it.Objects.Findings) {
 		p.line("    ", fmt.Sprintf("… and %s more (%s lists every object and every message)", Plural(len(it.Objects.Findings)-len(shown), "object"), p.wideListed))
+	}
+	if it.Objects.Omitted > 0 {
+		p.line("    ", fmt.Sprintf("… and %s more not listed (a plan lists the first %s with findings; the verdict and the counts are of all)", Plural(int(it.Objects.Omitted), "object"), Plural(len(it.Objects.Findings), "object")))
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ func printRetirePlan(w io.Writer, p *retire.Plan, wide, noHeaders bool) error {
 	if p.ManagedBy != "" {
 		fmt.Fprintf(w, "  managed by:       %s\n", p.ManagedBy)
 	}
+	printBudget(w, p.Budget, "  ")
 	if len(p.Writers) > 0 {
 		fmt.Fprintf(w, "\nField managers holding entries of %s (most recent first):\n", p.Version)
 		if err := WritersTable(p.Writers).Print(w, noHeaders); err != nil {

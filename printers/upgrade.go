@@ -21,7 +21,7 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 		if it.StorageVersion.Before != "" && it.StorageVersion.Before != it.StorageVersion.After {
 			storage = it.StorageVersion.Before + " → " + it.StorageVersion.After
 		}
-		t.Add(it.CRD, it.Operation, storage, fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total)), fmt.Sprint(len(it.Objects.Findings)), plainApply(it.Verdict), upgradeDoes(r, it.CRD))
+		t.Add(it.CRD, it.Operation, storage, fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total)), fmt.Sprint(it.Objects.WithFindings()), plainApply(it.Verdict), upgradeDoes(r, it.CRD))
 	}
 	if err := t.Print(w, noHeaders); err != nil {
 		return err
@@ -63,6 +63,10 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 		if err := printIndented(w, ft, noHeaders); err != nil {
 			return err
 		}
+		if t := pf.Totals; t != nil {
+			WriteWrapped(w, fmt.Sprintf("  The table lists the first objects of each kind; found in all: %s losing fields, %s rejected, %s with values of another type, %s losing field managers.",
+				Plural(pf.Count(plan.KindDataLoss), "object"), Plural(pf.Count(plan.KindRejectedWrite), "object"), Plural(pf.Count(plan.KindTypeMismatch), "object"), Plural(pf.Count(plan.KindOwnershipLoss), "object")), "    ", 120)
+		}
 		for _, c := range pf.BlockedCRDs {
 			fmt.Fprintf(w, "  %s: the API server would reject the new CRD (kubectl crdver plan shows why)\n", c)
 		}
@@ -83,10 +87,14 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 	}
 	if len(pf.InvalidOnRecreate) > 0 {
 		fmt.Fprintln(w)
-		WriteWrapped(w, fmt.Sprintf("Invalid on re-create: %s the new CRDs reject on re-create (a restore, a GitOps replace), although the API server accepts their writes (it ratchets unchanged fields). The upgrade goes on and applies the release; fixing them is left to you, before or after (the runbook's fix-invalid-on-recreate step):", Plural(len(pf.InvalidOnRecreate), "object")), "  ", 120)
+		WriteWrapped(w, fmt.Sprintf("Invalid on re-create: %s the new CRDs reject on re-create (a restore, a GitOps replace), although the API server accepts their writes (it ratchets unchanged fields). The upgrade goes on and applies the release; fixing them is left to you, before or after (the runbook's fix-invalid-on-recreate step):", Plural(pf.Count(plan.KindInvalidOnRecreate), "object")), "  ", 120)
 		if err := printObjectErrors(w, pf.InvalidOnRecreate, noHeaders); err != nil {
 			return err
 		}
+	}
+	for _, b := range r.Budgets {
+		fmt.Fprintln(w)
+		printBudget(w, b, "")
 	}
 	fmt.Fprintln(w)
 	Runbook(w, "Runbook (the whole release, in this order):", r.Plan.Runbook)

@@ -56,13 +56,23 @@ func (r *runner) sawEntries(entries []metav1.ManagedFieldsEntry, from string) {
 // an object whose entries were all moved was written after the move: its manager writes
 // Version now. fr.Remaining gets the census of what is left.
 func (r *runner) checkWriters(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, fr *FieldsResult) error {
+	if fr.listed != nil {
+		// The move's own read found no entry of Version on any object: nothing was moved, so
+		// what it read is what is left (no second read).
+		fr.Remaining = fr.listed.Census().Of(r.o.Version)
+		r.sortWritersSinceStart()
+		return nil
+	}
 	kept := map[string]bool{}
 	for _, f := range append(append([]migrate.Failure{}, fr.Unresolved...), fr.Failed...) {
 		kept[objName(f)] = true
 	}
 	from := crd.Spec.Group + "/" + r.o.Version
 	gvr := crdinfo.GVR(crd, r.plan.Target)
+	// One read of every object: the writers since the move and the census of what is left.
+	tally := ownership.NewTally(gvr.Group)
 	err := ownership.EachObject(ctx, r.c.Metadata, gvr, r.o.Rewrite.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
+		tally.Add(m.ManagedFields)
 		if kept[objName(migrate.Failure{Namespace: m.Namespace, Name: m.Name})] {
 			return nil
 		}
@@ -81,11 +91,13 @@ func (r *runner) checkWriters(ctx context.Context, crd *apiextensionsv1.CustomRe
 	if err != nil {
 		return fmt.Errorf("reading the managedFields of %s: %w", crd.Name, err)
 	}
-	census, err := ownership.Take(ctx, r.c.Metadata, gvr, r.o.Rewrite.ChunkSize)
-	if err != nil {
-		return fmt.Errorf("reading the managedFields of %s: %w", crd.Name, err)
-	}
-	fr.Remaining = census.Of(r.o.Version)
+	fr.Remaining = tally.Census().Of(r.o.Version)
+	r.sortWritersSinceStart()
+	return nil
+}
+
+// sortWritersSinceStart fills the result's WritersSinceStart from the writers seen, sorted.
+func (r *runner) sortWritersSinceStart() {
 	for _, w := range r.writers {
 		r.res.WritersSinceStart = append(r.res.WritersSinceStart, w)
 	}
@@ -93,7 +105,6 @@ func (r *runner) checkWriters(ctx context.Context, crd *apiextensionsv1.CustomRe
 		a, b := r.res.WritersSinceStart[i], r.res.WritersSinceStart[j]
 		return writerKey(a.Manager, a.Operation, a.Subresource) < writerKey(b.Manager, b.Operation, b.Subresource)
 	})
-	return nil
 }
 
 // moveFields moves the managedFields entries of Version on every object that has some, with
@@ -134,7 +145,9 @@ func (r *runner) moveFields(ctx context.Context, crd *apiextensionsv1.CustomReso
 			}
 		}()
 	}
+	tally, sent := ownership.NewTally(crd.Spec.Group), false
 	listErr := ownership.EachObject(ctx, r.c.Metadata, crdinfo.GVR(crd, r.plan.Target), r.o.Rewrite.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
+		tally.Add(m.ManagedFields)
 		has := false
 		for _, e := range m.ManagedFields {
 			has = has || e.APIVersion == from
@@ -142,6 +155,7 @@ func (r *runner) moveFields(ctx context.Context, crd *apiextensionsv1.CustomReso
 		if !has {
 			return nil
 		}
+		sent = true
 		select {
 		case work <- *m:
 			return nil
@@ -155,6 +169,9 @@ func (r *runner) moveFields(ctx context.Context, crd *apiextensionsv1.CustomReso
 	sortFailures(fr.Failed)
 	if listErr != nil {
 		return fr, listErr
+	}
+	if !sent {
+		fr.listed = tally // checkWriters: nothing moved, no second read
 	}
 	return fr, ctx.Err()
 }

@@ -30,9 +30,12 @@ func BuildPlan(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.Cus
 	if m := ManagedBy(crd); m.Managed() {
 		p.ManagedBy, p.Manager = m.String(), &m
 	}
-	census, err := ownership.Take(ctx, c.Metadata, crdinfo.GVR(crd, target), o.Rewrite.ChunkSize)
-	if err != nil {
-		return nil, fmt.Errorf("reading the managedFields of %s: %w", crd.Name, err)
+	census := o.Census
+	if census == nil {
+		var err error
+		if census, err = ownership.Take(ctx, c.Metadata, crdinfo.GVR(crd, target), o.Rewrite.ChunkSize); err != nil {
+			return nil, fmt.Errorf("reading the managedFields of %s: %w", crd.Name, err)
+		}
 	}
 	p.Objects = census.Objects
 	row := census.Of(o.Version)

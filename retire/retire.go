@@ -37,6 +37,8 @@ type runner struct {
 	writers map[string]ownership.Writer // entries of Version written since start
 	// planLast is each manager's last write of Version in the plan's census.
 	planLast map[string]time.Time
+	// clusterAPI is the version of storagemigration.k8s.io the cluster engine uses.
+	clusterAPI string
 }
 
 func (r *runner) notify(format string, args ...any) {
@@ -97,6 +99,15 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 		return nil, err
 	}
 	r.plan = plan
+	if o.Budget && r.step(StepRewrite).State == StatePending {
+		at := plan.StorageVersion // the rewrite's version (see preWrite)
+		if at == o.Version {
+			at = plan.Target
+		}
+		if plan.Budget, err = migrate.EstimateBudget(ctx, c, crd, at, plan.Objects); err != nil {
+			return nil, err
+		}
+	}
 	r.planLast = map[string]time.Time{}
 	for _, w := range plan.Writers {
 		if w.LastWrite != nil {
@@ -128,6 +139,9 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 	if o.Unserve || o.Remove {
 		needed = append(needed, migrate.Access{Verb: "update", Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions", Name: crd.Name})
 	}
+	if o.Engine == migrate.EngineCluster {
+		needed = append(needed, migrate.ClusterEngineAccess()...)
+	}
 	if err := migrate.CheckAccess(ctx, c, needed); err != nil {
 		return r.res, err
 	}
@@ -144,6 +158,12 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 	// After the rights (the check may write dry runs), before the question and any write.
 	if err := preWrite(); err != nil {
 		return r.res, err
+	}
+	if o.Engine == migrate.EngineCluster && r.step(StepRewrite).State == StatePending {
+		// Before the storage switch: fail early when the API is not there.
+		if r.clusterAPI, err = migrate.ServedClusterMigrationVersion(c); err != nil {
+			return r.res, err
+		}
 	}
 	if o.Confirm != nil {
 		ok, err := o.Confirm(plan)
@@ -200,6 +220,12 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 		}
 		if ev != nil {
 			rw.State, rw.Detail = StateAlready, fmt.Sprintf("a completed run is recorded in %s", o.Rewrite.Checkpoint)
+		} else if o.Engine == migrate.EngineCluster {
+			e, err := r.rewriteCluster(ctx, crd)
+			if err != nil {
+				return err
+			}
+			ev = e
 		} else {
 			rwr, err := migrate.NewRewriter(r.c, crd, o.Rewrite)
 			if err != nil {
@@ -348,4 +374,26 @@ func objectsWord(n int64) string {
 		return "object"
 	}
 	return "objects"
+}
+
+// rewriteCluster rewrites every object with the cluster's StorageVersionMigration, checked
+// object by object by this run (migrate.RewriteCluster): the evidence the trim is guarded by.
+func (r *runner) rewriteCluster(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (*migrate.Evidence, error) {
+	rw := r.step(StepRewrite)
+	start := time.Now()
+	cr, err := migrate.RewriteCluster(ctx, r.c, crd, r.clusterAPI, r.o.ClusterStartTimeout, r.o.Rewrite, func(cond, msg string) {
+		r.notify("StorageVersionMigration of %s: %s after %s", crd.Name, cond, time.Since(start).Round(100*time.Millisecond))
+	})
+	r.res.Cluster = cr
+	if err != nil {
+		rw.State, rw.Detail = StateFailed, err.Error()
+		return nil, fmt.Errorf("rewriting the objects of %s with the cluster's StorageVersionMigration: %w", crd.Name, err)
+	}
+	rw.State, rw.Detail = StateDone, cr.Summary()
+	for _, l := range cr.Check.ManagersLost {
+		r.problem("field manager %s has %d managedFields entries on %s after the cluster's migration, %d before: re-apply from its source to restore its ownership", l.Manager, l.After, crd.Name, l.Before)
+	}
+	r.notify("rewrote the objects of %s: %s", crd.Name, rw.Detail)
+	ev := cr.Evidence
+	return &ev, nil
 }

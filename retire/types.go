@@ -3,6 +3,7 @@ package retire
 import (
 	"context"
 	"errors"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -36,6 +37,19 @@ type Options struct {
 	// Rewrite tunes the object rewrite (Checkpoint "" = migrate's default path) and the
 	// managedFields pass (Concurrency, ChunkSize, MaxAttempts).
 	Rewrite migrate.RewriteOptions
+	// Budget works out, before the first write, what the rewrite will ask of the cluster
+	// (Plan.Budget: migrate.EstimateBudget).
+	Budget bool
+	// Engine is who rewrites the objects ("" is migrate.EngineClient); with
+	// migrate.EngineCluster the cluster's StorageVersionMigration does, checked object by
+	// object by this run (migrate.RewriteCluster). ClusterStartTimeout bounds the wait for a
+	// controller to pick the migration up (0: one minute).
+	Engine              migrate.Engine
+	ClusterStartTimeout time.Duration
+	// Census, when set, is the managedFields census of the CRD's objects from the caller's
+	// own recent read of every one of them (upgrade's plan): the plan uses it instead of
+	// reading them all again. The pass after the rewrite reads them anyway.
+	Census *ownership.Census
 	// Planned, when set, is called with the plan as soon as it is made (also on a dry run),
 	// before PreWrite and Confirm.
 	Planned func(*Plan)
@@ -108,6 +122,9 @@ type Plan struct {
 	// (nil when no tool manages it).
 	Manager *Manager `json:"manager,omitempty"`
 	Steps   []Step   `json:"steps"`
+	// Budget is what the rewrite will ask of the cluster (Options.Budget, a rewrite of at least
+	// migrate.MinBudgetObjects objects; nil otherwise).
+	Budget *migrate.Budget `json:"budget,omitempty"`
 }
 
 // FieldsResult is what the managedFields pass did.
@@ -124,6 +141,10 @@ type FieldsResult struct {
 	Failed []migrate.Failure `json:"failed"`
 	// Remaining is the census of entries of Version after the pass.
 	Remaining ownership.VersionCount `json:"remaining"`
+
+	// listed is the census of the pass's read when it found no entry of Version (nil
+	// otherwise): what is left, without a second read.
+	listed *ownership.Tally
 }
 
 // Result is what Run did.
@@ -131,10 +152,13 @@ type Result struct {
 	Plan   *Plan `json:"plan"`
 	DryRun bool  `json:"dryRun"`
 	// Preflight is what Options.PreWrite found before anything was written.
-	Preflight any                 `json:"preflight,omitempty"`
-	Rewrite   *migrate.Result     `json:"rewrite,omitempty"`
-	Trim      *migrate.TrimResult `json:"trim,omitempty"`
-	Fields    *FieldsResult       `json:"managedFields,omitempty"`
+	Preflight any `json:"preflight,omitempty"`
+	// Cluster is what the cluster's StorageVersionMigration did and what this run checked
+	// after it (Options.Engine cluster; nil otherwise).
+	Cluster *migrate.ClusterResult `json:"clusterMigration,omitempty"`
+	Rewrite *migrate.Result        `json:"rewrite,omitempty"`
+	Trim    *migrate.TrimResult    `json:"trim,omitempty"`
+	Fields  *FieldsResult          `json:"managedFields,omitempty"`
 	// WritersSinceStart are managers that wrote Version after the run began.
 	WritersSinceStart []ownership.Writer `json:"writersSinceStart"`
 	// Problems say what keeps Version from being dropped safely (empty when nothing does).

@@ -28,6 +28,7 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/atomicfile"
+	"github.com/crdver/kubectl-crdver/internal/pager"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/ownership"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -360,25 +361,19 @@ func dropsData(action string) bool {
 
 func (r *runner) backupResource(ctx context.Context, w *bufio.Writer, gvr schema.GroupVersionResource) (int64, error) {
 	var n int64
-	cont := ""
 	fmt.Fprintf(w, "# %s.%s.%s\n", gvr.Resource, gvr.Version, gvr.Group)
-	for {
-		list, err := r.c.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: r.o.ChunkSize, Continue: cont})
-		if err != nil {
-			return n, err
-		}
+	err := pager.Each(ctx, pager.Dynamic(r.c.Dynamic.Resource(gvr), pager.Options{Limit: r.o.ChunkSize}), func(list *unstructured.UnstructuredList) error {
 		for i := range list.Items {
 			y, err := yaml.Marshal(list.Items[i].Object)
 			if err != nil {
-				return n, err
+				return err
 			}
 			fmt.Fprintf(w, "---\n%s", y)
 			n++
 		}
-		if cont = list.GetContinue(); cont == "" {
-			return n, nil
-		}
-	}
+		return nil
+	})
+	return n, err
 }
 
 func parseResource(s string) (schema.GroupVersionResource, bool) {
@@ -578,12 +573,30 @@ func (r *runner) verify(ctx context.Context, s *StepResult) error {
 	}
 	v := &Verify{CRDs: []VerifyCRD{}, PlanBreaking: []string{}, InvalidOnRecreate: []ObjectFinding{}}
 	r.rep.Verify = v
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	probes := map[string]*ssaProbe{}
 	for i := range r.items {
 		_, next := r.items[i].CRDs()
 		crd, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, next.Name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("getting %s: %w", next.Name, err)
 		}
+		crds = append(crds, crd)
+		probes[crd.Name] = newSSAProbe(crd)
+	}
+	// Plan of the same release against the cluster as it is now; its read of every object
+	// also gives what the server-side apply check needs (their managedFields).
+	reusedBefore := r.o.Memo.Reused.Load()
+	after, err := PlanRelease(ctx, r.c, Options{Next: r.o.Next, ApplyFile: r.o.ApplyFile, ChunkSize: r.o.ChunkSize, Memo: r.o.Memo,
+		eachObject: func(crd string, u *unstructured.Unstructured) {
+			if p := probes[crd]; p != nil {
+				p.see(u.GetNamespace(), u.GetName(), u.GetManagedFields())
+			}
+		}})
+	if err != nil {
+		return err
+	}
+	for i, crd := range crds {
 		storage := crdinfo.StorageVersion(crd)
 		vc := VerifyCRD{CRD: crd.Name, StorageVersion: storage, StoredVersions: crd.Status.StoredVersions, SSAFailures: []string{}}
 		vc.StoredOK = slices.Equal(crd.Status.StoredVersions, []string{storage})
@@ -593,16 +606,16 @@ func (r *runner) verify(ctx context.Context, s *StepResult) error {
 		if ev, _ := migrate.CompletedEvidence(r.c.Server, crd, mustCheckpoint(r.c.Server, crd.Name)); ev != nil {
 			vc.Evidence = fmt.Sprintf("a completed rewrite at %s is recorded (every object accounted for, %d failed)", ev.StorageVersion, ev.Failed)
 		}
-		if err := r.verifySSA(ctx, crd, &vc); err != nil {
-			return err
+		p := probes[crd.Name]
+		if i >= len(after.Items) || after.Items[i].Objects.Evaluated != p.objects || after.Items[i].Census() == nil {
+			// The plan did not read every object (not evaluated): read their managedFields.
+			p = newSSAProbe(crd)
+			if err := p.read(ctx, r, crd); err != nil {
+				return err
+			}
 		}
+		r.verifySSA(ctx, crd, p, &vc)
 		v.CRDs = append(v.CRDs, vc)
-	}
-	// Plan of the same release against the cluster as it is now.
-	reusedBefore := r.o.Memo.Reused.Load()
-	after, err := PlanRelease(ctx, r.c, Options{Next: r.o.Next, ApplyFile: r.o.ApplyFile, ChunkSize: r.o.ChunkSize, Memo: r.o.Memo})
-	if err != nil {
-		return err
 	}
 	v.Unchanged = r.o.Memo.Reused.Load() - reusedBefore
 	r.verifyPlan(v, after)
@@ -618,47 +631,75 @@ func mustCheckpoint(server, crd string) string {
 	return p
 }
 
-// verifySSA counts objects with managedFields entries of versions the CRD no longer has, and
-// sends a dry-run server-side apply (an empty intent by a probe manager: the API server still
-// converts every existing entry) to one object per distinct set of entry versions.
-func (r *runner) verifySSA(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, vc *VerifyCRD) error {
+// ssaProbe gathers, from a read of every object of a CRD, what the server-side apply check
+// needs: the objects with managedFields entries of versions the CRD no longer has, and one
+// object per distinct set of entry versions.
+type ssaProbe struct {
+	crd     *apiextensionsv1.CustomResourceDefinition
+	objects int64
+	stale   int64
+	seen    map[string]bool
+	probe   []types.NamespacedName
+}
+
+func newSSAProbe(crd *apiextensionsv1.CustomResourceDefinition) *ssaProbe {
+	return &ssaProbe{crd: crd, seen: map[string]bool{}}
+}
+
+// see looks at one object's managedFields.
+func (p *ssaProbe) see(ns, name string, entries []metav1.ManagedFieldsEntry) {
+	p.objects++
+	var vs []string
+	stale := false
+	for _, e := range entries {
+		gv, err := schema.ParseGroupVersion(e.APIVersion)
+		if err != nil || gv.Group != p.crd.Spec.Group {
+			continue
+		}
+		if !slices.Contains(vs, gv.Version) {
+			vs = append(vs, gv.Version)
+		}
+		if _, err := crdinfo.Lookup(p.crd, gv.Version); err != nil {
+			stale = true
+		}
+	}
+	if stale {
+		p.stale++
+	}
+	sort.Strings(vs)
+	if k := strings.Join(vs, ","); !p.seen[k] {
+		p.seen[k] = true
+		p.probe = append(p.probe, types.NamespacedName{Namespace: ns, Name: name})
+	}
+}
+
+// read looks at every object's managedFields with a read of its own (metadata only).
+func (p *ssaProbe) read(ctx context.Context, r *runner, crd *apiextensionsv1.CustomResourceDefinition) error {
 	read, err := crdinfo.AccessVersion(crd)
 	if err != nil {
 		return nil
 	}
-	gvr := crdinfo.GVR(crd, read)
-	seen := map[string]bool{}
-	var probe []*metav1.PartialObjectMetadata
-	err = ownership.EachObject(ctx, r.c.Metadata, gvr, r.o.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
-		var vs []string
-		stale := false
-		for _, e := range m.ManagedFields {
-			gv, err := schema.ParseGroupVersion(e.APIVersion)
-			if err != nil || gv.Group != crd.Spec.Group {
-				continue
-			}
-			if !slices.Contains(vs, gv.Version) {
-				vs = append(vs, gv.Version)
-			}
-			if _, err := crdinfo.Lookup(crd, gv.Version); err != nil {
-				stale = true
-			}
-		}
-		if stale {
-			vc.StaleManagedFields++
-		}
-		sort.Strings(vs)
-		k := strings.Join(vs, ",")
-		if !seen[k] {
-			seen[k] = true
-			probe = append(probe, m.DeepCopy())
-		}
+	err = ownership.EachObject(ctx, r.c.Metadata, crdinfo.GVR(crd, read), r.o.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
+		p.see(m.Namespace, m.Name, m.ManagedFields)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("reading the managedFields of %s: %w", crd.Name, err)
 	}
-	for _, m := range probe {
+	return nil
+}
+
+// verifySSA counts objects with managedFields entries of versions the CRD no longer has, and
+// sends a dry-run server-side apply (an empty intent by a probe manager: the API server still
+// converts every existing entry) to one object per distinct set of entry versions (p).
+func (r *runner) verifySSA(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, p *ssaProbe, vc *VerifyCRD) {
+	read, err := crdinfo.AccessVersion(crd)
+	if err != nil {
+		return
+	}
+	gvr := crdinfo.GVR(crd, read)
+	vc.StaleManagedFields = p.stale
+	for _, m := range p.probe {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion(gvr.GroupVersion().String())
 		u.SetKind(crd.Spec.Names.Kind)
@@ -680,7 +721,6 @@ func (r *runner) verifySSA(ctx context.Context, crd *apiextensionsv1.CustomResou
 	if vc.StaleManagedFields > 0 {
 		r.problem("%s: %d objects hold managedFields entries of versions no longer in the CRD: server-side apply fails on them (kubernetes#111937)", crd.Name, vc.StaleManagedFields)
 	}
-	return nil
 }
 
 // Intermediates are the intermediate CRDs of a planned release (kubectl crdver upgrade

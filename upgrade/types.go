@@ -15,8 +15,10 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/migrate"
@@ -70,6 +72,17 @@ type Options struct {
 	Checkpoint string
 	// Rewrite tunes the rewrites (Checkpoint is ignored: migrate's default per CRD).
 	Rewrite migrate.RewriteOptions
+	// Engine is who rewrites the objects of each CRD ("" is migrate.EngineClient): with
+	// migrate.EngineCluster the cluster's StorageVersionMigration does, one CRD at a time in
+	// the runbook's order, and this run does what the controller does not — the preflight,
+	// the managedFields moves, the check that every object was rewritten (writing back what
+	// was not) and the trim (migrate.RewriteCluster). ClusterStartTimeout bounds the wait for
+	// a controller to pick a migration up (0: one minute).
+	Engine              migrate.Engine
+	ClusterStartTimeout time.Duration
+
+	// eachObject, when set, sees every object PlanRelease's plan lists (plan.Options.Each).
+	eachObject func(crd string, u *unstructured.Unstructured)
 	// ChunkSize of the lists (0: 500).
 	ChunkSize int64
 	// KubeVersion is the Kubernetes version the release is planned as (the cluster's, or
@@ -128,6 +141,10 @@ type Report struct {
 	// at them (empty when none), and what became of each.
 	ServedAgain []ServedAgain `json:"servedAgain"`
 	Backup      *Backup       `json:"backup,omitempty"`
+	// Budgets are what the rewrites of the runbook will ask of the cluster, one per CRD
+	// rewritten (migrate.Budget: CRDs of at least migrate.MinBudgetObjects objects), worked out
+	// before the first write.
+	Budgets []*migrate.Budget `json:"budgets,omitempty"`
 	// Hop: the release is this hop of a release path (RunPath).
 	Hop *HopOptions `json:"hop,omitempty"`
 	// Steps are the runbook's steps and what became of each.
@@ -190,6 +207,9 @@ type Preflight struct {
 	// Incomplete: the preflight could not complete (a list or a webhook failed): no answer,
 	// which no flag accepts (Refused is set too: nothing is written).
 	Incomplete bool `json:"incomplete,omitempty"`
+	// Totals: how many objects each list would hold, when more were found than it holds
+	// (nil when every list is whole; see PreflightTotals and Count).
+	Totals *PreflightTotals `json:"totals,omitempty"`
 	// Unread: objects may be stored at versions the live CRDs do not serve and --dry-run
 	// does not serve them again to read them: what they lose is not evaluated (Refused).
 	Unread []string `json:"unread,omitempty"`
@@ -245,6 +265,11 @@ type StepResult struct {
 	plan.RunbookStep
 	State  string `json:"state"`
 	Detail string `json:"detail"`
+	// Engine is who rewrote the objects of a migrate or retire step (client: this run;
+	// cluster: the cluster's StorageVersionMigration, checked by this run: Cluster says what
+	// each did).
+	Engine  migrate.Engine         `json:"engine,omitempty"`
+	Cluster *migrate.ClusterResult `json:"clusterMigration,omitempty"`
 }
 
 // Verify is the check after the apply.

@@ -10,6 +10,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
@@ -29,6 +30,8 @@ type runner struct {
 	// earlier is the state of a run of this release on this cluster that finished.
 	earlier *state
 	items   []plan.Item
+	// checked counts, per CRD and kind, the objects the preflight check found (totals.go).
+	checked map[string]map[plan.Kind]int64
 }
 
 func (r *runner) notify(format string, args ...any) {
@@ -51,6 +54,12 @@ func PlanRelease(ctx context.Context, c *migrate.Clients, o Options) (*plan.Repo
 		Plan:       plan.Options{FieldValidation: preview.FieldValidationStrict, Memo: o.Memo},
 		OnEvaluate: o.OnEvaluate,
 		Runbook:    plan.RunbookOptions{ApplyFile: o.ApplyFile, BackupFile: o.BackupFile},
+		Configure: func(next *apiextensionsv1.CustomResourceDefinition, po *plan.Options) error {
+			if o.eachObject != nil {
+				po.Each = func(u *unstructured.Unstructured) { o.eachObject(next.Name, u) }
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -133,6 +142,12 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	}
 	r.preflight(ctx)
 	r.invalidOnRecreate()
+	r.totals()
+	if !r.rep.Preflight.Refused || o.DryRun {
+		if err := r.budgets(ctx); err != nil {
+			return r.rep, err
+		}
+	}
 	if o.DryRun {
 		return r.rep, nil
 	}
@@ -144,6 +159,11 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	}
 	if err := migrate.CheckAccess(ctx, c, r.neededAccess()); err != nil {
 		return r.rep, fmt.Errorf("%w%s", err, r.restoreNote(ctx))
+	}
+	if o.Engine == migrate.EngineCluster && r.rewrites() {
+		if _, err := migrate.ServedClusterMigrationVersion(c); err != nil {
+			return r.rep, fmt.Errorf("%w%s", err, r.restoreNote(ctx))
+		}
 	}
 	if o.Confirm != nil && r.writes() {
 		ok, err := o.Confirm(r.rep)
@@ -248,6 +268,7 @@ func (r *runner) preflight(ctx context.Context) {
 		}
 	}
 	var why []string
+	r.totals()
 	r.markUnread()
 	if len(pf.Unread) > 0 && len(pf.BlockedCRDs) == 0 {
 		// --dry-run: what the objects stored there lose is unknown, and no flag accepts that.
@@ -265,15 +286,15 @@ func (r *runner) preflight(ctx context.Context) {
 		case plan.KindApplyRejected:
 			why = append(why, fmt.Sprintf("the API server would reject %s (see the plan's apply errors)", strings.Join(pf.BlockedCRDs, ", ")))
 		case plan.KindDataLoss:
-			why = append(why, fmt.Sprintf("%s would lose fields (listed in the preflight); back them up and convert them, or accept the loss", countObjects(len(pf.DataLoss))))
+			why = append(why, fmt.Sprintf("%s would lose fields (listed in the preflight); back them up and convert them, or accept the loss", countObjects(pf.Count(plan.KindDataLoss))))
 		case plan.KindUnknown:
 			why = append(why, fmt.Sprintf("what the rewrite loses is unknown for %s", strings.Join(pf.Unknown, "; ")))
 		case plan.KindRejectedWrite:
-			why = append(why, fmt.Sprintf("%s would be rejected on their next write (listed in the preflight): fix them first", countObjects(len(pf.Rejected))))
+			why = append(why, fmt.Sprintf("%s would be rejected on their next write (listed in the preflight): fix them first", countObjects(pf.Count(plan.KindRejectedWrite))))
 		case plan.KindTypeMismatch:
-			why = append(why, fmt.Sprintf("%s hold values whose type does not fit the new storage version's typed schema (server-side apply would fail on them after the apply): %s converts them after the backup, keeping their field managers (those with no lossless conversion are then for you, after the backup: the plan's fix-values step)", countObjects(len(pf.TypeMismatch)), plan.OverrideFlag(plan.KindTypeMismatch)))
+			why = append(why, fmt.Sprintf("%s hold values whose type does not fit the new storage version's typed schema (server-side apply would fail on them after the apply): %s converts them after the backup, keeping their field managers (those with no lossless conversion are then for you, after the backup: the plan's fix-values step)", countObjects(pf.Count(plan.KindTypeMismatch)), plan.OverrideFlag(plan.KindTypeMismatch)))
 		case plan.KindOwnershipLoss:
-			why = append(why, fmt.Sprintf("%s would lose field managers through the rewrite (listed in the preflight; --allow-data-loss does not accept this): fix what the API server cannot type, or accept it with %s", countObjects(len(pf.OwnershipLoss)), plan.OverrideFlag(plan.KindOwnershipLoss)))
+			why = append(why, fmt.Sprintf("%s would lose field managers through the rewrite (listed in the preflight; --allow-data-loss does not accept this): fix what the API server cannot type, or accept it with %s", countObjects(pf.Count(plan.KindOwnershipLoss)), plan.OverrideFlag(plan.KindOwnershipLoss)))
 		}
 	}
 	if w := r.unfixableValues(); w != "" {
@@ -316,7 +337,7 @@ func planFindings(it *plan.Item, pf *Preflight) {
 func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, target string) ([]ObjectFinding, error) {
 	return func(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, target string) ([]ObjectFinding, error) {
 		crd := live
-		so := preflight.Options{Target: target, ChunkSize: r.o.ChunkSize}
+		so := preflight.Options{Target: target, ChunkSize: r.o.ChunkSize, MaxListed: plan.DefaultMaxFindings}
 		if inter := plan.IntermediateFor(it); inter != nil {
 			inter.Status = *live.Status.DeepCopy()
 			// The preflight reads from the live API server, which serves what live serves (and
@@ -342,6 +363,9 @@ func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiext
 		if err := r.dropEmptyUnserved(ctx, live, rep); err != nil {
 			return nil, err
 		}
+		r.countFound(it.CRD, plan.KindDataLoss, rep.LossCount)
+		r.countFound(it.CRD, plan.KindRejectedWrite, rep.RejectedCount)
+		r.countFound(it.CRD, plan.KindOwnershipLoss, rep.OwnershipLossCount)
 		var out []ObjectFinding
 		for _, l := range rep.Losses {
 			out = append(out, ObjectFinding{CRD: it.CRD, Namespace: l.Namespace, Name: l.Name, Fields: l.Fields, HeldAt: l.HeldAt})
@@ -384,6 +408,13 @@ func (r *runner) needsBackup() bool {
 	return slices.ContainsFunc(r.rep.Plan.Runbook, func(s plan.RunbookStep) bool { return s.Action == plan.ActionBackup })
 }
 
+// rewrites reports whether a step rewrites the objects of a CRD.
+func (r *runner) rewrites() bool {
+	return slices.ContainsFunc(r.rep.Plan.Runbook, func(s plan.RunbookStep) bool {
+		return s.Action == plan.ActionMigrate || s.Action == plan.ActionRetire
+	})
+}
+
 // writes reports whether any step would write.
 func (r *runner) writes() bool {
 	return slices.ContainsFunc(r.rep.Plan.Runbook, func(s plan.RunbookStep) bool {
@@ -416,6 +447,9 @@ func (r *runner) neededAccess() []migrate.Access {
 			case plan.ActionMigrate, plan.ActionRetire:
 				if live != nil {
 					out = append(out, migrate.NeededAccess(live, true, true)...)
+				}
+				if r.o.Engine == migrate.EngineCluster {
+					out = append(out, migrate.ClusterEngineAccess()...)
 				}
 			}
 		}
@@ -545,7 +579,11 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 		s.State, s.Detail = StateAlready, fmt.Sprintf("%s is no longer in spec.versions", s.Version)
 		return nil
 	}
-	ro := retire.Options{CRD: name, Version: s.Version, To: s.Target, Unserve: s.Remove, Remove: s.Remove, Rewrite: r.o.Rewrite, Notify: func(l string) { r.notify("%s: %s", name, l) }}
+	ro := retire.Options{CRD: name, Version: s.Version, To: s.Target, Unserve: s.Remove, Remove: s.Remove, Rewrite: r.o.Rewrite, Notify: func(l string) { r.notify("%s: %s", name, l) },
+		Engine: r.o.Engine, ClusterStartTimeout: r.o.ClusterStartTimeout}
+	if it := r.item(name); it != nil {
+		ro.Census = it.Census() // the plan read every object: retire's plan need not again
+	}
 	ro.Rewrite.Checkpoint = ""
 	if r.o.OnRewrite != nil {
 		ro.OnRewrite = func(rw *migrate.Rewriter, total int64) func() {
@@ -553,6 +591,12 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 		}
 	}
 	res, err := retire.Run(ctx, r.c, ro)
+	if res != nil && res.Rewrite != nil {
+		s.Engine = migrate.EngineClient
+	}
+	if res != nil && res.Cluster != nil {
+		s.Engine, s.Cluster = migrate.EngineCluster, res.Cluster
+	}
 	if res != nil {
 		var done []string
 		for _, st := range res.Plan.Steps {
@@ -563,6 +607,9 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 		s.Detail = "retire: " + strings.Join(done, ", ")
 		if len(done) == 0 {
 			s.State, s.Detail = StateAlready, "retire found every step done"
+		}
+		if res.Cluster != nil {
+			s.Detail += "; " + res.Cluster.Summary()
 		}
 		for _, p := range res.Problems {
 			r.problem("%s: %s", name, p)
@@ -596,7 +643,7 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 		s.Detail += fmt.Sprintf("%s is the storage version and status.storedVersions is [%s]", s.Target, s.Target)
 		return nil
 	}
-	mo := migrate.Options{Rewrite: r.o.Rewrite}
+	mo := migrate.Options{Rewrite: r.o.Rewrite, Engine: r.o.Engine, ClusterStartTimeout: r.o.ClusterStartTimeout}
 	mo.Rewrite.Checkpoint = ""
 	if p, err := migrate.DefaultCheckpointPath(r.c.Server, name); err == nil {
 		mo.Rewrite.Checkpoint = p
@@ -616,6 +663,9 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 		}
 	}
 	rep, err := m.Run(ctx, crd)
+	if rep != nil && (rep.Result != nil || rep.Cluster != nil) {
+		s.Engine, s.Cluster = rep.Engine, rep.Cluster
+	}
 	if err != nil {
 		var ie *migrate.InterruptedError
 		if errors.As(err, &ie) {
@@ -631,6 +681,12 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 		r.problem("%s: status.storedVersions was not trimmed: %s", name, rep.Trim.Reason)
 	default:
 		s.Detail += fmt.Sprintf("rewritten at %s; status.storedVersions [%s]", rep.StorageVersion(), s.Target)
+	}
+	if rep.Cluster != nil {
+		s.Detail += "; " + rep.Cluster.Summary()
+		for _, l := range rep.Cluster.Check.ManagersLost {
+			r.problem("%s: field manager %s has %d managedFields entries after the cluster's migration, %d before: re-apply from its source to restore its ownership", name, l.Manager, l.After, l.Before)
+		}
 	}
 	return nil
 }

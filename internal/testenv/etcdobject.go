@@ -14,21 +14,18 @@ import (
 // its stored JSON, and the revision at which etcd last modified it. ns is "" for a
 // cluster-scoped object.
 func (e *Env) StoredObject(ctx context.Context, group, plural, ns, name string) (map[string]any, int64, error) {
-	key := "/registry/" + group + "/" + plural + "/"
-	if ns != "" {
-		key += ns + "/"
-	}
-	got, err := e.etcdGet(ctx, clientv3.OpGet(key+name))
+	key := StoredKey(group, plural, ns, name)
+	got, err := e.etcdGet(ctx, clientv3.OpGet(key))
 	if err != nil {
 		return nil, 0, err
 	}
 	kvs := got[0]
 	if len(kvs) != 1 {
-		return nil, 0, fmt.Errorf("%s%s: not in etcd", key, name)
+		return nil, 0, fmt.Errorf("%s: not in etcd", key)
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(kvs[0].Value, &obj); err != nil {
-		return nil, 0, fmt.Errorf("%s%s: stored value is not JSON: %w", key, name, err)
+		return nil, 0, fmt.Errorf("%s: stored value is not JSON: %w", key, err)
 	}
 	return obj, kvs[0].ModRevision, nil
 }
@@ -36,7 +33,7 @@ func (e *Env) StoredObject(ctx context.Context, group, plural, ns, name string) 
 // etcdGet reads the keys of the get operations straight from etcd, in one transaction (so at
 // one revision), with a client of its own and a 30 s limit: the key-values of each, in order.
 func (e *Env) etcdGet(ctx context.Context, gets ...clientv3.Op) ([][]*mvccpb.KeyValue, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.EtcdURL}, DialTimeout: 10 * time.Second})
+	cli, err := e.EtcdClient()
 	if err != nil {
 		return nil, err
 	}

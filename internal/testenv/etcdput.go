@@ -3,8 +3,6 @@ package testenv
 import (
 	"context"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // PutStoredObject writes value (JSON) under /registry/group/plural/[ns/]name straight into
@@ -13,17 +11,13 @@ import (
 // preserveUnknownFields: true and a non-structural schema, say). The API server picks the
 // object up through its watch.
 func (e *Env) PutStoredObject(ctx context.Context, group, plural, ns, name string, value []byte) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.EtcdURL}, DialTimeout: 10 * time.Second})
+	cli, err := e.EtcdClient()
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	key := "/registry/" + group + "/" + plural + "/"
-	if ns != "" {
-		key += ns + "/"
-	}
-	_, err = cli.Put(ctx, key+name, string(value))
+	_, err = cli.Put(ctx, StoredKey(group, plural, ns, name), string(value))
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -21,25 +22,51 @@ import (
 // background writes (leases, events), which move etcd's global revision at any moment. A delete
 // shows in the counts.
 func (e *Env) StoredAPIVersions(ctx context.Context, group, plural string) (map[string]int, int64, error) {
-	got, err := e.etcdGet(ctx, clientv3.OpGet("/registry/"+group+"/"+plural+"/", clientv3.WithPrefix()),
-		clientv3.OpGet("/registry/apiextensions.k8s.io/customresourcedefinitions/"+plural+"."+group))
+	crdKey := "/registry/apiextensions.k8s.io/customresourcedefinitions/" + plural + "." + group
+	got, err := e.etcdGet(ctx, clientv3.OpGet(crdKey))
 	if err != nil {
 		return nil, 0, err
 	}
-	objects, crd := got[0], got[1]
-	var rev int64
-	for _, kv := range append(objects, crd...) {
+	var rev, at int64
+	for _, kv := range got[0] {
 		rev = max(rev, kv.ModRevision)
 	}
-	out := map[string]int{}
-	for _, kv := range objects {
-		var tm metav1.TypeMeta
-		if err := json.Unmarshal(kv.Value, &tm); err != nil {
-			return nil, 0, fmt.Errorf("%s: stored value is not JSON: %w", kv.Key, err)
-		}
-		out[tm.APIVersion]++
+	// The objects a page at a time (a million of them are gigabytes), all at one revision.
+	cli, err := e.EtcdClient()
+	if err != nil {
+		return nil, 0, err
 	}
-	return out, rev, nil
+	defer cli.Close()
+	prefix := "/registry/" + group + "/" + plural + "/"
+	out := map[string]int{}
+	from := prefix
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(10000)}
+		if at != 0 {
+			opts = append(opts, clientv3.WithRev(at))
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		resp, err := cli.Get(cctx, from, opts...)
+		cancel()
+		if err != nil {
+			return nil, 0, err
+		}
+		if at == 0 {
+			at = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			rev = max(rev, kv.ModRevision)
+			var tm metav1.TypeMeta
+			if err := json.Unmarshal(kv.Value, &tm); err != nil {
+				return nil, 0, fmt.Errorf("%s: stored value is not JSON: %w", kv.Key, err)
+			}
+			out[tm.APIVersion]++
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, rev, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
 }
 
 // TwoVersionCRD is a namespaced CRD with versions v1beta1 (the storage version) and v1, both

@@ -48,6 +48,8 @@ type Env struct {
 type Options struct {
 	// APIServerArgs are extra kube-apiserver flags ("--flag=value").
 	APIServerArgs []string
+	// EtcdArgs are extra etcd flags ("--quota-backend-bytes=…").
+	EtcdArgs []string
 	// Binaries to build besides kube-apiserver and etcd (e.g. "kube-controller-manager").
 	ExtraBinaries []string
 	// KubeMinor, when set ("1.34"), runs that older minor's kube-apiserver, built from
@@ -154,6 +156,10 @@ func Start(opts Options) (*Env, error) {
 	// would start the current kube-apiserver.
 	api.Path = filepath.Join(assets, "kube-apiserver")
 	te.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd")}
+	for _, a := range opts.EtcdArgs {
+		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		te.ControlPlane.Etcd.Configure().Append(name, value)
+	}
 	for _, a := range opts.APIServerArgs {
 		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 		api.Configure().Append(name, value)

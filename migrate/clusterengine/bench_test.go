@@ -19,8 +19,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -228,7 +228,7 @@ func BenchmarkClusterController(b *testing.B) {
 }
 
 // BenchmarkMigrateCommandRSS builds kubectl-crdver, runs `migrate` on
-// CRDVER_BENCH_RSS_OBJECTS objects and reports the child's peak RSS (getrusage) and rate.
+// CRDVER_BENCH_RSS_OBJECTS objects and reports the child's peak RSS (testenv.PeakRSS) and rate.
 func BenchmarkMigrateCommandRSS(b *testing.B) {
 	bin := testenv.MustBuildPlugin(b, b.TempDir(), testenv.BuildOptions{}) // and crdver-engine beside it
 	f := newBenchFixture(b, "rss", envInt("CRDVER_BENCH_RSS_OBJECTS", 2000))
@@ -242,11 +242,16 @@ func BenchmarkMigrateCommandRSS(b *testing.B) {
 	f.run(b, func(b *testing.B) {
 		cmd := exec.Command(bin, "migrate", f.crd.Name, "--quiet", "--no-trim", "--kubeconfig", env.Kubeconfig,
 			"--checkpoint", filepath.Join(b.TempDir(), "cp.json"))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("%v\n%s", err, out)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
 		}
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > maxRSS {
-			maxRSS = ru.Maxrss // KiB on Linux
+		peak := testenv.PeakRSS(cmd) // not the rusage's Maxrss: see PeakRSS
+		err := cmd.Wait()
+		maxRSS = max(maxRSS, peak())
+		if err != nil {
+			b.Fatalf("%v\n%s", err, out.String())
 		}
 	})
 	b.ReportMetric(float64(maxRSS)/1024, "peak-RSS-MiB")

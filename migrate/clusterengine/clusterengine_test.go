@@ -3,6 +3,7 @@ package clusterengine_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plugin"
+	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
 var env *testenv.Env
@@ -164,3 +166,62 @@ func tail(s string, n int) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// upgrade --engine cluster: a release that removes the storage version v1beta1. The cluster's
+// StorageVersionMigration rewrites the objects; the upgrade did the preflight before, checks
+// every object after (all written since the storage switch: none left for it to write back),
+// moves the managedFields entries of v1beta1, trims and applies, and its report says which
+// engine did what. etcd then holds every object at v1.
+func TestUpgradeClusterEngine(t *testing.T) {
+	cm, err := env.StartStorageVersionMigrator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Stop()
+	const n = 25
+	group := "upgrade.cluster.example.com"
+	crd := fixture(t, group, n)
+	next := crd.DeepCopy()
+	next.TypeMeta = metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"}
+	next.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true, Schema: crd.Spec.Versions[1].Schema}}
+	c, err := migrate.NewClients(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := upgrade.Run(ctx, c, upgrade.Options{Next: []*apiextensionsv1.CustomResourceDefinition{next}, ApplyFile: "release/",
+		BackupFile: filepath.Join(dir, "backup.yaml"), Checkpoint: filepath.Join(dir, "cp.json"), Engine: migrate.EngineCluster})
+	if err != nil {
+		t.Fatalf("%v\nkube-controller-manager logs:\n%s", err, tail(cm.Logs(), 4000))
+	}
+	var rewrite *upgrade.StepResult
+	for i := range rep.Steps {
+		if s := &rep.Steps[i]; s.Action == "retire" || s.Action == "migrate" {
+			rewrite = s
+		}
+	}
+	if rewrite == nil || rewrite.Engine != migrate.EngineCluster || rewrite.Cluster == nil || !rewrite.Cluster.Succeeded || rewrite.Cluster.Check == nil {
+		t.Fatalf("the rewrite step = %+v, want one by the cluster engine, checked", rewrite)
+	}
+	if ch := rewrite.Cluster.Check; ch.Objects != n || ch.WrittenSince != n || ch.WrittenHere.Total() != 0 || len(ch.ManagersLost) != 0 {
+		t.Errorf("check = %+v, want %d objects all written by the migration", ch, n)
+	}
+	if !strings.Contains(rewrite.Detail, "StorageVersionMigration") || !strings.Contains(rewrite.Detail, "checked here") {
+		t.Errorf("the step's detail does not say which engine did what: %q", rewrite.Detail)
+	}
+	if len(rep.Problems) > 0 || rep.Outcome.ExitCode != 0 {
+		t.Errorf("problems %q, outcome %+v", rep.Problems, rep.Outcome)
+	}
+	if got := stored(t, group); len(got) != 1 || got[group+"/v1"] != n {
+		t.Errorf("etcd = %v, want all %d at v1", got, n)
+	}
+	live, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(live.Spec.Versions) != 1 || len(live.Status.StoredVersions) != 1 || live.Status.StoredVersions[0] != "v1" {
+		t.Errorf("live CRD: versions %d, storedVersions %v; want only v1", len(live.Spec.Versions), live.Status.StoredVersions)
+	}
+}

@@ -115,6 +115,12 @@ func (f *benchFixture) release(b *testing.B, removeV1beta1 bool) string {
 		versions = append(versions, v)
 	}
 	crd.Spec.Versions = versions
+	return writeRelease(b, crd)
+}
+
+// writeRelease writes crd as a release (crd.yaml) into a new folder.
+func writeRelease(b *testing.B, crd *apiextensionsv1.CustomResourceDefinition) string {
+	b.Helper()
 	data, err := yaml.Marshal(crd)
 	if err != nil {
 		b.Fatal(err)
