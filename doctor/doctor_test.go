@@ -462,7 +462,7 @@ func TestServiceWebhook(t *testing.T) {
 	create(t, crd)
 	r := doctorOf(t, Options{SkipRoundTrip: true}, crd.Name)
 	expect(t, findingsOf(r, crd.Name), CheckWebhook, SeverityError, "Service default/crontab-conversion does not exist")
-	expect(t, findingsOf(r, crd.Name), CheckWebhook, SeverityInfo, "no caBundle")
+	expect(t, findingsOf(r, crd.Name), CheckWebhook, SeverityWarning, "no caBundle")
 
 	core := newCore(t)
 	if err := createService(ctx, core); err != nil {

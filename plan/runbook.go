@@ -12,6 +12,7 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/retire"
+	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
 
 // Runbook phases, in the order the steps come.
@@ -221,6 +222,7 @@ func IntermediateFor(it *Item) *apiextensionsv1.CustomResourceDefinition {
 // switch, and the release is applied once, after every CRD is ready for it.
 func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 	b := newRunbook(items, o)
+	b.webhook()
 	b.fix()
 	b.fixCRDs()
 	b.backup()
@@ -489,8 +491,8 @@ func (b *runbook) verify() {
 // the backup step above reads the CRD at every stored version (backedUp): otherwise nothing
 // keeps what is dropped, and the commands carry no consent (they refuse, naming the loss).
 func (p *crdPlan) consent(backedUp bool, backupFile string) (flag, why string) {
-	if !backedUp {
-		return "", ""
+	if !backedUp || slices.Contains(p.it.Kinds, KindConversionWebhook) || p.it.ConversionCheck != nil && p.it.ConversionCheck.State == webhookcheck.StateNotAsked {
+		return "", "" // no consent to what nobody could measure: the conversion was not asked, or cannot convert
 	}
 	var what string
 	var lossy []string
@@ -532,8 +534,8 @@ func (p *crdPlan) unreadStored() []string {
 	webhook := p.live.Spec.Conversion != nil && p.live.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter
 	var out []string
 	for _, v := range storedVersionsOf(p.live) {
-		if v == p.storage {
-			continue
+		if v == p.storage || v == ListVersion(p.live) && p.it.ConversionCheck != nil && p.it.ConversionCheck.RoundTrip != nil {
+			continue // listed there, read as stored, and round-tripped through the new conversion
 		}
 		if lv, err := crdinfo.Lookup(p.live, v); webhook || err != nil || !lv.Served {
 			out = append(out, v)

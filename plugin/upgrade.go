@@ -17,6 +17,7 @@ import (
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/printers"
 	"github.com/crdver/kubectl-crdver/upgrade"
+	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
 
 const upgradeExample = `  # What would the upgrade do? (the runbook and the preflight; nothing is written)
@@ -43,6 +44,8 @@ type UpgradeOptions struct {
 	SkipInvalid, NoApply, IntermediateCRDs bool
 	Backup, FieldManager, Checkpoint       string
 	ChunkSize                              int64
+	Webhook                                string
+	webhook                                *webhookcheck.Target
 	progressFlags                          *progressFlags
 	progress                               Progress
 	kube                                   *kubeVersionFlag
@@ -108,6 +111,7 @@ unreachable, interrupted: run it again to resume).`,
 	f.StringVar(&o.FieldManager, "field-manager", plan.FieldManager, "Field manager of the release's server-side apply")
 	f.StringVar(&o.Checkpoint, "checkpoint", "", "The upgrade's checkpoint file (default: in your cache folder, per cluster and release)")
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page")
+	f.StringVar(&o.Webhook, "webhook", "", "Judge the conversion the release's CRDs rely on through this webhook instead of the one they name (as plan --webhook): https://HOST:PORT[/PATH] or NAMESPACE/SERVICE[:PORT]")
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	o.progressFlags = addProgressFlags(cmd)
 	o.kube = addKubeVersionFlag(cmd)
@@ -142,6 +146,15 @@ func (o *UpgradeOptions) Validate() error {
 		return UsageErrorf("--intermediate-crds prints YAML and writes nothing: it takes no --dry-run, --yes or -o")
 	case o.IntermediateCRDs && o.path.set():
 		return UsageErrorf("--intermediate-crds is for one release: run it with -f of each hop instead of --via/--releases")
+	case o.Webhook != "" && o.path.set():
+		return UsageErrorf("--webhook is for one release: a path asks each hop's own webhook before the hop")
+	}
+	if o.Webhook != "" {
+		t, err := webhookcheck.ParseTarget(o.Webhook)
+		if err != nil {
+			return UsageErrorf("--webhook %v", err)
+		}
+		o.webhook = t
 	}
 	if err := o.path.validate(); err != nil {
 		return err
@@ -151,7 +164,8 @@ func (o *UpgradeOptions) Validate() error {
 
 // Run plans, preflights, asks, and upgrades.
 func (o *UpgradeOptions) Run(ctx context.Context) error {
-	next, skipped, err := (&PlanOptions{g: o.g}).readCRDDocs(o.Files, "-f")
+	files := &PlanOptions{g: o.g}
+	next, skipped, err := files.readCRDDocs(o.Files, "-f")
 	if err != nil {
 		return err
 	}
@@ -171,6 +185,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	uo := o.upgradeOptions(next, judged)
+	uo.Objects = files.objects
 	if o.IntermediateCRDs {
 		return o.printIntermediates(ctx, c, uo)
 	}
@@ -213,7 +228,9 @@ func (o *UpgradeOptions) upgradeOptions(next []*apiextensionsv1.CustomResourceDe
 		OnRewrite: func(crd string, total int64, done func() int64) func() {
 			return o.progress.Start(Task{Name: "rewriting " + crd, Prefix: "upgrade", Unit: "objects", Verb: "rewritten", Total: total, Done: done})
 		},
-		Notify: func(s string) { o.progress.Notef("upgrade: %s", s) },
+		Notify:    func(s string) { o.progress.Notef("upgrade: %s", s) },
+		Webhook:   o.webhook,
+		OnConvert: conversionProgress(o.progress),
 	}
 }
 
@@ -327,8 +344,9 @@ func (o *UpgradeOptions) refusalFlags(rep *upgrade.Report) []string {
 	if rep == nil {
 		return nil
 	}
-	// A CRD the API server would reject, or a version that could not be read: no flag helps.
-	if len(rep.Preflight.BlockedCRDs) > 0 || len(rep.Preflight.Unread) > 0 {
+	// A CRD the API server would reject, a version that could not be read, a conversion that
+	// cannot convert: no flag helps.
+	if len(rep.Preflight.BlockedCRDs) > 0 || len(rep.Preflight.Unread) > 0 || len(rep.Preflight.Conversion) > 0 {
 		return nil
 	}
 	// Only the flags that make this refusal go on (the decision table's overrides); those

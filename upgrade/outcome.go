@@ -103,6 +103,7 @@ func (o Options) Consent() plan.Consent {
 func (pf Preflight) Kinds() []plan.Kind {
 	found := map[plan.Kind]bool{
 		plan.KindApplyRejected:     len(pf.BlockedCRDs) > 0,
+		plan.KindConversionWebhook: len(pf.Conversion) > 0,
 		plan.KindDataLoss:          len(pf.DataLoss) > 0 || pf.earlierLoss,
 		plan.KindRejectedWrite:     len(pf.Rejected) > 0,
 		plan.KindTypeMismatch:      len(pf.TypeMismatch) > 0,
@@ -146,6 +147,9 @@ func decide(rep *Report, err error, o Options) Outcome {
 	}
 
 	switch {
+	case errors.Is(err, ErrRefused) && pf.Incomplete:
+		// No answer, which no option accepts: could not complete (DESIGN.md), as --dry-run says.
+		out.Result, out.ExitCode, out.Message = ResultRefused, 3, err.Error()
 	case errors.Is(err, ErrRefused):
 		out.Result, out.ExitCode = ResultRefused, 0
 		for _, k := range o.Consent().Refusals(pf.Kinds()) {
@@ -161,6 +165,8 @@ func decide(rep *Report, err error, o Options) Outcome {
 	case o.DryRun:
 		out.Result = ResultDryRun
 		switch {
+		case pf.Refused && pf.Incomplete:
+			out.ExitCode, out.Message = 3, fmt.Sprintf("the upgrade could not complete its preflight: %s (dry run: nothing was written)", pf.Reason)
 		case pf.Refused:
 			out.ExitCode, out.Message = 1, fmt.Sprintf("the upgrade would be refused: %s (dry run: nothing was written)", pf.Reason)
 		case len(left) > 0:

@@ -50,7 +50,8 @@ func PlanRelease(ctx context.Context, c *migrate.Clients, o Options) (*plan.Repo
 		Next: o.Next, KubeVersion: o.KubeVersion, ServerDryRun: o.ServerDryRun, ChunkSize: o.ChunkSize,
 		Plan:       plan.Options{FieldValidation: preview.FieldValidationStrict, Memo: o.Memo},
 		OnEvaluate: o.OnEvaluate,
-		Runbook:    plan.RunbookOptions{ApplyFile: o.ApplyFile, BackupFile: o.BackupFile},
+		Conversion: plan.ConversionOptions{Target: o.Webhook}, Objects: o.Objects, OnConvert: o.OnConvert,
+		Runbook: plan.RunbookOptions{ApplyFile: o.ApplyFile, BackupFile: o.BackupFile},
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -194,7 +195,10 @@ func (r *runner) preflight(ctx context.Context) {
 	}
 	for i := range r.items {
 		it := &r.items[i]
-		planFindings(it, pf)
+		planFindings(it, r.rep.Plan.Runbook, pf)
+		if r.conversionUnasked(it) {
+			continue // its conversion cannot be asked: refused (or unknown) above, no deeper check
+		}
 		check := r.o.Preflight
 		if check == nil {
 			check = r.deepCheck(it)
@@ -261,6 +265,8 @@ func (r *runner) preflight(ctx context.Context) {
 		switch k {
 		case plan.KindApplyRejected:
 			why = append(why, fmt.Sprintf("the API server would reject %s (see the plan's apply errors)", strings.Join(pf.BlockedCRDs, ", ")))
+		case plan.KindConversionWebhook:
+			why = append(why, conversionRefusal(pf.Conversion))
 		case plan.KindDataLoss:
 			why = append(why, fmt.Sprintf("%s would lose fields (listed in the preflight); back them up and convert them, or accept the loss", countObjects(len(pf.DataLoss))))
 		case plan.KindUnknown:
@@ -281,7 +287,8 @@ func (r *runner) preflight(ctx context.Context) {
 // planFindings adds plan's findings of an item to pf, each object by its kinds (the ones its
 // runbook's steps name): a rejected write is refused whether or not a step of the run
 // rewrites the object (a controller's next write is rejected as well).
-func planFindings(it *plan.Item, pf *Preflight) {
+func planFindings(it *plan.Item, runbook []plan.RunbookStep, pf *Preflight) {
+	conversionFindings(it, runbook, pf)
 	for _, f := range it.Objects.Findings {
 		if slices.Contains(f.Kinds, plan.KindDataLoss) || slices.Contains(f.Kinds, plan.KindUnknown) {
 			lost := append(append([]string{}, f.PrunedOnRead...), f.PossiblyPrunedOnRead...)
@@ -471,7 +478,8 @@ func (r *runner) run(ctx context.Context) error {
 		case plan.ActionChangeWriters:
 			s.State, s.Detail = StateManual, "for you to do: see the warnings"
 			r.rep.Warnings = append(r.rep.Warnings, strings.Join(s.CRDs, ", ")+": "+s.Why)
-		case plan.ActionFixCRDs:
+		case plan.ActionFixCRDs, plan.ActionDeployWebhook, plan.ActionFixConversion:
+			// Reached only if the preflight did not refuse for it: the step is a person's.
 			s.State = StateManual
 			return fmt.Errorf("%w: %s", ErrRefused, s.Why)
 		case plan.ActionServeStored:

@@ -1,0 +1,305 @@
+package plan
+
+// conversion.go: the conversion the new CRD relies on, judged for every CRD whose stored
+// objects the release makes readable or writable at another version than the one they are
+// stored at: its webhook's configuration and Service (webhookcheck), then a ConversionReview
+// round trip of every stored object through it, checked as the API server checks a response
+// and judged by the one loss rule.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/crdver/kubectl-crdver/convert"
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/webhookcheck"
+)
+
+// ConversionOptions say how the conversion a new CRD relies on is judged.
+type ConversionOptions struct {
+	// Off: not judged (a path's later hops, planned offline: the path asks each hop's
+	// webhook itself, PathOptions.Probe).
+	Off bool
+	// Dynamic lists the live objects; Kube reads Services and EndpointSlices and reaches the
+	// API server's service proxy. Both nil: offline: the conversion is not asked, and where it
+	// is needed the plan cannot tell (unknown).
+	Dynamic dynamic.Interface
+	Kube    kubernetes.Interface
+	// Target is asked instead of the webhook the new CRD names: the release's webhook running
+	// elsewhere (a local binary, a port-forward, a sandbox namespace).
+	Target *webhookcheck.Target
+	// Sample bounds the objects round-tripped per stored version (0: every one).
+	Sample int64
+	// Timeout bounds each ConversionReview (0: 30 s, the API server's).
+	Timeout time.Duration
+	// ChunkSize is the page size of the lists and the objects per ConversionReview (0: 500).
+	ChunkSize int64
+	// Progress counts the object round trips done (nil: not counted); Start, when set, is
+	// called before a CRD's round trips with the number to do, and the function it returns
+	// when they are done.
+	Progress *atomic.Int64
+	Start    func(crd string, total int64) func()
+}
+
+// ConversionCheck is what the conversion the new CRD relies on does to the stored objects
+// (Item.ConversionCheck): why it is needed, its webhook's state, and the round trips.
+type ConversionCheck struct {
+	// Needed says which stored objects the release makes read or written at which other
+	// versions, one sentence each.
+	Needed []string `json:"needed"`
+	// Pairs are the versions objects are stored at and the versions they go to.
+	Pairs []webhookcheck.Pair `json:"pairs"`
+	// Strategy is the new CRD's conversion strategy (Webhook or None).
+	Strategy string `json:"strategy"`
+	// State is webhookcheck's (answers, fails, down, unreachable, not-asked), or
+	// "dropped" (the new CRD converts with None what the live CRD's webhook converts, and
+	// what None makes of the objects differs) or "none" (None keeps what the webhook made).
+	State string `json:"state"`
+	// Reason says the state in a sentence, with the first object and error where there is one.
+	Reason string `json:"reason,omitempty"`
+	// Webhook names the new CRD's webhook; Target the one asked instead (--webhook);
+	// Reached how it was reached and what TLS verification was made.
+	Webhook  string                     `json:"webhook,omitempty"`
+	Target   string                     `json:"target,omitempty"`
+	Reached  string                     `json:"reached,omitempty"`
+	Problems []webhookcheck.Problem     `json:"problems"`
+	Service  *webhookcheck.ServiceState `json:"service,omitempty"`
+	// NotRunning: the webhook is not running (no Service, no port, no ready endpoint, nothing
+	// listening): the runbook's deploy-webhook step.
+	NotRunning bool `json:"notRunning,omitempty"`
+	// RoundTrip is what the round trips found (nil when none was made).
+	RoundTrip *webhookcheck.Result `json:"roundTrip,omitempty"`
+	// Sample is the bound given (0: every stored object); Sampled: it cut the round trips.
+	Sample  int64 `json:"sample,omitempty"`
+	Sampled bool  `json:"sampled,omitempty"`
+	// Dropped is the live CRD's webhook the new CRD no longer converts through ("" otherwise);
+	// Differ compares, per stored object, what it makes of the object with what None makes of
+	// it (Losses: the objects read differently, and where).
+	Dropped string               `json:"dropped,omitempty"`
+	Differ  *webhookcheck.Result `json:"differ,omitempty"`
+	// Release is what of the webhook the release's files carry (its workload, Service,
+	// certificate, cainjector annotation); nil when they carry none of it.
+	Release *ReleaseWebhook `json:"release,omitempty"`
+}
+
+// Conversion states of plan's own (webhookcheck has the others).
+const (
+	ConversionDropped = "dropped"
+	ConversionNone    = "none"
+)
+
+// Breaks reports whether the conversion, applied as it is, fails reads and writes of the
+// stored objects (or silently converts them to something else): the conversion-webhook
+// finding.
+func (c *ConversionCheck) Breaks() bool {
+	if c == nil {
+		return false
+	}
+	switch c.State {
+	case webhookcheck.StateFails, webhookcheck.StateDown, webhookcheck.StateUnreachable, ConversionDropped:
+		return true
+	}
+	return false
+}
+
+// conversionPairs are the round trips the new CRD's conversion must make for the stored
+// objects, when the release changes where they are read or written: from each version they
+// are stored at (the live status.storedVersions and storage version, served by the live CRD,
+// kept by the new one) to the new storage version (the migration's rewrite and every write
+// store there), the new preferred version (kubectl get, the garbage collector and the
+// namespace controller read there), each version the release starts serving, and every
+// served version when the stored one is no longer served or the conversion itself changes.
+// unlisted are the stored versions the live CRD does not serve (not readable as stored).
+func conversionPairs(live, next *apiextensionsv1.CustomResourceDefinition) (pairs []webhookcheck.Pair, why, unlisted []string) {
+	nextStorage, nextPreferred := crdinfo.StorageVersion(next), crdinfo.PreferredVersion(next)
+	changed := len(conversionChanges(live, next)) > 0
+	var added []string
+	for _, v := range crdinfo.ServedVersions(next) {
+		if !crdinfo.IsServed(live, v) {
+			added = append(added, v)
+		}
+	}
+	for _, s := range storedVersionsOf(live) {
+		if !crdinfo.Has(next, s) {
+			continue // removed: the apply is rejected until it is retired (apply-rejected)
+		}
+		if !crdinfo.IsServed(live, s) {
+			unlisted = append(unlisted, s)
+			continue
+		}
+		var to []string
+		add := func(v, because string) {
+			if v != "" && v != s && !slices.Contains(to, v) {
+				to = append(to, v)
+				why = append(why, fmt.Sprintf("objects stored at %s are %s at %s (%s)", s, map[bool]string{true: "written", false: "read"}[v == nextStorage], v, because))
+			}
+		}
+		add(nextStorage, "the new storage version: the migration's rewrite and every write store them there")
+		if nextPreferred != crdinfo.PreferredVersion(live) {
+			add(nextPreferred, "the new preferred version: kubectl get, the garbage collector and the namespace controller read there")
+		}
+		for _, v := range added {
+			add(v, "a version the release starts serving")
+		}
+		if !crdinfo.IsServed(next, s) || changed {
+			because := "the new CRD no longer serves " + s
+			if changed {
+				because = "the conversion changes: " + strings.Join(conversionChanges(live, next), "; ")
+			}
+			for _, v := range crdinfo.ServedVersions(next) {
+				add(v, because)
+			}
+		}
+		for _, v := range crdinfo.VersionNames(next) {
+			if slices.Contains(to, v) {
+				pairs = append(pairs, webhookcheck.Pair{From: s, To: v})
+			}
+		}
+	}
+	return pairs, why, unlisted
+}
+
+// judgeConversion judges the conversion next relies on for live's stored objects (total: their
+// number, -1 when unknown): nil when the release changes nothing that needs a conversion.
+func judgeConversion(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinition, o ConversionOptions, total int64) (*ConversionCheck, error) {
+	if live == nil || o.Off {
+		return nil, nil
+	}
+	pairs, why, _ := conversionPairs(live, next)
+	liveHook, nextHook := webhookcheck.IsWebhook(live), webhookcheck.IsWebhook(next)
+	if len(pairs) == 0 || !liveHook && !nextHook {
+		return nil, nil
+	}
+	c := &ConversionCheck{Needed: why, Pairs: pairs, Strategy: string(strategyOf(next)), Problems: []webhookcheck.Problem{}, Sample: o.Sample}
+	if !nextHook {
+		return c, judgeDropped(ctx, live, next, o, c)
+	}
+	wo := webhookcheck.Options{Kube: o.Kube, Reach: webhookcheck.Reach{Target: o.Target, Timeout: o.Timeout}}
+	wo.Reach.CABundle, wo.Reach.CANote = webhookcheck.CABundleFor(next, live)
+	if o.Dynamic != nil && total != 0 {
+		chunk := o.ChunkSize
+		if chunk <= 0 {
+			chunk = convert.DefaultPageSize
+		}
+		wo.RoundTrip = webhookcheck.RoundTripOptions{Pairs: pairs, BatchSize: int(chunk),
+			List: func(v string) convert.Source {
+				return convert.NewClusterSource(o.Dynamic, live, v, convert.Selection{AllNamespaces: true, Limit: o.Sample, PageSize: chunk})
+			}}
+		if o.Progress != nil {
+			wo.RoundTrip.Progress = func(done int64) { o.Progress.Store(done) }
+		}
+	}
+	if o.Dynamic == nil && o.Target == nil {
+		wo.Kube = nil // offline: not asked
+	}
+	stop := func() {}
+	if o.Start != nil && wo.RoundTrip.Pairs != nil {
+		n := total
+		if n > 0 {
+			if o.Sample > 0 {
+				n = min(n, o.Sample)
+			}
+			n *= int64(len(pairs))
+		}
+		stop = o.Start(next.Name, n)
+	}
+	rep, err := webhookcheck.Check(ctx, next, wo)
+	stop()
+	if err != nil {
+		return c, fmt.Errorf("%s: judging its conversion webhook: %w", next.Name, err)
+	}
+	c.Webhook, c.Target, c.Reached, c.Problems, c.Service, c.RoundTrip = rep.Webhook, rep.Target, rep.Reached, rep.Problems, rep.Service, rep.RoundTrip
+	c.State = rep.State
+	switch {
+	case total == 0:
+		c.State, c.Reason = webhookcheck.StateAnswers, "no stored objects: nothing to convert now"
+		if rep.State != webhookcheck.StateAnswers && rep.Reason() != "" {
+			c.Reason += " (" + rep.Reason() + ")"
+		}
+		return c, nil
+	case o.Dynamic == nil:
+		c.State, c.Reason = webhookcheck.StateNotAsked, "not asked: the plan is offline (plan against the cluster)"
+		return c, nil
+	}
+	c.NotRunning = rep.State == webhookcheck.StateDown && notRunning(rep)
+	if rt := c.RoundTrip; rt != nil && o.Sample > 0 {
+		c.Sampled = total < 0 || rt.Objects < total
+	}
+	if c.Reason == "" {
+		c.Reason = conversionReason(c, rep)
+	}
+	return c, nil
+}
+
+// notRunning: the webhook is down because nothing answers (no Service, port or ready
+// endpoint, nothing listening), not because its configuration names no usable webhook.
+func notRunning(rep *webhookcheck.Report) bool {
+	for _, p := range rep.Problems {
+		if p.Down && !strings.HasPrefix(p.Message, "webhook is down") && !strings.Contains(p.Message, "does not answer") {
+			return false
+		}
+	}
+	return true
+}
+
+// conversionReason is the check's state in a sentence.
+func conversionReason(c *ConversionCheck, rep *webhookcheck.Report) string {
+	hook := c.Webhook
+	if c.Target != "" {
+		hook = c.Target + " (asked instead of " + c.Webhook + ")"
+	}
+	rt := c.RoundTrip
+	switch c.State {
+	case webhookcheck.StateDown:
+		if c.NotRunning {
+			return fmt.Sprintf("the conversion webhook the new CRD relies on (%s) is not running: %s", hook, rep.Reason())
+		}
+		return fmt.Sprintf("the new CRD's conversion webhook configuration cannot work: %s", rep.Reason())
+	case webhookcheck.StateUnreachable:
+		return fmt.Sprintf("the conversion webhook the new CRD relies on (%s) is not reachable: %s", hook, rep.Reason())
+	case webhookcheck.StateNotAsked:
+		return fmt.Sprintf("the conversion webhook the new CRD relies on (%s) could not be asked: %s", hook, rep.Reason())
+	case webhookcheck.StateFails:
+		return fmt.Sprintf("the conversion webhook the new CRD relies on (%s) fails the API server's checks on %s of %d (first: %s)", hook, objects(int(rt.FailedCount)), rt.Objects, rt.Failed[0])
+	}
+	if rt == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s round-tripped through %s: %s", objects(int(rt.Objects)), hook, rt.Summary())
+}
+
+// conversionReasons adds the check's findings to judge's reasons (decision table): a
+// conversion that breaks reads is conversion-webhook, what its round trips lose is data-loss,
+// a webhook that could not be asked or was asked about a sample is unknown.
+func conversionReasons(it *Item, add func(Kind, string)) {
+	c := it.ConversionCheck
+	if c == nil {
+		return
+	}
+	switch {
+	case c.Breaks():
+		add(KindConversionWebhook, c.Reason+"; "+strings.Join(c.Needed, "; "))
+	case c.State == webhookcheck.StateNotAsked:
+		add(KindUnknown, c.Reason+": "+strings.Join(c.Needed, "; ")+", and what it makes of them is not known")
+	}
+	if rt := c.RoundTrip; rt != nil && rt.LossCount > 0 {
+		var fields, who []string
+		for _, l := range rt.Losses {
+			fields = union(fields, l.Fields)
+			who = append(who, l.Object)
+		}
+		add(KindDataLoss, fmt.Sprintf("%s %s fields through the conversion webhook's round trip (%s), and from etcd when rewritten: %s (%s)",
+			objects(int(rt.LossCount)), agree(int(rt.LossCount), "loses", "lose"), c.Reached, strings.Join(fields, ", "), names(who)))
+	}
+	if c.Sampled && !c.Breaks() {
+		add(KindUnknown, fmt.Sprintf("only %d of %s stored objects were round-tripped through the conversion webhook (the sample): what it makes of the others is not known", c.RoundTrip.Objects, totalText(it.Objects.Total)))
+	}
+}
