@@ -23,7 +23,7 @@ type rtResult struct {
 // roundTripOne converts obj (at version from) to `to` and back through the webhook, one
 // finding line per failed check.
 func roundTripOne(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, st *webhookcheck.ServiceState, reach webhookcheck.Reach, from, to, name string, obj map[string]any) (*rtResult, error) {
-	tr, err := webhookcheck.Transport(crd, st, reach)
+	tr, err := webhookcheck.Transport(ctx, crd, st, reach)
 	if err != nil {
 		return nil, err
 	}

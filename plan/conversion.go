@@ -260,7 +260,7 @@ func conversionReason(c *ConversionCheck, rep *webhookcheck.Report) string {
 	switch c.State {
 	case webhookcheck.StateDown:
 		if c.NotRunning {
-			return fmt.Sprintf("the conversion webhook the new CRD relies on (%s) is not running: %s", hook, rep.Reason())
+			return fmt.Sprintf("the conversion webhook the new CRD relies on (%s) is not running: %s", hook, strings.TrimPrefix(rep.Reason(), "webhook is down: "))
 		}
 		return fmt.Sprintf("the new CRD's conversion webhook configuration cannot work: %s", rep.Reason())
 	case webhookcheck.StateUnreachable:

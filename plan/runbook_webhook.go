@@ -81,8 +81,8 @@ func (b *runbook) deployStep(ps []*crdPlan) RunbookStep {
 		svcNS = e.Service.Namespace
 	}
 	var cmds []string
-	why := fmt.Sprintf("deploy the release's conversion webhook and wait until it answers, before any other step: %s convert their stored objects through %s (%s), and %s. Until it answers, every read of those objects at those versions fails, and kubectl crdver upgrade stops before its first write",
-		strings.Join(crds, ", "), c.Webhook, strings.Join(dedupe(needs), "; "), strings.TrimPrefix(c.Reason, "the conversion webhook the new CRD relies on ("+c.Webhook+") "))
+	why := fmt.Sprintf("deploy the release's conversion webhook and wait until it answers, before any other step: %s %s %s stored objects through %s (%s), which %s. Until it answers, every read of those objects at those versions fails, and kubectl crdver upgrade stops before its first write",
+		strings.Join(crds, ", "), agree(len(crds), "converts", "convert"), agree(len(crds), "its", "their"), c.Webhook, strings.Join(dedupe(needs), "; "), strings.TrimPrefix(c.Reason, "the conversion webhook the new CRD relies on ("+c.Webhook+") "))
 	if w := c.Release; w != nil {
 		why += fmt.Sprintf(". %s carries it: %s. Apply those documents (and what they need: namespace, service account, RBAC) before the CRDs", b.file, w.describe())
 		for _, o := range w.Workloads {

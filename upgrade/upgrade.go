@@ -11,7 +11,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -331,11 +330,7 @@ func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiext
 			}
 			crd, so.SkipRejections = inter, true
 		}
-		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
-			if tr, err := convert.DefaultTransport(crd, r.c.Kube.CoreV1().RESTClient(), 10*time.Second); err == nil {
-				so.Transport = tr
-			}
-		}
+		so.Transport = preflight.WebhookTransport(ctx, crd, r.c.Kube.CoreV1().RESTClient())
 		rep, err := preflight.Check(ctx, r.c.Dynamic, crd, so)
 		if err != nil {
 			return nil, err

@@ -125,7 +125,7 @@ func Check(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, o
 	if len(o.RoundTrip.Pairs) == 0 {
 		return rep, nil
 	}
-	tr, err := Transport(crd, rep.Service, o.Reach)
+	tr, err := Transport(ctx, crd, rep.Service, o.Reach)
 	if err != nil {
 		rep.State = StateNotAsked
 		rep.Problems = append(rep.Problems, Problem{Severity: SeverityInfo, Message: fmt.Sprintf("%s not asked: %v", e.Describe, err)})

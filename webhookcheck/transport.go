@@ -2,6 +2,7 @@ package webhookcheck
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 
@@ -93,9 +95,21 @@ var ErrNoWay = errors.New("the webhook is a Service and there is no cluster to r
 //   - the CRD's Service of type ExternalName: <externalName>:<port>, which is what the API
 //     server dials, TLS verified as <service>.<namespace>.svc;
 //   - the CRD's Service: through the API server's service proxy (caBundle not verified: said).
-func Transport(crd *apiextensionsv1.CustomResourceDefinition, st *ServiceState, r Reach) (convert.Transport, error) {
+//
+// st is what ServiceCheck found of the CRD's Service; nil: the Service is read through
+// Reach.Proxy here (to tell an ExternalName).
+func Transport(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, st *ServiceState, r Reach) (convert.Transport, error) {
+	if !IsWebhook(crd) || crd.Spec.Conversion.Webhook == nil || crd.Spec.Conversion.Webhook.ClientConfig == nil {
+		return nil, fmt.Errorf("%s: spec.conversion.strategy is not Webhook: there is no webhook to call", crd.Name)
+	}
 	crd = crd.DeepCopy()
 	cc := crd.Spec.Conversion.Webhook.ClientConfig
+	if st == nil && cc.Service != nil && r.Target == nil && r.Proxy != nil {
+		var svc corev1.Service
+		if err := r.Proxy.Get().Namespace(cc.Service.Namespace).Resource("services").Name(cc.Service.Name).Do(ctx).Into(&svc); err == nil && svc.Spec.Type == corev1.ServiceTypeExternalName {
+			st = &ServiceState{Exists: true, ExternalName: svc.Spec.ExternalName}
+		}
+	}
 	note := ""
 	if len(bytes.TrimSpace(cc.CABundle)) == 0 && len(r.CABundle) > 0 {
 		cc.CABundle, note = r.CABundle, " (caBundle: "+r.CANote+")"

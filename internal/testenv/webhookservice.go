@@ -32,7 +32,9 @@ func (e *Env) WebhookService(t testing.TB, namespace, name string) (remove func(
 	if _, err := kube.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	remove = func() { _ = kube.CoreV1().Services(namespace).Delete(context.Background(), name, metav1.DeleteOptions{}) }
+	remove = func() {
+		_ = kube.CoreV1().Services(namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+	}
 	t.Cleanup(remove)
 	return remove
 }
