@@ -566,3 +566,32 @@ func TestOneTimeCreateIsNotAWriter(t *testing.T) {
 		}
 	}
 }
+
+// A cluster already in the state a CRD update that drops the conversion its stored objects
+// need leaves it: objects stored at v1beta1, the preferred version v1, and the webhook that
+// converts them a Service that does not exist. doctor names the Service, the reads that fail,
+// and what stalls with them.
+func TestDroppedConversionStalls(t *testing.T) {
+	crd := cronTabCRD(t, "dropped.doctor.test", "", nil)
+	for i := range crd.Spec.Versions {
+		crd.Spec.Versions[i].Storage = crd.Spec.Versions[i].Name == "v1beta1"
+	}
+	port := int32(443)
+	crd.Spec.Conversion.Webhook.ClientConfig = &apiextensionsv1.WebhookClientConfig{
+		Service: &apiextensionsv1.ServiceReference{Namespace: "default", Name: "dropped-webhook", Port: &port},
+	}
+	create(t, crd)
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": crd.Spec.Group + "/v1beta1", "kind": "CronTab",
+		"metadata": map[string]any{"name": "stored-old", "namespace": "default"},
+		"spec":     map[string]any{"cronSpec": "* * * * */5", "hostPort": "db:5432"},
+	}}
+	if _, err := dynClient(t).Resource(crdinfo.GVR(crd, "v1beta1")).Namespace("default").Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fs := findingsOf(doctorOf(t, Options{}, crd.Name), crd.Name)
+	expect(t, fs, CheckWebhook, SeverityError, "Service default/dropped-webhook does not exist")
+	expect(t, fs, CheckWebhook, SeverityError, "reading "+crd.Name+" at v1 through the API server fails", `service "dropped-webhook" not found`,
+		"v1 is the preferred version", "the garbage collector cannot collect CronTab objects", "deleting a namespace that holds one stays Terminating")
+	expect(t, fs, CheckWebhook, SeverityWarning, "no caBundle", "which do not sign dropped-webhook.default.svc")
+}

@@ -82,13 +82,19 @@ what applying it does. Nothing is written to the cluster.
    be rejected, with the messages.
 5. Field managers per version (managedFields), each an applier (GitOps, kubectl apply), a
    one-time command (kubectl create) or a controller, with what to change when the version goes.
-6. Conversion strategy and webhook changes.
+6. Conversion strategy and webhook changes, and, where the release makes stored objects read or
+   written at another version (a storage switch, a new preferred version), the conversion it
+   relies on: the new CRD's webhook (its Service and ready endpoints, or URL; caBundle;
+   conversionReviewVersions) and a ConversionReview round trip of every stored object through it,
+   checked as the API server checks a response (--webhook asks the release's webhook running
+   elsewhere instead; --sample bounds the round trips too).
 7. The runbook: the steps that make the change safe, as commands.
 
 Offline (CI, no cluster): --old-file gives the live CRDs and --objects sample objects.
 
 Verdict per CRD (docs/decision-table.md): breaking when something live breaks or loses data
-(the apply is rejected; an object loses fields on read or its next write would be rejected;
+(the apply is rejected; the conversion webhook the new CRD relies on is not running, not
+reachable or fails on objects; an object loses fields on read or its next write would be rejected;
 server-side apply fails on objects whose managedFields name a removed version; a manager that
 applies manifests still writes a version that is removed or no longer served); unknown when the plan cannot tell
 (status.storedVersions not known and a version removed, objects not evaluated or sampled,

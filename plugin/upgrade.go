@@ -67,7 +67,12 @@ func NewCmdUpgrade(g *Globals) *cobra.Command {
    write would be rejected, which then keep their CRD's status.storedVersions untrimmed). Objects stored at a
    version the live CRD no longer serves can be read as stored only at it: the upgrade first
    serves it again (asked for like any write; --dry-run does not, and says the preflight is not
-   complete) and serves it no longer if the upgrade is then refused or not confirmed.
+   complete) and serves it no longer if the upgrade is then refused or not confirmed. Where the
+   release makes stored objects read or written at another version, every one is round-tripped
+   through the conversion webhook the new CRDs name (or --webhook) first: when that webhook is not
+   running, not reachable or fails on objects, it stops before writing anything, says what to do
+   (deploy the release's webhook and wait until it answers), and no option goes on; run it again
+   once the webhook answers.
 2. Back up every object at every version that holds its data (--backup FILE, default
    ./crdver-backup-<time>.yaml): a read at the preferred version may already drop those fields.
 3. Per CRD: where the live CRD lacks the new storage version, apply an intermediate CRD (the new

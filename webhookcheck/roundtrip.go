@@ -212,8 +212,20 @@ func (res *Result) collect(rep *convert.Report, p Pair, failed, lost map[string]
 			}
 		}
 	}
+	// Objects a bisection of a failed request blames (each fails a request on its own, or with
+	// the smallest group found).
+	blamed := map[string]*convert.Bisection{}
+	for i := range rep.Bisections {
+		for _, o := range rep.Bisections[i].Objects {
+			blamed[o] = &rep.Bisections[i]
+		}
+	}
 	for _, fo := range rep.Failed {
 		if own[fo.Source] || whole == nil {
+			continue
+		}
+		if b := blamed[fo.Source]; b != nil {
+			res.fail(ObjectError{Object: fo.Source, Direction: b.Direction, Check: b.Check, Detail: "blamed by a bisection of its request: " + b.Detail}, failed, limit)
 			continue
 		}
 		res.fail(ObjectError{Object: fo.Source, Direction: whole.Direction, Check: whole.Check, Detail: "its request failed as a whole: " + whole.Detail}, failed, limit)
