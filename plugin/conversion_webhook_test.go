@@ -179,7 +179,6 @@ func TestUpgradeWaitsForTheReleaseWebhook(t *testing.T) {
 
 	dry := runCluster(t, "upgrade", "-f", w.dir, "--dry-run")
 	yes := runCluster(t, "upgrade", "-f", w.dir, "--yes", "--backup", filepath.Join(t.TempDir(), "b.yaml"))
-	t.Logf("dry-run:\n%s\n%s", dry.stdout, dry.stderr)
 	for _, u := range []result{dry, yes} {
 		if u.code != 1 || !strings.Contains(u.stderr, "deploy the release's conversion webhook and wait until it answers") || strings.Contains(u.stderr, "--allow-data-loss") {
 			t.Errorf("upgrade: exit %d (want 1, as plan)\n%s", u.code, u.stderr)
@@ -187,6 +186,24 @@ func TestUpgradeWaitsForTheReleaseWebhook(t *testing.T) {
 	}
 	if after := w.snapshot(t); !slices.Equal(before, after) {
 		t.Errorf("a refused upgrade wrote: %v → %v", before, after)
+	}
+
+	// --webhook: the release's webhook asked where it runs (here, by its URL), before it is
+	// deployed: plan and the dry run judge the conversion through it; a run that writes still
+	// needs the webhook the CRD names, which converts its writes.
+	pw := runCluster(t, "plan", "-f", w.dir, "--webhook", rel.URL)
+	if pw.code != 0 || !strings.Contains(pw.stdout, "asked instead of service conv-system/crontab-webhook") || !strings.Contains(pw.stdout, "4 objects round-tripped") {
+		t.Errorf("plan --webhook: exit %d\n%s\n%s", pw.code, pw.stdout, pw.stderr)
+	}
+	if d := runCluster(t, "upgrade", "-f", w.dir, "--dry-run", "--webhook", rel.URL); d.code != 0 {
+		t.Errorf("upgrade --dry-run --webhook: exit %d\n%s", d.code, d.stderr)
+	}
+	y := runCluster(t, "upgrade", "-f", w.dir, "--yes", "--webhook", rel.URL, "--backup", filepath.Join(t.TempDir(), "b.yaml"))
+	if y.code != 1 || !strings.Contains(y.stderr, "deploy the release's conversion webhook (service conv-system/crontab-webhook:"+strconv.Itoa(w.port)+"/convert) and wait until it answers: the upgrade's writes go through it") {
+		t.Errorf("upgrade --yes --webhook, the CRD's own webhook not running: exit %d\n%s", y.code, y.stderr)
+	}
+	if after := w.snapshot(t); !slices.Equal(before, after) {
+		t.Errorf("--webhook wrote: %v → %v", before, after)
 	}
 
 	// The release's webhook answers now: the same command goes on, and completes.
@@ -202,5 +219,20 @@ func TestUpgradeWaitsForTheReleaseWebhook(t *testing.T) {
 	// Removed while the webhook answers: the CRD finalizer lists the objects through it.
 	if err := env.DeleteCRD(context.Background(), w.crd); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestWebhookFlagUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"upgrade", "-f", td("crds", "crontab-webhook.yaml"), "--webhook", "hook"}, "--webhook \"hook\": give https://HOST:PORT[/PATH] or NAMESPACE/SERVICE[:PORT]"},
+		{[]string{"upgrade", "-f", td("crds", "crontab-webhook.yaml"), "--via", td("crds"), "--webhook", "ns/hook"}, "--webhook is for one release"},
+	} {
+		r := run(t, "", tc.args...)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ package upgrade
 // trips lose is data loss, like any other.
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -78,4 +79,33 @@ func conversionRefusal(cs []ConversionRefusal) string {
 		parts = append(parts, what)
 	}
 	return fmt.Sprintf("the conversion the release's CRDs rely on cannot convert their stored objects (no option goes on): %s; then run the same command again", strings.Join(parts, "; "))
+}
+
+// ownWebhooks: a release whose conversion was judged through another webhook (Options.Webhook)
+// is still converted, by every write of the run, through the webhook its CRDs name: before the
+// first write, that one must answer too (its configuration and Service; the round trips were
+// the other's). A CRD whose own webhook is down is refused like a conversion that breaks.
+func (r *runner) ownWebhooks(ctx context.Context, pf *Preflight) error {
+	if r.o.Webhook == nil || r.o.DryRun {
+		return nil
+	}
+	for i := range r.items {
+		it := &r.items[i]
+		c := it.ConversionCheck
+		if c == nil || c.Target == "" || c.Breaks() {
+			continue
+		}
+		_, next := it.CRDs()
+		rep, err := webhookcheck.Check(ctx, next, webhookcheck.Options{Kube: r.c.Kube})
+		if err != nil {
+			return err
+		}
+		if rep.State != webhookcheck.StateDown {
+			continue
+		}
+		pf.Conversion = append(pf.Conversion, ConversionRefusal{CRD: it.CRD,
+			Reason: fmt.Sprintf("its conversion was judged through %s, but the API server converts through %s, which is not running: %s", c.Target, rep.Webhook, rep.Reason()),
+			Instruction: fmt.Sprintf("deploy the release's conversion webhook (%s) and wait until it answers: the upgrade's writes go through it, not through %s", rep.Webhook, c.Target)})
+	}
+	return nil
 }

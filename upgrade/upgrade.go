@@ -192,6 +192,10 @@ func (r *runner) preflight(ctx context.Context) {
 			pf.BlockedCRDs = append(pf.BlockedCRDs, s.CRDs...)
 		}
 	}
+	if err := r.ownWebhooks(ctx, pf); err != nil {
+		pf.Refused, pf.Incomplete, pf.Reason = true, true, fmt.Sprintf("the preflight could not complete: %v", err)
+		return
+	}
 	for i := range r.items {
 		it := &r.items[i]
 		planFindings(it, r.rep.Plan.Runbook, pf)
