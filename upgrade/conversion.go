@@ -104,7 +104,7 @@ func (r *runner) ownWebhooks(ctx context.Context, pf *Preflight) error {
 			continue
 		}
 		pf.Conversion = append(pf.Conversion, ConversionRefusal{CRD: it.CRD,
-			Reason: fmt.Sprintf("its conversion was judged through %s, but the API server converts through %s, which is not running: %s", c.Target, rep.Webhook, rep.Reason()),
+			Reason:      fmt.Sprintf("its conversion was judged through %s, but the API server converts through %s, which is not running: %s", c.Target, rep.Webhook, rep.Reason()),
 			Instruction: fmt.Sprintf("deploy the release's conversion webhook (%s) and wait until it answers: the upgrade's writes go through it, not through %s", rep.Webhook, c.Target)})
 	}
 	return nil
