@@ -138,6 +138,12 @@ func TestPlanConversionThroughTheReleaseWebhook(t *testing.T) {
 		t.Errorf("reached %q", c.Reached)
 	}
 
+	// --sample: 2 of the 5 stored objects round-tripped, said, and unknown for the others.
+	_, it = r.plan(t, ConversionOptions{Sample: 2})
+	if c := it.ConversionCheck; !c.Sampled || c.RoundTrip.Objects != 2 || !slices.Contains(it.Kinds, KindUnknown) || !strings.Contains(strings.Join(it.UnknownReasons, " "), "only 2 of 5 stored objects were round-tripped") {
+		t.Errorf("sampled: %+v kinds %v %q", c.RoundTrip, it.Kinds, it.UnknownReasons)
+	}
+
 	for _, tc := range []struct {
 		b       testwebhook.Behaviour
 		kind    Kind
@@ -286,5 +292,39 @@ func TestPlanConversionDropped(t *testing.T) {
 	}
 	if rep.Runbook[0].Action != ActionFixConversion {
 		t.Errorf("first step %+v", rep.Runbook[0])
+	}
+}
+
+// Offline (no cluster: --old-file), a conversion the release relies on cannot be asked: the
+// verdict is unknown, never safe, and the runbook offers no consent to a loss.
+func TestPlanConversionOffline(t *testing.T) {
+	rel := testwebhook.StartForTest(t, testwebhook.Options{})
+	live := readCRD(t, filepath.Join("..", "testdata", "crds", "crontab-webhook.yaml"))
+	live.Spec.Versions = slices.DeleteFunc(live.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == "v1alpha1" })
+	for i := range live.Spec.Versions {
+		live.Spec.Versions[i].Storage = live.Spec.Versions[i].Name == "v1beta1"
+	}
+	live.Spec.Conversion = rel.WebhookConversion("v1")
+	live.Status.StoredVersions = []string{"v1beta1"}
+	next := live.DeepCopy()
+	for i := range next.Spec.Versions {
+		next.Spec.Versions[i].Storage = next.Spec.Versions[i].Name == "v1"
+	}
+	objs := []unstructured.Unstructured{{Object: map[string]any{"apiVersion": "stable.example.com/v1beta1", "kind": "CronTab",
+		"metadata": map[string]any{"name": "a", "namespace": "default"}, "spec": map[string]any{"hostPort": "db:1"}}}}
+	rep, err := Release(context.Background(), ReleaseClients{}, ReleaseOptions{Next: []*apiextensionsv1.CustomResourceDefinition{next},
+		Live: []*apiextensionsv1.CustomResourceDefinition{live}, Sources: []ObjectSource{&SliceSource{Objects: objs}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := rep.Items[0]
+	if c := it.ConversionCheck; c == nil || c.State != webhookcheck.StateNotAsked || !slices.Contains(it.Kinds, KindUnknown) || it.Verdict == VerdictSafe || rel.Requests() != 0 {
+		t.Fatalf("offline: %+v kinds %v verdict %s", c, it.Kinds, it.Verdict)
+	}
+	if !strings.Contains(strings.Join(it.UnknownReasons, " "), "not asked: the plan is offline") {
+		t.Errorf("unknown reasons: %q", it.UnknownReasons)
+	}
+	if cmds := commands(rep); strings.Contains(cmds, "--allow-data-loss") {
+		t.Errorf("the runbook asks for consent to a loss nobody measured:\n%s", cmds)
 	}
 }
