@@ -23,19 +23,25 @@ import (
 	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
 
-// writeCRDFolder writes crds (their status cleared) into a new folder, one file each.
+// crdManifest is crd as a release file holds it: YAML, with apiVersion and kind, no status.
+func crdManifest(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) []byte {
+	t.Helper()
+	c := crd.DeepCopy()
+	c.APIVersion, c.Kind = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
+	c.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+	b, err := sigsyaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// writeCRDFolder writes crds into a new folder, one file each (crdManifest).
 func writeCRDFolder(t *testing.T, crds []*apiextensionsv1.CustomResourceDefinition) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, crd := range crds {
-		c := crd.DeepCopy()
-		c.APIVersion, c.Kind = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
-		c.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
-		b, err := sigsyaml.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, c.Name+".yaml"), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, crd.Name+".yaml"), crdManifest(t, crd), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
