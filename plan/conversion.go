@@ -197,9 +197,6 @@ func judgeConversion(ctx context.Context, live, next *apiextensionsv1.CustomReso
 			wo.RoundTrip.Progress = func(done int64) { o.Progress.Store(done) }
 		}
 	}
-	if o.Dynamic == nil && o.Target == nil {
-		wo.Kube = nil // offline: not asked
-	}
 	stop := func() {}
 	if o.Start != nil && wo.RoundTrip.Pairs != nil {
 		n := total
@@ -217,6 +214,10 @@ func judgeConversion(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		return c, fmt.Errorf("%s: judging its conversion webhook: %w", next.Name, err)
 	}
 	c.Webhook, c.Target, c.Reached, c.Problems, c.Service, c.RoundTrip = rep.Webhook, rep.Target, rep.Reached, rep.Problems, rep.Service, rep.RoundTrip
+	if o.Target == nil && liveHook && conversionText(live) == conversionText(next) {
+		c.Problems = append(c.Problems, webhookcheck.Problem{Severity: webhookcheck.SeverityInfo,
+			Message: fmt.Sprintf("the live CRD converts through the same %s: what answers there now is the webhook running in the cluster (the installed release's, unless the new one is deployed); to judge the new release's webhook before it is deployed, run it elsewhere and ask it instead (kubectl crdver plan --webhook URL)", strings.TrimPrefix(c.Webhook, "webhook "))})
+	}
 	c.State = rep.State
 	switch {
 	case total == 0:
