@@ -186,6 +186,16 @@ func TestPlanConversionThroughTheReleaseWebhook(t *testing.T) {
 		})
 	}
 
+	// The same release without its caBundle: the API server cannot verify the webhook.
+	withCA := r.next
+	r.next = withCA.DeepCopy()
+	r.next.Spec.Conversion.Webhook.ClientConfig.CABundle = nil
+	rep, it = r.plan(t, ConversionOptions{})
+	if c := it.ConversionCheck; c.State != webhookcheck.StateUnreachable || !slices.Contains(it.Kinds, KindConversionWebhook) || !strings.Contains(c.Reason, "no caBundle") || rep.Runbook[0].Action != ActionFixConversion {
+		t.Errorf("no caBundle: state %s kinds %v reason %q step %s", c.State, it.Kinds, c.Reason, rep.Runbook[0].Action)
+	}
+	r.next = withCA
+
 	// The API server agrees: the new CRD as it is, the Service gone: every read at v1 fails;
 	// back, the objects read at v1 are what the round trips made of them.
 	removeService()

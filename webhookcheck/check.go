@@ -1,6 +1,7 @@
 package webhookcheck
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -101,7 +102,9 @@ func Check(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, o
 		bundle = o.Reach.CABundle
 	}
 	_, caProblems := e.CABundle(bundle, o.Now)
+	noCA := e.Service != nil && len(bytes.TrimSpace(bundle)) == 0
 	if _, from := CAInjection(crd); from != "" && len(bundle) == 0 {
+		noCA = false
 		caProblems = []Problem{{Severity: SeverityInfo, Message: fmt.Sprintf("no caBundle yet: cert-manager's cainjector fills it from %s once the CRD is applied", from)}}
 	}
 	rep.Problems = append(rep.Problems, caProblems...)
@@ -146,6 +149,10 @@ func Check(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, o
 			Message: fmt.Sprintf("%s does not answer (%s): %s", e.Describe, rep.Reached, res.Unreachable)})
 	case res.FailedCount > 0:
 		rep.State = StateFails
+	case noCA && o.Reach.Target == nil:
+		// The round trip went through the service proxy, which verifies no certificate: the
+		// API server, which verifies it against its system roots, fails every conversion.
+		rep.State = StateUnreachable
 	}
 	return rep, nil
 }

@@ -19,15 +19,16 @@ const ExpiryWarning = 30 * 24 * time.Hour
 
 // CABundle parses a webhook's caBundle and reports certificates that do not parse, expired or
 // expire soon. It returns the pool (nil when there is no usable caBundle). An empty caBundle
-// of a service-style webhook is a warning: the API server then verifies the serving
+// of a service-style webhook is an error: the API server then verifies the serving
 // certificate against its own system roots, which do not sign the <service>.<namespace>.svc
-// names of in-cluster webhooks.
+// names of in-cluster webhooks (Check: unreachable, whatever the service proxy, which verifies
+// nothing, answers).
 func (e *Endpoint) CABundle(bundle []byte, now time.Time) (*x509.CertPool, []Problem) {
 	fix := "renew the CA and update spec.conversion.webhook.clientConfig.caBundle (kubectl edit crd " + e.CRD + ")"
 	if len(bytes.TrimSpace(bundle)) == 0 {
 		if e.Service != nil {
-			return nil, []Problem{{Severity: SeverityWarning, Fix: "kubectl edit crd " + e.CRD,
-				Message: fmt.Sprintf("no caBundle: the API server verifies %s against its own system roots, which do not sign %s: conversions fail unless its certificate chains to them", e.Describe, e.Name)}}
+			return nil, []Problem{{Severity: SeverityError, Fix: "set spec.conversion.webhook.clientConfig.caBundle to the CA that signed the webhook's serving certificate (kubectl edit crd " + e.CRD + ")",
+				Message: fmt.Sprintf("no caBundle: the API server verifies %s against its own system roots, which do not sign %s: every conversion fails unless they hold the CA that signed its certificate", e.Describe, e.Name)}}
 		}
 		return nil, []Problem{{Severity: SeverityInfo, Message: "no caBundle: the API server verifies the webhook against its own system roots"}}
 	}

@@ -73,7 +73,7 @@ func TestConfigProblems(t *testing.T) {
 	if err != nil || svc.Describe != "service ns/hook:8443" || svc.Name != "hook.ns.svc" {
 		t.Fatalf("service endpoint %+v %v", svc, err)
 	}
-	if _, ps := svc.CABundle(nil, time.Now()); len(ps) != 1 || ps[0].Severity != SeverityWarning || !strings.Contains(ps[0].Message, "which do not sign hook.ns.svc") {
+	if _, ps := svc.CABundle(nil, time.Now()); len(ps) != 1 || ps[0].Severity != SeverityError || ps[0].Down || !strings.Contains(ps[0].Message, "which do not sign hook.ns.svc") {
 		t.Errorf("service without a caBundle: %+v", ps)
 	}
 	ca, err := testca.NewValid(time.Now().Add(-time.Hour), time.Now().Add(72*time.Hour))
