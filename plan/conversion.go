@@ -118,7 +118,8 @@ func (c *ConversionCheck) Breaks() bool {
 // namespace controller read there), each version the release starts serving, and every
 // served version when the stored one is no longer served or the conversion itself changes.
 // unlisted are the stored versions the live CRD does not serve (not readable as stored).
-func conversionPairs(live, next *apiextensionsv1.CustomResourceDefinition) (pairs []webhookcheck.Pair, why, unlisted []string) {
+// Each pair comes with why it is needed.
+func conversionPairs(live, next *apiextensionsv1.CustomResourceDefinition) (pairs []neededPair, unlisted []string) {
 	nextStorage, nextPreferred := crdinfo.StorageVersion(next), crdinfo.PreferredVersion(next)
 	changed := len(conversionChanges(live, next)) > 0
 	var added []string
@@ -135,11 +136,10 @@ func conversionPairs(live, next *apiextensionsv1.CustomResourceDefinition) (pair
 			unlisted = append(unlisted, s)
 			continue
 		}
-		var to []string
+		why := map[string]string{}
 		add := func(v, because string) {
-			if v != "" && v != s && !slices.Contains(to, v) {
-				to = append(to, v)
-				why = append(why, fmt.Sprintf("objects stored at %s are %s at %s (%s)", s, map[bool]string{true: "written", false: "read"}[v == nextStorage], v, because))
+			if v != "" && v != s && why[v] == "" {
+				why[v] = fmt.Sprintf("objects stored at %s are %s at %s (%s)", s, map[bool]string{true: "written", false: "read"}[v == nextStorage], v, because)
 			}
 		}
 		add(nextStorage, "the new storage version: the migration's rewrite and every write store them there")
@@ -159,12 +159,26 @@ func conversionPairs(live, next *apiextensionsv1.CustomResourceDefinition) (pair
 			}
 		}
 		for _, v := range crdinfo.VersionNames(next) {
-			if slices.Contains(to, v) {
-				pairs = append(pairs, webhookcheck.Pair{From: s, To: v})
+			if why[v] != "" {
+				pairs = append(pairs, neededPair{Pair: webhookcheck.Pair{From: s, To: v}, why: why[v]})
 			}
 		}
 	}
-	return pairs, why, unlisted
+	return pairs, unlisted
+}
+
+// neededPair is a round trip the conversion must make, and why.
+type neededPair struct {
+	webhookcheck.Pair
+	why string
+}
+
+// split is the pairs and the reasons, in order.
+func split(ps []neededPair) (pairs []webhookcheck.Pair, why []string) {
+	for _, p := range ps {
+		pairs, why = append(pairs, p.Pair), append(why, p.why)
+	}
+	return pairs, why
 }
 
 // judgeConversion judges the conversion next relies on for live's stored objects (total: their
@@ -173,11 +187,18 @@ func judgeConversion(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	if live == nil || o.Off {
 		return nil, nil
 	}
-	pairs, why, _ := conversionPairs(live, next)
+	needed, _ := conversionPairs(live, next)
 	liveHook, nextHook := webhookcheck.IsWebhook(live), webhookcheck.IsWebhook(next)
-	if len(pairs) == 0 || !liveHook && !nextHook {
+	if !nextHook {
+		// Dropped: only where the live webhook converts today (to a version the live CRD
+		// serves); reads at a version the release adds are the release's own None, which the
+		// objects' evaluation judges.
+		needed = slices.DeleteFunc(needed, func(p neededPair) bool { return !crdinfo.IsServed(live, p.To) })
+	}
+	if len(needed) == 0 || !liveHook && !nextHook {
 		return nil, nil
 	}
+	pairs, why := split(needed)
 	c := &ConversionCheck{Needed: why, Pairs: pairs, Strategy: string(strategyOf(next)), Problems: []webhookcheck.Problem{}, Sample: o.Sample}
 	if !nextHook {
 		return c, judgeDropped(ctx, live, next, o, c)
