@@ -127,6 +127,16 @@ type release struct {
 	// Fix is what a user does to an object kubectl crdver names as rejected (by its errors):
 	// the manifest edited (TestReleaseMatrix).
 	Fix fixer
+	// DeleteNamed: what a user does instead is delete the object (kubectl delete).
+	DeleteNamed bool
+	// ServedAtCreation are versions of the old release's CRDs that it does not serve and the
+	// samples name: the samples are created while they are served (as an earlier release
+	// served them), then the old release's files are applied as they are.
+	ServedAtCreation []string
+	// EarlierStorage is a version an earlier release stored at: the old release's CRDs are
+	// first applied with it as the storage version, so that status.storedVersions still lists
+	// it (a cluster upgraded since without a storage migration).
+	EarlierStorage string
 }
 
 // tracked is one sample object created on the old release.
@@ -158,6 +168,8 @@ type harness struct {
 	t   *testing.T
 	ctx context.Context
 	rel release
+	// env is the API server the release runs on: the package's, or another (newHarnessOn).
+	env *testenv.Env
 
 	dyn  dynamic.Interface
 	kube kubernetes.Interface
@@ -181,9 +193,23 @@ type harness struct {
 	objects []*tracked
 	// fixed are the objects the test's scripted fixes edited (each once).
 	fixed map[*tracked]bool
+	// deleted are the objects the test deleted as the user does (release.DeleteNamed), with
+	// the errors they were named for.
+	deleted []deletedObject
+}
+
+type deletedObject struct {
+	o    *tracked
+	errs []string
 }
 
 func newHarness(t *testing.T, rel release) *harness {
+	t.Helper()
+	return newHarnessOn(t, rel, env)
+}
+
+// newHarnessOn is newHarness on API server e (e.g. olderServer's).
+func newHarnessOn(t *testing.T, rel release, e *testenv.Env) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel)
@@ -191,15 +217,15 @@ func newHarness(t *testing.T, rel release) *harness {
 	// and, for the length of each in-process run, for the plugin's root command (crdver):
 	// not for the whole test process, so that tests of different projects can run at once
 	// (runByProject).
-	h := &harness{t: t, ctx: ctx, rel: rel, home: t.TempDir(), crds: map[string]bool{}, fixed: map[*tracked]bool{}}
+	h := &harness{t: t, ctx: ctx, rel: rel, env: e, home: t.TempDir(), crds: map[string]bool{}, fixed: map[*tracked]bool{}}
 	var err error
-	if h.dyn, err = dynamic.NewForConfig(env.Config); err != nil {
+	if h.dyn, err = dynamic.NewForConfig(h.env.Config); err != nil {
 		t.Fatal(err)
 	}
-	if h.kube, err = kubernetes.NewForConfig(env.Config); err != nil {
+	if h.kube, err = kubernetes.NewForConfig(h.env.Config); err != nil {
 		t.Fatal(err)
 	}
-	if h.ext, err = apiextensionsclient.NewForConfig(env.Config); err != nil {
+	if h.ext, err = apiextensionsclient.NewForConfig(h.env.Config); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.deleteCRDs)
@@ -307,8 +333,8 @@ func (h *harness) kubectl(args ...string) kubectlResult {
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", env.Kubeconfig)...)
-	cmd.Env = append(os.Environ(), "HOME="+h.home, "KUBECONFIG="+env.Kubeconfig, "KUBECACHEDIR="+filepath.Join(h.home, ".kube", "cache"))
+	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", h.env.Kubeconfig)...)
+	cmd.Env = append(os.Environ(), "HOME="+h.home, "KUBECONFIG="+h.env.Kubeconfig, "KUBECACHEDIR="+filepath.Join(h.home, ".kube", "cache"))
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -336,7 +362,7 @@ func (h *harness) crdver(args ...string) crdverResult {
 	defer setEnv("XDG_CACHE_HOME", filepath.Join(h.home, ".cache"))()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 	root := plugin.NewRootCmd(streams)
-	root.SetArgs(append(args, "--kubeconfig", env.Kubeconfig))
+	root.SetArgs(append(args, "--kubeconfig", h.env.Kubeconfig))
 	err := root.ExecuteContext(h.ctx)
 	if err != nil {
 		errOut.WriteString(plugin.ErrorLine(err) + "\n")
@@ -365,7 +391,7 @@ func (h *harness) applyCRDFile(file string, extra ...string) kubectlResult {
 	h.crds[name] = true
 	r := h.kubectl(append([]string{"apply", "--server-side", "-f", file}, extra...)...)
 	if r.err == nil {
-		if _, err := env.WaitEstablished(h.ctx, name); err != nil {
+		if _, err := h.env.WaitEstablished(h.ctx, name); err != nil {
 			h.t.Fatalf("%s: %v", name, err)
 		}
 	}
@@ -391,7 +417,7 @@ func (h *harness) installCRDFile(file string) error {
 	if _, err := h.ext.ApiextensionsV1().CustomResourceDefinitions().Patch(h.ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: managerCRDs}); err != nil {
 		return err
 	}
-	if _, err := env.WaitEstablished(h.ctx, name); err != nil {
+	if _, err := h.env.WaitEstablished(h.ctx, name); err != nil {
 		h.t.Fatalf("%s: %v", name, err)
 	}
 	return nil
@@ -403,11 +429,54 @@ func (h *harness) installOld() string {
 	dir := h.releaseDir(h.rel.Old)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	for _, f := range files {
-		if err := h.installCRDFile(f); err != nil {
-			h.t.Fatalf("applying %s of %s %s: %v", filepath.Base(f), h.rel.Project, h.rel.Old, err)
+		var first []string
+		if v := h.rel.EarlierStorage; v != "" {
+			// An earlier release stored at v: status.storedVersions keeps it.
+			first = append(first, h.versionsCopy(f, func(vm map[string]any) { vm["storage"] = vm["name"] == v }))
+		}
+		if served := h.rel.ServedAtCreation; len(served) > 0 {
+			f = h.versionsCopy(f, func(vm map[string]any) {
+				vm["served"] = vm["served"] == true || slices.Contains(served, fmt.Sprint(vm["name"]))
+			})
+		}
+		for _, f := range append(first, f) {
+			if err := h.installCRDFile(f); err != nil {
+				h.t.Fatalf("applying %s of %s %s: %v", filepath.Base(f), h.rel.Project, h.rel.Old, err)
+			}
 		}
 	}
 	return dir
+}
+
+// versionsCopy writes a copy of the CRD file with each entry of spec.versions changed by edit
+// (as an earlier release of the project had them) and returns it.
+func (h *harness) versionsCopy(file string, edit func(version map[string]any)) string {
+	h.t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var crd map[string]any
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		h.t.Fatalf("%s: %v", file, err)
+	}
+	vs, _, _ := unstructured.NestedSlice(crd, "spec", "versions")
+	for _, v := range vs {
+		if vm, ok := v.(map[string]any); ok {
+			edit(vm)
+		}
+	}
+	if err := unstructured.SetNestedSlice(crd, vs, "spec", "versions"); err != nil {
+		h.t.Fatal(err)
+	}
+	if b, err = yaml.Marshal(crd); err != nil {
+		h.t.Fatal(err)
+	}
+	out := filepath.Join(h.t.TempDir(), filepath.Base(file))
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	return out
 }
 
 // deleteCRDs removes the CRDs (and so the objects) this harness created, and waits until they
@@ -424,7 +493,7 @@ func (h *harness) deleteCRDs() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			if err := env.DeleteCRD(ctx, name); err != nil && !apierrors.IsNotFound(err) {
+			if err := h.env.DeleteCRD(ctx, name); err != nil && !apierrors.IsNotFound(err) {
 				h.t.Errorf("deleting %s: %v", name, err)
 			}
 		}()
@@ -722,7 +791,7 @@ func (h *harness) snapshot() snapshot {
 			}
 			s.Data[v] = cleanObject(u.Object)
 		}
-		if stored, _, err := env.StoredObject(h.ctx, o.Group, o.Resource, o.Namespace, o.Name); err == nil {
+		if stored, _, err := h.env.StoredObject(h.ctx, o.Group, o.Resource, o.Namespace, o.Name); err == nil {
 			s.StoredAPIVersion, _ = stored["apiVersion"].(string)
 			b, _ := json.Marshal(stored)
 			s.Stored = string(b)

@@ -376,6 +376,10 @@ func (h *harness) fixObject(label, crd, ns, name string, errs []string) {
 		h.t.Errorf("%s: %s is named again after the test fixed it (%v)", label, o, errs)
 		return
 	}
+	if h.rel.DeleteNamed {
+		h.deleteObject(label, o, errs)
+		return
+	}
 	m := copyMap(o.Manifest)
 	if h.rel.Fix == nil || !h.rel.Fix(o, m, errs) {
 		h.t.Errorf("%s: no scripted fix for %s: %v", label, o, errs)
@@ -404,6 +408,24 @@ func (h *harness) fixObject(label, crd, ns, name string, errs []string) {
 	o.Manifest = m
 	h.fixed[o] = true
 	h.t.Logf("%s: fixed %s (%v)", label, o, errs)
+}
+
+// deleteObject is a user's `kubectl delete` of an object the runbook or a refusal names; it is
+// no longer tracked (nothing of it is expected after).
+func (h *harness) deleteObject(label string, o *tracked, errs []string) {
+	h.t.Helper()
+	args := []string{"delete", o.Resource + "." + storageVersion(h.liveCRD(o.CRD)) + "." + o.Group, o.Name}
+	if o.Namespace != "" {
+		args = append(args, "-n", o.Namespace)
+	}
+	if r := h.kubectl(args...); r.err != nil {
+		h.t.Errorf("%s: kubectl %s: %v\n%s", label, strings.Join(args, " "), r.err, r.stderr)
+		return
+	}
+	h.objects = slices.DeleteFunc(h.objects, func(x *tracked) bool { return x == o })
+	h.fixed[o] = true
+	h.deleted = append(h.deleted, deletedObject{o: o, errs: errs})
+	h.t.Logf("%s: deleted %s (%v)", label, o, errs)
 }
 
 func anyContains(errs []string, sub string) bool {

@@ -33,6 +33,16 @@ type releaseCase struct {
 	// drops/renames v1beta2 fields): upgrade must refuse before writing unless told
 	// --allow-data-loss, and the runbook must not get past its storage switch.
 	losesData bool
+	// onOlder: the release runs on kube-apiserver 1.34 (olderServer), not the package's.
+	onOlder bool
+}
+
+// server is the API server the case runs on.
+func (rc releaseCase) server(t *testing.T) *testenv.Env {
+	if rc.onOlder {
+		return olderServer(t)
+	}
+	return env
 }
 
 // The releases of testdata/releases (SOURCES.md says what each covers).
@@ -144,6 +154,13 @@ func (h *harness) setUp(via []string) []string {
 		names = append(names, crdName(h.t, f))
 	}
 	h.createSamples(names)
+	if len(h.rel.ServedAtCreation) > 0 {
+		for _, f := range files {
+			if err := h.installCRDFile(f); err != nil {
+				h.t.Fatalf("applying %s of %s %s: %v", filepath.Base(f), h.rel.Project, h.rel.Old, err)
+			}
+		}
+	}
 	for _, v := range via {
 		dir := h.releaseDir(v)
 		vf, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))

@@ -65,7 +65,7 @@ func (h *harness) stepCommand(ctx context.Context, workDir, step string) *exec.C
 		kubectlDir = "/usr/bin"
 	}
 	cmd.Env = append(os.Environ(), "PATH="+pluginBin(h.t)+":"+kubectlDir+":"+os.Getenv("PATH"),
-		"HOME="+h.home, "XDG_CACHE_HOME="+filepath.Join(h.home, ".cache"), "KUBECONFIG="+env.Kubeconfig)
+		"HOME="+h.home, "XDG_CACHE_HOME="+filepath.Join(h.home, ".cache"), "KUBECONFIG="+h.env.Kubeconfig)
 	cmd.Stdin = strings.NewReader(strings.Repeat("y\n", 16))
 	return cmd
 }
@@ -253,10 +253,11 @@ func runbookSteps(rep *plan.Report) (steps []printedStep) {
 // done by the release's scripted fixes; a step that asks to move data or accept its loss is
 // taken as consent (the commands that drop it must still say --allow-data-loss). The runbook
 // must run to its end, its verify step passing: the whole release applied, every manager
-// able to write every object, plan of the same release not breaking.
-func testRunbook(t *testing.T, rc releaseCase) {
+// able to write every object, plan of the same release not breaking. It returns the harness
+// (what the test fixed or deleted).
+func testRunbook(t *testing.T, rc releaseCase) *harness {
 	knownGap(t, rc, "runbook", "(3)")
-	h := newHarness(t, rc.rel)
+	h := newHarnessOn(t, rc.rel, rc.server(t))
 	h.setUp(rc.via)
 	oldStorage := h.storageVersions()
 	initial := h.snapshot()
@@ -334,7 +335,7 @@ func testRunbook(t *testing.T, rc releaseCase) {
 	}
 	if stopped != "" {
 		t.Errorf("(3) the release runbook did not end with its verify step passing: %s", stopped)
-		return
+		return h
 	}
 	if last := steps[len(steps)-1]; last.Action != plan.ActionVerify {
 		t.Errorf("(3) the runbook's last step is %s, not verify", last.Action)
@@ -349,6 +350,7 @@ func testRunbook(t *testing.T, rc releaseCase) {
 	if after.code != 0 {
 		t.Errorf("plan of the same release after the runbook: exit %d\n%s%s", after.code, after.stdout, after.stderr)
 	}
+	return h
 }
 
 // tail is the last n lines of s.

@@ -254,21 +254,29 @@ func (f *Finding) kinds() []Kind {
 	return out
 }
 
-// RecreateErrors are the create errors that make the object invalid on re-create: all of them,
-// except the strict decoding error of an object that loses fields (that error names the fields
-// the new schema lacks: the data loss, not the object's content, is the finding; once the loss
-// is accepted the live object no longer holds them).
+// RecreateErrors are the create errors that make the object invalid on re-create: those of the
+// re-create as listed, except the strict decoding error of an object that loses fields (that
+// error names the fields the new schema lacks: the data loss, not the object's content, is the
+// finding; once the loss is accepted the live object no longer holds them), then those of the
+// re-create as the new storage version holds it that the first did not give.
 func (f *Finding) RecreateErrors() []string {
-	if len(f.PrunedOnRead)+len(f.PossiblyPrunedOnRead) == 0 {
+	lossy := len(f.PrunedOnRead)+len(f.PossiblyPrunedOnRead) > 0
+	if !lossy && len(f.CreateErrorsAfterLoss) == 0 {
 		return f.CreateErrors
 	}
 	var out []string
+	given := map[string]bool{}
 	for _, e := range f.CreateErrors {
-		if !unknownFieldError(e) {
+		if !lossy || !unknownFieldError(e) {
+			out, given[e] = append(out, e), true
+		}
+	}
+	for _, e := range f.CreateErrorsAfterLoss {
+		if !given[e] {
 			out = append(out, e)
 		}
 	}
-	return append(out, f.CreateErrorsAfterLoss...)
+	return out
 }
 
 // unknownFieldError reports whether a create error is the strict decoding error that names

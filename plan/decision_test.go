@@ -105,9 +105,22 @@ func TestFindingKinds(t *testing.T) {
 		{"maybe loses", Finding{PossiblyPrunedOnRead: []string{"spec.x"}}, []Kind{KindUnknown}},
 		{"defaulted only", Finding{DefaultedOnRead: []string{"spec.mode"}}, nil},
 		{"type mismatch", Finding{TypeMismatches: []preflight.TypeMismatch{{Path: ".spec.config"}}, TypeRecreateErrors: []string{"spec.config: Invalid value"}}, []Kind{KindTypeMismatch}},
+		{"invalid only as stored", Finding{CreateErrors: []string{}, CreateErrorsAfterLoss: []string{"spec.controlPlane: Required value"}}, []Kind{KindInvalidOnRecreate}},
 	} {
 		if got := c.f.kinds(); !slices.Equal(got, c.want) {
 			t.Errorf("%s: kinds %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestRecreateErrorsAsStored: the errors of the re-create as stored count for an object that
+// loses nothing too, each error once.
+func TestRecreateErrorsAsStored(t *testing.T) {
+	f := Finding{CreateErrors: []string{"spec.interval: Invalid value"}, CreateErrorsAfterLoss: []string{"spec.interval: Invalid value", "spec.controlPlane: Required value"}}
+	if got, want := f.RecreateErrors(), []string{"spec.interval: Invalid value", "spec.controlPlane: Required value"}; !slices.Equal(got, want) {
+		t.Errorf("RecreateErrors %q, want %q", got, want)
+	}
+	if f.empty() || (&Finding{CreateErrorsAfterLoss: []string{"spec.controlPlane: Required value"}}).empty() {
+		t.Errorf("a finding with re-create errors is empty")
 	}
 }

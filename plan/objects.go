@@ -17,6 +17,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -47,6 +48,10 @@ type evaluator struct {
 	readDeprecated bool
 	// types types objects as the API server does for server-side apply (nil: not checked).
 	types *preflight.TypeChecker
+	// recreateAsRead: the served versions of the new CRD (other than readVersion) whose schema
+	// or subresources differ from readVersion's, so that an object re-created as listed at one
+	// of them may be judged otherwise than re-created as the new storage version holds it.
+	recreateAsRead map[string]bool
 	// liveSchemas are the live CRD's structural schemas of the encodings after the first (a
 	// pending migration's other storedVersions; with conversion None): an object listed with a
 	// field one of them prunes is not encoded at that version, since the API server's read of
@@ -205,15 +210,22 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 			f.CreateErrors = errorTexts(cr.Errors)
 			f.Notes = differenceNotes(p, f.Notes, f.CreateErrors)
 		}
-		// An object that loses fields is judged as it will be once the loss is consented to
-		// (a rewrite at the new storage version drops them from etcd): its re-create as the
-		// new version then holds it may be rejected although the re-create as listed is not
-		// (listed at a version that still has the fields) or is rejected only for the fields
-		// the read drops.
-		if lossy != nil && (len(f.CreateErrors) == 0 || onlyUnknownFields(f.CreateErrors)) {
-			hr, err := e.recreate(ctx, p, (&unstructured.Unstructured{Object: lossy.Object}).DeepCopy(), u.GetNamespace())
+		// The object as the new storage version will hold it, once the migration has rewritten
+		// it there: what a backup taken after the runbook holds, and what the runbook's verify
+		// step (the plan of the same release, listing at that version) re-creates. Its re-create
+		// may be rejected although the re-create as listed is not: listed at a version whose
+		// schema still has the fields the object loses (judged once the loss is consented to),
+		// or whose schema does not require what the read version's does (Cluster API's v1beta2
+		// requires spec.controlPlane, v1beta1 does not). A value of another type is judged by
+		// the typed check above (TypeRecreateErrors) and its fix-values step.
+		asStored := lossy
+		if asStored == nil && primary != nil && primary.Converted && len(f.TypeMismatches) == 0 && e.recreateAsRead[createVersion] {
+			asStored = primary
+		}
+		if asStored != nil && (len(f.CreateErrors) == 0 || onlyUnknownFields(f.CreateErrors)) {
+			hr, err := e.recreate(ctx, p, (&unstructured.Unstructured{Object: asStored.Object}).DeepCopy(), u.GetNamespace())
 			if err != nil {
-				res.err = fmt.Errorf("%s: re-create under the new CRD once its lost fields are gone: %w", where, err)
+				res.err = fmt.Errorf("%s: re-create under the new CRD as stored at %s: %w", where, e.readVersion, err)
 				return res
 			}
 			if !hr.Accepted() {
@@ -320,6 +332,23 @@ func (e *evaluator) recreate(ctx context.Context, p *preview.Previewer, obj *uns
 		return nil, err
 	}
 	return p.Create(ctx, body, preview.PreviewOptions{FieldValidation: e.fv, Namespace: ns})
+}
+
+// judgedApart are the versions crd serves besides read whose schema or subresources differ
+// from read's: a re-create at one of them may be answered otherwise than at read.
+func judgedApart(crd *apiextensionsv1.CustomResourceDefinition, read string) map[string]bool {
+	out := map[string]bool{}
+	rv, err := crdinfo.Lookup(crd, read)
+	if err != nil {
+		return out
+	}
+	for i := range crd.Spec.Versions {
+		v := &crd.Spec.Versions[i]
+		if v.Served && v.Name != read && (!equality.Semantic.DeepEqual(v.Schema, rv.Schema) || !equality.Semantic.DeepEqual(v.Subresources, rv.Subresources)) {
+			out[v.Name] = true
+		}
+	}
+	return out
 }
 
 // createVersionOf is the version an object listed at listed is re-created at: that one, when

@@ -198,6 +198,7 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		}
 	}
 	e.readVersion = readVersionOf(next)
+	e.recreateAsRead = judgedApart(next, e.readVersion)
 	it.Objects.ReadVersion = e.readVersion
 	it.Objects.Total = src.Total()
 	switch {

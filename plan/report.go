@@ -234,10 +234,14 @@ type Finding struct {
 	// CreateErrors: why re-creating the object as listed (a restore, a GitOps replace, with
 	// the chosen fieldValidation) would be rejected.
 	CreateErrors []string `json:"createErrors"`
-	// CreateErrorsAfterLoss: why re-creating the object as the new version holds it once the
-	// fields it loses are gone would be rejected. The strict re-create as listed stops at the
-	// unknown fields the loss drops, so the schema errors behind them (e.g. a required field
-	// that replaces a removed one) only show on the object as read under the new CRD.
+	// CreateErrorsAfterLoss: why re-creating the object as the new storage version holds it
+	// after the runbook's migration (read at the read version, once any fields it loses are
+	// gone: what the verify step's plan re-creates) would be rejected, where that can differ
+	// from the re-create as listed: the object loses fields (the strict re-create as listed
+	// stops at the unknown fields the loss drops, so the schema errors behind them, e.g. a
+	// required field that replaces a removed one, only show on the object as read), or it is
+	// listed at a version whose schema differs from the read version's (one that does not
+	// require what the read version requires).
 	CreateErrorsAfterLoss []string `json:"createErrorsAfterLoss,omitempty"`
 	// UpdateErrors: why a no-op update (a controller's next write) would be rejected.
 	UpdateErrors []string `json:"updateErrors"`
@@ -269,7 +273,7 @@ func (f *Finding) losesOrRejected() bool {
 }
 
 func (f *Finding) empty() bool {
-	return !f.losesOrRejected() && len(f.DefaultedOnRead) == 0 && len(f.UpdateWarnings) == 0 && len(f.Notes) == 0
+	return !f.losesOrRejected() && len(f.CreateErrorsAfterLoss) == 0 && len(f.DefaultedOnRead) == 0 && len(f.UpdateWarnings) == 0 && len(f.Notes) == 0
 }
 
 // ManagedFieldsVersion summarises the managedFields entries of one apiVersion.

@@ -662,14 +662,26 @@ func patchCommand(resource string, f Finding, patch string) string {
 func recreateStep(p *crdPlan) (RunbookStep, bool) {
 	var objs, cmds []string
 	v, both := fixVersion(p)
+	// An object judged as the new storage version holds it is fixed there: an edit at another
+	// version may not reach what that version requires (Cluster API's v1beta1 has no field
+	// that becomes v1beta2's spec.controlPlane.templateRef).
+	if read := p.it.Objects.ReadVersion; read != "" && slices.ContainsFunc(p.it.Objects.Findings, func(f Finding) bool {
+		return len(f.CreateErrorsAfterLoss) > 0 && slices.Contains(f.kinds(), KindInvalidOnRecreate)
+	}) {
+		lv, err := crdinfo.Lookup(p.live, read)
+		v, both = read, err == nil && lv.Served
+	}
 	resource := p.next.Spec.Names.Plural + "." + v + "." + p.next.Spec.Group
 	for _, f := range p.it.Objects.Findings {
 		if !slices.Contains(f.kinds(), KindInvalidOnRecreate) {
 			continue
 		}
 		name := objectName(&f)
-		if len(f.CreateErrorsAfterLoss) > 0 {
+		switch {
+		case len(f.CreateErrorsAfterLoss) > 0 && len(f.PrunedOnRead)+len(f.PossiblyPrunedOnRead) > 0:
 			name += " (once the fields it loses are gone)"
+		case len(f.CreateErrorsAfterLoss) > 0:
+			name += fmt.Sprintf(" (as %s holds it)", p.it.Objects.ReadVersion)
 		}
 		objs = append(objs, name+": "+strings.Join(f.RecreateErrors(), "; "))
 		cmds = append(cmds, getCommand(resource, f), editCommand(resource, f))

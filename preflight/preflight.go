@@ -699,8 +699,12 @@ func (e *evaluation) dryRun(ctx context.Context, gate *migrate.Gate, ri dynamic.
 		if err := gate.Acquire(ctx); err != nil {
 			return nil, "", nil, err
 		}
+		// The write the rewrite sends: its managedFields entries of other versions moved to the
+		// target within it (a write that keeps them makes servers before 1.37 drop them all
+		// where the object, with the target's defaults, does not fit their version's schema).
+		send, _ := migrate.MoveEntries(ctx, e.dyn, e.crd, e.r.Target, u)
 		sent := time.Now()
-		res, err := w.Update(ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		res, err := w.Update(ctx, send, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
 		gate.Release(time.Since(sent), apierrors.IsTooManyRequests(err))
 		switch {
 		case err == nil:
