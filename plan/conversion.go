@@ -251,7 +251,7 @@ func judgeConversion(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		c.State, c.Reason = webhookcheck.StateNotAsked, "not asked: the plan is offline (plan against the cluster)"
 		return c, nil
 	}
-	c.NotRunning = rep.State == webhookcheck.StateDown && notRunning(rep)
+	c.NotRunning = rep.State == webhookcheck.StateDown && rep.NotRunning
 	if rt := c.RoundTrip; rt != nil && o.Sample > 0 {
 		c.Sampled = total < 0 || rt.Objects < total
 	}
@@ -259,17 +259,6 @@ func judgeConversion(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		c.Reason = conversionReason(c, rep)
 	}
 	return c, nil
-}
-
-// notRunning: the webhook is down because nothing answers (no Service, port or ready
-// endpoint, nothing listening), not because its configuration names no usable webhook.
-func notRunning(rep *webhookcheck.Report) bool {
-	for _, p := range rep.Problems {
-		if p.Down && !strings.HasPrefix(p.Message, "webhook is down") && !strings.Contains(p.Message, "does not answer") {
-			return false
-		}
-	}
-	return true
 }
 
 // conversionReason is the check's state in a sentence.

@@ -54,9 +54,12 @@ type Report struct {
 	// Reached says how it was reached and what TLS verification was made.
 	Reached string `json:"reached,omitempty"`
 	// State is one of the State constants.
-	State    string        `json:"state"`
-	Problems []Problem     `json:"problems"`
-	Service  *ServiceState `json:"service,omitempty"`
+	State string `json:"state"`
+	// NotRunning: down because nothing answers (no Service, port or ready endpoint, nothing
+	// listening), not because the configuration names no usable webhook.
+	NotRunning bool          `json:"notRunning,omitempty"`
+	Problems   []Problem     `json:"problems"`
+	Service    *ServiceState `json:"service,omitempty"`
 	// RoundTrip is what the round trips found (nil when none was made).
 	RoundTrip *Result `json:"roundTrip,omitempty"`
 }
@@ -120,9 +123,11 @@ func Check(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, o
 		}
 		rep.Service = st
 		rep.Problems = append(rep.Problems, ps...)
+		rep.NotRunning = !st.Answering()
 	}
 	if rep.down() {
 		rep.State = StateDown
+		rep.NotRunning = rep.NotRunning && !configDown(rep.Problems)
 		return rep, nil
 	}
 	if len(o.RoundTrip.Pairs) == 0 {
@@ -145,6 +150,7 @@ func Check(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, o
 	switch {
 	case res.Unreachable != "":
 		rep.State = unreachableState(res, o.Reach.Target != nil)
+		rep.NotRunning = rep.State == StateDown
 		rep.Problems = append(rep.Problems, Problem{Severity: SeverityError, Down: rep.State == StateDown,
 			Message: fmt.Sprintf("%s does not answer (%s): %s", e.Describe, rep.Reached, res.Unreachable)})
 	case res.FailedCount > 0:
@@ -155,6 +161,17 @@ func Check(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, o
 		rep.State = StateUnreachable
 	}
 	return rep, nil
+}
+
+// configDown: a problem that makes every conversion fail is the configuration's
+// (conversionReviewVersions, caBundle), whatever runs behind the Service.
+func configDown(ps []Problem) bool {
+	for _, p := range ps {
+		if p.Down && p.config {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Report) down() bool {

@@ -35,8 +35,11 @@ type Problem struct {
 	// Fix is the command or step that fixes it ("" when there is nothing to do).
 	Fix string `json:"fix,omitempty"`
 	// Down: the webhook cannot answer at all (no Service, no port, no ready endpoint, nothing
-	// listening): every conversion through it fails.
+	// listening, or a configuration the API server cannot use): every conversion through it
+	// fails.
 	Down bool `json:"down,omitempty"`
+	// config: the configuration's fault (not what runs behind it).
+	config bool
 }
 
 // Endpoint is where a CRD's conversion webhook is: its clientConfig, read.
@@ -120,6 +123,6 @@ func (e *Endpoint) ReviewVersionProblems() []Problem {
 	if slices.Contains(e.ReviewVersions, "v1") || slices.Contains(e.ReviewVersions, "v1beta1") {
 		return nil
 	}
-	return []Problem{{Severity: SeverityError, Down: true, Fix: "kubectl edit crd " + e.CRD,
+	return []Problem{{Severity: SeverityError, Down: true, config: true, Fix: "kubectl edit crd " + e.CRD,
 		Message: fmt.Sprintf("conversionReviewVersions %v holds neither v1 nor v1beta1: the API server cannot call this webhook", e.ReviewVersions)}}
 }

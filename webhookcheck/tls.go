@@ -57,7 +57,7 @@ func (e *Endpoint) CABundle(bundle []byte, now time.Time) (*x509.CertPool, []Pro
 		}
 	}
 	if n == 0 {
-		return nil, append(out, Problem{Severity: SeverityError, Down: true, Fix: fix, Message: "caBundle holds no PEM certificate: the API server cannot verify the webhook and every conversion fails"})
+		return nil, append(out, Problem{Severity: SeverityError, Down: true, config: true, Fix: fix, Message: "caBundle holds no PEM certificate: the API server cannot verify the webhook and every conversion fails"})
 	}
 	return pool, out
 }
