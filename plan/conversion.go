@@ -284,7 +284,29 @@ func conversionReason(c *ConversionCheck, rep *webhookcheck.Report) string {
 	if rt == nil {
 		return ""
 	}
-	return fmt.Sprintf("%s round-tripped through %s: %s", objects(int(rt.Objects)), hook, rt.Summary())
+	return fmt.Sprintf("through %s: %s", hook, rt.Summary())
+}
+
+// settleWebhookNotes: where every stored object went through the webhook (the check answers,
+// no sample), an object's note that reading it at the read version "needs the conversion
+// webhook" is answered by the check: it is dropped, and a finding left empty with it.
+func settleWebhookNotes(it *Item) {
+	c := it.ConversionCheck
+	if c == nil || c.RoundTrip == nil || c.State != webhookcheck.StateAnswers || c.Sampled {
+		return
+	}
+	suffix := "converting it to " + it.Objects.ReadVersion + " needs the conversion webhook"
+	kept := it.Objects.Findings[:0]
+	for _, f := range it.Objects.Findings {
+		f.Notes = slices.DeleteFunc(f.Notes, func(n string) bool { return strings.HasSuffix(n, suffix) })
+		if len(f.Notes) == 0 {
+			f.Notes = nil
+		}
+		if !f.empty() {
+			kept = append(kept, f)
+		}
+	}
+	it.Objects.Findings = kept
 }
 
 // conversionReasons adds the check's findings to judge's reasons (decision table): a

@@ -137,6 +137,10 @@ func TestPlanConversionThroughTheReleaseWebhook(t *testing.T) {
 	if !strings.Contains(c.Reached, "via localhost:") || !strings.Contains(c.Reached, "TLS verified against caBundle as crontab-webhook.conv-system.svc") {
 		t.Errorf("reached %q", c.Reached)
 	}
+	// Every object went through the webhook: no note is left that reading it "needs" it.
+	if len(it.Objects.Findings) != 0 {
+		t.Errorf("objects with findings once the webhook answered: %+v", it.Objects.Findings)
+	}
 
 	// --sample: 2 of the 5 stored objects round-tripped, said, and unknown for the others.
 	_, it = r.plan(t, ConversionOptions{Sample: 2})

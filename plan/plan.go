@@ -123,6 +123,7 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 	}
 	cc, err := judgeConversion(ctx, live, next, opts.Conversion, it.Objects.Total)
 	it.ConversionCheck = cc
+	settleWebhookNotes(it)
 	if err != nil {
 		judge(live, it)
 		if ctx.Err() != nil {
