@@ -264,6 +264,16 @@ func TestPlanConversionThroughAnotherWebhook(t *testing.T) {
 	if after := snapshotObjects(t, r); !slices.Equal(before, after) {
 		t.Errorf("the cluster changed: %v → %v", before, after)
 	}
+	// A Service in a sandbox namespace is asked through the API server's service proxy (which
+	// verifies no certificate: said); one that does not exist answers nothing: not asked.
+	svc, err := webhookcheck.ParseTarget("conv-system/nosuch:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, it = r.plan(t, ConversionOptions{Target: svc})
+	if c := it.ConversionCheck; c.State != webhookcheck.StateNotAsked || !strings.Contains(c.Reached, "service conv-system/nosuch:443/convert through the API server's service proxy (the caBundle is NOT verified on this path)") {
+		t.Errorf("a sandbox Service that does not exist: state %s, reached %q, reason %q", c.State, c.Reached, c.Reason)
+	}
 	// A target that does not answer: not asked (unknown), not a verdict on the release.
 	rel.Close()
 	_, it = r.plan(t, ConversionOptions{Target: target})
