@@ -163,7 +163,7 @@ func TestPlanConversionThroughTheReleaseWebhook(t *testing.T) {
 		t.Run(string(tc.b), func(t *testing.T) {
 			rel.Set(tc.b)
 			defer rel.Set(testwebhook.Good)
-			_, it := r.plan(t, ConversionOptions{Timeout: tc.timeout})
+			rep, it := r.plan(t, ConversionOptions{Timeout: tc.timeout})
 			c := it.ConversionCheck
 			if !slices.Contains(it.Kinds, tc.kind) || it.Verdict != VerdictBreaking {
 				t.Fatalf("kinds %v verdict %s: %s", it.Kinds, it.Verdict, c.Reason)
@@ -186,6 +186,14 @@ func TestPlanConversionThroughTheReleaseWebhook(t *testing.T) {
 			slices.Sort(named)
 			if want := []string{"default/c0", "default/c1", "default/c2", "default/c3", "default/c4"}; !slices.Equal(named, want) {
 				t.Errorf("objects named for %s: %v, want %v (%+v)", tc.check, named, want, c.RoundTrip)
+			}
+			// A loss is consented to like any other (the backup first); a failure, never.
+			wantFirst, consent := ActionFixConversion, false
+			if tc.kind == KindDataLoss {
+				wantFirst, consent = ActionConvertObjects, true
+			}
+			if rep.Runbook[0].Action != wantFirst || strings.Contains(commands(rep), "--allow-data-loss") != consent {
+				t.Errorf("first step %s, consent %v:\n%s", rep.Runbook[0].Action, !consent, commands(rep))
 			}
 		})
 	}
