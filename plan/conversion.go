@@ -57,8 +57,10 @@ type ConversionCheck struct {
 	Needed []string `json:"needed"`
 	// Pairs are the versions objects are stored at and the versions they go to.
 	Pairs []webhookcheck.Pair `json:"pairs"`
-	// Strategy is the new CRD's conversion strategy (Webhook or None).
+	// Strategy is the new CRD's conversion strategy (Webhook or None); Storage its storage
+	// version (what a rewrite stores at).
 	Strategy string `json:"strategy"`
+	Storage  string `json:"storage"`
 	// State is webhookcheck's (answers, fails, down, unreachable, not-asked), or
 	// "dropped" (the new CRD converts with None what the live CRD's webhook converts, and
 	// what None makes of the objects differs) or "none" (None keeps what the webhook made).
@@ -88,6 +90,29 @@ type ConversionCheck struct {
 	// Release is what of the webhook the release's files carry (its workload, Service,
 	// certificate, cainjector annotation); nil when they carry none of it.
 	Release *ReleaseWebhook `json:"release,omitempty"`
+}
+
+// StorageLosses are the round trips' losses towards the new storage version (the objects, and
+// the first of them): what a rewrite there stores without. A loss in a round trip to another
+// version is lost only by a client that writes back what it read there (a warning of the check).
+func (c *ConversionCheck) StorageLosses() (int64, []webhookcheck.ObjectLoss) {
+	rt := c.RoundTrip
+	if rt == nil {
+		return 0, nil
+	}
+	var n int64
+	for _, p := range rt.Pairs {
+		if p.To == c.Storage {
+			n += int64(p.Lost)
+		}
+	}
+	var out []webhookcheck.ObjectLoss
+	for _, l := range rt.Losses {
+		if l.To == c.Storage {
+			out = append(out, l)
+		}
+	}
+	return n, out
 }
 
 // Conversion states of plan's own (webhookcheck has the others).
@@ -199,7 +224,7 @@ func judgeConversion(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		return nil, nil
 	}
 	pairs, why := split(needed)
-	c := &ConversionCheck{Needed: why, Pairs: pairs, Strategy: string(strategyOf(next)), Problems: []webhookcheck.Problem{}, Sample: o.Sample}
+	c := &ConversionCheck{Needed: why, Pairs: pairs, Strategy: string(strategyOf(next)), Storage: crdinfo.StorageVersion(next), Problems: []webhookcheck.Problem{}, Sample: o.Sample}
 	if !nextHook {
 		return c, judgeDropped(ctx, live, next, o, c)
 	}
@@ -252,6 +277,7 @@ func judgeConversion(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		return c, nil
 	}
 	c.NotRunning = rep.State == webhookcheck.StateDown && rep.NotRunning
+	c.Problems = append(c.Problems, readLosses(c)...)
 	if rt := c.RoundTrip; rt != nil && o.Sample > 0 {
 		c.Sampled = total < 0 || rt.Objects < total
 	}
@@ -259,6 +285,31 @@ func judgeConversion(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		c.Reason = conversionReason(c, rep)
 	}
 	return c, nil
+}
+
+// readLosses warns of the round trips' losses towards versions other than the new storage
+// version: no step of the release writes there, but a client that writes back what it read
+// there drops the fields.
+func readLosses(c *ConversionCheck) []webhookcheck.Problem {
+	if c.RoundTrip == nil {
+		return nil
+	}
+	var out []webhookcheck.Problem
+	for _, p := range c.RoundTrip.Pairs {
+		if p.Lost == 0 || p.To == c.Storage {
+			continue
+		}
+		var first string
+		for _, l := range c.RoundTrip.Losses {
+			if l.To == p.To && l.HeldAt == p.From {
+				first = fmt.Sprintf(" (first: %s: %s)", l.Object, strings.Join(l.Fields, ", "))
+				break
+			}
+		}
+		out = append(out, webhookcheck.Problem{Severity: webhookcheck.SeverityWarning,
+			Message: fmt.Sprintf("%s stored at %s lose fields in a round trip to %s%s: no step of the release writes at %s, but a client that writes back what it read there drops them", objects(p.Lost), p.From, p.To, first, p.To)})
+	}
+	return out
 }
 
 // conversionReason is the check's state in a sentence.
@@ -323,14 +374,14 @@ func conversionReasons(it *Item, add func(Kind, string)) {
 	case c.State == webhookcheck.StateNotAsked:
 		add(KindUnknown, c.Reason+": "+strings.Join(c.Needed, "; ")+", and what it makes of them is not known")
 	}
-	if rt := c.RoundTrip; rt != nil && rt.LossCount > 0 {
+	if n, ls := c.StorageLosses(); n > 0 {
 		var fields, who []string
-		for _, l := range rt.Losses {
+		for _, l := range ls {
 			fields = union(fields, l.Fields)
 			who = append(who, l.Object)
 		}
-		add(KindDataLoss, fmt.Sprintf("%s %s fields through the conversion webhook's round trip (%s), and from etcd when rewritten: %s (%s)",
-			objects(int(rt.LossCount)), agree(int(rt.LossCount), "loses", "lose"), c.Reached, strings.Join(fields, ", "), names(who)))
+		add(KindDataLoss, fmt.Sprintf("%s %s fields through the conversion webhook's round trip to the new storage version %s (%s), and from etcd when rewritten there: %s (%s)",
+			objects(int(n)), agree(int(n), "loses", "lose"), c.Storage, c.Reached, strings.Join(fields, ", "), names(who)))
 	}
 	if c.Sampled && !c.Breaks() {
 		add(KindUnknown, fmt.Sprintf("only %d of %s stored objects were round-tripped through the conversion webhook (the sample): what it makes of the others is not known", c.RoundTrip.Objects, totalText(it.Objects.Total)))

@@ -53,16 +53,20 @@ func (b *runbook) webhook() {
 	}
 	for _, p := range b.plans {
 		c := p.it.ConversionCheck
-		if c == nil || c.RoundTrip == nil || c.RoundTrip.LossCount == 0 {
+		if c == nil {
+			continue
+		}
+		n, ls := c.StorageLosses()
+		if n == 0 {
 			continue
 		}
 		var objs []string
-		for _, l := range c.RoundTrip.Losses {
+		for _, l := range ls {
 			objs = append(objs, fmt.Sprintf("%s (held at %s, %s): %s", l.Object, l.HeldAt, l.Direction, strings.Join(l.Fields, ", ")))
 		}
 		b.add(RunbookStep{Phase: PhaseFix, Action: ActionConvertObjects, CRDs: []string{p.next.Name}, Manual: DecisionFor(KindDataLoss).Manual, Objects: capList(objs),
 			Why: fmt.Sprintf("%s of %s lose fields in the round trip through the conversion webhook (%s): rewriting them at %s drops those fields from etcd. Move the data to fields the webhook converts (the release's own migration guide says how), or accept the loss: kubectl crdver upgrade refuses unless --allow-data-loss; the backup below keeps it",
-				objects(int(c.RoundTrip.LossCount)), p.next.Name, c.Reached, p.storage)})
+				objects(int(n)), p.next.Name, c.Reached, p.storage)})
 	}
 }
 

@@ -39,8 +39,8 @@ func conversionFindings(it *plan.Item, runbook []plan.RunbookStep, pf *Preflight
 			pf.Unknown = append(pf.Unknown, u)
 		}
 	}
-	if rt := c.RoundTrip; rt != nil {
-		for _, l := range rt.Losses {
+	if _, ls := c.StorageLosses(); len(ls) > 0 {
+		for _, l := range ls {
 			ns, name, ok := strings.Cut(l.Object, "/")
 			if !ok {
 				ns, name = "", l.Object

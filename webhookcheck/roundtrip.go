@@ -37,9 +37,11 @@ type RoundTripOptions struct {
 type Pair struct {
 	From string `json:"from"`
 	To   string `json:"to"`
-	// Objects sent, and Converted: there and back with no failed check (warnings allowed).
+	// Objects sent, and Converted: there and back with no failed check (warnings allowed);
+	// Lost: those that lost fields.
 	Objects   int `json:"objects"`
 	Converted int `json:"converted"`
+	Lost      int `json:"lost,omitempty"`
 }
 
 // ObjectError is an object whose conversion the API server would fail (or could not make):
@@ -58,8 +60,10 @@ func (e ObjectError) String() string {
 // ObjectLoss is an object whose round trip loses fields (the one loss rule:
 // convert.Difference.Loss): the paths, and the version the data is held at.
 type ObjectLoss struct {
-	Object    string   `json:"object"`
-	HeldAt    string   `json:"heldAt"`
+	Object string `json:"object"`
+	HeldAt string `json:"heldAt"`
+	// To is the version the round trip went to.
+	To        string   `json:"to"`
 	Direction string   `json:"direction"`
 	Fields    []string `json:"fields"`
 }
@@ -140,7 +144,8 @@ func RoundTrip(ctx context.Context, o RoundTripOptions) (*Result, error) {
 			mine.Failed += c.Failed
 			mine.Warnings += c.Warnings
 		}
-		res.collect(rep, p, failed, lost, o.MaxListed)
+		p.Lost = res.collect(rep, p, failed, lost, o.MaxListed)
+		res.Pairs[len(res.Pairs)-1] = p
 		if rep.Unreachable != "" {
 			res.Unreachable = rep.Unreachable
 			if rep.UnreachableError != nil {
@@ -171,11 +176,13 @@ func RoundTrip(ctx context.Context, o RoundTripOptions) (*Result, error) {
 
 // collect sorts one pair's findings into failures, losses and warnings, each object once per
 // kind. An object that failed only because its request failed as a whole (wrong uid, HTTP
-// error, timeout) is named with that request's failure.
-func (res *Result) collect(rep *convert.Report, p Pair, failed, lost map[string]bool, limit int) {
+// error, timeout) is named with that request's failure. It returns the objects of the pair
+// that lost fields.
+func (res *Result) collect(rep *convert.Report, p Pair, failed, lost map[string]bool, limit int) int {
 	own := map[string]bool{}
 	var whole *convert.Finding
 	lossAt := map[string]int{}
+	pairLost := 0
 	for i := range rep.Findings {
 		f := &rep.Findings[i]
 		own[f.Object] = true
@@ -189,13 +196,14 @@ func (res *Result) collect(rep *convert.Report, p Pair, failed, lost map[string]
 				continue
 			}
 			lossAt[key] = -1
+			pairLost++
 			if !lost[key] {
 				lost[key] = true
 				res.LossCount++
 			}
 			if len(res.Losses) < limit {
 				lossAt[key] = len(res.Losses)
-				res.Losses = append(res.Losses, ObjectLoss{Object: f.Object, HeldAt: p.From, Direction: p.From + " -> " + p.To + " -> " + p.From, Fields: []string{f.Path}})
+				res.Losses = append(res.Losses, ObjectLoss{Object: f.Object, HeldAt: p.From, To: p.To, Direction: p.From + " -> " + p.To + " -> " + p.From, Fields: []string{f.Path}})
 			}
 		case f.Severity == convert.SeverityError:
 			if strings.HasPrefix(f.Object, "request #") {
@@ -230,6 +238,7 @@ func (res *Result) collect(rep *convert.Report, p Pair, failed, lost map[string]
 		}
 		res.fail(ObjectError{Object: fo.Source, Direction: whole.Direction, Check: whole.Check, Detail: "its request failed as a whole: " + whole.Detail}, failed, limit)
 	}
+	return pairLost
 }
 
 func (res *Result) fail(e ObjectError, seen map[string]bool, limit int) {
