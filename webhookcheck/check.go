@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/crdver/kubectl-crdver/convert"
@@ -118,6 +119,11 @@ func Check(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, o
 			return rep, nil
 		}
 		st, ps, err := e.ServiceCheck(ctx, o.Kube)
+		if apierrors.IsForbidden(err) {
+			rep.State = StateNotAsked
+			rep.Problems = append(rep.Problems, Problem{Severity: SeverityInfo, Message: fmt.Sprintf("%s not asked: %v", e.Describe, err)})
+			return rep, nil
+		}
 		if err != nil {
 			return rep, err
 		}
