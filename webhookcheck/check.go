@@ -67,6 +67,9 @@ type Report struct {
 
 // Reason is the first problem that makes the state what it is, in a sentence.
 func (r *Report) Reason() string {
+	if r.State == StateNotAsked && len(r.Problems) > 0 {
+		return r.Problems[len(r.Problems)-1].Message // why it was not asked
+	}
 	for _, p := range r.Problems {
 		if p.Severity == SeverityError {
 			return p.Message
