@@ -1,5 +1,6 @@
 # kubectl-crdver. The two commands a newcomer needs:
-#   make install   build and install kubectl-crdver (and crdver-engine, beside it), then run it on a bundled example (no cluster)
+#   make install   build and install kubectl-crdver (and crdver-engine, beside it), then run it on a bundled example (no cluster);
+#                  it ends with the export PATH=… line when the install folder is not on your PATH
 #   make test      build the test control plane if needed (cached), then run every test
 
 GO          ?= go
@@ -20,30 +21,55 @@ CI_KUBE_MINOR := 1.34
 
 ## install: install kubectl-crdver and crdver-engine, the executable it runs for every command but
 ## `versions --sort` and `version` (and kubectl_complete-crdver for shell completion) into GOBIN,
-## then run `kubectl crdver versions` on the bundled CronTab example (the binary directly when
-## kubectl is not on PATH).
+## then run `kubectl crdver versions` on the bundled CronTab example, the way your shell will
+## (the binary directly when kubectl or GOBIN is not on your PATH). It says first what it builds
+## and how long it takes, and ends, when GOBIN is not on your PATH, with the line that puts it there.
 install:
+	@echo "Building kubectl-crdver and crdver-engine (the kubectl plugin and the engine it runs) into $(GOBIN)."
+	@echo "The first build compiles the Kubernetes API server libraries it links: about 6 minutes on 2 idle cores"
+	@echo "(15 on a busy machine); later builds take seconds."
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(GOBIN)/ ./cmd/kubectl-crdver ./cmd/crdver-engine
 	ln -sf kubectl-crdver $(GOBIN)/kubectl_complete-crdver
-	@case ":$$PATH:" in *":$(GOBIN):"*) ;; *) echo "note: add $(GOBIN) to your PATH so that kubectl finds the plugin";; esac
-	@if command -v kubectl >/dev/null 2>&1; then \
-		echo 'kubectl crdver versions -f testdata/crds/crontab.yaml'; \
-		PATH="$(GOBIN):$$PATH" kubectl crdver versions -f testdata/crds/crontab.yaml; \
+	@onpath=no; case ":$$PATH:" in *":$(GOBIN):"*) onpath=yes;; esac; \
+	if [ $$onpath = yes ] && command -v kubectl >/dev/null 2>&1; then \
+		echo; echo '$$ kubectl crdver versions -f testdata/crds/crontab.yaml'; \
+		kubectl crdver versions -f testdata/crds/crontab.yaml; \
 	else \
-		echo 'note: kubectl is not on your PATH, so the plugin is run directly; with kubectl installed, run it as kubectl crdver'; \
-		echo '$(GOBIN)/kubectl-crdver versions -f testdata/crds/crontab.yaml'; \
+		echo; echo '$$ $(GOBIN)/kubectl-crdver versions -f testdata/crds/crontab.yaml'; \
 		$(GOBIN)/kubectl-crdver versions -f testdata/crds/crontab.yaml; \
+	fi; \
+	echo; \
+	if ! command -v kubectl >/dev/null 2>&1; then \
+		echo "kubectl is not on your PATH: install it to run the plugin as kubectl crdver (or run $(GOBIN)/kubectl-crdver directly)."; \
+	fi; \
+	if [ $$onpath = yes ]; then \
+		echo "Installed: kubectl crdver is ready."; \
+	else \
+		echo "Installed, but $(GOBIN) is not on your PATH, so kubectl does not find the plugin yet"; \
+		echo "(kubectl crdver: unknown command \"crdver\"). Run this, and add it to your shell's profile (~/.bashrc, ~/.zshrc):"; \
+		echo 'export PATH="$(GOBIN):$$PATH"'; \
 	fi
 
 ## build: build bin/kubectl-crdver and bin/crdver-engine (keep them in the same folder)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kubectl-crdver ./cmd/crdver-engine
 
-## docs: regenerate the CLI reference docs/reference/*.md from the commands (cobra's generator;
-## hack/docgen's TestReferenceIsCurrent fails when it is stale). The man pages and completion
-## scripts are generated at release time (.goreleaser.yaml: hack/docgen -release-files).
+## docs: regenerate what the docs and the front executable take from the commands: the CLI
+## reference docs/reference/*.md (cobra's generator; hack/docgen's TestReferenceIsCurrent fails
+## when it is stale), the --help texts kubectl-crdver answers by itself
+## (cmd/kubectl-crdver/help_texts.go; TestFrontHelpIsCurrent), and every console example of
+## README.md and docs/ from a real run (docs' TestExamples, which fails when one is stale): the
+## offline ones, and the sessions against a test API server (one for the whole run, built like
+## make test's; the kube-apiserver of $(CI_KUBE_MINOR) for the examples that show an older server)
+## or with the test conversion webhook. The man pages and completion scripts are
+## generated at release time (.goreleaser.yaml: hack/docgen -release-files).
 docs:
 	$(GO) run ./hack/docgen -out docs/reference
+	$(GO) run ./hack/docgen -front-help cmd/kubectl-crdver/help_texts.go
+	@hack/build-test-binaries.sh $(TEST_BINARIES) >/dev/null
+	@hack/build-test-binaries.sh --kube $(CI_KUBE_MINOR) kube-apiserver etcd >/dev/null
+	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_UPDATE_DOCS=1 $(GO) test -count=1 -run '^TestExamples$$' ./docs/
+	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" $(GO) test -count=1 -run '^TestExamples$$' ./docs/
 
 ## test-assets: build kube-apiserver, etcd, kube-controller-manager and agnhost (the e2e conversion webhook) from the Go module proxy (cached),
 ## the kube-apiserver of $(CI_KUBE_MINOR), and the real conversion webhooks of Cluster API (hack/tools/capi-webhook)

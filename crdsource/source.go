@@ -198,7 +198,7 @@ func (s *Source) Load(ctx context.Context) ([]*apiextensionsv1.CustomResourceDef
 	}
 	crds := []*apiextensionsv1.CustomResourceDefinition{}
 	docs, skipped := 0, 0
-	firstWhy := ""
+	var first manifest.Document
 	err = manifest.EachDocument(ctx, s.Files, s.Input, func(d manifest.Document) error {
 		docs++
 		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
@@ -206,7 +206,7 @@ func (s *Source) Load(ctx context.Context) ([]*apiextensionsv1.CustomResourceDef
 				return &manifest.InputError{Err: &NotCRDError{Where: d.Where(), What: Describe(d), Strict: true}}
 			}
 			if skipped == 0 {
-				firstWhy = fmt.Sprintf("%s: %s is not a CustomResourceDefinition", d.Where(), Describe(d))
+				first = d
 			}
 			skipped++
 			if s.Skipped != nil {
@@ -228,10 +228,17 @@ func (s *Source) Load(ctx context.Context) ([]*apiextensionsv1.CustomResourceDef
 		return nil, inputErrorf("%s: no documents found", s.Where())
 	}
 	if len(crds) == 0 {
-		return nil, inputErrorf("%s: no CustomResourceDefinition found: the first of %s is %s", s.Where(), plural(skipped, "document"), firstWhy)
+		return nil, NoCRDFound(s.Where(), skipped, first)
 	}
 	s.loaded = crds
 	return crds, nil
+}
+
+// NoCRDFound is the error for input that holds documents but no CustomResourceDefinition
+// (every command words it so): where names the input, skipped counts its documents, first is
+// the first of them.
+func NoCRDFound(where string, skipped int, first manifest.Document) error {
+	return inputErrorf("%s: no CustomResourceDefinition found: the first of %s is %s: %s is not a CustomResourceDefinition", where, plural(skipped, "document"), first.Where(), Describe(first))
 }
 
 func plural(n int, word string) string {

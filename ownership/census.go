@@ -134,7 +134,10 @@ func (t *Tally) Census() *Census {
 		}
 		sort.Slice(row.Managers, func(i, j int) bool {
 			a, b := row.Managers[i], row.Managers[j]
-			if !a.LastWrite.Equal(b.LastWrite) {
+			switch {
+			case (a.LastWrite == nil) != (b.LastWrite == nil):
+				return b.LastWrite == nil // an entry without a time (an apply's may have none) after the others
+			case a.LastWrite != nil && !a.LastWrite.Equal(b.LastWrite):
 				return b.LastWrite.Before(a.LastWrite)
 			}
 			return a.Manager+a.Operation+a.Subresource < b.Manager+b.Operation+b.Subresource

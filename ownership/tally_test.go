@@ -48,3 +48,28 @@ func TestTally(t *testing.T) {
 		}
 	}
 }
+
+// TestTallyOrderWithoutTime: managers whose entries carry no time (an apply's may have none)
+// come after those with one, by name, whatever the order the tally met them in: the census is
+// the same on every run (the plan's field-manager table and the pages made from it).
+func TestTallyOrderWithoutTime(t *testing.T) {
+	tm := metav1.NewTime(time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC))
+	entries := []metav1.ManagedFieldsEntry{
+		{Manager: "argocd-controller", Operation: "Apply", APIVersion: "example.com/v1"},
+		{Manager: "kubectl-create", Operation: "Update", APIVersion: "example.com/v1", Time: &tm},
+		{Manager: "flux", Operation: "Apply", APIVersion: "example.com/v1"},
+		{Manager: "editor", Operation: "Update", APIVersion: "example.com/v1", Time: &tm},
+	}
+	want := []string{"editor", "kubectl-create", "argocd-controller", "flux"}
+	for i := range 50 { // the tally's map order differs from one tally to the next
+		tl := NewTally("example.com")
+		tl.Add(append(entries[i%len(entries):], entries[:i%len(entries)]...))
+		var got []string
+		for _, w := range tl.Census().Versions[0].Managers {
+			got = append(got, w.Manager)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Fatalf("managers in the census (-want +got):\n%s", d)
+		}
+	}
+}

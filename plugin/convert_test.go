@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,19 +181,6 @@ func TestConvertCommand(t *testing.T) {
 	})
 }
 
-// badPort is a webhook bug: it cannot parse a hostPort whose port is not a number, and fails
-// the whole ConversionReview.
-func badPort(obj map[string]any) bool {
-	spec, _ := obj["spec"].(map[string]any)
-	hp, _ := spec["hostPort"].(string)
-	i := strings.LastIndex(hp, ":")
-	if i < 0 {
-		return false
-	}
-	_, err := strconv.Atoi(hp[i+1:])
-	return err != nil
-}
-
 // TestConvertBisect: a webhook that fails a whole ConversionReview because of one object in
 // 40: the report names that object, --keep writes only it, and the kept file reproduces the
 // failure on its own.
@@ -202,7 +188,7 @@ func TestConvertBisect(t *testing.T) {
 	srv := testwebhook.StartForTest(t, testwebhook.Options{})
 	crdFile := writeCRD(t, webhookCRD(t, srv, ""))
 	srv.Set(testwebhook.FailBatchIf)
-	srv.SetPoison(badPort)
+	srv.SetPoison(testwebhook.BadHostPort)
 	keep := filepath.Join(t.TempDir(), "failing.yaml")
 	got := run(t, "", "convert", "--crd-file", crdFile, "--to", "v1", "--from", "v1beta1", "--generate", "40", "--seed", "3", "--keep", keep)
 	if got.code != 1 {

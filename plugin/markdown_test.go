@@ -80,3 +80,28 @@ func TestPlanBadObjectsFile(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want exit 2 naming objects.yaml (document 1)", r.code, r.stderr)
 	}
 }
+
+// TestOutputErrorOffersWhatWorks: every format the -o error offers without a condition works in
+// the form of the command that got the error, for one CRD and for --all (versions takes -o
+// markdown with --all only, and -o wide for one CRD only: the error says so).
+func TestOutputErrorOffersWhatWorks(t *testing.T) {
+	for _, base := range [][]string{
+		{"versions", "-f", crontabFile},
+		{"versions", "--all", "-f", crontabFile},
+	} {
+		r := run(t, "", append(append([]string{}, base...), "-o", "nonsense")...)
+		_, offered, ok := strings.Cut(strings.TrimSpace(r.stderr), "use one of ")
+		if r.code != ExitUsage || !ok {
+			t.Fatalf("%v -o nonsense: exit %d, %q", base, r.code, r.stderr)
+		}
+		for _, f := range strings.Split(offered, ", ") {
+			name, _, conditional := strings.Cut(f, " (")
+			if conditional { // for another form of the command
+				continue
+			}
+			if got := run(t, "", append(append([]string{}, base...), "-o", name)...); got.code != ExitOK {
+				t.Errorf("%v -o %s: exit %d (%s), but the -o error offers it", base, name, got.code, strings.TrimSpace(got.stderr))
+			}
+		}
+	}
+}

@@ -249,7 +249,7 @@ func TestPlanUsage(t *testing.T) {
 		{[]string{"plan"}, "give the new CRDs with -f"},
 		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--objects", planFile("widgets-objects.yaml")}, "--objects is for offline plans"},
 		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--field-validation", "loose"}, `--field-validation "loose" is not supported`},
-		{[]string{"plan", "-f", planFile("widgets-objects.yaml")}, "no CustomResourceDefinitions found (7 other documents)"},
+		{[]string{"plan", "-f", planFile("widgets-objects.yaml")}, "no CustomResourceDefinition found: the first of 7 documents is"},
 		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "-o", "name"}, `--output "name" is not supported`},
 		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--sample", "-1"}, "--sample must be 0"},
 		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "-f", planFile("widgets-new.yaml")}, "is already defined"},
@@ -262,6 +262,24 @@ func TestPlanUsage(t *testing.T) {
 		r := run(t, "", tc.args...)
 		if r.code != ExitUsage || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+// TestNoCRDFoundWordedOnce: input without a CustomResourceDefinition gets the same error from
+// every command that reads CRDs from files (one helper, crdsource.NoCRDFound).
+func TestNoCRDFoundWordedOnce(t *testing.T) {
+	objects := planFile("widgets-objects.yaml")
+	want := "error: " + objects + ": no CustomResourceDefinition found: the first of 7 documents is " + objects + " (document 1): plan.example.com/v1 Widget is not a CustomResourceDefinition\n"
+	for _, args := range [][]string{
+		{"versions", "-f", objects},
+		{"explain", "-f", objects},
+		{"preview", "-f", objects, "--crd-file", objects},
+		{"plan", "-f", objects},
+		{"plan", "-f", objects, "--old-file", objects},
+	} {
+		if r := run(t, "", args...); r.code != ExitUsage || r.stderr != want {
+			t.Errorf("%v: exit %d\n%s\nwant exit 2 and\n%s", args, r.code, r.stderr, want)
 		}
 	}
 }

@@ -22,6 +22,8 @@ type outputFlags struct {
 	format    string
 	noHeaders bool
 	allowed   []string
+	// only: formats a command takes in some of its forms only, and which ("with --all").
+	only map[string]string
 }
 
 func addOutputFlags(cmd *cobra.Command, allowed ...string) *outputFlags {
@@ -46,7 +48,29 @@ func (f *outputFlags) validate() error {
 			return nil
 		}
 	}
-	return UsageErrorf("--output %q is not supported: use one of %s", f.format, strings.Join(f.allowed, ", "))
+	return UsageErrorf("--output %q is not supported: use one of %s", f.format, f.formats())
+}
+
+// formats lists the formats, each with the form of the command it needs if any.
+func (f *outputFlags) formats() string {
+	var out []string
+	for _, a := range f.allowed {
+		if when := f.only[a]; when != "" {
+			a += " (" + when + ")"
+		}
+		out = append(out, a)
+	}
+	return strings.Join(out, ", ")
+}
+
+// onlyWhen says that format works in one form of the command only (when: "with --all"), in
+// the flag's help and in the error for a format not supported; Validate refuses the others.
+func (f *outputFlags) onlyWhen(cmd *cobra.Command, format, when string) {
+	if f.only == nil {
+		f.only = map[string]string{}
+	}
+	f.only[format] = when
+	cmd.Flags().Lookup("output").Usage = "Output format: one of " + f.formats() + " (default: a table)"
 }
 
 // structured reports whether -o asks for data (json or yaml). Validate may use it to refuse

@@ -129,8 +129,8 @@ to an object, and how to get rid of an old version safely.`,
 		},
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		// `completion bash|zsh|fish|powershell` (cobra's generator) serves the binary run
-		// directly; kubectl's plugin completion (kubectl_complete-crdver) calls __complete.
+		// kubectl's plugin completion (kubectl_complete-crdver) calls __complete; `completion
+		// bash|zsh|fish` prints cobra's script and loads kubectl's (addCompletionCmd).
 	}
 	cmd.SetIn(streams.In)
 	cmd.SetOut(streams.Out)
@@ -140,24 +140,37 @@ to an object, and how to get rid of an old version safely.`,
 		return UsageErrorf("%v (see %s --help)", err, c.CommandPath())
 	})
 
-	cmd.AddCommand(
-		NewCmdVersions(g),
-		NewCmdVersion(g),
-		NewCmdConvert(g),
-		NewCmdMigrate(g),
-		NewCmdPreview(g),
-		NewCmdExplain(g),
-		NewCmdPlan(g),
-		NewCmdRetire(g),
-		NewCmdUpgrade(g),
-		NewCmdRestore(g),
-		NewCmdDoctor(g),
+	// --help lists the commands by what they are for, as kubectl groups its own: first what a
+	// release upgrade needs (start here), then what looks at one CRD, then the storage work.
+	cmd.AddGroup(
+		&cobra.Group{ID: groupRelease, Title: "Upgrade an operator's release (start here):"},
+		&cobra.Group{ID: groupInspect, Title: "Look at a CRD, its objects and its webhook (offline or on a cluster):"},
+		&cobra.Group{ID: groupStorage, Title: "Move stored objects between versions:"},
 	)
+	for group, cmds := range map[string][]*cobra.Command{
+		groupRelease: {NewCmdDoctor(g), NewCmdPlan(g), NewCmdUpgrade(g), NewCmdRestore(g)},
+		groupInspect: {NewCmdVersions(g), NewCmdExplain(g), NewCmdPreview(g), NewCmdConvert(g)},
+		groupStorage: {NewCmdMigrate(g), NewCmdRetire(g)},
+	} {
+		for _, c := range cmds {
+			c.GroupID = group
+			cmd.AddCommand(c)
+		}
+	}
+	cmd.AddCommand(NewCmdVersion(g)) // with help and completion, under "Additional Commands"
+	addCompletionCmd(cmd, streams.Out)
 	flagNotesToStderr(cmd, streams.ErrOut)
 	summariseWarnings(cmd, g)
 	releaseKubeVersionAfterRun(cmd, g)
 	return cmd
 }
+
+// The groups of commands in --help.
+const (
+	groupRelease = "release"
+	groupInspect = "inspect"
+	groupStorage = "storage"
+)
 
 // runE adapts an Options value with Complete, Validate and Run to cobra, marking whatever Run
 // returns as a run-time error (exit 3 unless it carries its own code).

@@ -170,7 +170,7 @@ func (o *UpgradeOptions) Validate() error {
 // Run plans, preflights, asks, and upgrades.
 func (o *UpgradeOptions) Run(ctx context.Context) error {
 	files := &PlanOptions{g: o.g}
-	next, skipped, err := files.readCRDDocs(o.Files, "-f")
+	next, skipped, err := files.readCRDDocs(ctx, o.Files, "-f")
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func (o *UpgradeStatusOptions) Validate() error {
 
 // Run reads the status and prints it.
 func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
-	next, _, err := (&PlanOptions{g: o.g}).readCRDDocs(o.Files, "-f")
+	next, _, err := (&PlanOptions{g: o.g}).readCRDDocs(ctx, o.Files, "-f")
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 	var st *upgrade.Status
 	if o.path.set() {
 		po := &PlanOptions{g: o.g}
-		via, _, err := o.path.read(po, o.Files)
+		via, _, err := o.path.read(ctx, po, o.Files)
 		if err != nil {
 			return err
 		}
@@ -96,10 +96,23 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 	if err := o.printer.PrintReport(o.g.Out, printers.UpgradeStatus(st)); err != nil {
 		return err
 	}
-	if st.Next != upgrade.NextNothing {
-		return ProblemsFound("the release %s is not in place: %s", strings.Join(o.Files, ", "), st.Next)
+	return notInPlace(strings.Join(o.Files, ", "), st)
+}
+
+// notInPlace is the exit status of upgrade status: nil when the release is in place, else
+// what is left, said as the next step.
+func notInPlace(release string, st *upgrade.Status) error {
+	switch st.Next {
+	case upgrade.NextNothing:
+		return nil
+	case upgrade.NextStart:
+		return ProblemsFound("the release %s is not in place and nothing has run yet: no upgrade of it is recorded on this cluster; start with %s", release, st.Command)
+	case upgrade.NextContinue:
+		return ProblemsFound("the release %s is not in place: an upgrade of it stopped before its end; continue it with %s", release, st.Command)
+	case upgrade.NextWait:
+		return ProblemsFound("the release %s is not in place: another run holds its CRDs now; wait for it to end", release)
 	}
-	return nil
+	return ProblemsFound("the release %s is not in place (next: %s)", release, st.Next)
 }
 
 // nextCommand is the upgrade command line that takes the release on from st, with this

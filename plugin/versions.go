@@ -70,8 +70,10 @@ that could not be listed) the answer is unknown, never safe.`,
 	o.source.input = addInputFlags(cmd, "Make documents in -f that are not CustomResourceDefinitions an error instead of skipping them")
 	o.source.kube = addKubeVersionFlag(cmd)
 	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML, outputMarkdown)
-	// One CRD refuses -o markdown (Validate): the help says where it works.
-	cmd.Flags().Lookup("output").Usage = "Output format: one of wide, json, yaml, markdown (markdown with --all only) (default: a table)"
+	// One CRD refuses -o markdown, --all refuses -o wide (Validate): the help and the -o error
+	// say where each works.
+	o.out.onlyWhen(cmd, outputWide, "for one CRD")
+	o.out.onlyWhen(cmd, outputMarkdown, "with --all")
 	cmd.Flags().BoolVarP(&o.All, "all", "A", false, "Summarise every CRD (of the cluster, or of the files given with -f)")
 	// -A selects all namespaces in kubectl and convert: here it still works, with a note.
 	_ = cmd.Flags().MarkShorthandDeprecated("all", "use --all (in kubectl and in convert, -A selects all namespaces)")

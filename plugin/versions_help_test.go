@@ -9,7 +9,7 @@ import (
 // CRD's -o markdown is the usage error the help announces (a newcomer tried it from the help).
 func TestVersionsMarkdownOnlyWithAll(t *testing.T) {
 	help := run(t, "", "versions", "--help")
-	if help.code != 0 || !strings.Contains(help.stdout, "markdown with --all only") {
+	if help.code != 0 || !strings.Contains(help.stdout, "markdown (with --all)") {
 		t.Errorf("versions --help (exit %d) does not say where -o markdown works:\n%s", help.code, help.stdout)
 	}
 	one := run(t, "", "versions", "-f", "../testdata/crds/crontab.yaml", "-o", "markdown")

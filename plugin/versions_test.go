@@ -198,7 +198,7 @@ func TestVersionsErrors(t *testing.T) {
 		{"ambiguous short name", []string{"versions", "ct", "-f", crontabFile, "-f", filepath.Join("testdata", "versions-cluster.yaml")}, 2, `"ct" is ambiguous: it matches crontabs.other.example.com, crontabs.stable.example.com, crontabs.third.example.com; use the full name`},
 		{"several CRDs, none named", []string{"versions", "-f", filepath.Join("..", "testdata", "crds", "group-mixed.yaml")}, 2, "holds 3 CustomResourceDefinitions (doodads.mixed.example.com, gadgets.mixed.example.com, gizmos.mixed.example.com): name the one you mean"},
 		{"unknown version", []string{"versions", "-f", crontabFile, "--can-remove", "v3"}, 2, `crontabs.stable.example.com: version "v3" is not in spec.versions (have: v1, v1beta1, v1alpha1)`},
-		{"bad output", []string{"versions", "-f", crontabFile, "-o", "xml"}, 2, `--output "xml" is not supported: use one of wide, json, yaml`},
+		{"bad output", []string{"versions", "-f", crontabFile, "-o", "xml"}, 2, `--output "xml" is not supported: use one of wide (for one CRD), json, yaml, markdown (with --all)`},
 		{"unknown flag", []string{"versions", "--bogus"}, 2, "unknown flag: --bogus"},
 		{"unknown command", []string{"verzions"}, 2, `unknown command "verzions"`},
 		{"two names", []string{"versions", "a", "b"}, 2, "versions takes one CRD name, got 2"},

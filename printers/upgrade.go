@@ -3,25 +3,25 @@ package printers
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
-// printUpgradePlan prints the preflight and the runbook, before anything is written.
+// printUpgradePlan prints the preflight and the runbook, before anything is written. Per CRD,
+// the table says both what a plain apply of the release does (plan's verdict) and what the
+// upgrade does about it, so that a CRD a plain apply breaks and the upgrade carries out reads
+// as such, and the table agrees with the exit status.
 func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
-	t := &Table{Header: []string{"crd", "operation", "storage", "objects", "findings", "verdict"}}
+	t := &Table{Header: []string{"crd", "operation", "storage", "objects", "findings", "plain apply", "upgrade"}}
 	for _, it := range r.Plan.Items {
 		storage := it.StorageVersion.After
 		if it.StorageVersion.Before != "" && it.StorageVersion.Before != it.StorageVersion.After {
 			storage = it.StorageVersion.Before + " → " + it.StorageVersion.After
 		}
-		verdict := it.Verdict
-		if verdict == plan.VerdictInvalidOnRecreate {
-			verdict = "invalid on re-create"
-		}
-		t.Add(it.CRD, it.Operation, storage, fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total)), fmt.Sprint(len(it.Objects.Findings)), Dash(verdict))
+		t.Add(it.CRD, it.Operation, storage, fmt.Sprintf("%d/%s", it.Objects.Evaluated, countText(it.Objects.Total)), fmt.Sprint(len(it.Objects.Findings)), plainApply(it.Verdict), upgradeDoes(r, it.CRD))
 	}
 	if err := t.Print(w, noHeaders); err != nil {
 		return err
@@ -94,6 +94,40 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 	fmt.Fprintln(w)
 	Runbook(w, "Runbook (the whole release, in this order):", r.Plan.Runbook)
 	return nil
+}
+
+// plainApply says what applying the release as it is does to a CRD: plan's verdict, worded.
+func plainApply(verdict string) string {
+	switch verdict {
+	case plan.VerdictBreaking:
+		return "breaks"
+	case plan.VerdictInvalidOnRecreate:
+		return "invalid on re-create"
+	}
+	return Dash(verdict)
+}
+
+// upgradeDoes says what the upgrade does for a CRD, by the decision table: it refuses for the
+// kinds of findings of the CRD that refuse the run (upgrade.Outcome.Refusals), stops with the
+// release when another CRD refuses it, and otherwise carries out the CRD's steps (objects
+// invalid on re-create are left to the user).
+func upgradeDoes(r *upgrade.Report, crd string) string {
+	kinds := r.Preflight.KindsOf(crd)
+	var refuses []string
+	for _, k := range kinds {
+		if slices.Contains(r.Outcome.Refusals, k) {
+			refuses = append(refuses, string(k))
+		}
+	}
+	switch {
+	case len(refuses) > 0:
+		return "refuses: " + strings.Join(refuses, ", ")
+	case r.Preflight.Refused:
+		return "refused with the release"
+	case slices.Contains(kinds, plan.KindInvalidOnRecreate):
+		return "carries it out; objects left to you"
+	}
+	return "carries it out"
 }
 
 // printObjectErrors prints objects with the API server's errors, indented.

@@ -39,10 +39,10 @@ func printUpgradeStatus(w io.Writer, st *upgrade.Status, noHeaders bool) error {
 		}
 		lines = append(lines, fmt.Sprintf("checkpoint: %s: the recorded run %s; %d steps done", st.Checkpoint, state, len(st.Done)))
 		for _, d := range st.Done {
-			lines = append(lines, "  done: "+strings.SplitN(d, "|", 2)[0]+" "+strings.Trim(strings.SplitN(d+"|", "|", 3)[1], " "))
+			lines = append(lines, "  done: "+stepWords(d))
 		}
 		if st.Started != "" && !st.Complete {
-			lines = append(lines, "  began: "+strings.SplitN(st.Started, "|", 2)[0]+" "+strings.Trim(strings.SplitN(st.Started+"|", "|", 3)[1], " "))
+			lines = append(lines, "  began: "+stepWords(st.Started))
 		}
 		if st.DataLossAccepted {
 			lines = append(lines, "  the loss of the fields its preflight listed was accepted")
@@ -73,6 +73,16 @@ func printUpgradeStatus(w io.Writer, st *upgrade.Status, noHeaders bool) error {
 	}
 	_, err := fmt.Fprintln(w, "\n"+strings.Join(lines, "\n"))
 	return err
+}
+
+// stepWords says a checkpoint's step key ("action|crds|…") as its action and CRDs ("apply"
+// alone for a step of the whole release).
+func stepWords(key string) string {
+	parts := strings.SplitN(key+"|", "|", 3)
+	if crds := strings.Trim(parts[1], " "); crds != "" {
+		return parts[0] + " " + crds
+	}
+	return parts[0]
 }
 
 func short(s string, n int) string {

@@ -126,6 +126,14 @@ func upgradeReport() *upgrade.Report {
 	}
 }
 
+// upgradeRefusedReport is upgradeReport refused, as upgrade.Run ends it (the outcome's
+// refusals).
+func upgradeRefusedReport() *upgrade.Report {
+	r := upgradeReport()
+	r.Outcome = upgrade.Outcome{Result: upgrade.ResultRefused, ExitCode: 1, Refusals: []plan.Kind{plan.KindDataLoss, plan.KindRejectedWrite}}
+	return r
+}
+
 func migrateAllReport(dry bool) *migrate.AllReport {
 	r := &migrate.AllReport{DryRun: dry, CRDs: 5, Objects: 30, Plans: []*migrate.Plan{
 		{CRD: "gadgets.example.com", StorageVersion: "v1", TargetVersion: "v1", StoredVersions: []string{"v1beta1", "v1"}, Objects: 20, Steps: []string{"rewrite 20 objects", "trim status.storedVersions to [v1]"}},
@@ -159,7 +167,7 @@ func TestGoldenViews(t *testing.T) {
 		{"upgrade/plan-added.txt", Human{}, UpgradePlan(upgradeAddedReport())},
 		{"convert/added.txt", Human{}, Convert(convertAddedReport())},
 		{"convert-write/added.txt", Human{}, ConvertWrite(convertWriteAddedReport())},
-		{"upgrade/plan.txt", Human{}, UpgradePlan(upgradeReport())},
+		{"upgrade/plan.txt", Human{}, UpgradePlan(upgradeRefusedReport())},
 		{"upgrade/result.txt", Human{}, UpgradeResult(upgradeReport(), true)},
 		{"upgrade/result-not-run.txt", Human{}, UpgradeResult(upgradeReport(), false)},
 		{"migrate-all/plan.txt", Human{}, MigrateAllPlan(migrateAllReport(false))},

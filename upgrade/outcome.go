@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/crdver/kubectl-crdver/migrate"
@@ -101,15 +102,32 @@ func (o Options) Consent() plan.Consent {
 // whether or not an option overrides them: o.Consent().Refusals(pf.Kinds()) are the ones
 // that refuse a run with options o.
 func (pf Preflight) Kinds() []plan.Kind {
+	return pf.kinds(func(string) bool { return true }, pf.earlierLoss)
+}
+
+// KindsOf are the kinds of what the preflight found for the CRD crd (Kinds, for one CRD; a
+// loss an earlier run found, which names no CRD, is not among them).
+func (pf Preflight) KindsOf(crd string) []plan.Kind {
+	return pf.kinds(func(c string) bool { return c == crd }, false)
+}
+
+// kinds are the kinds of the findings of the CRDs that of accepts.
+func (pf Preflight) kinds(of func(crd string) bool, earlierLoss bool) []plan.Kind {
+	has := func(fs []ObjectFinding) bool {
+		return slices.ContainsFunc(fs, func(f ObjectFinding) bool { return of(f.CRD) })
+	}
 	found := map[plan.Kind]bool{
-		plan.KindApplyRejected:     len(pf.BlockedCRDs) > 0,
-		plan.KindConversionWebhook: len(pf.Conversion) > 0,
-		plan.KindDataLoss:          len(pf.DataLoss) > 0 || pf.earlierLoss,
-		plan.KindRejectedWrite:     len(pf.Rejected) > 0,
-		plan.KindTypeMismatch:      len(pf.TypeMismatch) > 0,
-		plan.KindOwnershipLoss:     len(pf.OwnershipLoss) > 0,
-		plan.KindUnknown:           len(pf.Unknown) > 0,
-		plan.KindInvalidOnRecreate: len(pf.InvalidOnRecreate) > 0,
+		plan.KindApplyRejected:     slices.ContainsFunc(pf.BlockedCRDs, of),
+		plan.KindConversionWebhook: slices.ContainsFunc(pf.Conversion, func(c ConversionRefusal) bool { return of(c.CRD) }),
+		plan.KindDataLoss:          has(pf.DataLoss) || earlierLoss,
+		plan.KindRejectedWrite:     has(pf.Rejected),
+		plan.KindTypeMismatch:      has(pf.TypeMismatch),
+		plan.KindOwnershipLoss:     has(pf.OwnershipLoss),
+		plan.KindUnknown: slices.ContainsFunc(pf.Unknown, func(u string) bool {
+			crd, _, _ := strings.Cut(u, ": ")
+			return of(crd)
+		}),
+		plan.KindInvalidOnRecreate: has(pf.InvalidOnRecreate),
 	}
 	var out []plan.Kind
 	for _, d := range plan.Decisions() {
@@ -169,6 +187,7 @@ func decide(rep *Report, err error, o Options) Outcome {
 			out.ExitCode, out.Message = 3, fmt.Sprintf("the upgrade could not complete its preflight: %s (dry run: nothing was written)", pf.Reason)
 		case pf.Refused:
 			out.ExitCode, out.Message = 1, fmt.Sprintf("the upgrade would be refused: %s (dry run: nothing was written)", pf.Reason)
+			out.Refusals = o.Consent().Refusals(pf.Kinds())
 		case len(left) > 0:
 			out.ExitCode, out.Message = userExit, fmt.Sprintf("the upgrade would apply the release and leave %s to you (dry run: nothing was written)", strings.Join(out.Remaining, "; "))
 		default:

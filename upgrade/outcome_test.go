@@ -39,11 +39,15 @@ func TestDecide(t *testing.T) {
 		{name: "dry run, objects left", rep: Report{Preflight: Preflight{InvalidOnRecreate: invalid}}, o: Options{DryRun: true},
 			result: ResultDryRun, code: 1, message: "the upgrade would apply the release and leave 1 object invalid on re-create"},
 		{name: "dry run", o: Options{DryRun: true}, result: ResultDryRun, code: 0},
+		{name: "dry run, refused for data loss", rep: Report{Preflight: Preflight{DataLoss: invalid, Refused: true, Reason: "1 object would lose fields"}}, o: Options{DryRun: true},
+			result: ResultDryRun, code: 1, refusals: []plan.Kind{plan.KindDataLoss}, message: "the upgrade would be refused"},
+		{name: "dry run, data loss accepted", rep: Report{Preflight: Preflight{DataLoss: invalid}}, o: Options{DryRun: true, AllowDataLoss: true},
+			result: ResultDryRun, code: 0},
 		// The release's conversion cannot convert: a finding, exit 1 with --yes and --dry-run.
 		{name: "refused, the webhook not running", rep: Report{Preflight: Preflight{Conversion: []ConversionRefusal{{CRD: "crontabs.example.com"}}, Refused: true}}, err: refused,
 			result: ResultRefused, code: 1, refusals: []plan.Kind{plan.KindConversionWebhook}},
 		{name: "dry run, the webhook not running", rep: Report{Preflight: Preflight{Conversion: []ConversionRefusal{{CRD: "crontabs.example.com"}}, Refused: true, Reason: "deploy it"}}, o: Options{DryRun: true},
-			result: ResultDryRun, code: 1, message: "the upgrade would be refused: deploy it"},
+			result: ResultDryRun, code: 1, refusals: []plan.Kind{plan.KindConversionWebhook}, message: "the upgrade would be refused: deploy it"},
 		// A preflight that could not complete: exit 3 with --yes and --dry-run alike.
 		{name: "preflight incomplete", rep: Report{Preflight: Preflight{Refused: true, Incomplete: true}}, err: refused, result: ResultRefused, code: 3},
 		{name: "dry run, preflight incomplete", rep: Report{Preflight: Preflight{Refused: true, Incomplete: true, Reason: "listing failed"}}, o: Options{DryRun: true},
@@ -66,5 +70,33 @@ func TestDecide(t *testing.T) {
 				t.Errorf("applied %v verified %v remaining %q for %s", out.Applied, out.Verified, out.Remaining, out.Result)
 			}
 		})
+	}
+}
+
+// TestKindsOf: the kinds of one CRD's findings, the CRD named by the finding (or by an unknown
+// answer's "CRD: why"), in the decision table's order.
+func TestKindsOf(t *testing.T) {
+	pf := Preflight{
+		DataLoss:          []ObjectFinding{{CRD: "a.example.com", Name: "x"}},
+		Rejected:          []ObjectFinding{{CRD: "b.example.com", Name: "y"}},
+		InvalidOnRecreate: []ObjectFinding{{CRD: "a.example.com", Name: "z"}},
+		Unknown:           []string{"b.example.com: the webhook did not answer"},
+		BlockedCRDs:       []string{"c.example.com"},
+	}
+	for crd, want := range map[string][]plan.Kind{
+		"a.example.com": {plan.KindDataLoss, plan.KindInvalidOnRecreate},
+		"b.example.com": {plan.KindRejectedWrite, plan.KindUnknown},
+		"c.example.com": {plan.KindApplyRejected},
+		"d.example.com": nil,
+	} {
+		got := pf.KindsOf(crd)
+		slices.SortFunc(got, func(a, b plan.Kind) int { return strings.Compare(string(a), string(b)) })
+		slices.SortFunc(want, func(a, b plan.Kind) int { return strings.Compare(string(a), string(b)) })
+		if !slices.Equal(got, want) {
+			t.Errorf("KindsOf(%s) = %v, want %v", crd, got, want)
+		}
+	}
+	if got := len(pf.Kinds()); got != 5 {
+		t.Errorf("Kinds() has %d kinds, want the 5 of every CRD: %v", got, pf.Kinds())
 	}
 }

@@ -306,7 +306,8 @@ type Outcome struct {
 	Applied bool `json:"applied"`
 	// Verified: the verification after the apply found nothing this upgrade left undone.
 	Verified bool `json:"verified"`
-	// Refusals are the finding kinds the preflight refused for (plan.Kind values).
+	// Refusals are the finding kinds the preflight refused for (plan.Kind values), or, on a
+	// dry run, would refuse for.
 	Refusals []plan.Kind `json:"refusals,omitempty"`
 	// Remaining: what the user must still do, one sentence each, with the command to see it.
 	Remaining []string `json:"remaining"`

@@ -16,7 +16,7 @@ import (
 const engineName = "crdver-engine"
 
 // installHint is how to install both executables.
-const installHint = "go install github.com/crdver/kubectl-crdver/cmd/...@latest (or, from a clone, make install; with krew, kubectl krew install crdver)"
+const installHint = "from a clone, make install (after the first release, also go install github.com/crdver/kubectl-crdver/cmd/...@latest or kubectl krew install crdver)"
 
 // isCompletion reports whether the binary runs as kubectl_complete-crdver, the name under which
 // kubectl's plugin completion runs it.

@@ -92,7 +92,7 @@ func TestFrontAnswersAsTheEngine(t *testing.T) {
 		{[]string{"versions", "--sort", "--kubeconfig", "/nowhere", "v1"}, false},
 		{[]string{"versions", "--sort", "-v", "9", "v1"}, false},
 		{[]string{"versions", "--sort", "v1", "-h"}, false},
-		{[]string{"versions", "--help"}, false},
+		{[]string{"versions", "--help"}, true},
 		{[]string{"Versions", "--sort", "v1"}, false},
 		{[]string{"version"}, true},
 		{[]string{"version", "-o", "json"}, true},
@@ -104,11 +104,26 @@ func TestFrontAnswersAsTheEngine(t *testing.T) {
 		{[]string{"version", "--no-headers"}, false},
 		{[]string{"version", "-o", "wide"}, false},
 		{[]string{"version", "-o"}, false},
-		{[]string{"version", "--help"}, false},
+		{[]string{"version", "--help"}, true},
 		{[]string{"version", "--context", "x"}, false},
-		{[]string{}, false},
-		{[]string{"--help"}, false},
-		{[]string{"help", "versions"}, false},
+		{[]string{}, true},
+		{[]string{"--help"}, true},
+		{[]string{"-h"}, true},
+		{[]string{"help"}, true},
+		{[]string{"help", "versions"}, true},
+		{[]string{"help", "migrate", "status"}, true},
+		{[]string{"migrate", "status", "--help"}, true},
+		{[]string{"plan", "-h"}, true},
+		{[]string{"preview", "--help"}, true},
+		{[]string{"completion", "bash", "--help"}, true},
+		{[]string{"help", "help"}, true},
+		{[]string{"nosuch", "--help"}, false},
+		{[]string{"help", "nosuch"}, false},
+		{[]string{"help", "--help"}, false},
+		{[]string{"--help", "plan"}, false},
+		{[]string{"plan", "--kubeconfig", "x", "--help"}, false},
+		{[]string{"plan", "--help", "-h"}, false},
+		{[]string{"", "--help"}, false},
 		{[]string{"-o", "json", "version"}, false},
 	} {
 		name := strings.Join(tc.args, " ")
@@ -128,6 +143,24 @@ func TestFrontAnswersAsTheEngine(t *testing.T) {
 			}
 			if front.stdout == "" && front.stderr == "" {
 				t.Errorf("no output at all (exit %d)", front.code)
+			}
+		})
+	}
+	// Help texts hold what the engine's flags take from the machine: the same in both.
+	for _, env := range [][]string{
+		{"HOME=/home/someone-else"},
+		{"HOME="},
+		{"KUBECACHEDIR=/var/cache/kube", "HOME=/root"},
+		{"GOMAXPROCS=3"},
+	} {
+		t.Run("help with "+strings.Join(env, " "), func(t *testing.T) {
+			t.Parallel()
+			for _, args := range [][]string{{"--help"}, {"preview", "--help"}} {
+				front := runBin(t, filepath.Join(binDir, testenv.PluginFront), env, nil, args...)
+				engine := runBin(t, filepath.Join(binDir, testenv.PluginEngine), env, nil, args...)
+				if diff := cmp.Diff(engine, front, cmp.AllowUnexported(result{})); diff != "" {
+					t.Errorf("%v: kubectl-crdver vs crdver-engine (-engine +front):\n%s", args, diff)
+				}
 			}
 		})
 	}
@@ -193,7 +226,7 @@ func TestFrontWithoutEngine(t *testing.T) {
 	if r.code != 3 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "error: ") {
 		t.Fatalf("without crdver-engine: exit %d, stdout %q, stderr %q; want exit 3 and one error line", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"crdver-engine not found", filepath.Join(dir, testenv.PluginEngine), "PATH", "go install github.com/crdver/kubectl-crdver/cmd/...@latest"} {
+	for _, want := range []string{"crdver-engine not found", filepath.Join(dir, testenv.PluginEngine), "PATH", "from a clone, make install"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("error %q does not say %q", r.stderr, want)
 		}

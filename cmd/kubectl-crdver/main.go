@@ -5,10 +5,11 @@
 // It is the small half of two executables. Every command of the full tree links the API
 // server's packages (validation, CEL, registry), client-go and cli-runtime, whose ~480 package
 // initialisers run before main and cost more than the commands scripts run in loops. This
-// binary links none of them: it answers by itself `versions --sort VERSION... [-o json|yaml]`
-// and `version [-o json|yaml]`, byte for byte as the full command does (the same sort,
-// crd/priority, and the same printers, internal/textout and internal/buildinfo; a differential
-// test runs both), and executes crdver-engine (cmd/crdver-engine), shipped beside it, with
+// binary links none of them: it answers by itself `versions --sort VERSION... [-o json|yaml]`,
+// `version [-o json|yaml]` and `--help` (texts generated from the engine's command tree, in
+// help_texts.go), byte for byte as the full command does (the same sort, crd/priority, and the
+// same printers, internal/textout and internal/buildinfo; a differential test runs both), and
+// executes crdver-engine (cmd/crdver-engine), shipped beside it, with
 // the same arguments for everything else — including any form of those commands it does not
 // recognise with certainty. See engine.go for how the engine is found and run.
 package main
@@ -33,10 +34,17 @@ func main() {
 
 // light returns how this binary answers argv by itself, or nil when the engine must: only for
 // argument vectors whose every element it recognises, with the meaning the full command gives
-// it. Anything else (another command, a flag it does not know, `--`, `-h`, a wrong -o, a
-// missing argument, completion) goes to the engine unchanged, which also prints its errors.
+// it — `versions --sort`, `version` and help (help.go). Anything else (another command, a flag
+// it does not know, `--`, a wrong -o, a missing argument, completion) goes to the engine
+// unchanged, which also prints its errors.
 func light(argv []string) func(stdout io.Writer) error {
-	if len(argv) < 2 || isCompletion(argv[0]) {
+	if len(argv) == 0 || isCompletion(argv[0]) {
+		return nil
+	}
+	if help := helpAnswer(argv); help != nil {
+		return help
+	}
+	if len(argv) < 2 {
 		return nil
 	}
 	var (

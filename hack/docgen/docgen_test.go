@@ -96,3 +96,24 @@ func names(m map[string]string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestFrontHelpIsCurrent: the --help texts kubectl-crdver answers by itself
+// (cmd/kubectl-crdver/help_texts.go) are what the commands give now (run `make docs` after
+// changing a command, a flag or a help text); cmd/kubectl-crdver's TestFrontAnswersAsTheEngine
+// runs both executables on them.
+func TestFrontHelpIsCurrent(t *testing.T) {
+	want, err := frontHelpSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../../cmd/kubectl-crdver/help_texts.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("cmd/kubectl-crdver/help_texts.go is not what the commands give; run make docs:\n%s", cmp.Diff(string(want), string(got)))
+	}
+	if !strings.Contains(string(want), `"migrate status": `) || !strings.Contains(string(want), "{{cache-dir}}") {
+		t.Errorf("the generated texts lack a subcommand or the --cache-dir placeholder")
+	}
+}

@@ -2,6 +2,7 @@
 // cobra's own generator (github.com/spf13/cobra/doc):
 //
 //	go run ./hack/docgen                          # docs/reference/*.md (make docs)
+//	go run ./hack/docgen -front-help FILE         # the --help texts kubectl-crdver answers by itself (make docs)
 //	go run ./hack/docgen -release-files DIR -date UNIX  # DIR/man/*.1, DIR/completions/* (goreleaser)
 //
 // The output is deterministic: no "Auto generated" dates in the Markdown, and the man pages'
@@ -32,9 +33,12 @@ func main() {
 	out := flag.String("out", "docs/reference", "directory for the Markdown reference")
 	release := flag.String("release-files", "", "instead, write man pages (man/) and completion scripts (completions/) into this directory")
 	date := flag.Int64("date", 0, "with -release-files: the man pages' date, in seconds since 1970 (default: now)")
+	frontHelp := flag.String("front-help", "", "instead, write the Go file of the --help texts that cmd/kubectl-crdver answers by itself")
 	flag.Parse()
 	var err error
-	if *release != "" {
+	if *frontHelp != "" {
+		err = writeFrontHelp(*frontHelp)
+	} else if *release != "" {
 		when := time.Now()
 		if *date != 0 {
 			when = time.Unix(*date, 0).UTC()

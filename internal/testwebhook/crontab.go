@@ -2,6 +2,7 @@ package testwebhook
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 )
 
@@ -149,4 +150,17 @@ func takeAnnotation(obj map[string]any, hostPort string) (map[string]any, bool) 
 		return nil, false
 	}
 	return saved.V1, true
+}
+
+// BadHostPort is a webhook bug for FailBatchIf and Non200BatchIf (SetPoison): it cannot parse a
+// CronTab's spec.hostPort whose port is not a number, and fails the whole ConversionReview.
+func BadHostPort(obj map[string]any) bool {
+	spec, _ := obj["spec"].(map[string]any)
+	hp, _ := spec["hostPort"].(string)
+	i := strings.LastIndex(hp, ":")
+	if i < 0 {
+		return false
+	}
+	_, err := strconv.Atoi(hp[i+1:])
+	return err != nil
 }
