@@ -1,72 +1,72 @@
 package doctor
 
-// The calls into the convert package, kept in this one file so that they can be re-pointed
-// when convert's entry points move.
+// The round trip of one object through webhookcheck (convert's checks), its findings worded
+// one line per failed check.
 
 import (
 	"context"
 	"fmt"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
 
 type rtFinding struct{ severity, text string }
 
 type rtResult struct {
-	unreachable string
-	findings    []rtFinding
-	requests    int
-	maxMs       float64
+	*webhookcheck.Result
+	findings []rtFinding
 }
 
-// roundTripOne converts obj (at version from) to `to` and back through the webhook with
-// convert.Run and its response checks (the API server's), one finding line per failed check.
-func roundTripOne(ctx context.Context, k *checker, t *webhookTarget, from, to, name string, obj map[string]any) (*rtResult, error) {
-	var tr convert.Transport
-	var err error
-	if t.url != nil {
-		tr, err = convert.NewHTTPTransport(k.crd, convert.TransportOptions{Timeout: k.opts.WebhookTimeout})
-	} else {
-		if k.c.core == nil {
-			return nil, fmt.Errorf("no client for the service proxy")
-		}
-		tr, err = convert.NewServiceProxyTransport(k.crd, k.c.core.CoreV1().RESTClient(), k.opts.WebhookTimeout)
-	}
+// roundTripOne converts obj (at version from) to `to` and back through the webhook, one
+// finding line per failed check.
+func roundTripOne(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, st *webhookcheck.ServiceState, reach webhookcheck.Reach, from, to, name string, obj map[string]any) (*rtResult, error) {
+	tr, err := webhookcheck.Transport(ctx, crd, st, reach)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := convert.Run(ctx, convert.Options{CRD: k.crd, To: to, RoundTrip: true, Transport: tr},
-		[]convert.Object{{Source: name, Object: obj}})
+	res, err := webhookcheck.RoundTrip(ctx, webhookcheck.RoundTripOptions{CRD: crd, Transport: tr, Pairs: []webhookcheck.Pair{{From: from, To: to}},
+		List: func(string) convert.Source { return convert.SliceSource([]convert.Object{{Source: name, Object: obj}}) }})
 	if err != nil {
 		return nil, err
 	}
-	res := &rtResult{unreachable: rep.Unreachable, requests: rep.Latency.Requests, maxMs: rep.Latency.Max}
+	out := &rtResult{Result: res}
 	type agg struct {
-		f     convert.Finding
+		e     webhookcheck.ObjectError
+		sev   string
 		count int
 	}
 	var order []string
 	byCheck := map[string]*agg{}
-	for _, f := range rep.Findings {
-		a := byCheck[f.Check]
+	add := func(e webhookcheck.ObjectError, sev string) {
+		a := byCheck[e.Check]
 		if a == nil {
-			a = &agg{f: f}
-			byCheck[f.Check] = a
-			order = append(order, f.Check)
+			a = &agg{e: e, sev: sev}
+			byCheck[e.Check] = a
+			order = append(order, e.Check)
 		}
 		a.count++
 	}
+	for _, e := range res.Failed {
+		add(e, SeverityError)
+	}
+	for _, l := range res.Losses {
+		for _, f := range l.Fields {
+			add(webhookcheck.ObjectError{Object: l.Object, Direction: l.Direction, Check: convert.CheckRoundTrip, Detail: f + ": lost"}, SeverityError)
+		}
+	}
+	for _, w := range res.Warnings {
+		add(w, SeverityWarning)
+	}
 	for _, c := range order {
 		a := byCheck[c]
-		text := fmt.Sprintf("check %s failed (%s)", c, a.f.Direction)
-		if a.f.Path != "" {
-			text += " at " + a.f.Path
-		}
-		text += ": " + a.f.Detail
+		text := fmt.Sprintf("check %s failed (%s): %s", c, a.e.Direction, a.e.Detail)
 		if a.count > 1 {
 			text += fmt.Sprintf(" (+%d more)", a.count-1)
 		}
-		res.findings = append(res.findings, rtFinding{severity: a.f.Severity, text: text})
+		out.findings = append(out.findings, rtFinding{severity: a.sev, text: text})
 	}
-	return res, nil
+	return out, nil
 }

@@ -4,13 +4,10 @@ import (
 	"fmt"
 	"strings"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-
 	"github.com/crdver/kubectl-crdver/convert"
-	"k8s.io/client-go/rest"
-
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/preflight"
+	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
 
 // CheckDataLoss: objects whose data is held at a version in status.storedVersions and would
@@ -65,14 +62,14 @@ func (k *checker) checkDataLoss() bool {
 // transport reaches the CRD's conversion webhook for the data-loss check (nil for strategy
 // None, when round trips are skipped, or when it cannot be built: the answer is then unknown).
 func (k *checker) transport() convert.Transport {
-	if convert.Strategy(k.crd) != string(apiextensionsv1.WebhookConverter) || k.opts.SkipRoundTrip {
+	if !webhookcheck.IsWebhook(k.crd) || k.opts.SkipRoundTrip {
 		return nil
 	}
-	var client rest.Interface
+	reach := webhookcheck.Reach{Timeout: k.opts.WebhookTimeout}
 	if k.c.core != nil {
-		client = k.c.core.CoreV1().RESTClient()
+		reach.Proxy = k.c.core.CoreV1().RESTClient()
 	}
-	t, err := convert.DefaultTransport(k.crd, client, k.opts.WebhookTimeout)
+	t, err := webhookcheck.Transport(k.ctx, k.crd, nil, reach)
 	if err != nil {
 		return nil
 	}

@@ -8,14 +8,21 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
+	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
 // genSource generates n Widgets a page at a time (nothing is held beyond a page): a third
@@ -159,4 +166,80 @@ func BenchmarkPlanCRDs(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/release")
+}
+
+// BenchmarkPlanConversionCheck10k plans a release of one CRD over 10,000 stored CronTabs on the
+// test API server (storage v1beta1 → v1 through the release's webhook, the HTTPS test webhook
+// on loopback): "checked" is the plan as every release is planned (the objects evaluated, then
+// every one round-tripped through the webhook), "off" the same plan without the conversion
+// check. The difference is what the check costs (docs/benchmarks.md#the-releases-conversion).
+//
+//	KUBEBUILDER_ASSETS=$(hack/build-test-binaries.sh kube-apiserver etcd) \
+//	  go test ./plan/ -run '^$' -bench PlanConversionCheck10k -benchtime 3x
+func BenchmarkPlanConversionCheck10k(b *testing.B) {
+	const n = 10000
+	rel, err := testwebhook.Start(testwebhook.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rel.Close()
+	old, err := testwebhook.Start(testwebhook.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer old.Close()
+	ctx := context.Background()
+	live := regroup(readCRD(b, filepath.Join("..", "testdata", "crds", "crontab-webhook.yaml")), "bench.conv.plan.example.com")
+	live.Spec.Versions = live.Spec.Versions[:2] // v1beta1, v1
+	live.Spec.Versions[0].Storage, live.Spec.Versions[1].Storage = true, false
+	live.Spec.Conversion = old.WebhookConversion("v1", "v1beta1")
+	live.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+	if _, err := env.CreateCRD(ctx, live.DeepCopy()); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = env.DeleteCRD(context.Background(), live.Name) }()
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	ri := dyn.Resource(crdinfo.GVR(live, "v1beta1")).Namespace("default")
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < n; i += 8 {
+				u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": live.Spec.Group + "/v1beta1", "kind": "CronTab",
+					"metadata": map[string]any{"name": fmt.Sprintf("c%05d", i)},
+					"spec":     map[string]any{"cronSpec": "* * * * */5", "image": "img", "hostPort": fmt.Sprintf("db:%d", 1000+i)}}}
+				if _, err := ri.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	next := live.DeepCopy()
+	next.Spec.Versions[0].Storage, next.Spec.Versions[1].Storage = false, true
+	next.Spec.Conversion = rel.WebhookConversion("v1")
+	c := ReleaseClients{CRDs: apiextensionsclient.NewForConfigOrDie(env.Config), Dynamic: dyn, Kube: kubernetes.NewForConfigOrDie(env.Config)}
+	for _, off := range []bool{false, true} {
+		name := map[bool]string{false: "checked", true: "off"}[off]
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				rep, err := Release(ctx, c, ReleaseOptions{Next: []*apiextensionsv1.CustomResourceDefinition{next}, Conversion: ConversionOptions{Off: off}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				it := rep.Items[0]
+				if it.Objects.Evaluated != n || !off && (it.ConversionCheck == nil || it.ConversionCheck.RoundTrip.Objects != n) {
+					b.Fatalf("evaluated %d, check %+v", it.Objects.Evaluated, it.ConversionCheck)
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/plan")
+		})
+	}
 }

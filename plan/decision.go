@@ -15,6 +15,12 @@ const (
 	// KindApplyRejected: the API server rejects the new CRD itself (CRD validation, the
 	// storedVersions rule when no step removes the cause).
 	KindApplyRejected Kind = "apply-rejected"
+	// KindConversionWebhook: the conversion the new CRD relies on to read or write the stored
+	// objects at another version cannot do it: its webhook is not running, not reachable, or
+	// fails the API server's checks on objects, or the new CRD drops the webhook conversion
+	// they need. Applied as it is, reads and writes of those objects fail (or convert them to
+	// something else). No option makes an upgrade go on: deploy or fix the webhook first.
+	KindConversionWebhook Kind = "conversion-webhook"
 	// KindDataLoss: objects lose fields on read and from etcd on their next write (a field
 	// removed from the schema, a lossy conversion), without consent.
 	KindDataLoss Kind = "data-loss"
@@ -141,6 +147,8 @@ var decisions = []Decision{
 	// (When the cause is a removed version still stored, the retire steps remove it and the
 	// upgrade goes on: analyse's blocked is false.)
 	{Kind: KindApplyRejected, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionFixCRDs, ActionRetire}, Manual: true,
+		Upgrade: UpgradeRefuses, UpgradeExit: 1},
+	{Kind: KindConversionWebhook, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionDeployWebhook, ActionFixConversion}, Manual: true,
 		Upgrade: UpgradeRefuses, UpgradeExit: 1},
 	{Kind: KindDataLoss, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionConvertObjects, ActionBackup}, Manual: true,
 		Upgrade: UpgradeRefuses, Override: OverrideAllowDataLoss, UpgradeExit: 1, UpgradeExitOverridden: 0, Consent: OverrideAllowDataLoss},

@@ -137,14 +137,7 @@ func judge(live *apiextensionsv1.CustomResourceDefinition, it *Item) {
 		n := int(kt.count)
 		add(KindUnknown, fmt.Sprintf("%s %s fields on read if encoded at another version in etcd (a migration is pending; the API cannot show it): %s (%s)", objectsCount(n), agree(n, "loses", "lose"), kt.pathList(), kt.nameList()))
 	}
-	for _, s := range it.ConversionSample {
-		switch {
-		case s.Unreachable != "":
-			add(KindUnknown, fmt.Sprintf("the new conversion webhook could not be reached to convert to %s: %s", s.To, s.Unreachable))
-		case s.Problems > 0:
-			add(KindDataLoss, fmt.Sprintf("the new conversion webhook fails %d checks converting sampled objects to %s and back", s.Problems, s.To))
-		}
-	}
+	conversionReasons(it, add)
 
 	// Field managers.
 	for _, mv := range it.ManagedFields {

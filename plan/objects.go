@@ -328,8 +328,6 @@ type evalOptions struct {
 	sample   int64
 	workers  int
 	progress *atomic.Int64
-	// keep is how many listed objects to keep (for the conversion sample).
-	keep int
 	// memo: what an earlier pass found clean is not evaluated again (reuse), and what this
 	// pass finds clean is recorded (record); either may be nil.
 	reuse  *memoReader
@@ -351,7 +349,6 @@ type objectsOutcome struct {
 	tally    objectTally
 	// managers counts the objects' managedFields entries per version and manager.
 	managers *ownership.Tally
-	kept     []unstructured.Unstructured
 }
 
 // evaluateAll reads src page by page and evaluates each page's objects on a pool of workers
@@ -409,9 +406,6 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 		items := pg.items
 		if o.sample > 0 && out.evaluated+int64(len(items)) > o.sample {
 			items = items[:o.sample-out.evaluated]
-		}
-		for i := 0; i < len(items) && len(out.kept) < o.keep; i++ {
-			out.kept = append(out.kept, *items[i].DeepCopy())
 		}
 		results := make([]objResult, len(items))
 		// The memo's digests: recorded ones looked up in list order, this pass's computed by

@@ -15,6 +15,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
 
 // PathRelease is one release of a path: its name (the --via argument or the folder name),
@@ -467,53 +468,37 @@ func liveCRD(ctx context.Context, c ReleaseClients, o ReleaseOptions, name strin
 	return l, nil
 }
 
-// ProbeConversion asks the conversion of conv (its webhook, through the API server's service
-// proxy or its URL) to convert one live object, read at each version rw rewrites from that
-// live serves, to rw.To, with convert's checks: an error says it does not answer or fails.
-// No objects: nothing to rewrite, nothing to ask.
+// ProbeConversion asks the conversion of conv (its webhook: webhookcheck's checks of its
+// Service or URL, then a round trip through it the way plan judges a release's conversion,
+// here of one live object read at each version rw rewrites from that live serves, to rw.To
+// and back): an error says it does not answer or fails. No objects: nothing to rewrite,
+// nothing to ask.
 func ProbeConversion(c ReleaseClients, timeout time.Duration) func(ctx context.Context, rw *PathRewrite, conv, live *apiextensionsv1.CustomResourceDefinition) error {
 	return func(ctx context.Context, rw *PathRewrite, conv, live *apiextensionsv1.CustomResourceDefinition) error {
 		if c.Dynamic == nil || c.Kube == nil {
 			return fmt.Errorf("not checked: no cluster")
 		}
-		tr, err := convert.DefaultTransport(conv, c.Kube.CoreV1().RESTClient(), timeout)
+		var pairs []webhookcheck.Pair
+		for _, from := range rw.From {
+			if crdinfo.IsServed(live, from) && crdinfo.Has(conv, from) {
+				pairs = append(pairs, webhookcheck.Pair{From: from, To: rw.To})
+			}
+		}
+		rep, err := webhookcheck.Check(ctx, conv, webhookcheck.Options{Kube: c.Kube, Reach: webhookcheck.Reach{Timeout: timeout},
+			RoundTrip: webhookcheck.RoundTripOptions{Pairs: pairs, List: func(v string) convert.Source {
+				return convert.NewClusterSource(c.Dynamic, live, v, convert.Selection{AllNamespaces: true, Limit: 1})
+			}}})
 		if err != nil {
 			return err
 		}
-		probed := false
-		for _, from := range rw.From {
-			if !crdinfo.IsServed(live, from) {
-				continue
-			}
-			list, err := c.Dynamic.Resource(crdinfo.GVR(live, from)).List(ctx, metav1.ListOptions{Limit: 1})
-			if err != nil {
-				return fmt.Errorf("reading one %s at %s: %w", live.Name, from, err)
-			}
-			if len(list.Items) == 0 {
-				continue
-			}
-			probed = true
-			o := list.Items[0]
-			rep, err := convert.Run(ctx, convert.Options{CRD: conv, To: rw.To, Transport: tr},
-				[]convert.Object{{Source: o.GetNamespace() + "/" + o.GetName(), Object: o.Object}})
-			if err != nil {
-				return err
-			}
-			if rep.Unreachable != "" {
-				return fmt.Errorf("%s does not answer: %s", rw.Conversion, rep.Unreachable)
-			}
-			if rep.Converted < rep.Objects {
-				why := "it did not convert it"
-				for _, f := range rep.Findings {
-					if f.Severity == "error" {
-						why = f.Detail
-						break
-					}
-				}
-				return fmt.Errorf("%s did not convert %s from %s to %s: %s", rw.Conversion, o.GetName(), from, rw.To, why)
-			}
-		}
-		if !probed {
+		rt := rep.RoundTrip
+		switch {
+		case rep.State == webhookcheck.StateDown, rep.State == webhookcheck.StateUnreachable, rep.State == webhookcheck.StateNotAsked:
+			return fmt.Errorf("%s does not answer: %s", rw.Conversion, rep.Reason())
+		case rt != nil && rt.FailedCount > 0:
+			e := rt.Failed[0]
+			return fmt.Errorf("%s did not convert %s (%s): %s", rw.Conversion, e.Object, e.Direction, e.Detail)
+		case rt == nil || rt.Objects == 0:
 			rw.Problem = "no object to send at a served version: not asked"
 		}
 		return nil
@@ -608,6 +593,7 @@ func planHops(ctx context.Context, c ReleaseClients, o PathOptions, rep *PathRep
 		if i > 0 {
 			cl = ReleaseClients{} // offline: the CRDs the hops before leave
 			ro.ServerDryRun = false
+			ro.Conversion.Off = true // the hop's webhook is asked by Probe, and again before the hop
 			ro.Live, ro.Sources = make([]*apiextensionsv1.CustomResourceDefinition, len(rel.CRDs)), make([]ObjectSource, len(rel.CRDs))
 			for j, n := range rel.CRDs {
 				if s, ok := state[n.Name]; ok {

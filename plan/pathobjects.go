@@ -16,6 +16,7 @@ import (
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/preview"
+	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
 
 // The objects of a hop after the first, as the hops before it leave them: every live object
@@ -38,7 +39,7 @@ func WebhookConvert(c ReleaseClients, timeout time.Duration) ConvertFunc {
 		if c.Kube == nil {
 			return nil, fmt.Errorf("%s: converting objects needs its conversion webhook and no cluster is reached", crd.Name)
 		}
-		tr, err := convert.DefaultTransport(crd, c.Kube.CoreV1().RESTClient(), timeout)
+		tr, err := webhookcheck.Transport(ctx, crd, nil, webhookcheck.Reach{Proxy: c.Kube.CoreV1().RESTClient(), Timeout: timeout})
 		if err != nil {
 			return nil, err
 		}
@@ -50,7 +51,7 @@ func WebhookConvert(c ReleaseClients, timeout time.Duration) ConvertFunc {
 // e.g. a webhook on 127.0.0.1 in a test), with no cluster.
 func URLConvert(timeout time.Duration) ConvertFunc {
 	return func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, objs []unstructured.Unstructured, to string) ([]unstructured.Unstructured, error) {
-		tr, err := convert.DefaultTransport(crd, nil, timeout)
+		tr, err := webhookcheck.Transport(ctx, crd, nil, webhookcheck.Reach{Timeout: timeout})
 		if err != nil {
 			return nil, err
 		}

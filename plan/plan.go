@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/crdschema"
 	"github.com/crdver/kubectl-crdver/kubeversion"
@@ -33,10 +32,8 @@ type Options struct {
 	Workers int
 	// Progress, when set, counts evaluated objects (for a progress display).
 	Progress *atomic.Int64
-	// ConvertSample, for a new CRD with a conversion webhook, round-trips this many live
-	// objects through the new webhook configuration (0: none). ConvertTransport reaches it.
-	ConvertSample    int
-	ConvertTransport convert.Transport
+	// Conversion says how the conversion the new CRD relies on is judged (conversion.go).
+	Conversion ConversionOptions
 	// ApplyFile names the new CRDs in the runbook's commands ("" is NEW-CRDS.yaml).
 	ApplyFile string
 	// KubeVersion is the Kubernetes version the API server's code runs as: the process must
@@ -131,6 +128,16 @@ func Plan(ctx context.Context, live, next *apiextensionsv1.CustomResourceDefinit
 		it.addKind(KindUnknown)
 		it.Verdict = Worse(it.Verdict, VerdictUnknown)
 		it.Breaking = true
+		return it, err
+	}
+	cc, err := judgeConversion(ctx, live, next, opts.Conversion, it.Objects.Total)
+	it.ConversionCheck = cc
+	settleWebhookNotes(it)
+	if err != nil {
+		judge(live, it)
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%s: %w: %w", next.Name, ErrInterrupted, ctx.Err())
+		}
 		return it, err
 	}
 	if it.MigrationPending {
@@ -234,7 +241,7 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("a migration is pending (status.storedVersions: %s): objects are evaluated as encoded at %s; where another encoding changes the answer, the object says so",
 			strings.Join(live.Status.StoredVersions, ", "), e.encodings[0]))
 	}
-	eo := evalOptions{sample: opts.Sample, workers: opts.Workers, progress: opts.Progress, keep: opts.ConvertSample, maxFindings: opts.MaxFindings, each: opts.Each}
+	eo := evalOptions{sample: opts.Sample, workers: opts.Workers, progress: opts.Progress, maxFindings: opts.MaxFindings, each: opts.Each}
 	if opts.Sample == 0 {
 		eo.reuse, eo.record = opts.Memo.start(next.Name, e)
 		if opts.Memo != nil {
@@ -265,14 +272,6 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	}
 	if it.Objects.Total < 0 && (opts.Sample == 0 || it.Objects.Evaluated < opts.Sample) {
 		it.Objects.Total = it.Objects.Evaluated
-	}
-	if opts.ConvertSample > 0 {
-		samples, notes, err := sampleConversion(ctx, next, out.kept, opts.ConvertTransport)
-		it.ConversionSample = samples
-		it.Notes = append(it.Notes, notes...)
-		if err != nil {
-			return err
-		}
 	}
 	if it.Objects.Total < 0 && opts.Sample > 0 && it.Objects.Evaluated >= opts.Sample {
 		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("sampled: %s evaluated; the total is not known", objectsCount(int(it.Objects.Evaluated))))

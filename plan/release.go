@@ -10,6 +10,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -46,8 +47,17 @@ type ReleaseOptions struct {
 	// Plan is the template of each CRD's Options (FieldValidation, Sample, Workers, Memo, …);
 	// Release sets KubeVersion, DryRun, Progress and ApplyFile.
 	Plan Options
-	// Configure, when set, adjusts one CRD's Options (e.g. a conversion transport).
-	Configure func(next *apiextensionsv1.CustomResourceDefinition, o *Options) error
+	// Conversion says how the conversion each new CRD relies on is judged (Plan.Conversion's
+	// template; Release sets the clients from c and the progress).
+	Conversion ConversionOptions
+	// Objects are the release's documents that are not CRDs, of the WebhookKinds: the
+	// runbook names those that make a conversion webhook the CRDs rely on.
+	Objects []ReleaseObject
+	// EachObject, when set, is given every live object of each CRD as plan reads it (Options.Each).
+	EachObject func(crd string, u *unstructured.Unstructured)
+	// OnConvert is called when the stored objects of a CRD are round-tripped through its
+	// conversion (progress); the function it returns is called when done.
+	OnConvert func(crd string, done *atomic.Int64, total int64) func()
 	// OnEvaluate is called when the objects of a CRD are evaluated (progress); the function it
 	// returns is called when done.
 	OnEvaluate func(crd string, done *atomic.Int64, total func() int64) func()
@@ -103,10 +113,19 @@ func Release(ctx context.Context, c ReleaseClients, o ReleaseOptions) (*Report, 
 			}
 			opts.DryRun = dr
 		}
-		if o.Configure != nil {
-			if err := o.Configure(next, &opts); err != nil {
-				return rep, err
-			}
+		if o.EachObject != nil {
+			name := next.Name
+			opts.Each = func(u *unstructured.Unstructured) { o.EachObject(name, u) }
+		}
+		opts.Conversion = o.Conversion
+		opts.Conversion.Dynamic, opts.Conversion.Kube = c.Dynamic, c.Kube
+		if opts.Conversion.ChunkSize <= 0 {
+			opts.Conversion.ChunkSize = chunk
+		}
+		var converted atomic.Int64
+		opts.Conversion.Progress = &converted
+		if o.OnConvert != nil {
+			opts.Conversion.Start = func(crd string, total int64) func() { return o.OnConvert(crd, &converted, total) }
 		}
 		stop := func() {}
 		if o.OnEvaluate != nil && src != nil {
@@ -115,6 +134,11 @@ func Release(ctx context.Context, c ReleaseClients, o ReleaseOptions) (*Report, 
 		it, err := Plan(ctx, live, next, src, opts)
 		stop()
 		if it != nil {
+			if cc := it.ConversionCheck; cc != nil && cc.Breaks() {
+				if cc.Release = findReleaseWebhook(next, o.Objects); cc.Release != nil {
+					it.Steps = itemSteps(Runbook([]Item{*it}, RunbookOptions{ApplyFile: o.Runbook.ApplyFile}))
+				}
+			}
 			rep.Items = append(rep.Items, *it)
 		}
 		if err != nil {

@@ -114,10 +114,12 @@ type Item struct {
 	SchemaChanges    []SchemaChange `json:"schemaChanges"`
 	// Conversion lists changes of spec.conversion.
 	Conversion []string `json:"conversion"`
-	// ConversionSample: live objects round-tripped through the new webhook (--convert-sample).
-	ConversionSample []ConversionSample     `json:"conversionSample,omitempty"`
-	Objects          Objects                `json:"objects"`
-	ManagedFields    []ManagedFieldsVersion `json:"managedFields"`
+	// ConversionCheck is the conversion the new CRD relies on, judged where the release makes
+	// stored objects read or written at another version (conversion.go); nil when it needs
+	// none.
+	ConversionCheck *ConversionCheck       `json:"conversionCheck,omitempty"`
+	Objects         Objects                `json:"objects"`
+	ManagedFields   []ManagedFieldsVersion `json:"managedFields"`
 	// Steps are the release runbook's steps for this CRD alone (Report.Runbook orders the
 	// whole release; follow that one when the input holds several CRDs).
 	Steps []string `json:"steps"`

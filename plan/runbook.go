@@ -13,6 +13,7 @@ import (
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/retire"
+	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
 
 // Runbook phases, in the order the steps come.
@@ -235,6 +236,7 @@ func IntermediateFor(it *Item) *apiextensionsv1.CustomResourceDefinition {
 // drops data: a write at the new storage version (which prunes what it lacks) comes after.
 func Runbook(items []Item, o RunbookOptions) []RunbookStep {
 	b := newRunbook(items, o)
+	b.webhook()
 	b.fix()
 	b.fixCRDs()
 	b.backup()
@@ -509,8 +511,8 @@ func (b *runbook) verify() {
 // the backup step above reads the CRD at every stored version (backedUp): otherwise nothing
 // keeps what is dropped, and the commands carry no consent (they refuse, naming the loss).
 func (p *crdPlan) consent(backedUp bool, backupFile string) (flag, why string) {
-	if !backedUp {
-		return "", ""
+	if !backedUp || slices.Contains(p.it.Kinds, KindConversionWebhook) || p.it.ConversionCheck != nil && p.it.ConversionCheck.State == webhookcheck.StateNotAsked {
+		return "", "" // no consent to what nobody could measure: the conversion was not asked, or cannot convert
 	}
 	var what string
 	lossy := p.it.LosingObjects() // every finding, listed or not (findings.go)
@@ -546,8 +548,8 @@ func (p *crdPlan) unreadStored() []string {
 	webhook := p.live.Spec.Conversion != nil && p.live.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter
 	var out []string
 	for _, v := range storedVersionsOf(p.live) {
-		if v == p.storage {
-			continue
+		if v == p.storage || v == ListVersion(p.live) && p.it.ConversionCheck != nil && p.it.ConversionCheck.RoundTrip != nil {
+			continue // listed there, read as stored, and round-tripped through the new conversion
 		}
 		if lv, err := crdinfo.Lookup(p.live, v); webhook || err != nil || !lv.Served {
 			out = append(out, v)

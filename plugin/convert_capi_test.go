@@ -101,14 +101,7 @@ func writeCAPICRDs(t *testing.T, version string, w *testenv.CAPIWebhook) ([]*api
 	crds := testenv.CAPIReleaseCRDs(t, version, w)
 	var docs []string
 	for _, crd := range crds {
-		c := crd.DeepCopy()
-		c.APIVersion, c.Kind = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
-		c.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
-		b, err := sigsyaml.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs = append(docs, string(b))
+		docs = append(docs, string(crdManifest(t, crd)))
 		registerCRD(t, crd)
 	}
 	path := filepath.Join(t.TempDir(), "cluster-api-"+version+"-crds.yaml")

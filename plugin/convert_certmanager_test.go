@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -107,14 +106,7 @@ func TestConvertWriteCertManager(t *testing.T) {
 	for _, f := range files {
 		for _, crd := range testenv.ReadCRDs(t, f) {
 			hook.PointCRD(crd)
-			c := crd.DeepCopy()
-			c.APIVersion, c.Kind = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
-			c.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
-			b, err := sigsyaml.Marshal(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			docs = append(docs, string(b))
+			docs = append(docs, string(crdManifest(t, crd)))
 			registerCRD(t, crd)
 			plural[crd.Spec.Names.Kind] = crd.Spec.Names.Plural
 		}

@@ -12,6 +12,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
+	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/crdsource"
 	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/printers"
@@ -192,10 +193,15 @@ func decodeCRD(ctx context.Context, d Document, v kubeversion.Version, warnOut i
 // readCRDFiles reads the CRDs of the files given with flag a document at a time (stopping on
 // Ctrl-C), as plan, upgrade and their --via read a release (crdsource.Release: documents that
 // are not CRDs are skipped and counted, a CRD defined twice is refused): memory holds the
-// CRDs, whatever else the input holds. An empty --old-file is a cluster with none of them.
-func (g *Globals) readCRDFiles(ctx context.Context, files []string, flag string) ([]*apiextensionsv1.CustomResourceDefinition, int, error) {
+// CRDs, whatever else the input holds. An empty --old-file is a cluster with none of them. Documents that are not CRDs also go to others, when given (the release's webhook objects).
+func (g *Globals) readCRDFiles(ctx context.Context, files []string, flag string, others func(Document)) ([]*apiextensionsv1.CustomResourceDefinition, int, error) {
 	var r crdsource.Release
-	err := EachDocument(ctx, files, InputOptions{Stdin: g.In}, func(d Document) error { return inputError(r.Add(d)) })
+	err := EachDocument(ctx, files, InputOptions{Stdin: g.In}, func(d Document) error {
+		if others != nil && !crdinfo.IsCRD(d.APIVersion, d.Kind) {
+			others(d)
+		}
+		return inputError(r.Add(d))
+	})
 	if ctx.Err() != nil {
 		return nil, 0, Unavailable(fmt.Errorf("interrupted after reading %s of %s: nothing was planned", plural(r.Docs, "document"), flag))
 	}

@@ -46,7 +46,7 @@ func (p *pathFlags) read(ctx context.Context, g *Globals, target []string) ([]pl
 		if optional && !holdsCRDs(path) {
 			return nil, nil
 		}
-		crds, _, err := g.readCRDFiles(ctx, []string{path}, "--via")
+		crds, _, err := g.readCRDFiles(ctx, []string{path}, "--via", nil)
 		return crds, err
 	})
 	for i, n := range notes {

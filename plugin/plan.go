@@ -11,11 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/crdver/kubectl-crdver/convert"
 	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/printers"
+	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
 
 const planExample = `  # What applying an operator release's CRDs would do to the cluster (nothing is written):
@@ -47,13 +48,15 @@ type PlanOptions struct {
 	Workers         int
 	progressFlags   *progressFlags
 	progress        Progress
-	ConvertSample   int
-	WebhookAddress  string
+	Webhook         string
 	FailOn          string
 
-	fv   preview.FieldValidation
-	kube *kubeVersionFlag
-	path *pathFlags
+	fv      preview.FieldValidation
+	webhook *webhookcheck.Target
+	// objects are the release's documents that make a conversion webhook (readCRDDocs).
+	objects []plan.ReleaseObject
+	kube    *kubeVersionFlag
+	path    *pathFlags
 }
 
 // NewCmdPlan builds `kubectl crdver plan`.
@@ -78,13 +81,19 @@ what applying it does. Nothing is written to the cluster.
    be rejected, with the messages.
 5. Field managers per version (managedFields), each an applier (GitOps, kubectl apply), a
    one-time command (kubectl create) or a controller, with what to change when the version goes.
-6. Conversion strategy and webhook changes.
+6. Conversion strategy and webhook changes, and, where the release makes stored objects read or
+   written at another version (a storage switch, a new preferred version), the conversion it
+   relies on: the new CRD's webhook (its Service and ready endpoints, or URL; caBundle;
+   conversionReviewVersions) and a ConversionReview round trip of every stored object through it,
+   checked as the API server checks a response (--webhook asks the release's webhook running
+   elsewhere instead; --sample bounds the round trips too).
 7. The runbook: the steps that make the change safe, as commands.
 
 Offline (CI, no cluster): --old-file gives the live CRDs and --objects sample objects.
 
 Verdict per CRD (docs/decision-table.md): breaking when something live breaks or loses data
-(the apply is rejected; an object loses fields on read or its next write would be rejected;
+(the apply is rejected; the conversion webhook the new CRD relies on is not running, not
+reachable or fails on objects; an object loses fields on read or its next write would be rejected;
 server-side apply fails on objects whose managedFields name a removed version; a manager that
 applies manifests still writes a version that is removed or no longer served); unknown when the plan cannot tell
 (status.storedVersions not known and a version removed, objects not evaluated or sampled,
@@ -105,13 +114,12 @@ Exit status: 0 safe or stricter; 1 breaking, unknown or invalid on re-create (an
 	f.StringSliceVar(&o.OldFiles, "old-file", nil, "Offline: the CRDs as they are now (instead of the cluster's); a CRD of -f not found here is a create (an empty file: every CRD is)")
 	f.StringSliceVar(&o.ObjectFiles, "objects", nil, "Offline: objects as the cluster returns them (kubectl get -o yaml), evaluated under the new CRDs; needs --old-file")
 	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML, outputMarkdown)
-	f.Int64Var(&o.Sample, "sample", 0, "Evaluate at most this many objects per CRD (0: all)")
+	f.Int64Var(&o.Sample, "sample", 0, "Evaluate at most this many objects per CRD, and round-trip at most this many per stored version through its conversion webhook (0: all)")
 	f.StringVar(&o.FieldValidation, "field-validation", "Strict", "fieldValidation of the re-create: Strict (kubectl create's default), Warn or Ignore")
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page")
 	f.IntVar(&o.Workers, "workers", 0, "Objects evaluated in parallel (0: one per core)")
-	f.IntVar(&o.ConvertSample, "convert-sample", 0, "For a new CRD with a conversion webhook: round-trip this many live objects through the new webhook configuration, with convert's checks")
 	f.StringVar(&o.FailOn, "fail-on", "breaking", "Exit 1 on: breaking (something live breaks or the plan cannot tell) or stricter (also when rules only get stricter for new objects)")
-	f.StringVar(&o.WebhookAddress, "webhook-address", "", "With --convert-sample: HOST:PORT to reach the new webhook at (e.g. after kubectl port-forward); TLS is still verified as the clientConfig's name")
+	f.StringVar(&o.Webhook, "webhook", "", "Judge the new CRDs' conversion through this webhook instead of the one they name: https://HOST:PORT[/PATH] (a local binary, a port-forward; TLS verified against the new CRD's caBundle as its service name) or NAMESPACE/SERVICE[:PORT] (a sandbox namespace, through the API server's service proxy)")
 	o.progressFlags = addProgressFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("fail-on", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"breaking", "stricter"}, cobra.ShellCompDirectiveNoFileComp
@@ -155,12 +163,15 @@ func (o *PlanOptions) Validate() error {
 		return UsageErrorf("--sample must be 0 (all) or more, got %d", o.Sample)
 	case o.ChunkSize < 1:
 		return UsageErrorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
-	case o.ConvertSample < 0:
-		return UsageErrorf("--convert-sample must be 0 (none) or more, got %d", o.ConvertSample)
-	case o.WebhookAddress != "" && o.ConvertSample == 0:
-		return UsageErrorf("--webhook-address is for --convert-sample")
+	case o.Webhook != "" && len(o.OldFiles) > 0:
+		return UsageErrorf("--webhook round-trips the live objects: plan against the cluster, without --old-file")
 	case o.Workers < 0:
 		return UsageErrorf("--workers must be 0 (one per core) or more, got %d", o.Workers)
+	}
+	if o.Webhook != "" {
+		if o.webhook, err = webhookcheck.ParseTarget(o.Webhook); err != nil {
+			return UsageErrorf("--webhook %v", err)
+		}
 	}
 	if err := o.path.validate(); err != nil {
 		return err
@@ -170,7 +181,7 @@ func (o *PlanOptions) Validate() error {
 
 // Run plans every CRD of the input.
 func (o *PlanOptions) Run(ctx context.Context) error {
-	next, skipped, err := o.g.readCRDFiles(ctx, o.Files, "-f")
+	next, skipped, err := o.g.readCRDFiles(ctx, o.Files, "-f", func(d Document) { o.objects = append(o.objects, releaseObject(d)...) })
 	if err != nil {
 		return err
 	}
@@ -189,10 +200,6 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return o.runPath(ctx, rc, ro, next)
 	}
 	report, runErr := plan.Release(ctx, rc, ro)
-	var ue *ExitError
-	if errors.As(runErr, &ue) {
-		return runErr // a usage error of a flag (--convert-sample)
-	}
 	if runErr != nil && len(report.Items) == 0 {
 		return o.runError(runErr)
 	}
@@ -254,22 +261,31 @@ func (o *PlanOptions) releaseOptions(next []*apiextensionsv1.CustomResourceDefin
 					return t
 				}})
 		},
-		Configure: o.configureConvertSample,
+		Conversion: plan.ConversionOptions{Target: o.webhook, Sample: o.Sample},
+		Objects:    o.objects,
+		OnConvert:  conversionProgress(o.progress),
 	}
 }
 
-// configureConvertSample gives a CRD with a conversion webhook --convert-sample's transport.
-func (o *PlanOptions) configureConvertSample(crd *apiextensionsv1.CustomResourceDefinition, opts *plan.Options) error {
-	if o.ConvertSample > 0 && crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
-		tr, err := convert.NewHTTPTransport(crd, convert.TransportOptions{Address: o.WebhookAddress})
-		if err != nil {
-			return Usage(fmt.Errorf("--convert-sample: %w", err))
-		}
-		opts.ConvertSample, opts.ConvertTransport = o.ConvertSample, tr
-	} else if o.ConvertSample > 0 {
-		opts.ConvertSample = o.ConvertSample // the plan notes that there is nothing to round-trip
+// releaseObject is a document of the release that may make a conversion webhook
+// (plan.WebhookKinds), for the runbook's deploy-webhook step; none for other documents.
+func releaseObject(d Document) []plan.ReleaseObject {
+	if !slices.Contains(plan.WebhookKinds, d.Kind) {
+		return nil
 	}
-	return nil
+	var u unstructured.Unstructured
+	if err := u.UnmarshalJSON(d.JSON); err != nil {
+		return nil // not an object: nothing to name
+	}
+	return []plan.ReleaseObject{{APIVersion: d.APIVersion, Kind: d.Kind, Namespace: u.GetNamespace(), Name: u.GetName(), Where: d.Where(), Object: u.Object}}
+}
+
+// conversionProgress shows the round trips of a CRD's stored objects through its conversion
+// webhook.
+func conversionProgress(p Progress) func(crd string, done *atomic.Int64, total int64) func() {
+	return func(crd string, done *atomic.Int64, total int64) func() {
+		return p.Start(Task{Name: "conversion " + crd, Unit: "objects", Verb: "round-tripped", Done: done.Load, Total: total})
+	}
 }
 
 // releaseClients are the cluster's clients when live; offline, ro gets the live CRDs from
@@ -334,7 +350,7 @@ func (o *PlanOptions) runError(err error) error {
 func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.CustomResourceDefinition) ([]*apiextensionsv1.CustomResourceDefinition, []plan.ObjectSource, error) {
 	lives := make([]*apiextensionsv1.CustomResourceDefinition, len(next))
 	sources := make([]plan.ObjectSource, len(next))
-	old, _, err := o.g.readCRDFiles(ctx, o.OldFiles, "--old-file")
+	old, _, err := o.g.readCRDFiles(ctx, o.OldFiles, "--old-file", nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -254,8 +254,10 @@ func TestPlanUsage(t *testing.T) {
 		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--sample", "-1"}, "--sample must be 0"},
 		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "-f", planFile("widgets-new.yaml")}, "widgets.plan.example.com is defined 2 times, in " + planFile("widgets-new.yaml") + " (document 1) and " + planFile("widgets-new.yaml") + " (document 1): pass only one file that defines it"},
 		{[]string{"plan", "some-crd"}, "unknown command"},
-		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--webhook-address", "127.0.0.1:9443"}, "--webhook-address is for --convert-sample"},
-		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--convert-sample", "-2"}, "--convert-sample must be 0"},
+		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--webhook", "127.0.0.1:9443"}, `--webhook "127.0.0.1:9443": give https://HOST:PORT[/PATH] or NAMESPACE/SERVICE[:PORT]`},
+		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--webhook", "http://127.0.0.1:9443/convert"}, "a webhook URL is https://HOST:PORT[/PATH]"},
+		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--webhook", "sandbox/hook:https"}, `the port "https" is not a number from 1 to 65535`},
+		{[]string{"plan", "-f", planFile("widgets-new.yaml"), "--old-file", planFile("widgets-old.yaml"), "--webhook", "sandbox/hook"}, "--webhook round-trips the live objects: plan against the cluster, without --old-file"},
 	} {
 		r := run(t, "", tc.args...)
 		if r.code != ExitUsage || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {

@@ -17,6 +17,7 @@ import (
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/printers"
 	"github.com/crdver/kubectl-crdver/upgrade"
+	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
 
 const upgradeExample = `  # What would the upgrade do? (the runbook and the preflight; nothing is written)
@@ -44,6 +45,8 @@ type UpgradeOptions struct {
 	Backup, FieldManager, Checkpoint       string
 	Engine                                 string
 	ChunkSize                              int64
+	Webhook                                string
+	webhook                                *webhookcheck.Target
 	progressFlags                          *progressFlags
 	progress                               Progress
 	kube                                   *kubeVersionFlag
@@ -68,7 +71,12 @@ func NewCmdUpgrade(g *Globals) *cobra.Command {
    lossless conversion). Objects stored at a
    version the live CRD no longer serves can be read as stored only at it: the upgrade first
    serves it again (asked for like any write; --dry-run does not, and says the preflight is not
-   complete) and serves it no longer if the upgrade is then refused or not confirmed.
+   complete) and serves it no longer if the upgrade is then refused or not confirmed. Where the
+   release makes stored objects read or written at another version, every one is round-tripped
+   through the conversion webhook the new CRDs name (or --webhook) first: when that webhook is not
+   running, not reachable or fails on objects, it stops before writing anything, says what to do
+   (deploy the release's webhook and wait until it answers), and no option goes on; run it again
+   once the webhook answers.
 2. Back up every object at every version that holds its data (--backup FILE, default
    ./crdver-backup-<time>.yaml): a read at the preferred version may already drop those fields.
 3. Per CRD: where the live CRD lacks the new storage version, apply an intermediate CRD (the new
@@ -114,6 +122,7 @@ unreachable, interrupted: run it again to resume).`,
 	f.StringVar(&o.Checkpoint, "checkpoint", "", "The upgrade's checkpoint file (default: in your cache folder, per cluster and release)")
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page")
 	addEngineFlag(cmd, &o.Engine, "Who rewrites the objects of each CRD: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration per CRD, in the runbook's order, each checked object by object by this command)")
+	f.StringVar(&o.Webhook, "webhook", "", "Judge the conversion the release's CRDs rely on through this webhook instead of the one they name (as plan --webhook): https://HOST:PORT[/PATH] or NAMESPACE/SERVICE[:PORT]")
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	o.progressFlags = addProgressFlags(cmd)
 	o.kube = addKubeVersionFlag(cmd)
@@ -151,6 +160,15 @@ func (o *UpgradeOptions) Validate() error {
 		return UsageErrorf("--intermediate-crds prints YAML and writes nothing: it takes no --dry-run, --yes or -o")
 	case o.IntermediateCRDs && o.path.set():
 		return UsageErrorf("--intermediate-crds is for one release: run it with -f of each hop instead of --via/--releases")
+	case o.Webhook != "" && o.path.set():
+		return UsageErrorf("--webhook is for one release: a path asks each hop's own webhook before the hop")
+	}
+	if o.Webhook != "" {
+		t, err := webhookcheck.ParseTarget(o.Webhook)
+		if err != nil {
+			return UsageErrorf("--webhook %v", err)
+		}
+		o.webhook = t
 	}
 	if err := o.path.validate(); err != nil {
 		return err
@@ -160,7 +178,8 @@ func (o *UpgradeOptions) Validate() error {
 
 // Run plans, preflights, asks, and upgrades.
 func (o *UpgradeOptions) Run(ctx context.Context) error {
-	next, skipped, err := o.g.readCRDFiles(ctx, o.Files, "-f")
+	var objects []plan.ReleaseObject
+	next, skipped, err := o.g.readCRDFiles(ctx, o.Files, "-f", func(d Document) { objects = append(objects, releaseObject(d)...) })
 	if err != nil {
 		return err
 	}
@@ -180,6 +199,7 @@ func (o *UpgradeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	uo := o.upgradeOptions(next, judged)
+	uo.Objects = objects
 	if o.IntermediateCRDs {
 		return o.printIntermediates(ctx, c, uo)
 	}
@@ -222,7 +242,9 @@ func (o *UpgradeOptions) upgradeOptions(next []*apiextensionsv1.CustomResourceDe
 		OnRewrite: func(crd string, total int64, done func() int64) func() {
 			return o.progress.Start(Task{Name: "rewriting " + crd, Prefix: "upgrade", Unit: "objects", Verb: "rewritten", Total: total, Done: done})
 		},
-		Notify: func(s string) { o.progress.Notef("upgrade: %s", s) },
+		Notify:    func(s string) { o.progress.Notef("upgrade: %s", s) },
+		Webhook:   o.webhook,
+		OnConvert: conversionProgress(o.progress),
 	}
 }
 
@@ -339,8 +361,9 @@ func (o *UpgradeOptions) refusalFlags(rep *upgrade.Report) []string {
 	if rep == nil {
 		return nil
 	}
-	// A CRD the API server would reject, or a version that could not be read: no flag helps.
-	if len(rep.Preflight.BlockedCRDs) > 0 || len(rep.Preflight.Unread) > 0 {
+	// A CRD the API server would reject, a version that could not be read, a conversion that
+	// cannot convert: no flag helps.
+	if len(rep.Preflight.BlockedCRDs) > 0 || len(rep.Preflight.Unread) > 0 || len(rep.Preflight.Conversion) > 0 {
 		return nil
 	}
 	// Only the flags that make this refusal go on (the decision table's overrides); those

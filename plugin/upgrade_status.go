@@ -69,7 +69,7 @@ func (o *UpgradeStatusOptions) Validate() error {
 
 // Run reads the status and prints it.
 func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
-	next, _, err := o.g.readCRDFiles(ctx, o.Files, "-f")
+	next, _, err := o.g.readCRDFiles(ctx, o.Files, "-f", nil)
 	if err != nil {
 		return err
 	}

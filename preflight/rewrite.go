@@ -13,6 +13,7 @@ import (
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
 
 // RewriteOptions are the values of a rewrite that its preflight needs.
@@ -51,18 +52,19 @@ func CheckRewrite(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.
 			after = cp.Through
 		}
 	}
-	return Check(ctx, c.Dynamic, crd, Options{Target: o.Target, ChunkSize: o.ChunkSize, Transport: WebhookTransport(crd, o.Proxy),
+	return Check(ctx, c.Dynamic, crd, Options{Target: o.Target, ChunkSize: o.ChunkSize, Transport: WebhookTransport(ctx, crd, o.Proxy),
 		Concurrency: o.Concurrency, QPS: o.QPS, Throttled: c.Throttled, After: after, Evidence: evidence, Progress: o.Progress})
 }
 
-// WebhookTransport is the way to crd's conversion webhook for a preflight: its URL, or the
-// API server's service proxy through proxy for a service (no option needed). nil when there
-// is no webhook or it cannot be built: what the webhook loses is then reported as unknown.
-func WebhookTransport(crd *apiextensionsv1.CustomResourceDefinition, proxy rest.Interface) convert.Transport {
-	if convert.Strategy(crd) != string(apiextensionsv1.WebhookConverter) {
+// WebhookTransport is the way to crd's conversion webhook for a preflight (webhookcheck's): its
+// URL, an ExternalName Service's host, or the API server's service proxy through proxy for any
+// other service (no option needed). nil when there is no webhook or it cannot be built: what
+// the webhook loses is then reported as unknown.
+func WebhookTransport(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, proxy rest.Interface) convert.Transport {
+	if !webhookcheck.IsWebhook(crd) {
 		return nil
 	}
-	t, err := convert.DefaultTransport(crd, proxy, 10*time.Second)
+	t, err := webhookcheck.Transport(ctx, crd, nil, webhookcheck.Reach{Proxy: proxy, Timeout: 10 * time.Second})
 	if err != nil {
 		return nil
 	}

@@ -104,9 +104,9 @@ func TestWebhookTransport(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var tr any
 			if tc.proxy {
-				tr = WebhookTransport(tc.crd, proxy)
+				tr = WebhookTransport(context.Background(), tc.crd, proxy)
 			} else {
-				tr = WebhookTransport(tc.crd, nil)
+				tr = WebhookTransport(context.Background(), tc.crd, nil)
 			}
 			if got := tr != nil; got != tc.want {
 				t.Errorf("transport %T, want one: %v", tr, tc.want)

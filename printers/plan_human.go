@@ -219,7 +219,7 @@ func (p *planPrinter) item(it *plan.Item) error {
 	if len(it.Conversion) > 0 {
 		p.line("  Conversion: ", strings.Join(it.Conversion, "; "))
 	}
-	if err := p.conversionSample(it); err != nil {
+	if err := p.conversionCheck(it); err != nil {
 		return err
 	}
 	if err := p.objects(it); err != nil {
@@ -233,33 +233,6 @@ func (p *planPrinter) item(it *plan.Item) error {
 	}
 	for _, n := range it.Notes {
 		p.line("  note: ", n)
-	}
-	return nil
-}
-
-func (p *planPrinter) conversionSample(it *plan.Item) error {
-	if len(it.ConversionSample) == 0 {
-		return nil
-	}
-	fmt.Fprintln(p.w, "  Conversion sample (round trips through the new webhook):")
-	t := p.table("to", "objects", "converted", "problems")
-	for _, c := range it.ConversionSample {
-		t.Add(c.To, fmt.Sprint(c.Objects), fmt.Sprint(c.Converted), fmt.Sprint(c.Problems))
-	}
-	if err := printIndented(p.w, t, p.noHeaders); err != nil {
-		return err
-	}
-	for _, c := range it.ConversionSample {
-		if c.Unreachable != "" {
-			p.line("    ", fmt.Sprintf("to %s: webhook unreachable: %s", c.To, c.Unreachable))
-		}
-		for i, f := range c.Findings {
-			if !p.wide && i == findingsShown {
-				p.line("    ", fmt.Sprintf("… and %d more (%s lists them)", len(c.Findings)-i, p.wideListed))
-				break
-			}
-			p.line("    ", fmt.Sprintf("%s: %s %s %s: %s", f.Object, f.Direction, f.Check, f.Path, f.Detail))
-		}
 	}
 	return nil
 }

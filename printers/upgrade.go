@@ -39,8 +39,11 @@ func printUpgradePlan(w io.Writer, r *upgrade.Report, noHeaders bool) error {
 	if len(pf.Unread) > 0 {
 		WriteWrapped(w, "Preflight: not evaluated for the objects stored at versions not served ("+strings.Join(pf.Unread, ", ")+"): what they would lose is unknown.", "  ", 120)
 	}
+	for _, c := range pf.Conversion {
+		WriteWrapped(w, fmt.Sprintf("Preflight: %s: %s. Its stored objects cannot be converted: the runbook's first step says what to do; no option goes on.", c.CRD, c.Reason), "  ", 120)
+	}
 	if len(pf.DataLoss)+len(pf.Rejected)+len(pf.BlockedCRDs)+len(pf.TypeMismatch)+len(pf.OwnershipLoss) == 0 {
-		if len(pf.Unread) == 0 {
+		if len(pf.Unread)+len(pf.Conversion) == 0 {
 			fmt.Fprintln(w, "Preflight: no object loses a field or would be rejected.")
 		}
 	} else {

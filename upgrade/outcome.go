@@ -117,11 +117,12 @@ func (pf Preflight) kinds(of func(crd string) bool, earlierLoss bool) []plan.Kin
 		return slices.ContainsFunc(fs, func(f ObjectFinding) bool { return of(f.CRD) })
 	}
 	found := map[plan.Kind]bool{
-		plan.KindApplyRejected: slices.ContainsFunc(pf.BlockedCRDs, of),
-		plan.KindDataLoss:      has(pf.DataLoss) || earlierLoss,
-		plan.KindRejectedWrite: has(pf.Rejected),
-		plan.KindTypeMismatch:  has(pf.TypeMismatch),
-		plan.KindOwnershipLoss: has(pf.OwnershipLoss),
+		plan.KindApplyRejected:     slices.ContainsFunc(pf.BlockedCRDs, of),
+		plan.KindConversionWebhook: slices.ContainsFunc(pf.Conversion, func(c ConversionRefusal) bool { return of(c.CRD) }),
+		plan.KindDataLoss:          has(pf.DataLoss) || earlierLoss,
+		plan.KindRejectedWrite:     has(pf.Rejected),
+		plan.KindTypeMismatch:      has(pf.TypeMismatch),
+		plan.KindOwnershipLoss:     has(pf.OwnershipLoss),
 		plan.KindUnknown: slices.ContainsFunc(pf.Unknown, func(u string) bool {
 			crd, _, _ := strings.Cut(u, ": ")
 			return of(crd)
@@ -164,6 +165,9 @@ func decide(rep *Report, err error, o Options) Outcome {
 	}
 
 	switch {
+	case errors.Is(err, ErrRefused) && pf.Incomplete:
+		// No answer, which no option accepts: could not complete (DESIGN.md), as --dry-run says.
+		out.Result, out.ExitCode, out.Message = ResultRefused, 3, err.Error()
 	case errors.Is(err, ErrRefused):
 		out.Result, out.ExitCode = ResultRefused, 0
 		for _, k := range o.Consent().Refusals(pf.Kinds()) {
@@ -184,6 +188,8 @@ func decide(rep *Report, err error, o Options) Outcome {
 	case o.DryRun:
 		out.Result = ResultDryRun
 		switch {
+		case pf.Refused && pf.Incomplete:
+			out.ExitCode, out.Message = 3, fmt.Sprintf("the upgrade could not complete its preflight: %s (dry run: nothing was written)", pf.Reason)
 		case pf.Refused:
 			out.ExitCode, out.Message = 1, fmt.Sprintf("the upgrade would be refused: %s (dry run: nothing was written)", pf.Reason)
 			out.Refusals = o.Consent().Refusals(pf.Kinds())

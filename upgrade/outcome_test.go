@@ -43,6 +43,15 @@ func TestDecide(t *testing.T) {
 			result: ResultDryRun, code: 1, refusals: []plan.Kind{plan.KindDataLoss}, message: "the upgrade would be refused"},
 		{name: "dry run, data loss accepted", rep: Report{Preflight: Preflight{DataLoss: invalid}}, o: Options{DryRun: true, AllowDataLoss: true},
 			result: ResultDryRun, code: 0},
+		// The release's conversion cannot convert: a finding, exit 1 with --yes and --dry-run.
+		{name: "refused, the webhook not running", rep: Report{Preflight: Preflight{Conversion: []ConversionRefusal{{CRD: "crontabs.example.com"}}, Refused: true}}, err: refused,
+			result: ResultRefused, code: 1, refusals: []plan.Kind{plan.KindConversionWebhook}},
+		{name: "dry run, the webhook not running", rep: Report{Preflight: Preflight{Conversion: []ConversionRefusal{{CRD: "crontabs.example.com"}}, Refused: true, Reason: "deploy it"}}, o: Options{DryRun: true},
+			result: ResultDryRun, code: 1, refusals: []plan.Kind{plan.KindConversionWebhook}, message: "the upgrade would be refused: deploy it"},
+		// A preflight that could not complete: exit 3 with --yes and --dry-run alike.
+		{name: "preflight incomplete", rep: Report{Preflight: Preflight{Refused: true, Incomplete: true}}, err: refused, result: ResultRefused, code: 3},
+		{name: "dry run, preflight incomplete", rep: Report{Preflight: Preflight{Refused: true, Incomplete: true, Reason: "listing failed"}}, o: Options{DryRun: true},
+			result: ResultDryRun, code: 3, message: "could not complete its preflight: listing failed"},
 		{name: "the apply left to Helm", rep: Report{Steps: []StepResult{{RunbookStep: plan.RunbookStep{Action: plan.ActionToolApply, Why: `let Helm (release "eso" in namespace "x", annotations …) apply the new CRDs`}, State: StateManual, Detail: `let Helm (release "eso" in namespace "x", annotations …) apply the new CRDs`}}},
 			result: ResultNotApplied, code: 1, message: `the storage steps are done; the release was not applied by this command: let Helm (release "eso"`},
 		{name: "not asked to apply", rep: Report{Steps: notApplied}, o: Options{NoApply: true}, result: ResultNotApplied, code: 0},

@@ -28,7 +28,7 @@ func pathPreflight(p *plan.PathReport, c plan.Consent) []HopPreflight {
 		hp.Preflight = Preflight{DataLoss: []ObjectFinding{}, Rejected: []ObjectFinding{}, Unknown: []string{}, BlockedCRDs: []string{}, InvalidOnRecreate: []ObjectFinding{}}
 		if h.Plan != nil {
 			for i := range h.Plan.Items {
-				planFindings(&h.Plan.Items[i], &hp.Preflight)
+				planFindings(&h.Plan.Items[i], h.Plan.Runbook, &hp.Preflight)
 			}
 			for _, s := range h.Plan.Runbook {
 				if s.Action == plan.ActionFixCRDs {
@@ -53,6 +53,8 @@ func (hp HopPreflight) reason() string {
 		switch k {
 		case plan.KindApplyRejected:
 			what = fmt.Sprintf("the API server would reject %s (see the plan's apply errors)", strings.Join(hp.BlockedCRDs, ", "))
+		case plan.KindConversionWebhook:
+			what = conversionRefusal(hp.Conversion)
 		case plan.KindDataLoss, plan.KindUnknown:
 			what = fmt.Sprintf("%s would lose fields: %s", countObjects(len(hp.DataLoss)), findingList(hp.DataLoss, true))
 		case plan.KindRejectedWrite:

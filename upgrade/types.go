@@ -23,6 +23,7 @@ import (
 	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
+	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
 
 // Errors Run returns (wrapped); a Report comes with each.
@@ -91,6 +92,16 @@ type Options struct {
 	// ServerDryRun: each CRD's apply verdict is the API server's answer to a server-side
 	// dry-run (where the user may create or update it), as `kubectl crdver plan` does.
 	ServerDryRun bool
+	// Webhook, when set, is asked instead of the conversion webhook the new CRDs name, to judge
+	// the conversion they rely on (the release's webhook running elsewhere: a local binary, a
+	// port-forward, a sandbox namespace; plan.ConversionOptions.Target).
+	Webhook *webhookcheck.Target
+	// Objects are the release's documents that are not CRDs (plan.ReleaseOptions.Objects):
+	// the runbook's deploy-webhook step names those that make the webhook.
+	Objects []plan.ReleaseObject
+	// OnConvert is called when a CRD's stored objects are round-tripped through its
+	// conversion webhook (progress); the function it returns is called when done.
+	OnConvert func(crd string, done *atomic.Int64, total int64) func()
 	// Preflight, when set, adds findings of a deeper check for every CRD whose objects are
 	// re-encoded at target (e.g. a round trip through a conversion webhook).
 	Preflight func(ctx context.Context, live *apiextensionsv1.CustomResourceDefinition, target string) ([]ObjectFinding, error)
@@ -200,6 +211,10 @@ type Preflight struct {
 	InvalidOnRecreate []ObjectFinding `json:"invalidOnRecreate"`
 	// BlockedCRDs: CRDs the API server would reject for a reason no step removes.
 	BlockedCRDs []string `json:"blockedCRDs"`
+	// Conversion: CRDs whose conversion cannot convert their stored objects (plan's
+	// conversion-webhook finding: the webhook not running, not reachable, failing the API
+	// server's checks, or dropped): refused, no flag goes on.
+	Conversion []ConversionRefusal `json:"conversion,omitempty"`
 	// Refused: the run stops before writing because of the above (without the flags that
 	// accept them).
 	Refused bool   `json:"refused"`
@@ -237,6 +252,17 @@ type ObjectFinding struct {
 	// ReportedInPreflight: (verify's findings) the object was listed by this run's preflight,
 	// before the first write.
 	ReportedInPreflight bool `json:"reportedInPreflight,omitempty"`
+}
+
+// ConversionRefusal is a CRD whose conversion cannot convert its stored objects.
+type ConversionRefusal struct {
+	CRD string `json:"crd"`
+	// Reason is plan's (ConversionCheck.Reason); Instruction what to do first (the runbook
+	// step's: deploy the release's webhook and wait until it answers, or fix it).
+	Reason      string `json:"reason"`
+	Instruction string `json:"instruction"`
+	// Objects are the objects it fails, with the first error of each (at most 20).
+	Objects []string `json:"objects,omitempty"`
 }
 
 // Backup is where the backup went.

@@ -10,9 +10,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -53,13 +51,9 @@ func PlanRelease(ctx context.Context, c *migrate.Clients, o Options) (*plan.Repo
 		Next: o.Next, KubeVersion: o.KubeVersion, ServerDryRun: o.ServerDryRun, ChunkSize: o.ChunkSize,
 		Plan:       plan.Options{FieldValidation: preview.FieldValidationStrict, Memo: o.Memo},
 		OnEvaluate: o.OnEvaluate,
+		Conversion: plan.ConversionOptions{Target: o.Webhook}, Objects: o.Objects, OnConvert: o.OnConvert,
 		Runbook:    plan.RunbookOptions{ApplyFile: o.ApplyFile, BackupFile: o.BackupFile},
-		Configure: func(next *apiextensionsv1.CustomResourceDefinition, po *plan.Options) error {
-			if o.eachObject != nil {
-				po.Each = func(u *unstructured.Unstructured) { o.eachObject(next.Name, u) }
-			}
-			return nil
-		},
+		EachObject: o.eachObject,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -213,9 +207,16 @@ func (r *runner) preflight(ctx context.Context) {
 			pf.BlockedCRDs = append(pf.BlockedCRDs, s.CRDs...)
 		}
 	}
+	if err := r.ownWebhooks(ctx, pf); err != nil {
+		pf.Refused, pf.Incomplete, pf.Reason = true, true, fmt.Sprintf("the preflight could not complete: %v", err)
+		return
+	}
 	for i := range r.items {
 		it := &r.items[i]
-		planFindings(it, pf)
+		planFindings(it, r.rep.Plan.Runbook, pf)
+		if r.conversionUnasked(it) {
+			continue // its conversion cannot be asked: refused (or unknown) above, no deeper check
+		}
 		check := r.o.Preflight
 		if check == nil {
 			check = r.deepCheck(it)
@@ -285,6 +286,8 @@ func (r *runner) preflight(ctx context.Context) {
 		switch k {
 		case plan.KindApplyRejected:
 			why = append(why, fmt.Sprintf("the API server would reject %s (see the plan's apply errors)", strings.Join(pf.BlockedCRDs, ", ")))
+		case plan.KindConversionWebhook:
+			why = append(why, conversionRefusal(pf.Conversion))
 		case plan.KindDataLoss:
 			why = append(why, fmt.Sprintf("%s would lose fields (listed in the preflight); back them up and convert them, or accept the loss", countObjects(pf.Count(plan.KindDataLoss))))
 		case plan.KindUnknown:
@@ -308,7 +311,8 @@ func (r *runner) preflight(ctx context.Context) {
 // planFindings adds plan's findings of an item to pf, each object by its kinds (the ones its
 // runbook's steps name): a rejected write is refused whether or not a step of the run
 // rewrites the object (a controller's next write is rejected as well).
-func planFindings(it *plan.Item, pf *Preflight) {
+func planFindings(it *plan.Item, runbook []plan.RunbookStep, pf *Preflight) {
+	conversionFindings(it, runbook, pf)
 	for _, f := range it.Objects.Findings {
 		if slices.Contains(f.Kinds, plan.KindDataLoss) || slices.Contains(f.Kinds, plan.KindUnknown) {
 			lost := append(append([]string{}, f.PrunedOnRead...), f.PossiblyPrunedOnRead...)
@@ -351,11 +355,7 @@ func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiext
 			}
 			crd, so.SkipRejections = inter, true
 		}
-		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
-			if tr, err := convert.DefaultTransport(crd, r.c.Kube.CoreV1().RESTClient(), 10*time.Second); err == nil {
-				so.Transport = tr
-			}
-		}
+		so.Transport = preflight.WebhookTransport(ctx, crd, r.c.Kube.CoreV1().RESTClient())
 		rep, err := preflight.Check(ctx, r.c.Dynamic, crd, so)
 		if err != nil {
 			return nil, err
@@ -513,7 +513,8 @@ func (r *runner) run(ctx context.Context) error {
 		case plan.ActionChangeWriters:
 			s.State, s.Detail = StateManual, "for you to do: see the warnings"
 			r.rep.Warnings = append(r.rep.Warnings, strings.Join(s.CRDs, ", ")+": "+s.Why)
-		case plan.ActionFixCRDs:
+		case plan.ActionFixCRDs, plan.ActionDeployWebhook, plan.ActionFixConversion:
+			// Reached only if the preflight did not refuse for it: the step is a person's.
 			s.State = StateManual
 			return fmt.Errorf("%w: %s", ErrRefused, s.Why)
 		case plan.ActionServeStored:
