@@ -29,6 +29,8 @@ type ViaAPIServerOptions struct {
 	// To is the version the user asked for; through the API server only round trips via the
 	// storage version can be made without writing, and the report says so when they differ.
 	To string
+	// Page is as in Options: each page's findings and failed objects, not kept in the report.
+	Page func(PageResult) error
 }
 
 func (r *runner) noteTarget(to, storage string) {
@@ -43,62 +45,108 @@ func (r *runner) noteTarget(to, storage string) {
 // The response is diffed with the object as the API server would have stored it (pruned and
 // defaulted in A). Nothing is written.
 func DryRunRoundTrip(ctx context.Context, opts ViaAPIServerOptions, objects []Object) (*Report, error) {
+	return DryRunRoundTripSource(ctx, opts, SliceSource(objects))
+}
+
+// DryRunRoundTripSource is DryRunRoundTrip over the objects of src, a page at a time. When
+// ctx ends the run, the report of the pages done so far comes with ctx's error.
+func DryRunRoundTripSource(ctx context.Context, opts ViaAPIServerOptions, src Source) (*Report, error) {
 	crd := opts.CRD
 	storage := crdinfo.StorageVersion(crd)
-	r, err := newRunner(Options{CRD: crd, To: storage, RoundTrip: true}, true)
+	r, err := newRunner(Options{CRD: crd, To: storage, RoundTrip: true, Page: opts.Page}, true)
 	if err != nil {
 		return nil, err
 	}
 	rep := r.report
 	rep.Webhook = fmt.Sprintf("the API server (server-side dry-run create in each object's version, converted to the storage version %s and back)", storage)
-	rep.Objects = len(objects)
-	for _, o := range objects {
-		av, _ := o.Object["apiVersion"].(string)
-		g, v, _ := strings.Cut(av, "/")
-		if g != crd.Spec.Group || !r.hasVersion(v) {
-			return nil, fmt.Errorf("%s: apiVersion %q is not a version of %s (have: %s)", o.Source, av, crd.Name, r.joinAPIVersions())
+	for {
+		page, err := src.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		if v == storage {
-			rep.Skipped++
-			continue
+		if ctx.Err() != nil {
+			return r.finishDryRun(opts.To, storage), ctx.Err()
 		}
-		expected := runtime.DeepCopyJSON(o.Object)
-		r.schemas[v].pruneObject(expected, true)
-		r.schemas[v].defaultObject(expected)
-		u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(expected)}
-		for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink"} {
-			unstructured.RemoveNestedField(u.Object, "metadata", f)
-		}
-		ns := u.GetNamespace()
-		if crd.Spec.Scope == apiextensionsv1.NamespaceScoped && ns == "" {
-			ns = opts.Namespace
-			u.SetNamespace(ns)
-		}
-		ri := r.resource(opts.Client, v, ns)
-		dir := v + " -> " + storage + " -> " + v
-		start := time.Now()
-		got, err := ri.Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Ignore"})
-		r.tally.latencies = append(r.tally.latencies, time.Since(start))
-		r.requests++
 		if err != nil {
-			if stop := r.apiserverError(o.Source, dir, err); stop != nil {
-				return nil, stop
+			return nil, err
+		}
+		var failed []*item
+		for i, o := range page {
+			if err := ctx.Err(); err != nil {
+				return r.finishDryRun(opts.To, storage), err
 			}
-			rep.Failed = append(rep.Failed, FailedObject{Source: o.Source, Object: o.Object})
-			continue
+			ok, skipped, err := r.dryRunCreate(ctx, opts, o, storage)
+			if ctx.Err() != nil {
+				return r.finishDryRun(opts.To, storage), ctx.Err()
+			}
+			if err != nil {
+				return nil, err
+			}
+			rep.Objects++
+			switch {
+			case skipped:
+				rep.Skipped++
+			case ok:
+				rep.Converted++
+			default:
+				failed = append(failed, &item{index: i, source: o.Source, orig: o.Object, failed: true})
+			}
 		}
-		r.tally.pass(CheckAPIServer)
-		if r.compareContent(o.Source, dir, expected, got.Object, r.hasStatusSubresource(v)) {
-			rep.Converted++
-		} else {
-			rep.Failed = append(rep.Failed, FailedObject{Source: o.Source, Object: o.Object})
+		rep.FailedObjects += len(failed)
+		if r.opts.Page == nil {
+			for _, it := range failed {
+				rep.Failed = append(rep.Failed, FailedObject{Source: it.source, Object: it.orig})
+			}
+		} else if err := r.flushPage(failed); err != nil {
+			return nil, err
 		}
 	}
-	if rep.Skipped > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%d object(s) at the storage version %s were not sent: a dry-run create in the storage version converts nothing", rep.Skipped, storage))
+	return r.finishDryRun(opts.To, storage), nil
+}
+
+func (r *runner) finishDryRun(to, storage string) *Report {
+	if r.report.Skipped > 0 {
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("%d object(s) at the storage version %s were not sent: a dry-run create in the storage version converts nothing", r.report.Skipped, storage))
 	}
-	r.noteTarget(opts.To, storage)
-	return r.finish(), nil
+	r.noteTarget(to, storage)
+	return r.finish()
+}
+
+// dryRunCreate round-trips one object through a server-side dry-run create; ok: nothing was
+// lost; skipped: it is at the storage version. The error stops the run.
+func (r *runner) dryRunCreate(ctx context.Context, opts ViaAPIServerOptions, o Object, storage string) (ok, skipped bool, err error) {
+	crd := opts.CRD
+	av, _ := o.Object["apiVersion"].(string)
+	g, v, _ := strings.Cut(av, "/")
+	if g != crd.Spec.Group || !r.hasVersion(v) {
+		return false, false, fmt.Errorf("%s: apiVersion %q is not a version of %s (have: %s)", o.Source, av, crd.Name, r.joinAPIVersions())
+	}
+	if v == storage {
+		return false, true, nil
+	}
+	expected := runtime.DeepCopyJSON(o.Object)
+	r.schemas[v].pruneObject(expected, true)
+	r.schemas[v].defaultObject(expected)
+	u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(expected)}
+	for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink"} {
+		unstructured.RemoveNestedField(u.Object, "metadata", f)
+	}
+	ns := u.GetNamespace()
+	if crd.Spec.Scope == apiextensionsv1.NamespaceScoped && ns == "" {
+		ns = opts.Namespace
+		u.SetNamespace(ns)
+	}
+	ri := r.resource(opts.Client, v, ns)
+	dir := v + " -> " + storage + " -> " + v
+	start := time.Now()
+	got, err := ri.Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Ignore"})
+	r.tally.latencies = append(r.tally.latencies, time.Since(start))
+	r.requests++
+	if err != nil {
+		return false, false, r.apiserverError(o.Source, dir, err)
+	}
+	r.tally.pass(CheckAPIServer)
+	return r.compareContent(o.Source, dir, expected, got.Object, r.hasStatusSubresource(v)), false, nil
 }
 
 // LiveRoundTrip reads the live objects in every served version (the API server converts
@@ -179,6 +227,7 @@ func LiveRoundTrip(ctx context.Context, opts ViaAPIServerOptions, sel Selection)
 	for _, k := range keys {
 		rep.Failed = append(rep.Failed, FailedObject{Source: k})
 	}
+	rep.FailedObjects = len(rep.Failed)
 	return r.finish(), nil
 }
 

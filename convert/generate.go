@@ -3,11 +3,14 @@ package convert
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"github.com/crdver/kubectl-crdver/preview"
+	"io"
 	"math/rand/v2"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/crdver/kubectl-crdver/preview"
 )
 
 // GenerateOptions tune Generate.
@@ -67,6 +70,42 @@ func Generate(crd *apiextensionsv1.CustomResourceDefinition, opts GenerateOption
 
 // GenerateContext is Generate with a context: it stops with ctx's error when ctx is done.
 func GenerateContext(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, opts GenerateOptions) (*Generated, error) {
+	g, err := NewGenerator(crd, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := &Generated{}
+	for {
+		page, err := g.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		out.Objects = append(out.Objects, page...)
+	}
+	out.Dropped, out.Repaired = g.Dropped, g.Repaired
+	return out, nil
+}
+
+// Generator synthesises Generate's objects a page at a time: a Source whose memory holds one
+// page, whatever the count. The same options give the same objects as Generate.
+type Generator struct {
+	crd       *apiextensionsv1.CustomResourceDefinition
+	opts      GenerateOptions
+	vs        *versionSchema
+	previewer *preview.Previewer
+	ns        string
+	next      int
+	// PageSize is the number of objects per page (0: DefaultPageSize).
+	PageSize int
+	// Generated, Dropped and Repaired count the objects so far, as Generated's fields.
+	Generated, Dropped, Repaired int
+}
+
+// NewGenerator prepares the generation of opts.Count objects of crd at opts.Version.
+func NewGenerator(crd *apiextensionsv1.CustomResourceDefinition, opts GenerateOptions) (*Generator, error) {
 	vs, err := newVersionSchema(crd, opts.Version)
 	if err != nil {
 		return nil, err
@@ -82,58 +121,80 @@ func GenerateContext(ctx context.Context, crd *apiextensionsv1.CustomResourceDef
 	if ns == "" {
 		ns = "default"
 	}
-	out := &Generated{}
-	for i := 0; i < opts.Count; i++ {
+	return &Generator{crd: crd, opts: opts, vs: vs, previewer: previewer, ns: ns}, nil
+}
+
+// Total is the number of objects asked for (those dropped are not generated).
+func (g *Generator) Total() int { return g.opts.Count }
+
+// Next generates the next page; io.EOF once Count objects were tried. It stops with ctx's
+// error when ctx is done.
+func (g *Generator) Next(ctx context.Context) ([]Object, error) {
+	size := g.PageSize
+	if size <= 0 {
+		size = DefaultPageSize
+	}
+	var page []Object
+	for ; g.next < g.opts.Count && len(page) < size; g.next++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		profile := i
-		if profile > profileRandom {
-			profile = profileRandom
-		}
-		var obj map[string]any
-		accepted, repaired := false, false
-		for attempt := 0; attempt < GenerateAttempts && !accepted; attempt++ {
-			g := &generator{rng: rand.New(rand.NewPCG(opts.Seed, uint64(i)<<8|uint64(attempt))), profile: profile}
-			obj = g.root(vs.structural)
-			obj["apiVersion"] = crd.Spec.Group + "/" + opts.Version
-			obj["kind"] = crd.Spec.Names.Kind
-			meta := map[string]any{
-				"name":   fmt.Sprintf("generated-%d-%04d", opts.Seed, i),
-				"uid":    fmt.Sprintf("%08x-0000-4000-8000-%012x", uint32(opts.Seed), i),
-				"labels": map[string]any{"crdver.io/generated": "true"},
-			}
-			if crd.Spec.Scope == apiextensionsv1.NamespaceScoped {
-				meta["namespace"] = ns
-			}
-			obj["metadata"] = meta
-			vs.defaultObject(obj)
-			for repair := 0; repair <= GenerateRepairs; repair++ {
-				errs, err := previewErrors(ctx, previewer, obj, ns)
-				if err != nil {
-					return nil, fmt.Errorf("%s: checking generated object %d: %w", crd.Name, i, err)
-				}
-				if len(errs) == 0 {
-					accepted = true
-					break
-				}
-				if repair == GenerateRepairs || !repairObject(obj, vs.structural, errs) {
-					break
-				}
-				repaired = true
-				vs.defaultObject(obj)
-			}
+		obj, accepted, repaired, err := g.one(ctx, g.next)
+		if err != nil {
+			return nil, err
 		}
 		if !accepted {
-			out.Dropped++
+			g.Dropped++
 			continue
 		}
 		if repaired {
-			out.Repaired++
+			g.Repaired++
 		}
-		out.Objects = append(out.Objects, Object{Source: fmt.Sprintf("generated #%d (seed %d)", i, opts.Seed), Object: obj})
+		g.Generated++
+		page = append(page, Object{Source: fmt.Sprintf("generated #%d (seed %d)", g.next, g.opts.Seed), Object: obj})
 	}
-	return out, nil
+	if len(page) == 0 {
+		return nil, io.EOF
+	}
+	return page, nil
+}
+
+// one generates object i: accepted by the API server's create path, after repairs or not.
+func (g *Generator) one(ctx context.Context, i int) (obj map[string]any, accepted, repaired bool, err error) {
+	crd, opts, vs := g.crd, g.opts, g.vs
+	profile := min(i, profileRandom)
+	for attempt := 0; attempt < GenerateAttempts && !accepted; attempt++ {
+		gen := &generator{rng: rand.New(rand.NewPCG(opts.Seed, uint64(i)<<8|uint64(attempt))), profile: profile}
+		obj = gen.root(vs.structural)
+		obj["apiVersion"] = crd.Spec.Group + "/" + opts.Version
+		obj["kind"] = crd.Spec.Names.Kind
+		meta := map[string]any{
+			"name":   fmt.Sprintf("generated-%d-%04d", opts.Seed, i),
+			"uid":    fmt.Sprintf("%08x-0000-4000-8000-%012x", uint32(opts.Seed), i),
+			"labels": map[string]any{"crdver.io/generated": "true"},
+		}
+		if crd.Spec.Scope == apiextensionsv1.NamespaceScoped {
+			meta["namespace"] = g.ns
+		}
+		obj["metadata"] = meta
+		vs.defaultObject(obj)
+		for repair := 0; repair <= GenerateRepairs; repair++ {
+			errs, err := previewErrors(ctx, g.previewer, obj, g.ns)
+			if err != nil {
+				return nil, false, false, fmt.Errorf("%s: checking generated object %d: %w", crd.Name, i, err)
+			}
+			if len(errs) == 0 {
+				accepted = true
+				break
+			}
+			if repair == GenerateRepairs || !repairObject(obj, vs.structural, errs) {
+				break
+			}
+			repaired = true
+			vs.defaultObject(obj)
+		}
+	}
+	return obj, accepted, repaired, nil
 }
 
 // previewErrors runs the API server's create path on obj (a strict create, as kubectl sends

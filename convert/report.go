@@ -111,13 +111,19 @@ type Report struct {
 	// Bisections name the objects to blame for each request the webhook failed as a whole.
 	Bisections []Bisection `json:"bisections,omitempty"`
 
-	// Failed lists the objects that failed a check, with their JSON (for --keep).
+	// Failed lists the objects that failed a check, with their JSON (for --keep); empty when
+	// Options.Page was given them a page at a time.
 	Failed []FailedObject `json:"-"`
+	// FailedObjects counts the objects that failed a check.
+	FailedObjects int `json:"-"`
 }
 
 // Keep is what reproduces the failures: the failed objects, except that for a request that
 // failed as a whole and was bisected only the objects the bisection blamed.
-func (r *Report) Keep() []FailedObject {
+func (r *Report) Keep() []FailedObject { return keep(r.Failed, r.Bisections) }
+
+// keep is Keep's rule over failed objects and the bisections of their requests.
+func keep(failed []FailedObject, bisections []Bisection) []FailedObject {
 	var out []FailedObject
 	seen := map[string]bool{}
 	add := func(f FailedObject) {
@@ -126,12 +132,12 @@ func (r *Report) Keep() []FailedObject {
 			out = append(out, f)
 		}
 	}
-	for _, f := range r.Failed {
+	for _, f := range failed {
 		if !f.Bisected {
 			add(f)
 		}
 	}
-	for _, b := range r.Bisections {
+	for _, b := range bisections {
 		for _, c := range b.Culprits {
 			add(c)
 		}

@@ -58,11 +58,29 @@ type Options struct {
 	// BisectRequests bounds the extra requests sent, over the whole run, to find the objects
 	// to blame when a request fails as a whole (0: DefaultBisectRequests; negative: none).
 	BisectRequests int
+	// Page, when set, is given each page's results as the page completes, on the calling
+	// goroutine, in the order a single page would report them: its findings, and the objects
+	// of the page that Report.Keep would give (failed, or blamed by a bisection). The Report
+	// then keeps neither (its Findings and Failed stay empty; FailedObjects counts them), so
+	// memory stays bounded by a page whatever the number of objects. An error of Page stops
+	// the run and is returned.
+	Page func(PageResult) error
 	// Converted, when set, is called once per object that came back from the way there, on
 	// the calling goroutine after its page: sent is the object as sent (pruned and defaulted
 	// in its own version, as the API server would have stored it), converted what the run
 	// made of it. Whether the object failed a check is in the report (Findings, Failed).
 	Converted func(source string, sent, converted map[string]any)
+}
+
+// PageResult is what one page of a run found (Options.Page).
+type PageResult struct {
+	// Report is the run's report so far: what it converts and how (CRD, Strategy, Webhook,
+	// ReviewVersion, To, RoundTrip) is final; the counts are not.
+	Report *Report
+	// Findings are the page's failed checks, in the report's order.
+	Findings []Finding
+	// Keep are the page's objects that reproduce its failures (Report.Keep's rule).
+	Keep []FailedObject
 }
 
 // item is one object on its way through the checks.
@@ -116,6 +134,8 @@ type runner struct {
 	inputPruned       int
 	failed            []*item
 	bisectLeft        int
+	// bisections is the number of the report's bisections already given to Options.Page.
+	bisections int
 }
 
 // Run converts objects to opts.To (and back with opts.RoundTrip) and checks everything. The
@@ -126,8 +146,10 @@ func Run(ctx context.Context, opts Options, objects []Object) (*Report, error) {
 }
 
 // RunSource is Run over objects read a page at a time: each page is batched, sent, checked
-// (and bisected) before the next is read, so memory is bounded by a page (and the failed
-// objects kept for the report). An error of src is returned as it is.
+// (and bisected) before the next is read, so memory is bounded by a page (and, without
+// Options.Page, the findings and failed objects kept for the report). An error of src is
+// returned as it is. When ctx ends the run, the report of the pages done so far comes with
+// ctx's error (Objects counts those pages' objects).
 func RunSource(ctx context.Context, opts Options, src Source) (*Report, error) {
 	r, err := newRunner(opts, false)
 	if err != nil {
@@ -138,16 +160,22 @@ func RunSource(ctx context.Context, opts Options, src Source) (*Report, error) {
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return r.finishRun(), err
 		}
 		page, err := src.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				return r.finishRun(), ctx.Err()
+			}
 			return nil, err
 		}
 		if err := r.page(ctx, page); err != nil {
+			if ctx.Err() != nil {
+				return r.finishRun(), ctx.Err()
+			}
 			return nil, err
 		}
 		if r.stop {
@@ -256,14 +284,14 @@ func (r *runner) page(ctx context.Context, objects []Object) error {
 	groups := map[string][]*item{}
 	var order []string
 	offset := r.seen
-	r.seen += len(objects)
+	skipped := 0
 	for i, o := range objects {
 		v, skip, err := r.admit(o)
 		if err != nil {
 			return err
 		}
 		if skip {
-			r.report.Skipped++
+			skipped++
 			continue
 		}
 		if _, ok := groups[v]; !ok {
@@ -299,6 +327,10 @@ func (r *runner) page(ctx context.Context, objects []Object) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// The page is done: it counts.
+	r.seen += len(objects)
+	r.report.Skipped += skipped
+	var failed []*item
 	for _, b := range batches {
 		select {
 		case <-b.prepared: // prepared, sent or not: its pruned inputs count
@@ -328,7 +360,7 @@ func (r *runner) page(ctx context.Context, objects []Object) error {
 		for _, it := range b.items {
 			switch {
 			case it.failed || it.wholeFailed:
-				r.failed = append(r.failed, it)
+				failed = append(failed, it)
 			case unsent[it]:
 				r.report.NotSent++
 			default:
@@ -336,7 +368,30 @@ func (r *runner) page(ctx context.Context, objects []Object) error {
 			}
 		}
 	}
-	return nil
+	r.report.FailedObjects += len(failed)
+	if r.opts.Page == nil {
+		r.failed = append(r.failed, failed...)
+		return nil
+	}
+	return r.flushPage(failed)
+}
+
+// flushPage gives Options.Page what the page found, and forgets it: the findings, and the
+// page's objects that reproduce its failures.
+func (r *runner) flushPage(failed []*item) error {
+	sort.SliceStable(failed, func(i, j int) bool { return failed[i].index < failed[j].index })
+	fo := make([]FailedObject, 0, len(failed))
+	for _, it := range failed {
+		fo = append(fo, FailedObject{Source: it.source, Object: it.orig, Bisected: !it.failed && it.bisected})
+	}
+	bs := r.report.Bisections[r.bisections:]
+	res := PageResult{Report: r.report, Findings: r.tally.findings, Keep: keep(fo, bs)}
+	r.tally.findings = nil
+	for i := range bs {
+		bs[i].Culprits = nil // given with this page: not kept
+	}
+	r.bisections = len(r.report.Bisections)
+	return r.opts.Page(res)
 }
 
 // prepare checks that o is an object of the CRD and makes it what the API server would send:

@@ -1,7 +1,8 @@
 package convert
 
-// source.go: where the objects come from, a page at a time: a slice, or the live objects of a
-// CRD listed in pages (the same paging and --limit behaviour for every command path).
+// source.go: where the objects come from, a page at a time: a slice, documents read from
+// files or stdin, or the live objects of a CRD listed in pages (the same paging and --limit
+// behaviour for every command path).
 
 import (
 	"context"
@@ -12,7 +13,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/crdver/kubectl-crdver/manifest"
 )
 
 // Source yields the objects to convert a page at a time.
@@ -38,6 +42,52 @@ func (s *sliceSource) Next(context.Context) ([]Object, error) {
 }
 
 func (s *sliceSource) Total() int { return len(s.objects) }
+
+// DocumentSource yields the objects of documents read from files, stdin or URLs
+// (manifest.Open), a page at a time: memory holds one page, whatever the size of the input,
+// and each input is read once (a pipe too). A document that is not a JSON object is a
+// *manifest.InputError naming it.
+type DocumentSource struct {
+	docs     *manifest.Documents
+	pageSize int
+	read     int
+}
+
+// NewDocumentSource reads docs pageSize objects at a time (0: DefaultPageSize).
+func NewDocumentSource(docs *manifest.Documents, pageSize int) *DocumentSource {
+	if pageSize <= 0 {
+		pageSize = DefaultPageSize
+	}
+	return &DocumentSource{docs: docs, pageSize: pageSize}
+}
+
+// Next reads the next page; io.EOF after the last one. The input's errors are manifest's
+// (*manifest.InputError, *manifest.InterruptedError when ctx is done).
+func (s *DocumentSource) Next(context.Context) ([]Object, error) {
+	var page []Object
+	for len(page) < s.pageSize {
+		d, err := s.docs.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := utiljson.Unmarshal(d.JSON, &m); err != nil || m == nil {
+			return nil, &manifest.InputError{Err: fmt.Errorf("%s: not a JSON object", d.Where())}
+		}
+		page = append(page, Object{Source: d.Where(), Object: m})
+	}
+	s.read += len(page)
+	if len(page) == 0 {
+		return nil, io.EOF
+	}
+	return page, nil
+}
+
+// Read is the number of objects read so far.
+func (s *DocumentSource) Read() int { return s.read }
 
 // DefaultPageSize is the page size of cluster lists (kubectl's chunk size).
 const DefaultPageSize = 500
@@ -132,17 +182,21 @@ func objectName(ns, name string) string {
 	return ns + "/" + name
 }
 
-// ReadAll reads every page of src.
-func ReadAll(ctx context.Context, src Source) ([]Object, error) {
+// ReadAll reads the pages of src, up to most objects (0: every one).
+func ReadAll(ctx context.Context, src Source, most int) ([]Object, error) {
 	var out []Object
-	for {
+	for most <= 0 || len(out) < most {
 		page, err := src.Next(ctx)
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			break
 		}
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, page...)
 	}
+	if most > 0 && len(out) > most {
+		out = out[:most]
+	}
+	return out, nil
 }

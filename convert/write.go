@@ -553,6 +553,9 @@ func (w *writer) convert(ctx context.Context, t *writeTarget, objects []Object, 
 	if err := t.run.page(ctx, objects); err != nil {
 		return err
 	}
+	// The failed objects (whole, for --keep, which a write does not take) are not kept across
+	// files: the file's results name them.
+	t.run.failed = nil
 	for _, fd := range t.run.tally.findings[t.mark:] {
 		findings[fd.Object] = append(findings[fd.Object], fd)
 	}

@@ -49,10 +49,10 @@ func (e *NoCRDError) Unwrap() error { return e.Err }
 
 // NewResolver builds the resolver of an input read from inputs (opts.Recursive): name, when
 // not empty, is the only CRD used (src.One); else the CRDs of src's files, and those of the
-// input files (not stdin or URLs, which can be read once) are read first, so that a CRD used by
-// objects before it in the files (a directory read in name order) is found. In stdin and URLs,
-// CRDs must come first, as helm template and kustomize build print them. filesLabel names src's
-// files in messages; warn gets Decode's warnings.
+// input's regular files (not stdin, URLs or pipes, which can be read once) are read first, so
+// that a CRD used by objects before it in the files (a directory read in name order) is found.
+// In stdin, URLs and pipes, CRDs must come first, as helm template and kustomize build print
+// them. filesLabel names src's files in messages; warn gets Decode's warnings.
 func NewResolver(ctx context.Context, src *Source, name, filesLabel string, inputs []string, opts manifest.Options, warn io.Writer) (*Resolver, error) {
 	r := &Resolver{src: src, local: map[schema.GroupKind]localCRD{}, prescanned: map[string]bool{}, warn: warn}
 	if name != "" {
@@ -74,10 +74,21 @@ func NewResolver(ctx context.Context, src *Source, name, filesLabel string, inpu
 			}
 		}
 	}
+	// Only regular files are read twice: a pipe (process substitution, a FIFO, /dev/stdin)
+	// would give its documents to this first read and leave none for the objects.
 	var files []string
-	for _, f := range inputs {
-		if f != "-" && !manifest.IsURL(f) {
-			files = append(files, f)
+	for _, p := range inputs {
+		if p == "-" || manifest.IsURL(p) {
+			continue
+		}
+		expanded, err := manifest.ExpandPath(p, opts.Recursive)
+		if err != nil {
+			continue // the read of the objects reports it
+		}
+		for _, f := range expanded {
+			if manifest.Rereadable(f) {
+				files = append(files, f)
+			}
 		}
 	}
 	if len(files) == 0 {

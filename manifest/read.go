@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -97,49 +98,101 @@ func ReadDocuments(paths []string, stdin io.Reader) ([]Document, error) {
 
 // EachDocument reads the documents of paths (files, directories, "-" for stdin, http(s) URLs)
 // one at a time, in order, and calls fn for each; memory is bounded by one document (one item
-// of a List). It stops at the first error of fn, and returns an "*InterruptedError as
-// soon as ctx is done, even while a read is blocked.
+// of a List). It stops at the first error of fn, and returns an *InterruptedError as soon as
+// ctx is done, even while a read is blocked.
 func EachDocument(ctx context.Context, paths []string, opts Options, fn func(Document) error) error {
-	type msg struct {
-		doc Document
-		err error
+	docs := Open(ctx, paths, opts)
+	defer docs.Close()
+	for {
+		d, err := docs.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(d); err != nil {
+			return err
+		}
 	}
-	ch := make(chan msg, 4)
-	stop := make(chan struct{})
-	defer close(stop)
+}
+
+// Documents reads the documents of paths on demand, one at a time (Open, Next, Close): the
+// form of EachDocument for a reader that pulls, a page at a time. Each path is opened once, so
+// a pipe (process substitution, a FIFO, /dev/stdin) is read once. A few documents are read
+// ahead on another goroutine.
+type Documents struct {
+	ctx  context.Context
+	ch   chan docMsg
+	stop chan struct{}
+	once sync.Once
+	err  error // the error Next returned last (sticky)
+}
+
+type docMsg struct {
+	doc Document
+	err error
+}
+
+// Open starts reading the documents of paths (as EachDocument). Close releases it.
+func Open(ctx context.Context, paths []string, opts Options) *Documents {
+	d := &Documents{ctx: ctx, ch: make(chan docMsg, 4), stop: make(chan struct{})}
 	go func() {
-		defer close(ch)
-		send := func(d Document) error {
+		defer close(d.ch)
+		send := func(doc Document) error {
 			select {
-			case ch <- msg{doc: d}:
+			case d.ch <- docMsg{doc: doc}:
 				return nil
-			case <-stop:
+			case <-d.stop:
 				return errStopped
 			}
 		}
 		if err := produceDocuments(ctx, paths, opts, send); err != nil && !errors.Is(err, errStopped) {
 			select {
-			case ch <- msg{err: err}:
-			case <-stop:
+			case d.ch <- docMsg{err: err}:
+			case <-d.stop:
 			}
 		}
 	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return interrupted(ctx)
-		case m, ok := <-ch:
-			if !ok {
-				return nil
-			}
-			if m.err != nil {
-				return m.err
-			}
-			if err := fn(m.doc); err != nil {
-				return err
-			}
+	return d
+}
+
+// Next returns the next document; io.EOF after the last one, an *InterruptedError as soon as
+// the context is done (even while a read is blocked: the blocked read is abandoned), and the
+// input's errors (*InputError, *UnavailableError). An error is returned again by later calls.
+func (d *Documents) Next() (Document, error) {
+	if d.err != nil {
+		return Document{}, d.err
+	}
+	if d.ctx.Err() != nil {
+		d.err = interrupted(d.ctx)
+		return Document{}, d.err
+	}
+	select {
+	case <-d.ctx.Done():
+		d.err = interrupted(d.ctx)
+	case m, ok := <-d.ch:
+		switch {
+		case !ok:
+			d.err = io.EOF
+		case m.err != nil:
+			d.err = m.err
+		default:
+			return m.doc, nil
 		}
 	}
+	return Document{}, d.err
+}
+
+// Close stops the reading; Next returns io.EOF (or its last error) afterwards. A read blocked
+// on a pipe is abandoned, not waited for.
+func (d *Documents) Close() {
+	d.once.Do(func() {
+		close(d.stop)
+		if d.err == nil {
+			d.err = io.EOF
+		}
+	})
 }
 
 var errStopped = errors.New("stopped")
@@ -154,13 +207,7 @@ func produceDocuments(ctx context.Context, paths []string, opts Options, send fu
 		files = append(files, f...)
 	}
 	if opts.Progress != nil {
-		var total int64
-		for _, f := range files {
-			if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() && !IsURL(f) {
-				total += st.Size()
-			}
-		}
-		opts.Progress.Total.Store(total)
+		opts.Progress.Total.Store(max(Size(files), 0))
 	}
 	for _, f := range files {
 		if ctx.Err() != nil {
@@ -171,6 +218,35 @@ func produceDocuments(ctx context.Context, paths []string, opts Options, send fu
 		}
 	}
 	return nil
+}
+
+// Size is the number of bytes of files (as ExpandPath lists them), -1 when it is not known
+// without reading them: stdin, a URL, a pipe (process substitution, a FIFO, /dev/stdin) or a
+// device. Nothing is opened.
+func Size(files []string) int64 {
+	var total int64
+	for _, f := range files {
+		if f == "-" || IsURL(f) {
+			return -1
+		}
+		st, err := os.Stat(f)
+		if err != nil || !st.Mode().IsRegular() {
+			return -1
+		}
+		total += st.Size()
+	}
+	return total
+}
+
+// Rereadable reports whether the file can be read more than once: a regular file. Stdin, URLs,
+// pipes (process substitution, a FIFO, /dev/stdin) and devices are read once, by the one read
+// that uses them.
+func Rereadable(file string) bool {
+	if file == "-" || IsURL(file) {
+		return false
+	}
+	st, err := os.Stat(file)
+	return err == nil && st.Mode().IsRegular()
 }
 
 // IsURL is true for an http(s) URL, which EachDocument downloads.

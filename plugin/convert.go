@@ -1,20 +1,16 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
@@ -283,7 +279,8 @@ func (o *ConvertOptions) crdAndVersions(ctx context.Context) (*apiextensionsv1.C
 	return crd, nil
 }
 
-// Run converts and prints the report.
+// Run converts and prints the report as the objects come: the findings of each page as soon
+// as it is done, the counts and checks at the end.
 func (o *ConvertOptions) Run(ctx context.Context) error {
 	if o.Write || o.Check {
 		return o.runWrite(ctx)
@@ -295,66 +292,104 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	report, err := o.convert(ctx, crd)
-	if err != nil {
+	out := printers.NewConvertStream(o.g.Out, o.printer)
+	keep := &keepFile{path: o.Keep}
+	defer keep.close()
+	report, runErr := o.convert(ctx, crd, func(p convert.PageResult) error {
+		if err := keep.add(p.Keep); err != nil {
+			return err
+		}
+		return out.Page(p)
+	})
+	if report == nil {
+		return runErr
+	}
+	if err := keep.finish(report); err != nil {
 		return err
 	}
-	if err := o.keepFailing(report); err != nil {
+	if err := out.Finish(report); err != nil {
 		return err
 	}
-	if err := o.printer.PrintReport(o.g.Out, printers.Convert(report)); err != nil {
-		return err
+	if runErr != nil {
+		return runErr // interrupted: the report above is what was done
 	}
+	return o.exit(crd.Name, report)
+}
+
+// exit is the exit status of a finished run: 3 when the webhook could not be reached, 1 when
+// a check failed (or warned, with --strict).
+func (o *ConvertOptions) exit(crd string, report *convert.Report) error {
 	if report.Unreachable != "" {
-		return webhookUnreachable(crd.Name, report.Unreachable, report.UnreachableError)
+		return webhookUnreachable(crd, report.Unreachable, report.UnreachableError)
 	}
 	errs, warns := report.Problems(), report.Warnings()
 	switch {
 	case errs > 0:
-		return ProblemsFound("%s: %d failed check(s), %d warning(s) converting to %s", crd.Name, errs, warns, o.To)
+		return ProblemsFound("%s: %d failed check(s), %d warning(s) converting to %s", crd, errs, warns, o.To)
 	case warns > 0 && o.Strict:
-		return ProblemsFound("%s: %d warning(s) converting to %s, and --strict makes warnings fail", crd.Name, warns, o.To)
+		return ProblemsFound("%s: %d warning(s) converting to %s, and --strict makes warnings fail", crd, warns, o.To)
 	}
 	return nil
 }
 
 // convert converts the objects as the flags say: through the API server (--via-apiserver:
 // the live objects, or dry runs of the given ones), else through the webhook or the API
-// server's rule for None. The report's notes say where the objects came from.
-func (o *ConvertOptions) convert(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (*convert.Report, error) {
-	var report *convert.Report
-	var notes []string
+// server's rule for None, giving page each page's results. The report's notes say where the
+// objects came from. When interrupted, the report of the pages done comes with the error.
+func (o *ConvertOptions) convert(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, page func(convert.PageResult) error) (*convert.Report, error) {
 	if o.ViaAPIServer && o.FromCluster {
 		dyn, ns, err := o.dynamic()
 		if err != nil {
 			return nil, err
 		}
-		report, err = convert.LiveRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To}, o.selection(ns))
+		report, err := convert.LiveRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To}, o.selection(ns))
 		if err = o.viaAPIServerError(ctx, err); err != nil {
 			return nil, err
 		}
+		return report, nil
+	}
+	src, err := o.objects(ctx, crd)
+	if err != nil {
+		return nil, err
+	}
+	defer src.close()
+	var report *convert.Report
+	if o.ViaAPIServer {
+		report, err = o.dryRuns(ctx, crd, src, page)
 	} else {
-		src, objects, srcNotes, err := o.objects(ctx, crd)
-		if err != nil {
+		report, err = o.runSource(ctx, crd, src, page)
+	}
+	if report == nil {
+		return nil, err
+	}
+	if report.Objects == 0 && ctx.Err() == nil {
+		if err := src.none(); err != nil {
 			return nil, err
-		}
-		notes = srcNotes
-		if o.ViaAPIServer {
-			dyn, ns, err := o.dynamic()
-			if err != nil {
-				return nil, err
-			}
-			report, err = convert.DryRunRoundTrip(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To}, objects)
-			if err = o.viaAPIServerError(ctx, err); err != nil {
-				return nil, err
-			}
-		} else if report, err = o.runSource(ctx, crd, src, objects); err != nil {
-			return nil, err
-		} else if cs, ok := src.(*convert.ClusterSource); ok {
-			notes = append(notes, o.clusterNote(cs))
 		}
 	}
-	report.Notes = append(notes, report.Notes...)
+	report.Notes = append(src.notes(report), report.Notes...)
+	if ctx.Err() != nil {
+		return report, Unavailable(fmt.Errorf("interrupted after %s (the report above covers them): nothing was written", plural(report.Objects, "object")))
+	}
+	return report, nil
+}
+
+// dryRuns is --via-apiserver with objects of the input: dry-run creates, a page at a time.
+func (o *ConvertOptions) dryRuns(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, src convert.Source, page func(convert.PageResult) error) (*convert.Report, error) {
+	dyn, ns, err := o.dynamic()
+	if err != nil {
+		return nil, err
+	}
+	report, err := convert.DryRunRoundTripSource(ctx, convert.ViaAPIServerOptions{CRD: crd, Client: dyn, Namespace: ns, To: o.To, Page: page}, src)
+	if ctx.Err() != nil && report != nil {
+		return report, ctx.Err()
+	}
+	if ierr := inputError(err); ierr != err {
+		return nil, ierr
+	}
+	if err = o.viaAPIServerError(ctx, err); err != nil {
+		return nil, err
+	}
 	return report, nil
 }
 
@@ -368,68 +403,56 @@ func (o *ConvertOptions) viaAPIServerError(ctx context.Context, err error) error
 	return nil
 }
 
-// runSource converts objects (or, when nil, src's, a page at a time) through the webhook or
-// the API server's rule for None, with a progress display for more than one batch.
-func (o *ConvertOptions) runSource(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, src convert.Source, objects []convert.Object) (*convert.Report, error) {
-	opts := convert.Options{CRD: crd, To: o.To, ReviewVersion: o.ReviewVersion, BatchSize: o.BatchSize, RoundTrip: o.RoundTrip}
+// runSource converts src's objects, a page at a time, through the webhook or the API
+// server's rule for None, with a progress display. When interrupted, the report of the pages
+// done comes with ctx's error.
+func (o *ConvertOptions) runSource(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, src convert.Source, page func(convert.PageResult) error) (*convert.Report, error) {
+	opts := convert.Options{CRD: crd, To: o.To, ReviewVersion: o.ReviewVersion, BatchSize: o.BatchSize, RoundTrip: o.RoundTrip, MaxAdded: maxAddedListed, Page: page}
 	if convert.Strategy(crd) == string(apiextensionsv1.WebhookConverter) {
 		var err error
 		if opts.Transport, err = o.transport(crd); err != nil {
 			return nil, err
 		}
 	}
-	stop := func() {}
-	if objects == nil || len(objects) > o.BatchSize {
-		var done, total atomic.Int64
-		total.Store(-1) // objects listed a page at a time: not known
-		opts.Progress = func(d, t int) {
-			done.Store(int64(d))
-			if t > 0 {
-				total.Store(int64(t))
-			}
+	var done, total atomic.Int64
+	total.Store(-1) // not known until the source says
+	opts.Progress = func(d, t int) {
+		done.Store(int64(d))
+		if t > 0 {
+			total.Store(int64(t))
 		}
-		stop = o.progress.Start(Task{Name: "converting", Prefix: "convert", Unit: "objects", Verb: "converted", Done: done.Load, TotalFunc: total.Load})
 	}
-	if objects != nil {
-		src = convert.SliceSource(objects)
-	}
+	stop := o.progress.Start(Task{Name: "converting", Prefix: "convert", Unit: "objects", Verb: "converted", Done: done.Load, TotalFunc: total.Load})
 	report, err := convert.RunSource(ctx, opts, src)
 	stop()
-	if ctx.Err() != nil {
-		return nil, Unavailable(fmt.Errorf("interrupted: nothing was written"))
+	if ctx.Err() != nil && report != nil {
+		return report, ctx.Err()
 	}
 	var listErr *convert.ListError
-	if errors.As(err, &listErr) {
+	var ee *ExitError
+	switch {
+	case err == nil:
+		return report, nil
+	case errors.As(err, &listErr):
 		return nil, clusterError(fmt.Sprintf("listing %s at %s", listErr.CRD, listErr.Version), listErr.Err)
+	case errors.As(err, &ee):
+		return nil, err
 	}
-	if err != nil {
-		return nil, Usage(err)
+	if ierr := inputError(err); ierr != err {
+		return nil, ierr // the input's: exit 2 (malformed) or 3 (a URL that does not answer)
 	}
-	return report, nil
+	return nil, Usage(err)
 }
+
+// maxAddedListed bounds what a run lists of what its round trips added or normalised (the
+// objects are counted all the same): memory stays bounded whatever the number of objects.
+const maxAddedListed = 1000
 
 func (o *ConvertOptions) clusterNote(cs *convert.ClusterSource) string {
 	if cs.Read() == 0 {
 		return fmt.Sprintf("0 object(s) read from the cluster at %s: nothing to convert", o.From)
 	}
 	return fmt.Sprintf("%d object(s) read from the cluster at %s, in pages of at most %d", cs.Read(), o.From, convert.DefaultPageSize)
-}
-
-// keepFailing writes the failing objects to --keep and notes it in the report.
-func (o *ConvertOptions) keepFailing(report *convert.Report) error {
-	keep := report.Keep()
-	if o.Keep == "" || len(keep) == 0 {
-		return nil
-	}
-	if err := writeKeep(o.Keep, keep); err != nil {
-		return err
-	}
-	what := "failing"
-	if len(report.Bisections) > 0 {
-		what = "failing (bisected)"
-	}
-	report.Notes = append(report.Notes, fmt.Sprintf("%d %s object(s) written to %s", len(keep), what, o.Keep))
-	return nil
 }
 
 func (o *ConvertOptions) dynamic() (dynamic.Interface, string, error) {
@@ -453,84 +476,10 @@ func (o *ConvertOptions) selection(ns string) convert.Selection {
 	return convert.Selection{Namespace: ns, AllNamespaces: o.AllNamespaces, LabelSelector: o.Selector, Limit: o.Limit}
 }
 
-// objects reads or generates the objects to convert, or (--from-cluster) returns the source
-// that lists them a page at a time.
-func (o *ConvertOptions) objects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (convert.Source, []convert.Object, []string, error) {
-	switch {
-	case len(o.Files) > 0:
-		docs, err := ReadDocuments(o.Files, o.g.In)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		if len(docs) == 0 {
-			return nil, nil, nil, UsageErrorf("%s: no objects found", strings.Join(o.Files, ", "))
-		}
-		out := make([]convert.Object, 0, len(docs))
-		for _, d := range docs {
-			var m map[string]any
-			if err := utiljson.Unmarshal(d.JSON, &m); err != nil || m == nil {
-				return nil, nil, nil, UsageErrorf("%s: not a JSON object", d.Where())
-			}
-			out = append(out, convert.Object{Source: d.Where(), Object: m})
-		}
-		return nil, out, nil, nil
-	case o.Generate > 0:
-		ns, err := o.namespaceOrDefault()
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		g, err := convert.GenerateContext(ctx, crd, convert.GenerateOptions{Version: o.From, Count: o.Generate, Seed: o.Seed, Namespace: ns})
-		if ctx.Err() != nil {
-			return nil, nil, nil, Unavailable(fmt.Errorf("interrupted: nothing was written"))
-		}
-		if err != nil {
-			return nil, nil, nil, Usage(err)
-		}
-		notes := []string{fmt.Sprintf("%d object(s) generated from the %s schema with seed %d (--seed %d reproduces them), each accepted by the API server's create path", len(g.Objects), o.From, o.Seed, o.Seed)}
-		if g.Repaired > 0 {
-			notes = append(notes, fmt.Sprintf("%d generated object(s) were repaired (optional fields the API server rejected were dropped)", g.Repaired))
-		}
-		if g.Dropped > 0 {
-			notes = append(notes, fmt.Sprintf("%d generated object(s) dropped: the API server still rejected them in %s after %d attempts (constraints the generator cannot satisfy)", g.Dropped, o.From, convert.GenerateAttempts))
-		}
-		if len(g.Objects) == 0 {
-			return nil, nil, nil, Usage(fmt.Errorf("%s: none of the %d generated object(s) is valid in %s: nothing to convert", crd.Name, o.Generate, o.From))
-		}
-		return nil, g.Objects, notes, nil
-	}
-	dyn, ns, err := o.dynamic()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return convert.NewClusterSource(dyn, crd, o.From, o.selection(ns)), nil, nil, nil
-}
-
 func (o *ConvertOptions) namespaceOrDefault() (string, error) {
 	ns, err := o.g.Namespace()
 	if err != nil || ns != "" {
 		return ns, err
 	}
 	return "default", nil
-}
-
-// writeKeep writes the failing objects as a multi-document YAML file.
-func writeKeep(path string, failed []convert.FailedObject) error {
-	var b bytes.Buffer
-	for _, f := range failed {
-		if f.Object == nil {
-			fmt.Fprintf(&b, "# %s (live object: get it with kubectl)\n---\n", f.Source)
-			continue
-		}
-		y, err := yaml.Marshal(f.Object)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "# %s\n", f.Source)
-		b.Write(y)
-		b.WriteString("---\n")
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		return Unavailable(fmt.Errorf("--keep: %w", err))
-	}
-	return nil
 }

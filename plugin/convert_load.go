@@ -92,35 +92,47 @@ func (o *ConvertOptions) runLoad(ctx context.Context) error {
 	return nil
 }
 
-// loadObjects are the objects that fill --load's requests: the input's, or the live ones
-// (read once, no more than the largest request holds).
+// loadObjects are the objects that fill --load's requests: the input's, the generated or the
+// live ones, read once, no more than the largest request holds.
 func (o *ConvertOptions) loadObjects(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) ([]convert.Object, []string, error) {
-	if o.FromCluster && o.Limit == 0 {
-		// No request holds more objects than the largest size: read no more than that.
-		for _, n := range o.LoadSizes {
-			o.Limit = max(o.Limit, int64(n))
-		}
+	most := 0
+	for _, n := range o.LoadSizes {
+		most = max(most, n)
 	}
-	src, objects, notes, err := o.objects(ctx, crd)
+	if o.FromCluster && o.Limit == 0 {
+		o.Limit = int64(most)
+	}
+	src, err := o.objects(ctx, crd)
 	if err != nil {
 		return nil, nil, err
 	}
-	if objects == nil {
-		// --from-cluster: the live objects, read once, fill the requests.
-		if objects, err = convert.ReadAll(ctx, src); err != nil {
-			if ctx.Err() != nil {
-				return nil, nil, Interrupted(ctx)
-			}
-			var listErr *convert.ListError
-			if errors.As(err, &listErr) {
-				err = listErr.Err
-			}
-			return nil, nil, clusterError(fmt.Sprintf("listing %s at %s", crd.Name, o.From), err)
+	defer src.close()
+	objects, err := convert.ReadAll(ctx, src, most)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, Interrupted(ctx)
 		}
-		notes = append(notes, fmt.Sprintf("%d object(s) read from the cluster at %s", len(objects), o.From))
+		var listErr *convert.ListError
+		if errors.As(err, &listErr) {
+			return nil, nil, clusterError(fmt.Sprintf("listing %s at %s", crd.Name, o.From), listErr.Err)
+		}
+		if ierr := inputError(err); ierr != err {
+			return nil, nil, ierr
+		}
+		return nil, nil, Usage(err)
 	}
 	if len(objects) == 0 {
+		if err := src.none(); err != nil {
+			return nil, nil, err
+		}
 		return nil, nil, UsageErrorf("%s: no objects to fill the requests with: create some, or use --generate N", crd.Name)
+	}
+	notes := src.notes(&convert.Report{Objects: len(objects)})
+	switch {
+	case o.FromCluster:
+		notes = []string{fmt.Sprintf("%d object(s) read from the cluster at %s", len(objects), o.From)}
+	case len(objects) == most && len(o.Files) > 0:
+		notes = append(notes, fmt.Sprintf("the first %d object(s) of the input were read: no request holds more", most))
 	}
 	return objects, notes, nil
 }

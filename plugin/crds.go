@@ -23,6 +23,7 @@ type crdSource struct {
 	g     *Globals
 	files []string
 	flag  string // the flag name, for messages
+	short string // its shorthand, if any
 	// input holds -R, -v and --strict-kinds, when the command has them.
 	input *inputFlags
 	// cmd gives fromFiles the command's context (Ctrl-C).
@@ -33,12 +34,14 @@ type crdSource struct {
 
 	src     *crdsource.Source
 	skipped *printers.Skipped
+	// read counts the bytes of the files read so far.
+	read *InputProgress
 	// reported: the skipped documents were counted on stderr.
 	reported bool
 }
 
 func addCRDFileFlag(cmd *cobra.Command, g *Globals, name, shorthand string) *crdSource {
-	s := &crdSource{g: g, flag: name, cmd: cmd}
+	s := &crdSource{g: g, flag: name, short: shorthand, cmd: cmd}
 	cmd.Flags().StringSliceVarP(&s.files, name, shorthand, nil,
 		"Read CRDs from these files or directories (- for stdin) instead of the cluster; apiextensions.k8s.io v1 or v1beta1, several documents per file")
 	return s
@@ -147,6 +150,13 @@ func (s *crdSource) load(ctx context.Context) ([]*apiextensionsv1.CustomResource
 		return nil, err
 	}
 	crds, err := s.lib().Load(ctx)
+	if err != nil && ctx.Err() != nil && s.read != nil {
+		flag := "--" + s.flag
+		if s.short != "" {
+			flag = "-" + s.short
+		}
+		return nil, Unavailable(fmt.Errorf("interrupted while reading %s, after %s: nothing was done", flag, printers.Bytes(s.read.Read.Load())))
+	}
 	if err != nil {
 		return nil, s.sourceError(err)
 	}
@@ -160,7 +170,8 @@ func (s *crdSource) load(ctx context.Context) ([]*apiextensionsv1.CustomResource
 }
 
 func (s *crdSource) inputOptions() InputOptions {
-	o := InputOptions{Stdin: s.g.In}
+	s.read = &InputProgress{}
+	o := InputOptions{Stdin: s.g.In, Progress: s.read}
 	if s.input != nil {
 		o.Recursive = s.input.Recursive
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/crdver/kubectl-crdver/manifest"
 )
 
 // Rules about flags that several commands share (DESIGN.md "Flags — one meaning per flag
@@ -77,8 +79,10 @@ func duplicateCRDs(s *crdSource, crds []*apiextensionsv1.CustomResourceDefinitio
 // definedAt lists where the files of s define the CRD called name, by reading them again (only
 // on this error path; standard input cannot be read again, so nothing is listed for it).
 func definedAt(s *crdSource, name string) []string {
-	if hasStdin(s.files) {
-		return nil
+	for _, f := range s.files {
+		if expanded, err := manifest.ExpandPath(f, false); err != nil || manifest.Size(expanded) < 0 {
+			return nil // stdin, a URL or a pipe: it cannot be read again
+		}
 	}
 	docs, err := ReadDocuments(s.files, nil)
 	if err != nil {

@@ -41,12 +41,12 @@ func (p *pathFlags) validate() error {
 
 // read reads the releases of the path, oldest first (plan.ReadReleases), with what -f names
 // (target, to leave it out of --releases), and the notes on sub-directories skipped.
-func (p *pathFlags) read(po *PlanOptions, target []string) ([]plan.PathRelease, []string, error) {
+func (p *pathFlags) read(ctx context.Context, po *PlanOptions, target []string) ([]plan.PathRelease, []string, error) {
 	rels, notes, err := plan.ReadReleases(p.via, p.releases, target, func(path string, optional bool) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		if optional && !holdsCRDs(path) {
 			return nil, nil
 		}
-		crds, _, err := po.readCRDDocs([]string{path}, "--via")
+		crds, _, err := po.readCRDDocs(ctx, []string{path}, "--via")
 		return crds, err
 	})
 	for i, n := range notes {
@@ -65,7 +65,7 @@ func releaseName(path string) string { return plan.ReleaseName(path) }
 // it: the path table and every hop's runbook, -o json|yaml the report, -o markdown for a pull
 // request.
 func (o *PlanOptions) runPath(ctx context.Context, rc plan.ReleaseClients, ro plan.ReleaseOptions, next []*apiextensionsv1.CustomResourceDefinition) error {
-	via, notes, err := o.path.read(o, o.Files)
+	via, notes, err := o.path.read(ctx, o, o.Files)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func holdsCRDs(dir string) bool {
 // each hop's steps, then the last line (the last hop's outcome, or what to do first).
 func (o *UpgradeOptions) runPath(ctx context.Context, c *migrate.Clients, uo upgrade.Options) error {
 	po := &PlanOptions{g: o.g}
-	via, notes, err := o.path.read(po, o.Files)
+	via, notes, err := o.path.read(ctx, po, o.Files)
 	if err != nil {
 		return err
 	}

@@ -169,31 +169,37 @@ func (o *PlanOptions) Validate() error {
 	return o.kube.validate()
 }
 
-// readCRDDocs reads the CRDs of files, skipping (and counting) documents that are not CRDs.
-func (o *PlanOptions) readCRDDocs(files []string, flag string) ([]*apiextensionsv1.CustomResourceDefinition, int, error) {
-	docs, err := ReadDocuments(files, o.g.In)
-	if err != nil {
-		return nil, 0, err
-	}
+// readCRDDocs reads the CRDs of files a document at a time (stopping on Ctrl-C), skipping
+// (and counting) documents that are not CRDs: memory holds the CRDs, whatever else the
+// input holds.
+func (o *PlanOptions) readCRDDocs(ctx context.Context, files []string, flag string) ([]*apiextensionsv1.CustomResourceDefinition, int, error) {
 	var crds []*apiextensionsv1.CustomResourceDefinition
-	skipped := 0
+	docs, skipped := 0, 0
 	seen := map[string]string{}
-	for _, d := range docs {
+	err := EachDocument(ctx, files, InputOptions{Stdin: o.g.In}, func(d Document) error {
+		docs++
 		if !crdinfo.IsCRD(d.APIVersion, d.Kind) {
 			skipped++
-			continue
+			return nil
 		}
 		crd, err := decodeOne(d) // a file without status keeps storedVersions unknown
 		if err != nil {
-			return nil, 0, err
+			return err
 		}
 		if prev, ok := seen[crd.Name]; ok {
-			return nil, 0, UsageErrorf("%s: %s is already defined in %s (%s): pass it once", d.Where(), crd.Name, prev, flag)
+			return UsageErrorf("%s: %s is already defined in %s (%s): pass it once", d.Where(), crd.Name, prev, flag)
 		}
 		seen[crd.Name] = d.Where()
 		crds = append(crds, crd)
+		return nil
+	})
+	if ctx.Err() != nil {
+		return nil, 0, Unavailable(fmt.Errorf("interrupted after reading %s of %s: nothing was planned", plural(docs, "document"), flag))
 	}
-	if len(crds) == 0 && len(docs) == 0 && flag == "--old-file" {
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(crds) == 0 && docs == 0 && flag == "--old-file" {
 		return nil, 0, nil // an empty file: nothing is installed, every CRD of -f is a create
 	}
 	if len(crds) == 0 {
@@ -204,7 +210,7 @@ func (o *PlanOptions) readCRDDocs(files []string, flag string) ([]*apiextensions
 
 // Run plans every CRD of the input.
 func (o *PlanOptions) Run(ctx context.Context) error {
-	next, skipped, err := o.readCRDDocs(o.Files, "-f")
+	next, skipped, err := o.readCRDDocs(ctx, o.Files, "-f")
 	if err != nil {
 		return err
 	}
@@ -215,7 +221,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	}
 	o.noteSkipped(skipped)
 	ro := o.releaseOptions(next, judged, live)
-	rc, err := o.releaseClients(live, &ro, next)
+	rc, err := o.releaseClients(ctx, live, &ro, next)
 	if err != nil {
 		return err
 	}
@@ -308,11 +314,11 @@ func (o *PlanOptions) configureConvertSample(crd *apiextensionsv1.CustomResource
 
 // releaseClients are the cluster's clients when live; offline, ro gets the live CRDs from
 // --old-file instead.
-func (o *PlanOptions) releaseClients(live bool, ro *plan.ReleaseOptions, next []*apiextensionsv1.CustomResourceDefinition) (plan.ReleaseClients, error) {
+func (o *PlanOptions) releaseClients(ctx context.Context, live bool, ro *plan.ReleaseOptions, next []*apiextensionsv1.CustomResourceDefinition) (plan.ReleaseClients, error) {
 	var rc plan.ReleaseClients
 	var err error
 	if !live {
-		ro.Live, ro.Sources, err = o.liveCRDs(next)
+		ro.Live, ro.Sources, err = o.liveCRDs(ctx, next)
 		return rc, err
 	}
 	cs, err := o.g.clients()
@@ -365,10 +371,10 @@ func (o *PlanOptions) runError(err error) error {
 
 // liveCRDs, offline, finds the copy of each new CRD in --old-file (nil: a create) and the
 // source of its objects in --objects.
-func (o *PlanOptions) liveCRDs(next []*apiextensionsv1.CustomResourceDefinition) ([]*apiextensionsv1.CustomResourceDefinition, []plan.ObjectSource, error) {
+func (o *PlanOptions) liveCRDs(ctx context.Context, next []*apiextensionsv1.CustomResourceDefinition) ([]*apiextensionsv1.CustomResourceDefinition, []plan.ObjectSource, error) {
 	lives := make([]*apiextensionsv1.CustomResourceDefinition, len(next))
 	sources := make([]plan.ObjectSource, len(next))
-	old, _, err := o.readCRDDocs(o.OldFiles, "--old-file")
+	old, _, err := o.readCRDDocs(ctx, o.OldFiles, "--old-file")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -376,6 +382,7 @@ func (o *PlanOptions) liveCRDs(next []*apiextensionsv1.CustomResourceDefinition)
 	for _, c := range old {
 		byName[c.Name] = c
 	}
+	withObjects := 0
 	for i, c := range next {
 		lives[i] = byName[c.Name]
 		if lives[i] != nil && len(o.ObjectFiles) > 0 {
@@ -383,6 +390,15 @@ func (o *PlanOptions) liveCRDs(next []*apiextensionsv1.CustomResourceDefinition)
 				return nil, nil, UsageErrorf("--objects -: read objects from files (stdin holds the CRDs)")
 			}
 			sources[i] = manifest.NewObjectPages(o.ObjectFiles, lives[i].Spec.Group, lives[i].Spec.Names.Kind, int(o.ChunkSize))
+			withObjects++
+		}
+	}
+	if withObjects > 1 {
+		// Each CRD's objects are read from the files in turn: a pipe would be empty the second time.
+		for _, f := range o.ObjectFiles {
+			if expanded, err := manifest.ExpandPath(f, false); err == nil && manifest.Size(expanded) < 0 {
+				return nil, nil, UsageErrorf("--objects %s: a pipe is read once, and the objects of %d CRDs are read from --objects one CRD after the other: write them to a file", f, withObjects)
+			}
 		}
 	}
 	return lives, sources, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"sync/atomic"
 
@@ -115,43 +117,144 @@ func (o *RestoreOptions) Validate() error {
 	return nil
 }
 
-// Run restores.
+// Run restores, printing each pass's outcomes as they come.
 func (o *RestoreOptions) Run(ctx context.Context) error {
 	c, err := o.g.migrateClients()
 	if err != nil {
 		return err
 	}
-	printed := false // the dry run was printed with the question
-	ro, stop := o.restoreOptions(&printed)
+	p, err := o.newRestorePasses()
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	ro, stop := o.restoreOptions(p)
 	rep, err := restore.Run(ctx, c, ro)
 	stop()
+	return o.finish(ctx, p, rep, err)
+}
+
+// finish completes the report of the pass the run ended in and maps the run to the exit code.
+func (o *RestoreOptions) finish(ctx context.Context, p *restorePasses, rep *restore.Report, err error) error {
 	if errors.Is(err, restore.ErrNotConfirmed) && rep != nil && rep.Counts[restore.StateRestored]+rep.Counts[restore.StateRecreated] == 0 {
 		// Nothing to write: the dry run is the answer.
-		return o.finish(rep, true)
+		if err := p.endDryRun(rep, true); err != nil {
+			return err
+		}
+		return o.exit(rep)
 	}
 	if err != nil {
-		if rep != nil && !printed {
-			_ = o.printer.PrintReport(o.g.Out, printers.Restore(rep))
+		if rep != nil && rep.DryRun {
+			_ = p.endDryRun(rep, true)
+		} else if rep != nil {
+			_ = p.write.Finish(rep) // interrupted: what was written so far
 		}
-		return o.runError(ctx, err)
+		return o.runError(ctx, rep, err)
 	}
-	if printed && !printsData(o.printer) {
-		fmt.Fprintln(o.g.Out)
-		fmt.Fprintln(o.g.Out, "Written:")
+	if rep.DryRun {
+		if err := p.endDryRun(rep, true); err != nil {
+			return err
+		}
+	} else if err := p.endWrite(rep); err != nil {
+		return err
 	}
-	return o.finish(rep, false)
+	if o.DryRun && !printsData(o.printer) {
+		if err := o.printer.PrintPart(o.g.Out, printers.DryRunNote()); err != nil {
+			return err
+		}
+	}
+	return o.exit(rep)
+}
+
+// restorePasses print the two passes of a restore as their outcomes come. The dry run's go to
+// stdout when they are the answer or come before the question (--dry-run; for people, without
+// --yes), else to a temporary file, shown only when the run ends after the dry run (nothing to
+// write, a refusal, an error): one report on stdout either way, and memory bounded by a chunk.
+type restorePasses struct {
+	o     *RestoreOptions
+	dry   *printers.RestoreStream
+	spool *os.File // the dry run's output, when it is not shown at once
+	write *printers.RestoreStream
+	// dryDone: the dry run's report is complete; wrote: the write pass printed its first line.
+	dryDone, wrote bool
+}
+
+func (o *RestoreOptions) newRestorePasses() (*restorePasses, error) {
+	p := &restorePasses{o: o, write: printers.NewRestoreStream(o.g.Out, o.printer)}
+	if o.DryRun || (!o.Yes && !printsData(o.printer)) {
+		p.dry = printers.NewRestoreStream(o.g.Out, o.printer)
+		return p, nil
+	}
+	f, err := os.CreateTemp("", "crdver-restore-dry-run-*.txt")
+	if err != nil {
+		return nil, Unavailable(fmt.Errorf("a temporary file for the dry run's report: %w", err))
+	}
+	p.spool, p.dry = f, printers.NewRestoreStream(f, o.printer)
+	return p, nil
+}
+
+// each prints one outcome (restore.Options.Each).
+func (p *restorePasses) each(pass *restore.Report, x restore.Outcome) error {
+	if pass.DryRun {
+		return p.dry.Outcome(pass, x)
+	}
+	if !p.wrote && p.spool == nil && !printsData(p.o.printer) {
+		// Under the dry run's report and the question.
+		fmt.Fprintln(p.o.g.Out)
+		fmt.Fprintln(p.o.g.Out, "Written:")
+	}
+	p.wrote = true
+	return p.write.Outcome(pass, x)
+}
+
+// endDryRun completes the dry run's report; shown: it is the run's answer (a spooled report
+// is copied to stdout).
+func (p *restorePasses) endDryRun(rep *restore.Report, shown bool) error {
+	if !p.dryDone {
+		p.dryDone = true
+		if err := p.dry.Finish(rep); err != nil {
+			return err
+		}
+	}
+	if !shown || p.spool == nil {
+		return nil
+	}
+	if _, err := p.spool.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	_, err := io.Copy(p.o.g.Out, p.spool)
+	p.close()
+	return err
+}
+
+// endWrite completes the write pass's report (the header of an empty one included).
+func (p *restorePasses) endWrite(rep *restore.Report) error {
+	if !p.wrote && p.spool == nil && !printsData(p.o.printer) {
+		fmt.Fprintln(p.o.g.Out)
+		fmt.Fprintln(p.o.g.Out, "Written:")
+	}
+	return p.write.Finish(rep)
+}
+
+func (p *restorePasses) close() {
+	if p.spool != nil {
+		_ = p.spool.Close()
+		_ = os.Remove(p.spool.Name())
+		p.spool = nil
+	}
 }
 
 // restoreOptions are restore.Run's options from the flags, with a progress display per pass
-// (stop ends the current one) and the question after the dry run (printed set when it prints
-// the dry run's report).
-func (o *RestoreOptions) restoreOptions(printed *bool) (ro restore.Options, stop func()) {
+// (stop ends the current one), the outcomes printed as they come, and the question after the
+// dry run.
+func (o *RestoreOptions) restoreOptions(p *restorePasses) (ro restore.Options, stop func()) {
 	var done atomic.Int64
 	end := func() {}
 	started := false
 	ro = restore.Options{
 		Files: o.Files, Stdin: o.g.In, DryRun: o.DryRun, Force: o.Force, Recreate: o.Recreate, AnyCluster: o.AnyCluster, FieldManager: o.FieldManager,
 		AllowOwnershipLoss: o.AllowOwnershipLoss,
+		Each:               p.each,
 		OnObject: func(restore.Outcome) {
 			if !started {
 				started = true
@@ -165,14 +268,14 @@ func (o *RestoreOptions) restoreOptions(printed *bool) (ro restore.Options, stop
 		end() // the dry-run pass's display
 		started = false
 		done.Store(0)
+		nothing := r.Counts[restore.StateRestored]+r.Counts[restore.StateRecreated] == 0
+		if err := p.endDryRun(r, false); err != nil {
+			return false, err
+		}
 		if o.Yes {
 			return true, nil // the report of the writes follows
 		}
-		*printed = true
-		if err := o.printer.PrintPart(o.g.Out, printers.Restore(r)); err != nil {
-			return false, err
-		}
-		if r.Counts[restore.StateRestored]+r.Counts[restore.StateRecreated] == 0 {
+		if nothing {
 			return false, nil // nothing to write: the dry run is the answer
 		}
 		return o.g.confirm("Write these restores (the dry run above)? [y/N]: ")
@@ -180,23 +283,13 @@ func (o *RestoreOptions) restoreOptions(printed *bool) (ro restore.Options, stop
 	return ro, func() { end() }
 }
 
-// finish prints the report and maps it to the exit code.
-func (o *RestoreOptions) finish(rep *restore.Report, nothingToWrite bool) error {
-	if !nothingToWrite || printsData(o.printer) {
-		if err := o.printer.PrintReport(o.g.Out, printers.Restore(rep)); err != nil {
-			return err
-		}
-	}
-	if o.DryRun && !printsData(o.printer) {
-		if err := o.printer.PrintPart(o.g.Out, printers.DryRunNote()); err != nil {
-			return err
-		}
-	}
+// exit maps the report to the exit code.
+func (o *RestoreOptions) exit(rep *restore.Report) error {
 	if n := rep.Incomplete(); n > 0 {
 		return ProblemsFound("%s", o.advice(rep, n))
 	}
-	if l := rep.OwnershipLosses(); o.DryRun && len(l) > 0 && !o.AllowOwnershipLoss {
-		return ProblemsFound("%v (listed above); the restore refuses this without --allow-ownership-loss: re-apply them from each manager's source afterwards, or fix what the API server cannot type first", &restore.OwnershipLossError{Objects: l})
+	if rep.LostOwnership > 0 && o.DryRun && !o.AllowOwnershipLoss {
+		return ProblemsFound("%v (listed above); the restore refuses this without --allow-ownership-loss: re-apply them from each manager's source afterwards, or fix what the API server cannot type first", &restore.OwnershipLossError{Objects: rep.OwnershipLosses(), Count: rep.LostOwnership})
 	}
 	return nil
 }
@@ -210,13 +303,7 @@ func (o *RestoreOptions) advice(rep *restore.Report, n int) error {
 	if k := rep.Counts[restore.StateMissing]; k > 0 {
 		parts = append(parts, fmt.Sprintf("%s deleted since the backup (--recreate re-creates them)", plural(k, "object")))
 	}
-	notHeld := 0
-	for _, x := range rep.Objects {
-		if len(x.NotHeld) > 0 {
-			notHeld++
-		}
-	}
-	if notHeld > 0 {
+	if notHeld := rep.NotHeldObjects; notHeld > 0 {
 		parts = append(parts, fmt.Sprintf("%s with fields no served version holds (apply a release whose CRDs hold them, e.g. kubectl crdver upgrade -f OLD-RELEASE, then restore again)", plural(notHeld, "object")))
 	}
 	if k := rep.Counts[restore.StateFailed]; k > 0 {
@@ -229,7 +316,7 @@ func (o *RestoreOptions) advice(rep *restore.Report, n int) error {
 	return fmt.Errorf("%s: %s", what, strings.Join(parts, "; "))
 }
 
-func (o *RestoreOptions) runError(ctx context.Context, err error) error {
+func (o *RestoreOptions) runError(ctx context.Context, rep *restore.Report, err error) error {
 	var ie *manifest.InputError
 	var ue *manifest.UnavailableError
 	var oe *restore.OwnershipLossError
@@ -240,8 +327,14 @@ func (o *RestoreOptions) runError(ctx context.Context, err error) error {
 		return Unavailable(errors.New("nothing was written: not confirmed (use --yes to skip the question)"))
 	case errors.Is(err, restore.ErrOtherCluster):
 		return ProblemsFound("%v; check --kubeconfig and --context, or, to put its objects into this cluster, add --from-another-cluster", err)
+	case ctx.Err() != nil && (rep == nil || rep.DryRun):
+		what := "before the first backup document"
+		if rep != nil {
+			what = "after " + plural(rep.Documents, "backup document") + " of the dry run"
+		}
+		return Unavailable(fmt.Errorf("interrupted %s: nothing was written", what))
 	case ctx.Err() != nil:
-		return Unavailable(fmt.Errorf("interrupted: %w; objects restored so far stay restored, run the same command again to restore the rest", err))
+		return Unavailable(fmt.Errorf("interrupted after %s of the pass that writes (the report above): objects restored so far stay restored, run the same command again to restore the rest", plural(rep.Documents, "backup document")))
 	case errors.As(err, &ie):
 		return UsageErrorf("reading the backup: %v", ie)
 	case errors.As(err, &ue):

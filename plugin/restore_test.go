@@ -423,9 +423,25 @@ func TestRestoreInterrupted(t *testing.T) {
 	if restored != 1 {
 		t.Errorf("%d objects hold spec.legacy after the interruption, want 1 (the first)", restored)
 	}
-	// Running it again restores the rest.
-	if res := runCluster(t, "restore", "-f", backup, "--yes"); res.code != 0 {
-		t.Errorf("restore after the interruption: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	// Running it again restores the rest, the backup read from stdin: copied once, both passes
+	// read it (the pass that writes found stdin empty, and wrote nothing).
+	b, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, string(b), "restore", "-f", "-", "--yes", "--kubeconfig", env.Kubeconfig)
+	if res.code != 0 {
+		t.Errorf("restore -f - after the interruption: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	mustContain(t, "restore -f -", res.stdout, "Restore: ", "stdin was copied to a temporary file")
+	restored = 0
+	for _, d := range rc.snap(t, "v1beta1").data {
+		if strings.Contains(d, `"legacy":`) {
+			restored++
+		}
+	}
+	if restored != len(now.data) || restored < 2 {
+		t.Errorf("%d of %d objects hold spec.legacy after restore -f -", restored, len(now.data))
 	}
 }
 

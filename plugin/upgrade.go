@@ -151,7 +151,7 @@ func (o *UpgradeOptions) Validate() error {
 
 // Run plans, preflights, asks, and upgrades.
 func (o *UpgradeOptions) Run(ctx context.Context) error {
-	next, skipped, err := (&PlanOptions{g: o.g}).readCRDDocs(o.Files, "-f")
+	next, skipped, err := (&PlanOptions{g: o.g}).readCRDDocs(ctx, o.Files, "-f")
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func (o *UpgradeStatusOptions) Validate() error {
 
 // Run reads the status and prints it.
 func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
-	next, _, err := (&PlanOptions{g: o.g}).readCRDDocs(o.Files, "-f")
+	next, _, err := (&PlanOptions{g: o.g}).readCRDDocs(ctx, o.Files, "-f")
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 	var st *upgrade.Status
 	if o.path.set() {
 		po := &PlanOptions{g: o.g}
-		via, _, err := o.path.read(po, o.Files)
+		via, _, err := o.path.read(ctx, po, o.Files)
 		if err != nil {
 			return err
 		}

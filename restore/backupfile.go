@@ -59,7 +59,7 @@ func (e *OtherClusterError) Error() string {
 func (e *OtherClusterError) Unwrap() error { return ErrOtherCluster }
 
 // checkClusters refuses a backup file whose first line names another cluster than cluster.
-// Standard input is not read here ("-": its first line is checked by nobody; say so).
+// Run gives it the copies of stdin and pipes ("-" itself is not read here).
 func checkClusters(files []string, cluster string) error {
 	if cluster == "" {
 		return nil

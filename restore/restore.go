@@ -34,7 +34,8 @@
 // object only when its dry run drops no manager the first pass did not list.
 //
 // Fields no served version can hold are reported by path (NotHeld), never dropped silently.
-// Memory holds one backup document at a time, plus a short outcome per document.
+// Memory holds one backup document at a time (with Options.Each; otherwise plus a short outcome
+// per document).
 package restore
 
 import (
@@ -104,6 +105,12 @@ type Options struct {
 	Confirm func(*Report) (bool, error)
 	// OnObject is called after each backup document (progress).
 	OnObject func(Outcome)
+	// Each, when set, is given every outcome as it is known, with the report of its pass (the
+	// dry run's, then the write pass's: Report.DryRun says which); the reports then keep none
+	// of them but count them (Documents, Counts, Incomplete, NotHeldObjects, LostOwnership;
+	// OwnershipLosses keeps the first 1,000), so that memory is bounded by one backup document
+	// whatever the size of the backup. An error of Each stops the run.
+	Each func(pass *Report, o Outcome) error
 	// AnyCluster restores a backup whose first line names another cluster than the one reached
 	// (by default refused: *OtherClusterError).
 	AnyCluster bool
@@ -116,6 +123,9 @@ type Options struct {
 // AllowOwnershipLoss was not given; nothing was written.
 type OwnershipLossError struct {
 	Objects []Outcome
+	// Count is the number of such objects (Objects may name only the first of them); 0: as many
+	// as Objects.
+	Count int
 }
 
 func (e *OwnershipLossError) Error() string {
@@ -123,10 +133,11 @@ func (e *OwnershipLossError) Error() string {
 	for _, o := range e.Objects {
 		names = append(names, o.key())
 	}
+	n := max(e.Count, len(e.Objects))
 	if len(names) > 3 {
-		names = append(names[:3], fmt.Sprintf("… (%d in all)", len(names)))
+		names = append(names[:3], fmt.Sprintf("… (%d in all)", n))
 	}
-	return fmt.Sprintf("the restore's writes would drop the field managers (managedFields entries) of %d object(s): %s", len(e.Objects), strings.Join(names, ", "))
+	return fmt.Sprintf("the restore's writes would drop the field managers (managedFields entries) of %d object(s): %s", n, strings.Join(names, ", "))
 }
 
 // Report is what a restore found and did. Its JSON form is `kubectl crdver restore -o json`.
@@ -137,6 +148,17 @@ type Report struct {
 	Objects []Outcome `json:"objects"`
 	// Counts per state.
 	Counts map[string]int `json:"counts"`
+
+	// Documents counts the backup's documents (len(Objects) when they are kept).
+	Documents int `json:"-"`
+	// NotHeldObjects counts the outcomes with fields no served version holds, LostOwnership
+	// those whose writes drop field managers.
+	NotHeldObjects, LostOwnership int `json:"-"`
+	// Notes say how the backup was read (a pipe copied to a temporary file).
+	Notes      []string `json:"-"`
+	incomplete int
+	// losses are the first ownership losses, when the outcomes are not kept (Options.Each).
+	losses []Outcome
 }
 
 // Outcome is what became of one backup document.
@@ -180,9 +202,10 @@ func (o Outcome) key() string {
 	return n
 }
 
-// OwnershipLosses are the outcomes whose writes drop field managers.
+// OwnershipLosses are the outcomes whose writes drop field managers (the first 1,000 when the
+// outcomes went to Options.Each: LostOwnership counts them all).
 func (r *Report) OwnershipLosses() []Outcome {
-	var out []Outcome
+	out := append([]Outcome(nil), r.losses...)
 	for _, o := range r.Objects {
 		if len(o.LostManagers) > 0 {
 			out = append(out, o)
@@ -201,56 +224,69 @@ func (o Outcome) Incomplete() bool {
 }
 
 // Incomplete counts the outcomes that leave something of the backup out of the cluster.
-func (r *Report) Incomplete() int {
-	n := 0
-	for _, o := range r.Objects {
-		if o.Incomplete() {
-			n++
-		}
-	}
-	return n
-}
+func (r *Report) Incomplete() int { return r.incomplete }
 
 // Run restores the backup: a dry-run pass over the whole file, Confirm, then (unless DryRun)
-// the pass that writes. The report is the last pass's.
+// the pass that writes. The report is the last pass's. The backup is read a document at a
+// time by each pass; stdin and pipes, which can be read only once, are copied to a temporary
+// file first (removed at the end).
 func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 	if o.FieldManager == "" {
 		o.FieldManager = FieldManager
 	}
+	in, err := spool(ctx, o.Files, o.Stdin)
+	defer in.close()
+	if err != nil {
+		return nil, err
+	}
+	o.Files, o.Stdin = in.files, nil
 	if !o.AnyCluster {
 		if err := checkClusters(o.Files, c.ClusterID(ctx)); err != nil {
+			var oc *OtherClusterError
+			if errors.As(err, &oc) {
+				oc.File = in.name(oc.File) // stdin, not its copy
+			}
 			return nil, err
 		}
 	}
 	r := &runner{c: c, o: o, crds: map[schema.GroupKind]*crdEntry{}}
+	defer r.consent.close()
 	if err := r.loadCRDs(ctx); err != nil {
 		return nil, err
 	}
 	rep, err := r.pass(ctx, true)
-	if err != nil || o.DryRun {
-		return rep, err
-	}
-	if losses := rep.OwnershipLosses(); len(losses) > 0 {
-		if !o.AllowOwnershipLoss {
-			return rep, &OwnershipLossError{Objects: losses}
+	notes := func(rep *Report) *Report {
+		if rep != nil {
+			for _, n := range in.copied {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s was copied to a temporary file (removed since), for the restore reads the backup twice", n))
+			}
 		}
-		// The consent is to these losses: the write pass writes an object only when its dry
-		// run drops no other manager.
-		r.consented = map[string][]string{}
-		for _, l := range losses {
-			r.consented[l.APIVersion+" "+l.key()] = l.LostManagers
+		return rep
+	}
+	if err != nil || o.DryRun {
+		return notes(rep), err
+	}
+	if rep.LostOwnership > 0 {
+		if !o.AllowOwnershipLoss {
+			return notes(rep), &OwnershipLossError{Objects: rep.OwnershipLosses(), Count: rep.LostOwnership}
+		}
+		// The consent is to these losses (recorded by the dry run, in backup order): the write
+		// pass writes an object only when its dry run drops no other manager.
+		if err := r.consent.rewind(); err != nil {
+			return notes(rep), err
 		}
 	}
 	if o.Confirm != nil {
 		ok, err := o.Confirm(rep)
 		if err != nil {
-			return rep, err
+			return notes(rep), err
 		}
 		if !ok {
-			return rep, ErrNotConfirmed
+			return notes(rep), ErrNotConfirmed
 		}
 	}
-	return r.pass(ctx, false)
+	rep, err = r.pass(ctx, false)
+	return notes(rep), err
 }
 
 type crdEntry struct {
@@ -263,9 +299,11 @@ type runner struct {
 	c    *migrate.Clients
 	o    Options
 	crds map[schema.GroupKind]*crdEntry
-	// consented are the managers each object's write may drop (by backup apiVersion and
-	// object), as the dry-run pass listed them and AllowOwnershipLoss accepted.
-	consented map[string][]string
+	// consent holds the managers each object's write may drop (by backup document), as the
+	// dry-run pass listed them and AllowOwnershipLoss accepted.
+	consent *consentLog
+	// doc is the index of the backup document at hand in the pass.
+	doc int
 }
 
 // loadCRDs lists the cluster's CRDs once.
@@ -283,10 +321,15 @@ func (r *runner) loadCRDs(ctx context.Context) error {
 
 func (r *runner) pass(ctx context.Context, dry bool) (*Report, error) {
 	rep := &Report{DryRun: dry, Objects: []Outcome{}, Counts: map[string]int{}}
+	r.doc = 0
+	if dry {
+		r.consent = &consentLog{}
+	}
 	err := manifest.EachDocument(ctx, r.o.Files, manifest.Options{Stdin: r.o.Stdin}, func(d manifest.Document) error {
 		if err := ctx.Err(); err != nil {
 			return err // Ctrl-C: stop before the next object
 		}
+		r.doc++
 		if d.Kind == "" || d.APIVersion == "" {
 			return nil
 		}
@@ -298,10 +341,17 @@ func (r *runner) pass(ctx context.Context, dry bool) (*Report, error) {
 		if err != nil {
 			return err
 		}
-		rep.Objects = append(rep.Objects, out)
-		rep.Counts[out.State]++
+		rep.add(out, r.o.Each == nil)
+		if dry && len(out.LostManagers) > 0 && r.o.AllowOwnershipLoss && !r.o.DryRun {
+			if err := r.consent.record(r.doc, out.APIVersion+" "+out.key(), out.LostManagers); err != nil {
+				return err
+			}
+		}
 		if r.o.OnObject != nil {
 			r.o.OnObject(out)
+		}
+		if r.o.Each != nil {
+			return r.o.Each(rep, out)
 		}
 		return nil
 	})
@@ -879,7 +929,7 @@ func (r *runner) write(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	if dry {
 		return nil
 	}
-	if extra := without(out.LostManagers, r.consented[out.APIVersion+" "+out.key()]); len(extra) > 0 {
+	if extra := without(out.LostManagers, r.consent.consented(r.doc, out.APIVersion+" "+out.key())); len(extra) > 0 {
 		out.State = StateFailed
 		out.Reason = fmt.Sprintf("not written: its write would now drop field managers the dry run before did not list (%s); run the restore again to see and accept them", strings.Join(extra, ", "))
 		out.Restored, out.Overwritten, out.LostManagers, out.ManagersReset = []string{}, []string{}, nil, false

@@ -52,8 +52,19 @@ func run(argv []string) int {
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
 
+	// The first Ctrl-C (or SIGTERM) cancels the command's context: every command stops within
+	// a second, says what was done and exits 3. A second one stops the process at once, as a
+	// kill would (which every command survives: DESIGN.md, "State that resumes a run").
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-signals // the one that cancelled ctx
+		<-signals
+		fmt.Fprintln(streams.ErrOut, "error: interrupted again: stopped at once")
+		os.Exit(3)
+	}()
 
 	root := plugin.NewRootCmd(streams)
 	root.SetArgs(args)

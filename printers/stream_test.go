@@ -1,0 +1,142 @@
+package printers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/restore"
+)
+
+func convertStreamReport() *convert.Report {
+	r := &convert.Report{CRD: "crontabs.stable.example.com", Strategy: "None", To: "v1", RoundTrip: true, Objects: 3, Converted: 1, FailedObjects: 2,
+		Notes:  []string{"a note"},
+		Checks: []convert.CheckCount{{Name: convert.CheckPruned, Passed: 1, Failed: 2}},
+		Added:  []convert.Change{{Object: "a.yaml (document 3)", Direction: "v1beta1 -> v1 -> v1beta1", Path: ".status", Kind: "added", Detail: "added: {}"}}}
+	for i := 1; i <= 2; i++ {
+		r.Findings = append(r.Findings, convert.Finding{Object: fmt.Sprintf("a.yaml (document %d)", i), Direction: "v1beta1 -> v1", Check: convert.CheckPruned, Severity: convert.SeverityError, Path: ".spec.hostPort", Detail: "pruned"})
+	}
+	return r
+}
+
+// TestConvertStreamIsTheReport: the report written a page at a time is the report: as JSON
+// and YAML the same data as Data prints (its fields in another order), for people the same
+// text as the whole report's printer when it comes as one page.
+func TestConvertStreamIsTheReport(t *testing.T) {
+	whole := convertStreamReport()
+	for _, tc := range []struct {
+		name string
+		p    ReportPrinter
+	}{{"json", Data{}}, {"yaml", Data{YAML: true}}, {"human", Human{}}, {"no findings", Data{}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := *whole
+			if tc.name == "no findings" {
+				r.Findings = []convert.Finding{}
+			}
+			var want, got bytes.Buffer
+			if err := tc.p.PrintReport(&want, Convert(&r)); err != nil {
+				t.Fatal(err)
+			}
+			s := NewConvertStream(&got, tc.p)
+			rest := r
+			rest.Findings = []convert.Finding{}
+			for _, f := range r.Findings { // a page per finding
+				if err := s.Page(convert.PageResult{Report: &rest, Findings: []convert.Finding{f}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Finish(&rest); err != nil {
+				t.Fatal(err)
+			}
+			if tc.name == "human" {
+				// Pages after the first print their rows without the header, in a table of their
+				// own: compare the words.
+				if d := cmp.Diff(strings.Fields(want.String()), strings.Fields(got.String())); d != "" {
+					t.Errorf("human output (-whole +streamed):\n%s", d)
+				}
+				return
+			}
+			sameData(t, want.Bytes(), got.Bytes(), tc.p.(Data).YAML)
+		})
+	}
+}
+
+// TestRestoreStreamIsTheReport: the same for restore's outcomes.
+func TestRestoreStreamIsTheReport(t *testing.T) {
+	for _, p := range []Data{{}, {YAML: true}} {
+		whole := restoreReport(true)
+		var want, got bytes.Buffer
+		if err := p.PrintReport(&want, Restore(whole)); err != nil {
+			t.Fatal(err)
+		}
+		s := NewRestoreStream(&got, p)
+		rest := *whole
+		rest.Objects = nil
+		for _, o := range whole.Objects {
+			if err := s.Outcome(&rest, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rest.Objects = []restore.Outcome{}
+		if err := s.Finish(&rest); err != nil {
+			t.Fatal(err)
+		}
+		sameData(t, want.Bytes(), got.Bytes(), p.YAML)
+	}
+	// For people, in chunks of 2 rows: the rows of every chunk, one header, the sections and
+	// the counts.
+	whole := restoreReport(false)
+	var got bytes.Buffer
+	s := NewRestoreStream(&got, Human{})
+	s.chunk = 2
+	rest := *whole
+	rest.Objects, rest.Documents = nil, len(whole.Objects)
+	for _, o := range whole.Objects {
+		if err := s.Outcome(&rest, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Finish(&rest); err != nil {
+		t.Fatal(err)
+	}
+	out := got.String()
+	for _, want := range []string{"widget default/w-lost", "widget default/w-changed", "widget default/w-deleted", "gadget default/g-lost", "Fields no served version holds", "of 5 backup documents."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "OBJECT"); n != 1 || strings.Contains(out, "w-same") {
+		t.Errorf("%d headers (want 1), unchanged objects listed: %v\n%s", n, strings.Contains(out, "w-same"), out)
+	}
+}
+
+// sameData: want and got are one JSON (or YAML) document each, holding the same data.
+func sameData(t *testing.T, want, got []byte, asYAML bool) {
+	t.Helper()
+	if asYAML {
+		var err error
+		if want, err = yaml.YAMLToJSON(want); err != nil {
+			t.Fatal(err)
+		}
+		if got, err = yaml.YAMLToJSON(got); err != nil {
+			t.Fatalf("%v:\n%s", err, got)
+		}
+	}
+	var w, g any
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(got))
+	if err := dec.Decode(&g); err != nil || dec.More() {
+		t.Fatalf("not one document (%v):\n%s", err, got)
+	}
+	if d := cmp.Diff(w, g); d != "" {
+		t.Errorf("data (-whole +streamed):\n%s", d)
+	}
+}

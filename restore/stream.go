@@ -1,0 +1,249 @@
+package restore
+
+// stream.go: a backup of any size in bounded memory. Both passes read the backup a document at
+// a time; input that can be read only once (stdin, a pipe) is copied to a temporary file
+// first; what the dry-run pass must hand to the write pass (the field managers each object's
+// write may drop, with consent) goes through a temporary file in backup order; the reports
+// count what they do not keep.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/crdver/kubectl-crdver/manifest"
+)
+
+// maxLossesKept bounds the ownership losses a report keeps to name them (the run counts them
+// all, and Options.Each is given every one).
+const maxLossesKept = 1000
+
+// add counts outcome o (document index i of the pass) in the report, and keeps it unless the
+// outcomes go to each instead.
+func (r *Report) add(o Outcome, keep bool) {
+	r.Documents++
+	r.Counts[o.State]++
+	if o.Incomplete() {
+		r.incomplete++
+	}
+	if len(o.NotHeld) > 0 {
+		r.NotHeldObjects++
+	}
+	if len(o.LostManagers) > 0 {
+		r.LostOwnership++
+		if !keep && len(r.losses) < maxLossesKept {
+			r.losses = append(r.losses, o)
+		}
+	}
+	if keep {
+		r.Objects = append(r.Objects, o)
+	}
+}
+
+// spooled is the backup as both passes read it: the files as given, but each input that can be
+// read only once (stdin, a pipe, a device) copied to a temporary file first.
+type spooled struct {
+	files  []string
+	remove []string
+	// copied names what was copied (for the report's notes): "stdin", a pipe's path.
+	copied []string
+	// given names each copy as the user gave it.
+	given map[string]string
+}
+
+// name is how the user named file: "stdin" or the pipe's path for a copy.
+func (s *spooled) name(file string) string {
+	if n, ok := s.given[file]; ok {
+		return n
+	}
+	return file
+}
+
+// spool copies the inputs of files that can be read once to temporary files, a chunk at a
+// time (memory bounded, Ctrl-C observed: a blocked read is abandoned).
+func spool(ctx context.Context, files []string, stdin io.Reader) (*spooled, error) {
+	s := &spooled{}
+	for _, f := range files {
+		if f != "-" && (manifest.IsURL(f) || isDirOrFile(f)) {
+			s.files = append(s.files, f)
+			continue
+		}
+		var in io.Reader
+		name := f
+		if f == "-" {
+			if stdin == nil {
+				return s, &manifest.InputError{Err: manifest.ErrNoStdin}
+			}
+			in, name = stdin, "stdin"
+		} else {
+			fh, err := os.Open(f)
+			if err != nil {
+				return s, &manifest.InputError{Err: fmt.Errorf("%s: %w", f, manifest.PathErrorText(err))}
+			}
+			defer fh.Close()
+			in = fh
+		}
+		tmp, err := os.CreateTemp("", "crdver-restore-backup-*.yaml")
+		if err != nil {
+			return s, fmt.Errorf("copying %s to a temporary file (it can be read only once, and the restore reads the backup twice): %w", name, err)
+		}
+		s.remove = append(s.remove, tmp.Name())
+		if err := copyContext(ctx, tmp, in); err != nil {
+			tmp.Close()
+			if ctx.Err() != nil {
+				return s, &manifest.InterruptedError{Cause: context.Cause(ctx)}
+			}
+			return s, fmt.Errorf("copying %s to %s (it can be read only once, and the restore reads the backup twice): %w", name, tmp.Name(), err)
+		}
+		if err := tmp.Close(); err != nil {
+			return s, err
+		}
+		s.files = append(s.files, tmp.Name())
+		s.copied = append(s.copied, name)
+		if s.given == nil {
+			s.given = map[string]string{}
+		}
+		s.given[tmp.Name()] = name
+	}
+	return s, nil
+}
+
+// isDirOrFile: f can be read again (a regular file, or a directory of them).
+func isDirOrFile(f string) bool {
+	st, err := os.Stat(f)
+	return err == nil && (st.IsDir() || st.Mode().IsRegular())
+}
+
+// copyContext copies in to w until EOF or ctx is done; a read blocked when ctx ends is
+// abandoned (its goroutine ends with the process, or at the next chunk).
+func copyContext(ctx context.Context, w io.Writer, in io.Reader) error {
+	done := make(chan error, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		buf := make([]byte, 256<<10)
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			n, err := in.Read(buf)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					done <- werr
+					return
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				done <- nil
+				return
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close removes the temporary copies.
+func (s *spooled) close() {
+	for _, f := range s.remove {
+		_ = os.Remove(f)
+	}
+}
+
+// consentEntry is one object whose write may drop field managers, with consent: the index of
+// its backup document in the pass, its key (a check that both passes read the same backup),
+// and the managers.
+type consentEntry struct {
+	Index    int      `json:"i"`
+	Key      string   `json:"key"`
+	Managers []string `json:"managers"`
+}
+
+// consentLog hands the dry-run pass's ownership losses to the write pass through a temporary
+// file, in backup order: the write pass reads it in step with the backup, so memory holds one
+// entry whatever the number of objects.
+type consentLog struct {
+	f   *os.File
+	w   *bufio.Writer
+	r   *json.Decoder
+	cur *consentEntry
+	n   int
+}
+
+func (c *consentLog) record(i int, key string, managers []string) error {
+	if c.f == nil {
+		f, err := os.CreateTemp("", "crdver-restore-consent-*.jsonl")
+		if err != nil {
+			return fmt.Errorf("recording the field managers the writes may drop: %w", err)
+		}
+		c.f, c.w = f, bufio.NewWriter(f)
+	}
+	c.n++
+	js, err := json.Marshal(consentEntry{Index: i, Key: key, Managers: managers})
+	if err != nil {
+		return err
+	}
+	_, _ = c.w.Write(js)
+	return c.w.WriteByte('\n')
+}
+
+// rewind makes the log ready to be read from its start.
+func (c *consentLog) rewind() error {
+	if c.f == nil {
+		return nil
+	}
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	if _, err := c.f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	c.r, c.cur = json.NewDecoder(bufio.NewReader(c.f)), nil
+	return nil
+}
+
+// consented are the managers the write of document i (key) may drop: the entries are read in
+// step with the backup (i never decreases; the same i may be asked again, on a retry).
+func (c *consentLog) consented(i int, key string) []string {
+	if c == nil {
+		return nil
+	}
+	for c.cur == nil || c.cur.Index < i {
+		if c.r == nil {
+			return nil
+		}
+		var e consentEntry
+		if c.r.Decode(&e) != nil {
+			c.r = nil
+			return nil
+		}
+		c.cur = &e
+	}
+	if c.cur.Index == i && c.cur.Key == key {
+		return c.cur.Managers
+	}
+	return nil
+}
+
+func (c *consentLog) close() {
+	if c != nil && c.f != nil {
+		_ = c.f.Close()
+		_ = os.Remove(c.f.Name())
+		c.f = nil
+	}
+}
