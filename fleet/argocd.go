@@ -1,8 +1,12 @@
 package fleet
 
 import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
 )
 
 // DefaultWaveLabel is the label of the Applications an ApplicationSet generates that names
@@ -53,13 +57,39 @@ func RollingSyncOf(waves [][]string, label string) *ArgoCDStrategy {
 	return s
 }
 
-// YAML is the strategy as the ApplicationSet's spec holds it ("strategy:" and below).
+// YAML is the strategy as the ApplicationSet's spec holds it ("strategy:" and below), in the
+// order Argo CD's documentation writes it.
 func (s *ArgoCDStrategy) YAML() string {
-	b, err := yaml.Marshal(map[string]any{"strategy": s})
-	if err != nil {
-		return ""
+	var b strings.Builder
+	fmt.Fprintf(&b, "strategy:\n  type: %s\n  rollingSync:\n    steps:\n", s.Type)
+	for _, st := range s.RollingSync.Steps {
+		for i, m := range st.MatchExpressions {
+			lead := "          "
+			if i == 0 {
+				lead = "      - matchExpressions:\n          "
+			}
+			fmt.Fprintf(&b, "%s- key: %s\n            operator: %s\n            values:\n", lead, yamlScalar(m.Key), m.Operator)
+			for _, v := range m.Values {
+				fmt.Fprintf(&b, "              - %s\n", yamlScalar(v))
+			}
+		}
 	}
-	return string(b)
+	return b.String()
+}
+
+// plainScalar is a YAML scalar that reads as the string it is without quotes.
+var plainScalar = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9._/-]*$`)
+
+// yamlScalar is s as a YAML string: plain when it reads back as itself, else quoted.
+func yamlScalar(s string) string {
+	switch strings.ToLower(s) {
+	case "true", "false", "yes", "no", "on", "off", "y", "n", "null", "~":
+		return strconv.Quote(s)
+	}
+	if plainScalar.MatchString(s) {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // BadLabelValues are the cluster names of the waves that a label cannot hold (longer than 63

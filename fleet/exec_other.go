@@ -1,9 +1,9 @@
-//go:build !linux
+//go:build unix && !linux
 
 package fleet
 
 import "syscall"
 
-// childAttr: nothing beyond the defaults (a child stays in this process's group, so a signal to
-// the group reaches it).
-func childAttr() *syscall.SysProcAttr { return nil }
+// childAttr: the child has a process group of its own, so that the terminal's Ctrl-C reaches
+// this process only, which passes one interrupt on (the engine stops at once on a second one).
+func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

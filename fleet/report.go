@@ -27,7 +27,7 @@ type Report struct {
 	// no step, so the rollout leaves them out (Argo CD syncs them only by hand).
 	ArgoCD *ArgoCDStrategy `json:"argoCD,omitempty"`
 	// Interrupted: the run was interrupted (Ctrl-C, SIGTERM); Finished names the clusters
-	// whose run ended before it.
+	// whose run ended (with an answer, or failing) before it.
 	Interrupted bool     `json:"interrupted,omitempty"`
 	Finished    []string `json:"finished,omitempty"`
 	// Stopped says why a rollout stopped before its last wave ("" when it did not).
@@ -61,7 +61,7 @@ func NewReport(command string, rows []Row, interrupted bool) *Report {
 			}
 		}
 		r.ExitCode = max(r.ExitCode, row.ExitCode)
-		if row.Finished() {
+		if row.Finished() || row.State == StateFailed || row.State == StateUnreachable {
 			r.Finished = append(r.Finished, row.Name)
 		}
 	}

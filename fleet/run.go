@@ -64,8 +64,9 @@ type Row struct {
 	// Wave is the wave (1-based) the cluster is in, when the report has waves (0: in none).
 	Wave int `json:"wave,omitempty"`
 	// State is how far the cluster's run got (State* constants); ExitCode its exit status
-	// (DESIGN.md's: 0 ok, 1 findings, 2 usage, 3 could not complete); Error the run's error
-	// line, when it had one.
+	// (DESIGN.md's: 0 ok, 1 findings, 2 usage, 3 could not complete; 0 for a run not
+	// started, which the report's exit code counts as the interruption or the stop says);
+	// Error the run's error line, when it had one.
 	State    string `json:"state"`
 	ExitCode int    `json:"exitCode"`
 	Error    string `json:"error,omitempty"`
@@ -133,7 +134,7 @@ func Run(ctx context.Context, clusters []Cluster, o Options) (rows []Row, stoppe
 	}
 	rows = make([]Row, len(clusters))
 	for i, c := range clusters {
-		rows[i] = Row{Cluster: c, State: StateNotStarted, ExitCode: 3}
+		rows[i] = Row{Cluster: c, State: StateNotStarted}
 	}
 	var (
 		wg   sync.WaitGroup

@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/crdver/kubectl-crdver/doctor"
@@ -173,18 +174,22 @@ func planNeed(row *Row, verdict string, via []string) string {
 	if row.InPlace != nil && *row.InPlace {
 		return NeedInPlace
 	}
+	need := NeedUpgrade
 	switch verdict {
 	case plan.VerdictBreaking:
-		return NeedBreaking
+		need = NeedBreaking
 	case plan.VerdictUnknown:
-		return NeedUnknown
+		need = NeedUnknown
 	case plan.VerdictInvalidOnRecreate:
-		return NeedFixObjects
+		need = NeedFixObjects
 	}
-	if len(via) > 0 {
+	switch {
+	case len(via) == 0:
+		return need
+	case need == NeedUpgrade:
 		return NeedPath(via)
 	}
-	return NeedUpgrade
+	return NeedPath(via) + ", and " + need
 }
 
 // summarizePath: a release path's hops (Row.Path, when the cluster needs releases before the
@@ -204,24 +209,30 @@ func summarizePath(row *Row, r *plan.PathReport) {
 		return
 	}
 	verdict := plan.VerdictSafe
+	hop := func(h *plan.Hop, before string) string {
+		if len(r.Hops) == 1 {
+			return "" // the target alone
+		}
+		return fmt.Sprintf("%shop %d (%s): ", before, h.Index, h.Release)
+	}
 	for i := range r.Hops {
 		h := &r.Hops[i]
 		if in := h.Instruction(); in != "" && row.Blocker == "" {
-			row.Blocker = fmt.Sprintf("before hop %d (%s): %s", h.Index, h.Release, in)
+			row.Blocker = hop(h, "before ") + in
 		}
 		if h.Plan == nil {
 			continue
 		}
 		v, b, n := planVerdict(h.Plan)
 		if plan.Worse(verdict, v) != verdict && b != "" && (row.Blocker == "" || v != plan.VerdictStricter) {
-			row.Blocker = fmt.Sprintf("hop %d (%s): %s", h.Index, h.Release, b)
+			row.Blocker = hop(h, "") + b
 		}
 		verdict = plan.Worse(verdict, v)
 		row.Objects = max(row.Objects, n)
 	}
 	row.Verdict = verdict
 	row.Need = planNeed(row, verdict, via)
-	if row.Need == NeedUpgrade && row.Blocker != "" && strings.HasPrefix(row.Blocker, "before hop") {
+	if row.Need == NeedUpgrade && slices.ContainsFunc(r.Hops, func(h plan.Hop) bool { return h.Instruction() != "" }) {
 		row.Need = NeedLook // a person must act before a hop (deploy a webhook)
 	}
 }
@@ -296,12 +307,43 @@ func summarizeUpgrade(row *Row, r *upgrade.Report) {
 		row.Blocker = out.Remaining[0]
 	default:
 		row.Blocker = out.Message
+		if first := firstPreflight(&r.Preflight); first != "" && r.Preflight.Refused {
+			row.Blocker += "; first: " + first
+		}
 	}
 	row.Need = upgradeNeed(row, out)
 	if r.AlreadyInPlace != "" {
 		t := true
 		row.InPlace = &t
 	}
+}
+
+// firstPreflight is the first thing a preflight found that refuses an upgrade: an object that
+// loses fields, one whose write is rejected, what could not be evaluated, a CRD the API server
+// rejects.
+func firstPreflight(pf *upgrade.Preflight) string {
+	object := func(f upgrade.ObjectFinding, what string) string {
+		name := f.Name
+		if f.Namespace != "" {
+			name = f.Namespace + "/" + name
+		}
+		return fmt.Sprintf("%s %s %s", f.CRD, name, what)
+	}
+	switch {
+	case len(pf.BlockedCRDs) > 0:
+		return pf.BlockedCRDs[0] + ": the API server would reject it"
+	case len(pf.DataLoss) > 0:
+		return object(pf.DataLoss[0], "loses "+strings.Join(pf.DataLoss[0].Fields, ", "))
+	case len(pf.Rejected) > 0 && len(pf.Rejected[0].Errors) > 0:
+		return object(pf.Rejected[0], "is rejected: "+pf.Rejected[0].Errors[0])
+	case len(pf.TypeMismatch) > 0:
+		return object(pf.TypeMismatch[0], "holds values of another type")
+	case len(pf.OwnershipLoss) > 0:
+		return object(pf.OwnershipLoss[0], "loses field managers")
+	case len(pf.Unknown) > 0:
+		return pf.Unknown[0]
+	}
+	return ""
 }
 
 func upgradeNeed(row *Row, out upgrade.Outcome) string {

@@ -159,7 +159,7 @@ func PlanRollout(ctx context.Context, clusters []Cluster, o RolloutOptions) *Rol
 	var unique []int
 	for i := range ro.Rows {
 		row := &ro.Rows[i]
-		row.State, row.ExitCode, row.Error, row.Need, row.Seconds = StateNotStarted, 3, "", "", 0
+		row.State, row.ExitCode, row.Error, row.Need, row.Seconds = StateNotStarted, 0, "", "", 0
 		if id := row.ClusterID; id != "" {
 			if f, ok := first[id]; ok {
 				row.SameAs = f
@@ -182,6 +182,44 @@ func PlanRollout(ctx context.Context, clusters []Cluster, o RolloutOptions) *Rol
 		}
 	}
 	return ro
+}
+
+// Preview is the rollout before it runs: its clusters and waves, for the question before it.
+func (ro *Rollout) Preview(command string) *Report {
+	r := &Report{Command: command, Rows: ro.Rows, Groups: []Group{}}
+	r.Waves = ro.waveNames()
+	return r
+}
+
+func (ro *Rollout) waveNames() [][]string {
+	var out [][]string
+	for _, wave := range ro.Waves {
+		var names []string
+		for _, i := range wave {
+			names = append(names, ro.Rows[i].Name)
+		}
+		out = append(out, names)
+	}
+	return out
+}
+
+// RolloutWaves gives the report the waves a rollout of its clusters takes (an upgrade's dry
+// run): every cluster but the later names of one cluster, split by w, in the report's order.
+func (r *Report) RolloutWaves(w Waves) {
+	var unique []int
+	for i := range r.Rows {
+		if r.Rows[i].SameAs == "" {
+			unique = append(unique, i)
+		}
+	}
+	for wi, wave := range w.Split(len(unique)) {
+		var names []string
+		for _, k := range wave {
+			r.Rows[unique[k]].Wave = wi + 1
+			names = append(names, r.Rows[unique[k]].Name)
+		}
+		r.Waves = append(r.Waves, names)
+	}
 }
 
 // Upgraded reports whether a rollout's row ended with the release applied and verified (by
@@ -250,13 +288,7 @@ func (ro *Rollout) Run(ctx context.Context, o RolloutOptions) *Report {
 	}
 	rep := NewReport("", ro.Rows, ctx.Err() != nil)
 	rep.Stopped = stopped
-	for _, wave := range ro.Waves {
-		var names []string
-		for _, i := range wave {
-			names = append(names, ro.Rows[i].Name)
-		}
-		rep.Waves = append(rep.Waves, names)
-	}
+	rep.Waves = ro.waveNames()
 	if stopped != "" {
 		rep.ExitCode = max(rep.ExitCode, 1)
 	}

@@ -56,8 +56,12 @@ func markdownFleet(m *mdDoc, r *fleet.Report) {
 	m.Line("|---|---|---|---|---|---|---|---|---|")
 	for _, row := range r.Rows {
 		verdict, blocker := row.Shown()
-		m.Line("| %s | %s | %s | %s | %s | %d | %s | %.1fs | %d |", mdCode(row.Name), dash(row.KubernetesVersion), yesNoDash(row.InPlace),
-			mdCell(verdict), mdCell(dash(strings.Join(row.Path, " → "))), row.Objects, mdCell(dash(blocker)), row.Seconds, row.ExitCode)
+		exit := fmt.Sprint(row.ExitCode)
+		if row.State == fleet.StateNotStarted {
+			exit = "-"
+		}
+		m.Line("| %s | %s | %s | %s | %s | %d | %s | %.1fs | %s |", mdCode(row.Name), dash(row.KubernetesVersion), yesNoDash(row.InPlace),
+			mdCell(verdict), mdCell(dash(strings.Join(row.Path, " → "))), row.Objects, mdCell(dash(blocker)), row.Seconds, exit)
 	}
 	for _, n := range r.Notes {
 		m.Line("\n_%s_", mdCell(n))

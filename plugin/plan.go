@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/printers"
@@ -54,7 +56,8 @@ type PlanOptions struct {
 
 	fv   preview.FieldValidation
 	kube *kubeVersionFlag
-	path *pathFlags
+	path  *pathFlags
+	fleet *fleetFlags
 }
 
 // NewCmdPlan builds `kubectl crdver plan`.
@@ -122,6 +125,8 @@ Exit status: 0 safe or stricter; 1 breaking, unknown or invalid on re-create (an
 	})
 	o.kube = addKubeVersionFlag(cmd)
 	o.path = addPathFlags(cmd)
+	o.fleet = addFleetFlags(cmd, g, o.out, fleetSpec{kind: fleet.KindPlan, pathKind: fleet.KindPlanPath, waves: true, timeout: 10 * time.Minute, refuse: map[string]string{
+		"old-file": "an offline plan has no cluster", "objects": "an offline plan has no cluster"}})
 	return cmd
 }
 
@@ -164,6 +169,9 @@ func (o *PlanOptions) Validate() error {
 		return UsageErrorf("--workers must be 0 (one per core) or more, got %d", o.Workers)
 	}
 	if err := o.path.validate(); err != nil {
+		return err
+	}
+	if err := o.fleet.validate(); err != nil {
 		return err
 	}
 	return o.kube.validate()
@@ -210,6 +218,9 @@ func (o *PlanOptions) readCRDDocs(ctx context.Context, files []string, flag stri
 
 // Run plans every CRD of the input.
 func (o *PlanOptions) Run(ctx context.Context) error {
+	if o.fleet.set() {
+		return o.fleet.run(ctx)
+	}
 	next, skipped, err := o.readCRDDocs(ctx, o.Files, "-f")
 	if err != nil {
 		return err
@@ -229,11 +240,8 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return o.runPath(ctx, rc, ro, next)
 	}
 	report, runErr := plan.Release(ctx, rc, ro)
-	var ue *ExitError
-	if errors.As(runErr, &ue) {
-		return runErr // a usage error of a flag (--convert-sample)
-	}
-	if runErr != nil && len(report.Items) == 0 {
+	var ue *ExitError // a usage error of a flag (--convert-sample)
+	if runErr != nil && (len(report.Items) == 0 || errors.As(runErr, &ue)) {
 		return o.runError(runErr)
 	}
 	failOnStricter := o.FailOn == "stricter"
@@ -358,6 +366,10 @@ func planExitText(r *plan.Report, failOnStricter bool) string {
 }
 
 func (o *PlanOptions) runError(err error) error {
+	var ue *ExitError
+	if errors.As(err, &ue) {
+		return err // its own exit code and words
+	}
 	if errors.Is(err, plan.ErrInterrupted) {
 		return Unavailable(fmt.Errorf("%w: the plan is incomplete (nothing was written)", err))
 	}

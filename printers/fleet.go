@@ -34,14 +34,25 @@ func FleetWaves(r *fleet.Report, spec string) Report {
 
 func printFleet(w io.Writer, r *fleet.Report, h Human) error {
 	t := Table{Header: fleetHeader(r)}
-	if !h.Wide {
-		t.MaxWidth = TerminalWidth
-	}
+	var blockers []string
 	for _, row := range r.Rows {
 		t.Add(fleetCells(r, row)...)
+		if _, b := row.Shown(); b != "" {
+			blockers = append(blockers, row.Name+": "+b)
+		}
 	}
 	if err := t.Print(w, h.NoHeaders); err != nil {
 		return err
+	}
+	if len(blockers) > 0 {
+		fmt.Fprintln(w, "\nWhat blocks them (the first finding, or the error):")
+		for _, b := range blockers {
+			if h.Wide {
+				fmt.Fprintln(w, "  "+b)
+			} else {
+				WriteWrapped(w, "  "+b, "    ", TerminalWidth)
+			}
+		}
 	}
 	if len(r.Waves) > 0 {
 		fmt.Fprintln(w)
@@ -92,11 +103,11 @@ func fleetHeader(r *fleet.Report) []string {
 	if objects {
 		h = append(h, "objects")
 	}
-	return append(h, "time", "exit", "blocker")
+	return append(h, "time", "exit")
 }
 
 func fleetCells(r *fleet.Report, row fleet.Row) []string {
-	verdict, blocker := row.Shown()
+	verdict, _ := row.Shown()
 	cells := []string{row.Name, Dash(row.KubernetesVersion)}
 	for _, col := range fleetHeader(r)[2:] {
 		switch col {
@@ -113,12 +124,18 @@ func fleetCells(r *fleet.Report, row fleet.Row) []string {
 		case "time":
 			cells = append(cells, fmt.Sprintf("%.1fs", row.Seconds))
 		case "exit":
-			cells = append(cells, fmt.Sprint(row.ExitCode))
-		case "blocker":
-			cells = append(cells, Dash(blocker))
+			cells = append(cells, exitText(row))
 		}
 	}
 	return cells
+}
+
+// exitText is a row's exit status, "-" for a run not started.
+func exitText(row fleet.Row) string {
+	if row.State == fleet.StateNotStarted {
+		return "-"
+	}
+	return fmt.Sprint(row.ExitCode)
 }
 
 func waveText(n int) string {
