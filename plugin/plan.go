@@ -54,8 +54,8 @@ type PlanOptions struct {
 	WebhookAddress  string
 	FailOn          string
 
-	fv   preview.FieldValidation
-	kube *kubeVersionFlag
+	fv    preview.FieldValidation
+	kube  *kubeVersionFlag
 	path  *pathFlags
 	fleet *fleetFlags
 }
