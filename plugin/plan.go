@@ -54,10 +54,11 @@ type PlanOptions struct {
 	WebhookAddress  string
 	FailOn          string
 
-	fv    preview.FieldValidation
-	kube  *kubeVersionFlag
-	path  *pathFlags
-	fleet *fleetFlags
+	fv   preview.FieldValidation
+	kube *kubeVersionFlag
+	path *pathFlags
+
+	fleet *fleetFlags // --contexts, --all-contexts, --kubeconfigs (fleet.go)
 }
 
 // NewCmdPlan builds `kubectl crdver plan`.
