@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +20,7 @@ import (
 	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/internal/buildinfo"
 	"github.com/crdver/kubectl-crdver/kubeversion"
+	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
@@ -44,8 +42,8 @@ type fleetRunner struct {
 	display string
 	dryRun  bool
 	stamp   string
-	// spool is stdin copied to a file (-f -), which every child reads.
-	spool string
+	// spooled are the inputs read once (stdin, a pipe) copied to files, which every child reads.
+	spooled []*manifest.Spooled
 }
 
 // connFlags are the names of the connection flags (cli-runtime's ConfigFlags).
@@ -88,8 +86,8 @@ func (f *fleetFlags) newRunner(ctx context.Context) (*fleetRunner, error) {
 			return
 		}
 		shown = append(shown, shownFlag(fl, value)...)
-		if value == "-" && (name == "filename" || name == "via") {
-			value, spoolErr = r.spoolStdin(ctx)
+		if (name == "filename" || name == "via") && spoolErr == nil {
+			value, spoolErr = r.spoolInput(ctx, value)
 		}
 		arg := "--" + name + "=" + value
 		r.args = append(r.args, arg)
@@ -102,7 +100,7 @@ func (f *fleetFlags) newRunner(ctx context.Context) (*fleetRunner, error) {
 	})
 	if spoolErr != nil {
 		r.close()
-		return nil, spoolErr
+		return nil, inputError(spoolErr)
 	}
 	if args := f.cmd.Flags().Args(); len(args) > 0 {
 		r.args = append(append(r.args, "--"), args...)
@@ -119,42 +117,20 @@ func (f *fleetFlags) newRunner(ctx context.Context) (*fleetRunner, error) {
 	return r, nil
 }
 
-// spoolStdin copies stdin to a temporary file once, for every cluster's run to read.
-func (r *fleetRunner) spoolStdin(ctx context.Context) (string, error) {
-	if r.spool != "" {
-		return r.spool, nil
-	}
-	tmp, err := os.CreateTemp("", "crdver-fleet-stdin-*.yaml")
+// spoolInput is an input file as every cluster's run reads it: stdin or a pipe copied to a
+// temporary file once (manifest.Spool), else the file as given.
+func (r *fleetRunner) spoolInput(ctx context.Context, file string) (string, error) {
+	sp, err := manifest.Spool(ctx, []string{file}, r.f.g.In, "crdver-fleet-input-*.yaml", "each cluster's run reads it")
+	r.spooled = append(r.spooled, sp)
 	if err != nil {
-		return "", fmt.Errorf("copying stdin to a temporary file (each cluster's run reads it): %w", err)
+		return "", err
 	}
-	r.spool = tmp.Name()
-	_, err = io.Copy(tmp, contextReader{ctx, r.f.g.In})
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("copying stdin to %s (each cluster's run reads it): %w", r.spool, err)
-	}
-	return r.spool, nil
-}
-
-// contextReader stops reading once ctx ends (Ctrl-C while stdin is still open).
-type contextReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c contextReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
+	return sp.Files[0], nil
 }
 
 func (r *fleetRunner) close() {
-	if r.spool != "" {
-		_ = os.Remove(r.spool)
+	for _, sp := range r.spooled {
+		sp.Close()
 	}
 }
 
