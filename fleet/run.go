@@ -188,6 +188,9 @@ func runOne(ctx context.Context, c Cluster, o Options, now func() time.Time) Row
 	row := o.Run(cctx, c)
 	row.Cluster = c
 	row.Seconds = now().Sub(start).Seconds()
+	if row.State == "" {
+		row.State = StateDone // the run gave its answer, whether or not ctx ended meanwhile
+	}
 	switch {
 	case ctx.Err() != nil && !row.Finished():
 		row.State, row.ExitCode = StateInterrupted, 3
@@ -197,9 +200,6 @@ func runOne(ctx context.Context, c Cluster, o Options, now func() time.Time) Row
 	case errors.Is(cctx.Err(), context.DeadlineExceeded) && !row.Finished():
 		row.State, row.ExitCode = StateTimedOut, 3
 		row.Error = fmt.Sprintf("timed out after %s (stopped)", o.Timeout)
-	}
-	if row.State == "" {
-		row.State = StateDone
 	}
 	switch row.State {
 	case StateInterrupted, StateTimedOut, StateUnreachable, StateNotStarted:

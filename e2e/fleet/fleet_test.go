@@ -133,10 +133,10 @@ func closedPort(t testing.TB) string {
 }
 
 // kubeconfigs writes one kubeconfig per cluster into a folder (as Cluster API writes them), the
-// context of each named after it: clusters maps a name to a server, or to "" for a cluster that
-// does not answer (a closed port). It returns the folder and a merged kubeconfig holding every
-// context.
-func kubeconfigs(t testing.TB, clusters map[string]*testenv.Env, down ...string) (dir, merged string) {
+// context of each named after it: clusters maps a name to a server; elsewhere maps a name to
+// an address that is no API server (a closed port, a server that never answers), reached with
+// a server's credentials. It returns the folder and a merged kubeconfig holding every context.
+func kubeconfigs(t testing.TB, clusters map[string]*testenv.Env, elsewhere map[string]string) (dir, merged string) {
 	t.Helper()
 	dir = t.TempDir()
 	all := clientcmdapi.NewConfig()
@@ -161,9 +161,9 @@ func kubeconfigs(t testing.TB, clusters map[string]*testenv.Env, down ...string)
 		template = cfg
 		add(name, cfg)
 	}
-	for _, name := range down {
+	for name, addr := range elsewhere {
 		cfg := template.DeepCopy()
-		cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server = "https://" + closedPort(t)
+		cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server = "https://" + addr
 		add(name, cfg)
 	}
 	merged = filepath.Join(t.TempDir(), "kubeconfig")

@@ -101,7 +101,7 @@ func TestFleetPlanAgreesWithSingleRuns(t *testing.T) {
 	install(t, servers["old-b"], hookDown)
 
 	names := map[string]*testenv.Env{"ready": servers["new-a"], "path": servers["old-a"], "fix": servers["new-b"], "hook": servers["old-b"]}
-	dir, merged := kubeconfigs(t, names, "gone")
+	dir, merged := kubeconfigs(t, names, map[string]string{"gone": closedPort(t)})
 	r := newRunner(t)
 	args := []string{"plan", "-f", target, "--via", via}
 

@@ -67,7 +67,7 @@ func gadgetFleet(t *testing.T, group string, n int, legacy ...string) (release, 
 		}
 		create(t, e, "gadgets", objs...)
 	}
-	_, kubeconfig = kubeconfigs(t, byName)
+	_, kubeconfig = kubeconfigs(t, byName, nil)
 	return writeRelease(t, t.TempDir(), "v2.0.0", gadgets(group, false)), kubeconfig, byName
 }
 
