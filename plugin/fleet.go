@@ -246,7 +246,7 @@ func (f *fleetFlags) rollout(ctx context.Context, r *fleetRunner, clusters []fle
 	o.Options.Started, o.Options.Done = nil, nil
 	ro := fleet.PlanRollout(ctx, clusters, o)
 	preview := ro.Preview(r.display)
-	if err := printer.PrintPart(f.g.Out, printers.FleetWaves(preview, f.waves.String())); err != nil {
+	if err := printer.PrintPart(f.g.Out, printers.FleetWaves(preview, "--waves "+f.waves.String())); err != nil {
 		return err
 	}
 	if yes, _ := f.cmd.Flags().GetBool("yes"); !yes {

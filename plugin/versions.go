@@ -135,10 +135,10 @@ func (o *VersionsOptions) Validate() error {
 		return UsageErrorf("-o markdown is for --all (a pull request comment on every CRD): use -o json or -o yaml for one CRD")
 	case o.All && o.out.format == outputWide:
 		return UsageErrorf("--all has no wide output: use -o json or -o yaml for every field")
-	case !o.All && !o.Sort && o.Name == "" && !o.source.offline():
-		return UsageErrorf("name a CRD (e.g. crontabs.stable.example.com), or use -f FILE, --all or --sort")
 	case o.fleet.set() && !o.All:
 		return UsageErrorf("on a fleet, versions summarises every CRD of each cluster: add --all")
+	case !o.All && !o.Sort && o.Name == "" && !o.source.offline():
+		return UsageErrorf("name a CRD (e.g. crontabs.stable.example.com), or use -f FILE, --all or --sort")
 	}
 	return o.fleet.validate()
 }

@@ -16,12 +16,13 @@ func Fleet(r *fleet.Report) MarkdownReport {
 	return newMarkdownView(r, printFleet, markdown.Fleet)
 }
 
-// FleetWaves is the waves a rollout is about to take (printed before its question): as data
-// nothing more than the final report holds.
-func FleetWaves(r *fleet.Report, spec string) Report {
+// FleetWaves is the waves a rollout is about to take (printed before its question; how says
+// how they were chosen, e.g. the flag and its value): as data nothing more than the final
+// report holds.
+func FleetWaves(r *fleet.Report, how string) Report {
 	return newView(r, func(w io.Writer, r *fleet.Report, h Human) error {
-		fmt.Fprintf(w, "Upgrade %s in %s (--waves %s); each wave starts when the one before is applied and verified:\n",
-			Plural(len(r.Rows), "cluster"), Plural(len(r.Waves), "wave"), spec)
+		fmt.Fprintf(w, "Upgrade %s in %s (%s); each wave starts when the one before is applied and verified:\n",
+			Plural(len(r.Rows), "cluster"), Plural(len(r.Waves), "wave"), how)
 		printWaves(w, r, h)
 		for _, row := range r.Rows {
 			if row.SameAs != "" {
