@@ -89,8 +89,8 @@ func (r *Row) Shown() (verdict, blocker string) {
 	if r.Error != "" && (blocker == "" || r.ExitCode > 1) {
 		blocker = r.Error
 	}
-	if r.SameAs != "" && !strings.HasPrefix(blocker, "the same cluster as") {
-		blocker = strings.TrimSpace("the same cluster as " + r.SameAs + ". " + blocker)
+	if same := "the same cluster as " + r.SameAs; r.SameAs != "" && !strings.HasPrefix(blocker, same) {
+		blocker = strings.TrimSuffix(same+"; "+blocker, "; ")
 	}
 	return verdict, blocker
 }

@@ -46,7 +46,7 @@ func printFleet(w io.Writer, r *fleet.Report, h Human) error {
 		return err
 	}
 	if len(blockers) > 0 {
-		fmt.Fprintln(w, "\nWhat blocks them (the first finding, or the error):")
+		fmt.Fprintln(w, "\nFirst finding or error:")
 		for _, b := range blockers {
 			if h.Wide {
 				fmt.Fprintln(w, "  "+b)
