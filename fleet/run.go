@@ -83,8 +83,8 @@ func (r *Row) Finished() bool { return r.State == StateDone || r.State == StateS
 // answer, the run's error when it failed, the earlier name of the same cluster.
 func (r *Row) Shown() (verdict, blocker string) {
 	verdict, blocker = r.Verdict, r.Blocker
-	if !r.Finished() || verdict == "" {
-		verdict = r.State
+	if verdict == "" || !r.Finished() && r.State != StateFailed {
+		verdict = r.State // a run that failed with a report keeps its verdict (doctor's incomplete)
 	}
 	if r.Error != "" && (blocker == "" || r.ExitCode > 1) {
 		blocker = r.Error

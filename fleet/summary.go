@@ -41,6 +41,7 @@ const (
 	NeedReachable  = "a cluster that answers (unreachable)"
 	NeedRunAgain   = "a run that completes (run again)"
 	NeedLook       = "a look at the failed run"
+	NeedRollout    = "the rollout to go on (not started)"
 )
 
 // NeedPath is what a cluster needs that reaches the target through releases between: the
@@ -296,7 +297,7 @@ func summarizeVersions(row *Row, items []explain.Summary) {
 // is applied and verified, what stopped or remains.
 func summarizeUpgrade(row *Row, r *upgrade.Report) {
 	out := r.Outcome
-	row.Verdict = out.Result
+	row.Verdict = upgradeVerdict(r)
 	row.Upgraded = out.Applied && out.Verified
 	if r.Plan != nil {
 		_, _, row.Objects = planVerdict(r.Plan)
@@ -344,6 +345,21 @@ func firstPreflight(pf *upgrade.Preflight) string {
 		return pf.Unknown[0]
 	}
 	return ""
+}
+
+// upgradeVerdict is an upgrade's result; a dry run's, what the upgrade would do.
+func upgradeVerdict(r *upgrade.Report) string {
+	out := r.Outcome
+	if out.Result != upgrade.ResultDryRun {
+		return out.Result
+	}
+	switch {
+	case r.Preflight.Refused:
+		return "would be refused"
+	case out.ExitCode != 0:
+		return "would leave objects to you"
+	}
+	return "ready"
 }
 
 func upgradeNeed(row *Row, out upgrade.Outcome) string {

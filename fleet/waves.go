@@ -275,7 +275,7 @@ func (ro *Rollout) Run(ctx context.Context, o RolloutOptions) *Report {
 			if row.State == StateNotStarted {
 				row.Need = NeedRunAgain
 				if stopped != "" {
-					row.Error = "not started: the rollout stopped before its wave"
+					row.Need, row.Error = NeedRollout, "not started: the rollout stopped before it"
 				}
 			}
 			continue

@@ -55,7 +55,7 @@ func printFleet(w io.Writer, r *fleet.Report, h Human) error {
 			}
 		}
 	}
-	if len(r.Waves) > 0 {
+	if r.ArgoCD != nil || len(r.HeldBack) > 0 { // a plan's waves (a rollout's are in the WAVE column)
 		fmt.Fprintln(w)
 		printWaves(w, r, h)
 	}

@@ -78,13 +78,15 @@ func BenchmarkFleetPlan(b *testing.B) {
 	b.Run("single-runs", func(b *testing.B) {
 		for range b.N {
 			var peak int64
+			var cpu time.Duration
 			start := time.Now()
 			for i := range fleetSize {
 				cmd := r.command(context.Background(), "plan", "-f", release, "--kubeconfig", filepath.Join(dir, fmt.Sprintf("cluster-%02d.kubeconfig", i)), "-o", "json")
 				m := runMeasured(b, cmd)
-				peak = max(peak, m.child)
+				peak, cpu = max(peak, m.child), cpu+m.cpu
 			}
 			b.ReportMetric(time.Since(start).Seconds(), "s/fleet")
+			b.ReportMetric(cpu.Seconds(), "cpu-s/fleet")
 			b.ReportMetric(float64(peak)/(1<<20), "peak-run-MB")
 		}
 	})
@@ -95,6 +97,7 @@ func BenchmarkFleetPlan(b *testing.B) {
 				cmd := r.command(context.Background(), "plan", "-f", release, "--kubeconfigs", dir, "--parallel", strconv.Itoa(p), "-o", "json", "-q")
 				m := runMeasured(b, cmd)
 				b.ReportMetric(time.Since(start).Seconds(), "s/fleet")
+				b.ReportMetric(m.cpu.Seconds(), "cpu-s/fleet")
 				b.ReportMetric(float64(m.child)/(1<<20), "peak-run-MB")
 				b.ReportMetric(float64(m.parent)/(1<<20), "fleet-MB")
 				b.ReportMetric(float64(m.total)/(1<<20), "peak-total-MB")
@@ -144,6 +147,8 @@ type measured struct {
 	// child is the largest of its children's (or its own, when it has none) peak; parent its
 	// own; total the largest sum of the tree's resident memory at one sample.
 	child, parent, total int64
+	// cpu is the CPU time of the process and every child it waited for (wait4's rusage).
+	cpu time.Duration
 }
 
 // runMeasured runs cmd to its end, sampling its process tree's memory from /proc every 20 ms.
@@ -185,6 +190,7 @@ func runMeasured(b *testing.B, cmd *exec.Cmd) measured {
 	} else if err != nil {
 		b.Fatal(err)
 	}
+	m.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	if m.child == 0 {
 		m.child = m.parent // a single run: the engine itself (kubectl-crdver executes it in place)
 	}
