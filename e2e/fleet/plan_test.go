@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"slices"
@@ -79,7 +80,7 @@ func TestFleetPlanAgreesWithSingleRuns(t *testing.T) {
 	target := writeRelease(t, rels, "v0.3.0", crontabRelease(t, wh3.URL, wh3.CABundle, 20, "v1", "v2"))
 	t.Cleanup(func() {
 		for _, e := range servers {
-			_ = e.DeleteCRD(t.Context(), v010.Name) // before the webhooks stop
+			_ = e.DeleteCRD(context.Background(), v010.Name) // before the webhooks stop
 		}
 	})
 
