@@ -15,12 +15,10 @@
 package fleet
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 
@@ -202,26 +200,4 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
-}
-
-// Names are the clusters' names.
-func Names(cs []Cluster) []string {
-	out := make([]string, len(cs))
-	for i, c := range cs {
-		out[i] = c.Name
-	}
-	return out
-}
-
-// IsSelectionError reports whether err is a *SelectionError.
-func IsSelectionError(err error) bool {
-	var se *SelectionError
-	return errors.As(err, &se)
-}
-
-// unique reports whether names holds each name once.
-func unique(names []string) bool {
-	s := slices.Clone(names)
-	slices.Sort(s)
-	return len(slices.Compact(s)) == len(names)
 }

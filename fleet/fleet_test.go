@@ -356,7 +356,8 @@ func TestContexts(t *testing.T) {
 		t.Errorf("%+v, %v", got, err)
 	}
 	for _, names := range [][]string{{"nope"}, {"qa-*"}, {""}, {"[x"}} {
-		if _, err := Contexts(cfg, names, ""); !IsSelectionError(err) {
+		var se *SelectionError
+		if _, err := Contexts(cfg, names, ""); !errors.As(err, &se) {
 			t.Errorf("%v: %v", names, err)
 		}
 	}
@@ -364,8 +365,12 @@ func TestContexts(t *testing.T) {
 		t.Errorf("the error names the contexts there are: %v", err)
 	}
 	all, err := AllContexts(cfg, "")
-	if err != nil || !slices.Equal(Names(all), []string{"dev", "prod-eu", "prod-us", "staging"}) {
-		t.Errorf("%v, %v", Names(all), err)
+	var names []string
+	for _, c := range all {
+		names = append(names, c.Name)
+	}
+	if err != nil || !slices.Equal(names, []string{"dev", "prod-eu", "prod-us", "staging"}) {
+		t.Errorf("%v, %v", names, err)
 	}
 }
 
@@ -412,10 +417,11 @@ func TestKubeconfigDir(t *testing.T) {
 	if len(notes) != 2 || !strings.Contains(notes[0], "README.md: not a kubeconfig") || !strings.Contains(notes[1], "two.yaml: 2 contexts and no current-context") {
 		t.Errorf("notes: %q", notes)
 	}
-	if _, _, err := KubeconfigDir(t.TempDir()); !IsSelectionError(err) {
+	var se *SelectionError
+	if _, _, err := KubeconfigDir(t.TempDir()); !errors.As(err, &se) {
 		t.Errorf("an empty folder: %v", err)
 	}
-	if _, _, err := KubeconfigDir(filepath.Join(dir, "missing")); !IsSelectionError(err) {
+	if _, _, err := KubeconfigDir(filepath.Join(dir, "missing")); !errors.As(err, &se) {
 		t.Errorf("a missing folder: %v", err)
 	}
 }
@@ -487,7 +493,7 @@ func TestSummarize(t *testing.T) {
 	if err := Summarize(&Row{}, KindPlan, 0, []byte("not json")); err == nil {
 		t.Error("a report that is not JSON: no error")
 	}
-	if err := Summarize(&Row{}, Kind("other"), 0, []byte("{}")); err == nil || errors.Is(err, nil) {
+	if err := Summarize(&Row{}, Kind("other"), 0, []byte("{}")); err == nil {
 		t.Error("an unknown kind: no error")
 	}
 }

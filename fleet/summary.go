@@ -62,47 +62,25 @@ func Summarize(row *Row, k Kind, exit int, out []byte) error {
 	var err error
 	switch k {
 	case KindPlan:
-		var r plan.Report
-		if err = json.Unmarshal(out, &r); err == nil {
-			summarizePlan(row, &r)
-		}
+		err = read(out, func(r *plan.Report) { summarizePlan(row, r) })
 	case KindPlanPath:
-		var r plan.PathReport
-		if err = json.Unmarshal(out, &r); err == nil {
-			summarizePath(row, &r)
-		}
+		err = read(out, func(r *plan.PathReport) { summarizePath(row, r) })
 	case KindDoctor:
-		var r doctor.Report
-		if err = json.Unmarshal(out, &r); err == nil {
-			summarizeDoctor(row, &r)
-		}
+		err = read(out, func(r *doctor.Report) { summarizeDoctor(row, r) })
 	case KindVersionsAll:
-		var r struct {
+		err = read(out, func(r *struct {
 			Items []explain.Summary `json:"items"`
-		}
-		if err = json.Unmarshal(out, &r); err == nil {
+		}) {
 			summarizeVersions(row, r.Items)
-		}
+		})
 	case KindUpgrade:
-		var r upgrade.Report
-		if err = json.Unmarshal(out, &r); err == nil {
-			summarizeUpgrade(row, &r)
-		}
+		err = read(out, func(r *upgrade.Report) { summarizeUpgrade(row, r) })
 	case KindUpgradePath:
-		var r upgrade.PathReport
-		if err = json.Unmarshal(out, &r); err == nil {
-			summarizeUpgradePath(row, &r)
-		}
+		err = read(out, func(r *upgrade.PathReport) { summarizeUpgradePath(row, r) })
 	case KindUpgradeStatus:
-		var r upgrade.Status
-		if err = json.Unmarshal(out, &r); err == nil {
-			SummarizeStatus(row, &r)
-		}
+		err = read(out, func(r *upgrade.Status) { summarizeStatus(row, r) })
 	case KindMigrateStatus:
-		var r migrate.Status
-		if err = json.Unmarshal(out, &r); err == nil {
-			summarizeMigrateStatus(row, &r)
-		}
+		err = read(out, func(r *migrate.Status) { summarizeMigrateStatus(row, r) })
 	default:
 		err = fmt.Errorf("no summary for reports of kind %q", k)
 	}
@@ -112,6 +90,16 @@ func Summarize(row *Row, k Kind, exit int, out []byte) error {
 	if exit > 1 {
 		row.State = StateFailed
 	}
+	return nil
+}
+
+// read decodes a report of type T and hands it to fill.
+func read[T any](out []byte, fill func(*T)) error {
+	var r T
+	if err := json.Unmarshal(out, &r); err != nil {
+		return err
+	}
+	fill(&r)
 	return nil
 }
 
@@ -312,7 +300,7 @@ func summarizeUpgrade(row *Row, r *upgrade.Report) {
 			row.Blocker += "; first: " + first
 		}
 	}
-	row.Need = upgradeNeed(row, out)
+	row.Need = upgradeNeed(out)
 	if r.AlreadyInPlace != "" {
 		t := true
 		row.InPlace = &t
@@ -362,7 +350,7 @@ func upgradeVerdict(r *upgrade.Report) string {
 	return "ready"
 }
 
-func upgradeNeed(row *Row, out upgrade.Outcome) string {
+func upgradeNeed(out upgrade.Outcome) string {
 	switch out.Result {
 	case upgrade.ResultComplete:
 		return NeedNothing
@@ -398,15 +386,15 @@ func summarizeUpgradePath(row *Row, r *upgrade.PathReport) {
 	} else if r.Outcome.Result != upgrade.ResultComplete && !(r.Outcome.Result == upgrade.ResultDryRun && r.Outcome.ExitCode == 0) {
 		row.Blocker = r.Outcome.Message
 	}
-	row.Need = upgradeNeed(row, r.Outcome)
+	row.Need = upgradeNeed(r.Outcome)
 	if r.Instruction != "" {
 		row.Need = NeedLook
 	}
 }
 
-// SummarizeStatus reads upgrade status: the release in place, a run to continue, or one that
+// summarizeStatus reads upgrade status: the release in place, a run to continue, or one that
 // holds the CRDs now.
-func SummarizeStatus(row *Row, st *upgrade.Status) {
+func summarizeStatus(row *Row, st *upgrade.Status) {
 	in := st.Next == upgrade.NextNothing
 	row.InPlace = &in
 	row.Verdict = st.Next
