@@ -13,6 +13,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/crdsource"
 	"github.com/crdver/kubectl-crdver/doctor"
+	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/printers"
 )
 
@@ -39,6 +40,7 @@ type DoctorOptions struct {
 	progressFlags  *progressFlags
 	kube           *kubeVersionFlag
 	judged         judgedAs
+	fleet          *fleetFlags
 	// Now is the clock for certificate expiry (tests).
 	Now func() time.Time
 }
@@ -79,6 +81,7 @@ with --fail-on warning), 3 when a check could not be completed.`,
 	f.BoolVar(&o.NoRoundTrip, "no-round-trip", false, "Send no ConversionReview to the webhooks (the other webhook checks still run)")
 	o.progressFlags = addProgressFlags(cmd)
 	o.kube = addKubeVersionFlag(cmd)
+	o.fleet = addFleetFlags(cmd, g, o.out, fleetSpec{kind: fleet.KindDoctor, timeout: 10 * time.Minute})
 	return cmd
 }
 
@@ -106,11 +109,17 @@ func (o *DoctorOptions) Validate() error {
 	if o.WebhookTimeout <= 0 {
 		return UsageErrorf("--webhook-timeout must be positive, got %v", o.WebhookTimeout)
 	}
+	if err := o.fleet.validate(); err != nil {
+		return err
+	}
 	return o.kube.validate()
 }
 
 // Run checks the CRDs and prints the report.
 func (o *DoctorOptions) Run(ctx context.Context) error {
+	if o.fleet.set() {
+		return o.fleet.run(ctx)
+	}
 	opts, crds, err := o.options(ctx)
 	if err != nil {
 		return err

@@ -116,7 +116,7 @@ func TestMessagesNameRealFlags(t *testing.T) {
 		return ""
 	}
 	checked := 0
-	for _, dir := range []string{".", "../convert", "../migrate", "../explain", "../preview", "../crd", "../crdschema", "../manifest", "../crdsource", "../markdown", "../progress", "../ownership", "../upgrade", "../preflight", "../kubeversion", "../restore", "../printers", "../webhookcheck"} {
+	for _, dir := range []string{".", "../convert", "../migrate", "../explain", "../preview", "../crd", "../crdschema", "../manifest", "../crdsource", "../markdown", "../progress", "../ownership", "../upgrade", "../preflight", "../kubeversion", "../restore", "../printers", "../webhookcheck", "../fleet"} {
 		library := dir != "."
 		for file, lits := range stringLiterals(t, dir) {
 			file = strings.TrimPrefix(file, "./")

@@ -3,9 +3,11 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/printers"
 )
@@ -19,6 +21,7 @@ type MigrateStatusOptions struct {
 
 	Name       string
 	Checkpoint string
+	fleet      *fleetFlags
 }
 
 func newCmdMigrateStatus(g *Globals) *cobra.Command {
@@ -38,6 +41,8 @@ Exit code 1 when a migration is pending and a trim is not known to be safe.`,
 	}
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	cmd.Flags().StringVar(&o.Checkpoint, "checkpoint", "", "Checkpoint file of the last run (default: in your cache folder, per cluster and CRD)")
+	o.fleet = addFleetFlags(cmd, g, o.out, fleetSpec{kind: fleet.KindMigrateStatus, timeout: 5 * time.Minute,
+		refuse: map[string]string{"checkpoint": "each cluster has its own (the default, in your cache folder)"}})
 	return cmd
 }
 
@@ -60,10 +65,18 @@ func (o *MigrateStatusOptions) completeArgs(args []string) error {
 }
 
 // Validate checks the flags.
-func (o *MigrateStatusOptions) Validate() error { return o.out.validate() }
+func (o *MigrateStatusOptions) Validate() error {
+	if err := o.out.validate(); err != nil {
+		return err
+	}
+	return o.fleet.validate()
+}
 
 // Run prints the status.
 func (o *MigrateStatusOptions) Run(ctx context.Context) error {
+	if o.fleet.set() {
+		return o.fleet.run(ctx)
+	}
 	cfg, err := o.g.RESTConfig() // loaded once per run (clients.go)
 	if err != nil {
 		return err

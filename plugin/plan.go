@@ -8,11 +8,13 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/printers"
@@ -57,6 +59,8 @@ type PlanOptions struct {
 	objects []plan.ReleaseObject
 	kube    *kubeVersionFlag
 	path    *pathFlags
+
+	fleet *fleetFlags // --contexts, --all-contexts, --kubeconfigs (fleet.go)
 }
 
 // NewCmdPlan builds `kubectl crdver plan`.
@@ -129,6 +133,8 @@ Exit status: 0 safe or stricter; 1 breaking, unknown or invalid on re-create (an
 	})
 	o.kube = addKubeVersionFlag(cmd)
 	o.path = addPathFlags(cmd)
+	o.fleet = addFleetFlags(cmd, g, o.out, fleetSpec{kind: fleet.KindPlan, pathKind: fleet.KindPlanPath, waves: true, timeout: 10 * time.Minute, refuse: map[string]string{
+		"old-file": "an offline plan has no cluster", "objects": "an offline plan has no cluster"}})
 	return cmd
 }
 
@@ -176,11 +182,17 @@ func (o *PlanOptions) Validate() error {
 	if err := o.path.validate(); err != nil {
 		return err
 	}
+	if err := o.fleet.validate(); err != nil {
+		return err
+	}
 	return o.kube.validate()
 }
 
 // Run plans every CRD of the input.
 func (o *PlanOptions) Run(ctx context.Context) error {
+	if o.fleet.set() {
+		return o.fleet.run(ctx)
+	}
 	next, skipped, err := o.g.readCRDFiles(ctx, o.Files, "-f", func(d Document) { o.objects = append(o.objects, releaseObject(d)...) })
 	if err != nil {
 		return err
@@ -334,6 +346,10 @@ func planExitText(r *plan.Report, failOnStricter bool) string {
 }
 
 func (o *PlanOptions) runError(err error) error {
+	var ue *ExitError
+	if errors.As(err, &ue) {
+		return err // its own exit code and words
+	}
 	if errors.Is(err, plan.ErrInterrupted) {
 		return Unavailable(fmt.Errorf("%w: the plan is incomplete (nothing was written)", err))
 	}

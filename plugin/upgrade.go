@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/printers"
@@ -51,6 +52,7 @@ type UpgradeOptions struct {
 	progress                               Progress
 	kube                                   *kubeVersionFlag
 	path                                   *pathFlags
+	fleet                                  *fleetFlags
 }
 
 // NewCmdUpgrade builds `kubectl crdver upgrade`.
@@ -127,6 +129,11 @@ unreachable, interrupted: run it again to resume).`,
 	o.progressFlags = addProgressFlags(cmd)
 	o.kube = addKubeVersionFlag(cmd)
 	o.path = addPathFlags(cmd)
+	o.fleet = addFleetFlags(cmd, g, o.out, fleetSpec{kind: fleet.KindUpgrade, pathKind: fleet.KindUpgradePath, rollout: true, refuse: map[string]string{
+		"backup":            "each cluster has its own backup file, named after it (--backup-dir)",
+		"checkpoint":        "each cluster has its own (the default, in your cache folder)",
+		"intermediate-crds": "it prints the CRDs of one cluster",
+	}})
 	cmd.AddCommand(newCmdUpgradeStatus(g))
 	return cmd
 }
@@ -173,11 +180,17 @@ func (o *UpgradeOptions) Validate() error {
 	if err := o.path.validate(); err != nil {
 		return err
 	}
+	if err := o.fleet.validate(); err != nil {
+		return err
+	}
 	return o.kube.validate()
 }
 
 // Run plans, preflights, asks, and upgrades.
 func (o *UpgradeOptions) Run(ctx context.Context) error {
+	if o.fleet.set() {
+		return o.fleet.run(ctx)
+	}
 	var objects []plan.ReleaseObject
 	next, skipped, err := o.g.readCRDFiles(ctx, o.Files, "-f", func(d Document) { objects = append(objects, releaseObject(d)...) })
 	if err != nil {

@@ -3,9 +3,11 @@ package plugin
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/printers"
 	"github.com/crdver/kubectl-crdver/upgrade"
@@ -21,6 +23,7 @@ type UpgradeStatusOptions struct {
 	Checkpoint   string
 	FieldManager string
 	path         *pathFlags
+	fleet        *fleetFlags
 }
 
 func newCmdUpgradeStatus(g *Globals) *cobra.Command {
@@ -47,6 +50,8 @@ Exit code 0 when the release is in place, 1 when something is left to do.`,
 	f.StringVar(&o.FieldManager, "field-manager", plan.FieldManager, "Field manager of the release's server-side apply, as given to upgrade")
 	o.path = addPathFlags(cmd)
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
+	o.fleet = addFleetFlags(cmd, g, o.out, fleetSpec{kind: fleet.KindUpgradeStatus, timeout: 5 * time.Minute,
+		refuse: map[string]string{"checkpoint": "each cluster has its own (the default, in your cache folder)"}})
 	return cmd
 }
 
@@ -64,11 +69,17 @@ func (o *UpgradeStatusOptions) Validate() error {
 	if len(o.Files) == 0 {
 		return UsageErrorf("give the release's CRDs with -f FILE, as given to upgrade")
 	}
+	if err := o.fleet.validate(); err != nil {
+		return err
+	}
 	return o.path.validate()
 }
 
 // Run reads the status and prints it.
 func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
+	if o.fleet.set() {
+		return o.fleet.run(ctx)
+	}
 	next, _, err := o.g.readCRDFiles(ctx, o.Files, "-f", nil)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
@@ -13,6 +14,7 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/explain"
+	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/printers"
 )
 
@@ -43,6 +45,7 @@ type VersionsOptions struct {
 	Sort      bool
 	SortArgs  []string
 	CanRemove string
+	fleet     *fleetFlags
 }
 
 // NewCmdVersions builds `kubectl crdver versions`.
@@ -80,6 +83,8 @@ that could not be listed) the answer is unknown, never safe.`,
 	cmd.Flags().BoolVar(&o.Sort, "sort", false, "Sort the version strings given as arguments, highest priority first, one per line (no cluster needed)")
 	cmd.Flags().StringVar(&o.CanRemove, "can-remove", "", "Exit 1 (and say why) unless this version is safe to remove from spec.versions")
 	registerVersionCompletion(cmd, o.source, "can-remove")
+	o.fleet = addFleetFlags(cmd, g, o.out, fleetSpec{kind: fleet.KindVersionsAll, timeout: 10 * time.Minute,
+		refuse: map[string]string{"filename": "the fleet reads each cluster's CRDs"}})
 	return cmd
 }
 
@@ -132,10 +137,12 @@ func (o *VersionsOptions) Validate() error {
 		return UsageErrorf("-o markdown is for --all (a pull request comment on every CRD): use -o json or -o yaml for one CRD")
 	case o.All && o.out.format == outputWide:
 		return UsageErrorf("--all has no wide output: use -o json or -o yaml for every field")
+	case o.fleet.set() && !o.All:
+		return UsageErrorf("on a fleet, versions summarises every CRD of each cluster: add --all")
 	case !o.All && !o.Sort && o.Name == "" && !o.source.offline():
 		return UsageErrorf("name a CRD (e.g. crontabs.stable.example.com), or use -f FILE, --all or --sort")
 	}
-	return nil
+	return o.fleet.validate()
 }
 
 // Run prints the report.
@@ -235,6 +242,9 @@ func (o *VersionsOptions) groupPreferred(ctx context.Context, crd *apiextensions
 }
 
 func (o *VersionsOptions) runAll(ctx context.Context) error {
+	if o.fleet.set() {
+		return o.fleet.run(ctx)
+	}
 	crds, err := o.source.all(ctx)
 	if err != nil {
 		return err

@@ -10,7 +10,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,126 +43,25 @@ func (r *Report) add(o Outcome, keep bool) {
 	}
 }
 
-// spooled is the backup as both passes read it: the files as given, but each input that can be
-// read only once (stdin, a pipe, a device) copied to a temporary file first.
+// spooled is the backup as both passes read it (manifest.Spool): the files as given, but each
+// input that can be read only once (stdin, a pipe, a device) copied to a temporary file first.
 type spooled struct {
+	*manifest.Spooled
 	files  []string
-	remove []string
-	// copied names what was copied (for the report's notes): "stdin", a pipe's path.
 	copied []string
-	// given names each copy as the user gave it.
-	given map[string]string
 }
 
 // name is how the user named file: "stdin" or the pipe's path for a copy.
-func (s *spooled) name(file string) string {
-	if n, ok := s.given[file]; ok {
-		return n
-	}
-	return file
-}
+func (s *spooled) name(file string) string { return s.Name(file) }
 
-// spool copies the inputs of files that can be read once to temporary files, a chunk at a
-// time (memory bounded, Ctrl-C observed: a blocked read is abandoned).
+// spool copies the inputs of files that can be read once to temporary files (manifest.Spool).
 func spool(ctx context.Context, files []string, stdin io.Reader) (*spooled, error) {
-	s := &spooled{}
-	for _, f := range files {
-		if f != "-" && (manifest.IsURL(f) || isDirOrFile(f)) {
-			s.files = append(s.files, f)
-			continue
-		}
-		var in io.Reader
-		name := f
-		if f == "-" {
-			if stdin == nil {
-				return s, &manifest.InputError{Err: manifest.ErrNoStdin}
-			}
-			in, name = stdin, "stdin"
-		} else {
-			fh, err := os.Open(f)
-			if err != nil {
-				return s, &manifest.InputError{Err: fmt.Errorf("%s: %w", f, manifest.PathErrorText(err))}
-			}
-			defer fh.Close()
-			in = fh
-		}
-		tmp, err := os.CreateTemp("", "crdver-restore-backup-*.yaml")
-		if err != nil {
-			return s, fmt.Errorf("copying %s to a temporary file (it can be read only once, and the restore reads the backup twice): %w", name, err)
-		}
-		s.remove = append(s.remove, tmp.Name())
-		if err := copyContext(ctx, tmp, in); err != nil {
-			tmp.Close()
-			if ctx.Err() != nil {
-				return s, &manifest.InterruptedError{Cause: context.Cause(ctx)}
-			}
-			return s, fmt.Errorf("copying %s to %s (it can be read only once, and the restore reads the backup twice): %w", name, tmp.Name(), err)
-		}
-		if err := tmp.Close(); err != nil {
-			return s, err
-		}
-		s.files = append(s.files, tmp.Name())
-		s.copied = append(s.copied, name)
-		if s.given == nil {
-			s.given = map[string]string{}
-		}
-		s.given[tmp.Name()] = name
-	}
-	return s, nil
-}
-
-// isDirOrFile: f can be read again (a regular file, or a directory of them).
-func isDirOrFile(f string) bool {
-	st, err := os.Stat(f)
-	return err == nil && (st.IsDir() || st.Mode().IsRegular())
-}
-
-// copyContext copies in to w until EOF or ctx is done; a read blocked when ctx ends is
-// abandoned (its goroutine ends with the process, or at the next chunk).
-func copyContext(ctx context.Context, w io.Writer, in io.Reader) error {
-	done := make(chan error, 1)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		buf := make([]byte, 256<<10)
-		for {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			n, err := in.Read(buf)
-			if n > 0 {
-				if _, werr := w.Write(buf[:n]); werr != nil {
-					done <- werr
-					return
-				}
-			}
-			if errors.Is(err, io.EOF) {
-				done <- nil
-				return
-			}
-			if err != nil {
-				done <- err
-				return
-			}
-		}
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	sp, err := manifest.Spool(ctx, files, stdin, "crdver-restore-backup-*.yaml", "the restore reads the backup twice")
+	return &spooled{Spooled: sp, files: sp.Files, copied: sp.Copied}, err
 }
 
 // close removes the temporary copies.
-func (s *spooled) close() {
-	for _, f := range s.remove {
-		_ = os.Remove(f)
-	}
-}
+func (s *spooled) close() { s.Close() }
 
 // consentEntry is one object whose write may drop field managers, with consent: the index of
 // its backup document in the pass, its key (a check that both passes read the same backup),

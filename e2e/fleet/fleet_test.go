@@ -1,0 +1,374 @@
+// Package fleet checks kubectl crdver on a fleet of clusters against real API servers of two
+// Kubernetes minors, through the built plugin: the fleet report agrees with the single run of
+// each cluster row by row (its own Kubernetes version, its own webhooks), an unreachable
+// cluster is a row, the exit code is the worst; the upgrade rolls through the clusters in
+// waves, stops at the cluster that refuses, continues from the clusters' own state, and
+// survives a SIGKILL of the fleet run.
+package fleet
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crdver/kubectl-crdver/fleet"
+	"github.com/crdver/kubectl-crdver/internal/testenv"
+)
+
+// The servers: two of the current minor and two of the older one CI builds, started at once
+// and shared by every test of the package; plugin is the built kubectl-crdver.
+var (
+	servers map[string]*testenv.Env // by name: new-a, new-b (1.37), old-a, old-b (1.34)
+	minors  = map[string]string{"new-a": "", "new-b": "", "old-a": olderMinor, "old-b": olderMinor}
+	plugin  string
+)
+
+// olderMinor is the older Kubernetes minor whose kube-apiserver CI builds (Makefile's
+// CI_KUBE_MINOR).
+const olderMinor = "1.34"
+
+func TestMain(m *testing.M) {
+	check, err := testenv.IsolateCache()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
+	}
+	code := func() int {
+		dir, err := os.MkdirTemp("", "crdver-fleet-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var errs []error
+		servers = map[string]*testenv.Env{}
+		for name, minor := range minors {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var e *testenv.Env
+				var err error
+				if minor == "" {
+					e, err = testenv.Start(testenv.Options{})
+				} else {
+					e, err = testenv.StartBuiltMinorShared(minor)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", name, err))
+					return
+				}
+				servers[name] = e
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := testenv.BuildPlugin(filepath.Join(dir, "bin"), testenv.BuildOptions{})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+			plugin = p
+		}()
+		wg.Wait()
+		defer func() {
+			for _, e := range servers {
+				e.Stop()
+			}
+		}()
+		if len(errs) > 0 {
+			fmt.Fprintln(os.Stderr, "testenv:", errs)
+			return 1
+		}
+		return m.Run()
+	}()
+	if err := check(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// engine is crdver-engine beside the built kubectl-crdver.
+func engine() string { return filepath.Join(filepath.Dir(plugin), testenv.PluginEngine) }
+
+// closedPort is an address nothing listens on.
+func closedPort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// kubeconfigs writes one kubeconfig per cluster into a folder (as Cluster API writes them), the
+// context of each named after it: clusters maps a name to a server; elsewhere maps a name to
+// an address that is no API server (a closed port, a server that never answers), reached with
+// a server's credentials. It returns the folder and a merged kubeconfig holding every context.
+func kubeconfigs(t testing.TB, clusters map[string]*testenv.Env, elsewhere map[string]string) (dir, merged string) {
+	t.Helper()
+	dir = t.TempDir()
+	all := clientcmdapi.NewConfig()
+	add := func(name string, cfg *clientcmdapi.Config) {
+		one := clientcmdapi.NewConfig()
+		ctx := cfg.Contexts[cfg.CurrentContext]
+		one.Clusters[name] = cfg.Clusters[ctx.Cluster]
+		one.AuthInfos[name] = cfg.AuthInfos[ctx.AuthInfo]
+		one.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name, Namespace: "default"}
+		one.CurrentContext = name
+		if err := clientcmd.WriteToFile(*one, filepath.Join(dir, name+".kubeconfig")); err != nil {
+			t.Fatal(err)
+		}
+		all.Clusters[name], all.AuthInfos[name], all.Contexts[name] = one.Clusters[name], one.AuthInfos[name], one.Contexts[name]
+	}
+	var template *clientcmdapi.Config
+	for name, e := range clusters {
+		cfg, err := clientcmd.LoadFromFile(e.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		template = cfg
+		add(name, cfg)
+	}
+	for name, addr := range elsewhere {
+		cfg := template.DeepCopy()
+		cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server = "https://" + addr
+		add(name, cfg)
+	}
+	merged = filepath.Join(t.TempDir(), "kubeconfig")
+	all.CurrentContext = ""
+	if err := clientcmd.WriteToFile(*all, merged); err != nil {
+		t.Fatal(err)
+	}
+	return dir, merged
+}
+
+// result is one run of the plugin.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runner runs the built plugin with a user's cache folder of its own (upgrade's checkpoints).
+type runner struct {
+	t     testing.TB
+	cache string
+	env   []string
+}
+
+func newRunner(t testing.TB, env ...string) *runner {
+	return &runner{t: t, cache: t.TempDir(), env: env}
+}
+
+func (r *runner) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, plugin, args...)
+	cmd.Env = append(append(os.Environ(), "XDG_CACHE_HOME="+r.cache, "HOME="+r.cache, "NO_COLOR=1", "KUBECONFIG="), r.env...)
+	return cmd
+}
+
+func (r *runner) run(args ...string) result {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := r.command(ctx, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	res := result{stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		res.code = ee.ExitCode()
+	} else if err != nil {
+		r.t.Fatalf("running %v: %v", args, err)
+	}
+	return res
+}
+
+// report reads a fleet report (-o json).
+func report(t testing.TB, res result) *fleet.Report {
+	t.Helper()
+	var rep fleet.Report
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("the fleet report (exit %d): %v\nstdout:\n%s\nstderr:\n%s", res.code, err, res.stdout, res.stderr)
+	}
+	return &rep
+}
+
+// clients are a server's clients.
+type clients struct {
+	crds apiextensionsclient.Interface
+	dyn  dynamic.Interface
+}
+
+func clientsOf(t testing.TB, e *testenv.Env) clients {
+	t.Helper()
+	c, err := apiextensionsclient.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dynamic.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clients{crds: c, dyn: d}
+}
+
+// writeRelease writes crds as a release folder dir/name and returns it.
+func writeRelease(t testing.TB, dir, name string, crds ...*apiextensionsv1.CustomResourceDefinition) string {
+	t.Helper()
+	d := filepath.Join(dir, name)
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for _, c := range crds {
+		y, err := yaml.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString("---\n")
+		b.Write(y)
+	}
+	if err := os.WriteFile(filepath.Join(d, "crds.yaml"), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// install creates or replaces crd on e (spec only; status.storedVersions as the server keeps it).
+func install(t testing.TB, e *testenv.Env, crd *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	ctx := context.Background()
+	c := clientsOf(t, e)
+	cur, err := c.crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if _, err := e.CreateCRD(ctx, crd.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		return
+	case err != nil:
+		t.Fatal(err)
+	}
+	next := cur.DeepCopy()
+	next.Spec = *crd.Spec.DeepCopy()
+	if _, err := c.crds.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitEstablished(ctx, crd.Name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// create creates objects (their apiVersion says at which version).
+func create(t testing.TB, e *testenv.Env, plural string, objs ...map[string]any) {
+	t.Helper()
+	c := clientsOf(t, e)
+	for _, o := range objs {
+		u := &unstructured.Unstructured{Object: o}
+		gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
+		if err != nil {
+			t.Fatal(err)
+		}
+		gvr := gv.WithResource(plural)
+		if _, err := c.dyn.Resource(gvr).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+			t.Fatalf("creating %s %s on %s: %v", gvr, u.GetName(), e.Config.Host, err)
+		}
+	}
+}
+
+// runKilled runs the plugin and kills it with SIGKILL once kill says so (called with each line
+// of its stderr); it returns what it printed.
+func (r *runner) runKilled(kill func(line string) bool, args ...string) (result, bool) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := r.command(ctx, args...)
+	var out bytes.Buffer
+	pr, pw := io.Pipe()
+	var errb bytes.Buffer
+	var mu sync.Mutex
+	cmd.Stdout = &out
+	cmd.Stderr = pw
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	killed := false
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			mu.Lock()
+			errb.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if !killed && kill(sc.Text()) {
+				killed = true
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	err := cmd.Wait()
+	pw.Close()
+	<-scanned
+	res := result{stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		res.code = ee.ExitCode()
+	}
+	return res, killed
+}
+
+// waitNoProcess waits until no process's command line holds marker (the children of a fleet
+// run killed with SIGKILL stop on the SIGTERM their parent's death sends them).
+func waitNoProcess(t testing.TB, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		found := ""
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err == nil && strings.Contains(string(b), marker) {
+				found = e.Name()
+			}
+		}
+		if found == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %s (%s) still runs 30 s after its fleet run was killed", found, marker)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,226 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/crdver/kubectl-crdver/fleet"
+	"github.com/crdver/kubectl-crdver/internal/testenv"
+	"github.com/crdver/kubectl-crdver/upgrade"
+)
+
+// gadgets is a release of Gadgets in group: with legacy, v1alpha1 (the storage version, with
+// spec.legacy) and v1 (served); without, v1 alone (storage), which has no spec.legacy.
+func gadgets(group string, legacy bool) *apiextensionsv1.CustomResourceDefinition {
+	schemaOf := func(legacy bool) *apiextensionsv1.CustomResourceValidation {
+		spec := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}}
+		if legacy {
+			spec.Properties["legacy"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+		}
+		return &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
+			Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": spec}}}
+	}
+	versions := []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true, Schema: schemaOf(false)}}
+	if legacy {
+		versions = []apiextensionsv1.CustomResourceDefinitionVersion{
+			{Name: "v1alpha1", Served: true, Storage: true, Schema: schemaOf(true)},
+			{Name: "v1", Served: true, Schema: schemaOf(false)},
+		}
+	}
+	return &apiextensionsv1.CustomResourceDefinition{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+		ObjectMeta: metav1.ObjectMeta{Name: "gadgets." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
+			Versions: versions,
+		},
+	}
+}
+
+// gadgetFleet installs the old release of group on three servers, named a (1.37), b (1.34) and
+// c (1.37), with n Gadgets each at v1alpha1; those of the clusters in legacy hold spec.legacy,
+// which the new release drops (its upgrade refuses). It returns the new release and a
+// kubeconfig with the three contexts.
+func gadgetFleet(t *testing.T, group string, n int, legacy ...string) (release, kubeconfig string, byName map[string]*testenv.Env) {
+	t.Helper()
+	byName = map[string]*testenv.Env{"a": servers["new-a"], "b": servers["old-a"], "c": servers["new-b"]}
+	for name, e := range byName {
+		install(t, e, gadgets(group, true))
+		var objs []map[string]any
+		for i := range n {
+			spec := map[string]any{"size": int64(i)}
+			if slices.Contains(legacy, name) {
+				spec["legacy"] = "keep-me"
+			}
+			objs = append(objs, map[string]any{"apiVersion": group + "/v1alpha1", "kind": "Gadget",
+				"metadata": map[string]any{"name": fmt.Sprintf("g%03d", i), "namespace": "default"}, "spec": spec})
+		}
+		create(t, e, "gadgets", objs...)
+	}
+	_, kubeconfig = kubeconfigs(t, byName, nil)
+	return writeRelease(t, t.TempDir(), "v2.0.0", gadgets(group, false)), kubeconfig, byName
+}
+
+// liveState is what a cluster holds of a CRD and its objects: every resourceVersion.
+func liveState(t *testing.T, e *testenv.Env, group string) string {
+	t.Helper()
+	c := clientsOf(t, e)
+	crd, err := c.crds.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), "gadgets."+group, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.dyn.Resource(schema.GroupVersionResource{Group: group, Version: "v1alpha1", Resource: "gadgets"}).Namespace("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := crd.ResourceVersion + " " + strings.Join(crd.Status.StoredVersions, ",")
+	for _, o := range list.Items {
+		s += " " + o.GetResourceVersion()
+	}
+	return s
+}
+
+// upgraded checks that the new release is in place on e: v1 alone, stored at v1 alone.
+func upgraded(t *testing.T, e *testenv.Env, name, group string) {
+	t.Helper()
+	c := clientsOf(t, e)
+	crd, err := c.crds.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), "gadgets."+group, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(crd.Spec.Versions) != 1 || !slices.Equal(crd.Status.StoredVersions, []string{"v1"}) {
+		t.Errorf("%s: versions %d, storedVersions %v: the release is not in place", name, len(crd.Spec.Versions), crd.Status.StoredVersions)
+	}
+}
+
+// TestFleetUpgradeInWaves: three clusters of two Kubernetes minors, waves 1,rest, one cluster
+// at a time. The canary is upgraded; the next wave stops at the cluster that refuses (objects
+// would lose spec.legacy), and nothing is written to the cluster after it. Once its objects are fixed, the same
+// command skips the canary (the release is in place there, as upgrade status says) and
+// finishes; upgrade status of the fleet says every cluster is done.
+func TestFleetUpgradeInWaves(t *testing.T) {
+	const group = "waves.example.com"
+	release, kubeconfig, byName := gadgetFleet(t, group, 3, "b")
+	r := newRunner(t, "KUBECONFIG="+kubeconfig) // the contexts through KUBECONFIG, as kubectl reads it
+	backups := t.TempDir()
+	args := []string{"upgrade", "-f", release, "--contexts", "a,b,c", "--waves", "1,rest", "--parallel", "1", "--yes", "--backup-dir", backups, "-o", "json"}
+
+	before := liveState(t, byName["c"], group)
+	res := r.run(args...)
+	rep := report(t, res)
+	t.Logf("first run: exit %d; %s", res.code, lastLine(res.stderr))
+	if res.code != 1 || !strings.Contains(rep.Stopped, "wave 2 of 2 at b") {
+		t.Errorf("exit %d, stopped %q: want 1, stopped at b", res.code, rep.Stopped)
+	}
+	if !slices.Equal(rep.Waves[0], []string{"a"}) || !slices.Equal(rep.Waves[1], []string{"b", "c"}) {
+		t.Errorf("waves: %v", rep.Waves)
+	}
+	if a := rep.Row("a"); !a.Upgraded || a.Verdict != upgrade.ResultComplete || a.Wave != 1 {
+		t.Errorf("a: %+v", a)
+	}
+	if b := rep.Row("b"); b.Verdict != upgrade.ResultRefused || b.ExitCode != 1 || !strings.Contains(b.Blocker, "legacy") {
+		t.Errorf("b: %+v", b)
+	}
+	if row := rep.Row("c"); row.State != fleet.StateNotStarted {
+		t.Errorf("c: %+v", row)
+	}
+	if now := liveState(t, byName["c"], group); now != before {
+		t.Errorf("c was written to after b refused: %s → %s", before, now)
+	}
+	upgraded(t, byName["a"], "a", group)
+	if files, _ := filepath.Glob(filepath.Join(backups, "crdver-backup-a-*.yaml")); len(files) != 1 {
+		t.Errorf("a's backup: %v", files)
+	}
+
+	// Fix b's objects (drop spec.legacy), then the same command.
+	c := clientsOf(t, byName["b"])
+	for i := range 3 {
+		patch := `{"spec":{"legacy":null}}`
+		if _, err := c.dyn.Resource(schema.GroupVersionResource{Group: group, Version: "v1alpha1", Resource: "gadgets"}).Namespace("default").
+			Patch(context.Background(), fmt.Sprintf("g%03d", i), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res = r.run(args...)
+	rep = report(t, res)
+	t.Logf("second run: exit %d; %s", res.code, lastLine(res.stderr))
+	if res.code != 0 || rep.Stopped != "" {
+		t.Fatalf("exit %d, stopped %q\n%s", res.code, rep.Stopped, res.stderr)
+	}
+	if a := rep.Row("a"); a.State != fleet.StateSkipped || a.InPlace == nil || !*a.InPlace {
+		t.Errorf("a, upgraded before: %+v", a)
+	}
+	for _, n := range []string{"b", "c"} {
+		if row := rep.Row(n); !row.Upgraded || row.Verdict != upgrade.ResultComplete {
+			t.Errorf("%s: %+v", n, row)
+		}
+		upgraded(t, byName[n], n, group)
+	}
+	if files, _ := filepath.Glob(filepath.Join(backups, "crdver-backup-a-*.yaml")); len(files) != 1 {
+		t.Errorf("a's backups after the second run: %v (it was upgraded once)", files)
+	}
+
+	st := r.run("upgrade", "status", "-f", release, "--all-contexts", "-o", "json")
+	srep := report(t, st)
+	if st.code != 0 {
+		t.Errorf("upgrade status of the fleet: exit %d\n%s", st.code, st.stderr)
+	}
+	for _, row := range srep.Rows {
+		if row.Verdict != upgrade.NextNothing || row.InPlace == nil || !*row.InPlace {
+			t.Errorf("upgrade status %s: %+v", row.Name, row)
+		}
+	}
+}
+
+// TestFleetUpgradeSurvivesSIGKILL: the fleet run is killed with SIGKILL in the middle of its
+// second wave (its child upgrading a cluster is sent SIGTERM by the kernel and stops as on
+// Ctrl-C); the same command run again finishes: every cluster ends with the release applied
+// and verified, the canary upgraded once (skipped by the second run), one backup file each
+// except where the killed child's backup was not yet recorded.
+func TestFleetUpgradeSurvivesSIGKILL(t *testing.T) {
+	const group = "killed.example.com"
+	release, kubeconfig, byName := gadgetFleet(t, group, 50)
+	r := newRunner(t)
+	backups := t.TempDir()
+	args := []string{"upgrade", "-f", release, "--kubeconfig", kubeconfig, "--contexts", "a,b,c", "--waves", "1,rest", "--parallel", "1", "--yes", "--backup-dir", backups, "-o", "json"}
+
+	res, killed := r.runKilled(func(line string) bool { return strings.HasPrefix(line, "fleet: a: complete") }, args...)
+	if !killed {
+		t.Fatalf("the run ended before the kill: exit %d\n%s", res.code, res.stderr)
+	}
+	waitNoProcess(t, kubeconfig)
+	upgraded(t, byName["a"], "a", group)
+
+	res = r.run(args...)
+	rep := report(t, res)
+	t.Logf("after the kill: exit %d; %s", res.code, lastLine(res.stderr))
+	for _, row := range rep.Rows {
+		t.Logf("%s: %s %s resumed?%v", row.Name, row.State, row.Verdict, row.Blocker)
+	}
+	if res.code != 0 {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	if a := rep.Row("a"); a.State != fleet.StateSkipped {
+		t.Errorf("a was upgraded again: %+v", a)
+	}
+	for name, e := range byName {
+		upgraded(t, e, name, group)
+		files, _ := filepath.Glob(filepath.Join(backups, "crdver-backup-"+name+"-*.yaml"))
+		if len(files) == 0 || name != "b" && len(files) != 1 {
+			t.Errorf("%s's backups: %v", name, files)
+		}
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(backups, "*.partial")); len(leftovers) > 0 {
+		t.Logf("temporary files of the killed backup: %v", leftovers)
+	}
+}
