@@ -445,13 +445,18 @@ Examples:
   kubectl crdver doctor -o json --fail-on warning
 
 Flags:
+      --all-contexts               Run on every context of the kubeconfig (KUBECONFIG merged, as kubectl loads it) and print one report for the fleet
+      --cluster-timeout duration   With a fleet: stop a cluster's run after this long (it is reported as timed out; 0: no limit) (default 10m0s)
       --concurrency int            CRDs checked at once (default 8)
+      --contexts strings           Run on each of these kubeconfig contexts (comma-separated; patterns like prod-* allowed) and print one report for the fleet
       --fail-on string             Exit 1 when a finding of this severity or worse is found: error or warning (default "error")
   -h, --help                       help for doctor
       --kube-version string        Judge as this Kubernetes version's API server (MAJOR.MINOR, 1.32 to 1.37): CEL libraries, formats, feature-gate defaults (default: the cluster's version when the command reads the cluster, else 1.37)
+      --kubeconfigs string         Run on the cluster of each kubeconfig file in this folder (as Cluster API writes them; each file's current context) and print one report for the fleet
       --no-headers                 Print tables without the header row
       --no-round-trip              Send no ConversionReview to the webhooks (the other webhook checks still run)
   -o, --output string              Output format: one of wide, json, yaml, markdown (default: a table)
+      --parallel int               With a fleet: clusters run at once (each in a process of its own) (default 4)
   -q, --quiet                      No progress on stderr
       --webhook-timeout duration   Timeout of each call to a conversion webhook (default 10s)
 
@@ -602,7 +607,10 @@ after its write. The preflight's dry-run writes adapt to the API server like the
 needed": same schemas, no admission webhook or policy matching, objects valid as the API
 server's validation judges them; nothing pending), and a resumed run does not check again the
 objects already rewritten nor those an earlier preflight accepted and that have not changed
-since (recorded next to the checkpoint).
+since (recorded next to the checkpoint). --fix-values converts, before the rewrite, the values
+whose type does not fit the storage version's typed schema (text where it expects an object, as
+a release that changes a field's type leaves them), keeping every field manager; without it such
+objects keep the old value, on which server-side apply fails.
 
 Exit codes: 0 done; 1 some objects could not be rewritten, lost field managers, or the
 preflight refused; 2 usage; 3 could not complete (forbidden, unreachable, interrupted: the
@@ -639,7 +647,8 @@ Flags:
       --chunk-size int         Objects per list page (memory is bounded by it) (default 500)
       --concurrency int        Writes in flight (the rewrite's, and the preflight's dry-run writes); 0 adapts them to the rate the API server completes them and to 429s
       --dry-run                Print the plan and write nothing
-      --engine string          Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration) (default "client")
+      --engine string          Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration, checked object by object by this command) (default "client")
+      --fix-values             Before the rewrite, convert each value whose type does not fit the storage version's typed schema where the conversion is lossless (YAML text to the object or list it spells, a scalar to a one-element list, a number to its string), keeping every field manager (their managedFields entries moved to the new values' paths)
   -h, --help                   help for migrate
       --no-headers             Print tables without the header row
       --no-trim                Do not trim status.storedVersions after the rewrite
@@ -688,10 +697,15 @@ Examples:
   kubectl crdver migrate status crontabs.stable.example.com
 
 Flags:
-      --checkpoint string   Checkpoint file of the last run (default: in your cache folder, per cluster and CRD)
-  -h, --help                help for status
-      --no-headers          Print tables without the header row
-  -o, --output string       Output format: one of json, yaml (default: a table)
+      --all-contexts               Run on every context of the kubeconfig (KUBECONFIG merged, as kubectl loads it) and print one report for the fleet
+      --checkpoint string          Checkpoint file of the last run (default: in your cache folder, per cluster and CRD)
+      --cluster-timeout duration   With a fleet: stop a cluster's run after this long (it is reported as timed out; 0: no limit) (default 5m0s)
+      --contexts strings           Run on each of these kubeconfig contexts (comma-separated; patterns like prod-* allowed) and print one report for the fleet
+  -h, --help                       help for status
+      --kubeconfigs string         Run on the cluster of each kubeconfig file in this folder (as Cluster API writes them; each file's current context) and print one report for the fleet
+      --no-headers                 Print tables without the header row
+  -o, --output string              Output format: one of json, yaml (default: a table)
+      --parallel int               With a fleet: clusters run at once (each in a process of its own) (default 4)
 
 Global Flags:
       --as string                      Username to impersonate for the operation. User could be a regular user or a service account in a namespace.
@@ -731,13 +745,19 @@ what applying it does. Nothing is written to the cluster.
    be rejected, with the messages.
 5. Field managers per version (managedFields), each an applier (GitOps, kubectl apply), a
    one-time command (kubectl create) or a controller, with what to change when the version goes.
-6. Conversion strategy and webhook changes.
+6. Conversion strategy and webhook changes, and, where the release makes stored objects read or
+   written at another version (a storage switch, a new preferred version), the conversion it
+   relies on: the new CRD's webhook (its Service and ready endpoints, or URL; caBundle;
+   conversionReviewVersions) and a ConversionReview round trip of every stored object through it,
+   checked as the API server checks a response (--webhook asks the release's webhook running
+   elsewhere instead; --sample bounds the round trips too).
 7. The runbook: the steps that make the change safe, as commands.
 
 Offline (CI, no cluster): --old-file gives the live CRDs and --objects sample objects.
 
 Verdict per CRD (docs/decision-table.md): breaking when something live breaks or loses data
-(the apply is rejected; an object loses fields on read or its next write would be rejected;
+(the apply is rejected; the conversion webhook the new CRD relies on is not running, not
+reachable or fails on objects; an object loses fields on read or its next write would be rejected;
 server-side apply fails on objects whose managedFields name a removed version; a manager that
 applies manifests still writes a version that is removed or no longer served); unknown when the plan cannot tell
 (status.storedVersions not known and a version removed, objects not evaluated or sampled,
@@ -769,23 +789,30 @@ Examples:
   kubectl crdver plan -f testdata/crds/crontab-release.yaml --sample 1000 -o json
 
 Flags:
-      --chunk-size int            Objects per list page (default 500)
-      --convert-sample int        For a new CRD with a conversion webhook: round-trip this many live objects through the new webhook configuration, with convert's checks
-      --fail-on string            Exit 1 on: breaking (something live breaks or the plan cannot tell) or stricter (also when rules only get stricter for new objects) (default "breaking")
-      --field-validation string   fieldValidation of the re-create: Strict (kubectl create's default), Warn or Ignore (default "Strict")
-  -f, --filename strings          The new CRDs: files, directories (- for stdin); documents that are not CRDs are skipped
-  -h, --help                      help for plan
-      --kube-version string       Judge as this Kubernetes version's API server (MAJOR.MINOR, 1.32 to 1.37): CEL libraries, formats, feature-gate defaults (default: the cluster's version when the command reads the cluster, else 1.37)
-      --no-headers                Print tables without the header row
-      --objects strings           Offline: objects as the cluster returns them (kubectl get -o yaml), evaluated under the new CRDs; needs --old-file
-      --old-file strings          Offline: the CRDs as they are now (instead of the cluster's); a CRD of -f not found here is a create (an empty file: every CRD is)
-  -o, --output string             Output format: one of wide, json, yaml, markdown (default: a table)
-  -q, --quiet                     No progress on stderr
-      --releases string           A directory with one sub-directory per release, taken in version order as --via (sub-directories whose name carries no version are skipped; -f and any newer release are left out)
-      --sample int                Evaluate at most this many objects per CRD (0: all)
-      --via stringArray           A release between the cluster and -f (repeat, oldest first): a file, directory, URL or - as -f takes; the path skips every release it can
-      --webhook-address string    With --convert-sample: HOST:PORT to reach the new webhook at (e.g. after kubectl port-forward); TLS is still verified as the clientConfig's name
-      --workers int               Objects evaluated in parallel (0: one per core)
+      --all-contexts               Run on every context of the kubeconfig (KUBECONFIG merged, as kubectl loads it) and print one report for the fleet
+      --canary int                 With a fleet: a first wave of this many clusters, then the rest (--waves N,rest)
+      --chunk-size int             Objects per list page (default 500)
+      --cluster-timeout duration   With a fleet: stop a cluster's run after this long (it is reported as timed out; 0: no limit) (default 10m0s)
+      --contexts strings           Run on each of these kubeconfig contexts (comma-separated; patterns like prod-* allowed) and print one report for the fleet
+      --fail-on string             Exit 1 on: breaking (something live breaks or the plan cannot tell) or stricter (also when rules only get stricter for new objects) (default "breaking")
+      --field-validation string    fieldValidation of the re-create: Strict (kubectl create's default), Warn or Ignore (default "Strict")
+  -f, --filename strings           The new CRDs: files, directories (- for stdin); documents that are not CRDs are skipped
+  -h, --help                       help for plan
+      --kube-version string        Judge as this Kubernetes version's API server (MAJOR.MINOR, 1.32 to 1.37): CEL libraries, formats, feature-gate defaults (default: the cluster's version when the command reads the cluster, else 1.37)
+      --kubeconfigs string         Run on the cluster of each kubeconfig file in this folder (as Cluster API writes them; each file's current context) and print one report for the fleet
+      --no-headers                 Print tables without the header row
+      --objects strings            Offline: objects as the cluster returns them (kubectl get -o yaml), evaluated under the new CRDs; needs --old-file
+      --old-file strings           Offline: the CRDs as they are now (instead of the cluster's); a CRD of -f not found here is a create (an empty file: every CRD is)
+  -o, --output string              Output format: one of wide, json, yaml, markdown (default: a table)
+      --parallel int               With a fleet: clusters run at once (each in a process of its own) (default 4)
+  -q, --quiet                      No progress on stderr
+      --releases string            A directory with one sub-directory per release, taken in version order as --via (sub-directories whose name carries no version are skipped; -f and any newer release are left out)
+      --sample int                 Evaluate at most this many objects per CRD, and round-trip at most this many per stored version through its conversion webhook (0: all)
+      --via stringArray            A release between the cluster and -f (repeat, oldest first): a file, directory, URL or - as -f takes; the path skips every release it can
+      --wave-label string          With a fleet: the label of the Argo CD Applications that names their cluster, which the RollingSync steps select on (default "crdver.io/cluster")
+      --waves string               With a fleet: clusters per wave, in order, e.g. 1,3,rest (rest: every cluster left; without it the last size repeats) (default 1,rest)
+      --webhook string             Judge the new CRDs' conversion through this webhook instead of the one they name: https://HOST:PORT[/PATH] (a local binary, a port-forward; TLS verified against the new CRD's caBundle as its service name) or NAMESPACE/SERVICE[:PORT] (a sandbox namespace, through the API server's service proxy)
+      --workers int                Objects evaluated in parallel (0: one per core)
 
 Global Flags:
       --as string                      Username to impersonate for the operation. User could be a regular user or a service account in a namespace.
@@ -1061,10 +1088,18 @@ Global Flags:
    CRDs: fields the re-encoding at the new storage version drops, writes that would be rejected.
    If any, stop before writing anything, list the objects and fields, and say how to keep them
    (--allow-data-loss goes on past the fields dropped; --skip-invalid past objects whose next
-   write would be rejected, which then keep their CRD's status.storedVersions untrimmed). Objects stored at a
+   write would be rejected, which then keep their CRD's status.storedVersions untrimmed;
+   --fix-values past values of another type than the new storage version's schema: it converts
+   them after the backup, keeping every field manager, and stops for you at those with no
+   lossless conversion). Objects stored at a
    version the live CRD no longer serves can be read as stored only at it: the upgrade first
    serves it again (asked for like any write; --dry-run does not, and says the preflight is not
-   complete) and serves it no longer if the upgrade is then refused or not confirmed.
+   complete) and serves it no longer if the upgrade is then refused or not confirmed. Where the
+   release makes stored objects read or written at another version, every one is round-tripped
+   through the conversion webhook the new CRDs name (or --webhook) first: when that webhook is not
+   running, not reachable or fails on objects, it stops before writing anything, says what to do
+   (deploy the release's webhook and wait until it answers), and no option goes on; run it again
+   once the webhook answers.
 2. Back up every object at every version that holds its data (--backup FILE, default
    ./crdver-backup-<time>.yaml): a read at the preferred version may already drop those fields.
 3. Per CRD: where the live CRD lacks the new storage version, apply an intermediate CRD (the new
@@ -1113,25 +1148,37 @@ Available Commands:
   status      Show what an earlier upgrade of a release did on this cluster and what is left
 
 Flags:
-      --allow-data-loss        Go on when objects would lose fields (the backup keeps them)
-      --allow-ownership-loss   Go on when the API server's dry run of a rewrite drops field managers of objects (the preflight lists them; --allow-data-loss does not allow this)
-      --backup string          Backup file (default ./crdver-backup-<time>.yaml; never overwritten)
-      --checkpoint string      The upgrade's checkpoint file (default: in your cache folder, per cluster and release)
-      --chunk-size int         Objects per list page (default 500)
-      --dry-run                Print the runbook and the preflight; write nothing
-      --field-manager string   Field manager of the release's server-side apply (default "kubectl")
-  -f, --filename strings       The release's CRDs: files, directories (- for stdin); documents that are not CRDs are skipped
-  -h, --help                   help for upgrade
-      --intermediate-crds      Print the intermediate CRDs the runbook applies (YAML) and exit
-      --kube-version string    Judge as this Kubernetes version's API server (MAJOR.MINOR, 1.32 to 1.37): CEL libraries, formats, feature-gate defaults (default: the cluster's version when the command reads the cluster, else 1.37)
-      --no-apply               Do every step but the release's apply (and the verification after it)
-      --no-headers             Print tables without the header row
-  -o, --output string          Output format: one of json, yaml (default: a table)
-  -q, --quiet                  No progress on stderr
-      --releases string        A directory with one sub-directory per release, taken in version order as --via (sub-directories whose name carries no version are skipped; -f and any newer release are left out)
-      --skip-invalid           Go on when objects' next write would be rejected (their CRD keeps status.storedVersions untrimmed)
-      --via stringArray        A release between the cluster and -f (repeat, oldest first): a file, directory, URL or - as -f takes; the path skips every release it can
-  -y, --yes                    Do not ask before writing
+      --all-contexts               Run on every context of the kubeconfig (KUBECONFIG merged, as kubectl loads it) and print one report for the fleet
+      --allow-data-loss            Go on when objects would lose fields (the backup keeps them)
+      --allow-ownership-loss       Go on when the API server's dry run of a rewrite drops field managers of objects (the preflight lists them; --allow-data-loss does not allow this)
+      --backup string              Backup file (default ./crdver-backup-<time>.yaml; never overwritten)
+      --backup-dir string          With a fleet: the folder of the backups, one file per cluster named after it (default: the current folder)
+      --canary int                 With a fleet: a first wave of this many clusters, then the rest (--waves N,rest)
+      --checkpoint string          The upgrade's checkpoint file (default: in your cache folder, per cluster and release)
+      --chunk-size int             Objects per list page (default 500)
+      --cluster-timeout duration   With a fleet: stop a cluster's run after this long (it is reported as timed out; 0: no limit)
+      --contexts strings           Run on each of these kubeconfig contexts (comma-separated; patterns like prod-* allowed) and print one report for the fleet
+      --dry-run                    Print the runbook and the preflight; write nothing
+      --engine string              Who rewrites the objects of each CRD: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration per CRD, in the runbook's order, each checked object by object by this command) (default "client")
+      --field-manager string       Field manager of the release's server-side apply (default "kubectl")
+  -f, --filename strings           The release's CRDs: files, directories (- for stdin); documents that are not CRDs are skipped
+      --fix-values                 Go on when objects hold values whose type does not fit the new storage version's typed schema: after the backup, convert those that convert without loss (YAML text to the object or list it spells, a scalar to a one-element list, a number to its string), keeping every field manager; stop for you at the others
+  -h, --help                       help for upgrade
+      --intermediate-crds          Print the intermediate CRDs the runbook applies (YAML) and exit
+      --keep-going                 With a fleet: go on with the other clusters and waves when a cluster refuses or fails
+      --kube-version string        Judge as this Kubernetes version's API server (MAJOR.MINOR, 1.32 to 1.37): CEL libraries, formats, feature-gate defaults (default: the cluster's version when the command reads the cluster, else 1.37)
+      --kubeconfigs string         Run on the cluster of each kubeconfig file in this folder (as Cluster API writes them; each file's current context) and print one report for the fleet
+      --no-apply                   Do every step but the release's apply (and the verification after it)
+      --no-headers                 Print tables without the header row
+  -o, --output string              Output format: one of json, yaml (default: a table)
+      --parallel int               With a fleet: clusters run at once (each in a process of its own) (default 4)
+  -q, --quiet                      No progress on stderr
+      --releases string            A directory with one sub-directory per release, taken in version order as --via (sub-directories whose name carries no version are skipped; -f and any newer release are left out)
+      --skip-invalid               Go on when objects' next write would be rejected (their CRD keeps status.storedVersions untrimmed)
+      --via stringArray            A release between the cluster and -f (repeat, oldest first): a file, directory, URL or - as -f takes; the path skips every release it can
+      --waves string               With a fleet: clusters per wave, in order, e.g. 1,3,rest (rest: every cluster left; without it the last size repeats) (default 1,rest)
+      --webhook string             Judge the conversion the release's CRDs rely on through this webhook instead of the one they name (as plan --webhook): https://HOST:PORT[/PATH] or NAMESPACE/SERVICE[:PORT]
+  -y, --yes                        Do not ask before writing
 
 Global Flags:
       --as string                      Username to impersonate for the operation. User could be a regular user or a service account in a namespace.
@@ -1176,14 +1223,19 @@ Examples:
   kubectl crdver upgrade status --releases releases/ -f releases/v1.7.3
 
 Flags:
-      --checkpoint string      The upgrade's checkpoint file, as given to upgrade (default: in your cache folder, per cluster and release)
-      --field-manager string   Field manager of the release's server-side apply, as given to upgrade (default "kubectl")
-  -f, --filename strings       The release's CRDs, as given to upgrade
-  -h, --help                   help for status
-      --no-headers             Print tables without the header row
-  -o, --output string          Output format: one of json, yaml (default: a table)
-      --releases string        A directory with one sub-directory per release, taken in version order as --via (sub-directories whose name carries no version are skipped; -f and any newer release are left out)
-      --via stringArray        A release between the cluster and -f (repeat, oldest first): a file, directory, URL or - as -f takes; the path skips every release it can
+      --all-contexts               Run on every context of the kubeconfig (KUBECONFIG merged, as kubectl loads it) and print one report for the fleet
+      --checkpoint string          The upgrade's checkpoint file, as given to upgrade (default: in your cache folder, per cluster and release)
+      --cluster-timeout duration   With a fleet: stop a cluster's run after this long (it is reported as timed out; 0: no limit) (default 5m0s)
+      --contexts strings           Run on each of these kubeconfig contexts (comma-separated; patterns like prod-* allowed) and print one report for the fleet
+      --field-manager string       Field manager of the release's server-side apply, as given to upgrade (default "kubectl")
+  -f, --filename strings           The release's CRDs, as given to upgrade
+  -h, --help                       help for status
+      --kubeconfigs string         Run on the cluster of each kubeconfig file in this folder (as Cluster API writes them; each file's current context) and print one report for the fleet
+      --no-headers                 Print tables without the header row
+  -o, --output string              Output format: one of json, yaml (default: a table)
+      --parallel int               With a fleet: clusters run at once (each in a process of its own) (default 4)
+      --releases string            A directory with one sub-directory per release, taken in version order as --via (sub-directories whose name carries no version are skipped; -f and any newer release are left out)
+      --via stringArray            A release between the cluster and -f (repeat, oldest first): a file, directory, URL or - as -f takes; the path skips every release it can
 
 Global Flags:
       --as string                      Username to impersonate for the operation. User could be a regular user or a service account in a namespace.
@@ -1270,17 +1322,22 @@ Examples:
   kubectl crdver versions crontabs.stable.example.com --can-remove v1beta1
 
 Flags:
-      --all                   Summarise every CRD (of the cluster, or of the files given with -f)
-      --can-remove string     Exit 1 (and say why) unless this version is safe to remove from spec.versions
-  -f, --filename strings      Read CRDs from these files or directories (- for stdin) instead of the cluster; apiextensions.k8s.io v1 or v1beta1, several documents per file
-  -h, --help                  help for versions
-      --kube-version string   Judge as this Kubernetes version's API server (MAJOR.MINOR, 1.32 to 1.37): CEL libraries, formats, feature-gate defaults (default: the cluster's version when the command reads the cluster, else 1.37)
-      --no-headers            Print tables without the header row
-  -o, --output string         Output format: one of wide (for one CRD), json, yaml, markdown (with --all) (default: a table)
-  -R, --recursive             Read the directories given with -f recursively, like kubectl -R
-      --sort                  Sort the version strings given as arguments, highest priority first, one per line (no cluster needed)
-      --strict-kinds          Make documents in -f that are not CustomResourceDefinitions an error instead of skipping them
-  -v, --verbose               List the skipped documents on stderr
+      --all                        Summarise every CRD (of the cluster, or of the files given with -f)
+      --all-contexts               Run on every context of the kubeconfig (KUBECONFIG merged, as kubectl loads it) and print one report for the fleet
+      --can-remove string          Exit 1 (and say why) unless this version is safe to remove from spec.versions
+      --cluster-timeout duration   With a fleet: stop a cluster's run after this long (it is reported as timed out; 0: no limit) (default 10m0s)
+      --contexts strings           Run on each of these kubeconfig contexts (comma-separated; patterns like prod-* allowed) and print one report for the fleet
+  -f, --filename strings           Read CRDs from these files or directories (- for stdin) instead of the cluster; apiextensions.k8s.io v1 or v1beta1, several documents per file
+  -h, --help                       help for versions
+      --kube-version string        Judge as this Kubernetes version's API server (MAJOR.MINOR, 1.32 to 1.37): CEL libraries, formats, feature-gate defaults (default: the cluster's version when the command reads the cluster, else 1.37)
+      --kubeconfigs string         Run on the cluster of each kubeconfig file in this folder (as Cluster API writes them; each file's current context) and print one report for the fleet
+      --no-headers                 Print tables without the header row
+  -o, --output string              Output format: one of wide (for one CRD), json, yaml, markdown (with --all) (default: a table)
+      --parallel int               With a fleet: clusters run at once (each in a process of its own) (default 4)
+  -R, --recursive                  Read the directories given with -f recursively, like kubectl -R
+      --sort                       Sort the version strings given as arguments, highest priority first, one per line (no cluster needed)
+      --strict-kinds               Make documents in -f that are not CustomResourceDefinitions an error instead of skipping them
+  -v, --verbose                    List the skipped documents on stderr
 
 Global Flags:
       --as string                      Username to impersonate for the operation. User could be a regular user or a service account in a namespace.
