@@ -56,12 +56,33 @@ func PlanRelease(ctx context.Context, c *migrate.Clients, o Options) (*plan.Repo
 		EachObject: o.eachObject,
 	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInterrupted, err)
-		}
-		return nil, err
+		return nil, interrupted(ctx, err)
 	}
 	return rep, nil
+}
+
+// interrupted is err, said to be ErrInterrupted when ctx was cancelled (running again resumes).
+func interrupted(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrInterrupted) {
+		return fmt.Errorf("%w: %w", ErrInterrupted, err)
+	}
+	return err
+}
+
+// holdLease takes for who the lease of every CRD of the releases (each name once): one run at
+// a time on them, held until the lease is released. A release's run (Run) holds its own; a
+// path (RunPath) holds every hop's at once, and each hop's run finds them held by this process
+// and goes on under them (migrate.AcquireLease).
+func holdLease(ctx context.Context, c *migrate.Clients, who string, releases ...[]*apiextensionsv1.CustomResourceDefinition) (*migrate.Lease, string, error) {
+	var names []string
+	for _, crds := range releases {
+		for _, n := range crds {
+			if !slices.Contains(names, n.Name) {
+				names = append(names, n.Name)
+			}
+		}
+	}
+	return migrate.AcquireLease(ctx, c, who, names...)
 }
 
 // runUpgrade is Run without the outcome (outcome.go).
@@ -113,11 +134,7 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	// One run at a time on the release's CRDs: held until this run ends. A second run is
 	// refused here, before its first write.
 	if !o.DryRun {
-		names := make([]string, 0, len(o.Next))
-		for _, n := range o.Next {
-			names = append(names, n.Name)
-		}
-		lease, note, err := migrate.AcquireLease(ctx, c, "kubectl crdver upgrade", names...)
+		lease, note, err := holdLease(ctx, c, "kubectl crdver upgrade", o.Next)
 		if err != nil {
 			return r.rep, err
 		}
@@ -186,10 +203,7 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 		}
 	}
 	r.notReached()
-	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrInterrupted) {
-		err = fmt.Errorf("%w: %w", ErrInterrupted, err)
-	}
-	return r.rep, err
+	return r.rep, interrupted(ctx, err)
 }
 
 // preflight collects the objects that would lose fields or be rejected, and decides whether
