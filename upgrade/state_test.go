@@ -57,7 +57,9 @@ func TestCheckpointsOfEarlierVersionsAreResumed(t *testing.T) {
 		t.Fatal(err)
 	}
 	var again pathState
-	open("path.json", mustRead(t, file), "pathkey", &again)
+	if found, why, err := openCheckpoint(file, &again, "pathkey", "uid-kube-system", live); err != nil || !found || why != "" {
+		t.Fatalf("the path's checkpoint written again: found %v, not used because %q, %v", found, why, err)
+	}
 	check(again)
 
 	var s state
@@ -76,13 +78,4 @@ func TestCheckpointsOfEarlierVersionsAreResumed(t *testing.T) {
 			t.Errorf("release checkpoint opened for %s %v: used (%v), want why not", c.key, c.live, err)
 		}
 	}
-}
-
-func mustRead(t *testing.T, file string) string {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
