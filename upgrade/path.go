@@ -365,10 +365,8 @@ func (p *pathRun) carryOut(ctx context.Context) error {
 		if err := p.save(); err != nil {
 			return err
 		}
+		uo.onBackup = p.recordBackup
 		rep, err := p.hop(ctx, uo)
-		if rep != nil && rep.Backup != nil && st.Backup == nil {
-			st.Backup, st.BackupFile = rep.Backup, rep.Backup.File
-		}
 		if err != nil || !rep.Outcome.Applied {
 			// Stopped, or the hop's release is not applied (a deployment tool applies it,
 			// --no-apply): the path goes on from here when run again.
@@ -384,6 +382,17 @@ func (p *pathRun) carryOut(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// recordBackup records in the path's state the backup a hop's upgrade took (the first hop's,
+// the path's for every hop), as soon as that hop has recorded it: a run killed after it, even
+// after that hop's apply and before the path recorded the hop, leaves it to the later hops.
+func (p *pathRun) recordBackup(b *Backup) error {
+	if p.st.Backup != nil {
+		return nil
+	}
+	p.st.Backup, p.st.BackupFile = b, b.File
+	return p.save()
 }
 
 // stopBefore stops the path before hop index (rel) because a person must act first (in):

@@ -610,6 +610,11 @@ func (r *runner) run(ctx context.Context) error {
 			if err := r.save(); err != nil {
 				return err
 			}
+			if s.Action == plan.ActionBackup && r.rep.Backup != nil && r.o.onBackup != nil {
+				if err := r.o.onBackup(r.rep.Backup); err != nil {
+					return err
+				}
+			}
 		}
 		r.notify("step %d/%d %s: %s", i+1, len(r.rep.Steps), s.Action, s.State)
 	}
