@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -360,5 +361,46 @@ func TestPlanConversionOffline(t *testing.T) {
 	}
 	if cmds := commands(rep); strings.Contains(cmds, "--allow-data-loss") {
 		t.Errorf("the runbook asks for consent to a loss nobody measured:\n%s", cmds)
+	}
+}
+
+// The progress of the round trips (ReleaseOptions.OnConvert): called once for the CRD, with
+// the total of objects × pairs (here 3 objects, to v1 the new storage version and to v1alpha1
+// a version the release starts serving), the count ending at that total when it is done.
+func TestPlanConversionProgress(t *testing.T) {
+	rel := testwebhook.StartForTest(t, testwebhook.Options{DNSNames: []string{"absent-webhook.conv-system.svc"}})
+	r := newConversionRelease(t, "progress.conv.plan.example.com", "absent-webhook", rel, 3)
+	v1beta1, err := crdinfo.Lookup(r.next, "v1beta1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alpha := *v1beta1.DeepCopy()
+	alpha.Name, alpha.Storage = "v1alpha1", false
+	r.next.Spec.Versions = append(r.next.Spec.Versions, alpha)
+	target, err := webhookcheck.ParseTarget(rel.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type call struct {
+		crd                  string
+		total, atStart, done int64
+	}
+	var calls []call
+	rep, err := Release(context.Background(), r.c, ReleaseOptions{Next: []*apiextensionsv1.CustomResourceDefinition{r.next}, Conversion: ConversionOptions{Target: target},
+		OnConvert: func(crd string, done *atomic.Int64, total int64) func() {
+			calls = append(calls, call{crd: crd, total: total, atStart: done.Load(), done: -1})
+			i := len(calls) - 1
+			return func() { calls[i].done = done.Load() }
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Items[0].ConversionCheck
+	if c == nil || c.State != webhookcheck.StateAnswers || c.RoundTrip == nil || c.RoundTrip.Objects != 3 || len(c.Pairs) != 2 {
+		t.Fatalf("the round trips: %+v", c)
+	}
+	n := c.RoundTrip.Objects * int64(len(c.Pairs))
+	if want := (call{crd: r.next.Name, total: n, done: n}); len(calls) != 1 || calls[0] != want {
+		t.Errorf("OnConvert: %+v, want one call %+v (pairs %+v)", calls, want, c.RoundTrip.Pairs)
 	}
 }
