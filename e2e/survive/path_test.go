@@ -11,7 +11,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // TestKillAlongAPathThenRunAgain is the crash matrix of an upgrade along a release path: the
@@ -123,13 +122,5 @@ func midRelease(t *testing.T, group string) string {
 	mid := gadgetCRD(group,
 		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1alpha1", Served: true, Schema: gadgetSchema(true)},
 		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Storage: true, Schema: gadgetSchema(true)})
-	b, err := yaml.Marshal(mid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "mid.yaml")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writeRelease(t, "mid.yaml", mid)
 }
