@@ -605,18 +605,26 @@ func (r *runner) run(ctx context.Context) error {
 		if s.State == StatePending {
 			s.State = StateDone
 		}
-		if s.State == StateDone || s.State == StateAlready {
-			r.cp.Done = append(r.cp.Done, stepKey(s.RunbookStep))
-			if err := r.save(); err != nil {
-				return err
-			}
-			if s.Action == plan.ActionBackup && r.rep.Backup != nil && r.o.onBackup != nil {
-				if err := r.o.onBackup(r.rep.Backup); err != nil {
-					return err
-				}
-			}
+		if err := r.recordDone(s); err != nil {
+			return err
 		}
 		r.notify("step %d/%d %s: %s", i+1, len(r.rep.Steps), s.Action, s.State)
+	}
+	return nil
+}
+
+// recordDone saves a step done (or found done) in the checkpoint; the backup step's backup is
+// then told to a path (Options.onBackup) before the next step writes.
+func (r *runner) recordDone(s *StepResult) error {
+	if s.State != StateDone && s.State != StateAlready {
+		return nil
+	}
+	r.cp.Done = append(r.cp.Done, stepKey(s.RunbookStep))
+	if err := r.save(); err != nil {
+		return err
+	}
+	if s.Action == plan.ActionBackup && r.rep.Backup != nil && r.o.onBackup != nil {
+		return r.o.onBackup(r.rep.Backup)
 	}
 	return nil
 }
