@@ -56,6 +56,11 @@ type WriteOptions struct {
 	// report .jsonnet, .libsonnet and .cue files as templates). They are read, converted and
 	// written one at a time: memory is bounded by the largest file.
 	Files []string
+	// File, when set, gets each file's result as soon as the file is done, in the order of
+	// Files, with the report so far (its counts, and what it says of the run); the report's
+	// Files then stay empty, so that memory holds one file's result whatever the number of
+	// files. Its error stops the run.
+	File func(*WriteReport, FileResult) error
 	// DryRun computes the diff of each file and writes nothing.
 	DryRun bool
 	// AllowDataLoss writes objects whose only failures are data loss (pruned fields, round-
@@ -104,6 +109,35 @@ type WriteReport struct {
 	// Conversions are the reports of the conversion runs, one per CRD with objects to
 	// convert (checks, findings, latency); none for check.
 	Conversions []*Report `json:"conversions,omitempty"`
+	// Interrupted is the file at hand when the run was interrupted (the context ended): it was
+	// left as it was, as were the files after it; the files before it are in Files (or were
+	// given to WriteOptions.File), each rewritten whole or not at all.
+	Interrupted string `json:"interrupted,omitempty"`
+
+	// given counts the files given to WriteOptions.File (not in Files): their problems and
+	// the files written.
+	given fileCounts
+}
+
+// fileCounts counts the results of files.
+type fileCounts struct{ problems, written int }
+
+func (c *fileCounts) add(f FileResult) {
+	switch f.Status {
+	case FileNotProven, FileTemplate, FileUnparsable, FileStillOld:
+		c.problems++
+	case FileWritten, FileWrittenLoss:
+		c.written++
+	}
+}
+
+// counts are the counts of every file of the report, in Files or given to WriteOptions.File.
+func (r *WriteReport) counts() fileCounts {
+	c := r.given
+	for _, f := range r.Files {
+		c.add(f)
+	}
+	return c
 }
 
 // WriteTarget is one CRD of the run and the version its objects go to.
@@ -164,16 +198,10 @@ type ObjectResult struct {
 }
 
 // Problems is the number of files not converted (or, for check, still at an old version).
-func (r *WriteReport) Problems() int {
-	n := 0
-	for _, f := range r.Files {
-		switch f.Status {
-		case FileNotProven, FileTemplate, FileUnparsable, FileStillOld:
-			n++
-		}
-	}
-	return n
-}
+func (r *WriteReport) Problems() int { return r.counts().problems }
+
+// Written is the number of files rewritten.
+func (r *WriteReport) Written() int { return r.counts().written }
 
 // document is one YAML document of a file, with its exact byte range.
 type document struct {
@@ -322,14 +350,29 @@ func writeOrCheck(ctx context.Context, opts WriteOptions, check bool) (*WriteRep
 		return nil, err
 	}
 	w := &writer{opts: opts, check: check, targets: targets, rep: rep}
+	if opts.File != nil {
+		rep.Files = nil // given to File as they come
+	}
 	for _, p := range paths {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		err := ctx.Err()
+		if err == nil {
+			err = w.file(ctx, p)
 		}
-		if err := w.file(ctx, p); err != nil {
+		if err != nil && ctx.Err() != nil {
+			rep.Interrupted = p
+			rep.Conversions = finishRuns(targets)
+			return rep, ctx.Err()
+		}
+		if err != nil {
 			return rep, err
 		}
 	}
+	rep.Conversions = finishRuns(targets)
+	return rep, nil
+}
+
+// finishRuns are the reports of the targets' conversion runs, by CRD.
+func finishRuns(targets map[string]*writeTarget) []*Report {
 	var used []*writeTarget
 	for _, t := range targets {
 		if t.run != nil {
@@ -337,10 +380,11 @@ func writeOrCheck(ctx context.Context, opts WriteOptions, check bool) (*WriteRep
 		}
 	}
 	sort.Slice(used, func(i, j int) bool { return used[i].CRD < used[j].CRD })
+	var out []*Report
 	for _, t := range used {
-		rep.Conversions = append(rep.Conversions, t.run.finishRun())
+		out = append(out, t.run.finishRun())
 	}
-	return rep, nil
+	return out
 }
 
 // writer converts, proves and writes one file at a time.
@@ -351,10 +395,20 @@ type writer struct {
 	rep     *WriteReport
 }
 
+// add adds a file's result to the report, or gives it to WriteOptions.File.
+func (w *writer) add(res FileResult) error {
+	if w.opts.File == nil {
+		w.rep.Files = append(w.rep.Files, res)
+		return nil
+	}
+	w.rep.given.add(res)
+	return w.opts.File(w.rep, res)
+}
+
 // file reads, converts, proves and (unless a dry run or a check) writes one file, and adds
 // what happened to the report. Nothing of the file is kept afterwards but its result.
 func (w *writer) file(ctx context.Context, path string) error {
-	f, err := readManifest(path)
+	f, err := readManifest(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -373,15 +427,14 @@ func (w *writer) file(ctx context.Context, path string) error {
 			}
 		}
 		if len(res.Lines) > 0 { // a template that does not name a CRD: nothing to say
-			rep.Files = append(rep.Files, res)
+			return w.add(res)
 		}
 		return nil
 	case f.parseErr != nil:
 		for _, t := range w.sortedTargets() {
 			if bytes.Contains(f.data, []byte(t.Group+"/")) {
 				res.Status, res.Reason = FileUnparsable, f.parseErr.Error()
-				rep.Files = append(rep.Files, res)
-				break
+				return w.add(res)
 			}
 		}
 		return nil
@@ -428,8 +481,7 @@ func (w *writer) file(ctx context.Context, path string) error {
 	if w.check {
 		res.Status = FileStillOld
 		rep.Converted += len(todo)
-		rep.Files = append(rep.Files, res)
-		return nil
+		return w.add(res)
 	}
 
 	// Convert this file's objects, CRD by CRD, through each CRD's one conversion run.
@@ -442,6 +494,9 @@ func (w *writer) file(ctx context.Context, path string) error {
 
 	ok, lossy := true, false
 	for i, d := range todo {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		or := &res.Objects[i]
 		t := d.target
 		if or.Served == VersionRemoved {
@@ -493,10 +548,12 @@ func (w *writer) file(ctx context.Context, path string) error {
 	for _, t := range order {
 		t.converted = nil
 	}
+	if err := ctx.Err(); err != nil {
+		return err // a check cut short is no finding: the file is left as it was
+	}
 	if !ok {
 		res.Status = FileNotProven
-		rep.Files = append(rep.Files, res)
-		return nil
+		return w.add(res)
 	}
 	out := assemble(f)
 	res.Diff = unifiedDiff(f.path, f.data, out)
@@ -513,8 +570,7 @@ func (w *writer) file(ctx context.Context, path string) error {
 			res.Status = FileWrittenLoss
 		}
 	}
-	rep.Files = append(rep.Files, res)
-	return nil
+	return w.add(res)
 }
 
 func (w *writer) sortedTargets() []*writeTarget {
@@ -607,7 +663,7 @@ func stringOf(v any) string { s, _ := v.(string); return s }
 
 // readManifest reads a file and splits it into documents with their byte ranges; a template
 // is recognised and not parsed further.
-func readManifest(path string) (*manifestFile, error) {
+func readManifest(ctx context.Context, path string) (*manifestFile, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -628,6 +684,9 @@ func readManifest(path string) (*manifestFile, error) {
 	marks, inText := bytes.Count(data, []byte("{{")), 0
 	var parseErr error
 	for _, d := range splitDocuments(data) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		text := string(data[d.start:d.end])
 		if strings.TrimSpace(text) == "" {
 			continue
@@ -658,6 +717,9 @@ func readManifest(path string) (*manifestFile, error) {
 		return f, nil
 	}
 	for _, d := range f.docs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		if d.node.YNode().Kind != kyaml.MappingNode {
 			continue
 		}

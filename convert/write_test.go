@@ -179,7 +179,7 @@ func TestGoTemplate(t *testing.T) {
 		if err := os.WriteFile(path, []byte(c.text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		f, err := readManifest(path)
+		f, err := readManifest(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
