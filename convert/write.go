@@ -14,17 +14,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"sort"
 	"strings"
 
-	"github.com/pmezard/go-difflib/difflib"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
-	"github.com/crdver/kubectl-crdver/internal/atomicfile"
 	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/preview"
 )
@@ -205,27 +202,22 @@ func (r *WriteReport) Written() int { return r.counts().written }
 
 // document is one YAML document of a file, with its exact byte range.
 type document struct {
-	start, end int // content, without its "---" separator line
-	line       int
-	node       *kyaml.RNode
-	obj        map[string]any
-	version    string // of the CRD below the target; "" when not to convert
-	source     string
-	target     *writeTarget
-	out        []byte         // the converted document
-	written    map[string]any // out, read back
+	text  []byte // content, without its "---" separator line
+	sep   []byte // the "---" line after it ("" for the file's last)
+	line  int
+	index int // 1-based, among the documents that parse to something
+	// result is the index of its object's result in the file's results.
+	result  int
+	node    *kyaml.RNode
+	obj     map[string]any
+	version string // of the CRD below the target; "" when not to convert
+	source  string
+	target  *writeTarget
+	out     []byte         // the converted document
+	written map[string]any // out, read back
 	// droppedComments are the comment lines of fields the conversion removed (they go with
 	// their field), in the order of the file.
 	droppedComments []string
-}
-
-type manifestFile struct {
-	path     string
-	data     []byte
-	mode     fs.FileMode
-	docs     []*document
-	template string // why it is a template
-	parseErr error
 }
 
 // writeTarget is one CRD of a run: its target version, and (made when first needed) the
@@ -405,174 +397,6 @@ func (w *writer) add(res FileResult) error {
 	return w.opts.File(w.rep, res)
 }
 
-// file reads, converts, proves and (unless a dry run or a check) writes one file, and adds
-// what happened to the report. Nothing of the file is kept afterwards but its result.
-func (w *writer) file(ctx context.Context, path string) error {
-	f, err := readManifest(ctx, path)
-	if err != nil {
-		return err
-	}
-	rep := w.rep
-	res := FileResult{Path: f.path}
-	switch {
-	case f.template != "":
-		res.Status, res.Reason = FileTemplate, f.template
-		seen := map[string]bool{} // CRDs of one group name the same lines: each once
-		for _, t := range w.sortedTargets() {
-			for _, l := range oldVersionLines(f.data, t.Group, t.To) {
-				if !seen[l] {
-					seen[l] = true
-					res.Lines = append(res.Lines, l)
-				}
-			}
-		}
-		if len(res.Lines) > 0 { // a template that does not name a CRD: nothing to say
-			return w.add(res)
-		}
-		return nil
-	case f.parseErr != nil:
-		for _, t := range w.sortedTargets() {
-			if bytes.Contains(f.data, []byte(t.Group+"/")) {
-				res.Status, res.Reason = FileUnparsable, f.parseErr.Error()
-				return w.add(res)
-			}
-		}
-		return nil
-	}
-	var todo []*document
-	perTarget := map[*writeTarget][]Object{}
-	var order []*writeTarget
-	for i, d := range f.docs {
-		if d.obj == nil {
-			continue
-		}
-		g, v, _ := strings.Cut(stringOf(d.obj["apiVersion"]), "/")
-		t := w.targets[g+"/"+stringOf(d.obj["kind"])]
-		if t == nil {
-			continue
-		}
-		rep.Objects++
-		if v == t.To {
-			rep.AtTarget++
-			continue
-		}
-		d.version, d.target = v, t
-		d.source = fmt.Sprintf("%s:%d", path, d.line)
-		todo = append(todo, d)
-		served, known := t.served[v]
-		state := VersionServed
-		switch {
-		case !known:
-			state = VersionRemoved
-		case !served:
-			state = VersionNotServed
-		}
-		res.Objects = append(res.Objects, ObjectResult{Document: i + 1, Line: d.line, Kind: t.Kind, Name: objectName(nestedString(d.obj, "metadata", "namespace"), nestedString(d.obj, "metadata", "name")), From: v, To: t.To, Served: state})
-		if known && !w.check {
-			if _, seen := perTarget[t]; !seen {
-				order = append(order, t)
-			}
-			perTarget[t] = append(perTarget[t], Object{Source: d.source, Object: d.obj})
-		}
-	}
-	if len(todo) == 0 {
-		return nil
-	}
-	if w.check {
-		res.Status = FileStillOld
-		rep.Converted += len(todo)
-		return w.add(res)
-	}
-
-	// Convert this file's objects, CRD by CRD, through each CRD's one conversion run.
-	findings, added := map[string][]Finding{}, map[string][]Change{}
-	for _, t := range order {
-		if err := w.convert(ctx, t, perTarget[t], findings, added); err != nil {
-			return err
-		}
-	}
-
-	ok, lossy := true, false
-	for i, d := range todo {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		or := &res.Objects[i]
-		t := d.target
-		if or.Served == VersionRemoved {
-			or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckAPIVersion, Detail: fmt.Sprintf("%s is not a version of %s: convert with the CRD of a release that still has it (--crd-file)", d.version, t.CRD), Severity: SeverityError})
-		}
-		or.Added = added[d.source]
-		for _, fd := range findings[d.source] {
-			if w.opts.AllowDataLoss && (fd.Check == CheckPruned || fd.Check == CheckRoundTrip) {
-				or.Dropped = append(or.Dropped, fd)
-				lossy = true
-				continue
-			}
-			// A warning is what the API server does not fail on when it converts (a text/plain
-			// answer): it does not stop the file. But for a file, the target schema's warning is
-			// the rejection of the next apply: a problem, as the create path says too.
-			if fd.Severity == SeverityWarning && fd.Check != CheckTargetSchema && !w.opts.Strict {
-				// The same warning of the conversion and of its round trip: once.
-				if !slices.ContainsFunc(or.Warnings, func(x Finding) bool { return x.Check == fd.Check && x.Path == fd.Path && x.Detail == fd.Detail }) {
-					or.Warnings = append(or.Warnings, fd)
-				}
-				continue
-			}
-			or.Problems = append(or.Problems, fd)
-		}
-		c, done := t.converted[d.source]
-		if !done && len(or.Problems) == 0 {
-			detail := "not converted (the webhook failed the request, or it was not sent)"
-			if t.run != nil && t.run.stop {
-				detail = "not sent: the conversion webhook could not be reached"
-			}
-			or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckObjectJSON, Detail: detail, Severity: SeverityError})
-		}
-		if len(or.Problems) == 0 {
-			// Valid in the target version: the API server's create path, at the cluster's
-			// Kubernetes version, judges the document as it will be written.
-			if err := rewriteDocument(f, d, c); err != nil {
-				or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckObjectJSON, Detail: err.Error(), Severity: SeverityError})
-			} else {
-				or.DroppedComments = d.droppedComments
-				if p := w.create(ctx, t, d); p != nil {
-					or.Problems = append(or.Problems, *p)
-				}
-			}
-		}
-		if len(or.Problems) > 0 {
-			ok = false
-		}
-	}
-	for _, t := range order {
-		t.converted = nil
-	}
-	if err := ctx.Err(); err != nil {
-		return err // a check cut short is no finding: the file is left as it was
-	}
-	if !ok {
-		res.Status = FileNotProven
-		return w.add(res)
-	}
-	out := assemble(f)
-	res.Diff = unifiedDiff(f.path, f.data, out)
-	rep.Converted += len(todo)
-	switch {
-	case w.opts.DryRun:
-		res.Status = FileWouldWrite
-	default:
-		if err := atomicfile.WriteFile(f.path, out, f.mode); err != nil {
-			return err
-		}
-		res.Status = FileWritten
-		if lossy {
-			res.Status = FileWrittenLoss
-		}
-	}
-	return w.add(res)
-}
-
 func (w *writer) sortedTargets() []*writeTarget {
 	out := make([]*writeTarget, 0, len(w.targets))
 	for _, t := range w.targets {
@@ -660,104 +484,6 @@ func (w *writer) create(ctx context.Context, t *writeTarget, d *document) *Findi
 }
 
 func stringOf(v any) string { s, _ := v.(string); return s }
-
-// readManifest reads a file and splits it into documents with their byte ranges; a template
-// is recognised and not parsed further.
-func readManifest(ctx context.Context, path string) (*manifestFile, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	f := &manifestFile{path: path, data: data, mode: st.Mode().Perm()}
-	if f.template = templateReason(path); f.template != "" {
-		return f, nil
-	}
-	// A Go template (Helm's) is a file with some "{{" that is not inside a YAML string or a
-	// comment. A file that parses as YAML with every "{{" in a string value — a Cluster API
-	// ClusterClass's patch templates, an Argo Workflow's parameters — is data, and is
-	// converted like any other; a "{{" that YAML reads as structure (`name: {{ .Values.name }}`
-	// parses as a flow mapping) or that breaks the parse makes the file a template.
-	marks, inText := bytes.Count(data, []byte("{{")), 0
-	var parseErr error
-	for _, d := range splitDocuments(data) {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		text := string(data[d.start:d.end])
-		if strings.TrimSpace(text) == "" {
-			continue
-		}
-		n, err := kyaml.Parse(text)
-		if err != nil {
-			if strings.Contains(err.Error(), "EOF") {
-				inText += strings.Count(text, "{{") // comments only
-				continue
-			}
-			parseErr = fmt.Errorf("%s:%d: %v", path, d.line, err)
-			break
-		}
-		inText += templateMarksInText(n.YNode())
-		d.node = n
-		f.docs = append(f.docs, d)
-	}
-	if parseErr != nil && marks > 0 || parseErr == nil && inText < marks {
-		f.template, f.docs = "Go template ({{ … }}, e.g. a Helm chart's templates/)", nil
-		return f, nil
-	}
-	if k := kustomizationPatch(path); k != "" {
-		f.template, f.docs = "a Kustomize patch ("+k+")", nil
-		return f, nil
-	}
-	if parseErr != nil {
-		f.parseErr, f.docs = parseErr, nil
-		return f, nil
-	}
-	for _, d := range f.docs {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if d.node.YNode().Kind != kyaml.MappingNode {
-			continue
-		}
-		js, err := d.node.MarshalJSON()
-		if err != nil {
-			f.parseErr, f.docs = fmt.Errorf("%s:%d: %v", path, d.line, err), nil
-			return f, nil
-		}
-		var m map[string]any
-		if err := utiljson.Unmarshal(js, &m); err == nil {
-			d.obj = m
-		}
-	}
-	return f, nil
-}
-
-// splitDocuments splits YAML text at its "---" lines, keeping each document's exact bytes.
-func splitDocuments(data []byte) []*document {
-	var out []*document
-	start, line := 0, 1
-	pos, n := 0, 1
-	for pos < len(data) {
-		end := bytes.IndexByte(data[pos:], '\n')
-		next := len(data)
-		if end >= 0 {
-			next = pos + end + 1
-		}
-		l := data[pos:next]
-		if isSeparator(l) {
-			out = append(out, &document{start: start, end: pos, line: line})
-			start, line = next, n+1
-		}
-		pos = next
-		n++
-	}
-	out = append(out, &document{start: start, end: len(data), line: line})
-	return out
-}
 
 func isSeparator(l []byte) bool {
 	l = bytes.TrimRight(l, "\r\n")
@@ -872,8 +598,8 @@ func isVersionChar(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <
 
 // rewriteDocument re-serialises a converted document into d.out, through kyaml: only the
 // nodes whose value changes are replaced, comments and key order kept.
-func rewriteDocument(f *manifestFile, d *document, c [2]map[string]any) error {
-	orig := string(f.data[d.start:d.end])
+func rewriteDocument(d *document, c [2]map[string]any) error {
+	orig := string(d.text)
 	// An empty status the conversion adds (cert-manager's typed conversion gives every object
 	// status: {}) is not written into a manifest that had none: it says nothing, and the file
 	// is the user's.
@@ -924,22 +650,6 @@ func keepBlankLines(orig string, b []byte) []byte {
 		trail = trail[i:] // the spaces ending the last line went with it
 	}
 	return append(out, trail...)
-}
-
-// assemble returns the file with each converted document replaced; every other byte is kept.
-func assemble(f *manifestFile) []byte {
-	var out bytes.Buffer
-	pos := 0
-	for _, d := range f.docs {
-		if d.out == nil {
-			continue
-		}
-		out.Write(f.data[pos:d.start])
-		out.Write(d.out)
-		pos = d.end
-	}
-	out.Write(f.data[pos:])
-	return out.Bytes()
 }
 
 // verifyDocument checks the re-serialised document: every comment line of the original is
@@ -1153,12 +863,4 @@ func replaceNode(node *kyaml.RNode, v any) error {
 	*old = *nn
 	old.HeadComment, old.LineComment, old.FootComment = head, line, foot
 	return nil
-}
-
-func unifiedDiff(path string, a, b []byte) string {
-	d, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(string(a)), B: difflib.SplitLines(string(b)),
-		FromFile: "a/" + strings.TrimPrefix(filepath.ToSlash(path), "/"), ToFile: "b/" + strings.TrimPrefix(filepath.ToSlash(path), "/"), Context: 3,
-	})
-	return d
 }
