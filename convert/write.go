@@ -228,9 +228,7 @@ type writeTarget struct {
 	served    map[string]bool // version -> served
 	run       *runner
 	previewer *preview.Previewer
-	converted map[string][2]map[string]any // of the file at hand: source -> sent, converted
-	mark      int                          // findings of earlier files
-	addedMark int                          // round-trip additions of earlier files
+	converted map[string][2]map[string]any // of the batch at hand: source -> sent, converted
 }
 
 // ExpandFiles lists the files of paths: files as given, directories walked (sorted).
@@ -406,7 +404,7 @@ func (w *writer) sortedTargets() []*writeTarget {
 	return out
 }
 
-// convert sends objects (one file's, of t's CRD) through t's conversion run, there and back,
+// convert sends objects (a batch of one file's, of t's CRD) through t's conversion run, there and back,
 // and adds their findings and what their round trip added or normalised.
 func (w *writer) convert(ctx context.Context, t *writeTarget, objects []Object, findings map[string][]Finding, added map[string][]Change) error {
 	t.converted = map[string][2]map[string]any{}
@@ -428,23 +426,24 @@ func (w *writer) convert(ctx context.Context, t *writeTarget, objects []Object, 
 	}
 	conv := t.converted
 	t.run.opts.Converted = func(source string, sent, c map[string]any) { conv[source] = [2]map[string]any{sent, c} }
+	// The run gives each page's findings here and keeps none: they go to the objects' results,
+	// and so do what the round trips added (the run keeps the counts).
+	t.run.opts.Page = func(p PageResult) error {
+		for _, fd := range p.Findings {
+			findings[fd.Object] = append(findings[fd.Object], fd)
+		}
+		return nil
+	}
 	if t.run.stop {
 		return nil // the webhook could not be reached: nothing more is sent
 	}
 	if err := t.run.page(ctx, objects); err != nil {
 		return err
 	}
-	// The failed objects (whole, for --keep, which a write does not take) are not kept across
-	// files: the file's results name them.
-	t.run.failed = nil
-	for _, fd := range t.run.tally.findings[t.mark:] {
-		findings[fd.Object] = append(findings[fd.Object], fd)
-	}
-	t.mark = len(t.run.tally.findings)
-	for _, c := range t.run.tally.added[t.addedMark:] {
+	for _, c := range t.run.tally.added {
 		added[c.Object] = append(added[c.Object], c)
 	}
-	t.addedMark = len(t.run.tally.added)
+	t.run.tally.added = t.run.tally.added[:0]
 	return nil
 }
 

@@ -78,8 +78,8 @@ func (o *ConvertOptions) write(ctx context.Context, crds []*apiextensionsv1.Cust
 // rewritten whole or left as it was, and the one at hand left as it was.
 func interruptedWrite(ctx context.Context, rep *convert.WriteReport) error {
 	what := "nothing was written"
-	if rep.Mode == "write" {
-		what = fmt.Sprintf("%s rewritten (listed above), each whole; every other file is as it was", plural(rep.Written(), "file"))
+	if n := rep.Written(); n > 0 {
+		what = fmt.Sprintf("%s rewritten (listed above), each whole; every other file is as it was", plural(n, "file"))
 	}
 	return Unavailable(fmt.Errorf("%w: %s was left as it was; %s", &manifest.InterruptedError{Cause: context.Cause(ctx)}, rep.Interrupted, what))
 }

@@ -17,6 +17,9 @@ import (
 func printWriteReport(w io.Writer, r *convert.WriteReport, noHeaders bool) error {
 	s := &ConvertWriteStream{w: w, human: &Human{NoHeaders: noHeaders}}
 	for _, f := range r.Files {
+		s.widen(writeRows(f)) // every file's rows known: one table's widths
+	}
+	for _, f := range r.Files {
 		if err := s.File(r, f); err != nil {
 			return err
 		}
@@ -41,6 +44,8 @@ type ConvertWriteStream struct {
 	head  bool
 	rows  bool
 	kept  []convert.FileResult
+	// widths are the widest cells of each column so far: later files' rows are as wide.
+	widths []int
 }
 
 // NewConvertWriteStream prints to w as p does.
@@ -69,16 +74,14 @@ func (s *ConvertWriteStream) File(r *convert.WriteReport, f convert.FileResult) 
 	if err := s.printHead(r); err != nil {
 		return err
 	}
-	t := &Table{Header: []string{"file", "line", "kind", "object", "from", "to", "status"}}
-	if len(f.Objects) == 0 {
-		t.Add(f.Path, "-", "-", "-", "-", "-", f.Status)
-	}
-	for _, o := range f.Objects {
-		from := o.From
-		if o.Served != convert.VersionServed {
-			from += " (" + o.Served + ")"
+	rows := writeRows(f)
+	s.widen(rows)
+	t := &Table{Header: writeHeader()}
+	for _, r := range rows {
+		for i := range len(r) - 1 { // as wide as the files' before: one table to the eye
+			r[i] += strings.Repeat(" ", s.widths[i]-DisplayWidth(r[i]))
 		}
-		t.Add(f.Path, fmt.Sprint(o.Line), o.Kind, o.Name, from, o.To, f.Status)
+		t.Add(r...)
 	}
 	if err := t.Print(s.w, s.human.NoHeaders || s.rows); err != nil {
 		return err
@@ -86,6 +89,41 @@ func (s *ConvertWriteStream) File(r *convert.WriteReport, f convert.FileResult) 
 	s.rows = true
 	_, err := io.WriteString(s.w, writeFileDetails(f))
 	return err
+}
+
+func writeHeader() []string {
+	return []string{"file", "line", "kind", "object", "from", "to", "status"}
+}
+
+// writeRows are a file's rows: one per object, or the file's status alone.
+func writeRows(f convert.FileResult) [][]string {
+	if len(f.Objects) == 0 {
+		return [][]string{{f.Path, "-", "-", "-", "-", "-", f.Status}}
+	}
+	var rows [][]string
+	for _, o := range f.Objects {
+		from := o.From
+		if o.Served != convert.VersionServed {
+			from += " (" + o.Served + ")"
+		}
+		rows = append(rows, []string{f.Path, fmt.Sprint(o.Line), o.Kind, o.Name, from, o.To, f.Status})
+	}
+	return rows
+}
+
+// widen keeps the widest cell of each column so far (the header's first).
+func (s *ConvertWriteStream) widen(rows [][]string) {
+	if s.widths == nil {
+		s.widths = make([]int, len(writeHeader()))
+		for i, h := range writeHeader() {
+			s.widths[i] = DisplayWidth(h)
+		}
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			s.widths[i] = max(s.widths[i], DisplayWidth(c))
+		}
+	}
 }
 
 // printHead prints what each converted object is checked as (known before the first file).
