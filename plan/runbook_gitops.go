@@ -14,10 +14,11 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/crdver/kubectl-crdver/internal/pager"
 )
 
 // GitOpsSource is a GitOps object that applies manifests from a repository.
@@ -83,14 +84,19 @@ func FindGitOpsSources(ctx context.Context, c dynamic.Interface) ([]GitOpsSource
 	return out, notes
 }
 
-// listFirstServed lists the objects at the first of gvrs the API server serves; none when it
+// listFirstServed lists the objects at the first of gvrs the API server serves, a page at a
+// time (internal/pager: one request per page, an expired continue token resumed); none when it
 // serves none of them (the tool is not installed) or forbids the list.
 func listFirstServed(ctx context.Context, c dynamic.Interface, gvrs []schema.GroupVersionResource) ([]unstructured.Unstructured, error) {
 	for _, gvr := range gvrs {
-		l, err := c.Resource(gvr).List(ctx, metav1.ListOptions{})
+		var items []unstructured.Unstructured
+		err := pager.Each(ctx, pager.Dynamic(c.Resource(gvr), pager.Options{}), func(l *unstructured.UnstructuredList) error {
+			items = append(items, l.Items...)
+			return nil
+		})
 		switch {
 		case err == nil:
-			return l.Items, nil
+			return items, nil
 		case isAbsent(err):
 			continue
 		default:

@@ -56,9 +56,10 @@ func (r *runner) sawEntries(entries []metav1.ManagedFieldsEntry, from string) {
 // an object whose entries were all moved was written after the move: its manager writes
 // Version now. fr.Remaining gets the census of what is left.
 func (r *runner) checkWriters(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, fr *FieldsResult) error {
-	if fr.listed != nil {
+	if fr.listed != nil && !r.o.Unserve && !r.o.Remove {
 		// The move's own read found no entry of Version on any object: nothing was moved, so
-		// what it read is what is left (no second read).
+		// what it read is what is left (no second read). Not before unserving or removing the
+		// version: a writer of it between that read and now must still stop them (a second read).
 		fr.Remaining = fr.listed.Census().Of(r.o.Version)
 		r.sortWritersSinceStart()
 		return nil

@@ -194,8 +194,8 @@ func tail(s string) string {
 	return s
 }
 
-// checkStream asserts what every interrupted streaming run must show: exit 3, the error line
-// saying what was done, a peak RSS under maxMiB, and memory that does not grow with the input
+// checkStream asserts what every interrupted streaming run must show: exit 3 within maxStop of
+// the signal, the error line saying what was done, a peak RSS under maxMiB, and memory that does not grow with the input
 // (the peak after the last size within growMiB of the peak after the first). The rusage's
 // peak is the child's own only while this process is smaller: Go starts children with
 // vfork (CLONE_VM), and the kernel counts the parent's peak into the child's ru_maxrss at its
@@ -205,6 +205,9 @@ func checkStream(t *testing.T, res streamResult, stderr *regexp.Regexp, maxMiB, 
 	t.Logf("%d bytes written; peak RSS %v KiB at the sizes, %d KiB at the end; stopped %v after the signal", res.written, res.hwm, res.maxRSS, res.stop.Round(time.Millisecond))
 	if res.code != 3 {
 		t.Errorf("exit %d, want 3\nstdout:\n%s\nstderr:\n%s", res.code, tail(res.stdout), res.stderr)
+	}
+	if res.stop > maxStop {
+		t.Errorf("stopped %v after the signal, want within %v", res.stop.Round(time.Millisecond), maxStop)
 	}
 	if !stderr.MatchString(res.stderr) {
 		t.Errorf("stderr does not match %s:\n%s", stderr, res.stderr)
@@ -224,6 +227,12 @@ const (
 	// object grew by about 200 MiB).
 	streamMaxMiB  = 300
 	streamGrowMiB = 40
+	// maxStop bounds the stop after Ctrl-C or SIGTERM, from the signal to the exit. Issue 38
+	// asks for a second; the runs here take 3–190 ms on a quiet machine, but one took 944 ms
+	// at load 14 (docs/benchmarks.md has the figures), so the test allows twice that: what it
+	// must catch is a stop that waits for the input's end (up to 125 s before the change).
+	// run waits 30 s before it kills the command.
+	maxStop = 2 * time.Second
 )
 
 // TestConvertStreams: convert -f - (strategy None: the API server's rule, offline) prints each
@@ -296,6 +305,36 @@ func TestPlanObjectsStreams(t *testing.T) {
 	checkStream(t, res, regexp.MustCompile(`interrupted after \d+ objects: the plan is incomplete`), streamMaxMiB, streamGrowMiB)
 }
 
+// TestStreamsStopOnSIGTERM: SIGTERM stops every streaming command as Ctrl-C does (the tests
+// above send SIGINT; convert's JSON test sends SIGTERM): exit 3 within maxStop, saying what was
+// done. One small input each: what is asserted is the stop, not the memory.
+func TestStreamsStopOnSIGTERM(t *testing.T) {
+	widget := func(i int) string {
+		return fmt.Sprintf("---\napiVersion: preview.example.com/v1\nkind: Widget\nmetadata: {name: w-%07d, namespace: default}\nspec: {size: small, mode: Active}\n", i)
+	}
+	for _, c := range []struct {
+		name string
+		run  streamRun
+		want string
+	}{
+		{"plan -f -", streamRun{args: []string{"plan", "-f", "-", "--old-file", cronTabCRD, "-q"}, doc: cronTab},
+			`error: interrupted after reading [1-9]\d* documents of -f: nothing was planned`},
+		{"plan --objects", streamRun{args: []string{"plan", "-f", widgetCRD, "--old-file", widgetCRD, "--objects", "{input}", "-q"}, fifo: true, doc: widget},
+			`interrupted after \d+ objects: the plan is incomplete`},
+		{"preview", streamRun{args: []string{"preview", "-f", "{input}", "--crd-file", cronTabCRD, "-o", "name", "-q"}, fifo: true, doc: cronTab},
+			`error: interrupted after [1-9]\d* objects: the output is incomplete`},
+		{"versions", streamRun{args: []string{"versions", "-f", "-"}, doc: cronTab},
+			`error: interrupted while reading -f, after [\d.]+ [KM]iB: nothing was done`},
+		{"explain", streamRun{args: []string{"explain", "-f", "-"}, doc: cronTab},
+			`error: interrupted while reading -f, after [\d.]+ [KM]iB: nothing was done`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.run.at, c.run.sig = []int64{256 << 10}, syscall.SIGTERM
+			checkStream(t, c.run.run(t), regexp.MustCompile(c.want), streamMaxMiB, streamGrowMiB)
+		})
+	}
+}
+
 // TestPreviewStreamsPipes: preview reads process substitution, /dev/stdin and FIFOs once (it
 // read them twice: no objects found, or a hang), and stops on SIGINT while reading.
 func TestPreviewStreamsPipes(t *testing.T) {
@@ -348,6 +387,12 @@ func TestRestoreStreams(t *testing.T) {
 	res := streamRun{
 		args: []string{"restore", "-f", "-", "--dry-run", "--kubeconfig", e.Kubeconfig, "-q"},
 		doc:  backupDoc, at: []int64{1 * mib, 4 * mib}, sig: syscall.SIGINT,
+		env: []string{"TMPDIR=" + t.TempDir()},
+	}.run(t)
+	checkStream(t, res, regexp.MustCompile(`error: interrupted before the first backup document: nothing was written`), streamMaxMiB, streamGrowMiB)
+	res = streamRun{
+		args: []string{"restore", "-f", "-", "--dry-run", "--kubeconfig", e.Kubeconfig, "-q"},
+		doc:  backupDoc, at: []int64{256 << 10}, sig: syscall.SIGTERM,
 		env: []string{"TMPDIR=" + t.TempDir()},
 	}.run(t)
 	checkStream(t, res, regexp.MustCompile(`error: interrupted before the first backup document: nothing was written`), streamMaxMiB, streamGrowMiB)
