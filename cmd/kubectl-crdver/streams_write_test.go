@@ -70,7 +70,7 @@ func noTemporaries(t *testing.T, dir string) {
 // written, does not grow with the files done, and stops on SIGINT with exit 3 and the files
 // written so far; every file is whole: as it was, or rewritten (never half of one).
 func TestConvertWriteStreamsFolder(t *testing.T) {
-	const files, perFile = 600, 20
+	const files, perFile = 300, 20
 	dir := t.TempDir()
 	old := make([]string, files)
 	var size int64
@@ -88,7 +88,7 @@ func TestConvertWriteStreamsFolder(t *testing.T) {
 	row := regexp.MustCompile(`(?m)^\S+/team-\d{4}\.yaml\s+\d+\s+CronTab\s.*\swritten$`)
 	done := func(stdout string) int64 { return int64(len(row.FindAllStringIndex(stdout, -1))/perFile) * size }
 	res := interruptAt(t, []string{"convert", "--crd-file", cronTabCRD, "--to", "v1", "-f", dir, "--write", "--kube-version", "1.34"},
-		done, []int64{mib / 4, mib}, syscall.SIGINT)
+		done, []int64{mib / 8, mib / 2}, syscall.SIGINT)
 	checkStream(t, res, regexp.MustCompile(`error: interrupted: \S+/team-\d{4}\.yaml was left as it was; [1-9]\d* files? rewritten \(listed above\), each whole; every other file is as it was`), streamMaxMiB, streamGrowMiB)
 	if !strings.Contains(res.stdout, "object(s) in the files, 0 already at v1,") {
 		t.Errorf("no counts of what was done at the end:\n%s", tail(res.stdout))
@@ -131,7 +131,7 @@ func TestConvertWriteStreamsOneFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "crontabs.yaml")
 	var b strings.Builder
-	for i := 0; b.Len() < 6*mib; i++ {
+	for i := 0; b.Len() < 2*mib; i++ {
 		b.WriteString(cleanCronTab(i))
 	}
 	text := b.String()
@@ -150,7 +150,7 @@ func TestConvertWriteStreamsOneFile(t *testing.T) {
 		return n
 	}
 	res := interruptAt(t, []string{"convert", "--crd-file", cronTabCRD, "--to", "v1", "-f", path, "--write", "--kube-version", "1.34"},
-		done, []int64{mib, 3 * mib}, syscall.SIGINT)
+		done, []int64{mib / 4, mib}, syscall.SIGINT)
 	checkStream(t, res, regexp.MustCompile(`(?m)error: interrupted: \S+/crontabs\.yaml was left as it was; nothing was written$`), streamMaxMiB, streamGrowMiB)
 	if got, err := os.ReadFile(path); err != nil || string(got) != text {
 		t.Errorf("the file changed (%v): an interrupted file must be left as it was", err)
