@@ -7,6 +7,7 @@ package convert
 // last lines of context, never the file.
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -39,9 +40,10 @@ type diffStream struct {
 	a, b int
 	// before are the last unchanged lines (at most diffContext) when no hunk is open.
 	before []string
-	// hunk is the open hunk's lines; after the unchanged lines since its last change.
+	// hunk is the open hunk's lines (written as they come: a file whose every document
+	// changes is one hunk); after the unchanged lines since its last change.
 	open              bool
-	hunk              []string
+	hunk              bytes.Buffer
 	hunkA, hunkB      int // first line (0-based) of the hunk in a and b
 	hunkLenA, hunkLen int
 	after             []string
@@ -119,22 +121,15 @@ func (s *diffStream) change(removed, added []string) {
 		s.open = true
 		s.hunkA, s.hunkB = s.a-len(s.before), s.b-len(s.before)
 		s.hunkLenA, s.hunkLen = 0, 0
-		s.hunk = s.hunk[:0]
 		s.after = s.before
 		s.before = nil
 	}
-	for _, l := range s.after {
-		s.hunk = append(s.hunk, " "+l)
-	}
+	s.lines(' ', s.after)
 	s.hunkLenA += len(s.after)
 	s.hunkLen += len(s.after)
 	s.after = nil
-	for _, l := range removed {
-		s.hunk = append(s.hunk, "-"+l)
-	}
-	for _, l := range added {
-		s.hunk = append(s.hunk, "+"+l)
-	}
+	s.lines('-', removed)
+	s.lines('+', added)
 	s.hunkLenA += len(removed)
 	s.hunkLen += len(added)
 	s.a += len(removed)
@@ -147,17 +142,21 @@ func (s *diffStream) close() {
 		return
 	}
 	tail := s.after[:min(len(s.after), diffContext)]
-	for _, l := range tail {
-		s.hunk = append(s.hunk, " "+l)
-	}
+	s.lines(' ', tail)
 	if s.out.Len() == 0 {
 		fmt.Fprintf(&s.out, "--- %s\n+++ %s\n", diffName("a/", s.path), diffName("b/", s.path))
 	}
 	fmt.Fprintf(&s.out, "@@ -%s +%s @@\n", diffRange(s.hunkA, s.hunkLenA+len(tail)), diffRange(s.hunkB, s.hunkLen+len(tail)))
-	for _, l := range s.hunk {
-		s.out.WriteString(l)
+	s.out.Write(s.hunk.Bytes())
+	s.open, s.hunk = false, bytes.Buffer{}
+}
+
+// lines adds lines to the open hunk, each after mark.
+func (s *diffStream) lines(mark byte, lines []string) {
+	for _, l := range lines {
+		s.hunk.WriteByte(mark)
+		s.hunk.WriteString(l)
 	}
-	s.open, s.hunk = false, s.hunk[:0]
 }
 
 // diffRange is a hunk's range as difflib writes it (1-based; an empty range names the line

@@ -87,7 +87,10 @@ func (s *ConvertWriteStream) File(r *convert.WriteReport, f convert.FileResult) 
 		return err
 	}
 	s.rows = true
-	_, err := io.WriteString(s.w, writeFileDetails(f))
+	if _, err := io.WriteString(s.w, writeFileDetails(f)); err != nil {
+		return err
+	}
+	_, err := io.WriteString(s.w, f.Diff) // as it is: the diff of a large file is large
 	return err
 }
 
@@ -170,7 +173,7 @@ func (s *ConvertWriteStream) Finish(r *convert.WriteReport) error {
 }
 
 // writeFileDetails are a file's reason, the lines of a template, each object's problems,
-// dropped comments, warnings, what the round trip added and what was dropped, and the diff.
+// dropped comments, warnings, what the round trip added and what was dropped.
 func writeFileDetails(f convert.FileResult) string {
 	var b strings.Builder
 	if f.Reason != "" {
@@ -216,7 +219,6 @@ func writeFileDetails(f convert.FileResult) string {
 			fmt.Fprintf(&b, "%s:%d %s: dropped (--allow-data-loss) %s: %s\n", f.Path, o.Line, o.Name, p.Path, p.Detail)
 		}
 	}
-	b.WriteString(f.Diff)
 	return b.String()
 }
 
