@@ -54,11 +54,11 @@ func (c *cluster) createMany(t *testing.T, prefix string, n int) {
 	}
 }
 
-// proxyTo starts a switch proxy in front of env (closed when the test ends) and writes env's
+// proxyTo starts a proxy in front of env (closed when the test ends) and writes env's
 // kubeconfig pointed at it.
-func proxyTo(t *testing.T, env *testenv.Env) (*testenv.SwitchProxy, string) {
+func proxyTo(t *testing.T, env *testenv.Env, opts ...testenv.ProxyOption) (*testenv.Proxy, string) {
 	t.Helper()
-	proxy, err := testenv.StartSwitchProxy(env)
+	proxy, err := testenv.StartProxy(env, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,15 +206,7 @@ func TestServerGoneMidRewrite(t *testing.T) {
 // no write the API server carried out was sent again with the same body, and the JSON report
 // counts the requests sent again.
 func TestServerErrors(t *testing.T) {
-	proxy, err := testenv.StartFaultProxy(envB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	kc, err := proxy.Kubeconfig(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy, kc := proxyTo(t, envB, testenv.ServerErrors())
 	runUntilDone := func(t *testing.T, user *runner, args ...string) result {
 		t.Helper()
 		for i := 1; ; i++ {
