@@ -3,7 +3,6 @@ package testenv
 import (
 	"bytes"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -233,8 +232,9 @@ func (p *Proxy) Close() {
 	}
 	p.mu.Unlock()
 	p.ln.Close()
-	if p.http != nil {
+	if p.http != nil && p.http.srv != nil {
 		_ = p.http.srv.Close()
+		_ = p.http.ln.Close()
 	}
 	p.wg.Wait()
 }
@@ -414,25 +414,16 @@ type httpFaults struct {
 }
 
 func startHTTPFaults(p *Proxy) (*httpFaults, error) {
-	cert, caPEM, err := localhostCert()
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	h := &httpFaults{p: p, ca: caPEM, ln: ln, rnd: rand.New(rand.NewPCG(3, 4)),
+	h := &httpFaults{p: p, rnd: rand.New(rand.NewPCG(3, 4)),
 		injected: map[int]int{}, written: map[string]string{}, rts: map[*Env]http.RoundTripper{}}
 	rp := &httputil.ReverseProxy{
 		Rewrite:       func(*httputil.ProxyRequest) {}, // the transport picks the API server
 		Transport:     roundTripper(h.roundTrip),
 		FlushInterval: -1, // watches stream
 	}
-	h.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, rp) }),
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = h.srv.ServeTLS(ln, "", "") }()
-	return h, nil
+	var err error
+	h.srv, h.ln, h.ca, err = serveLocalTLS(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, rp) }))
+	return h, err
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)
