@@ -54,27 +54,27 @@ func TestKillAlongAPathThenRunAgain(t *testing.T) {
 			backup := filepath.Join(t.TempDir(), "backup.yaml")
 			args := []string{"upgrade", "--via", mid, "-f", next, "--yes", "--allow-data-loss", "--backup", backup, "--kubeconfig", envB.Kubeconfig}
 			kill := p.kill()
-			first := user.runKilled(func(line string, _ *os.Process) bool { return line != "" && kill(line) }, append(args, "-o", "json")...)
-			if !first.killed {
-				t.Fatalf("the run ended (exit %d) before the kill point:\n%s", first.code, first.stderr)
+			first := user.RunKilled(func(line string, _ *os.Process) bool { return line != "" && kill(line) }, append(args, "-o", "json")...)
+			if !first.Killed {
+				t.Fatalf("the run ended (exit %d) before the kill point:\n%s", first.Code, first.Stderr)
 			}
-			st := user.run("upgrade", "status", "--via", mid, "-f", next, "--kubeconfig", envB.Kubeconfig, "-o", "json")
+			st := user.Run("upgrade", "status", "--via", mid, "-f", next, "--kubeconfig", envB.Kubeconfig, "-o", "json")
 			var got struct {
 				Next string `json:"next"`
 				Path *struct {
 					Hops []string `json:"hops"`
 				} `json:"path"`
 			}
-			if err := json.Unmarshal([]byte(st.stdout), &got); err != nil {
-				t.Fatalf("upgrade status -o json (exit %d): %v\n%s", st.code, err, st.stderr)
+			if err := json.Unmarshal([]byte(st.Stdout), &got); err != nil {
+				t.Fatalf("upgrade status -o json (exit %d): %v\n%s", st.Code, err, st.Stderr)
 			}
-			if got.Path != nil && len(got.Path.Hops) > 0 && (got.Next != "continue" || st.code != 1) {
-				t.Errorf("upgrade status after the kill: exit %d, next %q, want continue: the path is recorded, not complete", st.code, got.Next)
+			if got.Path != nil && len(got.Path.Hops) > 0 && (got.Next != "continue" || st.Code != 1) {
+				t.Errorf("upgrade status after the kill: exit %d, next %q, want continue: the path is recorded, not complete", st.Code, got.Next)
 			}
 
-			res := user.run(append(args, "-o", "json")...)
-			if res.code != 0 {
-				t.Fatalf("run again after SIGKILL %s: exit %d\n%s", p.name, res.code, res.stderr)
+			res := user.Run(append(args, "-o", "json")...)
+			if res.Code != 0 {
+				t.Fatalf("run again after SIGKILL %s: exit %d\n%s", p.name, res.Code, res.Stderr)
 			}
 			var rep struct {
 				Resumed bool `json:"resumed"`
@@ -83,8 +83,8 @@ func TestKillAlongAPathThenRunAgain(t *testing.T) {
 					Verified bool `json:"verified"`
 				} `json:"outcome"`
 			}
-			if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
-				t.Fatalf("upgrade --via -o json: %v\n%s", err, res.stdout)
+			if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil {
+				t.Fatalf("upgrade --via -o json: %v\n%s", err, res.Stdout)
 			}
 			if !rep.Outcome.Applied || !rep.Outcome.Verified {
 				t.Errorf("run again: outcome %+v; want applied and verified", rep.Outcome)
@@ -94,8 +94,8 @@ func TestKillAlongAPathThenRunAgain(t *testing.T) {
 			}
 			c.checkUpgraded(t)
 			c.checkBackup(t, backup)
-			if st := user.run("upgrade", "status", "--via", mid, "-f", next, "--kubeconfig", envB.Kubeconfig); st.code != 0 || !strings.Contains(st.stdout, "every hop applied") {
-				t.Errorf("upgrade status after the path: exit %d\n%s%s", st.code, st.stdout, st.stderr)
+			if st := user.Run("upgrade", "status", "--via", mid, "-f", next, "--kubeconfig", envB.Kubeconfig); st.Code != 0 || !strings.Contains(st.Stdout, "every hop applied") {
+				t.Errorf("upgrade status after the path: exit %d\n%s%s", st.Code, st.Stdout, st.Stderr)
 			}
 		})
 	}
