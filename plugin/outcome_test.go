@@ -13,10 +13,9 @@ import (
 // outcome.Outcome calls none of them once its library ran; it ends with end(out, words).
 var exitDeciders = map[string]bool{"ProblemsFound": true, "Unavailable": true, "Usage": true, "UsageErrorf": true, "clusterError": true, "Interrupted": true}
 
-// knownDeciders are the exit-code decisions left in plugin, logged, not failed on: upgrade's
-// dry run whose preflight could not read every version exits 1 here, while upgrade's Outcome
-// says 3 (to move into upgrade.decide with upgrade's run restructured).
-var knownDeciders = map[string]string{"UpgradeOptions.finish": "ProblemsFound"}
+// knownDeciders are the exit-code decisions left in plugin, logged, not failed on ("Type.method"
+// → the decider it calls).
+var knownDeciders = map[string]string{}
 
 // The code that ends each command after its library ran, by file: "Type.method" or "func".
 var endsOfRuns = map[string][]string{

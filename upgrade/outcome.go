@@ -191,6 +191,11 @@ func decide(rep *Report, err error, o Options) Outcome {
 		switch {
 		case pf.Refused && pf.Incomplete:
 			out.ExitCode, out.Message = 3, fmt.Sprintf("the upgrade could not complete its preflight: %s (dry run: nothing was written)", pf.Reason)
+		case len(pf.Unread) > 0 && len(pf.BlockedCRDs) == 0:
+			// Versions stored but not served, which a dry run does not serve to read: what
+			// their objects lose is unknown, a finding (exit 1, as --yes refuses on it).
+			out.ExitCode, out.Message = 1, unreadDryRun(pf.Reason)
+			out.Refusals = o.Consent().Refusals(pf.Kinds())
 		case pf.Refused:
 			out.ExitCode, out.Message = 1, fmt.Sprintf("the upgrade would be refused: %s (dry run: nothing was written)", pf.Reason)
 			out.Refusals = o.Consent().Refusals(pf.Kinds())
