@@ -9,6 +9,7 @@ import (
 	"github.com/crdver/kubectl-crdver/convert"
 	goldenfile "github.com/crdver/kubectl-crdver/internal/golden"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/upgrade"
@@ -130,7 +131,7 @@ func upgradeReport() *upgrade.Report {
 // refusals).
 func upgradeRefusedReport() *upgrade.Report {
 	r := upgradeReport()
-	r.Outcome = upgrade.Outcome{Result: upgrade.ResultRefused, ExitCode: 1, Refusals: []plan.Kind{plan.KindDataLoss, plan.KindRejectedWrite}}
+	r.Outcome = upgrade.Outcome{Result: upgrade.ResultRefused, Outcome: outcome.Outcome{ExitCode: 1}, Refusals: []plan.Kind{plan.KindDataLoss, plan.KindRejectedWrite}}
 	return r
 }
 

@@ -142,7 +142,7 @@ func (pf Preflight) kinds(of func(crd string) bool, earlierLoss bool) []plan.Kin
 // decide is the outcome of a run by the decision table: the result, the exit status and the
 // last line.
 func decide(rep *Report, err error, o Options) Outcome {
-	out := Outcome{Remaining: []string{}}
+	out := Outcome{Outcome: outcome.Done()}
 	for _, s := range rep.Steps {
 		if s.Action == plan.ActionApply && (s.State == StateDone || s.State == StateAlready) {
 			out.Applied = true
@@ -256,10 +256,4 @@ func objectNames(fs []ObjectFinding) string {
 		names = append(names, f.CRD+" "+n)
 	}
 	return strings.Join(names, ", ")
-}
-
-// Ended is o as the outcome every command ends with (package outcome): its exit code, its last
-// line and what remains for the user.
-func (o Outcome) Ended() outcome.Outcome {
-	return outcome.Outcome{Remaining: o.Remaining, ExitCode: o.ExitCode, Message: o.Message}
 }

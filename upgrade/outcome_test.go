@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -102,5 +103,19 @@ func TestKindsOf(t *testing.T) {
 	}
 	if got := len(pf.Kinds()); got != 5 {
 		t.Errorf("Kinds() has %d kinds, want the 5 of every CRD: %v", got, pf.Kinds())
+	}
+}
+
+// TestOutcomeJSON: the outcome's JSON is the documented shape (docs/decision-table.md:
+// outcome.result … outcome.message), the embedded outcome.Outcome's fields at its level.
+func TestOutcomeJSON(t *testing.T) {
+	out := decide(&Report{Preflight: Preflight{DataLoss: []ObjectFinding{{CRD: "a.example.com", Name: "x"}}, Refused: true}}, fmt.Errorf("%w: x would lose fields", ErrRefused), Options{})
+	b, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"result":"refused","applied":false,"verified":false,"refusals":["data-loss"],"remaining":[],"exitCode":1,"message":"refused: x would lose fields"}`
+	if string(b) != want {
+		t.Errorf("outcome JSON\n%s\nwant\n%s", b, want)
 	}
 }
