@@ -24,6 +24,7 @@ var endsOfRuns = map[string][]string{
 	"retire.go":      {"RetireOptions.Run", "RetireOptions.runError"},
 	"plan.go":        {"PlanOptions.Run"},
 	"upgrade.go":     {"UpgradeOptions.finish"},
+	"restore.go":     {"RestoreOptions.finish", "RestoreOptions.runError"},
 }
 
 // One home for how a run ends: for migrate, migrate --all, retire, plan and upgrade the exit
