@@ -19,12 +19,15 @@ var knownDeciders = map[string]string{}
 
 // The code that ends each command after its library ran, by file: "Type.method" or "func".
 var endsOfRuns = map[string][]string{
-	"migrate.go":     {"MigrateOptions.migrateOutcome", "migrateError", "checkpointAdvice"},
-	"migrate_all.go": {"MigrateOptions.runAll", "MigrateOptions.allError"},
-	"retire.go":      {"RetireOptions.Run", "RetireOptions.runError"},
-	"plan.go":        {"PlanOptions.Run"},
-	"upgrade.go":     {"UpgradeOptions.finish"},
-	"restore.go":     {"RestoreOptions.finish", "RestoreOptions.runError"},
+	"migrate.go":       {"MigrateOptions.migrateOutcome", "migrateError", "checkpointAdvice"},
+	"migrate_all.go":   {"MigrateOptions.runAll", "MigrateOptions.allError"},
+	"retire.go":        {"RetireOptions.Run", "RetireOptions.runError"},
+	"plan.go":          {"PlanOptions.Run"},
+	"upgrade.go":       {"UpgradeOptions.finish"},
+	"restore.go":       {"RestoreOptions.finish", "RestoreOptions.runError"},
+	"convert.go":       {"ConvertOptions.Run", "ConvertOptions.convert"},
+	"convert_write.go": {"ConvertOptions.runWrite", "interruptedWrite"},
+	"convert_load.go":  {"ConvertOptions.runLoad", "webhookUnreachable"},
 }
 
 // One home for how a run ends: for migrate, migrate --all, retire, plan and upgrade the exit
