@@ -36,6 +36,12 @@ var wrappedStamp = regexp.MustCompile(`\d{8}-?\s+-?\d{0,6}\s*\d{0,6}\.yaml`)
 // of them, a faster none.
 var progressLine = regexp.MustCompile(`^\S+: \d+/\S+ .*, ETA \S+$`)
 
+// WithoutProgress is lines without the plain progress lines (progressLine), which only a slow
+// run prints: what a transcript's page shows.
+func WithoutProgress(lines []string) []string {
+	return slices.DeleteFunc(slices.Clone(lines), progressLine.MatchString)
+}
+
 // fleetDone is a fleet's line for a cluster whose run ended ("fleet: a: complete, exit 0 (0.4s;
 // 1 of 3)"): with --parallel above 1 the clusters end in an order of their own, and the count
 // follows it.

@@ -95,7 +95,8 @@ func (tr *Transcripts) mine(p *Page) ([]*Block, error) {
 // Check compares the next block of the test with a run: the command it ran (args of
 // `kubectl crdver`), what it printed (standard output and standard error as a terminal shows
 // them, or what the block's marker says it shows) and its exit code (when the page shows
-// "# exit N"). The output is shortened by the block's elide rules and compared after Mask.
+// "# exit N"). The output, without its plain progress lines, is shortened by the block's elide
+// rules and compared after Mask.
 func (tr *Transcripts) Check(args []string, output string, code int) {
 	tr.t.Helper()
 	if tr.next == len(tr.blocks) {
@@ -110,7 +111,7 @@ func (tr *Transcripts) Check(args []string, output string, code int) {
 	if page := strings.Join(strings.Fields(c.Script()), " "); page != ran {
 		tr.t.Errorf("%s: the page shows the command\n  %s\nthe test runs\n  %s\n(change the page's command line)", c.Label(), page, ran)
 	}
-	out := SplitLines(r.Replace(output))
+	out := WithoutProgress(SplitLines(r.Replace(output)))
 	if len(c.Block.Elide) > 0 {
 		short, err := ApplyElisions(out, c.Block.Elide)
 		if err != nil {
@@ -171,6 +172,18 @@ func (tr *Transcripts) finish() {
 	}
 	if err := p.Write(updates); err != nil {
 		tr.t.Fatal(err)
+	}
+	// What was written reads back as what the runs printed.
+	if p, err = ReadPage(tr.path); err == nil {
+		blocks, err = tr.mine(p)
+	}
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	for i, u := range tr.updates {
+		if c := blocks[i].Cmds[0]; Mask(c.Shown) != Mask(u.Output) {
+			tr.t.Errorf("%s: the rewritten block does not read back as the run's output:\n%s", c.Label(), MaskedDifference(c.Shown, u.Output))
+		}
 	}
 	tr.t.Logf("rewrote %d transcript(s) of %s in %s", len(updates), tr.test, tr.page)
 }
