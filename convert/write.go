@@ -14,17 +14,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"sort"
 	"strings"
 
-	"github.com/pmezard/go-difflib/difflib"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
-	"github.com/crdver/kubectl-crdver/internal/atomicfile"
 	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/preview"
 )
@@ -56,6 +53,11 @@ type WriteOptions struct {
 	// report .jsonnet, .libsonnet and .cue files as templates). They are read, converted and
 	// written one at a time: memory is bounded by the largest file.
 	Files []string
+	// File, when set, gets each file's result as soon as the file is done, in the order of
+	// Files, with the report so far (its counts, and what it says of the run); the report's
+	// Files then stay empty, so that memory holds one file's result whatever the number of
+	// files. Its error stops the run.
+	File func(*WriteReport, FileResult) error
 	// DryRun computes the diff of each file and writes nothing.
 	DryRun bool
 	// AllowDataLoss writes objects whose only failures are data loss (pruned fields, round-
@@ -104,6 +106,35 @@ type WriteReport struct {
 	// Conversions are the reports of the conversion runs, one per CRD with objects to
 	// convert (checks, findings, latency); none for check.
 	Conversions []*Report `json:"conversions,omitempty"`
+	// Interrupted is the file at hand when the run was interrupted (the context ended): it was
+	// left as it was, as were the files after it; the files before it are in Files (or were
+	// given to WriteOptions.File), each rewritten whole or not at all.
+	Interrupted string `json:"interrupted,omitempty"`
+
+	// given counts the files given to WriteOptions.File (not in Files): their problems and
+	// the files written.
+	given fileCounts
+}
+
+// fileCounts counts the results of files.
+type fileCounts struct{ problems, written int }
+
+func (c *fileCounts) add(f FileResult) {
+	switch f.Status {
+	case FileNotProven, FileTemplate, FileUnparsable, FileStillOld:
+		c.problems++
+	case FileWritten, FileWrittenLoss:
+		c.written++
+	}
+}
+
+// counts are the counts of every file of the report, in Files or given to WriteOptions.File.
+func (r *WriteReport) counts() fileCounts {
+	c := r.given
+	for _, f := range r.Files {
+		c.add(f)
+	}
+	return c
 }
 
 // WriteTarget is one CRD of the run and the version its objects go to.
@@ -164,40 +195,29 @@ type ObjectResult struct {
 }
 
 // Problems is the number of files not converted (or, for check, still at an old version).
-func (r *WriteReport) Problems() int {
-	n := 0
-	for _, f := range r.Files {
-		switch f.Status {
-		case FileNotProven, FileTemplate, FileUnparsable, FileStillOld:
-			n++
-		}
-	}
-	return n
-}
+func (r *WriteReport) Problems() int { return r.counts().problems }
+
+// Written is the number of files rewritten.
+func (r *WriteReport) Written() int { return r.counts().written }
 
 // document is one YAML document of a file, with its exact byte range.
 type document struct {
-	start, end int // content, without its "---" separator line
-	line       int
-	node       *kyaml.RNode
-	obj        map[string]any
-	version    string // of the CRD below the target; "" when not to convert
-	source     string
-	target     *writeTarget
-	out        []byte         // the converted document
-	written    map[string]any // out, read back
+	text  []byte // content, without its "---" separator line
+	sep   []byte // the "---" line after it ("" for the file's last)
+	line  int
+	index int // 1-based, among the documents that parse to something
+	// result is the index of its object's result in the file's results.
+	result  int
+	node    *kyaml.RNode
+	obj     map[string]any
+	version string // of the CRD below the target; "" when not to convert
+	source  string
+	target  *writeTarget
+	out     []byte         // the converted document
+	written map[string]any // out, read back
 	// droppedComments are the comment lines of fields the conversion removed (they go with
 	// their field), in the order of the file.
 	droppedComments []string
-}
-
-type manifestFile struct {
-	path     string
-	data     []byte
-	mode     fs.FileMode
-	docs     []*document
-	template string // why it is a template
-	parseErr error
 }
 
 // writeTarget is one CRD of a run: its target version, and (made when first needed) the
@@ -208,9 +228,7 @@ type writeTarget struct {
 	served    map[string]bool // version -> served
 	run       *runner
 	previewer *preview.Previewer
-	converted map[string][2]map[string]any // of the file at hand: source -> sent, converted
-	mark      int                          // findings of earlier files
-	addedMark int                          // round-trip additions of earlier files
+	converted map[string][2]map[string]any // of the batch at hand: source -> sent, converted
 }
 
 // ExpandFiles lists the files of paths: files as given, directories walked (sorted).
@@ -322,14 +340,29 @@ func writeOrCheck(ctx context.Context, opts WriteOptions, check bool) (*WriteRep
 		return nil, err
 	}
 	w := &writer{opts: opts, check: check, targets: targets, rep: rep}
+	if opts.File != nil {
+		rep.Files = nil // given to File as they come
+	}
 	for _, p := range paths {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		err := ctx.Err()
+		if err == nil {
+			err = w.file(ctx, p)
 		}
-		if err := w.file(ctx, p); err != nil {
+		if err != nil && ctx.Err() != nil {
+			rep.Interrupted = p
+			rep.Conversions = finishRuns(targets)
+			return rep, ctx.Err()
+		}
+		if err != nil {
 			return rep, err
 		}
 	}
+	rep.Conversions = finishRuns(targets)
+	return rep, nil
+}
+
+// finishRuns are the reports of the targets' conversion runs, by CRD.
+func finishRuns(targets map[string]*writeTarget) []*Report {
 	var used []*writeTarget
 	for _, t := range targets {
 		if t.run != nil {
@@ -337,10 +370,11 @@ func writeOrCheck(ctx context.Context, opts WriteOptions, check bool) (*WriteRep
 		}
 	}
 	sort.Slice(used, func(i, j int) bool { return used[i].CRD < used[j].CRD })
+	var out []*Report
 	for _, t := range used {
-		rep.Conversions = append(rep.Conversions, t.run.finishRun())
+		out = append(out, t.run.finishRun())
 	}
-	return rep, nil
+	return out
 }
 
 // writer converts, proves and writes one file at a time.
@@ -351,170 +385,14 @@ type writer struct {
 	rep     *WriteReport
 }
 
-// file reads, converts, proves and (unless a dry run or a check) writes one file, and adds
-// what happened to the report. Nothing of the file is kept afterwards but its result.
-func (w *writer) file(ctx context.Context, path string) error {
-	f, err := readManifest(path)
-	if err != nil {
-		return err
-	}
-	rep := w.rep
-	res := FileResult{Path: f.path}
-	switch {
-	case f.template != "":
-		res.Status, res.Reason = FileTemplate, f.template
-		seen := map[string]bool{} // CRDs of one group name the same lines: each once
-		for _, t := range w.sortedTargets() {
-			for _, l := range oldVersionLines(f.data, t.Group, t.To) {
-				if !seen[l] {
-					seen[l] = true
-					res.Lines = append(res.Lines, l)
-				}
-			}
-		}
-		if len(res.Lines) > 0 { // a template that does not name a CRD: nothing to say
-			rep.Files = append(rep.Files, res)
-		}
-		return nil
-	case f.parseErr != nil:
-		for _, t := range w.sortedTargets() {
-			if bytes.Contains(f.data, []byte(t.Group+"/")) {
-				res.Status, res.Reason = FileUnparsable, f.parseErr.Error()
-				rep.Files = append(rep.Files, res)
-				break
-			}
-		}
+// add adds a file's result to the report, or gives it to WriteOptions.File.
+func (w *writer) add(res FileResult) error {
+	if w.opts.File == nil {
+		w.rep.Files = append(w.rep.Files, res)
 		return nil
 	}
-	var todo []*document
-	perTarget := map[*writeTarget][]Object{}
-	var order []*writeTarget
-	for i, d := range f.docs {
-		if d.obj == nil {
-			continue
-		}
-		g, v, _ := strings.Cut(stringOf(d.obj["apiVersion"]), "/")
-		t := w.targets[g+"/"+stringOf(d.obj["kind"])]
-		if t == nil {
-			continue
-		}
-		rep.Objects++
-		if v == t.To {
-			rep.AtTarget++
-			continue
-		}
-		d.version, d.target = v, t
-		d.source = fmt.Sprintf("%s:%d", path, d.line)
-		todo = append(todo, d)
-		served, known := t.served[v]
-		state := VersionServed
-		switch {
-		case !known:
-			state = VersionRemoved
-		case !served:
-			state = VersionNotServed
-		}
-		res.Objects = append(res.Objects, ObjectResult{Document: i + 1, Line: d.line, Kind: t.Kind, Name: objectName(nestedString(d.obj, "metadata", "namespace"), nestedString(d.obj, "metadata", "name")), From: v, To: t.To, Served: state})
-		if known && !w.check {
-			if _, seen := perTarget[t]; !seen {
-				order = append(order, t)
-			}
-			perTarget[t] = append(perTarget[t], Object{Source: d.source, Object: d.obj})
-		}
-	}
-	if len(todo) == 0 {
-		return nil
-	}
-	if w.check {
-		res.Status = FileStillOld
-		rep.Converted += len(todo)
-		rep.Files = append(rep.Files, res)
-		return nil
-	}
-
-	// Convert this file's objects, CRD by CRD, through each CRD's one conversion run.
-	findings, added := map[string][]Finding{}, map[string][]Change{}
-	for _, t := range order {
-		if err := w.convert(ctx, t, perTarget[t], findings, added); err != nil {
-			return err
-		}
-	}
-
-	ok, lossy := true, false
-	for i, d := range todo {
-		or := &res.Objects[i]
-		t := d.target
-		if or.Served == VersionRemoved {
-			or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckAPIVersion, Detail: fmt.Sprintf("%s is not a version of %s: convert with the CRD of a release that still has it (--crd-file)", d.version, t.CRD), Severity: SeverityError})
-		}
-		or.Added = added[d.source]
-		for _, fd := range findings[d.source] {
-			if w.opts.AllowDataLoss && (fd.Check == CheckPruned || fd.Check == CheckRoundTrip) {
-				or.Dropped = append(or.Dropped, fd)
-				lossy = true
-				continue
-			}
-			// A warning is what the API server does not fail on when it converts (a text/plain
-			// answer): it does not stop the file. But for a file, the target schema's warning is
-			// the rejection of the next apply: a problem, as the create path says too.
-			if fd.Severity == SeverityWarning && fd.Check != CheckTargetSchema && !w.opts.Strict {
-				// The same warning of the conversion and of its round trip: once.
-				if !slices.ContainsFunc(or.Warnings, func(x Finding) bool { return x.Check == fd.Check && x.Path == fd.Path && x.Detail == fd.Detail }) {
-					or.Warnings = append(or.Warnings, fd)
-				}
-				continue
-			}
-			or.Problems = append(or.Problems, fd)
-		}
-		c, done := t.converted[d.source]
-		if !done && len(or.Problems) == 0 {
-			detail := "not converted (the webhook failed the request, or it was not sent)"
-			if t.run != nil && t.run.stop {
-				detail = "not sent: the conversion webhook could not be reached"
-			}
-			or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckObjectJSON, Detail: detail, Severity: SeverityError})
-		}
-		if len(or.Problems) == 0 {
-			// Valid in the target version: the API server's create path, at the cluster's
-			// Kubernetes version, judges the document as it will be written.
-			if err := rewriteDocument(f, d, c); err != nil {
-				or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckObjectJSON, Detail: err.Error(), Severity: SeverityError})
-			} else {
-				or.DroppedComments = d.droppedComments
-				if p := w.create(ctx, t, d); p != nil {
-					or.Problems = append(or.Problems, *p)
-				}
-			}
-		}
-		if len(or.Problems) > 0 {
-			ok = false
-		}
-	}
-	for _, t := range order {
-		t.converted = nil
-	}
-	if !ok {
-		res.Status = FileNotProven
-		rep.Files = append(rep.Files, res)
-		return nil
-	}
-	out := assemble(f)
-	res.Diff = unifiedDiff(f.path, f.data, out)
-	rep.Converted += len(todo)
-	switch {
-	case w.opts.DryRun:
-		res.Status = FileWouldWrite
-	default:
-		if err := atomicfile.WriteFile(f.path, out, f.mode); err != nil {
-			return err
-		}
-		res.Status = FileWritten
-		if lossy {
-			res.Status = FileWrittenLoss
-		}
-	}
-	rep.Files = append(rep.Files, res)
-	return nil
+	w.rep.given.add(res)
+	return w.opts.File(w.rep, res)
 }
 
 func (w *writer) sortedTargets() []*writeTarget {
@@ -526,7 +404,7 @@ func (w *writer) sortedTargets() []*writeTarget {
 	return out
 }
 
-// convert sends objects (one file's, of t's CRD) through t's conversion run, there and back,
+// convert sends objects (a batch of one file's, of t's CRD) through t's conversion run, there and back,
 // and adds their findings and what their round trip added or normalised.
 func (w *writer) convert(ctx context.Context, t *writeTarget, objects []Object, findings map[string][]Finding, added map[string][]Change) error {
 	t.converted = map[string][2]map[string]any{}
@@ -548,23 +426,24 @@ func (w *writer) convert(ctx context.Context, t *writeTarget, objects []Object, 
 	}
 	conv := t.converted
 	t.run.opts.Converted = func(source string, sent, c map[string]any) { conv[source] = [2]map[string]any{sent, c} }
+	// The run gives each page's findings here and keeps none: they go to the objects' results,
+	// and so do what the round trips added (the run keeps the counts).
+	t.run.opts.Page = func(p PageResult) error {
+		for _, fd := range p.Findings {
+			findings[fd.Object] = append(findings[fd.Object], fd)
+		}
+		return nil
+	}
 	if t.run.stop {
 		return nil // the webhook could not be reached: nothing more is sent
 	}
 	if err := t.run.page(ctx, objects); err != nil {
 		return err
 	}
-	// The failed objects (whole, for --keep, which a write does not take) are not kept across
-	// files: the file's results name them.
-	t.run.failed = nil
-	for _, fd := range t.run.tally.findings[t.mark:] {
-		findings[fd.Object] = append(findings[fd.Object], fd)
-	}
-	t.mark = len(t.run.tally.findings)
-	for _, c := range t.run.tally.added[t.addedMark:] {
+	for _, c := range t.run.tally.added {
 		added[c.Object] = append(added[c.Object], c)
 	}
-	t.addedMark = len(t.run.tally.added)
+	t.run.tally.added = t.run.tally.added[:0]
 	return nil
 }
 
@@ -604,98 +483,6 @@ func (w *writer) create(ctx context.Context, t *writeTarget, d *document) *Findi
 }
 
 func stringOf(v any) string { s, _ := v.(string); return s }
-
-// readManifest reads a file and splits it into documents with their byte ranges; a template
-// is recognised and not parsed further.
-func readManifest(path string) (*manifestFile, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	f := &manifestFile{path: path, data: data, mode: st.Mode().Perm()}
-	if f.template = templateReason(path); f.template != "" {
-		return f, nil
-	}
-	// A Go template (Helm's) is a file with some "{{" that is not inside a YAML string or a
-	// comment. A file that parses as YAML with every "{{" in a string value — a Cluster API
-	// ClusterClass's patch templates, an Argo Workflow's parameters — is data, and is
-	// converted like any other; a "{{" that YAML reads as structure (`name: {{ .Values.name }}`
-	// parses as a flow mapping) or that breaks the parse makes the file a template.
-	marks, inText := bytes.Count(data, []byte("{{")), 0
-	var parseErr error
-	for _, d := range splitDocuments(data) {
-		text := string(data[d.start:d.end])
-		if strings.TrimSpace(text) == "" {
-			continue
-		}
-		n, err := kyaml.Parse(text)
-		if err != nil {
-			if strings.Contains(err.Error(), "EOF") {
-				inText += strings.Count(text, "{{") // comments only
-				continue
-			}
-			parseErr = fmt.Errorf("%s:%d: %v", path, d.line, err)
-			break
-		}
-		inText += templateMarksInText(n.YNode())
-		d.node = n
-		f.docs = append(f.docs, d)
-	}
-	if parseErr != nil && marks > 0 || parseErr == nil && inText < marks {
-		f.template, f.docs = "Go template ({{ … }}, e.g. a Helm chart's templates/)", nil
-		return f, nil
-	}
-	if k := kustomizationPatch(path); k != "" {
-		f.template, f.docs = "a Kustomize patch ("+k+")", nil
-		return f, nil
-	}
-	if parseErr != nil {
-		f.parseErr, f.docs = parseErr, nil
-		return f, nil
-	}
-	for _, d := range f.docs {
-		if d.node.YNode().Kind != kyaml.MappingNode {
-			continue
-		}
-		js, err := d.node.MarshalJSON()
-		if err != nil {
-			f.parseErr, f.docs = fmt.Errorf("%s:%d: %v", path, d.line, err), nil
-			return f, nil
-		}
-		var m map[string]any
-		if err := utiljson.Unmarshal(js, &m); err == nil {
-			d.obj = m
-		}
-	}
-	return f, nil
-}
-
-// splitDocuments splits YAML text at its "---" lines, keeping each document's exact bytes.
-func splitDocuments(data []byte) []*document {
-	var out []*document
-	start, line := 0, 1
-	pos, n := 0, 1
-	for pos < len(data) {
-		end := bytes.IndexByte(data[pos:], '\n')
-		next := len(data)
-		if end >= 0 {
-			next = pos + end + 1
-		}
-		l := data[pos:next]
-		if isSeparator(l) {
-			out = append(out, &document{start: start, end: pos, line: line})
-			start, line = next, n+1
-		}
-		pos = next
-		n++
-	}
-	out = append(out, &document{start: start, end: len(data), line: line})
-	return out
-}
 
 func isSeparator(l []byte) bool {
 	l = bytes.TrimRight(l, "\r\n")
@@ -810,8 +597,8 @@ func isVersionChar(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <
 
 // rewriteDocument re-serialises a converted document into d.out, through kyaml: only the
 // nodes whose value changes are replaced, comments and key order kept.
-func rewriteDocument(f *manifestFile, d *document, c [2]map[string]any) error {
-	orig := string(f.data[d.start:d.end])
+func rewriteDocument(d *document, c [2]map[string]any) error {
+	orig := string(d.text)
 	// An empty status the conversion adds (cert-manager's typed conversion gives every object
 	// status: {}) is not written into a manifest that had none: it says nothing, and the file
 	// is the user's.
@@ -862,22 +649,6 @@ func keepBlankLines(orig string, b []byte) []byte {
 		trail = trail[i:] // the spaces ending the last line went with it
 	}
 	return append(out, trail...)
-}
-
-// assemble returns the file with each converted document replaced; every other byte is kept.
-func assemble(f *manifestFile) []byte {
-	var out bytes.Buffer
-	pos := 0
-	for _, d := range f.docs {
-		if d.out == nil {
-			continue
-		}
-		out.Write(f.data[pos:d.start])
-		out.Write(d.out)
-		pos = d.end
-	}
-	out.Write(f.data[pos:])
-	return out.Bytes()
 }
 
 // verifyDocument checks the re-serialised document: every comment line of the original is
@@ -1091,12 +862,4 @@ func replaceNode(node *kyaml.RNode, v any) error {
 	*old = *nn
 	old.HeadComment, old.LineComment, old.FootComment = head, line, foot
 	return nil
-}
-
-func unifiedDiff(path string, a, b []byte) string {
-	d, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(string(a)), B: difflib.SplitLines(string(b)),
-		FromFile: "a/" + strings.TrimPrefix(filepath.ToSlash(path), "/"), ToFile: "b/" + strings.TrimPrefix(filepath.ToSlash(path), "/"), Context: 3,
-	})
-	return d
 }

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -125,8 +126,9 @@ func BenchmarkWrite10k(b *testing.B) {
 		var batches [][][]byte
 		for _, data := range orig {
 			var batch [][]byte
-			for _, d := range splitDocuments(data) {
-				js, err := sigsyaml.YAMLToJSON(data[d.start:d.end])
+			r := newDocReader(bytes.NewReader(data))
+			for d, err := r.next(); err == nil; d, err = r.next() {
+				js, err := sigsyaml.YAMLToJSON(d.text)
 				if err != nil {
 					b.Fatal(err)
 				}

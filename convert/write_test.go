@@ -179,12 +179,12 @@ func TestGoTemplate(t *testing.T) {
 		if err := os.WriteFile(path, []byte(c.text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		f, err := readManifest(path)
+		template, _, err := scanManifest(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := strings.HasPrefix(f.template, "Go template"); got != c.want {
-			t.Errorf("%s: a Go template = %v (%q), want %v", c.name, got, f.template, c.want)
+		if got := strings.HasPrefix(template, "Go template"); got != c.want {
+			t.Errorf("%s: a Go template = %v (%q), want %v", c.name, got, template, c.want)
 		}
 	}
 }

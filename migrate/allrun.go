@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	ended "github.com/crdver/kubectl-crdver/outcome"
 )
 
 // StepRefused is the step of All.Run at which its Refuse hook refused the run (nothing was
@@ -31,7 +34,8 @@ type AllReport struct {
 	Outcome AllOutcome `json:"-"`
 }
 
-// AllOutcome is how a run of All ended: the worst outcome of its CRDs and its exit status.
+// AllOutcome is how a run of All ended: the worst outcome of its CRDs, and the run's outcome
+// (its exit code and last line).
 type AllOutcome struct {
 	// Worst is the worst outcome of the items (OutcomeDone when none ran).
 	Worst string
@@ -40,11 +44,11 @@ type AllOutcome struct {
 	// ManagersLost lists the CRDs whose rewrite dropped field managers without consent
 	// (All.OwnershipLossConsented), as "name (N objects)".
 	ManagersLost []string
-	// ExitCode is the command's exit status (docs/exit-codes.md): 0 every pending CRD done,
-	// nothing pending, or a dry run; 1 refused before any write, objects failed, a trim not
-	// safe, field managers lost without consent; 3 could not complete (planning, the
-	// preflight, your rights, not confirmed, a CRD failed, interrupted).
-	ExitCode int
+	// Outcome: exit 0 every pending CRD done, nothing pending, or a dry run; 1 refused before
+	// any write (Refuse's line), objects failed, a trim not safe, field managers lost without
+	// consent; 3 could not complete (planning, the preflight, your rights, not confirmed, a
+	// CRD failed, interrupted).
+	ended.Outcome
 }
 
 // All migrates every CRD whose status.storedVersions lists a version other than its storage
@@ -167,13 +171,14 @@ func (a *All) run(ctx context.Context, crds []*apiextensionsv1.CustomResourceDef
 
 // outcome sorts how the run ended: by the error that stopped it, else by its items.
 func (a *All) outcome(rep *AllReport, err error) AllOutcome {
-	out := AllOutcome{Worst: OutcomeDone}
+	out := AllOutcome{Worst: OutcomeDone, Outcome: ended.Done()}
 	if err != nil {
-		out.ExitCode = 3
+		kind := ended.Incomplete
 		var se *StepError
 		if errors.As(err, &se) && se.Step == StepRefused {
-			out.ExitCode = 1
+			kind = ended.Findings // Refuse's line, with its kind when it carries one
 		}
+		out.Outcome = ended.OfError(err, kind)
 		return out
 	}
 	for i, it := range rep.Items {
@@ -191,11 +196,16 @@ func (a *All) outcome(rep *AllReport, err error) AllOutcome {
 			out.Worst = it.Outcome
 		}
 	}
+	notDone := strings.Join(out.NotDone, ", ")
 	switch {
-	case rep.Interrupted, allRank(out.Worst) == 2:
-		out.ExitCode = 3
-	case out.Worst == OutcomeProblems, len(out.ManagersLost) > 0:
-		out.ExitCode = 1
+	case rep.Interrupted:
+		out.Outcome = ended.New(ended.Incomplete, "interrupted: %s; progress is saved per CRD: run kubectl crdver migrate --all again to resume", notDone)
+	case allRank(out.Worst) == 2:
+		out.Outcome = ended.New(ended.Incomplete, "some migrations could not complete: %s (see the summary)", notDone)
+	case out.Worst == OutcomeProblems:
+		out.Outcome = ended.New(ended.Findings, "some migrations found problems: %s (see the summary)", notDone)
+	case len(out.ManagersLost) > 0:
+		out.Outcome = ended.New(ended.Findings, "objects lost field managers through their rewrite: %s (-o json lists them); re-apply them from their source to restore ownership", strings.Join(out.ManagersLost, ", "))
 	}
 	return out
 }

@@ -7,6 +7,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	ended "github.com/crdver/kubectl-crdver/outcome"
 )
 
 // Engine says who rewrites the objects.
@@ -61,6 +63,8 @@ type Report struct {
 	// Retries is how many requests were sent again after the network failed them (a
 	// connection reset, a response cut short): only requests that cannot change data twice.
 	Retries int64 `json:"retries"`
+	// Outcome is how the run ended (set by Migrator.Run, also when it returns an error).
+	Outcome ended.Outcome `json:"-"`
 }
 
 // Failed is the number of objects that could not be rewritten.
@@ -121,8 +125,9 @@ type Event struct {
 //     is stored at the storage version (Trim), never after failures.
 //
 // Run returns the report even when the run found problems (Report.Failed, Cluster.Succeeded,
-// Trim.Safe say so); errors are *StepError, *InterruptedError, or the target check's
-// (*crd.VersionNotFoundError, *NotServedError).
+// Trim.Safe say so) or stopped (then with no Plan before planning); errors are *StepError,
+// *InterruptedError, or the target check's (*crd.VersionNotFoundError, *NotServedError). How
+// the run ended is in Report.Outcome either way.
 type Migrator struct {
 	Clients *Clients
 	Options Options
@@ -149,15 +154,20 @@ type Migrator struct {
 	Progress func(total int64, counts func() Counts) (stop func())
 	// Event reports the steps as they happen (storage switched, cluster conditions).
 	Event func(Event)
+	// OwnershipLossConsented says whether the field managers the rewrite dropped (res) were
+	// consented to. nil: never.
+	OwnershipLossConsented func(res *Result) bool
 }
 
 // Run migrates crd (as read by the caller; it is read again before anything is written).
 func (m *Migrator) Run(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (*Report, error) {
 	before := m.Clients.Retries()
 	rep, err := m.run(ctx, crd)
-	if rep != nil {
-		rep.Retries = m.Clients.Retries() - before
+	if rep == nil {
+		rep = &Report{DryRun: m.Options.DryRun}
 	}
+	rep.Retries = m.Clients.Retries() - before
+	rep.Outcome = m.end(crd.Name, rep, err)
 	return rep, err
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	ended "github.com/crdver/kubectl-crdver/outcome"
 )
 
 // recorder is what a Go program using the library without any command line plugs into a
@@ -123,10 +124,16 @@ func TestMigratorDryRunAndUnknownTarget(t *testing.T) {
 	m = &Migrator{Clients: f.clients, Options: Options{To: "v9"}}
 	rec = &recorder{answer: true}
 	rec.plug(m)
-	_, err = m.Run(context.Background(), f.crd)
+	if report.Outcome.Kind() != ended.OK {
+		t.Errorf("dry run: outcome %+v, want ok", report.Outcome)
+	}
+	report, err = m.Run(context.Background(), f.crd)
 	var nf *crdinfo.VersionNotFoundError
 	if !errors.As(err, &nf) || !strings.Contains(err.Error(), `version "v9" is not in spec.versions (have: v1, v1beta1)`) || len(rec.planned) != 0 {
 		t.Fatalf("unknown target: err %v, planned %d; want a VersionNotFoundError before any plan", err, len(rec.planned))
+	}
+	if report.Outcome.Kind() != ended.Usage {
+		t.Errorf("unknown target: outcome %+v, want usage (exit 2)", report.Outcome)
 	}
 }
 
@@ -156,6 +163,9 @@ func TestMigratorNeverTrimsAfterFailures(t *testing.T) {
 	}
 	if tr := report.Trim; tr == nil || tr.Trimmed || tr.Safe || !strings.Contains(tr.Reason, "2 objects could not be rewritten") {
 		t.Fatalf("trim = %+v, want not trimmed because 2 objects failed", report.Trim)
+	}
+	if out := report.Outcome; out.Kind() != ended.Findings || !strings.Contains(out.Message, "2 objects could not be rewritten (listed above)") {
+		t.Errorf("outcome %+v, want findings naming the 2 objects not rewritten", out)
 	}
 	if got := f.get(t).Status.StoredVersions; len(got) != 2 {
 		t.Errorf("storedVersions = %v, want [v1beta1 v1] untouched", got)

@@ -3,18 +3,25 @@ package plan
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -275,8 +282,24 @@ func TestPlanConversionThroughAnotherWebhook(t *testing.T) {
 		t.Errorf("the cluster changed: %v → %v", before, after)
 	}
 	// A Service in a sandbox namespace is asked through the API server's service proxy (which
-	// verifies no certificate: said); one that does not exist answers nothing: not asked.
-	svc, err := webhookcheck.ParseTarget("conv-system/nosuch:443")
+	// verifies no certificate: said): every stored object round-tripped through the webhook
+	// behind it, the cluster unchanged; one that does not exist answers nothing: not asked.
+	port := sandboxService(t, r.c.Kube, "conv-sandbox", "crontab-webhook", rel.Addr)
+	sandbox := "conv-sandbox/crontab-webhook:" + strconv.Itoa(port)
+	svc, err := webhookcheck.ParseTarget(sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := rel.Requests()
+	_, it = r.plan(t, ConversionOptions{Target: svc})
+	if c := it.ConversionCheck; c.State != webhookcheck.StateAnswers || c.RoundTrip == nil || c.RoundTrip.Objects != 3 || c.RoundTrip.FailedCount+c.RoundTrip.LossCount != 0 || c.Target != sandbox || rel.Requests() == asked ||
+		!strings.Contains(c.Reached, "service "+sandbox+"/convert through the API server's service proxy (the caBundle is NOT verified on this path)") {
+		t.Errorf("a sandbox Service: state %s, target %q, reached %q, reason %q, round trip %+v", c.State, c.Target, c.Reached, c.Reason, c.RoundTrip)
+	}
+	if after := snapshotObjects(t, r); !slices.Equal(before, after) {
+		t.Errorf("the cluster changed: %v → %v", before, after)
+	}
+	svc, err = webhookcheck.ParseTarget("conv-system/nosuch:443")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,4 +384,126 @@ func TestPlanConversionOffline(t *testing.T) {
 	if cmds := commands(rep); strings.Contains(cmds, "--allow-data-loss") {
 		t.Errorf("the runbook asks for consent to a loss nobody measured:\n%s", cmds)
 	}
+}
+
+// The progress of the round trips (ReleaseOptions.OnConvert): called once for the CRD, with
+// the total of objects × pairs (here 3 objects, to v1 the new storage version and to v1alpha1
+// a version the release starts serving), the count ending at that total when it is done.
+func TestPlanConversionProgress(t *testing.T) {
+	rel := testwebhook.StartForTest(t, testwebhook.Options{DNSNames: []string{"absent-webhook.conv-system.svc"}})
+	r := newConversionRelease(t, "progress.conv.plan.example.com", "absent-webhook", rel, 3)
+	v1beta1, err := crdinfo.Lookup(r.next, "v1beta1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alpha := *v1beta1.DeepCopy()
+	alpha.Name, alpha.Storage = "v1alpha1", false
+	r.next.Spec.Versions = append(r.next.Spec.Versions, alpha)
+	target, err := webhookcheck.ParseTarget(rel.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type call struct {
+		crd                  string
+		total, atStart, done int64
+	}
+	var calls []call
+	rep, err := Release(context.Background(), r.c, ReleaseOptions{Next: []*apiextensionsv1.CustomResourceDefinition{r.next}, Conversion: ConversionOptions{Target: target},
+		OnConvert: func(crd string, done *atomic.Int64, total int64) func() {
+			calls = append(calls, call{crd: crd, total: total, atStart: done.Load(), done: -1})
+			i := len(calls) - 1
+			return func() { calls[i].done = done.Load() }
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Items[0].ConversionCheck
+	if c == nil || c.State != webhookcheck.StateAnswers || c.RoundTrip == nil || c.RoundTrip.Objects != 3 || len(c.Pairs) != 2 {
+		t.Fatalf("the round trips: %+v", c)
+	}
+	n := c.RoundTrip.Objects * int64(len(c.Pairs))
+	if want := (call{crd: r.next.Name, total: n, done: n}); len(calls) != 1 || calls[0] != want {
+		t.Errorf("OnConvert: %+v, want one call %+v (pairs %+v)", calls, want, c.RoundTrip.Pairs)
+	}
+}
+
+// sandboxService makes backend (a webhook on 127.0.0.1) the Service namespace/name that the API
+// server's service proxy reaches, as it reaches a webhook deployed in a sandbox namespace: the
+// proxy goes only to a ready endpoint that is a Pod's IP (it refuses loopback addresses), so a
+// forwarder listens on this machine's first address that is not loopback, and a Pod (never
+// run: envtest has no kubelet) holds that IP, an EndpointSlice names it. It returns the
+// Service's port. Without such an address the test fails under CI=true and is skipped
+// otherwise.
+func sandboxService(t *testing.T, kube kubernetes.Interface, namespace, name, backend string) int {
+	t.Helper()
+	ctx := context.Background()
+	var ip string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			ip = n.IP.String()
+			break
+		}
+	}
+	if ip == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no address but loopback on this machine: the service proxy cannot reach a local webhook")
+		}
+		t.Skip("no address but loopback on this machine: the service proxy cannot reach a local webhook")
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", backend)
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+			go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+		}
+	}()
+	port := int32(l.Addr().(*net.TCPAddr).Port)
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = kube.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = kube.CoreV1().Services(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = kube.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	no := false
+	pod, err := kube.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+		AutomountServiceAccountToken: &no, Containers: []corev1.Container{{Name: "webhook", Image: "example.com/webhook:v2"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}}
+	if _, err := kube.CoreV1().Pods(namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Services(namespace).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: port, TargetPort: intstr.FromInt32(port)}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ready := true
+	if _, err := kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: name, UID: pod.UID}}},
+		Ports: []discoveryv1.EndpointPort{{Port: &port}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return int(port)
 }

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -150,24 +152,37 @@ func TestPlanConversionClusterAPI(t *testing.T) {
 		t.Fatalf("objects created: %v", counts)
 	}
 	checkRoundTripped(t, rep, counts)
-	if strings.Contains(r.stdout, `"kinds": [`) && strings.Contains(r.stdout, `"conversion-webhook"`) {
-		t.Errorf("a conversion-webhook finding with Cluster API's own webhook:\n%s", r.stderr)
+	for _, it := range rep.Items {
+		if slices.Contains(it.Kinds, plan.KindConversionWebhook) {
+			t.Errorf("%s: a conversion-webhook finding with Cluster API's own webhook: %q\n%s", it.CRD, it.BreakingReasons, r.stdout)
+		}
 	}
 }
 
 // cert-manager v0.16.1 → v1.5.5 (storage v1alpha2 → v1, the conversion's review versions
-// changed), cert-manager's own samples stored at v1alpha2: plan round-trips every stored
-// object to each version v1.5.5 serves and back through cert-manager's real webhook.
+// changed from [v1] to the release's [v1, v1beta1]: every served version reads the stored
+// objects), cert-manager's own samples stored at v1alpha2: plan round-trips every stored object
+// to each version v1.5.5 serves and back through cert-manager's real webhook. Then the
+// release's CRDs as they ship, naming the Service cert-manager/cert-manager-webhook that this
+// cluster does not have (its caBundle left to cert-manager's cainjector), judged with --webhook
+// through the same webhook running outside the cluster: every stored object round-tripped, the
+// cluster unchanged.
 func TestPlanConversionCertManager(t *testing.T) {
 	hook := testenv.StartCertManagerWebhook(t, "", env.Kubeconfig)
-	var live, next []*apiextensionsv1.CustomResourceDefinition
+	var live, next, shipped []*apiextensionsv1.CustomResourceDefinition
 	for _, v := range []string{"v0.16.1", "v1.5.5"} {
 		files, _ := filepath.Glob(td("releases", "cert-manager", v, "crd-*.yaml"))
 		for _, f := range files {
 			for _, crd := range testenv.ReadCRDs(t, f) {
+				if v == "v1.5.5" {
+					shipped = append(shipped, crd.DeepCopy())
+				}
 				hook.PointCRD(crd)
-				crd.Spec.Conversion.Webhook.ConversionReviewVersions = []string{"v1"} // its webhook answers v1 alone
 				if v == "v0.16.1" {
+					// Its webhook answers ConversionReview v1 alone; v0.16.1 lists v1beta1.
+					crd.Spec.Conversion.Webhook.ConversionReviewVersions = []string{"v1"}
+					// No cainjector here: the caBundle is the test webhook's, not injected.
+					delete(crd.Annotations, webhookcheck.InjectCAFromSecret)
 					live = append(live, crd)
 				} else {
 					next = append(next, crd)
@@ -197,4 +212,62 @@ func TestPlanConversionCertManager(t *testing.T) {
 	}
 	rep, _ := planJSON(t, "-f", writeCRDFolder(t, next))
 	checkRoundTripped(t, rep, counts)
+	for _, it := range rep.Items {
+		if c := it.ConversionCheck; counts[it.CRD] > 0 && c != nil && len(c.Pairs) != 3 {
+			t.Errorf("%s: pairs %v, want v1alpha2 to each of v1, v1beta1, v1alpha3", it.CRD, c.Pairs)
+		}
+	}
+
+	var names []string
+	for _, c := range live {
+		names = append(names, c.Name)
+	}
+	before := snapshotCRDs(t, names...)
+	rep, r := planJSON(t, "-f", writeCRDFolder(t, shipped), "--webhook", hook.URL)
+	checkRoundTripped(t, rep, counts)
+	if r.code != 0 {
+		t.Errorf("plan --webhook: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, it := range rep.Items {
+		c := it.ConversionCheck
+		if counts[it.CRD] == 0 || c == nil {
+			continue
+		}
+		// cainjector fills the caBundle once applied: there is none yet to verify TLS with (said).
+		if c.Webhook != "service cert-manager/cert-manager-webhook:443/convert" || c.Target != hook.URL || !strings.Contains(c.Reached, "via "+strings.TrimSuffix(strings.TrimPrefix(hook.URL, "https://"), "/convert")) ||
+			!strings.Contains(c.Reached, "the CRD has no caBundle to verify it with (cert-manager's cainjector fills it from cert-manager/cert-manager-webhook-ca after the apply") {
+			t.Errorf("%s: webhook %q, asked %q, reached %q", it.CRD, c.Webhook, c.Target, c.Reached)
+		}
+		if slices.Contains(it.Kinds, plan.KindConversionWebhook) {
+			t.Errorf("%s: a conversion-webhook finding through cert-manager's own webhook: %q\n%s", it.CRD, it.BreakingReasons, r.stdout)
+		}
+	}
+	if after := snapshotCRDs(t, names...); !slices.Equal(before, after) {
+		t.Errorf("plan --webhook changed the cluster: %v → %v", before, after)
+	}
+}
+
+// snapshotCRDs is each CRD's resourceVersion and every one of its objects', listed at its
+// storage version (no conversion).
+func snapshotCRDs(t *testing.T, names ...string) []string {
+	t.Helper()
+	ctx := context.Background()
+	crds := apiextensionsclient.NewForConfigOrDie(env.Config)
+	dyn := dynamic.NewForConfigOrDie(quietConfig())
+	var out []string
+	for _, name := range names {
+		crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, "crd "+name+" "+crd.ResourceVersion)
+		list, err := dyn.Resource(crdinfo.GVR(crd, crdinfo.StorageVersion(crd))).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range list.Items {
+			out = append(out, o.GetNamespace()+"/"+o.GetName()+" "+o.GetResourceVersion())
+		}
+	}
+	return out
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -32,7 +31,6 @@ type webhookRelease struct {
 	dir  string
 	port int
 	dyn  dynamic.Interface
-	crds apiextensionsclient.Interface
 	gvr  func(v string) (string, string, string)
 }
 
@@ -59,7 +57,7 @@ func newWebhookRelease(t *testing.T, group string, rel *testwebhook.Server) *web
 	next := live.DeepCopy()
 	live.Spec.Conversion = serviceConversion(old, "old-webhook")
 	registerCRD(t, live)
-	w := &webhookRelease{crd: live.Name, dir: t.TempDir(), dyn: dynamic.NewForConfigOrDie(env.Config), crds: apiextensionsclient.NewForConfigOrDie(env.Config)}
+	w := &webhookRelease{crd: live.Name, dir: t.TempDir(), dyn: dynamic.NewForConfigOrDie(env.Config)}
 	for i := 0; i < 4; i++ {
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1beta1", "kind": "CronTab",
 			"metadata": map[string]any{"name": fmt.Sprintf("c%d", i), "namespace": "default"},
@@ -133,25 +131,6 @@ func serviceConversion(s *testwebhook.Server, name string) *apiextensionsv1.Cust
 			Service: &apiextensionsv1.ServiceReference{Namespace: "conv-system", Name: name, Port: &port, Path: &path}}}}
 }
 
-// snapshot is the CRD's and every object's resourceVersion.
-func (w *webhookRelease) snapshot(t *testing.T) []string {
-	t.Helper()
-	ctx := context.Background()
-	crd, err := w.crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, w.crd, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := []string{"crd " + crd.ResourceVersion}
-	list, err := w.dyn.Resource(crdinfo.GVR(crd, "v1beta1")).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range list.Items {
-		out = append(out, o.GetName()+" "+o.GetResourceVersion())
-	}
-	return out
-}
-
 // The release: CRDs that switch storage through a webhook Service that does not run
 // yet. plan is not safe (exit 1) and names the Service and the release's documents that make
 // the webhook, its runbook deploys the webhook first and asks for no consent to loss;
@@ -161,7 +140,7 @@ func TestUpgradeWaitsForTheReleaseWebhook(t *testing.T) {
 	isolateCache(t)
 	rel := testwebhook.StartForTest(t, testwebhook.Options{DNSNames: []string{"crontab-webhook.conv-system.svc"}})
 	w := newWebhookRelease(t, "release.conv.plugin.example.com", rel)
-	before := w.snapshot(t)
+	before := snapshotCRDs(t, w.crd)
 
 	p := runCluster(t, "plan", "-f", w.dir)
 	if p.code != 1 {
@@ -184,7 +163,7 @@ func TestUpgradeWaitsForTheReleaseWebhook(t *testing.T) {
 			t.Errorf("upgrade: exit %d (want 1, as plan)\n%s", u.code, u.stderr)
 		}
 	}
-	if after := w.snapshot(t); !slices.Equal(before, after) {
+	if after := snapshotCRDs(t, w.crd); !slices.Equal(before, after) {
 		t.Errorf("a refused upgrade wrote: %v → %v", before, after)
 	}
 
@@ -203,7 +182,7 @@ func TestUpgradeWaitsForTheReleaseWebhook(t *testing.T) {
 	if y.code != 1 || !strings.Contains(y.stderr, "deploy the release's conversion webhook (service conv-system/crontab-webhook:"+strconv.Itoa(w.port)+"/convert) and wait until it answers: the upgrade's writes go through it") {
 		t.Errorf("upgrade --yes --webhook, the CRD's own webhook not running: exit %d\n%s", y.code, y.stderr)
 	}
-	if after := w.snapshot(t); !slices.Equal(before, after) {
+	if after := snapshotCRDs(t, w.crd); !slices.Equal(before, after) {
 		t.Errorf("--webhook wrote: %v → %v", before, after)
 	}
 

@@ -7,6 +7,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/convert"
+	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/printers"
 )
 
@@ -32,15 +33,15 @@ func (o *ConvertOptions) writeCRDs(ctx context.Context) ([]*apiextensionsv1.Cust
 	return o.source.all(ctx)
 }
 
-// runWrite is `convert -f PATH --write` (and --dry-run) and `convert -f PATH --check`, for
-// one CRD or every CRD of a release.
 // write rewrites the files (convert.Write, judged as the version judged, returned) or, with
-// --check, only checks them (convert.Check; no version).
-func (o *ConvertOptions) write(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition) (*convert.WriteReport, *judgedAs, error) {
+// --check, only checks them (convert.Check; no version), giving file each file's result as it
+// is done. When interrupted, the report of the files done comes with the error.
+func (o *ConvertOptions) write(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition, file func(*convert.WriteReport, convert.FileResult) error) (*convert.WriteReport, *judgedAs, error) {
 	opts := convert.WriteOptions{
 		Options:       convert.Options{ReviewVersion: o.ReviewVersion, BatchSize: o.BatchSize, To: o.To},
 		CRDs:          crds,
 		Files:         o.Files,
+		File:          file,
 		DryRun:        o.DryRun,
 		AllowDataLoss: o.AllowDataLoss,
 		Strict:        o.Strict,
@@ -57,19 +58,35 @@ func (o *ConvertOptions) write(ctx context.Context, crds []*apiextensionsv1.Cust
 			return nil, nil, jerr
 		}
 		opts.KubeVersion = j.Version
-		if rep, err = convert.Write(ctx, opts); err == nil {
+		rep, err = convert.Write(ctx, opts)
+		if rep != nil {
 			judged = &j
 		}
 	}
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil && rep != nil:
+		return rep, judged, interruptedWrite(ctx, rep)
+	case ctx.Err() != nil:
 		return nil, judged, Interrupted(ctx)
-	}
-	if err != nil {
+	case err != nil:
 		return nil, nil, Usage(err)
 	}
 	return rep, judged, nil
 }
 
+// interruptedWrite says what an interrupted --write or --check did: the files above, each
+// rewritten whole or left as it was, and the one at hand left as it was.
+func interruptedWrite(ctx context.Context, rep *convert.WriteReport) error {
+	what := "nothing was written"
+	if n := rep.Written(); n > 0 {
+		what = fmt.Sprintf("%s rewritten (listed above), each whole; every other file is as it was", plural(n, "file"))
+	}
+	return Unavailable(fmt.Errorf("%w: %s was left as it was; %s", &manifest.InterruptedError{Cause: context.Cause(ctx)}, rep.Interrupted, what))
+}
+
+// runWrite is `convert -f PATH --write` (and --dry-run) and `convert -f PATH --check`, for
+// one CRD or every CRD of a release: each file's result printed as it is done, the counts at
+// the end.
 func (o *ConvertOptions) runWrite(ctx context.Context) error {
 	crds, err := o.writeCRDs(ctx)
 	if err != nil {
@@ -78,15 +95,19 @@ func (o *ConvertOptions) runWrite(ctx context.Context) error {
 	if len(crds) == 0 {
 		return UsageErrorf("no CustomResourceDefinition found: name one, or give a release's CRDs with --crd-file")
 	}
-	rep, judged, err := o.write(ctx, crds)
+	out := printers.NewConvertWriteStream(o.g.Out, o.printer)
+	rep, judged, err := o.write(ctx, crds, out.File)
 	if judged != nil {
 		defer judged.printNote(o.g.ErrOut)
 	}
-	if err != nil {
+	if rep == nil {
 		return err
 	}
-	if err := o.printer.PrintReport(o.g.Out, printers.ConvertWrite(rep)); err != nil {
-		return err
+	if perr := out.Finish(rep); perr != nil {
+		return perr
+	}
+	if err != nil {
+		return err // interrupted: the report above is what was done
 	}
 	if crd, why := rep.Unreachable(); why != "" {
 		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s: the files with its objects from there on were not written (listed above); rerun when it answers", crd, why))

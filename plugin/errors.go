@@ -10,15 +10,32 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/crdver/kubectl-crdver/outcome"
 )
 
-// Exit codes, the same for every command (docs/exit-codes.md).
-const (
-	ExitOK          = 0 // all good
-	ExitProblems    = 1 // the check ran and found problems
-	ExitUsage       = 2 // bad flags, arguments or input files
-	ExitUnavailable = 3 // could not complete: cluster or webhook unreachable, forbidden, interrupted
+// Exit codes, the same for every command (docs/exit-codes.md): those of the outcome kinds.
+var (
+	ExitOK          = outcome.OK.ExitCode()         // all good
+	ExitProblems    = outcome.Findings.ExitCode()   // the check ran and found problems
+	ExitUsage       = outcome.Usage.ExitCode()      // bad flags, arguments or input files
+	ExitUnavailable = outcome.Incomplete.ExitCode() // could not complete: cluster or webhook unreachable, forbidden, interrupted
 )
+
+// end is how a command whose library ran ends: with the library's outcome out, its exit code
+// and its last line (nil for exit 0). line, when not nil, words the library's error with this
+// command's flags (advice); the exit code is out's all the same. Commands whose library fills
+// an outcome (migrate, migrate --all, retire, restore, convert, plan, upgrade) decide no exit
+// code of their own after it ran (TestOneHomeForTheExitCode).
+func end(out outcome.Outcome, line error) error {
+	if out.ExitCode == ExitOK {
+		return nil
+	}
+	if line == nil {
+		line = errors.New(out.Message)
+	}
+	return &ExitError{Code: out.ExitCode, Err: line}
+}
 
 // ExitError carries the exit code for an error. Code 1 errors usually follow a report that has
 // already been printed; their message is a one-line summary.
@@ -93,25 +110,30 @@ func ErrorLine(err error) string {
 	return "error: " + strings.Join(parts, "; ")
 }
 
-// clusterError turns an error from talking to the API server into one that says what to do,
-// with exit code 3 unless it is the user's input that is wrong.
+// clusterError turns an error from talking to the API server into one that says what to do
+// (clusterText), with exit code 3.
 func clusterError(what string, err error) error {
+	return Unavailable(clusterText(what, err))
+}
+
+// clusterText words an error from talking to the API server: what failed and what to do.
+func clusterText(what string, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case apierrors.IsForbidden(err):
-		return Unavailable(fmt.Errorf("%s: %s (check your RBAC rights, or --as)", what, statusMessage(err)))
+		return fmt.Errorf("%s: %s (check your RBAC rights, or --as)", what, statusMessage(err))
 	case apierrors.IsUnauthorized(err):
-		return Unavailable(fmt.Errorf("%s: unauthorized: check your credentials for this context (kubectl auth whoami)", what))
+		return fmt.Errorf("%s: unauthorized: check your credentials for this context (kubectl auth whoami)", what)
 	case errors.Is(err, context.DeadlineExceeded), apierrors.IsTimeout(err), apierrors.IsServerTimeout(err):
-		return Unavailable(fmt.Errorf("%s: timed out talking to the API server: %w", what, err))
+		return fmt.Errorf("%s: timed out talking to the API server: %w", what, err)
 	}
 	var ue *url.Error
 	var ne net.Error
 	if errors.As(err, &ue) || errors.As(err, &ne) {
-		return Unavailable(fmt.Errorf("%s: cannot reach the API server: %w (check --kubeconfig and --context)", what, err))
+		return fmt.Errorf("%s: cannot reach the API server: %w (check --kubeconfig and --context)", what, err)
 	}
-	return Unavailable(fmt.Errorf("%s: %w", what, err))
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 func statusMessage(err error) string {

@@ -12,8 +12,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/printers"
 	"github.com/crdver/kubectl-crdver/upgrade"
@@ -196,14 +196,15 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var pre *preflight.Report
-	report, err := o.newMigrator(c, &pre).Run(ctx, crd)
-	return o.migrateOutcome(crd.Name, report, pre, err)
+	report, err := o.newMigrator(c).Run(ctx, crd)
+	return o.migrateOutcome(crd.Name, report, err)
 }
 
 // newMigrator is migrate.Migrator as the flags say, with the printer, the preflight and its
-// refusal (kept in *pre), the prompt (unless --yes), the progress display and its notes.
-func (o *MigrateOptions) newMigrator(c *migrate.Clients, pre **preflight.Report) *migrate.Migrator {
+// refusal, the consent to ownership loss, the prompt (unless --yes), the progress display and
+// its notes.
+func (o *MigrateOptions) newMigrator(c *migrate.Clients) *migrate.Migrator {
+	var pre *preflight.Report
 	m := &migrate.Migrator{
 		Clients: c,
 		Options: migrate.Options{
@@ -232,7 +233,7 @@ func (o *MigrateOptions) newMigrator(c *migrate.Clients, pre **preflight.Report)
 		if err != nil {
 			return nil, err
 		}
-		*pre = rep
+		pre = rep
 		cmd := "kubectl crdver migrate " + crd.Name
 		if o.To != "" {
 			cmd += " --to " + o.To
@@ -245,6 +246,7 @@ func (o *MigrateOptions) newMigrator(c *migrate.Clients, pre **preflight.Report)
 		}
 		return rep, o.refusal([]*preflight.Report{rep}, cmd)
 	}
+	m.OwnershipLossConsented = func(res *migrate.Result) bool { return o.ownershipLossConsented(pre, res) }
 	if o.FixValues {
 		m.BeforeRewrite = func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
 			return o.fixValues(ctx, c, crd)
@@ -258,43 +260,28 @@ func (o *MigrateOptions) newMigrator(c *migrate.Clients, pre **preflight.Report)
 	return m
 }
 
-// migrateOutcome prints the Migrator's report (as far as it goes) and words how the migration
-// of name ended: its error, or what the report says was left undone.
-func (o *MigrateOptions) migrateOutcome(name string, report *migrate.Report, pre *preflight.Report, err error) error {
-	var refused *preflightRefusal
-	if errors.As(err, &refused) {
+// migrateOutcome prints the Migrator's report (as far as it goes) and ends the migration of
+// name as the report's Outcome says, wording its error with this command's flags.
+func (o *MigrateOptions) migrateOutcome(name string, report *migrate.Report, err error) error {
+	var se *migrate.StepError
+	var ie *migrate.InterruptedError
+	switch {
+	case errors.As(err, &se) && se.Step == migrate.StepPreWrite && report.Outcome.Kind() == outcome.Findings:
+		// Refused before any write: the findings are printed; the report when it is the answer.
 		if report.DryRun || printsData(o.printer) {
 			_ = o.printer.PrintReport(o.g.Out, migrateView(report))
 		}
-		return ProblemsFound("%s: %s", name, refused.msg)
-	}
-	if err == nil && report.Result != nil && report.Result.ManagedFieldsLost > 0 && !o.ownershipLossConsented(pre, report.Result) {
-		if perr := o.printer.PrintReport(o.g.Out, migrateView(report)); perr != nil {
-			return perr
-		}
-		return ProblemsFound("%s: %d objects lost field managers through the rewrite (listed above): their managedFields are gone; re-apply them from their source (GitOps repository, Helm release) to restore ownership", name, report.Result.ManagedFieldsLost)
-	}
-	if err != nil {
-		var ie *migrate.InterruptedError
-		if errors.As(err, &ie) {
-			_ = o.printer.PrintReport(o.g.Out, migrateView(report))
-			return Unavailable(fmt.Errorf("interrupted: %d objects done, progress saved in %s; resume with: %s", ie.Done, ie.Checkpoint, o.resumeCommand(name, ie.Checkpoint)))
-		}
-		return migrateError(name, err)
+		return end(report.Outcome, nil)
+	case errors.As(err, &ie):
+		_ = o.printer.PrintReport(o.g.Out, migrateView(report))
+		return end(report.Outcome, fmt.Errorf("interrupted: %d objects done, progress saved in %s; resume with: %s", ie.Done, ie.Checkpoint, o.resumeCommand(name, ie.Checkpoint)))
+	case err != nil:
+		return end(report.Outcome, migrateError(name, err))
 	}
 	if err := o.printer.PrintReport(o.g.Out, migrateView(report)); err != nil {
 		return err
 	}
-	if failed := report.Failed(); failed > 0 {
-		return ProblemsFound("%s: %d objects could not be rewritten (listed above); status.storedVersions was not trimmed", name, failed)
-	}
-	if report.Cluster != nil && !report.Cluster.Succeeded && report.Cluster.Check == nil {
-		return ProblemsFound("%s: the StorageVersionMigration %s failed: %s", name, report.Cluster.Name, report.Cluster.Message)
-	}
-	if report.Trim != nil && !report.Trim.Safe {
-		return ProblemsFound("%s: status.storedVersions was not trimmed: %s", name, report.Trim.Reason)
-	}
-	return nil
+	return end(report.Outcome, nil)
 }
 
 // migrateView is migrate's report for the printer.
@@ -314,60 +301,53 @@ func (o *MigrateOptions) rewriteProgress(prefix string) func(total int64, counts
 	}
 }
 
-// migrateError words an error of the Migrator for the command line: which step failed, what
-// to do with this command's flags, and the exit code.
+// migrateError words an error of the Migrator for the command line: which step failed and
+// what to do with this command's flags (its exit code is the report's Outcome).
 func migrateError(name string, err error) error {
-	var nf *crdinfo.VersionNotFoundError
-	var ns *migrate.NotServedError
 	var se *migrate.StepError
-	switch {
-	case errors.As(err, &nf), errors.As(err, &ns):
-		return Usage(err)
-	case !errors.As(err, &se):
-		return Unavailable(err)
+	if !errors.As(err, &se) {
+		return err
 	}
 	switch se.Step {
 	case migrate.StepPlan:
-		return clusterError(fmt.Sprintf("planning the migration of %s", name), se.Err)
+		return clusterText(fmt.Sprintf("planning the migration of %s", name), se.Err)
 	case migrate.StepAccess:
 		if errors.Is(se.Err, migrate.ErrAccessDenied) {
-			return Unavailable(fmt.Errorf("%s: %w, or use --as", name, se.Err))
+			return fmt.Errorf("%s: %w, or use --as", name, se.Err)
 		}
-		return clusterError("checking your rights", se.Err)
-	case migrate.StepLease:
-		return Unavailable(se.Err)
+		return clusterText("checking your rights", se.Err)
+	case migrate.StepLease, migrate.StepWaitStorage:
+		return se.Err
 	case migrate.StepClusterAPI:
-		return Unavailable(fmt.Errorf("%w; or use --engine client", se.Err))
+		return fmt.Errorf("%w; or use --engine client", se.Err)
 	case migrate.StepConfirm:
 		if errors.Is(se.Err, migrate.ErrNotConfirmed) {
-			return Unavailable(fmt.Errorf("%s: %w (use --yes to skip the question)", name, se.Err))
+			return fmt.Errorf("%s: %w (use --yes to skip the question)", name, se.Err)
 		}
 		return se.Err
 	case migrate.StepSwitchStorage:
-		return clusterError(fmt.Sprintf("making %s the storage version of %s", se.Version, name), se.Err)
+		return clusterText(fmt.Sprintf("making %s the storage version of %s", se.Version, name), se.Err)
 	case migrate.StepGetCRD:
-		return clusterError(fmt.Sprintf("getting %s", name), se.Err)
-	case migrate.StepWaitStorage:
-		return Unavailable(se.Err)
+		return clusterText(fmt.Sprintf("getting %s", name), se.Err)
 	case migrate.StepCheckpoint:
-		return Unavailable(checkpointAdvice(se.Err))
+		return checkpointAdvice(se.Err)
 	case migrate.StepBeforeRewrite:
 		if errors.Is(se.Err, upgrade.ErrValuesForPerson) {
-			return ProblemsFound("--fix-values: %v", se.Err)
+			return fmt.Errorf("--fix-values: %v", se.Err)
 		}
-		return clusterError(fmt.Sprintf("converting the values of %s (--fix-values)", name), se.Err)
+		return clusterText(fmt.Sprintf("converting the values of %s (--fix-values)", name), se.Err)
 	case migrate.StepCluster:
 		if errors.Is(se.Err, migrate.ErrClusterEngineUnavailable) {
-			return Unavailable(fmt.Errorf("%w; or use --engine client", se.Err))
+			return fmt.Errorf("%w; or use --engine client", se.Err)
 		}
 		if errors.Is(se.Err, context.Canceled) || errors.Is(se.Err, context.DeadlineExceeded) {
-			return Unavailable(se.Err)
+			return se.Err
 		}
-		return clusterError(fmt.Sprintf("migrating %s with a StorageVersionMigration", name), se.Err)
+		return clusterText(fmt.Sprintf("migrating %s with a StorageVersionMigration", name), se.Err)
 	case migrate.StepTrim:
-		return clusterError(fmt.Sprintf("trimming status.storedVersions of %s", name), se.Err)
+		return clusterText(fmt.Sprintf("trimming status.storedVersions of %s", name), se.Err)
 	}
-	return clusterError(fmt.Sprintf("rewriting the objects of %s", name), se.Err)
+	return clusterText(fmt.Sprintf("rewriting the objects of %s", name), se.Err)
 }
 
 // checkpointAdvice adds what to do about a checkpoint file that cannot be used.

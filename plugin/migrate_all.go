@@ -49,23 +49,12 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 	}
 	report, err := o.newAll(c).Run(ctx, crds)
 	if err != nil {
-		return o.allError(report, err)
+		return end(report.Outcome.Outcome, o.allError(report, err))
 	}
 	if err := o.printer.PrintReport(o.g.Out, printers.MigrateAll(report)); err != nil {
 		return err
 	}
-	out := report.Outcome
-	switch {
-	case report.Interrupted:
-		return Unavailable(fmt.Errorf("interrupted: %s; progress is saved per CRD: run kubectl crdver migrate --all again to resume", strings.Join(out.NotDone, ", ")))
-	case out.ExitCode == ExitUnavailable:
-		return Unavailable(fmt.Errorf("some migrations could not complete: %s (see the summary)", strings.Join(out.NotDone, ", ")))
-	case out.Worst == migrate.OutcomeProblems:
-		return ProblemsFound("some migrations found problems: %s (see the summary)", strings.Join(out.NotDone, ", "))
-	case len(out.ManagersLost) > 0:
-		return ProblemsFound("objects lost field managers through their rewrite: %s (-o json lists them); re-apply them from their source to restore ownership", strings.Join(out.ManagersLost, ", "))
-	}
-	return nil
+	return end(report.Outcome.Outcome, nil)
 }
 
 // newAll is migrate.All as the flags say, with the printer, the preflight and its refusal
@@ -100,7 +89,8 @@ func (o *MigrateOptions) newAll(c *migrate.Clients) *migrate.All {
 	return a
 }
 
-// allError words the step that stopped migrate --all before its rewrites.
+// allError prints the report of a run refused before its rewrites and words the step that
+// stopped it with this command's flags (its exit code is the report's Outcome).
 func (o *MigrateOptions) allError(report *migrate.AllReport, err error) error {
 	var se *migrate.StepError
 	if !errors.As(err, &se) {
@@ -108,20 +98,20 @@ func (o *MigrateOptions) allError(report *migrate.AllReport, err error) error {
 	}
 	switch se.Step {
 	case migrate.StepPlan:
-		return clusterError("planning the migrations", se.Err)
+		return clusterText("planning the migrations", se.Err)
 	case migrate.StepRefused:
 		if o.DryRun || printsData(o.printer) {
 			_ = o.printer.PrintReport(o.g.Out, printers.MigrateAll(report))
 		}
-		return ProblemsFound("%s", se.Err.Error())
+		return se.Err
 	case migrate.StepAccess:
 		if errors.Is(se.Err, migrate.ErrAccessDenied) {
-			return Unavailable(se.Err)
+			return se.Err
 		}
-		return clusterError("checking your rights", se.Err)
+		return clusterText("checking your rights", se.Err)
 	case migrate.StepConfirm:
 		if errors.Is(se.Err, migrate.ErrNotConfirmed) {
-			return Unavailable(errors.New("nothing was written: not confirmed (use --yes to skip the question)"))
+			return errors.New("nothing was written: not confirmed (use --yes to skip the question)")
 		}
 	}
 	return se.Err // the preflight's, worded by runPreflight; the prompt's

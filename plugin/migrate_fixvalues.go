@@ -13,6 +13,7 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
@@ -47,8 +48,8 @@ func (o *MigrateOptions) checkValues(ctx context.Context, c *migrate.Clients, cr
 	for _, l := range fx.Left {
 		names = append(names, upgrade.ObjectRef(l.Namespace, l.Name)+" ("+strings.Join(l.Errors, "; ")+")")
 	}
-	return &preflightRefusal{reports: []*preflight.Report{rep}, msg: fmt.Sprintf("refusing before any write: %d objects hold values whose type does not fit %s's typed schema and that --fix-values does not convert: %s; nothing was written: change each value so that it converts (the plan's fix-values step says how), then run the same command again",
-		len(fx.Left), target, strings.Join(names, ", "))}
+	return outcome.Errorf(outcome.Findings, "refusing before any write: %d objects hold values whose type does not fit %s's typed schema and that --fix-values does not convert: %s; nothing was written: change each value so that it converts (the plan's fix-values step says how), then run the same command again",
+		len(fx.Left), target, strings.Join(names, ", "))
 }
 
 // fixValues converts the values once the storage version is the target (Migrator.BeforeRewrite),

@@ -2,10 +2,10 @@ package plugin
 
 import (
 	"bytes"
-	"errors"
 	"strings"
 	"testing"
 
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/printers"
 )
@@ -32,8 +32,7 @@ func TestRefusalOwnershipNeedsItsOwnConsent(t *testing.T) {
 			t.Errorf("%s: refusal %v, want refused %v", c.name, err, c.refuse)
 			continue
 		}
-		var pr *preflightRefusal
-		if err != nil && (!errors.As(err, &pr) || !strings.Contains(err.Error(), "1 object would lose field managers") || !strings.Contains(err.Error(), cmd+" --allow-ownership-loss")) {
+		if out, ok := outcome.Of(err); err != nil && (!ok || out.Kind() != outcome.Findings || !strings.Contains(err.Error(), "1 object would lose field managers") || !strings.Contains(err.Error(), cmd+" --allow-ownership-loss")) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}

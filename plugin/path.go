@@ -93,7 +93,7 @@ func (o *PlanOptions) runPath(ctx context.Context, rc plan.ReleaseClients, ro pl
 			why = append(why, fmt.Sprintf("before hop %d (%s): %s", h.Index, h.Release, in))
 		}
 		if h.Plan != nil && h.Plan.ExitCode(false) != 0 {
-			why = append(why, fmt.Sprintf("hop %d (%s): %s", h.Index, h.Release, planExitText(h.Plan, false)))
+			why = append(why, fmt.Sprintf("hop %d (%s): %s", h.Index, h.Release, h.Plan.Outcome(false).Message))
 		}
 	}
 	return ProblemsFound("%s", strings.Join(why, "; "))

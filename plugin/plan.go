@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/crdver/kubectl-crdver/preview"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -222,10 +221,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if runErr != nil {
 		return o.runError(runErr)
 	}
-	if report.ExitCode(failOnStricter) != 0 {
-		return ProblemsFound("%s", planExitText(report, failOnStricter))
-	}
-	return nil
+	return end(report.Outcome(failOnStricter), nil)
 }
 
 // print prints the report judged as judged, its exit status with --fail-on, then the note on
@@ -321,28 +317,6 @@ func (o *PlanOptions) releaseClients(ctx context.Context, live bool, ro *plan.Re
 	}
 	rc.Kube, err = cs.Kube()
 	return rc, err
-}
-
-// planExitText is the last line of a plan that exits 1: the CRDs by verdict, in the decision
-// table's words (docs/decision-table.md).
-func planExitText(r *plan.Report, failOnStricter bool) string {
-	byVerdict := map[string][]string{}
-	for _, it := range r.Items {
-		if plan.ExitCode(it.Verdict, failOnStricter) != 0 {
-			byVerdict[it.Verdict] = append(byVerdict[it.Verdict], it.CRD)
-		}
-	}
-	var parts []string
-	if n := append(byVerdict[plan.VerdictBreaking], byVerdict[plan.VerdictUnknown]...); len(n) > 0 {
-		parts = append(parts, "applying would break, or the plan cannot tell: "+strings.Join(n, ", "))
-	}
-	if n := byVerdict[plan.VerdictInvalidOnRecreate]; len(n) > 0 {
-		parts = append(parts, "objects are invalid on re-create (the release applies; fix them, the runbook says how): "+strings.Join(n, ", "))
-	}
-	if n := byVerdict[plan.VerdictStricter]; len(n) > 0 {
-		parts = append(parts, "applying makes rules stricter for new objects (--fail-on stricter): "+strings.Join(n, ", "))
-	}
-	return strings.Join(parts, "; ") + " (see above)"
 }
 
 func (o *PlanOptions) runError(err error) error {

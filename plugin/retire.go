@@ -11,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/printers"
 	"github.com/crdver/kubectl-crdver/retire"
@@ -129,14 +130,13 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 	}
 	printed := false // the plan was printed before the run's end
 	res, err := retire.Run(ctx, c, o.retireOptions(crd, &printed))
-	var refused *preflightRefusal
-	if errors.As(err, &refused) {
+	if _, refused := outcome.Of(err); refused {
 		if printsData(o.printer) {
 			_ = o.printer.PrintReport(o.g.Out, printers.Retire(res, false))
 		}
-		return ProblemsFound("%s: %s", crd.Name, refused.msg)
+		return end(res.Outcome, nil)
 	}
-	if res != nil {
+	if res.Plan != nil {
 		if !printed {
 			if perr := o.printer.PrintPart(o.g.Out, printers.RetirePlan(res.Plan)); perr != nil {
 				return perr
@@ -148,15 +148,12 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return o.runError(ctx, crd.Name, err)
+		return end(res.Outcome, o.runError(ctx, crd.Name, err))
 	}
 	if o.DryRun {
 		return o.printer.PrintPart(o.g.Out, printers.DryRunNote())
 	}
-	if problems := res.Problems; len(problems) > 0 {
-		return ProblemsFound("%s: %s cannot be dropped safely yet: %s", crd.Name, o.Version, strings.Join(problems, "; "))
-	}
-	return nil
+	return end(res.Outcome, nil)
 }
 
 // retireOptions are retire.Run's options from the flags, with the progress display, the
@@ -199,19 +196,20 @@ func (o *RetireOptions) retireOptions(crd *apiextensionsv1.CustomResourceDefinit
 	}
 }
 
-// runError words retire.Run's error with this command's flags.
+// runError words retire.Run's error with this command's flags (its exit code is the result's
+// Outcome).
 func (o *RetireOptions) runError(ctx context.Context, name string, err error) error {
 	switch {
 	case errors.Is(err, retire.ErrUsage):
-		return Usage(errors.New(strings.TrimPrefix(err.Error(), retire.ErrUsage.Error()+": ")))
+		return errors.New(strings.TrimPrefix(err.Error(), retire.ErrUsage.Error()+": "))
 	case errors.Is(err, retire.ErrNotConfirmed):
-		return Unavailable(fmt.Errorf("%s: nothing was written: not confirmed (use --yes to skip the question)", name))
+		return fmt.Errorf("%s: nothing was written: not confirmed (use --yes to skip the question)", name)
 	case errors.Is(err, retire.ErrInterrupted):
-		return Unavailable(fmt.Errorf("%w; run the same command again to resume", err))
+		return fmt.Errorf("%w; run the same command again to resume", err)
 	case ctx.Err() != nil:
-		return Unavailable(fmt.Errorf("%s: interrupted (%v); run the same command again to resume: the steps done are found in the live state", name, err))
+		return fmt.Errorf("%s: interrupted (%v); run the same command again to resume: the steps done are found in the live state", name, err)
 	default:
-		return clusterError(fmt.Sprintf("retiring %s of %s", o.Version, name), err)
+		return clusterText(fmt.Sprintf("retiring %s of %s", o.Version, name), err)
 	}
 }
 

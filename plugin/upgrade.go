@@ -318,8 +318,11 @@ func (o *UpgradeOptions) finish(ctx context.Context, rep *upgrade.Report, err er
 			return perr
 		}
 	}
-	if err != nil {
+	if err != nil && rep == nil {
 		return o.runError(ctx, err, rep)
+	}
+	if err != nil {
+		return end(rep.Outcome.Ended(), o.runError(ctx, err, rep)) // the words with the flags; the code, the outcome's
 	}
 	out := rep.Outcome
 	if o.DryRun && len(rep.Preflight.Unread) > 0 && len(rep.Preflight.BlockedCRDs) == 0 {
@@ -328,10 +331,7 @@ func (o *UpgradeOptions) finish(ctx context.Context, rep *upgrade.Report, err er
 	if o.DryRun && out.ExitCode == 0 {
 		return o.printer.PrintPart(o.g.Out, printers.DryRunNote())
 	}
-	if out.ExitCode != 0 {
-		return &ExitError{Code: out.ExitCode, Err: errors.New(out.Message)}
-	}
-	return nil
+	return end(out.Ended(), nil)
 }
 
 func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.Report) error {

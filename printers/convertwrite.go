@@ -13,87 +13,213 @@ import (
 	"github.com/crdver/kubectl-crdver/convert"
 )
 
+// printWriteReport prints a whole report as ConvertWriteStream prints it a file at a time.
 func printWriteReport(w io.Writer, r *convert.WriteReport, noHeaders bool) error {
-	t := &Table{Header: []string{"file", "line", "kind", "object", "from", "to", "status"}}
+	s := &ConvertWriteStream{w: w, human: &Human{NoHeaders: noHeaders}}
 	for _, f := range r.Files {
-		if len(f.Objects) == 0 {
-			t.Add(f.Path, "-", "-", "-", "-", "-", f.Status)
-			continue
-		}
-		for _, o := range f.Objects {
-			from := o.From
-			if o.Served != convert.VersionServed {
-				from += " (" + o.Served + ")"
-			}
-			t.Add(f.Path, fmt.Sprint(o.Line), o.Kind, o.Name, from, o.To, f.Status)
-		}
+		s.widen(writeRows(f)) // every file's rows known: one table's widths
 	}
-	var b strings.Builder
-	to := writeTargetText(r)
-	verb := map[string]string{"write": "converted", "dry-run": "to convert (dry run: nothing written)", "check": "still at a version other than " + to}[r.Mode]
-	fmt.Fprintf(&b, "%s: %d object(s) in the files, %d already at %s, %d %s\n", r.CRD, r.Objects, r.AtTarget, to, r.Converted, verb)
-	if r.KubeVersion != "" {
-		fmt.Fprintf(&b, "each converted object is checked on the API server's create path at its target version, as Kubernetes %s\n", r.KubeVersion)
-	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
-	}
-	if len(t.Rows) > 0 {
-		if err := t.Print(w, noHeaders); err != nil {
+	for _, f := range r.Files {
+		if err := s.File(r, f); err != nil {
 			return err
 		}
 	}
-	b.Reset()
-	for _, f := range r.Files {
-		if f.Reason != "" {
-			fmt.Fprintf(&b, "%s: %s: %s\n", f.Path, f.Status, f.Reason)
+	cp := *r
+	cp.Files = nil
+	return s.Finish(&cp)
+}
+
+// ConvertWriteStream prints the report of `convert --write`, `--dry-run` and `--check` as the
+// files are done (convert.WriteOptions.File): for people, what the objects are checked as,
+// then each file's objects (one table per file, under one header), its reasons, problems and
+// diff, and the counts once the run is over; as data, the files list item by item, then the
+// rest of the report. Memory holds one file's result. Another printer (Markdown: a table of
+// the files' objects, under a title with the counts) gets the whole report at Finish, its
+// files kept without their diffs.
+type ConvertWriteStream struct {
+	w     io.Writer
+	p     ReportPrinter
+	human *Human
+	list  *listStream
+	head  bool
+	rows  bool
+	kept  []convert.FileResult
+	// widths are the widest cells of each column so far: later files' rows are as wide.
+	widths []int
+}
+
+// NewConvertWriteStream prints to w as p does.
+func NewConvertWriteStream(w io.Writer, p ReportPrinter) *ConvertWriteStream {
+	s := &ConvertWriteStream{w: w, p: p}
+	switch p := p.(type) {
+	case Data:
+		s.list = &listStream{w: w, yaml: p.YAML, key: "files"}
+	case Human:
+		s.human = &p
+	}
+	return s
+}
+
+// File prints one file's result (convert.WriteOptions.File's signature); r is the report so
+// far.
+func (s *ConvertWriteStream) File(r *convert.WriteReport, f convert.FileResult) error {
+	switch {
+	case s.list != nil:
+		return s.list.Item(f)
+	case s.human == nil:
+		f.Diff = ""
+		s.kept = append(s.kept, f)
+		return nil
+	}
+	if err := s.printHead(r); err != nil {
+		return err
+	}
+	rows := writeRows(f)
+	s.widen(rows)
+	t := &Table{Header: writeHeader()}
+	for _, r := range rows {
+		for i := range len(r) - 1 { // as wide as the files' before: one table to the eye
+			r[i] += strings.Repeat(" ", s.widths[i]-DisplayWidth(r[i]))
 		}
-		for _, l := range f.Lines {
-			fmt.Fprintf(&b, "  %s:%s\n", f.Path, l)
+		t.Add(r...)
+	}
+	if err := t.Print(s.w, s.human.NoHeaders || s.rows); err != nil {
+		return err
+	}
+	s.rows = true
+	if _, err := io.WriteString(s.w, writeFileDetails(f)); err != nil {
+		return err
+	}
+	_, err := io.WriteString(s.w, f.Diff) // as it is: the diff of a large file is large
+	return err
+}
+
+func writeHeader() []string {
+	return []string{"file", "line", "kind", "object", "from", "to", "status"}
+}
+
+// writeRows are a file's rows: one per object, or the file's status alone.
+func writeRows(f convert.FileResult) [][]string {
+	if len(f.Objects) == 0 {
+		return [][]string{{f.Path, "-", "-", "-", "-", "-", f.Status}}
+	}
+	var rows [][]string
+	for _, o := range f.Objects {
+		from := o.From
+		if o.Served != convert.VersionServed {
+			from += " (" + o.Served + ")"
 		}
-		for _, o := range f.Objects {
-			for _, p := range o.Problems {
-				where := p.Check
-				if p.Path != "" {
-					where += " " + p.Path
-				}
-				fmt.Fprintf(&b, "%s:%d %s: %s: %s\n", f.Path, o.Line, o.Name, where, p.Detail)
-			}
-			for _, c := range o.DroppedComments {
-				fmt.Fprintf(&b, "%s:%d %s: comment dropped with its field (the conversion removed it): %s\n", f.Path, o.Line, o.Name, c)
-			}
-			for _, p := range o.Warnings {
-				where := p.Check
-				if p.Path != "" {
-					where += " " + p.Path
-				}
-				fmt.Fprintf(&b, "%s:%d %s: warning %s: %s\n", f.Path, o.Line, o.Name, where, p.Detail)
-			}
-			var parts, defaults []string
-			for _, c := range o.Added {
-				switch {
-				case c.Kind != convert.DiffDefaultDropped:
-					parts = append(parts, c.Path+" "+c.Detail)
-				case !slices.Contains(defaults, c.Path):
-					defaults = append(defaults, c.Path)
-				}
-			}
-			if len(parts) > 0 {
-				fmt.Fprintf(&b, "%s:%d %s: the round trip adds or normalises (not a loss): %s\n", f.Path, o.Line, o.Name, strings.Join(parts, "; "))
-			}
-			if len(defaults) > 0 {
-				fmt.Fprintf(&b, "%s:%d %s: %s does not have %s, which the file does not set (only %s's default put it there): not a loss\n", f.Path, o.Line, o.Name, o.To, strings.Join(defaults, ", "), o.From)
-			}
-			for _, p := range o.Dropped {
-				fmt.Fprintf(&b, "%s:%d %s: dropped (--allow-data-loss) %s: %s\n", f.Path, o.Line, o.Name, p.Path, p.Detail)
-			}
-		}
-		if f.Diff != "" {
-			b.WriteString(f.Diff)
+		rows = append(rows, []string{f.Path, fmt.Sprint(o.Line), o.Kind, o.Name, from, o.To, f.Status})
+	}
+	return rows
+}
+
+// widen keeps the widest cell of each column so far (the header's first).
+func (s *ConvertWriteStream) widen(rows [][]string) {
+	if s.widths == nil {
+		s.widths = make([]int, len(writeHeader()))
+		for i, h := range writeHeader() {
+			s.widths[i] = DisplayWidth(h)
 		}
 	}
-	_, err := io.WriteString(w, b.String())
+	for _, r := range rows {
+		for i, c := range r {
+			s.widths[i] = max(s.widths[i], DisplayWidth(c))
+		}
+	}
+}
+
+// printHead prints what each converted object is checked as (known before the first file).
+func (s *ConvertWriteStream) printHead(r *convert.WriteReport) error {
+	if s.head {
+		return nil
+	}
+	s.head = true
+	if r.KubeVersion == "" {
+		return nil
+	}
+	_, err := fmt.Fprintf(s.w, "each converted object is checked on the API server's create path at its target version, as Kubernetes %s\n", r.KubeVersion)
 	return err
+}
+
+// Finish prints the rest of the report r, whose files were given to File (r.Files, if any,
+// are printed too).
+func (s *ConvertWriteStream) Finish(r *convert.WriteReport) error {
+	if len(r.Files) > 0 {
+		for _, f := range r.Files {
+			if err := s.File(r, f); err != nil {
+				return err
+			}
+		}
+		cp := *r
+		cp.Files = nil
+		r = &cp
+	}
+	switch {
+	case s.list != nil:
+		return s.list.Finish(r)
+	case s.human == nil:
+		cp := *r
+		cp.Files = s.kept
+		return s.p.PrintReport(s.w, ConvertWrite(&cp))
+	}
+	if err := s.printHead(r); err != nil {
+		return err
+	}
+	to := writeTargetText(r)
+	verb := map[string]string{"write": "converted", "dry-run": "to convert (dry run: nothing written)", "check": "still at a version other than " + to}[r.Mode]
+	_, err := fmt.Fprintf(s.w, "%s: %d object(s) in the files, %d already at %s, %d %s\n", r.CRD, r.Objects, r.AtTarget, to, r.Converted, verb)
+	return err
+}
+
+// writeFileDetails are a file's reason, the lines of a template, each object's problems,
+// dropped comments, warnings, what the round trip added and what was dropped.
+func writeFileDetails(f convert.FileResult) string {
+	var b strings.Builder
+	if f.Reason != "" {
+		fmt.Fprintf(&b, "%s: %s: %s\n", f.Path, f.Status, f.Reason)
+	}
+	for _, l := range f.Lines {
+		fmt.Fprintf(&b, "  %s:%s\n", f.Path, l)
+	}
+	for _, o := range f.Objects {
+		for _, p := range o.Problems {
+			where := p.Check
+			if p.Path != "" {
+				where += " " + p.Path
+			}
+			fmt.Fprintf(&b, "%s:%d %s: %s: %s\n", f.Path, o.Line, o.Name, where, p.Detail)
+		}
+		for _, c := range o.DroppedComments {
+			fmt.Fprintf(&b, "%s:%d %s: comment dropped with its field (the conversion removed it): %s\n", f.Path, o.Line, o.Name, c)
+		}
+		for _, p := range o.Warnings {
+			where := p.Check
+			if p.Path != "" {
+				where += " " + p.Path
+			}
+			fmt.Fprintf(&b, "%s:%d %s: warning %s: %s\n", f.Path, o.Line, o.Name, where, p.Detail)
+		}
+		var parts, defaults []string
+		for _, c := range o.Added {
+			switch {
+			case c.Kind != convert.DiffDefaultDropped:
+				parts = append(parts, c.Path+" "+c.Detail)
+			case !slices.Contains(defaults, c.Path):
+				defaults = append(defaults, c.Path)
+			}
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, "%s:%d %s: the round trip adds or normalises (not a loss): %s\n", f.Path, o.Line, o.Name, strings.Join(parts, "; "))
+		}
+		if len(defaults) > 0 {
+			fmt.Fprintf(&b, "%s:%d %s: %s does not have %s, which the file does not set (only %s's default put it there): not a loss\n", f.Path, o.Line, o.Name, o.To, strings.Join(defaults, ", "), o.From)
+		}
+		for _, p := range o.Dropped {
+			fmt.Fprintf(&b, "%s:%d %s: dropped (--allow-data-loss) %s: %s\n", f.Path, o.Line, o.Name, p.Path, p.Detail)
+		}
+	}
+	return b.String()
 }
 
 // writeTargetText is the target version of a report: --to, the one CRD's storage version,

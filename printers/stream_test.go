@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -138,5 +140,66 @@ func sameData(t *testing.T, want, got []byte, asYAML bool) {
 	}
 	if d := cmp.Diff(w, g); d != "" {
 		t.Errorf("data (-whole +streamed):\n%s", d)
+	}
+}
+
+// markdownOnly prints reports as their Markdown (the command's -o markdown).
+type markdownOnly struct{}
+
+func (markdownOnly) PrintPart(io.Writer, Report) error { return nil }
+func (markdownOnly) PrintReport(w io.Writer, r Report) error {
+	_, err := io.WriteString(w, r.(MarkdownReport).Markdown(0))
+	return err
+}
+
+// TestConvertWriteStreamIsTheReport: the report of --write given a file at a time is the
+// report: as JSON and YAML the same data as Data prints, as Markdown the same comment (the
+// diffs, which it does not show, are not kept), for people the same text as the whole
+// report's printer.
+func TestConvertWriteStreamIsTheReport(t *testing.T) {
+	whole := convertWriteAddedReport()
+	whole.Files = append(whole.Files,
+		convert.FileResult{Path: "b.yaml", Status: convert.FileNotProven, Objects: []convert.ObjectResult{{Document: 2, Line: 5, Kind: "Cluster", Name: "capi/c-2", From: "v1beta1", To: "v1beta2", Served: convert.VersionServed,
+			Problems: []convert.Finding{{Object: "b.yaml:5", Check: convert.CheckPruned, Path: ".spec.x", Detail: "pruned"}}}}},
+		convert.FileResult{Path: "chart/t.yaml", Status: convert.FileTemplate, Reason: "Go template", Lines: []string{"2: apiVersion: cluster.x-k8s.io/v1beta1"}})
+	whole.Files[0].Diff = "--- a/clusters.yaml\n+++ b/clusters.yaml\n@@ -1 +1 @@\n-apiVersion: cluster.x-k8s.io/v1beta1\n+apiVersion: cluster.x-k8s.io/v1beta2\n"
+	for _, tc := range []struct {
+		name string
+		p    ReportPrinter
+	}{{"json", Data{}}, {"yaml", Data{YAML: true}}, {"markdown", markdownOnly{}}, {"human", Human{}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want, got bytes.Buffer
+			if err := tc.p.PrintReport(&want, ConvertWrite(whole)); err != nil {
+				t.Fatal(err)
+			}
+			s := NewConvertWriteStream(&got, tc.p)
+			rest := *whole
+			rest.Files = nil
+			for _, f := range whole.Files {
+				if err := s.File(&rest, f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Finish(&rest); err != nil {
+				t.Fatal(err)
+			}
+			switch tc.name {
+			case "json", "yaml":
+				sameData(t, want.Bytes(), got.Bytes(), tc.p.(Data).YAML)
+			default:
+				if want.String() != got.String() {
+					t.Errorf("-whole +streamed:\n%s", cmp.Diff(want.String(), got.String()))
+				}
+			}
+			if tc.name == "human" {
+				// Each file's rows, then its details; the counts last; one header.
+				out := got.String()
+				row := regexp.MustCompile(`b\.yaml +5 +Cluster`).FindStringIndex(out)
+				if strings.Count(out, "FILE") != 1 || row == nil || row[0] > strings.Index(out, "b.yaml:5 capi/c-2: pruned-fields .spec.x: pruned") ||
+					strings.Index(out, "+apiVersion") > row[0] || !strings.HasSuffix(out, "0 already at v1beta2, 1 converted\n") {
+					t.Errorf("not a file at a time, the counts last:\n%s", out)
+				}
+			}
+		})
 	}
 }

@@ -68,8 +68,18 @@ func (r *runner) getCRD(ctx context.Context) (*apiextensionsv1.CustomResourceDef
 // state (and in migrate's checkpoint) are not done again, so an interrupted run is resumed by
 // running it again. The error is for what stopped the run (unreachable, forbidden,
 // interrupted, not confirmed); what keeps the version from being dropped safely is in
-// Result.Problems.
+// Result.Problems, and how the run ended in Result.Outcome (also with an error; the Result
+// then has no Plan when the run stopped before planning).
 func Run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
+	res, err := run(ctx, c, o)
+	if res == nil {
+		res = &Result{DryRun: o.DryRun, WritersSinceStart: []ownership.Writer{}, Problems: []string{}}
+	}
+	res.Outcome = end(o, res, err)
+	return res, err
+}
+
+func run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 	if o.Rewrite.ChunkSize <= 0 {
 		o.Rewrite.ChunkSize = 500
 	}

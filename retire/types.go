@@ -8,6 +8,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/ownership"
 )
 
@@ -165,4 +166,6 @@ type Result struct {
 	Problems []string `json:"problems"`
 	// Notes say what the run could not guard (e.g. no lease: two runs at once not detected).
 	Notes []string `json:"notes,omitempty"`
+	// Outcome is how the run ended (set by Run, also when it returns an error).
+	Outcome outcome.Outcome `json:"-"`
 }

@@ -46,6 +46,7 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/ownership"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/preflight"
@@ -117,7 +118,8 @@ func (r *FixValuesReport) Err() error {
 	}
 	switch {
 	case len(left) > 0:
-		return fmt.Errorf("%w: %s: values of another type not converted (%s); the rewrite did not run: change them so that they convert, then run the same command again", ErrValuesForPerson, r.CRD, strings.Join(left, "; "))
+		// For a person to change: the user must act (exit 1), whichever command ran it.
+		return outcome.Wrap(outcome.Findings, fmt.Errorf("%w: %s: values of another type not converted (%s); the rewrite did not run: change them so that they convert, then run the same command again", ErrValuesForPerson, r.CRD, strings.Join(left, "; ")))
 	case len(lost) > 0:
 		return fmt.Errorf("%s: the conversion of values did not keep every field manager (%s): the rewrite did not run", r.CRD, strings.Join(lost, "; "))
 	}

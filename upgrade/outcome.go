@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
@@ -250,4 +251,10 @@ func objectNames(fs []ObjectFinding) string {
 		names = append(names, f.CRD+" "+n)
 	}
 	return strings.Join(names, ", ")
+}
+
+// Ended is o as the outcome every command ends with (package outcome): its exit code, its last
+// line and what remains for the user.
+func (o Outcome) Ended() outcome.Outcome {
+	return outcome.Outcome{Remaining: o.Remaining, ExitCode: o.ExitCode, Message: o.Message}
 }

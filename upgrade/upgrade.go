@@ -598,7 +598,7 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 	if res != nil && res.Cluster != nil {
 		s.Engine, s.Cluster = migrate.EngineCluster, res.Cluster
 	}
-	if res != nil {
+	if res != nil && res.Plan != nil { // no plan: stopped before planning
 		var done []string
 		for _, st := range res.Plan.Steps {
 			if st.State == retire.StateDone {

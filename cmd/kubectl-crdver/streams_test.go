@@ -128,7 +128,6 @@ func (r streamRun) run(t *testing.T) streamResult {
 			}
 		}
 	}()
-	var sent time.Time
 	for range r.at {
 		select {
 		case <-sizes:
@@ -140,8 +139,17 @@ func (r streamRun) run(t *testing.T) streamResult {
 			t.Fatalf("%v: %d bytes read in 3 minutes", r.args, written.Load())
 		}
 	}
-	sent = time.Now()
-	if err := cmd.Process.Signal(r.sig); err != nil {
+	interrupt(t, cmd, waitErr, r.sig, &res)
+	res.stdout, res.stderr, res.written = stdout.String(), stderr.String(), written.Load()
+	return res
+}
+
+// interrupt sends sig to the command, waits for it (30 s at the most) and sets res's exit
+// code, the time from the signal to the exit, and the peak RSS of its rusage.
+func interrupt(t *testing.T, cmd *exec.Cmd, waitErr <-chan error, sig syscall.Signal, res *streamResult) {
+	t.Helper()
+	sent := time.Now()
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	var err error
@@ -150,7 +158,7 @@ func (r streamRun) run(t *testing.T) streamResult {
 		res.stop = time.Since(sent)
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
-		t.Fatalf("%v: still running 30 s after %v", r.args, r.sig)
+		t.Fatalf("%v: still running 30 s after %v", cmd.Args[1:], sig)
 	}
 	res.code = 0
 	var ee *exec.ExitError
@@ -162,8 +170,6 @@ func (r streamRun) run(t *testing.T) streamResult {
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		res.maxRSS = ru.Maxrss // KiB on Linux
 	}
-	res.stdout, res.stderr, res.written = stdout.String(), stderr.String(), written.Load()
-	return res
 }
 
 // peakRSSSoFar is the process's peak resident set so far (VmHWM, KiB), 0 without /proc.

@@ -176,6 +176,12 @@ func TestFleetPlanAgreesWithSingleRuns(t *testing.T) {
 			if !slices.Equal(rep.Row("path").Path, []string{"v0.2.0", "v0.3.0"}) || !strings.HasPrefix(rep.Row("path").Need, fleet.NeedPath([]string{"v0.2.0"})) {
 				t.Errorf("path: %+v", rep.Row("path"))
 			}
+			// hook's row says why it could not be planned: its conversion webhook, at the
+			// address that does not answer.
+			if _, blocker := rep.Row("hook").Shown(); !strings.Contains(blocker, "conversion webhook for fleet.example.com/v1beta1, Kind=CronTab failed") ||
+				!strings.Contains(blocker, strings.TrimSuffix(down, "/convert")) {
+				t.Errorf("hook: the row does not name its conversion webhook (%s): %+v", down, rep.Row("hook"))
+			}
 			if f := rep.Row("fix"); f.Objects != 1 || !strings.Contains(f.Blocker, "crontabs.fleet.example.com") {
 				t.Errorf("fix: objects %d, blocker %q", f.Objects, f.Blocker)
 			}
