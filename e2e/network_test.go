@@ -34,7 +34,7 @@ func TestRealReleaseFlakyNetwork(t *testing.T) {
 	before := h.snapshot()
 	work := t.TempDir()
 
-	proxy, err := testenv.StartSwitchProxy(env)
+	proxy, err := testenv.StartProxy(env)
 	if err != nil {
 		t.Fatal(err)
 	}

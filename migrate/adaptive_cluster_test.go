@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/client-go/rest"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
 // TestAdaptiveRewriteOverALatentPath: with no --concurrency the engine adapts its in-flight
@@ -16,12 +18,12 @@ import (
 func TestAdaptiveRewriteOverALatentPath(t *testing.T) {
 	const n = 300
 	f := newFixture(t, "adaptive", n, false)
-	proxy, err := env.StartLatencyProxy(20 * time.Millisecond)
+	proxy, err := testenv.StartProxy(env, testenv.Latency(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	res := rewriteEvery(t, proxy.Config, f, n, RewriteOptions{ChunkSize: 100})
+	res := rewriteEvery(t, proxy.Config(env), f, n, RewriteOptions{ChunkSize: 100})
 	if !res.InFlight.Adaptive || res.InFlight.Peak <= adaptiveStart {
 		t.Errorf("in flight %+v: want an adaptive limit that grew past %d", res.InFlight, adaptiveStart)
 	}

@@ -1,74 +1,68 @@
 package migrate
 
 import (
+	"maps"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/client-go/rest"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
-// faultProxy sits between the client and the real API server and answers the first PUT of
-// some objects itself: 503 without Retry-After for names ending in 3, 429 with Retry-After: 1
-// for names ending in 5. Everything else goes to the API server.
-type faultProxy struct {
-	mu       sync.Mutex
-	injected map[string]int
-}
-
-func startFaultProxy(t *testing.T) (*faultProxy, *rest.Config) {
+// startFaultProxy starts a proxy between the client and the real API server that answers the
+// first PUT of some objects itself: 503 without Retry-After for names ending in 3, 429 with
+// Retry-After: 1 for names ending in 5. Everything else goes to the API server. injected
+// counts the faults per object name.
+func startFaultProxy(t *testing.T) (injected func() map[string]int, cfg *rest.Config) {
 	t.Helper()
-	target, err := url.Parse(env.Config.Host)
+	proxy, err := testenv.StartProxy(env, testenv.ServerErrors())
 	if err != nil {
 		t.Fatal(err)
 	}
-	transport, err := rest.TransportFor(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fp := &faultProxy{injected: map[string]int{}}
-	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.Transport = transport
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut {
-			name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
-			fp.mu.Lock()
-			first := fp.injected[name] == 0
-			if first && (strings.HasSuffix(name, "3") || strings.HasSuffix(name, "5")) {
-				fp.injected[name]++
-				fp.mu.Unlock()
-				w.Header().Set("Content-Type", "application/json")
-				if strings.HasSuffix(name, "5") {
-					w.Header().Set("Retry-After", "1")
-					w.WriteHeader(http.StatusTooManyRequests)
-					_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429,"details":{"retryAfterSeconds":1}}`))
-					return
-				}
-				w.WriteHeader(http.StatusServiceUnavailable)
-				_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"ServiceUnavailable","code":503}`))
-				return
-			}
-			fp.mu.Unlock()
+	t.Cleanup(proxy.Close)
+	var mu sync.Mutex
+	faults := map[string]int{}
+	proxy.FailWith(func(r *http.Request) *testenv.Fault {
+		if r.Method != http.MethodPut {
+			return nil
 		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return fp, &rest.Config{Host: srv.URL, QPS: -1}
+		name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		mu.Lock()
+		defer mu.Unlock()
+		if faults[name] > 0 {
+			return nil
+		}
+		switch {
+		case strings.HasSuffix(name, "5"):
+			faults[name]++
+			return &testenv.TooManyRequests
+		case strings.HasSuffix(name, "3"):
+			faults[name]++
+			return &testenv.NoHealthyUpstream
+		}
+		return nil
+	})
+	cfg = proxy.Config(env)
+	cfg.QPS = -1
+	return func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(faults)
+	}, cfg
 }
 
 func TestRewriteBacksOffOnThrottlingAndServerErrors(t *testing.T) {
 	const n = 40
 	f := newFixture(t, "faults", n, false)
-	fp, cfg := startFaultProxy(t)
+	injected, cfg := startFaultProxy(t)
 	rewriteEvery(t, cfg, f, n, RewriteOptions{Concurrency: 4, ChunkSize: 10})
 	// widget-00003, -00005, -00013, … : 8 objects got an error on their first write.
-	if len(fp.injected) != 8 {
-		t.Errorf("faults injected on %d objects, want 8: %v", len(fp.injected), fp.injected)
+	if got := injected(); len(got) != 8 {
+		t.Errorf("faults injected on %d objects, want 8: %v", len(got), got)
 	}
 	stored, _ := etcdVersions(t, f.group, "widgets")
 	if diff := cmp.Diff(map[string]int{f.group + "/v1": n}, stored); diff != "" {

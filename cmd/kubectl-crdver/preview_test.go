@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/crdver/kubectl-crdver/internal/proc"
 )
 
 var widgetCRD = filepath.Join("..", "..", "testdata", "crds", "widget.yaml")
@@ -176,28 +178,20 @@ func TestInterruptBlockedStdin(t *testing.T) {
 // 20 s; without /proc it waits 300 ms. A fixed 300 ms was too short on a loaded machine: the
 // signal came before the engine's handler and killed it.
 func waitBlocked(pid int) {
-	stat := fmt.Sprintf("/proc/%d/stat", pid)
-	if _, err := os.Stat(stat); err != nil {
+	if _, err := proc.ReadStat(pid); err != nil {
 		time.Sleep(300 * time.Millisecond)
 		return
 	}
-	cpu := func() string {
-		b, err := os.ReadFile(stat)
-		if err != nil {
-			return ""
-		}
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) < 13 {
-			return ""
-		}
-		return f[11] + "/" + f[12] // utime/stime, after ") state"
-	}
-	last, still := "", 0
+	const unknown = ^uint64(0)
+	last, still := unknown, 0
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end) && still < 3; {
 		time.Sleep(100 * time.Millisecond)
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		now := cpu()
-		if filepath.Base(exe) == "crdver-engine" && now != "" && now == last {
+		now := unknown
+		if st, err := proc.ReadStat(pid); err == nil {
+			now = st.CPUTicks // user + system time
+		}
+		if filepath.Base(exe) == "crdver-engine" && now != unknown && now == last {
 			still++
 		} else {
 			still = 0

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
 // TestAnotherClusterAtTheSameAddress is the scenario: an upgrade of cluster A is
@@ -32,10 +34,10 @@ func TestAnotherClusterAtTheSameAddress(t *testing.T) {
 	user := newRunner(t)
 	backupA, backupB := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
 
-	res := user.runKilled(func(string, *os.Process) bool { _, err := os.Stat(backupA); return err == nil },
+	res := user.RunKilled(func(string, *os.Process) bool { _, err := os.Stat(backupA); return err == nil },
 		"upgrade", "-f", next, "--yes", "--allow-data-loss", "--backup", backupA, "--kubeconfig", kcA, "-o", "json")
-	if !res.killed {
-		t.Fatalf("the first run on A ended before its backup was written (exit %d):\n%s", res.code, res.stderr)
+	if !res.Killed {
+		t.Fatalf("the first run on A ended before its backup was written (exit %d):\n%s", res.Code, res.Stderr)
 	}
 	aBytes, err := os.ReadFile(backupA)
 	if err != nil {
@@ -43,13 +45,13 @@ func TestAnotherClusterAtTheSameAddress(t *testing.T) {
 	}
 
 	proxy.Switch(envB)
-	res = user.run("upgrade", "-f", next, "--yes", "--allow-data-loss", "--backup", backupB, "--kubeconfig", kcB, "-o", "json")
+	res = user.Run("upgrade", "-f", next, "--yes", "--allow-data-loss", "--backup", backupB, "--kubeconfig", kcB, "-o", "json")
 	rep := parseReport(t, res)
-	if res.code != 0 {
-		t.Fatalf("upgrade of B: exit %d\n%s", res.code, res.stderr)
+	if res.Code != 0 {
+		t.Fatalf("upgrade of B: exit %d\n%s", res.Code, res.Stderr)
 	}
 	if rep.Resumed || rep.Backup == nil || rep.Backup.Reused || rep.Backup.File != backupB {
-		t.Errorf("B reused A's state: resumed %v backup %+v\n%s", rep.Resumed, rep.Backup, res.stderr)
+		t.Errorf("B reused A's state: resumed %v backup %+v\n%s", rep.Resumed, rep.Backup, res.Stderr)
 	}
 	b.checkBackup(t, backupB)
 	b.checkUpgraded(t)
@@ -58,22 +60,22 @@ func TestAnotherClusterAtTheSameAddress(t *testing.T) {
 	}
 	// A's backup is never restored into B by mistake: refused before any write.
 	before := b.snapshot(t)
-	res = user.run("restore", "-f", backupA, "--yes", "--kubeconfig", kcB)
-	if res.code != 1 || !strings.Contains(res.stderr, "taken on another cluster") || !strings.Contains(res.stderr, "--from-another-cluster") {
-		t.Errorf("restore of A's backup into B: exit %d, want 1 refusing it\n%s", res.code, res.stderr)
+	res = user.Run("restore", "-f", backupA, "--yes", "--kubeconfig", kcB)
+	if res.Code != 1 || !strings.Contains(res.Stderr, "taken on another cluster") || !strings.Contains(res.Stderr, "--from-another-cluster") {
+		t.Errorf("restore of A's backup into B: exit %d, want 1 refusing it\n%s", res.Code, res.Stderr)
 	}
 	if after := b.snapshot(t); !mapsEqual(before, after) {
 		t.Errorf("the refused restore wrote to B")
 	}
 
 	proxy.Switch(envA)
-	res = user.run("upgrade", "-f", next, "--yes", "--allow-data-loss", "--backup", backupA, "--kubeconfig", kcA, "-o", "json")
+	res = user.Run("upgrade", "-f", next, "--yes", "--allow-data-loss", "--backup", backupA, "--kubeconfig", kcA, "-o", "json")
 	rep = parseReport(t, res)
-	if res.code != 0 {
-		t.Fatalf("resumed upgrade of A: exit %d\n%s", res.code, res.stderr)
+	if res.Code != 0 {
+		t.Fatalf("resumed upgrade of A: exit %d\n%s", res.Code, res.Stderr)
 	}
 	if !rep.Resumed || rep.Backup == nil || !rep.Backup.Reused {
-		t.Errorf("A did not resume from its own checkpoint and backup: resumed %v backup %+v\n%s", rep.Resumed, rep.Backup, res.stderr)
+		t.Errorf("A did not resume from its own checkpoint and backup: resumed %v backup %+v\n%s", rep.Resumed, rep.Backup, res.Stderr)
 	}
 	a.checkBackup(t, backupA)
 	a.checkUpgraded(t)
@@ -97,21 +99,21 @@ func TestFinishedUpgradeRunAgain(t *testing.T) {
 	user := newRunner(t)
 	backup := filepath.Join(t.TempDir(), "backup.yaml")
 	args := []string{"upgrade", "-f", next, "--yes", "--allow-data-loss", "--backup", backup, "--kubeconfig", envA.Kubeconfig, "-o", "json"}
-	first := user.run(args...)
-	if first.code != 1 || !strings.Contains(first.stderr+first.stdout, "g-big") {
-		t.Fatalf("first run: exit %d, want 1 naming g-big (invalid on re-create)\n%s", first.code, first.stderr)
+	first := user.Run(args...)
+	if first.Code != 1 || !strings.Contains(first.Stderr+first.Stdout, "g-big") {
+		t.Fatalf("first run: exit %d, want 1 naming g-big (invalid on re-create)\n%s", first.Code, first.Stderr)
 	}
 	before := c.snapshot(t)
 	saved, _ := os.ReadFile(backup)
 
-	for _, who := range []*runner{user, newRunner(t)} { // the same user, and another machine with no checkpoint
-		again := who.run(args...)
+	for _, who := range []*testenv.User{user, newRunner(t)} { // the same user, and another machine with no checkpoint
+		again := who.Run(args...)
 		rep := parseReport(t, again)
-		if again.code != first.code || rep.Outcome.ExitCode != first.code {
-			t.Errorf("run again: exit %d (report %d), want %d as the first\n%s", again.code, rep.Outcome.ExitCode, first.code, again.stderr)
+		if again.Code != first.Code || rep.Outcome.ExitCode != first.Code {
+			t.Errorf("run again: exit %d (report %d), want %d as the first\n%s", again.Code, rep.Outcome.ExitCode, first.Code, again.Stderr)
 		}
 		if rep.AlreadyInPlace == "" {
-			t.Errorf("run again did not say the release is in place:\n%s", again.stderr)
+			t.Errorf("run again did not say the release is in place:\n%s", again.Stderr)
 		}
 		for _, s := range rep.Steps {
 			if s.State == "done" && s.Action != "verify" {
@@ -127,11 +129,11 @@ func TestFinishedUpgradeRunAgain(t *testing.T) {
 	}
 	// As a person reads it: the steps (apply already done, verify), and the decision table's
 	// last line, as after the first run.
-	human := user.run(args[:len(args)-2]...)
-	paras := strings.Split(strings.TrimSpace(human.stdout), "\n\n")
-	if last := paras[len(paras)-1]; human.code != 1 || !strings.Contains(human.stdout, "verify") ||
+	human := user.Run(args[:len(args)-2]...)
+	paras := strings.Split(strings.TrimSpace(human.Stdout), "\n\n")
+	if last := paras[len(paras)-1]; human.Code != 1 || !strings.Contains(human.Stdout, "verify") ||
 		!strings.HasPrefix(last, "Release applied and verified. Left for you") || !strings.Contains(last, "g-big") {
-		t.Errorf("run again, human output: exit %d, last paragraph %q; want 1 and the steps, ending with what is left (g-big)\n%s", human.code, last, human.stdout)
+		t.Errorf("run again, human output: exit %d, last paragraph %q; want 1 and the steps, ending with what is left (g-big)\n%s", human.Code, last, human.Stdout)
 	}
 }
 
@@ -156,13 +158,13 @@ func TestSecondRunIsRefused(t *testing.T) {
 		started bool
 	)
 	other := newRunner(t)
-	first := user.runKilled(func(line string, p *os.Process) bool {
+	first := user.RunKilled(func(line string, p *os.Process) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		if !started && strings.Contains(line, "step") && strings.Contains(line, "backup: done") {
 			started = true
 			_ = p.Signal(syscall.SIGSTOP)
-			second = other.run(args(filepath.Join(dir, "second.yaml"))...)
+			second = other.Run(args(filepath.Join(dir, "second.yaml"))...)
 			return true
 		}
 		return false
@@ -170,19 +172,19 @@ func TestSecondRunIsRefused(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if !started {
-		t.Fatalf("the first run ended before its backup step was reported (exit %d):\n%s", first.code, first.stderr)
+		t.Fatalf("the first run ended before its backup step was reported (exit %d):\n%s", first.Code, first.Stderr)
 	}
-	if second.code != 3 || !strings.Contains(second.stderr, "being changed by another run") {
-		t.Errorf("second run while the first held the CRDs: exit %d, want 3 naming the first\n%s", second.code, second.stderr)
+	if second.Code != 3 || !strings.Contains(second.Stderr, "being changed by another run") {
+		t.Errorf("second run while the first held the CRDs: exit %d, want 3 naming the first\n%s", second.Code, second.Stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "second.yaml")); err == nil {
 		t.Errorf("the refused second run wrote a backup")
 	}
 	// The first was killed: its lease names a process that is gone, so the next run takes
 	// over at once (no waiting for the lease to go stale).
-	res := user.run(args(backup)...)
-	if res.code != 0 {
-		t.Fatalf("run after the first was killed: exit %d\n%s", res.code, res.stderr)
+	res := user.Run(args(backup)...)
+	if res.Code != 0 {
+		t.Fatalf("run after the first was killed: exit %d\n%s", res.Code, res.Stderr)
 	}
 	c.checkUpgraded(t)
 	c.checkBackup(t, backup)

@@ -57,40 +57,40 @@ func TestKillAnywhereThenRunAgain(t *testing.T) {
 			args := []string{"upgrade", "-f", next, "--yes", "--allow-data-loss", "--backup", backup, "--kubeconfig", envB.Kubeconfig, "-o", "json"}
 			start := time.Now()
 			statusNext := ""
-			first := user.runKilled(func(line string, _ *os.Process) bool { return p.kill(line, time.Since(start)) }, args...)
-			if !first.killed {
-				t.Logf("the run ended (exit %d) before the kill point", first.code)
+			first := user.RunKilled(func(line string, _ *os.Process) bool { return p.kill(line, time.Since(start)) }, args...)
+			if !first.Killed {
+				t.Logf("the run ended (exit %d) before the kill point", first.Code)
 			} else {
 				// The person who comes back: status says what is left and the command that continues.
-				st := user.run("upgrade", "status", "-f", next, "--kubeconfig", envB.Kubeconfig, "-o", "json")
+				st := user.Run("upgrade", "status", "-f", next, "--kubeconfig", envB.Kubeconfig, "-o", "json")
 				var got struct {
 					Next    string `json:"next"`
 					Command string `json:"command"`
 				}
-				if err := json.Unmarshal([]byte(st.stdout), &got); err != nil {
-					t.Fatalf("upgrade status -o json (exit %d): %v\n%s", st.code, err, st.stderr)
+				if err := json.Unmarshal([]byte(st.Stdout), &got); err != nil {
+					t.Fatalf("upgrade status -o json (exit %d): %v\n%s", st.Code, err, st.Stderr)
 				}
 				statusNext = got.Next
 				switch {
-				case got.Next == "nothing" && st.code != 0, got.Next != "nothing" && st.code != 1:
-					t.Errorf("upgrade status after the kill: exit %d with next %q", st.code, got.Next)
+				case got.Next == "nothing" && st.Code != 0, got.Next != "nothing" && st.Code != 1:
+					t.Errorf("upgrade status after the kill: exit %d with next %q", st.Code, got.Next)
 				case got.Next != "nothing" && got.Next != "continue" && got.Next != "start":
 					t.Errorf("upgrade status after the kill: next %q, want nothing, continue or start", got.Next)
 				}
-				if got.Next == "continue" && (!strings.Contains(got.Command, "--backup "+backup) || !strings.Contains(got.Command, "--allow-data-loss")) && strings.Contains(first.stderr, "backup: done") {
+				if got.Next == "continue" && (!strings.Contains(got.Command, "--backup "+backup) || !strings.Contains(got.Command, "--allow-data-loss")) && strings.Contains(first.Stderr, "backup: done") {
 					t.Errorf("upgrade status: the command that continues does not keep the backup and the consent: %s", got.Command)
 				}
 			}
-			res := user.run(args...)
-			if res.code != 0 {
-				t.Fatalf("run again after SIGKILL %s: exit %d\n%s", p.name, res.code, res.stderr)
+			res := user.Run(args...)
+			if res.Code != 0 {
+				t.Fatalf("run again after SIGKILL %s: exit %d\n%s", p.name, res.Code, res.Stderr)
 			}
 			rep := parseReport(t, res)
 			// status and the run that follows it judge "in place" by the same rule.
 			if statusNext != "" && (statusNext == "nothing") != (rep.AlreadyInPlace != "") {
 				t.Errorf("upgrade status said %q, but the run again found the release in place: %q", statusNext, rep.AlreadyInPlace)
 			}
-			if first.killed && rep.Backup != nil && rep.Backup.File != backup {
+			if first.Killed && rep.Backup != nil && rep.Backup.File != backup {
 				t.Errorf("backup in %s, want %s", rep.Backup.File, backup)
 			}
 			c.checkUpgraded(t)
@@ -98,8 +98,8 @@ func TestKillAnywhereThenRunAgain(t *testing.T) {
 			if left, err := atomicfile.Temporaries(backup); err != nil || len(left) > 0 {
 				t.Errorf("a partial backup was left beside the backup: %v %v", left, err)
 			}
-			if st := user.run("upgrade", "status", "-f", next, "--kubeconfig", envB.Kubeconfig); st.code != 0 || !strings.Contains(st.stdout, "next: nothing") {
-				t.Errorf("upgrade status after the upgrade: exit %d\n%s%s", st.code, st.stdout, st.stderr)
+			if st := user.Run("upgrade", "status", "-f", next, "--kubeconfig", envB.Kubeconfig); st.Code != 0 || !strings.Contains(st.Stdout, "next: nothing") {
+				t.Errorf("upgrade status after the upgrade: exit %d\n%s%s", st.Code, st.Stdout, st.Stderr)
 			}
 		})
 	}
@@ -131,15 +131,15 @@ func TestKillMigrateAndRetire(t *testing.T) {
 			user := newRunner(t)
 			args := append(tc.args(crd), "--kubeconfig", envB.Kubeconfig)
 			start := time.Now()
-			first := user.runKilled(func(line string, _ *os.Process) bool {
+			first := user.RunKilled(func(line string, _ *os.Process) bool {
 				return time.Since(start) > 1500*time.Millisecond
 			}, args...)
-			if !first.killed {
-				t.Logf("%s ended (exit %d) before it was killed", tc.name, first.code)
+			if !first.Killed {
+				t.Logf("%s ended (exit %d) before it was killed", tc.name, first.Code)
 			}
-			res := user.run(args...)
-			if res.code != 0 {
-				t.Fatalf("%s again after SIGKILL: exit %d\n%s", tc.name, res.code, res.stderr)
+			res := user.Run(args...)
+			if res.Code != 0 {
+				t.Fatalf("%s again after SIGKILL: exit %d\n%s", tc.name, res.Code, res.Stderr)
 			}
 			tc.done(t, c)
 			live, err := c.crds.ApiextensionsV1().CustomResourceDefinitions().Get(t.Context(), crd, metav1.GetOptions{})
@@ -162,8 +162,8 @@ func TestKillRestore(t *testing.T) {
 	c := setup(t, envB, group, "r", 200)
 	user := newRunner(t)
 	backup := filepath.Join(t.TempDir(), "backup.yaml")
-	if res := user.run("upgrade", "-f", newRelease(t, group), "--yes", "--allow-data-loss", "--backup", backup, "--kubeconfig", envB.Kubeconfig); res.code != 0 {
-		t.Fatalf("upgrade: exit %d\n%s", res.code, res.stderr)
+	if res := user.Run("upgrade", "-f", newRelease(t, group), "--yes", "--allow-data-loss", "--backup", backup, "--kubeconfig", envB.Kubeconfig); res.Code != 0 {
+		t.Fatalf("upgrade: exit %d\n%s", res.Code, res.Stderr)
 	}
 	// Back to the old release, whose v1alpha1 holds spec.legacy again.
 	old := gadgetCRD(group,
@@ -177,8 +177,8 @@ func TestKillRestore(t *testing.T) {
 	if err := os.WriteFile(oldFile, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if res := user.run("upgrade", "-f", oldFile, "--yes", "--backup", filepath.Join(t.TempDir(), "back.yaml"), "--kubeconfig", envB.Kubeconfig); res.code != 0 {
-		t.Fatalf("upgrade back: exit %d\n%s", res.code, res.stderr)
+	if res := user.Run("upgrade", "-f", oldFile, "--yes", "--backup", filepath.Join(t.TempDir(), "back.yaml"), "--kubeconfig", envB.Kubeconfig); res.Code != 0 {
+		t.Fatalf("upgrade back: exit %d\n%s", res.Code, res.Stderr)
 	}
 	args := []string{"restore", "-f", backup, "--yes", "--kubeconfig", envB.Kubeconfig}
 	// Killed once it has restored about a sixth, a half and five sixths of the objects (the
@@ -190,15 +190,15 @@ func TestKillRestore(t *testing.T) {
 			target = len(c.objects) / 6
 		}
 		var last time.Time
-		res := user.runKilled(func(line string, _ *os.Process) bool {
+		res := user.RunKilled(func(line string, _ *os.Process) bool {
 			if line != "" || time.Since(last) < 50*time.Millisecond {
 				return false
 			}
 			last = time.Now()
 			return len(c.legacyCount(t)) >= target
 		}, args...)
-		if !res.killed {
-			t.Logf("restore ended (exit %d) before %d objects were restored", res.code, target)
+		if !res.Killed {
+			t.Logf("restore ended (exit %d) before %d objects were restored", res.Code, target)
 			continue
 		}
 		kills++
@@ -213,9 +213,9 @@ func TestKillRestore(t *testing.T) {
 	if kills == 0 {
 		t.Errorf("restore was never killed in its writes: the test proves nothing")
 	}
-	res := user.run(args...)
-	if res.code != 0 {
-		t.Fatalf("restore again after %d kills: exit %d\n%s%s", kills, res.code, res.stdout, res.stderr)
+	res := user.Run(args...)
+	if res.Code != 0 {
+		t.Fatalf("restore again after %d kills: exit %d\n%s%s", kills, res.Code, res.Stdout, res.Stderr)
 	}
 	got := c.legacyAt(t)
 	for _, n := range c.objects {

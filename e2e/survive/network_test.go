@@ -54,11 +54,11 @@ func (c *cluster) createMany(t *testing.T, prefix string, n int) {
 	}
 }
 
-// proxyTo starts a switch proxy in front of env (closed when the test ends) and writes env's
+// proxyTo starts a proxy in front of env (closed when the test ends) and writes env's
 // kubeconfig pointed at it.
-func proxyTo(t *testing.T, env *testenv.Env) (*testenv.SwitchProxy, string) {
+func proxyTo(t *testing.T, env *testenv.Env, opts ...testenv.ProxyOption) (*testenv.Proxy, string) {
 	t.Helper()
-	proxy, err := testenv.StartSwitchProxy(env)
+	proxy, err := testenv.StartProxy(env, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,20 +99,20 @@ func TestFlakyNetwork(t *testing.T) {
 		proxy.DropConnections(0.02)
 		defer proxy.DropConnections(0)
 		stop := proxy.ResetEvery(500 * time.Millisecond)
-		res := newRunner(t).run("migrate", "gadgets."+group, "--to", "v1", "--yes", "--kubeconfig", kc, "-o", "json")
+		res := newRunner(t).Run("migrate", "gadgets."+group, "--to", "v1", "--yes", "--kubeconfig", kc, "-o", "json")
 		resets := stop()
 		t.Logf("%d resets", resets)
 		if resets == 0 {
 			t.Fatalf("the tunnel never broke during the run")
 		}
-		if res.code != 0 {
-			t.Fatalf("migrate through the flaky tunnel: exit %d\n%s", res.code, res.stderr)
+		if res.Code != 0 {
+			t.Fatalf("migrate through the flaky tunnel: exit %d\n%s", res.Code, res.Stderr)
 		}
 		var rep struct {
 			Retries int64 `json:"retries"`
 		}
-		if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
-			t.Fatalf("migrate -o json: %v\n%s", err, res.stdout)
+		if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil {
+			t.Fatalf("migrate -o json: %v\n%s", err, res.Stdout)
 		}
 		t.Logf("%d requests sent again", rep.Retries)
 		if rep.Retries == 0 {
@@ -136,14 +136,14 @@ func TestFlakyNetwork(t *testing.T) {
 		defer proxy.DropConnections(0)
 		backup := filepath.Join(t.TempDir(), "backup.yaml")
 		stop := proxy.ResetEvery(300 * time.Millisecond)
-		res := newRunner(t).run("upgrade", "-f", next, "--yes", "--allow-data-loss", "--backup", backup, "--kubeconfig", kc, "-o", "json")
+		res := newRunner(t).Run("upgrade", "-f", next, "--yes", "--allow-data-loss", "--backup", backup, "--kubeconfig", kc, "-o", "json")
 		resets := stop()
 		t.Logf("%d resets", resets)
 		if resets == 0 {
 			t.Fatalf("the tunnel never broke during the run")
 		}
-		if res.code != 0 {
-			t.Fatalf("upgrade through the flaky tunnel: exit %d\n%s", res.code, res.stderr)
+		if res.Code != 0 {
+			t.Fatalf("upgrade through the flaky tunnel: exit %d\n%s", res.Code, res.Stderr)
 		}
 		rep := parseReport(t, res)
 		t.Logf("%d requests sent again", rep.Retries)
@@ -172,25 +172,25 @@ func TestServerGoneMidRewrite(t *testing.T) {
 			user := newRunner(t)
 			args := []string{"migrate", "gadgets." + group, "--to", "v1", "--yes", "--concurrency", "2", "--kubeconfig", kc}
 			var once sync.Once
-			res := user.runKilled(func(line string, _ *os.Process) bool {
+			res := user.RunKilled(func(line string, _ *os.Process) bool {
 				if strings.Contains(line, "is now v1") || strings.Contains(line, "storage version") {
 					once.Do(func() { go func() { time.Sleep(300 * time.Millisecond); proxy.Down(down) }() })
 				}
 				return false
 			}, args...)
 			if down < 5*time.Second {
-				if res.code != 0 {
-					t.Fatalf("migrate with the server gone %s: exit %d\n%s", down, res.code, res.stderr)
+				if res.Code != 0 {
+					t.Fatalf("migrate with the server gone %s: exit %d\n%s", down, res.Code, res.Stderr)
 				}
-			} else if res.code != 0 {
-				if res.code != 3 || !strings.Contains(res.stderr, "again") {
-					t.Fatalf("migrate with the server gone %s: exit %d, want 0, or 3 saying to run it again\n%s", down, res.code, res.stderr)
+			} else if res.Code != 0 {
+				if res.Code != 3 || !strings.Contains(res.Stderr, "again") {
+					t.Fatalf("migrate with the server gone %s: exit %d, want 0, or 3 saying to run it again\n%s", down, res.Code, res.Stderr)
 				}
 				for time.Now().Before(proxy.UpAt()) {
 					time.Sleep(100 * time.Millisecond)
 				}
-				if res = user.run(args...); res.code != 0 {
-					t.Fatalf("migrate run again once the server is back: exit %d\n%s", res.code, res.stderr)
+				if res = user.Run(args...); res.Code != 0 {
+					t.Fatalf("migrate run again once the server is back: exit %d\n%s", res.Code, res.Stderr)
 				}
 			}
 			c.storedAt(t, "v1")
@@ -206,26 +206,18 @@ func TestServerGoneMidRewrite(t *testing.T) {
 // no write the API server carried out was sent again with the same body, and the JSON report
 // counts the requests sent again.
 func TestServerErrors(t *testing.T) {
-	proxy, err := testenv.StartFaultProxy(envB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	kc, err := proxy.Kubeconfig(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUntilDone := func(t *testing.T, user *runner, args ...string) result {
+	proxy, kc := proxyTo(t, envB, testenv.ServerErrors())
+	runUntilDone := func(t *testing.T, user *testenv.User, args ...string) result {
 		t.Helper()
 		for i := 1; ; i++ {
-			res := user.run(args...)
-			if res.code == 0 || i == 4 {
+			res := user.Run(args...)
+			if res.Code == 0 || i == 4 {
 				return res
 			}
-			if res.code != 3 || !strings.Contains(res.stderr, "again") {
-				t.Fatalf("run %d: exit %d, want 0, or 3 saying to run it again\n%s", i, res.code, res.stderr)
+			if res.Code != 3 || !strings.Contains(res.Stderr, "again") {
+				t.Fatalf("run %d: exit %d, want 0, or 3 saying to run it again\n%s", i, res.Code, res.Stderr)
 			}
-			t.Logf("run %d: exit 3: %s", i, lastLineOf(res.stderr))
+			t.Logf("run %d: exit 3: %s", i, lastLineOf(res.Stderr))
 		}
 	}
 	t.Run("upgrade", func(t *testing.T) {
@@ -235,8 +227,8 @@ func TestServerErrors(t *testing.T) {
 		proxy.Fail(0.03, nil)
 		defer proxy.Fail(0, nil)
 		res := runUntilDone(t, newRunner(t), "upgrade", "-f", newRelease(t, group), "--yes", "--allow-data-loss", "--backup", backup, "--kubeconfig", kc, "-o", "json")
-		if res.code != 0 {
-			t.Fatalf("upgrade through a server failing 3%% of requests: exit %d\n%s", res.code, res.stderr)
+		if res.Code != 0 {
+			t.Fatalf("upgrade through a server failing 3%% of requests: exit %d\n%s", res.Code, res.Stderr)
 		}
 		rep := parseReport(t, res)
 		t.Logf("injected %v; %d requests sent again (last run)", proxy.Injected(), rep.Retries)
@@ -252,14 +244,14 @@ func TestServerErrors(t *testing.T) {
 		proxy.Fail(0.03, nil)
 		defer proxy.Fail(0, nil)
 		res := runUntilDone(t, newRunner(t), "migrate", "gadgets."+group, "--to", "v1", "--yes", "--kubeconfig", kc, "-o", "json")
-		if res.code != 0 {
-			t.Fatalf("migrate through a server failing 3%% of requests: exit %d\n%s", res.code, res.stderr)
+		if res.Code != 0 {
+			t.Fatalf("migrate through a server failing 3%% of requests: exit %d\n%s", res.Code, res.Stderr)
 		}
 		var rep struct {
 			Retries int64 `json:"retries"`
 		}
-		if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
-			t.Fatalf("migrate -o json: %v\n%s", err, res.stdout)
+		if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil {
+			t.Fatalf("migrate -o json: %v\n%s", err, res.Stdout)
 		}
 		t.Logf("injected %v; %d requests sent again", proxy.Injected(), rep.Retries)
 		if rep.Retries == 0 {
@@ -297,7 +289,7 @@ func TestAPIServerRestartMidRewrite(t *testing.T) {
 	args := []string{"migrate", "gadgets." + group, "--to", "v1", "--yes", "--concurrency", "2", "--kubeconfig", envB.Kubeconfig}
 	var once sync.Once
 	restarted := make(chan error, 1)
-	res := user.runKilled(func(line string, _ *os.Process) bool {
+	res := user.RunKilled(func(line string, _ *os.Process) bool {
 		if strings.Contains(line, "is now v1") || strings.Contains(line, "storage version") {
 			once.Do(func() {
 				go func() {
@@ -314,15 +306,15 @@ func TestAPIServerRestartMidRewrite(t *testing.T) {
 			t.Fatalf("restarting kube-apiserver: %v", err)
 		}
 	case <-time.After(3 * time.Minute):
-		t.Fatalf("the API server was never restarted (the run printed no storage switch?)\n%s", res.stderr)
+		t.Fatalf("the API server was never restarted (the run printed no storage switch?)\n%s", res.Stderr)
 	}
-	t.Logf("first run: exit %d", res.code)
-	if res.code != 0 {
-		if res.code != 3 || !strings.Contains(res.stderr, "again") {
-			t.Fatalf("migrate with the API server restarted: exit %d, want 0, or 3 saying to run it again\n%s", res.code, res.stderr)
+	t.Logf("first run: exit %d", res.Code)
+	if res.Code != 0 {
+		if res.Code != 3 || !strings.Contains(res.Stderr, "again") {
+			t.Fatalf("migrate with the API server restarted: exit %d, want 0, or 3 saying to run it again\n%s", res.Code, res.Stderr)
 		}
-		if res = user.run(args...); res.code != 0 {
-			t.Fatalf("migrate run again after the restart: exit %d\n%s", res.code, res.stderr)
+		if res = user.Run(args...); res.Code != 0 {
+			t.Fatalf("migrate run again after the restart: exit %d\n%s", res.Code, res.Stderr)
 		}
 	}
 	c.storedAt(t, "v1")

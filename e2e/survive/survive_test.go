@@ -5,21 +5,14 @@
 package survive
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -186,119 +179,11 @@ func newReleaseMax(t *testing.T, group string, maxSize float64) string {
 }
 
 // result is one run of the plugin.
-type result struct {
-	code           int
-	stdout, stderr string
-	killed         bool
-}
+type result = testenv.Result
 
-// runner runs the built plugin with one user's cache folder (the checkpoints live there).
-type runner struct {
-	t     *testing.T
-	cache string
-}
-
-func newRunner(t *testing.T) *runner {
-	return &runner{t: t, cache: t.TempDir()}
-}
-
-func (r *runner) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, plugin, args...)
-	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+r.cache, "HOME="+r.cache, "NO_COLOR=1")
-	cmd.Cancel = func() error { return cmd.Process.Kill() }
-	return cmd
-}
-
-// run runs the plugin to its end.
-func (r *runner) run(args ...string) result {
-	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := r.command(ctx, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := result{stdout: out.String(), stderr: errb.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		res.code = ee.ExitCode()
-	} else if err != nil {
-		r.t.Fatalf("running %v: %v", args, err)
-	}
-	return res
-}
-
-// runKilled runs the plugin and kills it with SIGKILL as soon as kill says so (it is called
-// with each line of stderr, and every 10 ms with "", and the process), or lets it end.
-func (r *runner) runKilled(kill func(line string, p *os.Process) bool, args ...string) result {
-	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := r.command(ctx, args...)
-	var out bytes.Buffer
-	var errb safeBuffer
-	cmd.Stdout = &out
-	pr, pw := io.Pipe()
-	cmd.Stderr = io.MultiWriter(pw, &errb)
-	if err := cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	var once sync.Once
-	killed := false
-	doKill := func() {
-		once.Do(func() {
-			killed = true
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-		})
-	}
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if kill(sc.Text(), cmd.Process) {
-				doKill()
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	var err error
-loop:
-	for {
-		select {
-		case err = <-done:
-			break loop
-		case <-tick.C:
-			if kill("", cmd.Process) {
-				doKill()
-			}
-		}
-	}
-	pw.Close()
-	res := result{stdout: out.String(), stderr: errb.String(), killed: killed}
-	if ee, ok := err.(*exec.ExitError); ok {
-		res.code = ee.ExitCode()
-	}
-	return res
-}
-
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// newRunner is a user of the built plugin with a cache folder of its own (the checkpoints
+// live there).
+func newRunner(t *testing.T) *testenv.User { return testenv.NewUser(t, plugin) }
 
 // upgradeReport is the part of `upgrade -o json` these tests read.
 type upgradeReport struct {
@@ -323,8 +208,8 @@ type upgradeReport struct {
 func parseReport(t *testing.T, res result) upgradeReport {
 	t.Helper()
 	var rep upgradeReport
-	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
-		t.Fatalf("upgrade -o json (exit %d): %v\nstdout:\n%s\nstderr:\n%s", res.code, err, res.stdout, res.stderr)
+	if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil {
+		t.Fatalf("upgrade -o json (exit %d): %v\nstdout:\n%s\nstderr:\n%s", res.Code, err, res.Stdout, res.Stderr)
 	}
 	return rep
 }

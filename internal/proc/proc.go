@@ -1,18 +1,24 @@
-// Package proc reads what kubectl-crdver needs of a Linux process from /proc/PID/stat: its
-// state (a zombie is killed, not yet reaped) and its start time (tells a process from another
-// that got the same PID since). Standard library only.
+// Package proc reads what kubectl-crdver and its tests need of a Linux process from
+// /proc/PID/stat: its state (a zombie is killed, not yet reaped), its start time (tells a
+// process from another that got the same PID since), its parent and the CPU time it used. The
+// one reader of that file. Standard library only.
 package proc
 
 import (
 	"bytes"
 	"fmt"
 	"os"
+	"strconv"
 )
 
 // Stat is what /proc/PID/stat says of a process.
 type Stat struct {
 	// State is field 3: "R", "S", "D", "Z" (zombie), "X" (dead), …
 	State string
+	// PPID is field 4, the parent's PID.
+	PPID int
+	// CPUTicks is fields 14 and 15, the user and system time used, in clock ticks.
+	CPUTicks uint64
 	// Start is field 22, the start time in clock ticks after boot, as written.
 	Start string
 }
@@ -42,5 +48,14 @@ func ParseStat(b []byte) (Stat, error) {
 	if len(f) < 20 {
 		return Stat{}, fmt.Errorf("unexpected format: %d fields after the command name, want at least 20", len(f))
 	}
-	return Stat{State: string(f[0]), Start: string(f[19])}, nil
+	ppid, err := strconv.Atoi(string(f[1]))
+	if err != nil {
+		return Stat{}, fmt.Errorf("unexpected format: parent PID %q", f[1])
+	}
+	utime, err1 := strconv.ParseUint(string(f[11]), 10, 64)
+	stime, err2 := strconv.ParseUint(string(f[12]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return Stat{}, fmt.Errorf("unexpected format: CPU times %q %q", f[11], f[12])
+	}
+	return Stat{State: string(f[0]), PPID: ppid, CPUTicks: utime + stime, Start: string(f[19])}, nil
 }

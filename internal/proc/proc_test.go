@@ -13,10 +13,10 @@ func TestParseStat(t *testing.T) {
 		name, stat string
 		want       Stat
 	}{
-		{"plain", "1234 (kube-apiserver) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 12 0 987654 1000 200\n", Stat{State: "S", Start: "987654"}},
-		{"zombie", "77 (sleep) Z 1 77 77 0 -1 4227084 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0\n", Stat{State: "Z", Start: "4242"}},
+		{"plain", "1234 (kube-apiserver) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 12 0 987654 1000 200\n", Stat{State: "S", PPID: 1, CPUTicks: 11, Start: "987654"}},
+		{"zombie", "77 (sleep) Z 1 77 77 0 -1 4227084 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0\n", Stat{State: "Z", PPID: 1, Start: "4242"}},
 		// A command name may hold spaces and parentheses: fields count from the last ')'.
-		{"name with ) and spaces", "9 (a) b (c) R 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 31337 0 0\n", Stat{State: "R", Start: "31337"}},
+		{"name with ) and spaces", "9 (a) b (c) R 2 9 9 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 31337 0 0\n", Stat{State: "R", PPID: 2, CPUTicks: 7, Start: "31337"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := ParseStat([]byte(c.stat))
@@ -25,7 +25,8 @@ func TestParseStat(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"", "1234 kube-apiserver S 1", "1234 (x) S 1 2 3"} {
+	for _, bad := range []string{"", "1234 kube-apiserver S 1", "1234 (x) S 1 2 3",
+		"1 (x) S p 1 1 0 -1 0 0 0 0 0 5 6 0 0 20 0 1 0 42 0 0\n", "1 (x) S 1 1 1 0 -1 0 0 0 0 0 five 6 0 0 20 0 1 0 42 0 0\n"} {
 		if got, err := ParseStat([]byte(bad)); err == nil {
 			t.Errorf("ParseStat(%q) = %+v; want an error", bad, got)
 		}
@@ -45,6 +46,9 @@ func TestReadStat(t *testing.T) {
 	}
 	if again, _ := ReadStat(os.Getpid()); again.Start != st.Start || st.Start == "" {
 		t.Errorf("start time %q then %q; want the same, not empty", st.Start, again.Start)
+	}
+	if st.PPID != os.Getppid() {
+		t.Errorf("parent %d; want %d", st.PPID, os.Getppid())
 	}
 	if _, err := ReadStat(1 << 30); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ReadStat(no such process): %v; want fs.ErrNotExist", err)

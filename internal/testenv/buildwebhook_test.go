@@ -20,7 +20,7 @@ func TestBuildWebhookScript(t *testing.T) {
 	script := filepath.Join(root, "hack", "build-webhook.sh")
 	run := func(args ...string) (string, int) {
 		cmd := exec.Command("bash", append([]string{script}, args...)...)
-		cmd.Env = append(os.Environ(), capiBuildEnv()...)
+		cmd.Env = append(os.Environ(), buildEnv()...)
 		out, err := cmd.CombinedOutput()
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {

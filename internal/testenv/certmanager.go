@@ -38,14 +38,14 @@ type CertManagerWebhook struct {
 // CertManagerWebhookBinary builds (once, cached: hack/build-webhook.sh cert-manager VERSION;
 // "" is the default version of hack/tools/cm-webhook/versions) cert-manager's webhook and
 // returns its path. When it cannot be built the test fails under CI=true and is skipped
-// otherwise, with the reason. Call it before a test moves HOME (see capiBuildEnv).
+// otherwise, with the reason. Call it before a test moves HOME (see buildEnv).
 func CertManagerWebhookBinary(t testing.TB, version string) string {
 	t.Helper()
 	args := []string{"cert-manager"}
 	if version != "" {
 		args = append(args, version)
 	}
-	return webhookBinary(t, "cert-manager's webhook", args...)
+	return projectBinary(t, "cert-manager's webhook", args...)
 }
 
 // StartCertManagerWebhook builds (cached) and starts cert-manager's webhook of release version
@@ -211,12 +211,4 @@ func (w *CertManagerWebhook) Convert(desiredAPIVersion string, objs ...map[strin
 		return nil, fmt.Errorf("conversion to %s: %s", desiredAPIVersion, got.Response.Result.Message)
 	}
 	return got.Response.ConvertedObjects, nil
-}
-
-// HelmBinary builds (once, cached: hack/build-webhook.sh helm; the version is the first of
-// hack/tools/helm/versions) Helm's CLI from the Go module proxy and returns its path. When it
-// cannot be built the test fails under CI=true and is skipped otherwise, with the reason.
-func HelmBinary(t testing.TB) string {
-	t.Helper()
-	return webhookBinary(t, "helm", "helm")
 }

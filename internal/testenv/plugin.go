@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 )
 
 // The plugin is two executables, installed side by side (docs/architecture.md): kubectl-crdver,
@@ -144,4 +145,12 @@ func MustBuildPlugin(tb interface {
 		tb.Fatal(err)
 	}
 	return bin
+}
+
+// exeSuffix is ".exe" on Windows, where executables carry it.
+func exeSuffix() string {
+	if runtime.GOOS == "windows" {
+		return ".exe"
+	}
+	return ""
 }

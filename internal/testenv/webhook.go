@@ -38,14 +38,6 @@ type AdmissionFunc func(req *admissionv1.AdmissionRequest) error
 
 // StartAdmissionServer starts a validating webhook answering AdmissionReview v1 with decide.
 func StartAdmissionServer(decide AdmissionFunc) (*AdmissionServer, error) {
-	cert, caPEM, err := localhostCert()
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/validate", func(w http.ResponseWriter, r *http.Request) {
 		var review admissionv1.AdmissionReview
@@ -63,8 +55,10 @@ func StartAdmissionServer(decide AdmissionFunc) (*AdmissionServer, error) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(&review)
 	})
-	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	srv, ln, caPEM, err := serveLocalTLS(mux)
+	if err != nil {
+		return nil, err
+	}
 	return &AdmissionServer{URL: fmt.Sprintf("https://%s/validate", ln.Addr()), CABundle: caPEM, srv: srv, ln: ln}, nil
 }
 
@@ -116,6 +110,21 @@ func (e *Env) RejectUpdates(t testing.TB, gvr schema.GroupVersionResource, probe
 	if err != nil {
 		t.Fatalf("the rejecting webhook never took effect: %v", err)
 	}
+}
+
+// serveLocalTLS serves h over HTTPS on a free port of 127.0.0.1 with a certificate of a new
+// CA, whose certificate (PEM) it returns for the clients' trust. Close both srv and ln.
+func serveLocalTLS(h http.Handler) (srv *http.Server, ln net.Listener, caPEM []byte, err error) {
+	cert, caPEM, err := localhostCert()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return nil, nil, nil, err
+	}
+	srv = &http.Server{Handler: h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	return srv, ln, caPEM, nil
 }
 
 // localhostCert is a serving certificate for 127.0.0.1 and localhost from a new CA, and that

@@ -1,7 +1,7 @@
 package clusterengine_test
 
 // BenchmarkNetwork: the storage migration over a network path. A TCP proxy (testenv's
-// LatencyProxy) adds 0, 5 or 20 ms of round-trip time between the client and the local API
+// Proxy with Latency) adds 0, 5 or 20 ms of round-trip time between the client and the local API
 // server, and every way of migrating is timed through it:
 //
 //	engine        kubectl crdver migrate's engine with its defaults (adaptive in-flight writes)
@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 )
 
@@ -65,11 +66,15 @@ func BenchmarkNetwork(b *testing.B) {
 	bin := buildCommand(b)
 	cache := b.TempDir()
 	for _, rtt := range benchRTTs(b) {
-		proxy, err := env.StartLatencyProxy(rtt)
+		proxy, err := testenv.StartProxy(env, testenv.Latency(rtt))
 		if err != nil {
 			b.Fatal(err)
 		}
-		c, err := migrate.NewClients(proxy.Config)
+		kubeconfig, err := proxy.Kubeconfig(env, b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := migrate.NewClients(proxy.Config(env))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -108,7 +113,7 @@ func BenchmarkNetwork(b *testing.B) {
 				if crdinfo.StorageVersion(whole.fresh(b)) == "v1" {
 					to = "v1beta1"
 				}
-				d, _ := runMigrate(b, bin, proxy.Kubeconfig, cache, whole, to)
+				d, _ := runMigrate(b, bin, kubeconfig, cache, whole, to)
 				total += d
 				whole.check(b, to)
 			}
@@ -122,7 +127,7 @@ func BenchmarkNetwork(b *testing.B) {
 				b.Skip("kubectl is not on PATH")
 			}
 			small.run(b, func(b *testing.B) {
-				script := fmt.Sprintf("set -o pipefail; %[1]s --kubeconfig %[2]s get items.%[3]s -A -o json | %[1]s --kubeconfig %[2]s replace -f - >/dev/null", kubectl, proxy.Kubeconfig, small.group)
+				script := fmt.Sprintf("set -o pipefail; %[1]s --kubeconfig %[2]s get items.%[3]s -A -o json | %[1]s --kubeconfig %[2]s replace -f - >/dev/null", kubectl, kubeconfig, small.group)
 				if out, err := exec.Command("bash", "-c", script).CombinedOutput(); err != nil {
 					b.Fatalf("%v: %s", err, out)
 				}
