@@ -19,7 +19,7 @@ TEST_BINARIES := kube-apiserver etcd kube-controller-manager
 # `make test-versions` checks every minor of hack/tools/kube-1.*.
 CI_KUBE_MINOR := 1.34
 
-.PHONY: install build docs test test-assets test-versions bench clean
+.PHONY: install build docs docs-transcripts test test-assets test-versions bench clean
 
 ## install: install kubectl-crdver and crdver-engine, the executable it runs for every command but
 ## `versions --sort` and `version` (and kubectl_complete-crdver for shell completion) into GOBIN,
@@ -65,6 +65,8 @@ build:
 ## make test's; the kube-apiserver of $(CI_KUBE_MINOR) for the examples that show an older server)
 ## or with the test conversion webhook. The man pages and completion scripts are
 ## generated at release time (.goreleaser.yaml: hack/docgen -release-files).
+## It also rewrites the transcript in docs/commands/upgrade.md from the e2e test that checks it
+## (TRANSCRIPTS_E2E, ~50 s); the fleet's transcripts take ~5 min more: make docs-transcripts.
 docs:
 	$(GO) run ./hack/docgen -out docs/reference
 	$(GO) run ./hack/docgen -front-help cmd/kubectl-crdver/help_texts.go
@@ -72,6 +74,24 @@ docs:
 	@hack/build-test-binaries.sh --kube $(CI_KUBE_MINOR) kube-apiserver etcd >/dev/null
 	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_UPDATE_DOCS=1 $(GO) test -count=1 -run '^TestExamples$$' ./docs/
 	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" $(GO) test -count=1 -run '^TestExamples$$' ./docs/
+	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_UPDATE_DOCS=1 $(GO) test -count=1 -run '$(TRANSCRIPTS_E2E)' ./e2e/
+
+# The tests whose transcripts the pages show (markers <!-- example: transcript PKG TEST … -->),
+# by package; each rewrites its blocks with CRDVER_UPDATE_DOCS=1 and checks what it wrote.
+TRANSCRIPTS_E2E   := ^TestPathNeedsIntermediateRelease$$
+TRANSCRIPTS_FLEET := ^(TestFleetPlanAgreesWithSingleRuns|TestFleetUpgradeInWaves)$$
+
+## docs-transcripts: rewrite every console example that is the transcript of a test (the blocks
+## marked <!-- example: transcript PKG TEST … -->: docs/commands/upgrade.md's, which make docs
+## also rewrites, and docs/commands/fleet.md's five) from the tests that check them in make test:
+## e2e's TRANSCRIPTS_E2E (~50 s) and e2e/fleet's TRANSCRIPTS_FLEET (~5 min: four API servers of
+## two minors, and a plan that waits for a conversion webhook that does not answer). Kept out of
+## make docs for those 5 minutes; run it when a change alters what fleet commands print.
+docs-transcripts:
+	@hack/build-test-binaries.sh $(TEST_BINARIES) >/dev/null
+	@hack/build-test-binaries.sh --kube $(CI_KUBE_MINOR) kube-apiserver etcd >/dev/null
+	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_UPDATE_DOCS=1 $(GO) test -count=1 -run '$(TRANSCRIPTS_E2E)' ./e2e/
+	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_UPDATE_DOCS=1 $(GO) test -count=1 -run '$(TRANSCRIPTS_FLEET)' ./e2e/fleet/
 
 ## test-assets: build kube-apiserver, etcd, kube-controller-manager and agnhost (the e2e conversion webhook) from the Go module proxy (cached),
 ## the kube-apiserver of $(CI_KUBE_MINOR), and the real conversion webhooks of Cluster API (hack/tools/capi-webhook)

@@ -3,27 +3,27 @@ package docs
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/crdver/kubectl-crdver/internal/docblock"
 )
 
-// updateVar set to 1 makes TestExamples rewrite the pages' examples from the real runs
-// (`make docs`) instead of failing.
-const updateVar = "CRDVER_UPDATE_DOCS"
-
 // readPages reads every page from the repository root (the working directory).
-func readPages(t *testing.T) []*page {
+func readPages(t *testing.T) []*docblock.Page {
 	t.Helper()
 	paths, err := docPages()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pages []*page
+	var pages []*docblock.Page
 	for _, path := range paths {
-		p, err := readPage(path)
+		p, err := docblock.ReadPage(path)
 		if err != nil {
 			t.Error(err)
 			continue
@@ -39,18 +39,56 @@ func readPages(t *testing.T) []*page {
 func TestPagesMarked(t *testing.T) {
 	t.Chdir("..")
 	n, transcripts := 0, 0
-	for _, p := range readPages(t) {
-		for _, b := range p.blocks {
-			if b.kind == "transcript" {
+	pages := readPages(t)
+	for _, p := range pages {
+		for _, b := range p.Blocks {
+			if b.Kind == "transcript" {
 				transcripts++
 				continue
 			}
-			n += len(b.cmds)
+			n += len(b.Cmds)
 		}
 	}
-	t.Logf("%d example commands are run, %d blocks are transcripts of tests", n, transcripts)
+	checkTranscriptTests(t, pages)
+	t.Logf("%d example commands are run, %d blocks are transcripts of tests (checked by them)", n, transcripts)
 	if n < 50 {
 		t.Errorf("%d example commands in README.md and docs/, expected many more: is the parser broken?", n)
+	}
+}
+
+// checkTranscriptTests: each transcript block names a test that checks it: the test function
+// exists in the package folder the marker names, and its file opens the page's transcripts
+// (docblock.OpenTranscripts with the page's path).
+func checkTranscriptTests(t *testing.T, pages []*docblock.Page) {
+	t.Helper()
+	for _, p := range pages {
+		for _, b := range p.Blocks {
+			if b.Kind != "transcript" {
+				continue
+			}
+			pkg, test, err := docblock.TranscriptTest(b)
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			files, _ := filepath.Glob(filepath.Join(filepath.FromSlash(pkg), "*_test.go"))
+			found := ""
+			for _, f := range files {
+				src, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(string(src), "\nfunc "+test+"(t *testing.T) {") {
+					found = string(src)
+				}
+			}
+			switch {
+			case found == "":
+				t.Errorf("%s:%d: the transcript names %s in %s/, which has no such test", b.Page, b.Line, test, pkg)
+			case !strings.Contains(found, "docblock.OpenTranscripts(t, "+strconv.Quote(p.Path)+")"):
+				t.Errorf("%s:%d: %s (%s/) does not check its transcripts on %s: it must call docblock.OpenTranscripts(t, %q)", b.Page, b.Line, test, pkg, p.Path, p.Path)
+			}
+		}
 	}
 }
 
@@ -81,29 +119,29 @@ func TestExamples(t *testing.T) {
 		w.stop()
 		t.Log(w.describe())
 	})
-	rewrite := os.Getenv(updateVar) == "1"
+	rewrite := os.Getenv(docblock.UpdateVar) == "1"
 	for _, p := range pages {
-		if len(p.blocks) == 0 {
+		if len(p.Blocks) == 0 {
 			continue
 		}
-		t.Run(strings.ReplaceAll(p.path, "/", ":"), func(t *testing.T) {
-			updates := map[*command]update{}
+		t.Run(strings.ReplaceAll(p.Path, "/", ":"), func(t *testing.T) {
+			updates := map[*docblock.Command]docblock.Update{}
 			for _, group := range sessions(p) {
-				if group[0].kind == "transcript" {
+				if group[0].Kind == "transcript" {
 					for _, b := range group {
-						t.Logf("%s:%d: not run (a transcript of %s)", b.page, b.line, b.name)
+						t.Logf("%s:%d: not run here (a transcript of %s, which checks it)", b.Page, b.Line, b.Name)
 					}
 					continue
 				}
-				t.Run(group[0].kind+":"+group[0].name, func(t *testing.T) {
+				t.Run(group[0].Kind+":"+group[0].Name, func(t *testing.T) {
 					runSession(t, w, group, rewrite, updates)
 				})
 			}
 			if len(updates) > 0 {
-				if err := p.write(updates); err != nil {
+				if err := p.Write(updates); err != nil {
 					t.Fatal(err)
 				}
-				t.Logf("rewrote %d example(s) of %s", len(updates), p.path)
+				t.Logf("rewrote %d example(s) of %s", len(updates), p.Path)
 			}
 		})
 	}
@@ -111,17 +149,17 @@ func TestExamples(t *testing.T) {
 
 // sessions groups a page's blocks by session (offline blocks together), in the order of their
 // first block.
-func sessions(p *page) [][]*block {
+func sessions(p *docblock.Page) [][]*docblock.Block {
 	var order []string
-	groups := map[string][]*block{}
-	for _, b := range p.blocks {
-		key := b.kind + ":" + b.name
+	groups := map[string][]*docblock.Block{}
+	for _, b := range p.Blocks {
+		key := b.Kind + ":" + b.Name
 		if _, ok := groups[key]; !ok {
 			order = append(order, key)
 		}
 		groups[key] = append(groups[key], b)
 	}
-	var out [][]*block
+	var out [][]*docblock.Block
 	for _, k := range order {
 		out = append(out, groups[k])
 	}
@@ -130,65 +168,54 @@ func sessions(p *page) [][]*block {
 
 // runSession runs the blocks of one session in order and checks (or, with update, records)
 // what each command shows.
-func runSession(t *testing.T, w *world, blocks []*block, rewrite bool, updates map[*command]update) {
+func runSession(t *testing.T, w *world, blocks []*docblock.Block, rewrite bool, updates map[*docblock.Command]docblock.Update) {
 	s := w.newSession(t, blocks[0])
 	for _, b := range blocks {
-		for _, c := range b.cmds {
+		for _, c := range b.Cmds {
 			out, code := s.run(t, c)
-			if c.hidden {
+			if c.Hidden {
 				if code != 0 {
-					t.Fatalf("%s: set-up command failed (exit %d):\n%s", c.label(), code, strings.Join(out, "\n"))
+					t.Fatalf("%s: set-up command failed (exit %d):\n%s", c.Label(), code, strings.Join(out, "\n"))
 				}
 				continue
 			}
-			if len(b.elide) > 0 {
-				short, err := applyElisions(out, b.elide)
+			if len(b.Elide) > 0 {
+				short, err := docblock.ApplyElisions(out, b.Elide)
 				if err != nil {
-					t.Errorf("%s: %v; the output:\n%s", c.label(), err, strings.Join(out, "\n"))
+					t.Errorf("%s: %v; the output:\n%s", c.Label(), err, strings.Join(out, "\n"))
 					continue
 				}
 				out = short
 			}
-			same := slices.Equal(c.shown, out)
-			if b.kind != "offline" {
-				same = mask(c.shown) == mask(out)
+			same := slices.Equal(c.Shown, out)
+			if b.Kind != "offline" {
+				same = docblock.Mask(c.Shown) == docblock.Mask(out)
 			}
-			exitOK := c.exit < 0 || c.exit == code
+			exitOK := c.Exit < 0 || c.Exit == code
 			if same && exitOK {
 				continue
 			}
 			if rewrite {
-				u := update{output: out, exit: -1}
-				if c.exit >= 0 {
-					u.exit = code
+				u := docblock.Update{Output: out, Exit: -1}
+				if c.Exit >= 0 {
+					u.Exit = code
 				}
 				if same {
-					u.output = c.shown
+					u.Output = c.Shown
 				}
 				updates[c] = u
 				continue
 			}
 			if !exitOK {
-				t.Errorf("%s: the page says exit %d, the command ends with %d", c.label(), c.exit, code)
+				t.Errorf("%s: the page says exit %d, the command ends with %d", c.Label(), c.Exit, code)
 			}
 			if !same {
 				where := ""
-				if b.kind != "offline" {
-					where = "\nfirst difference after masking (blanks removed):\n" + maskedDifference(c.shown, out)
+				if b.Kind != "offline" {
+					where = "\nfirst difference after masking (blanks removed):\n" + docblock.MaskedDifference(c.Shown, out)
 				}
-				t.Errorf("%s: the page does not show what the command prints (make docs rewrites it; -page +real):\n%s%s", c.label(), cmp.Diff(c.shown, out), where)
+				t.Errorf("%s: the page does not show what the command prints (make docs rewrites it; -page +real):\n%s%s", c.Label(), cmp.Diff(c.Shown, out), where)
 			}
 		}
 	}
-}
-
-// maskedDifference shows where the masked page and output first differ, with some context.
-func maskedDifference(page, real []string) string {
-	a, b := mask(page), mask(real)
-	i := 0
-	for i < len(a) && i < len(b) && a[i] == b[i] {
-		i++
-	}
-	cut := func(s string) string { return s[max(0, i-60):min(len(s), i+60)] }
-	return "page: …" + cut(a) + "…\nreal: …" + cut(b) + "…"
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/crdver/kubectl-crdver/internal/docblock"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
@@ -110,11 +111,11 @@ func (w *world) cluster(t *testing.T, minor string) *testenv.Env {
 
 // newSession makes a session's folders; a cluster session also gets an API server with no
 // CRD left from an earlier session.
-func (w *world) newSession(t *testing.T, b *block) *session {
+func (w *world) newSession(t *testing.T, b *docblock.Block) *session {
 	t.Helper()
 	home := readerLengthHome(t)
 	t.Cleanup(func() { os.RemoveAll(home) })
-	s := &session{w: w, name: b.name, dir: filepath.Join(home, "kubectl-crdver"), home: home}
+	s := &session{w: w, name: b.Name, dir: filepath.Join(home, "kubectl-crdver"), home: home}
 	if err := os.Mkdir(s.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +130,8 @@ func (w *world) newSession(t *testing.T, b *block) *session {
 	}
 	base := w.tmp
 	s.kubeconfig = filepath.Join(base, "no-cluster-kubeconfig") // offline: nothing to reach
-	if b.kind == "cluster" {
-		e := w.cluster(t, b.kube)
+	if b.Kind == "cluster" {
+		e := w.cluster(t, b.Kube)
 		cleanCluster(t, e)
 		s.kubeconfig = e.Kubeconfig
 	}
@@ -223,12 +224,12 @@ func (s *session) environ() []string {
 var goRunRE = regexp.MustCompile(`^go run (\./\S+)(.*)$`)
 
 // run runs one command line of the session and returns what it printed and its exit code.
-func (s *session) run(t *testing.T, c *command) ([]string, int) {
+func (s *session) run(t *testing.T, c *docblock.Command) ([]string, int) {
 	t.Helper()
 	s.w.report.commands++
 	began := time.Now()
-	defer func() { t.Logf("%.1fs %s", time.Since(began).Seconds(), c.label()) }()
-	script := strings.TrimSpace(c.script())
+	defer func() { t.Logf("%.1fs %s", time.Since(began).Seconds(), c.Label()) }()
+	script := strings.TrimSpace(c.Script())
 	if script == "echo $?" {
 		out := []string{strconv.Itoa(s.last)}
 		s.last = 0
@@ -253,14 +254,14 @@ func (s *session) run(t *testing.T, c *command) ([]string, int) {
 	case err = <-done:
 	case <-time.After(5 * time.Minute):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		t.Fatalf("%s: still running after 5 minutes; output so far:\n%s", c.label(), out.String())
+		t.Fatalf("%s: still running after 5 minutes; output so far:\n%s", c.Label(), out.String())
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("%s: %v", c.label(), err)
+		t.Fatalf("%s: %v", c.Label(), err)
 	}
 	s.last = cmd.ProcessState.ExitCode()
-	return s.canon(splitLines(out.String())), s.last
+	return s.canon(docblock.SplitLines(out.String())), s.last
 }
 
 // start runs a line that ends with "&": in the background, until the session ends. What the
@@ -361,51 +362,6 @@ func readerLengthHome(t *testing.T) string {
 	}
 	t.Fatal("no free folder name in /tmp")
 	return ""
-}
-
-func splitLines(s string) []string {
-	s = strings.TrimRight(s, "\n")
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
-}
-
-// masks are what differs between two runs of a session: ports, durations and rates, times and
-// dates, digests, the test API server's temporary folders. A session's output is compared with the page
-// after masking both, and without blanks and line ends: a table's columns follow the widths of
-// what it holds, and a time stamp in a long path may be where the path wraps.
-var masks = []struct {
-	re   *regexp.Regexp
-	with string
-}{
-	{regexp.MustCompile(`/tmp/crdver-testenv-\d+`), "/tmp/crdver-testenv-N"},
-	{regexp.MustCompile(`127\.0\.0\.1:\d+`), "127.0.0.1:PORT"},
-	{regexp.MustCompile(`\d{4}-\d\d-\d\d([T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d| [A-Z]{3,4})?)?`), "DATE"},
-	{regexp.MustCompile(`\d{8}-\d{6}`), "STAMP"},
-	{regexp.MustCompile(`\d+(\.\d+)?(ns|µs|us|ms|s|m|h)\b`), "DURATION"},
-	{regexp.MustCompile(`\d+(\.\d+)? (ns|µs|ms)\b`), "DURATION"},
-	{regexp.MustCompile(`\d+(\.\d+)? objects/s`), "N objects/s"},
-	// timings and what adapts to them in JSON (migrate's in-flight limit)
-	{regexp.MustCompile(`"(\w*(Seconds|PerSecond|Millis|Ms)|final|peak|throttled)": [0-9.e+-]+`), `"$1": N`},
-	// digests and names made of them: a checkpoint's file, a backup's sha256, uids
-	{regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`), "UID"},
-	{regexp.MustCompile(`\b[0-9a-f]{12,64}\b`), "HEX"},
-}
-
-// wrappedStamp is a time stamp of a file name that a table cell wrapped.
-var wrappedStamp = regexp.MustCompile(`\d{8}-?\s+-?\d{0,6}\s*\d{0,6}\.yaml`)
-
-func mask(lines []string) string {
-	var b strings.Builder
-	for _, l := range lines {
-		for _, m := range masks {
-			l = m.re.ReplaceAllString(l, m.with)
-		}
-		b.WriteString(l + "\n")
-	}
-	s := wrappedStamp.ReplaceAllString(b.String(), "STAMP.yaml")
-	return strings.Join(strings.Fields(s), "")
 }
 
 // describe is the cost of the run, logged at its end.

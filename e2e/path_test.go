@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/docblock"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -70,8 +71,11 @@ func pathRelease(t *testing.T, dir, name string, wh *testwebhook.Server, version
 // (v1beta1 ↔ v1) converts them. plan names v0.2.0; the API server rejects the target applied
 // as is; upgrade refuses before any write without v0.2.0, stops before hop 1 while its
 // webhook does not answer, and completes along v0.2.0 → v0.3.0 once it does: objects stored
-// at v2 with hostPort converted to host and port, managers kept, storedVersions [v2].
+// at v2 with hostPort converted to host and port, managers kept, storedVersions [v2]. The stop
+// before hop 1 is docs/commands/upgrade.md's transcript (the releases and the backup in one
+// folder, the page's current folder).
 func TestPathNeedsIntermediateRelease(t *testing.T) {
+	pages := docblock.OpenTranscripts(t, "docs/commands/upgrade.md")
 	h := newHarness(t, release{Project: "path"})
 	wh := testwebhook.StartForTest(t, testwebhook.Options{})  // v0.2.0's
 	wh2 := testwebhook.StartForTest(t, testwebhook.Options{}) // v0.3.0's
@@ -144,13 +148,16 @@ func TestPathNeedsIntermediateRelease(t *testing.T) {
 		t.Errorf("upgrade --dry-run along the path: exit %d, CRD written %v\n%s\n%s", d.code, rv() != before, d.stdout, d.stderr)
 	}
 	// upgrade without v0.2.0: refused before any write.
-	backup := filepath.Join(t.TempDir(), "backup.yaml")
+	backup := filepath.Join(dir, "backup.yaml")
 	if u := h.crdver("upgrade", "--via", a2, "-f", c, "--yes", "--backup", backup); u.code != 1 || rv() != before {
 		t.Fatalf("upgrade without v0.2.0: exit %d, CRD written %v\n%s\n%s", u.code, rv() != before, u.stdout, u.stderr)
 	}
 	// v0.2.0's webhook does not answer: stopped before hop 1, nothing written.
 	wh.Set(testwebhook.Non200)
-	u := h.crdver("upgrade", "--via", a2, "--via", b, "-f", c, "--yes", "--backup", backup)
+	args := []string{"upgrade", "--via", a2, "--via", b, "-f", c, "--yes", "--backup", backup}
+	u := h.crdver(args...)
+	pages.Replace(dir+string(filepath.Separator), "")
+	pages.Check(args, u.stdout+u.stderr, u.code)
 	if testing.Verbose() {
 		t.Logf("plan --via (for people):\n%s\nupgrade, webhook down:\n%s%s", h.crdver("plan", "--via", a2, "--via", b, "-f", c).stdout, u.stdout, u.stderr)
 	}

@@ -212,7 +212,7 @@ func judgeConversion(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	if live == nil || o.Off {
 		return nil, nil
 	}
-	needed, _ := conversionPairs(live, next)
+	needed, unlisted := conversionPairs(live, next)
 	liveHook, nextHook := webhookcheck.IsWebhook(live), webhookcheck.IsWebhook(next)
 	if !nextHook {
 		// Dropped: only where the live webhook converts today (to a version the live CRD
@@ -225,6 +225,13 @@ func judgeConversion(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	}
 	pairs, why := split(needed)
 	c := &ConversionCheck{Needed: why, Pairs: pairs, Strategy: string(strategyOf(next)), Storage: crdinfo.StorageVersion(next), Problems: []webhookcheck.Problem{}, Sample: o.Sample}
+	if len(unlisted) > 0 {
+		// The API server converts objects from the version they are stored at whether or not
+		// it is served; they can be listed only at a served one, so the round trips below
+		// start there: the conversion from the unserved version itself is not checked.
+		c.Problems = append(c.Problems, webhookcheck.Problem{Severity: webhookcheck.SeverityWarning,
+			Message: fmt.Sprintf("status.storedVersions lists %s, which the live CRD does not serve: objects still stored there are read only through a conversion from it, which this check cannot ask for itself (not checked); kubectl crdver migrate %s rewrites them at the storage version first", strings.Join(unlisted, ", "), live.Name)})
+	}
 	if !nextHook {
 		return c, judgeDropped(ctx, live, next, o, c)
 	}
@@ -259,7 +266,8 @@ func judgeConversion(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	if err != nil {
 		return c, fmt.Errorf("%s: judging its conversion webhook: %w", next.Name, err)
 	}
-	c.Webhook, c.Target, c.Reached, c.Problems, c.Service, c.RoundTrip = rep.Webhook, rep.Target, rep.Reached, rep.Problems, rep.Service, rep.RoundTrip
+	c.Webhook, c.Target, c.Reached, c.Service, c.RoundTrip = rep.Webhook, rep.Target, rep.Reached, rep.Service, rep.RoundTrip
+	c.Problems = append(append([]webhookcheck.Problem{}, rep.Problems...), c.Problems...)
 	if o.Target == nil && liveHook && conversionText(live) == conversionText(next) {
 		c.Problems = append(c.Problems, webhookcheck.Problem{Severity: webhookcheck.SeverityInfo,
 			Message: fmt.Sprintf("the live CRD converts through the same %s: what answers there now is the webhook running in the cluster (the installed release's, unless the new one is deployed); to judge the new release's webhook before it is deployed, run it elsewhere and ask it instead (kubectl crdver plan --webhook URL)", strings.TrimPrefix(c.Webhook, "webhook "))})

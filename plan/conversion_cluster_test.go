@@ -507,3 +507,43 @@ func sandboxService(t *testing.T, kube kubernetes.Interface, namespace, name, ba
 	}
 	return int(port)
 }
+
+// A stored version the live CRD no longer serves: objects still stored there are converted from
+// it on every read, but can be listed only at a served version, so the round trips cannot start
+// there. The check says so (a warning naming the version and the migrate that rewrites them)
+// instead of passing them over.
+func TestPlanConversionNamesUnservedStoredVersions(t *testing.T) {
+	rel := testwebhook.StartForTest(t, testwebhook.Options{})
+	live := readCRD(t, filepath.Join("..", "testdata", "crds", "crontab-webhook.yaml"))
+	for i := range live.Spec.Versions {
+		v := &live.Spec.Versions[i]
+		v.Storage = v.Name == "v1beta1"
+		v.Served = v.Name != "v1alpha1"
+	}
+	live.Spec.Conversion = rel.WebhookConversion("v1")
+	live.Status.StoredVersions = []string{"v1alpha1", "v1beta1"}
+	next := live.DeepCopy()
+	for i := range next.Spec.Versions {
+		next.Spec.Versions[i].Storage = next.Spec.Versions[i].Name == "v1"
+	}
+	if _, unlisted := conversionPairs(live, next); !slices.Equal(unlisted, []string{"v1alpha1"}) {
+		t.Fatalf("unlisted %v, want [v1alpha1]", unlisted)
+	}
+	rep, err := Release(context.Background(), ReleaseClients{}, ReleaseOptions{Next: []*apiextensionsv1.CustomResourceDefinition{next},
+		Live: []*apiextensionsv1.CustomResourceDefinition{live}, Sources: []ObjectSource{&SliceSource{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Items[0].ConversionCheck
+	if c == nil {
+		t.Fatal("no conversion check")
+	}
+	found := false
+	for _, p := range c.Problems {
+		found = found || p.Severity == webhookcheck.SeverityWarning && strings.Contains(p.Message, "status.storedVersions lists v1alpha1, which the live CRD does not serve") &&
+			strings.Contains(p.Message, "kubectl crdver migrate "+live.Name)
+	}
+	if !found {
+		t.Errorf("no warning names v1alpha1: %+v", c.Problems)
+	}
+}

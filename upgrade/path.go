@@ -105,127 +105,118 @@ func hopCheckpoint(checkpoint string, index int) string {
 	return fmt.Sprintf("%s.hop%d", checkpoint, index)
 }
 
+// pathState is a path's checkpoint (state.go): its binding — the path (pathKey), the cluster,
+// the CRDs of all its releases, the backup its first hop took for every hop, whether every hop
+// was applied — and the hops the run chose and the one it is at. Each hop's steps are in that
+// hop's own checkpoint (a release's, hopCheckpoint), which its upgrade resumes.
+type pathState struct {
+	binding
+	// Hops are the releases the run goes through, Hop the index (0-based) of the hop it is at.
+	Hops []string `json:"hops,omitempty"`
+	Hop  int      `json:"hop,omitempty"`
+	// Instruction: the path stopped before hop Hop+1 because a person must act first.
+	Instruction string `json:"instruction,omitempty"`
+}
+
+// recordedPath is where an upgrade along a path stands, as RunPath resumes it and
+// GetPathStatus reads it: the path's state file and, when it is this path's on this cluster,
+// the state in it.
+type recordedPath struct {
+	// all are the releases given (via, then the target).
+	all                []plan.PathRelease
+	key, file, cluster string
+	// live are the UIDs of all's CRDs the cluster has, by name.
+	live map[string]string
+	// found: the file exists; why says why it may not be used ("" when it may).
+	found bool
+	why   string
+	// st is the state, nil when none is found or it may not be used.
+	st *pathState
+}
+
+// openPath reads the state of an upgrade along the path via → target on the cluster c
+// reaches; checkpoint is the path's, as given to RunPath ("" is the default, pathStateFile).
+func openPath(ctx context.Context, c *migrate.Clients, via []plan.PathRelease, target plan.PathRelease, checkpoint string) (*recordedPath, error) {
+	p := &recordedPath{all: append(append([]plan.PathRelease{}, via...), target), cluster: c.ClusterID(ctx)}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, r := range p.all {
+		crds = append(crds, r.CRDs...)
+	}
+	var err error
+	if p.live, err = liveUIDs(ctx, c, crds); err != nil {
+		return nil, err
+	}
+	if p.key, p.file, err = pathStateFile(c.Server, p.cluster, p.all, checkpoint); err != nil {
+		return nil, err
+	}
+	st := &pathState{}
+	if p.found, p.why, err = openCheckpoint(p.file, st, p.key, p.cluster, p.live); err != nil {
+		return nil, err
+	}
+	if p.found && p.why == "" {
+		p.st = st
+	}
+	return p, nil
+}
+
+// release is the release the recorded path takes at hop i (0-based), among those given.
+func (p *recordedPath) release(i int) (plan.PathRelease, error) {
+	n := p.st.Hops[i]
+	j := slices.IndexFunc(p.all, func(r plan.PathRelease) bool { return r.Name == n })
+	if j < 0 {
+		return plan.PathRelease{}, fmt.Errorf("the path's checkpoint %s names release %s, which is not given now: give the same releases as to the upgrade, or remove the file to plan the path afresh", p.file, n)
+	}
+	return p.all[j], nil
+}
+
+// unfinished is the recorded state when a run continues it: nil when there is none or every
+// hop was applied (the next run plans the path afresh).
+func (p *recordedPath) unfinished() *pathState {
+	if p.st == nil || p.st.Complete || p.st.Hop >= len(p.st.Hops) {
+		return nil
+	}
+	return p.st
+}
+
 // RunPath upgrades the cluster along the release path to o.Target: one plan of the path
 // (plan.Path, from the live state) whose refusals stop it before any write, one backup (the
-// first hop's), each hop's upgrade (storage steps and apply, Run), one verify (the last
-// hop's). Its state (the hops and the hop it is at) is kept beside the hops' own checkpoints
-// and bound, as theirs, to the cluster and the CRDs' UIDs: running it again resumes at the
-// hop, and that hop's checkpoint at its step. Before a hop whose conversion webhook does not
-// answer it stops (ErrNeedsPerson) with the instruction.
+// first hop's), each hop's upgrade (storage steps and apply: Run, the one runner of a release,
+// with its own checkpoint), one verify (the last hop's). It is a thin layer over Run: its own
+// state is which hops and the hop it is at (pathState), read and written as a release's
+// checkpoint is and bound, as that is, to the cluster and the CRDs' UIDs, so running it again
+// resumes at the hop, and that hop's upgrade at its step; and one lease over every hop's CRDs,
+// which each hop's upgrade finds held by this run. Before a hop whose conversion webhook does
+// not answer it stops (ErrNeedsPerson) with the instruction.
 func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathReport, error) {
-	timeout := o.ProbeTimeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
-	rc := plan.ReleaseClients{CRDs: c.CRDs, Dynamic: c.Dynamic, Kube: c.Kube}
-	probe := plan.ProbeConversion(rc, timeout)
-	conv := plan.WebhookConvert(rc, timeout)
-	ro := plan.ReleaseOptions{KubeVersion: o.KubeVersion, ServerDryRun: o.ServerDryRun, ChunkSize: o.ChunkSize,
-		Plan: plan.Options{FieldValidation: preview.FieldValidationStrict}, OnEvaluate: o.OnEvaluate}
 	out := &PathReport{Hops: []*Report{}, Preflight: []HopPreflight{}}
-
-	// The path's state: the hops an earlier run chose and the one it was at.
-	all := append(append([]plan.PathRelease{}, o.Via...), o.Target)
-	var allCRDs []*apiextensionsv1.CustomResourceDefinition
-	for _, r := range all {
-		allCRDs = append(allCRDs, r.CRDs...)
-	}
-	cluster := c.ClusterID(ctx)
-	live, err := liveUIDs(ctx, &runner{c: c}, allCRDs)
+	rec, err := openPath(ctx, c, o.Via, o.Target, o.Checkpoint)
 	if err != nil {
 		return out, err
 	}
-	key, path, err := pathStateFile(c.Server, cluster, all, o.Checkpoint)
-	if err != nil {
+	out.Checkpoint = rec.file
+	if rec.why != "" && o.Notify != nil {
+		o.Notify(fmt.Sprintf("the path's checkpoint %s is not used (%s): starting afresh", rec.file, rec.why))
+	}
+	p := newPathRun(c, o, rec, out)
+	if err := p.plan(ctx); err != nil {
 		return out, err
 	}
-	out.Checkpoint = path
-	st, err := loadState(path)
-	if err != nil {
+	if err := p.refusal(); err != nil {
 		return out, err
-	}
-	if st != nil {
-		if ok, why := st.belongs(key, cluster, live); !ok || st.Complete || st.Hop >= len(st.Hops) {
-			if !ok && o.Notify != nil {
-				o.Notify(fmt.Sprintf("the path's checkpoint %s is not used (%s): starting afresh", path, why))
-			}
-			st = nil
-		}
-	}
-
-	// The path: chosen from the live state, or the one the earlier run chose, from its hop on.
-	var hops []plan.PathRelease
-	if st != nil {
-		out.Resumed, out.StartHop = true, st.Hop+1
-		for _, n := range st.Hops[st.Hop:] {
-			i := slices.IndexFunc(all, func(r plan.PathRelease) bool { return r.Name == n })
-			if i < 0 {
-				return out, fmt.Errorf("the path's checkpoint %s names release %s, which is not given now: give the same releases, or remove the file to plan the path afresh", path, n)
-			}
-			hops = append(hops, all[i])
-		}
-		out.Path, err = plan.PathThrough(ctx, rc, plan.PathOptions{Via: hops[:len(hops)-1], Target: hops[len(hops)-1], Release: ro, Probe: probe, Convert: conv})
-	} else {
-		out.Path, err = plan.Path(ctx, rc, plan.PathOptions{Via: o.Via, Target: o.Target, Release: ro, Probe: probe, Convert: conv})
-		if err == nil {
-			for _, h := range out.Path.Hops {
-				i := slices.IndexFunc(all, func(r plan.PathRelease) bool { return r.Name == h.Release })
-				hops = append(hops, all[i])
-			}
-		}
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return out, fmt.Errorf("%w: %w", ErrInterrupted, err)
-		}
-		return out, err
-	}
-	// The path's preflight, before any write: every CRD reaches the target, and no hop has a
-	// CRD the API server would reject.
-	refuse := func(format string, args ...any) (*PathReport, error) {
-		err := fmt.Errorf("%w: "+format+"; nothing was written", append([]any{ErrRefused}, args...)...)
-		out.Outcome = Outcome{Result: ResultRefused, ExitCode: 1, Message: err.Error(), Remaining: []string{}}
-		return out, err
-	}
-	if !out.Path.Reachable {
-		return refuse("%s", out.Path.Verdict)
-	}
-	// Every object judged at every hop it goes through (plan.Path: as the hops before leave
-	// it), with the consent given: a hop that refuses stops the path before its first write.
-	out.Preflight = pathPreflight(out.Path, o.Consent())
-	if why := pathRefusal(out.Preflight); why != "" {
-		var kinds []plan.Kind
-		for _, hp := range out.Preflight {
-			kinds = append(kinds, hp.Refusals...)
-		}
-		rep, err := refuse("%s", why)
-		rep.Outcome.Refusals = o.Consent().Refusals(kinds)
-		return rep, err
 	}
 	if o.DryRun {
 		// The first hop's preflight (nothing is written); the later hops are planned above.
-		uo := o.Options
-		uo.Next, uo.ApplyFile = hops[0].CRDs, hops[0].File
-		uo.Hop = &HopOptions{Index: 1, Of: len(hops), Release: hops[0].Name, File: hops[0].File, Last: len(hops) == 1}
-		rep, err := Run(ctx, c, uo)
-		if rep != nil {
-			rep.Hop = uo.Hop
-			out.Hops, out.Outcome = append(out.Hops, rep), rep.Outcome
-		}
+		_, err := p.hop(ctx, p.hopOptions(p.hops[0], 1, len(p.hops)))
 		return out, err
 	}
 	// One run at a time on the path's CRDs, held from before the first hop's first write to
 	// the end of the last hop: no other run slips in between two hops (each hop's upgrade
 	// finds the lease held by this run and goes on under it).
-	var names []string
-	for _, r := range hops {
-		for _, n := range r.CRDs {
-			if !slices.Contains(names, n.Name) {
-				names = append(names, n.Name)
-			}
-		}
+	var crds [][]*apiextensionsv1.CustomResourceDefinition
+	for _, r := range p.hops {
+		crds = append(crds, r.CRDs)
 	}
-	lease, note, err := migrate.AcquireLease(ctx, c, "kubectl crdver upgrade (a release path)", names...)
+	lease, note, err := holdLease(ctx, c, "kubectl crdver upgrade (a release path)", crds...)
 	if err != nil {
 		return out, err
 	}
@@ -233,82 +224,191 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 	if note != "" && o.Notify != nil {
 		o.Notify(note)
 	}
-	if st == nil {
-		st = &state{Release: key, Cluster: cluster, Server: c.Server, CRDs: live, Done: []string{}, BackupFile: o.BackupFile}
-		for _, h := range hops {
-			st.Hops = append(st.Hops, h.Name)
+	return out, p.carryOut(ctx)
+}
+
+// pathRun is one run of RunPath.
+type pathRun struct {
+	c   *migrate.Clients
+	o   PathOptions
+	rc  plan.ReleaseClients
+	po  plan.PathOptions // the template of the path's plans (Via and Target set per plan)
+	rec *recordedPath
+	// st is the path's state (the recorded one when resumed); hops the releases this run
+	// takes, from the hop it starts at.
+	st   *pathState
+	hops []plan.PathRelease
+	out  *PathReport
+}
+
+func newPathRun(c *migrate.Clients, o PathOptions, rec *recordedPath, out *PathReport) *pathRun {
+	timeout := o.ProbeTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	rc := plan.ReleaseClients{CRDs: c.CRDs, Dynamic: c.Dynamic, Kube: c.Kube}
+	ro := plan.ReleaseOptions{KubeVersion: o.KubeVersion, ServerDryRun: o.ServerDryRun, ChunkSize: o.ChunkSize,
+		Plan: plan.Options{FieldValidation: preview.FieldValidationStrict}, OnEvaluate: o.OnEvaluate}
+	po := plan.PathOptions{Release: ro, Probe: plan.ProbeConversion(rc, timeout), Convert: plan.WebhookConvert(rc, timeout)}
+	return &pathRun{c: c, o: o, rc: rc, po: po, rec: rec, out: out}
+}
+
+// plan plans the path from the live state: the hops the recorded run chose, from the one it
+// is at (plan.PathThrough), or, when none is to be continued, the hops plan.Path chooses.
+func (p *pathRun) plan(ctx context.Context) error {
+	var err error
+	po := p.po
+	if st := p.rec.unfinished(); st != nil {
+		p.st, p.out.Resumed, p.out.StartHop = st, true, st.Hop+1
+		for i := st.Hop; i < len(st.Hops); i++ {
+			rel, err := p.rec.release(i)
+			if err != nil {
+				return err
+			}
+			p.hops = append(p.hops, rel)
+		}
+		po.Via, po.Target = p.hops[:len(p.hops)-1], p.hops[len(p.hops)-1]
+		p.out.Path, err = plan.PathThrough(ctx, p.rc, po)
+	} else {
+		po.Via, po.Target = p.o.Via, p.o.Target
+		if p.out.Path, err = plan.Path(ctx, p.rc, po); err == nil {
+			for _, h := range p.out.Path.Hops {
+				i := slices.IndexFunc(p.rec.all, func(r plan.PathRelease) bool { return r.Name == h.Release })
+				p.hops = append(p.hops, p.rec.all[i])
+			}
 		}
 	}
-	save := func() error {
-		if err := migrate.WriteJSONAtomic(path, st); err != nil {
-			return fmt.Errorf("writing the path's checkpoint %s: %w", path, err)
+	return interrupted(ctx, err)
+}
+
+// refusal is the path's preflight, before any write: every CRD reaches the target, and every
+// object judged at every hop it goes through (plan.Path: as the hops before leave it) with the
+// consent given; a hop that refuses stops the path before its first write (ErrRefused, and
+// the path's outcome says so).
+func (p *pathRun) refusal() error {
+	out := p.out
+	why := out.Path.Verdict
+	if out.Path.Reachable {
+		out.Preflight = pathPreflight(out.Path, p.o.Consent())
+		if why = pathRefusal(out.Preflight); why == "" {
+			return nil
 		}
-		return nil
 	}
+	err := fmt.Errorf("%w: %s; nothing was written", ErrRefused, why)
+	out.Outcome = Outcome{Result: ResultRefused, ExitCode: 1, Message: err.Error(), Remaining: []string{}}
+	if out.Path.Reachable {
+		var kinds []plan.Kind
+		for _, hp := range out.Preflight {
+			kinds = append(kinds, hp.Refusals...)
+		}
+		out.Outcome.Refusals = p.o.Consent().Refusals(kinds)
+	}
+	return err
+}
+
+// hopOptions are the options of the upgrade of hop index (1-based, of the whole path of of
+// hops) to rel: o's, with the release and the hop's place.
+func (p *pathRun) hopOptions(rel plan.PathRelease, index, of int) Options {
+	uo := p.o.Options
+	uo.Next, uo.ApplyFile = rel.CRDs, rel.File
+	uo.Hop = &HopOptions{Index: index, Of: of, Release: rel.Name, File: rel.File, Last: index == of}
+	return uo
+}
+
+// hop runs the upgrade of one hop (Run) and adds its report to the path's, whose outcome is
+// the last hop's.
+func (p *pathRun) hop(ctx context.Context, uo Options) (*Report, error) {
+	rep, err := Run(ctx, p.c, uo)
+	if rep != nil {
+		rep.Hop = uo.Hop
+		p.out.Hops, p.out.Outcome = append(p.out.Hops, rep), rep.Outcome
+	}
+	return rep, err
+}
+
+// carryOut takes the hops in order, from the one the path is at, saving the path's state
+// before and after each; it ends at the last, or at the first that stops or is not applied
+// (running again goes on there).
+func (p *pathRun) carryOut(ctx context.Context) error {
+	if p.st == nil {
+		p.st = &pathState{binding: binding{Release: p.rec.key, Cluster: p.rec.cluster, Server: p.c.Server, CRDs: p.rec.live, BackupFile: p.o.BackupFile}}
+		for _, h := range p.hops {
+			p.st.Hops = append(p.st.Hops, h.Name)
+		}
+	}
+	st := p.st
 	backup := st.BackupFile
 	if backup == "" {
-		backup = o.BackupFile
+		backup = p.o.BackupFile
 	}
-	confirm := o.Confirm
-	for i, rel := range hops {
+	confirm := p.o.Confirm // asked once, before the first write
+	for i, rel := range p.hops {
 		index := st.Hop + 1 // 1-based, of the whole path
-		ph := &out.Path.Hops[i]
 		if i > 0 {
 			// The conversions this hop relies on, asked again now that the hops before it ran.
-			rws, err := plan.HopRewrites(ctx, rc, rel, probe)
+			rws, err := plan.HopRewrites(ctx, p.rc, rel, p.po.Probe)
 			if err != nil {
-				return out, err
+				return err
 			}
-			ph.Rewrites = rws
+			p.out.Path.Hops[i].Rewrites = rws
 		}
-		if in := ph.Instruction(); in != "" {
-			out.StoppedBefore, out.Instruction = index, fmt.Sprintf("before hop %d (%s): %s; then run the same command again", index, rel.Name, in)
-			st.Instruction = out.Instruction
-			out.Outcome = Outcome{Result: ResultNotApplied, ExitCode: 1, Message: out.Instruction, Remaining: []string{out.Instruction}}
-			if err := save(); err != nil {
-				return out, err
-			}
-			return out, fmt.Errorf("%w: %s", ErrNeedsPerson, out.Instruction)
+		if in := p.out.Path.Hops[i].Instruction(); in != "" {
+			return p.stopBefore(index, rel, in)
 		}
-		uo := o.Options
-		uo.Next, uo.ApplyFile, uo.BackupFile, uo.Confirm = rel.CRDs, rel.File, backup, confirm
-		uo.Hop = &HopOptions{Index: index, Of: len(st.Hops), Release: rel.Name, File: rel.File, BackupTaken: st.Backup != nil, Last: index == len(st.Hops)}
-		uo.Checkpoint = hopCheckpoint(o.Checkpoint, index)
+		uo := p.hopOptions(rel, index, len(st.Hops))
+		uo.BackupFile, uo.Confirm, uo.Checkpoint = backup, confirm, hopCheckpoint(p.o.Checkpoint, index)
+		uo.Hop.BackupTaken = st.Backup != nil
 		st.Instruction = ""
-		if o.Notify != nil {
-			o.Notify(fmt.Sprintf("hop %d/%d: %s", index, len(st.Hops), rel.Name))
+		if p.o.Notify != nil {
+			p.o.Notify(fmt.Sprintf("hop %d/%d: %s", index, len(st.Hops), rel.Name))
 		}
-		if err := save(); err != nil {
-			return out, err
+		if err := p.save(); err != nil {
+			return err
 		}
-		rep, err := Run(ctx, c, uo)
-		if rep != nil {
-			rep.Hop = uo.Hop
-			out.Hops = append(out.Hops, rep)
-			out.Outcome = rep.Outcome
-			if rep.Backup != nil && st.Backup == nil {
-				st.Backup, st.BackupFile = rep.Backup, rep.Backup.File
-			}
+		uo.onBackup = p.recordBackup
+		rep, err := p.hop(ctx, uo)
+		if err != nil || !rep.Outcome.Applied {
+			// Stopped, or the hop's release is not applied (a deployment tool applies it,
+			// --no-apply): the path goes on from here when run again.
+			_ = p.save()
+			return err
 		}
-		if err != nil {
-			_ = save()
-			return out, err
+		confirm = nil
+		if st.Hop++; st.Hop == len(st.Hops) {
+			st.complete()
 		}
-		if !rep.Outcome.Applied {
-			// The hop's release is not applied (a deployment tool applies it, --no-apply):
-			// the path goes on from here when run again.
-			_ = save()
-			return out, nil
-		}
-		confirm = nil // asked once, before the first write
-		st.Hop++
-		if index == len(st.Hops) {
-			now := time.Now().UTC().Truncate(time.Second)
-			st.Complete, st.CompletedAt = true, &now
-		}
-		if err := save(); err != nil {
-			return out, err
+		if err := p.save(); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// recordBackup records in the path's state the backup a hop's upgrade took (the first hop's,
+// the path's for every hop), as soon as that hop has recorded it: a run killed after it, even
+// after that hop's apply and before the path recorded the hop, leaves it to the later hops.
+func (p *pathRun) recordBackup(b *Backup) error {
+	if p.st.Backup != nil {
+		return nil
+	}
+	p.st.Backup, p.st.BackupFile = b, b.File
+	return p.save()
+}
+
+// stopBefore stops the path before hop index (rel) because a person must act first (in):
+// recorded in its state, said in its outcome (ErrNeedsPerson).
+func (p *pathRun) stopBefore(index int, rel plan.PathRelease, in string) error {
+	out := p.out
+	out.StoppedBefore, out.Instruction = index, fmt.Sprintf("before hop %d (%s): %s; then run the same command again", index, rel.Name, in)
+	p.st.Instruction = out.Instruction
+	out.Outcome = Outcome{Result: ResultNotApplied, ExitCode: 1, Message: out.Instruction, Remaining: []string{out.Instruction}}
+	if err := p.save(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s", ErrNeedsPerson, out.Instruction)
+}
+
+// save writes the path's state.
+func (p *pathRun) save() error {
+	return writeCheckpoint(p.rec.file, "the path's checkpoint", p.st)
 }

@@ -240,3 +240,61 @@ func TestGetPathStatus(t *testing.T) {
 		t.Errorf("after the path: %+v, next %s; want complete, nothing", st.Path, st.Next)
 	}
 }
+
+// TestAPathOfOneHopIsTheReleaseRun: a path of one hop is the release's own run: interrupted in
+// its hop, the release's status (no path) reads the hop's steps from the same checkpoint, and
+// the release's own upgrade resumes it to its end; the path run again then finds its one hop
+// in place and is complete, as its status says.
+func TestAPathOfOneHopIsTheReleaseRun(t *testing.T) {
+	group := "onehop.run.example.com"
+	live := widgetCRD(group, version{"v1", true, true, true})
+	next := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, true})
+	f := newRunFx(t, live, next, map[string]map[string]any{"w-one": {"size": int64(1)}, "w-two": {"size": int64(2)}})
+	target := plan.PathRelease{Name: "v0.2.0", File: "v0.2.0/", CRDs: []*apiextensionsv1.CustomResourceDefinition{next}}
+	o := PathOptions{Options: Options{ApplyFile: target.File, BackupFile: f.backup}, Target: target}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o.Notify = func(line string) {
+		if strings.HasPrefix(line, "step 1/") {
+			cancel()
+		}
+	}
+	if _, err := RunPath(ctx, f.c, o); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("RunPath cancelled after its hop's first step: %v, want ErrInterrupted", err)
+	}
+	st, err := GetStatus(context.Background(), f.c, target.CRDs, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Found || len(st.Done) != 1 || st.Next != NextContinue {
+		t.Fatalf("the release's status after the path's hop stopped: found %v, done %v, next %s; want its first step done, continue", st.Found, st.Done, st.Next)
+	}
+
+	rep, err := Run(context.Background(), f.c, Options{Next: target.CRDs, ApplyFile: target.File, BackupFile: f.backup})
+	if err != nil {
+		t.Fatalf("Run of the hop's release: %v", err)
+	}
+	if !rep.Resumed || rep.Checkpoint != st.Checkpoint || rep.Outcome.Result != ResultComplete {
+		t.Errorf("Run of the hop's release: resumed %v from %s (status read %s), outcome %+v; want the hop's run resumed to its end", rep.Resumed, rep.Checkpoint, st.Checkpoint, rep.Outcome)
+	}
+
+	o.Notify = nil
+	prep, err := RunPath(context.Background(), f.c, o)
+	if err != nil {
+		t.Fatalf("RunPath again: %v", err)
+	}
+	if len(prep.Hops) != 1 {
+		t.Fatalf("RunPath again: %d hops, want 1", len(prep.Hops))
+	}
+	if !prep.Resumed || prep.Hops[0].AlreadyInPlace == "" || !prep.Outcome.Applied {
+		t.Errorf("RunPath again: resumed %v, in place %q, outcome %+v; want its one hop found in place", prep.Resumed, prep.Hops[0].AlreadyInPlace, prep.Outcome)
+	}
+	ps, err := GetPathStatus(context.Background(), f.c, nil, target, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps.Path == nil || !ps.Path.Complete || ps.Next != NextNothing || ps.Checkpoint != st.Checkpoint {
+		t.Errorf("the path's status: %+v, next %s, hop checkpoint %s; want complete, nothing, %s", ps.Path, ps.Next, ps.Checkpoint, st.Checkpoint)
+	}
+}

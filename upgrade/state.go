@@ -2,8 +2,16 @@ package upgrade
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -18,40 +26,194 @@ import (
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
+// A checkpoint is a run's state file, of one of two kinds: a release's (state: its steps)
+// and a path's (pathState, path.go: its hops). Both are bound (binding) to the release or path
+// they were written for, on one cluster, to its CRD objects, and both are read, judged and
+// written here: openCheckpoint, writeCheckpoint.
+
+// binding is what both kinds of checkpoint hold: what they were written for, and may be used
+// for only (belongs); the backup, which a path's first hop takes for every hop; and whether the
+// run ran to its end.
+type binding struct {
+	// Release identifies the release (releaseKey) or the path (pathKey).
+	Release string `json:"release"`
+	// Cluster is the cluster's identity (migrate.Clients.ClusterID: its kube-system namespace's
+	// UID; "" when it could not be read) and Server the address it was reached at.
+	Cluster string `json:"cluster,omitempty"`
+	Server  string `json:"server,omitempty"`
+	// CRDs are the UIDs of the release's CRDs the cluster had, by name.
+	CRDs       map[string]string `json:"crds,omitempty"`
+	BackupFile string            `json:"backupFile,omitempty"`
+	Backup     *Backup           `json:"backup,omitempty"`
+	// Complete: the run applied the release (every hop of the path) and ran to its end. A
+	// later run of the same release (after going back to another one) starts afresh, with a
+	// backup of its own.
+	Complete    bool       `json:"complete,omitempty"`
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+}
+
+func (b *binding) bound() *binding { return b }
+
+// complete records that the run ran to its end (now).
+func (b *binding) complete() {
+	now := time.Now().UTC().Truncate(time.Second)
+	b.Complete, b.CompletedAt = true, &now
+}
+
+// state is a release's checkpoint: its binding, the steps done. It is trusted only for the
+// cluster and the CRD objects it was written for (belongs).
+type state struct {
+	binding
+	Done []string `json:"done"`
+	// Started is the step that writes to the cluster which the run began last (saved before
+	// its first write): from then on the objects may have lost what the backup holds.
+	Started string `json:"started,omitempty"`
+	// Serving are the versions this run is about to serve again (saved before the write that
+	// serves them), so that a run killed in between still undoes them when it is refused.
+	Serving          []ServedAgain `json:"serving,omitempty"`
+	DataLossFound    bool          `json:"dataLossFound"`
+	DataLossAccepted bool          `json:"dataLossAccepted"`
+	// FixValues: a run of the release was told to convert values of another type.
+	FixValues bool `json:"fixValues,omitempty"`
+}
+
+// checkpoint is either kind of checkpoint.
+type checkpoint interface{ bound() *binding }
+
+// belongs reports whether s may be used on the cluster now reached (cluster: its identity,
+// live: the UIDs of the release's CRDs it has now, by name); why says in a few words why not.
+func (s *binding) belongs(release, cluster string, live map[string]string) (bool, string) {
+	if s.Release != release {
+		return false, "it is for another release"
+	}
+	if ok, why := migrate.SameCluster(s.Cluster, cluster); !ok {
+		return false, why
+	}
+	if (s.Cluster == "" || cluster == "") && len(s.CRDs) == 0 {
+		return false, "it does not say which cluster it was written for"
+	}
+	names := make([]string, 0, len(s.CRDs))
+	for n := range s.CRDs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		switch uid := live[n]; {
+		case uid == "":
+			return false, fmt.Sprintf("%s, which it was written for, is no longer in the cluster", n)
+		case uid != s.CRDs[n]:
+			return false, fmt.Sprintf("%s is another object than the one it was written for (uid %s, now %s)", n, migrate.ShortUID(s.CRDs[n]), migrate.ShortUID(uid))
+		}
+	}
+	return true, ""
+}
+
+// openCheckpoint reads the checkpoint at path into s, the one way both kinds are resumed:
+// found says whether the file exists; why, when it does, why it may not be used (it was
+// written for another release than key, another cluster than cluster, or CRD objects other
+// than live: belongs), "" when it may.
+func openCheckpoint(path string, s checkpoint, key, cluster string, live map[string]string) (found bool, why string, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("reading the upgrade checkpoint %s: %w", path, err)
+	}
+	if err := json.Unmarshal(b, s); err != nil {
+		return true, "", fmt.Errorf("the upgrade checkpoint %s is not valid (%v): remove it to start over", path, err)
+	}
+	_, why = s.bound().belongs(key, cluster, live)
+	return true, why, nil
+}
+
+// writeCheckpoint replaces the checkpoint at path with s (migrate.WriteJSONAtomic: synced
+// before and after the rename); what names it in the error.
+func writeCheckpoint(path, what string, s checkpoint) error {
+	if err := migrate.WriteJSONAtomic(path, s); err != nil {
+		return fmt.Errorf("writing %s %s: %w", what, path, err)
+	}
+	return nil
+}
+
+// DefaultCheckpointPath is the upgrade's state file for a release (its CRD names) on a
+// cluster (its address and, when known, its identity: two clusters reached at the same
+// address have two files): <cache>/kubectl-crdver/upgrade/<hash>.json.
+func DefaultCheckpointPath(server, cluster string, next []*apiextensionsv1.CustomResourceDefinition) (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the cache folder for the upgrade's checkpoint: %w", err)
+	}
+	key := releaseKey(server, next)
+	if cluster != "" {
+		sum := sha256.Sum256([]byte(key + "\x00" + cluster))
+		key = hex.EncodeToString(sum[:])
+	}
+	return filepath.Join(dir, "kubectl-crdver", "upgrade", key[:16]+".json"), nil
+}
+
+// releaseKey identifies a release on a cluster: the server and each CRD's name and spec.
+func releaseKey(server string, next []*apiextensionsv1.CustomResourceDefinition) string {
+	h := sha256.New()
+	h.Write([]byte(server))
+	names := make([]string, 0, len(next))
+	specs := map[string][]byte{}
+	for _, c := range next {
+		names = append(names, c.Name)
+		specs[c.Name], _ = json.Marshal(c.Spec)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		h.Write([]byte("\x00" + n + "\x00"))
+		h.Write(specs[n])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// openRelease is the checkpoint of a release (next) on the cluster c reaches, as a run resumes
+// it and GetStatus reads it: its file (checkpoint, else DefaultCheckpointPath), and the state
+// in it when found, with why it may not be used (openCheckpoint). live are the UIDs of next's
+// CRDs the cluster has.
+func openRelease(c *migrate.Clients, cluster string, next []*apiextensionsv1.CustomResourceDefinition, live map[string]string, checkpoint string) (path string, s *state, why string, err error) {
+	path = checkpoint
+	if path == "" {
+		if path, err = DefaultCheckpointPath(c.Server, cluster, next); err != nil {
+			return "", nil, "", err
+		}
+	}
+	s = &state{}
+	found, why, err := openCheckpoint(path, s, releaseKey(c.Server, next), cluster, live)
+	if err != nil || !found {
+		return path, nil, "", err
+	}
+	return path, s, why, nil
+}
+
 // loadCheckpoint finds the state of an earlier run of the same release and keeps it only when
-// it was written for this cluster and these CRD objects (state.belongs); otherwise the run
-// starts afresh and says why in one line. A finished run's state is not resumed: whether its
-// release is still in place is read from the cluster (inPlace).
+// it was written for this cluster and these CRD objects (belongs); otherwise the run starts
+// afresh and says why in one line. A finished run's state is not resumed: whether its release
+// is still in place is read from the cluster (inPlace).
 func (r *runner) loadCheckpoint(ctx context.Context) error {
 	c, o := r.c, r.o
 	cluster := c.ClusterID(ctx)
-	release := releaseKey(c.Server, o.Next)
-	live, err := liveUIDs(ctx, r, o.Next)
+	live, err := liveUIDs(ctx, c, o.Next)
 	if err != nil {
 		return err
 	}
-	path := o.Checkpoint
-	if path == "" {
-		if path, err = DefaultCheckpointPath(c.Server, cluster, o.Next); err != nil {
-			return err
-		}
+	path, cp, why, err := openRelease(c, cluster, o.Next, live, o.Checkpoint)
+	if err != nil {
+		return err
 	}
 	r.cpPath, r.rep.Checkpoint = path, path
-	cp, err := loadState(path)
-	if err != nil {
-		return err
-	}
-	fresh := &state{Release: release, Cluster: cluster, Server: c.Server, CRDs: live, Done: []string{}}
-	r.cp = fresh
-	if cp == nil {
+	r.cp = &state{binding: binding{Release: releaseKey(c.Server, o.Next), Cluster: cluster, Server: c.Server, CRDs: live}, Done: []string{}}
+	switch {
+	case cp == nil:
 		return nil
-	}
-	if ok, why := cp.belongs(release, cluster, live); !ok {
+	case why != "":
 		r.rep.CheckpointIgnored = fmt.Sprintf("the checkpoint %s is not used (%s): starting afresh", path, why)
 		r.notify("%s", r.rep.CheckpointIgnored)
 		return nil
-	}
-	if cp.Complete {
+	case cp.Complete:
 		r.earlier = cp
 		return nil
 	}
@@ -71,11 +233,20 @@ func (r *runner) loadCheckpoint(ctx context.Context) error {
 	return nil
 }
 
+// save writes the release's checkpoint (none when the run has no file: a dry run).
+func (r *runner) save() error {
+	if r.cpPath == "" {
+		return nil
+	}
+	r.cp.BackupFile = r.o.BackupFile
+	return writeCheckpoint(r.cpPath, "the upgrade checkpoint", r.cp)
+}
+
 // liveUIDs are the UIDs of the release's CRDs the cluster has, by name.
-func liveUIDs(ctx context.Context, r *runner, next []*apiextensionsv1.CustomResourceDefinition) (map[string]string, error) {
+func liveUIDs(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.CustomResourceDefinition) (map[string]string, error) {
 	out := map[string]string{}
 	for _, n := range next {
-		crd, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n.Name, metav1.GetOptions{})
+		crd, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -165,8 +336,7 @@ func (r *runner) finished(ctx context.Context, why string) error {
 // markComplete records that the release was applied and the run ran to its end: nothing is
 // left to resume, and the next run of the release is a new upgrade with a backup of its own.
 func (r *runner) markComplete() error {
-	now := time.Now().UTC().Truncate(time.Second)
-	r.cp.Complete, r.cp.CompletedAt = true, &now
+	r.cp.complete()
 	return r.save()
 }
 

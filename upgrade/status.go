@@ -3,7 +3,6 @@ package upgrade
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -83,37 +82,18 @@ type PathStatus struct {
 }
 
 // GetPathStatus reads the state of an upgrade along the release path via → target (as given
-// to RunPath) on the cluster c reaches: the hops the recorded run chose, the hop it is at and,
-// as GetStatus says it, that hop's release and steps. checkpoint is the path's, as given to
-// RunPath ("" is the default). It writes nothing.
+// to RunPath) on the cluster c reaches, as RunPath resumes it (openPath): the hops the recorded
+// run chose, the hop it is at and, as GetStatus says it, that hop's release and steps.
+// checkpoint is the path's, as given to RunPath ("" is the default). It writes nothing.
 func GetPathStatus(ctx context.Context, c *migrate.Clients, via []plan.PathRelease, target plan.PathRelease, checkpoint, fieldManager string) (*Status, error) {
-	all := append(append([]plan.PathRelease{}, via...), target)
-	var allCRDs []*apiextensionsv1.CustomResourceDefinition
-	for _, r := range all {
-		allCRDs = append(allCRDs, r.CRDs...)
-	}
-	cluster := c.ClusterID(ctx)
-	key, path, err := pathStateFile(c.Server, cluster, all, checkpoint)
+	rec, err := openPath(ctx, c, via, target, checkpoint)
 	if err != nil {
 		return nil, err
 	}
-	ps := &PathStatus{Checkpoint: path, Hops: []string{}}
-	cp, err := loadState(path)
-	if err != nil {
-		return nil, err
-	}
-	if cp != nil {
-		ps.Found = true
-		live, err := liveUIDs(ctx, &runner{c: c}, allCRDs)
-		if err != nil {
-			return nil, err
-		}
-		if ok, why := cp.belongs(key, cluster, live); !ok {
-			ps.NotThisCluster, cp = why, nil
-		}
-	}
+	ps := &PathStatus{Checkpoint: rec.file, Found: rec.found, NotThisCluster: rec.why, Hops: []string{}}
 	// The release the status is about: the hop the run is at, else the target.
-	rel, hopCP, index := target, hopCheckpoint(checkpoint, len(all)), 0
+	rel, hopCP := target, hopCheckpoint(checkpoint, len(rec.all))
+	cp := rec.st
 	if cp != nil {
 		ps.Hops = append(ps.Hops, cp.Hops...)
 		ps.Complete, ps.CompletedAt, ps.Instruction = cp.Complete, cp.CompletedAt, cp.Instruction
@@ -121,18 +101,17 @@ func GetPathStatus(ctx context.Context, c *migrate.Clients, via []plan.PathRelea
 		if cp.Complete || at >= len(cp.Hops) {
 			at = len(cp.Hops) - 1
 		} else {
-			index = at + 1
+			ps.Hop = at + 1
 		}
 		if at >= 0 && at < len(cp.Hops) {
-			i := slices.IndexFunc(all, func(r plan.PathRelease) bool { return r.Name == cp.Hops[at] })
-			if i < 0 {
-				return nil, fmt.Errorf("the path's checkpoint %s names release %s, which is not given now: give the same releases as to the upgrade", path, cp.Hops[at])
+			if rel, err = rec.release(at); err != nil {
+				return nil, err
 			}
-			rel, hopCP = all[i], hopCheckpoint(checkpoint, at+1)
+			hopCP = hopCheckpoint(checkpoint, at+1)
 		}
 	}
-	if index > 0 {
-		ps.Hop, ps.Release = index, rel.Name
+	if ps.Hop > 0 {
+		ps.Release = rel.Name
 	}
 	st, err := GetStatus(ctx, c, rel.CRDs, hopCP, fieldManager)
 	if err != nil {
@@ -143,13 +122,7 @@ func GetPathStatus(ctx context.Context, c *migrate.Clients, via []plan.PathRelea
 	if cp != nil && st.Backup == nil && st.BackupFile == "" {
 		// The path's backup (its first hop's), which the hop's own checkpoint, not written
 		// yet, does not name.
-		st.BackupFile = cp.BackupFile
-		if cp.Backup != nil {
-			st.Backup = cp.Backup
-			if err := checkBackup(cp.Backup); err != nil {
-				st.BackupProblem = err.Error()
-			}
-		}
+		st.backupOf(&cp.binding)
 	}
 	switch {
 	case st.Next == NextWait:
@@ -160,6 +133,18 @@ func GetPathStatus(ctx context.Context, c *migrate.Clients, via []plan.PathRelea
 		st.Next = NextContinue
 	}
 	return st, nil
+}
+
+// backupOf says which backup the run recorded in b took or was given, and whether it can
+// still be used.
+func (st *Status) backupOf(b *binding) {
+	st.BackupFile = b.BackupFile
+	if b.Backup != nil {
+		st.Backup = b.Backup
+		if err := checkBackup(b.Backup); err != nil {
+			st.BackupProblem = err.Error()
+		}
+	}
 }
 
 // StatusCRD is one CRD of the release as the cluster has it.
@@ -179,14 +164,6 @@ type StatusCRD struct {
 func GetStatus(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.CustomResourceDefinition, checkpoint, fieldManager string) (*Status, error) {
 	cluster := c.ClusterID(ctx)
 	st := &Status{Done: []string{}, CRDs: []StatusCRD{}, Next: NextStart}
-	if checkpoint == "" {
-		p, err := DefaultCheckpointPath(c.Server, cluster, next)
-		if err != nil {
-			return nil, err
-		}
-		checkpoint = p
-	}
-	st.Checkpoint = checkpoint
 	live := map[string]string{}
 	var pairs [][2]*apiextensionsv1.CustomResourceDefinition
 	for _, n := range next {
@@ -217,17 +194,18 @@ func GetStatus(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.
 		}
 		st.CRDs = append(st.CRDs, sc)
 	}
-	cp, err := loadState(checkpoint)
+	path, cp, why, err := openRelease(c, cluster, next, live, checkpoint)
 	if err != nil {
 		return nil, err
 	}
+	st.Checkpoint = path
 	switch {
 	case st.HeldBy != "":
 		st.Next = NextWait
 	case cp == nil:
 	default:
 		st.Found = true
-		if ok, why := cp.belongs(releaseKey(c.Server, next), cluster, live); !ok {
+		if why != "" {
 			st.NotThisCluster = why
 			break
 		}
@@ -236,13 +214,7 @@ func GetStatus(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.
 		if st.Done == nil {
 			st.Done = []string{}
 		}
-		st.BackupFile = cp.BackupFile
-		if cp.Backup != nil {
-			st.Backup = cp.Backup
-			if err := checkBackup(cp.Backup); err != nil {
-				st.BackupProblem = err.Error()
-			}
-		}
+		st.backupOf(&cp.binding)
 		st.Next = NextContinue
 		if cp.Complete {
 			st.Next = NextNothing

@@ -9,13 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,129 +31,6 @@ import (
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/restore"
 )
-
-// state is the upgrade's checkpoint: which release on which cluster, the backup, the steps
-// done. It is trusted only for the cluster and the CRD objects it was written for (belongs).
-type state struct {
-	Release string `json:"release"`
-	// Cluster is the cluster's identity (migrate.Clients.ClusterID: its kube-system namespace's
-	// UID; "" when it could not be read) and Server the address it was reached at.
-	Cluster string `json:"cluster,omitempty"`
-	Server  string `json:"server,omitempty"`
-	// CRDs are the UIDs of the release's CRDs the cluster had, by name.
-	CRDs       map[string]string `json:"crds,omitempty"`
-	BackupFile string            `json:"backupFile,omitempty"`
-	Backup     *Backup           `json:"backup,omitempty"`
-	Done       []string          `json:"done"`
-	// Started is the step that writes to the cluster which the run began last (saved before
-	// its first write): from then on the objects may have lost what the backup holds.
-	Started string `json:"started,omitempty"`
-	// Serving are the versions this run is about to serve again (saved before the write that
-	// serves them), so that a run killed in between still undoes them when it is refused.
-	Serving          []ServedAgain `json:"serving,omitempty"`
-	DataLossFound    bool          `json:"dataLossFound"`
-	DataLossAccepted bool          `json:"dataLossAccepted"`
-	// FixValues: a run of the release was told to convert values of another type.
-	FixValues bool `json:"fixValues,omitempty"`
-	// Complete: the run applied the release and ran to its end. A later run of the same
-	// release (after going back to another one) starts afresh, with a backup of its own.
-	Complete    bool       `json:"complete,omitempty"`
-	CompletedAt *time.Time `json:"completedAt,omitempty"`
-	// Hops and Hop, in a release path's state (RunPath): the releases it goes through and
-	// the index of the hop it is at.
-	Hops []string `json:"hops,omitempty"`
-	Hop  int      `json:"hop,omitempty"`
-	// Instruction: the path stopped before hop Hop+1 because a person must act first.
-	Instruction string `json:"instruction,omitempty"`
-}
-
-// belongs reports whether s may be used on the cluster now reached (cluster: its identity,
-// live: the UIDs of the release's CRDs it has now, by name); why says in a few words why not.
-func (s *state) belongs(release, cluster string, live map[string]string) (bool, string) {
-	if s.Release != release {
-		return false, "it is for another release"
-	}
-	if ok, why := migrate.SameCluster(s.Cluster, cluster); !ok {
-		return false, why
-	}
-	if (s.Cluster == "" || cluster == "") && len(s.CRDs) == 0 {
-		return false, "it does not say which cluster it was written for"
-	}
-	names := make([]string, 0, len(s.CRDs))
-	for n := range s.CRDs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		switch uid := live[n]; {
-		case uid == "":
-			return false, fmt.Sprintf("%s, which it was written for, is no longer in the cluster", n)
-		case uid != s.CRDs[n]:
-			return false, fmt.Sprintf("%s is another object than the one it was written for (uid %s, now %s)", n, migrate.ShortUID(s.CRDs[n]), migrate.ShortUID(uid))
-		}
-	}
-	return true, ""
-}
-
-// DefaultCheckpointPath is the upgrade's state file for a release (its CRD names) on a
-// cluster (its address and, when known, its identity: two clusters reached at the same
-// address have two files): <cache>/kubectl-crdver/upgrade/<hash>.json.
-func DefaultCheckpointPath(server, cluster string, next []*apiextensionsv1.CustomResourceDefinition) (string, error) {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("finding the cache folder for the upgrade's checkpoint: %w", err)
-	}
-	key := releaseKey(server, next)
-	if cluster != "" {
-		sum := sha256.Sum256([]byte(key + "\x00" + cluster))
-		key = hex.EncodeToString(sum[:])
-	}
-	return filepath.Join(dir, "kubectl-crdver", "upgrade", key[:16]+".json"), nil
-}
-
-// releaseKey identifies a release on a cluster: the server and each CRD's name and spec.
-func releaseKey(server string, next []*apiextensionsv1.CustomResourceDefinition) string {
-	h := sha256.New()
-	h.Write([]byte(server))
-	names := make([]string, 0, len(next))
-	specs := map[string][]byte{}
-	for _, c := range next {
-		names = append(names, c.Name)
-		specs[c.Name], _ = json.Marshal(c.Spec)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		h.Write([]byte("\x00" + n + "\x00"))
-		h.Write(specs[n])
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func loadState(path string) (*state, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the upgrade checkpoint %s: %w", path, err)
-	}
-	var s state
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("the upgrade checkpoint %s is not valid (%v): remove it to start over", path, err)
-	}
-	return &s, nil
-}
-
-func (r *runner) save() error {
-	if r.cpPath == "" {
-		return nil
-	}
-	r.cp.BackupFile = r.o.BackupFile
-	if err := migrate.WriteJSONAtomic(r.cpPath, r.cp); err != nil {
-		return fmt.Errorf("writing the upgrade checkpoint %s: %w", r.cpPath, err)
-	}
-	return nil
-}
 
 func stepKey(s plan.RunbookStep) string {
 	return s.Action + "|" + strings.Join(s.CRDs, ",") + "|" + s.Version + "|" + s.Target

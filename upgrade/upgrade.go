@@ -56,15 +56,39 @@ func PlanRelease(ctx context.Context, c *migrate.Clients, o Options) (*plan.Repo
 		EachObject: o.eachObject,
 	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInterrupted, err)
-		}
-		return nil, err
+		return nil, interrupted(ctx, err)
 	}
 	return rep, nil
 }
 
-// runUpgrade is Run without the outcome (outcome.go).
+// interrupted is err, said to be ErrInterrupted when ctx was cancelled (running again resumes).
+func interrupted(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrInterrupted) {
+		return fmt.Errorf("%w: %w", ErrInterrupted, err)
+	}
+	return err
+}
+
+// holdLease takes for who the lease of every CRD of the releases (each name once): one run at
+// a time on them, held until the lease is released. A release's run (Run) holds its own; a
+// path (RunPath) holds every hop's at once, and each hop's run finds them held by this process
+// and goes on under them (migrate.AcquireLease).
+func holdLease(ctx context.Context, c *migrate.Clients, who string, releases ...[]*apiextensionsv1.CustomResourceDefinition) (*migrate.Lease, string, error) {
+	var names []string
+	for _, crds := range releases {
+		for _, n := range crds {
+			if !slices.Contains(names, n.Name) {
+				names = append(names, n.Name)
+			}
+		}
+	}
+	return migrate.AcquireLease(ctx, c, who, names...)
+}
+
+// runUpgrade is Run without the outcome (outcome.go): the one runner of a release, which
+// RunPath runs once per hop. Its skeleton: the checkpoint of an earlier run (resumed, or the
+// release found in place), the lease, the preflight, the gate before the first write, the
+// steps, each saved in the checkpoint as it is done.
 func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 	if o.FieldManager == "" {
 		o.FieldManager = plan.FieldManager
@@ -85,39 +109,13 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 	}
 	r := &runner{c: c, o: o, rep: &Report{DryRun: o.DryRun, Steps: []StepResult{}, Problems: []string{}, Warnings: []string{}}}
 	r.rep.Preflight = Preflight{DataLoss: []ObjectFinding{}, Rejected: []ObjectFinding{}, Unknown: []string{}, BlockedCRDs: []string{}}
-
-	// The checkpoint of an earlier run of the same release on this cluster, if any.
-	if !o.DryRun {
-		if err := r.loadCheckpoint(ctx); err != nil {
-			return r.rep, err
-		}
-		o = r.o
-	}
-
-	p, err := PlanRelease(ctx, c, r.o)
-	if err != nil {
+	if inPlace, err := r.start(ctx); inPlace || err != nil {
 		return r.rep, err
-	}
-	r.rep.Plan = p
-	r.items = p.Items
-	for _, s := range p.Runbook {
-		r.rep.Steps = append(r.rep.Steps, StepResult{RunbookStep: s, State: StatePending})
-	}
-	// A release already in place (an earlier run finished it, here or on another machine):
-	// nothing is written, the verify step says how it stands.
-	if !o.DryRun {
-		if done, why := r.inPlace(ctx); done {
-			return r.rep, r.finished(ctx, why)
-		}
 	}
 	// One run at a time on the release's CRDs: held until this run ends. A second run is
 	// refused here, before its first write.
 	if !o.DryRun {
-		names := make([]string, 0, len(o.Next))
-		for _, n := range o.Next {
-			names = append(names, n.Name)
-		}
-		lease, note, err := migrate.AcquireLease(ctx, c, "kubectl crdver upgrade", names...)
+		lease, note, err := holdLease(ctx, c, "kubectl crdver upgrade", o.Next)
 		if err != nil {
 			return r.rep, err
 		}
@@ -126,55 +124,100 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 			r.rep.Warnings = append(r.rep.Warnings, note)
 		}
 	}
-	// Versions stored but not served are read by serving them again: asked for before the
-	// preflight, undone below whenever the run stops before its first step.
+	if err := r.judge(ctx); err != nil || o.DryRun {
+		return r.rep, err
+	}
+	if err := r.gate(ctx); err != nil {
+		return r.rep, err
+	}
+	return r.rep, r.carryOut(ctx)
+}
+
+// start reads the checkpoint of an earlier run of the same release on this cluster, if any,
+// and plans the release. A release already in place (an earlier run finished it, here or on
+// another machine) is finished here: nothing is written, the verify step says how it stands.
+func (r *runner) start(ctx context.Context) (inPlace bool, err error) {
+	if !r.o.DryRun {
+		if err := r.loadCheckpoint(ctx); err != nil {
+			return false, err
+		}
+	}
+	p, err := PlanRelease(ctx, r.c, r.o)
+	if err != nil {
+		return false, err
+	}
+	r.rep.Plan = p
+	r.items = p.Items
+	for _, s := range p.Runbook {
+		r.rep.Steps = append(r.rep.Steps, StepResult{RunbookStep: s, State: StatePending})
+	}
+	if !r.o.DryRun {
+		if done, why := r.inPlace(ctx); done {
+			return true, r.finished(ctx, why)
+		}
+	}
+	return false, nil
+}
+
+// judge is the preflight. Versions stored but not served are read by serving them again:
+// asked for before the preflight, undone whenever the run stops before its first step.
+func (r *runner) judge(ctx context.Context) error {
 	r.rep.ServedAgain = append(r.toServe(), r.servedByKilledRun()...)
-	if len(r.rep.ServedAgain) > 0 && !o.DryRun && !r.blocked() {
+	if len(r.rep.ServedAgain) > 0 && !r.o.DryRun && !r.blocked() {
 		if err := r.askServe(ctx); err != nil {
-			return r.rep, err
+			return err
 		}
 	}
 	r.preflight(ctx)
 	r.invalidOnRecreate()
 	r.totals()
-	if !r.rep.Preflight.Refused || o.DryRun {
-		if err := r.budgets(ctx); err != nil {
-			return r.rep, err
-		}
+	if !r.rep.Preflight.Refused || r.o.DryRun {
+		return r.budgets(ctx)
 	}
-	if o.DryRun {
-		return r.rep, nil
-	}
+	return nil
+}
+
+// gate is what stops the run before its first write: the preflight's refusal, no backup file,
+// rights missing, no cluster engine, or no confirmation. Each undoes the versions served again
+// (restoreNote).
+func (r *runner) gate(ctx context.Context) error {
+	o := r.o
 	if r.rep.Preflight.Refused {
-		return r.rep, fmt.Errorf("%w: %s; nothing was written%s", ErrRefused, r.rep.Preflight.Reason, r.restoreNote(ctx))
+		return fmt.Errorf("%w: %s; nothing was written%s", ErrRefused, r.rep.Preflight.Reason, r.restoreNote(ctx))
 	}
 	if o.BackupFile == "" && r.needsBackup() {
-		return r.rep, fmt.Errorf("no backup file given%s", r.restoreNote(ctx))
+		return fmt.Errorf("no backup file given%s", r.restoreNote(ctx))
 	}
-	if err := migrate.CheckAccess(ctx, c, r.neededAccess()); err != nil {
-		return r.rep, fmt.Errorf("%w%s", err, r.restoreNote(ctx))
+	if err := migrate.CheckAccess(ctx, r.c, r.neededAccess()); err != nil {
+		return fmt.Errorf("%w%s", err, r.restoreNote(ctx))
 	}
 	if o.Engine == migrate.EngineCluster && r.rewrites() {
-		if _, err := migrate.ServedClusterMigrationVersion(c); err != nil {
-			return r.rep, fmt.Errorf("%w%s", err, r.restoreNote(ctx))
+		if _, err := migrate.ServedClusterMigrationVersion(r.c); err != nil {
+			return fmt.Errorf("%w%s", err, r.restoreNote(ctx))
 		}
 	}
 	if o.Confirm != nil && r.writes() {
 		ok, err := o.Confirm(r.rep)
 		if err != nil {
-			return r.rep, fmt.Errorf("%w%s", err, r.restoreNote(ctx))
+			return fmt.Errorf("%w%s", err, r.restoreNote(ctx))
 		}
 		if !ok {
-			return r.rep, fmt.Errorf("%w%s", ErrNotConfirmed, r.restoreNote(ctx))
+			return fmt.Errorf("%w%s", ErrNotConfirmed, r.restoreNote(ctx))
 		}
 	}
+	return nil
+}
+
+// carryOut saves the preflight's verdict and carries out the steps; a run that applied the
+// release is recorded complete.
+func (r *runner) carryOut(ctx context.Context) error {
 	// The preflight's verdict is kept: a resumed run must not lose what the first one found.
-	r.cp.DataLossAccepted = r.cp.DataLossAccepted || (len(r.rep.Preflight.DataLoss) > 0 && !o.Consent().Refuses(plan.KindDataLoss))
-	r.cp.FixValues = r.cp.FixValues || (len(r.rep.Preflight.TypeMismatch) > 0 && o.FixValues)
+	r.cp.DataLossAccepted = r.cp.DataLossAccepted || (len(r.rep.Preflight.DataLoss) > 0 && !r.o.Consent().Refuses(plan.KindDataLoss))
+	r.cp.FixValues = r.cp.FixValues || (len(r.rep.Preflight.TypeMismatch) > 0 && r.o.FixValues)
 	if err := r.save(); err != nil {
-		return r.rep, err
+		return err
 	}
-	err = r.run(ctx)
+	err := r.run(ctx)
 	if err != nil && !r.wroteBeyondServe() {
 		err = fmt.Errorf("%w%s", err, r.restoreNote(ctx))
 	}
@@ -186,10 +229,7 @@ func runUpgrade(ctx context.Context, c *migrate.Clients, o Options) (*Report, er
 		}
 	}
 	r.notReached()
-	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrInterrupted) {
-		err = fmt.Errorf("%w: %w", ErrInterrupted, err)
-	}
-	return r.rep, err
+	return interrupted(ctx, err)
 }
 
 // preflight collects the objects that would lose fields or be rejected, and decides whether
@@ -229,42 +269,7 @@ func (r *runner) preflight(ctx context.Context) {
 					pf.Refused, pf.Incomplete, pf.Reason = true, true, fmt.Sprintf("%s: the preflight could not complete: %v", it.CRD, err)
 					return
 				}
-				for _, m := range more {
-					if len(m.Added) > 0 {
-						pf.Added = append(pf.Added, m)
-						continue
-					}
-					if len(m.Fields) > 0 {
-						for j, f := range m.Fields {
-							m.Fields[j] = strings.TrimPrefix(f, ".") // plan's paths have no leading dot
-						}
-						if i := slices.IndexFunc(pf.DataLoss, sameObject(m)); i >= 0 {
-							for _, f := range m.Fields {
-								if !slices.Contains(pf.DataLoss[i].Fields, f) {
-									pf.DataLoss[i].Fields = append(pf.DataLoss[i].Fields, f)
-								}
-							}
-						} else {
-							pf.DataLoss = append(pf.DataLoss, m)
-						}
-					}
-					if len(m.Unknown) > 0 {
-						for _, u := range m.Unknown {
-							if !r.unreadNote(m.CRD, u) {
-								pf.Unknown = append(pf.Unknown, m.CRD+": "+u)
-							}
-						}
-					}
-					if len(m.Managers) > 0 {
-						if !r.fixesValuesOf(m) {
-							pf.OwnershipLoss = append(pf.OwnershipLoss, m)
-						}
-						continue
-					}
-					if len(m.Errors) > 0 && !slices.ContainsFunc(pf.Rejected, sameObject(m)) {
-						pf.Rejected = append(pf.Rejected, m)
-					}
-				}
+				r.addFindings(pf, more)
 			}
 		}
 	}
@@ -305,6 +310,47 @@ func (r *runner) preflight(ctx context.Context) {
 	}
 	if len(why) > 0 {
 		pf.Refused, pf.Reason = true, strings.Join(why, "; ")
+	}
+}
+
+// addFindings adds to pf what the deeper check found (deepCheck, or Options.Preflight), each
+// object once: its fields merged with plan's, an unread version's note said once.
+func (r *runner) addFindings(pf *Preflight, more []ObjectFinding) {
+	for _, m := range more {
+		if len(m.Added) > 0 {
+			pf.Added = append(pf.Added, m)
+			continue
+		}
+		if len(m.Fields) > 0 {
+			for j, f := range m.Fields {
+				m.Fields[j] = strings.TrimPrefix(f, ".") // plan's paths have no leading dot
+			}
+			if i := slices.IndexFunc(pf.DataLoss, sameObject(m)); i >= 0 {
+				for _, f := range m.Fields {
+					if !slices.Contains(pf.DataLoss[i].Fields, f) {
+						pf.DataLoss[i].Fields = append(pf.DataLoss[i].Fields, f)
+					}
+				}
+			} else {
+				pf.DataLoss = append(pf.DataLoss, m)
+			}
+		}
+		if len(m.Unknown) > 0 {
+			for _, u := range m.Unknown {
+				if !r.unreadNote(m.CRD, u) {
+					pf.Unknown = append(pf.Unknown, m.CRD+": "+u)
+				}
+			}
+		}
+		if len(m.Managers) > 0 {
+			if !r.fixesValuesOf(m) {
+				pf.OwnershipLoss = append(pf.OwnershipLoss, m)
+			}
+			continue
+		}
+		if len(m.Errors) > 0 && !slices.ContainsFunc(pf.Rejected, sameObject(m)) {
+			pf.Rejected = append(pf.Rejected, m)
+		}
 	}
 }
 
@@ -559,13 +605,26 @@ func (r *runner) run(ctx context.Context) error {
 		if s.State == StatePending {
 			s.State = StateDone
 		}
-		if s.State == StateDone || s.State == StateAlready {
-			r.cp.Done = append(r.cp.Done, stepKey(s.RunbookStep))
-			if err := r.save(); err != nil {
-				return err
-			}
+		if err := r.recordDone(s); err != nil {
+			return err
 		}
 		r.notify("step %d/%d %s: %s", i+1, len(r.rep.Steps), s.Action, s.State)
+	}
+	return nil
+}
+
+// recordDone saves a step done (or found done) in the checkpoint; the backup step's backup is
+// then told to a path (Options.onBackup) before the next step writes.
+func (r *runner) recordDone(s *StepResult) error {
+	if s.State != StateDone && s.State != StateAlready {
+		return nil
+	}
+	r.cp.Done = append(r.cp.Done, stepKey(s.RunbookStep))
+	if err := r.save(); err != nil {
+		return err
+	}
+	if s.Action == plan.ActionBackup && r.rep.Backup != nil && r.o.onBackup != nil {
+		return r.o.onBackup(r.rep.Backup)
 	}
 	return nil
 }

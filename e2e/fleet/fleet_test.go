@@ -36,6 +36,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
+	"github.com/crdver/kubectl-crdver/printers"
 )
 
 // The servers: two of the current minor and two of the older one CI builds, started at once
@@ -180,11 +181,13 @@ type result struct {
 	stdout, stderr string
 }
 
-// runner runs the built plugin with a user's cache folder of its own (upgrade's checkpoints).
+// runner runs the built plugin with a user's cache folder of its own (upgrade's checkpoints),
+// in dir (the test's working folder when set).
 type runner struct {
 	t     testing.TB
 	cache string
 	env   []string
+	dir   string
 }
 
 func newRunner(t testing.TB, env ...string) *runner {
@@ -194,18 +197,35 @@ func newRunner(t testing.TB, env ...string) *runner {
 func (r *runner) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, plugin, args...)
 	cmd.Env = append(append(os.Environ(), "XDG_CACHE_HOME="+r.cache, "HOME="+r.cache, "NO_COLOR=1", "KUBECONFIG="), r.env...)
+	cmd.Dir = r.dir
 	return cmd
 }
 
 func (r *runner) run(args ...string) result {
 	r.t.Helper()
+	var out, errb bytes.Buffer
+	return r.runTo(&out, &errb, args...)
+}
+
+// runOnScreen is run with standard output and standard error on one pipe, in the order a
+// terminal shows them: the result's stdout holds both.
+func (r *runner) runOnScreen(args ...string) result {
+	r.t.Helper()
+	var both bytes.Buffer
+	return r.runTo(&both, &both, args...)
+}
+
+func (r *runner) runTo(out, errb *bytes.Buffer, args ...string) result {
+	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := r.command(ctx, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdout, cmd.Stderr = out, errb
 	err := cmd.Run()
-	res := result{stdout: out.String(), stderr: errb.String()}
+	res := result{stdout: out.String()}
+	if errb != out {
+		res.stderr = errb.String()
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		res.code = ee.ExitCode()
 	} else if err != nil {
@@ -222,6 +242,31 @@ func report(t testing.TB, res result) *fleet.Report {
 		t.Fatalf("the fleet report (exit %d): %v\nstdout:\n%s\nstderr:\n%s", res.code, err, res.stdout, res.stderr)
 	}
 	return &rep
+}
+
+// forPeople is what a fleet command run with -o json prints without it, as a terminal shows it:
+// the waves (rollout: the --waves it was given, "" for another command) before the clusters
+// run, the progress lines of its standard error, the report printed for people (as the plugin
+// prints it), then its last line, the error.
+func forPeople(t testing.TB, res result, rep *fleet.Report, waves string) string {
+	t.Helper()
+	var b strings.Builder
+	h := printers.Human{AllListed: "-o json", WideListed: "-o wide"}
+	if waves != "" {
+		if err := h.PrintPart(&b, printers.FleetWaves(rep, waves)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	progress, last := res.stderr, ""
+	if i := strings.LastIndex("\n"+progress, "\nerror: "); i >= 0 {
+		progress, last = progress[:i], progress[i:]
+	}
+	b.WriteString(progress)
+	if err := h.PrintReport(&b, printers.Fleet(rep)); err != nil {
+		t.Fatal(err)
+	}
+	b.WriteString(last)
+	return b.String()
 }
 
 // clients are a server's clients.

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/fleet"
+	"github.com/crdver/kubectl-crdver/internal/docblock"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -68,16 +70,19 @@ func crontab(version, name string, spec map[string]any) map[string]any {
 // on re-create, one whose conversion webhook is down, one that does not answer. The fleet
 // report (--kubeconfigs and --contexts alike) has a row per cluster equal to its single run —
 // verdict, path, exit code, Kubernetes version — the exit code is the worst, and the waves hold
-// the ready cluster only (with its Argo CD RollingSync step).
+// the ready cluster only (with its Argo CD RollingSync step). The report for people and as a
+// pull request comment are docs/commands/fleet.md's transcripts, run in a folder laid out as
+// the page's (releases/, kubeconfigs/).
 func TestFleetPlanAgreesWithSingleRuns(t *testing.T) {
+	pages := docblock.OpenTranscripts(t, "docs/commands/fleet.md")
 	wh2 := testwebhook.StartForTest(t, testwebhook.Options{}) // v0.2.0's
 	wh3 := testwebhook.StartForTest(t, testwebhook.Options{}) // v0.3.0's
 	down := "https://" + closedPort(t) + "/convert"
-	rels := t.TempDir()
+	work := t.TempDir()
 	v010 := crontabRelease(t, "", nil, 0, "v1beta1")
 	v020 := crontabRelease(t, wh2.URL, wh2.CABundle, 0, "v1beta1", "v1")
-	via := writeRelease(t, rels, "v0.2.0", v020)
-	target := writeRelease(t, rels, "v0.3.0", crontabRelease(t, wh3.URL, wh3.CABundle, 20, "v1", "v2"))
+	writeRelease(t, filepath.Join(work, "releases"), "v0.2.0", v020)
+	writeRelease(t, filepath.Join(work, "releases"), "v0.3.0", crontabRelease(t, wh3.URL, wh3.CABundle, 20, "v1", "v2"))
 	t.Cleanup(func() {
 		for _, e := range servers {
 			_ = e.DeleteCRD(context.Background(), v010.Name) // before the webhooks stop
@@ -103,8 +108,12 @@ func TestFleetPlanAgreesWithSingleRuns(t *testing.T) {
 
 	names := map[string]*testenv.Env{"ready": servers["new-a"], "path": servers["old-a"], "fix": servers["new-b"], "hook": servers["old-b"]}
 	dir, merged := kubeconfigs(t, names, map[string]string{"gone": closedPort(t)})
+	if err := os.Symlink(dir, filepath.Join(work, "kubeconfigs")); err != nil {
+		t.Fatal(err)
+	}
 	r := newRunner(t)
-	args := []string{"plan", "-f", target, "--via", via}
+	r.dir = work
+	args := []string{"plan", "-f", "releases/v0.3.0", "--via", "releases/v0.2.0"}
 
 	// Each cluster alone.
 	type single struct {
@@ -200,24 +209,29 @@ func TestFleetPlanAgreesWithSingleRuns(t *testing.T) {
 		})
 	}
 
-	// For people and for a pull request: one row per cluster, the groups, the waves.
-	human := r.run(append(args, "--kubeconfigs", dir)...)
-	t.Logf("plan --kubeconfigs:\n%s%s", human.stdout, human.stderr)
-	for _, want := range []string{"CLUSTER", "KUBERNETES", "v0.2.0 → v0.3.0", "unreachable", "wave 1: ready", "What the clusters need:"} {
+	// For people and for a pull request: one row per cluster, the groups, the waves; as the
+	// page shows them.
+	humanArgs := append(slices.Clip(args), "--kubeconfigs", "kubeconfigs/")
+	human := r.runOnScreen(humanArgs...)
+	t.Logf("plan --kubeconfigs:\n%s", human.stdout)
+	for _, want := range []string{"CLUSTER", "KUBERNETES", "v0.2.0 → v0.3.0", "unreachable", "wave 1: ready", "What the clusters need:", "\nerror: 4 of 5 clusters need something"} {
 		if !strings.Contains(human.stdout, want) {
 			t.Errorf("the table lacks %q:\n%s", want, human.stdout)
 		}
 	}
-	if human.code != 3 || !strings.Contains(human.stderr, "error: 4 of 5 clusters need something") {
-		t.Errorf("exit %d, stderr:\n%s", human.code, human.stderr)
+	if human.code != 3 {
+		t.Errorf("exit %d:\n%s", human.code, human.stdout)
 	}
-	md := r.run(append(args, "--kubeconfigs", dir, "-o", "markdown")...)
+	pages.Check(humanArgs, human.stdout, human.code)
+	mdArgs := append(slices.Clip(humanArgs), "-o", "markdown")
+	md := r.run(mdArgs...)
 	t.Logf("plan --kubeconfigs -o markdown:\n%s", md.stdout)
 	for _, want := range []string{"**4 of 5 need something**", "type: RollingSync", "- key: crdver.io/cluster", "| `gone` |"} {
 		if !strings.Contains(md.stdout, want) {
 			t.Errorf("the markdown lacks %q:\n%s", want, md.stdout)
 		}
 	}
+	pages.Check(mdArgs, md.stdout, md.code)
 }
 
 func lastLine(s string) string {

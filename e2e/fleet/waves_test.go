@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/crdver/kubectl-crdver/fleet"
+	"github.com/crdver/kubectl-crdver/internal/docblock"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
@@ -49,9 +50,9 @@ func gadgets(group string, legacy bool) *apiextensionsv1.CustomResourceDefinitio
 
 // gadgetFleet installs the old release of group on three servers, named a (1.37), b (1.34) and
 // c (1.37), with n Gadgets each at v1alpha1; those of the clusters in legacy hold spec.legacy,
-// which the new release drops (its upgrade refuses). It returns the new release and a
-// kubeconfig with the three contexts.
-func gadgetFleet(t *testing.T, group string, n int, legacy ...string) (release, kubeconfig string, byName map[string]*testenv.Env) {
+// which the new release drops (its upgrade refuses). It returns the new release (the folder
+// releases/v2.0.0, written in dir) and a kubeconfig with the three contexts.
+func gadgetFleet(t *testing.T, dir, group string, n int, legacy ...string) (release, kubeconfig string, byName map[string]*testenv.Env) {
 	t.Helper()
 	byName = map[string]*testenv.Env{"a": servers["new-a"], "b": servers["old-a"], "c": servers["new-b"]}
 	for name, e := range byName {
@@ -68,7 +69,7 @@ func gadgetFleet(t *testing.T, group string, n int, legacy ...string) (release, 
 		create(t, e, "gadgets", objs...)
 	}
 	_, kubeconfig = kubeconfigs(t, byName, nil)
-	return writeRelease(t, t.TempDir(), "v2.0.0", gadgets(group, false)), kubeconfig, byName
+	return writeRelease(t, filepath.Join(dir, "releases"), "v2.0.0", gadgets(group, false)), kubeconfig, byName
 }
 
 // liveState is what a cluster holds of a CRD and its objects: every resourceVersion.
@@ -109,17 +110,23 @@ func upgraded(t *testing.T, e *testenv.Env, name, group string) {
 // command skips the canary (the release is in place there, as upgrade status says) and
 // finishes; upgrade status of the fleet says every cluster is done. The second run has a cache
 // folder of its own (no local checkpoint of the first): what is done is read from each cluster.
+// The three runs, printed for people, are docs/commands/fleet.md's transcripts, run in a folder
+// laid out as the page's (releases/; the backups in the current folder).
 func TestFleetUpgradeInWaves(t *testing.T) {
+	pages := docblock.OpenTranscripts(t, "docs/commands/fleet.md")
 	const group = "waves.example.com"
-	release, kubeconfig, byName := gadgetFleet(t, group, 3, "b")
+	backups := t.TempDir() // the working folder
+	_, kubeconfig, byName := gadgetFleet(t, backups, group, 3, "b")
 	r := newRunner(t, "KUBECONFIG="+kubeconfig) // the contexts through KUBECONFIG, as kubectl reads it
-	backups := t.TempDir()
-	args := []string{"upgrade", "-f", release, "--contexts", "a,b,c", "--waves", "1,rest", "--parallel", "1", "--yes", "--backup-dir", backups, "-o", "json"}
+	r.dir = backups
+	shown := []string{"upgrade", "-f", "releases/v2.0.0", "--contexts", "a,b,c", "--waves", "1,rest", "--parallel", "1", "--yes"}
+	args := append(slices.Clip(shown), "-o", "json")
 
 	before := liveState(t, byName["c"], group)
 	res := r.run(args...)
 	rep := report(t, res)
 	t.Logf("first run: exit %d; %s", res.code, lastLine(res.stderr))
+	pages.Check(shown, forPeople(t, res, rep, "--waves 1,rest"), res.code)
 	if res.code != 1 || !strings.Contains(rep.Stopped, "wave 2 of 2 at b") {
 		t.Errorf("exit %d, stopped %q: want 1, stopped at b", res.code, rep.Stopped)
 	}
@@ -154,9 +161,12 @@ func TestFleetUpgradeInWaves(t *testing.T) {
 	}
 	// From a machine that never ran it (a cache folder of its own, no local checkpoint): the
 	// canary is recognised as done from the cluster itself.
-	res = newRunner(t, "KUBECONFIG="+kubeconfig).run(args...)
+	fresh := newRunner(t, "KUBECONFIG="+kubeconfig)
+	fresh.dir = backups
+	res = fresh.run(args...)
 	rep = report(t, res)
 	t.Logf("second run, a fresh cache folder: exit %d; %s", res.code, lastLine(res.stderr))
+	pages.Check(shown, forPeople(t, res, rep, "--waves 1,rest"), res.code)
 	if res.code != 0 || rep.Stopped != "" {
 		t.Fatalf("exit %d, stopped %q\n%s", res.code, rep.Stopped, res.stderr)
 	}
@@ -174,8 +184,10 @@ func TestFleetUpgradeInWaves(t *testing.T) {
 		t.Errorf("a's backups after the second run: %v (it was upgraded once)", files)
 	}
 
-	st := r.run("upgrade", "status", "-f", release, "--all-contexts", "-o", "json")
+	status := []string{"upgrade", "status", "-f", "releases/v2.0.0", "--all-contexts"}
+	st := r.run(append(slices.Clip(status), "-o", "json")...)
 	srep := report(t, st)
+	pages.Check(status, forPeople(t, st, srep, ""), st.code)
 	if st.code != 0 {
 		t.Errorf("upgrade status of the fleet: exit %d\n%s", st.code, st.stderr)
 	}
@@ -193,7 +205,7 @@ func TestFleetUpgradeInWaves(t *testing.T) {
 // except where the killed child's backup was not yet recorded.
 func TestFleetUpgradeSurvivesSIGKILL(t *testing.T) {
 	const group = "killed.example.com"
-	release, kubeconfig, byName := gadgetFleet(t, group, 50)
+	release, kubeconfig, byName := gadgetFleet(t, t.TempDir(), group, 50)
 	r := newRunner(t)
 	backups := t.TempDir()
 	args := []string{"upgrade", "-f", release, "--kubeconfig", kubeconfig, "--contexts", "a,b,c", "--waves", "1,rest", "--parallel", "1", "--yes", "--backup-dir", backups, "-o", "json"}

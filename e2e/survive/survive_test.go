@@ -167,11 +167,17 @@ func newRelease(t *testing.T, group string) string {
 func newReleaseMax(t *testing.T, group string, maxSize float64) string {
 	t.Helper()
 	next := gadgetCRD(group, apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Storage: true, Schema: gadgetSchemaMax(false, maxSize)})
-	b, err := yaml.Marshal(next)
+	return writeRelease(t, "new.yaml", next)
+}
+
+// writeRelease writes a release's CRD into a file named name in a folder of its own.
+func writeRelease(t *testing.T, name string, crd *apiextensionsv1.CustomResourceDefinition) string {
+	t.Helper()
+	b, err := yaml.Marshal(crd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "new.yaml")
+	p := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
