@@ -24,6 +24,7 @@ import (
 	"github.com/crdver/kubectl-crdver/doctor"
 	"github.com/crdver/kubectl-crdver/explain"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
@@ -466,7 +467,7 @@ func TestSummarize(t *testing.T) {
 		{"versions", KindVersionsAll, 0, map[string]any{"items": []explain.Summary{{Name: "a", MigrationPending: &yes}, {Name: "b", MigrationPending: &no}}}, nil,
 			Row{Verdict: "migration pending", Blocker: "1 of 2 CRDs: a", Need: "storage migrations"}},
 		{"upgrade refused", KindUpgrade, 1, &upgrade.Report{Preflight: upgrade.Preflight{Refused: true, DataLoss: []upgrade.ObjectFinding{{CRD: "g.example.com", Namespace: "ns", Name: "o", Fields: []string{"spec.legacy"}}}},
-			Outcome: upgrade.Outcome{Result: upgrade.ResultRefused, Message: "refused: 1 object would lose fields", ExitCode: 1}}, nil,
+			Outcome: upgrade.Outcome{Result: upgrade.ResultRefused, Outcome: outcome.Outcome{Message: "refused: 1 object would lose fields", ExitCode: 1}}}, nil,
 			Row{Verdict: upgrade.ResultRefused, Blocker: "refused: 1 object would lose fields; first: g.example.com ns/o loses spec.legacy", Need: "what the upgrade refused for", ExitCode: 1}},
 		{"upgrade complete", KindUpgrade, 0, &upgrade.Report{Outcome: upgrade.Outcome{Result: upgrade.ResultComplete, Applied: true, Verified: true}}, nil,
 			Row{Verdict: upgrade.ResultComplete, Upgraded: true, Need: NeedNothing}},

@@ -15,16 +15,17 @@ import (
 // written).
 const StepRefused Step = "refused"
 
-// AllReport is what a migration of every pending CRD did. Its JSON form is the -o json|yaml
-// output of `kubectl crdver migrate --all`: fields may be added, never renamed or removed.
-type AllReport struct {
+// AllReport is what a migration of every pending CRD did, F what All.PreWrite finds for a CRD
+// (package preflight's report for the command). Its JSON form is the -o json|yaml output of
+// `kubectl crdver migrate --all`: fields may be added, never renamed or removed.
+type AllReport[F any] struct {
 	Plans       []*Plan   `json:"plans"`
 	DryRun      bool      `json:"dryRun"`
 	Items       []AllItem `json:"items"`
 	Interrupted bool      `json:"interrupted"`
 	// Preflight is what All.PreWrite found for each pending CRD, in the plans' order, before
 	// anything was written (nil without it).
-	Preflight []any `json:"preflight,omitempty"`
+	Preflight []F `json:"preflight,omitempty"`
 
 	// CRDs is how many CRDs Run was given (the pending ones are among them).
 	CRDs int `json:"-"`
@@ -65,8 +66,9 @@ type AllOutcome struct {
 //
 // Run returns the report even when it stops early; the error says which step stopped it (a
 // *StepError: StepPlan, StepPreWrite, StepRefused, StepAccess, StepConfirm). How the run ended
-// is in Report.Outcome either way.
-type All struct {
+// is in Report.Outcome either way. F is what PreWrite finds for a CRD (package preflight's
+// report for the command).
+type All[F any] struct {
 	Clients *Clients
 	// DryRun stops after the preflight: nothing is written.
 	DryRun bool
@@ -79,38 +81,39 @@ type All struct {
 	Checkpoint func(crd string) (string, error)
 
 	// Planned is called with the report holding the plans, before anything is written.
-	Planned func(r *AllReport)
+	Planned func(r *AllReport[F])
 	// PreWrite, when set, is called for each pending CRD after Planned, before anything is
 	// written: a check of what rewriting its objects at its storage version would lose or be
 	// refused (package preflight). What it returns is kept in Report.Preflight; an error stops
 	// the run (StepPreWrite).
-	PreWrite func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (any, error)
+	PreWrite func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (F, error)
 	// Refuse, when set, is called with what PreWrite found for every pending CRD: an error
 	// refuses the whole run before anything is written (StepRefused), also on a dry run.
-	Refuse func(found []any) error
+	Refuse func(found []F) error
 	// Confirm is asked before the first write; false stops the run with ErrNotConfirmed. nil
 	// means yes.
-	Confirm func(ctx context.Context, r *AllReport) (bool, error)
+	Confirm func(ctx context.Context, r *AllReport[F]) (bool, error)
 	// Progress is called when the rewrites start, with the number of objects planned and the
 	// live counts of every CRD so far; the function it returns is called when they end.
 	Progress func(total int64, counts func() Counts) (stop func())
 	// OwnershipLossConsented says whether the field managers an item's rewrite dropped were
-	// consented to (found is what PreWrite returned for that CRD, nil without it). nil: never.
-	OwnershipLossConsented func(item AllItem, found any) bool
+	// consented to (found is what PreWrite returned for that CRD, F's zero value without it).
+	// nil: never.
+	OwnershipLossConsented func(item AllItem, found F) bool
 }
 
 // Run migrates every pending CRD among crds (the cluster's CRDs, as read by the caller; each
 // is read again before its rewrite).
-func (a *All) Run(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition) (*AllReport, error) {
+func (a *All[F]) Run(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition) (*AllReport[F], error) {
 	rep, err := a.run(ctx, crds)
 	rep.Outcome = a.outcome(rep, err)
 	return rep, err
 }
 
-func (a *All) run(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition) (*AllReport, error) {
+func (a *All[F]) run(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition) (*AllReport[F], error) {
 	c := a.Clients
 	trim := !a.NoTrim
-	rep := &AllReport{Plans: []*Plan{}, DryRun: a.DryRun, Items: []AllItem{}, CRDs: len(crds)}
+	rep := &AllReport[F]{Plans: []*Plan{}, DryRun: a.DryRun, Items: []AllItem{}, CRDs: len(crds)}
 	pending := Pending(crds)
 	for _, crd := range pending {
 		p, err := BuildPlan(ctx, c, crd, "", a.Rewrite.ChunkSize, trim)
@@ -170,7 +173,7 @@ func (a *All) run(ctx context.Context, crds []*apiextensionsv1.CustomResourceDef
 }
 
 // outcome sorts how the run ended: by the error that stopped it, else by its items.
-func (a *All) outcome(rep *AllReport, err error) AllOutcome {
+func (a *All[F]) outcome(rep *AllReport[F], err error) AllOutcome {
 	out := AllOutcome{Worst: OutcomeDone, Outcome: ended.Done()}
 	if err != nil {
 		kind := ended.Incomplete
@@ -182,7 +185,7 @@ func (a *All) outcome(rep *AllReport, err error) AllOutcome {
 		return out
 	}
 	for i, it := range rep.Items {
-		var found any
+		var found F
 		if i < len(rep.Preflight) {
 			found = rep.Preflight[i]
 		}

@@ -77,29 +77,31 @@ func clients(t *testing.T) *migrate.Clients {
 
 // newAll is migrate.All as the command wires it: the real preflight (package preflight) and
 // the consent rule (plan.Consent) deciding the refusal; every checkpoint in a temporary folder.
-func newAll(t *testing.T, consent plan.Consent, dry bool) (*migrate.All, *[]string) {
+func newAll(t *testing.T, consent plan.Consent, dry bool) (*migrate.All[*preflight.Report], *[]string) {
 	t.Helper()
 	c := clients(t)
 	dir := t.TempDir()
 	var calls []string
-	a := &migrate.All{
+	a := &migrate.All[*preflight.Report]{
 		Clients: c, DryRun: dry,
 		Rewrite:    migrate.RewriteOptions{Concurrency: 2, ChunkSize: 10},
 		Checkpoint: func(crd string) (string, error) { return filepath.Join(dir, crd+".json"), nil },
-		Planned:    func(r *migrate.AllReport) { calls = append(calls, fmt.Sprintf("planned %d", len(r.Plans))) },
-		PreWrite: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (any, error) {
+		Planned: func(r *migrate.AllReport[*preflight.Report]) {
+			calls = append(calls, fmt.Sprintf("planned %d", len(r.Plans)))
+		},
+		PreWrite: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (*preflight.Report, error) {
 			calls = append(calls, "preflight "+crd.Name)
 			return preflight.Check(ctx, c.Dynamic, crd, preflight.Options{})
 		},
-		Refuse: func(found []any) error {
-			for _, f := range found {
-				if r := f.(*preflight.Report); len(consent.Refusals(plan.PreflightKinds(r))) > 0 {
+		Refuse: func(found []*preflight.Report) error {
+			for _, r := range found {
+				if len(consent.Refusals(plan.PreflightKinds(r))) > 0 {
 					return fmt.Errorf("%s: %d objects would lose fields", r.CRD, r.LossCount)
 				}
 			}
 			return nil
 		},
-		Confirm: func(_ context.Context, r *migrate.AllReport) (bool, error) {
+		Confirm: func(_ context.Context, r *migrate.AllReport[*preflight.Report]) (bool, error) {
 			calls = append(calls, fmt.Sprintf("confirm %d objects", r.Objects))
 			return true, nil
 		},
@@ -186,7 +188,7 @@ func TestAllRun(t *testing.T) {
 		if it.CRD != crd.Name || it.Outcome != migrate.OutcomeDone || it.Result.Rewritten != 4 || it.Trim == nil || !it.Trim.Trimmed {
 			t.Errorf("item %+v", it)
 		}
-		if pf, ok := rep.Preflight[0].(*preflight.Report); len(rep.Preflight) != 1 || !ok || !pf.Safe() {
+		if len(rep.Preflight) != 1 || !rep.Preflight[0].Safe() {
 			t.Errorf("preflight %+v", rep.Preflight)
 		}
 		if o := rep.Outcome; o.ExitCode != 0 || o.Worst != migrate.OutcomeDone || len(o.NotDone) != 0 || len(o.ManagersLost) != 0 {
@@ -213,7 +215,7 @@ func TestAllRun(t *testing.T) {
 		if rep.Outcome.ExitCode != 1 || len(rep.Items) != 0 || len(rep.Plans) != 1 {
 			t.Errorf("refused: outcome %+v, report %+v", rep.Outcome, rep)
 		}
-		if pf, ok := rep.Preflight[0].(*preflight.Report); !ok || pf.LossCount != 3 {
+		if len(rep.Preflight) != 1 || rep.Preflight[0].LossCount != 3 {
 			t.Errorf("refused: preflight %+v", rep.Preflight)
 		}
 		if strings.Contains(strings.Join(*calls, "; "), "confirm") {
@@ -251,7 +253,7 @@ func TestAllOutcome(t *testing.T) {
 	a, _ := newAll(t, plan.Consent{}, false)
 	a.Refuse = nil
 	ctx, cancel := context.WithCancel(context.Background())
-	a.Confirm = func(context.Context, *migrate.AllReport) (bool, error) { cancel(); return true, nil }
+	a.Confirm = func(context.Context, *migrate.AllReport[*preflight.Report]) (bool, error) { cancel(); return true, nil }
 	rep, err := a.Run(ctx, []*apiextensionsv1.CustomResourceDefinition{crd})
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +262,7 @@ func TestAllOutcome(t *testing.T) {
 		t.Errorf("cancelled at the question: interrupted %v, outcome %+v", rep.Interrupted, rep.Outcome)
 	}
 
-	a.Confirm = func(context.Context, *migrate.AllReport) (bool, error) { return false, nil }
+	a.Confirm = func(context.Context, *migrate.AllReport[*preflight.Report]) (bool, error) { return false, nil }
 	rep, err = a.Run(context.Background(), []*apiextensionsv1.CustomResourceDefinition{crd})
 	if !errors.Is(err, migrate.ErrNotConfirmed) || rep.Outcome.ExitCode != 3 || len(rep.Items) != 0 {
 		t.Errorf("not confirmed: err %v, outcome %+v", err, rep.Outcome)

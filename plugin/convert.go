@@ -310,26 +310,11 @@ func (o *ConvertOptions) Run(ctx context.Context) error {
 	if err := out.Finish(report); err != nil {
 		return err
 	}
-	if runErr != nil {
-		return runErr // interrupted: the report above is what was done
+	// Interrupted (runErr: the report above is what was done), or as the report says.
+	if runErr == nil {
+		runErr = webhookUnreachable(crd.Name, report.Unreachable, report.UnreachableError)
 	}
-	return o.exit(crd.Name, report)
-}
-
-// exit is the exit status of a finished run: 3 when the webhook could not be reached, 1 when
-// a check failed (or warned, with --strict).
-func (o *ConvertOptions) exit(crd string, report *convert.Report) error {
-	if report.Unreachable != "" {
-		return webhookUnreachable(crd, report.Unreachable, report.UnreachableError)
-	}
-	errs, warns := report.Problems(), report.Warnings()
-	switch {
-	case errs > 0:
-		return ProblemsFound("%s: %d failed check(s), %d warning(s) converting to %s", crd, errs, warns, o.To)
-	case warns > 0 && o.Strict:
-		return ProblemsFound("%s: %d warning(s) converting to %s, and --strict makes warnings fail", crd, warns, o.To)
-	}
-	return nil
+	return end(report.Ended(ctx, o.Strict), runErr)
 }
 
 // convert converts the objects as the flags say: through the API server (--via-apiserver:
@@ -369,7 +354,7 @@ func (o *ConvertOptions) convert(ctx context.Context, crd *apiextensionsv1.Custo
 	}
 	report.Notes = append(src.notes(report), report.Notes...)
 	if ctx.Err() != nil {
-		return report, Unavailable(fmt.Errorf("interrupted after %s (the report above covers them): nothing was written", plural(report.Objects, "object")))
+		return report, fmt.Errorf("interrupted after %s (the report above covers them): nothing was written", plural(report.Objects, "object")) // the exit code: report.Ended's
 	}
 	return report, nil
 }

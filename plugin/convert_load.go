@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -54,12 +53,9 @@ func kep95Sizes() []int {
 
 // runLoad is `convert --load`.
 func (o *ConvertOptions) runLoad(ctx context.Context) error {
-	crd, err := o.crdAndVersions(ctx)
+	crd, err := o.loadCRD(ctx)
 	if err != nil {
 		return err
-	}
-	if convert.Strategy(crd) != string(apiextensionsv1.WebhookConverter) {
-		return UsageErrorf("%s: spec.conversion.strategy is %s: there is no webhook to load", crd.Name, convert.Strategy(crd))
 	}
 	objects, notes, err := o.loadObjects(ctx, crd)
 	if err != nil {
@@ -77,19 +73,19 @@ func (o *ConvertOptions) runLoad(ctx context.Context) error {
 	if err := o.printer.PrintReport(o.g.Out, printers.ConvertLoad(rep)); err != nil {
 		return err
 	}
-	if rep.Unreachable != "" {
-		return webhookUnreachable(crd.Name, rep.Unreachable, rep.UnreachableError)
+	return end(rep.Ended(), webhookUnreachable(crd.Name, rep.Unreachable, rep.UnreachableError))
+}
+
+// loadCRD is the CRD whose conversion webhook --load times.
+func (o *ConvertOptions) loadCRD(ctx context.Context) (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd, err := o.crdAndVersions(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if rep.Over() {
-		var over []string
-		for _, s := range rep.Sizes {
-			if s.Verdict == convert.VerdictOver || s.Verdict == convert.VerdictFailed {
-				over = append(over, fmt.Sprintf("%d object(s) %s", s.Objects, s.Verdict))
-			}
-		}
-		return ProblemsFound("%s: the conversion webhook does not meet the API server's budget: %s", crd.Name, strings.Join(over, ", "))
+	if convert.Strategy(crd) != string(apiextensionsv1.WebhookConverter) {
+		return nil, UsageErrorf("%s: spec.conversion.strategy is %s: there is no webhook to load", crd.Name, convert.Strategy(crd))
 	}
-	return nil
+	return crd, nil
 }
 
 // loadObjects are the objects that fill --load's requests: the input's, the generated or the
@@ -165,9 +161,12 @@ func (o *ConvertOptions) load(ctx context.Context, crd *apiextensionsv1.CustomRe
 	return rep, nil
 }
 
-// webhookUnreachable is the error of a run that could not reach crd's conversion webhook:
-// the transport's error with the advice for its hint.
+// webhookUnreachable words how a run could not reach crd's conversion webhook: the
+// transport's error with the advice for its hint (nil: it was reached).
 func webhookUnreachable(crd, unreachable string, te *convert.TransportError) error {
+	if unreachable == "" {
+		return nil
+	}
 	msg := unreachable
 	if te != nil {
 		msg = te.Err.Error()
@@ -175,5 +174,5 @@ func webhookUnreachable(crd, unreachable string, te *convert.TransportError) err
 			msg += " (" + a + ")"
 		}
 	}
-	return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s", crd, msg))
+	return fmt.Errorf("%s: cannot reach the conversion webhook: %s", crd, msg)
 }

@@ -30,7 +30,11 @@ func (o *ConvertOptions) writeCRDs(ctx context.Context) ([]*apiextensionsv1.Cust
 		}
 		return []*apiextensionsv1.CustomResourceDefinition{crd}, nil
 	}
-	return o.source.all(ctx)
+	crds, err := o.source.all(ctx)
+	if err == nil && len(crds) == 0 {
+		return nil, UsageErrorf("no CustomResourceDefinition found: name one, or give a release's CRDs with --crd-file")
+	}
+	return crds, err
 }
 
 // write rewrites the files (convert.Write, judged as the version judged, returned) or, with
@@ -81,7 +85,7 @@ func interruptedWrite(ctx context.Context, rep *convert.WriteReport) error {
 	if n := rep.Written(); n > 0 {
 		what = fmt.Sprintf("%s rewritten (listed above), each whole; every other file is as it was", plural(n, "file"))
 	}
-	return Unavailable(fmt.Errorf("%w: %s was left as it was; %s", &manifest.InterruptedError{Cause: context.Cause(ctx)}, rep.Interrupted, what))
+	return fmt.Errorf("%w: %s was left as it was; %s", &manifest.InterruptedError{Cause: context.Cause(ctx)}, rep.Interrupted, what) // the exit code: rep.Ended's
 }
 
 // runWrite is `convert -f PATH --write` (and --dry-run) and `convert -f PATH --check`, for
@@ -91,9 +95,6 @@ func (o *ConvertOptions) runWrite(ctx context.Context) error {
 	crds, err := o.writeCRDs(ctx)
 	if err != nil {
 		return err
-	}
-	if len(crds) == 0 {
-		return UsageErrorf("no CustomResourceDefinition found: name one, or give a release's CRDs with --crd-file")
 	}
 	out := printers.NewConvertWriteStream(o.g.Out, o.printer)
 	rep, judged, err := o.write(ctx, crds, out.File)
@@ -106,17 +107,5 @@ func (o *ConvertOptions) runWrite(ctx context.Context) error {
 	if perr := out.Finish(rep); perr != nil {
 		return perr
 	}
-	if err != nil {
-		return err // interrupted: the report above is what was done
-	}
-	if crd, why := rep.Unreachable(); why != "" {
-		return Unavailable(fmt.Errorf("%s: cannot reach the conversion webhook: %s: the files with its objects from there on were not written (listed above); rerun when it answers", crd, why))
-	}
-	if n := rep.Problems(); n > 0 {
-		if o.Check {
-			return ProblemsFound("%s: %d file(s) with objects still at a version other than their target: convert them with --write", rep.CRD, n)
-		}
-		return ProblemsFound("%s: %d file(s) not converted (listed above); nothing in them was changed", rep.CRD, n)
-	}
-	return nil
+	return end(rep.Ended(ctx), err) // err: interrupted, the report above is what was done
 }

@@ -107,6 +107,8 @@ func TestMessagesNameRealFlags(t *testing.T) {
 		switch {
 		case strings.HasPrefix(file, "../convert/"), strings.HasPrefix(base, "convert"):
 			return "convert"
+		case strings.HasPrefix(file, "../restore/"):
+			return "restore"
 		case base == "migrate_status":
 			return "migrate status"
 		}

@@ -15,7 +15,7 @@ import (
 
 // MigrateAllReport is the -o json|yaml shape of `kubectl crdver migrate --all`: the library's
 // report.
-type MigrateAllReport = migrate.AllReport
+type MigrateAllReport = migrate.AllReport[*preflight.Report]
 
 // completeAll checks the arguments and flags of --all (no CRD name; no per-CRD flags).
 func (o *MigrateOptions) completeAll(args []string) error {
@@ -59,30 +59,26 @@ func (o *MigrateOptions) runAll(ctx context.Context) error {
 
 // newAll is migrate.All as the flags say, with the printer, the preflight and its refusal
 // (plan.Consent, through RewriteFlags), the prompt (unless --yes) and the progress display.
-func (o *MigrateOptions) newAll(c *migrate.Clients) *migrate.All {
-	var pre []*preflight.Report
-	a := &migrate.All{Clients: c, DryRun: o.DryRun, NoTrim: o.NoTrim, Rewrite: o.rewriteOptions(),
+func (o *MigrateOptions) newAll(c *migrate.Clients) *migrate.All[*preflight.Report] {
+	a := &migrate.All[*preflight.Report]{Clients: c, DryRun: o.DryRun, NoTrim: o.NoTrim, Rewrite: o.rewriteOptions(),
 		// --quiet leaves only the result: the plan is shown when it is the result (a dry run,
 		// or nothing pending) or when a question is asked about it.
-		Planned: func(r *migrate.AllReport) {
+		Planned: func(r *MigrateAllReport) {
 			if !o.progressFlags.quiet || o.DryRun || len(r.Plans) == 0 || !o.Yes {
 				_ = o.printer.PrintPart(o.g.Out, printers.MigrateAllPlan(r))
 			}
 		},
-		PreWrite: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (any, error) {
-			rep, err := o.g.runPreflight(ctx, crd, "", o.RewriteFlags, o.progress, o.printer, "migrate --all")
-			pre = append(pre, rep)
-			return rep, err
+		PreWrite: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (*preflight.Report, error) {
+			return o.g.runPreflight(ctx, crd, "", o.RewriteFlags, o.progress, o.printer, "migrate --all")
 		},
-		Refuse:   func([]any) error { return o.refusal(pre, "kubectl crdver migrate --all") },
+		Refuse:   func(found []*preflight.Report) error { return o.refusal(found, "kubectl crdver migrate --all") },
 		Progress: o.rewriteProgress("migrate --all"),
-		OwnershipLossConsented: func(it migrate.AllItem, found any) bool {
-			rep, _ := found.(*preflight.Report)
-			return o.ownershipLossConsented(rep, it.Result)
+		OwnershipLossConsented: func(it migrate.AllItem, found *preflight.Report) bool {
+			return o.ownershipLossConsented(found, it.Result)
 		},
 	}
 	if !o.Yes {
-		a.Confirm = func(_ context.Context, r *migrate.AllReport) (bool, error) {
+		a.Confirm = func(_ context.Context, r *MigrateAllReport) (bool, error) {
 			return o.confirm(fmt.Sprintf("Migrate %d CRDs (%d objects)? [y/N]: ", len(r.Plans), r.Objects))
 		}
 	}
@@ -91,7 +87,7 @@ func (o *MigrateOptions) newAll(c *migrate.Clients) *migrate.All {
 
 // allError prints the report of a run refused before its rewrites and words the step that
 // stopped it with this command's flags (its exit code is the report's Outcome).
-func (o *MigrateOptions) allError(report *migrate.AllReport, err error) error {
+func (o *MigrateOptions) allError(report *MigrateAllReport, err error) error {
 	var se *migrate.StepError
 	if !errors.As(err, &se) {
 		return err

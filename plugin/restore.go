@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
 	"github.com/crdver/kubectl-crdver/manifest"
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/printers"
 	"github.com/crdver/kubectl-crdver/restore"
 )
@@ -131,17 +131,18 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 	ro, stop := o.restoreOptions(p)
 	rep, err := restore.Run(ctx, c, ro)
 	stop()
-	return o.finish(ctx, p, rep, err)
+	return o.finish(ctx, p, rep, err, ro.Ended(ctx, rep, err))
 }
 
-// finish completes the report of the pass the run ended in and maps the run to the exit code.
-func (o *RestoreOptions) finish(ctx context.Context, p *restorePasses, rep *restore.Report, err error) error {
-	if errors.Is(err, restore.ErrNotConfirmed) && rep != nil && rep.Counts[restore.StateRestored]+rep.Counts[restore.StateRecreated] == 0 {
+// finish completes the report of the pass the run ended in and ends with restore's outcome
+// out (its exit code), the errors worded with this command's flags.
+func (o *RestoreOptions) finish(ctx context.Context, p *restorePasses, rep *restore.Report, err error, out outcome.Outcome) error {
+	if errors.Is(err, restore.ErrNotConfirmed) && rep != nil && rep.Writes() == 0 {
 		// Nothing to write: the dry run is the answer.
 		if err := p.endDryRun(rep, true); err != nil {
 			return err
 		}
-		return o.exit(rep)
+		return end(out, nil)
 	}
 	if err != nil {
 		if rep != nil && rep.DryRun {
@@ -149,7 +150,7 @@ func (o *RestoreOptions) finish(ctx context.Context, p *restorePasses, rep *rest
 		} else if rep != nil {
 			_ = p.write.Finish(rep) // interrupted: what was written so far
 		}
-		return o.runError(ctx, rep, err)
+		return end(out, o.runError(ctx, rep, err))
 	}
 	if rep.DryRun {
 		if err := p.endDryRun(rep, true); err != nil {
@@ -163,7 +164,7 @@ func (o *RestoreOptions) finish(ctx context.Context, p *restorePasses, rep *rest
 			return err
 		}
 	}
-	return o.exit(rep)
+	return end(out, nil)
 }
 
 // restorePasses print the two passes of a restore as their outcomes come. The dry run's go to
@@ -268,7 +269,7 @@ func (o *RestoreOptions) restoreOptions(p *restorePasses) (ro restore.Options, s
 		end() // the dry-run pass's display
 		started = false
 		done.Store(0)
-		nothing := r.Counts[restore.StateRestored]+r.Counts[restore.StateRecreated] == 0
+		nothing := r.Writes() == 0
 		if err := p.endDryRun(r, false); err != nil {
 			return false, err
 		}
@@ -283,62 +284,31 @@ func (o *RestoreOptions) restoreOptions(p *restorePasses) (ro restore.Options, s
 	return ro, func() { end() }
 }
 
-// exit maps the report to the exit code.
-func (o *RestoreOptions) exit(rep *restore.Report) error {
-	if n := rep.Incomplete(); n > 0 {
-		return ProblemsFound("%s", o.advice(rep, n))
-	}
-	if rep.LostOwnership > 0 && o.DryRun && !o.AllowOwnershipLoss {
-		return ProblemsFound("%v (listed above); the restore refuses this without --allow-ownership-loss: re-apply them from each manager's source afterwards, or fix what the API server cannot type first", &restore.OwnershipLossError{Objects: rep.OwnershipLosses(), Count: rep.LostOwnership})
-	}
-	return nil
-}
-
-// advice words what is left with this command's flags.
-func (o *RestoreOptions) advice(rep *restore.Report, n int) error {
-	var parts []string
-	if k := rep.Counts[restore.StateConflict]; k > 0 {
-		parts = append(parts, fmt.Sprintf("%s changed since the backup (look at them; --force overwrites their fields)", plural(k, "object")))
-	}
-	if k := rep.Counts[restore.StateMissing]; k > 0 {
-		parts = append(parts, fmt.Sprintf("%s deleted since the backup (--recreate re-creates them)", plural(k, "object")))
-	}
-	if notHeld := rep.NotHeldObjects; notHeld > 0 {
-		parts = append(parts, fmt.Sprintf("%s with fields no served version holds (apply a release whose CRDs hold them, e.g. kubectl crdver upgrade -f OLD-RELEASE, then restore again)", plural(notHeld, "object")))
-	}
-	if k := rep.Counts[restore.StateFailed]; k > 0 {
-		parts = append(parts, fmt.Sprintf("%s failed (reasons above)", plural(k, "object")))
-	}
-	what := "the restore is not complete"
-	if rep.DryRun {
-		what = "the restore would not be complete"
-	}
-	return fmt.Errorf("%s: %s", what, strings.Join(parts, "; "))
-}
-
+// runError words what stopped the restore with this command's flags (its exit code is
+// restore's outcome).
 func (o *RestoreOptions) runError(ctx context.Context, rep *restore.Report, err error) error {
 	var ie *manifest.InputError
 	var ue *manifest.UnavailableError
 	var oe *restore.OwnershipLossError
 	switch {
 	case errors.As(err, &oe):
-		return ProblemsFound("nothing was written: %v (listed above): accept it with --allow-ownership-loss and re-apply from each manager's source afterwards, or first fix what the API server cannot type at the version written (values of another type: the plan's fix-values step)", oe)
+		return fmt.Errorf("nothing was written: %v (listed above): accept it with --allow-ownership-loss and re-apply from each manager's source afterwards, or first fix what the API server cannot type at the version written (values of another type: the plan's fix-values step)", oe)
 	case errors.Is(err, restore.ErrNotConfirmed):
-		return Unavailable(errors.New("nothing was written: not confirmed (use --yes to skip the question)"))
+		return errors.New("nothing was written: not confirmed (use --yes to skip the question)")
 	case errors.Is(err, restore.ErrOtherCluster):
-		return ProblemsFound("%v; check --kubeconfig and --context, or, to put its objects into this cluster, add --from-another-cluster", err)
+		return fmt.Errorf("%v; check --kubeconfig and --context, or, to put its objects into this cluster, add --from-another-cluster", err)
 	case ctx.Err() != nil && (rep == nil || rep.DryRun):
 		what := "before the first backup document"
 		if rep != nil {
 			what = "after " + plural(rep.Documents, "backup document") + " of the dry run"
 		}
-		return Unavailable(fmt.Errorf("interrupted %s: nothing was written", what))
+		return fmt.Errorf("interrupted %s: nothing was written", what)
 	case ctx.Err() != nil:
-		return Unavailable(fmt.Errorf("interrupted after %s of the pass that writes (the report above): objects restored so far stay restored, run the same command again to restore the rest", plural(rep.Documents, "backup document")))
+		return fmt.Errorf("interrupted after %s of the pass that writes (the report above): objects restored so far stay restored, run the same command again to restore the rest", plural(rep.Documents, "backup document"))
 	case errors.As(err, &ie):
-		return UsageErrorf("reading the backup: %v", ie)
+		return fmt.Errorf("reading the backup: %v", ie)
 	case errors.As(err, &ue):
-		return Unavailable(fmt.Errorf("reading the backup: %w", ue))
+		return fmt.Errorf("reading the backup: %w", ue)
 	}
-	return clusterError("restoring", err)
+	return clusterText("restoring", err)
 }

@@ -322,16 +322,13 @@ func (o *UpgradeOptions) finish(ctx context.Context, rep *upgrade.Report, err er
 		return o.runError(ctx, err, rep)
 	}
 	if err != nil {
-		return end(rep.Outcome.Ended(), o.runError(ctx, err, rep)) // the words with the flags; the code, the outcome's
+		return end(rep.Outcome.Outcome, o.runError(ctx, err, rep)) // the words with the flags; the code, the outcome's
 	}
 	out := rep.Outcome
-	if o.DryRun && len(rep.Preflight.Unread) > 0 && len(rep.Preflight.BlockedCRDs) == 0 {
-		return ProblemsFound("the preflight is not complete: %s (--dry-run: nothing was written); run the upgrade without --dry-run: it asks before serving them", rep.Preflight.Reason)
-	}
 	if o.DryRun && out.ExitCode == 0 {
 		return o.printer.PrintPart(o.g.Out, printers.DryRunNote())
 	}
-	return end(out.Ended(), nil)
+	return end(out.Outcome, nil)
 }
 
 func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.Report) error {

@@ -188,6 +188,15 @@ func TestUpgradeStoredUnservedRefusedRestoresCRD(t *testing.T) {
 	if strings.Contains(res.stderr, "--allow-data-loss") || strings.Contains(res.stderr, "could not find the requested resource") {
 		t.Errorf("dry run: advice that does not help, or a 404:\n%s", res.stderr)
 	}
+	// The command ends with upgrade's outcome: its exit code and its line.
+	js := runCluster(t, "upgrade", "-f", h.dir, "--dry-run", "-o", "json")
+	var dry struct{ Outcome upgrade.Outcome }
+	if err := json.Unmarshal([]byte(js.stdout), &dry); err != nil {
+		t.Fatalf("upgrade --dry-run -o json: %v\n%s", err, js.stdout)
+	}
+	if line := "error: " + dry.Outcome.Message + "\n"; js.code != dry.Outcome.ExitCode || js.stderr != line || res.stderr != line {
+		t.Errorf("upgrade --dry-run: exit %d, stderr %q (-o json: exit %d, %q); the outcome says exit %d, %q", res.code, res.stderr, js.code, js.stderr, dry.Outcome.ExitCode, line)
+	}
 	if got := h.crd(t).ResourceVersion; got != rv {
 		t.Errorf("--dry-run changed the CRD (resourceVersion %s → %s)", rv, got)
 	}

@@ -20,7 +20,7 @@ func fleetReport() *fleet.Report {
 			State: fleet.StateDone, Need: fleet.NeedPath([]string{"v0.2.0"}), Seconds: 2.5},
 		{Cluster: fleet.Cluster{Name: "staging", Context: "staging"}, KubernetesVersion: "v1.37.1", InPlace: &no, Verdict: "invalid-on-recreate", Objects: 12,
 			Blocker: "crontabs.stable.example.com: 12 objects violate the new schema: writes are accepted (the API server ratchets unchanged fields), but a re-create as listed (a restore, a GitOps replace) is rejected",
-			State: fleet.StateDone, ExitCode: 1, Need: fleet.NeedFixObjects, Seconds: 3.01},
+			State:   fleet.StateDone, ExitCode: 1, Need: fleet.NeedFixObjects, Seconds: 3.01},
 		{Cluster: fleet.Cluster{Name: "edge-1", Context: "edge-1"}, KubernetesVersion: "v1.34.4", InPlace: &no,
 			Error: "planning: conversion webhook for stable.example.com/v1beta1, Kind=CronTab failed: connection refused", State: fleet.StateFailed, ExitCode: 3, Need: fleet.NeedLook, Seconds: 0.4},
 		{Cluster: fleet.Cluster{Name: "edge-2", Context: "edge-2"}, Error: "reading the server's version: cannot reach the API server: connection refused", State: fleet.StateUnreachable, ExitCode: 3, Need: fleet.NeedReachable},

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
@@ -30,11 +31,11 @@ func TestUpgradePlanSaysWhatEachDoes(t *testing.T) {
 		{"carried out", &upgrade.Report{Plan: items(), Preflight: upgrade.Preflight{BlockedCRDs: []string{}}, Outcome: upgrade.Outcome{Result: upgrade.ResultDryRun}},
 			map[string]string{"gateways.example.com": "breaks        carries it out", "routes.example.com": "breaks        carries it out", "grants.example.com": "safe          carries it out"}},
 		{"refused", &upgrade.Report{Plan: items(), Preflight: upgrade.Preflight{DataLoss: loss, Refused: true},
-			Outcome: upgrade.Outcome{Result: upgrade.ResultRefused, ExitCode: 1, Refusals: []plan.Kind{plan.KindDataLoss}}},
+			Outcome: upgrade.Outcome{Result: upgrade.ResultRefused, Outcome: outcome.Outcome{ExitCode: 1}, Refusals: []plan.Kind{plan.KindDataLoss}}},
 			map[string]string{"gateways.example.com": "breaks        refused with the release", "routes.example.com": "breaks        refuses: data-loss", "grants.example.com": "safe          refused with the release"}},
 		{"loss accepted", &upgrade.Report{Plan: items(), Preflight: upgrade.Preflight{DataLoss: loss}, Outcome: upgrade.Outcome{Result: upgrade.ResultDryRun}},
 			map[string]string{"routes.example.com": "breaks        carries it out"}},
-		{"objects left", &upgrade.Report{Plan: items(), Preflight: upgrade.Preflight{InvalidOnRecreate: loss}, Outcome: upgrade.Outcome{Result: upgrade.ResultDryRun, ExitCode: 1}},
+		{"objects left", &upgrade.Report{Plan: items(), Preflight: upgrade.Preflight{InvalidOnRecreate: loss}, Outcome: upgrade.Outcome{Result: upgrade.ResultDryRun, Outcome: outcome.Outcome{ExitCode: 1}}},
 			map[string]string{"routes.example.com": "breaks        carries it out; objects left to you"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -88,15 +88,15 @@ func MigrateStatus(st *migrate.Status) Report {
 
 // MigrateAllPlan is the plan of migrate --all, printed before its question: one row per
 // pending CRD.
-func MigrateAllPlan(r *migrate.AllReport) Report {
-	return newView(r, func(w io.Writer, r *migrate.AllReport, h Human) error {
+func MigrateAllPlan[F any](r *migrate.AllReport[F]) Report {
+	return newView(r, func(w io.Writer, r *migrate.AllReport[F], h Human) error {
 		return AllPlan(w, r.Plans, r.CRDs, r.Objects, h.Wide, h.NoHeaders)
 	})
 }
 
 // MigrateAll is what migrate --all did: one row per CRD (its plan was printed before).
-func MigrateAll(r *migrate.AllReport) Report {
-	return newView(r, func(w io.Writer, r *migrate.AllReport, h Human) error {
+func MigrateAll[F any](r *migrate.AllReport[F]) Report {
+	return newView(r, func(w io.Writer, r *migrate.AllReport[F], h Human) error {
 		switch {
 		case r.DryRun:
 			return dryRunNote(w)

@@ -9,6 +9,7 @@ import (
 	"github.com/crdver/kubectl-crdver/convert"
 	goldenfile "github.com/crdver/kubectl-crdver/internal/golden"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/preflight"
 	"github.com/crdver/kubectl-crdver/upgrade"
@@ -130,12 +131,12 @@ func upgradeReport() *upgrade.Report {
 // refusals).
 func upgradeRefusedReport() *upgrade.Report {
 	r := upgradeReport()
-	r.Outcome = upgrade.Outcome{Result: upgrade.ResultRefused, ExitCode: 1, Refusals: []plan.Kind{plan.KindDataLoss, plan.KindRejectedWrite}}
+	r.Outcome = upgrade.Outcome{Result: upgrade.ResultRefused, Outcome: outcome.Outcome{ExitCode: 1}, Refusals: []plan.Kind{plan.KindDataLoss, plan.KindRejectedWrite}}
 	return r
 }
 
-func migrateAllReport(dry bool) *migrate.AllReport {
-	r := &migrate.AllReport{DryRun: dry, CRDs: 5, Objects: 30, Plans: []*migrate.Plan{
+func migrateAllReport(dry bool) *migrate.AllReport[*preflight.Report] {
+	r := &migrate.AllReport[*preflight.Report]{DryRun: dry, CRDs: 5, Objects: 30, Plans: []*migrate.Plan{
 		{CRD: "gadgets.example.com", StorageVersion: "v1", TargetVersion: "v1", StoredVersions: []string{"v1beta1", "v1"}, Objects: 20, Steps: []string{"rewrite 20 objects", "trim status.storedVersions to [v1]"}},
 		{CRD: "gizmos.example.com", StorageVersion: "v2", TargetVersion: "v2", StoredVersions: []string{"v1", "v2"}, Objects: 10, Steps: []string{"rewrite 10 objects", "trim status.storedVersions to [v2]"}},
 	}, Items: []migrate.AllItem{}}
@@ -171,7 +172,7 @@ func TestGoldenViews(t *testing.T) {
 		{"upgrade/result.txt", Human{}, UpgradeResult(upgradeReport(), true)},
 		{"upgrade/result-not-run.txt", Human{}, UpgradeResult(upgradeReport(), false)},
 		{"migrate-all/plan.txt", Human{}, MigrateAllPlan(migrateAllReport(false))},
-		{"migrate-all/nothing-pending.txt", Human{}, MigrateAllPlan(&migrate.AllReport{CRDs: 4})},
+		{"migrate-all/nothing-pending.txt", Human{}, MigrateAllPlan(&migrate.AllReport[*preflight.Report]{CRDs: 4})},
 		{"migrate-all/summary.txt", Human{}, MigrateAll(migrateAllReport(false))},
 		{"migrate-all/summary-wide.txt", Human{Wide: true}, MigrateAll(migrateAllReport(false))},
 		{"migrate-all/dry-run.txt", Human{}, MigrateAll(migrateAllReport(true))},

@@ -227,6 +227,9 @@ func (o Outcome) Incomplete() bool {
 // Incomplete counts the outcomes that leave something of the backup out of the cluster.
 func (r *Report) Incomplete() int { return r.incomplete }
 
+// Writes counts the objects the pass restores or re-creates (none: nothing to write).
+func (r *Report) Writes() int { return r.Counts[StateRestored] + r.Counts[StateRecreated] }
+
 // Run restores the backup: a dry-run pass over the whole file, Confirm, then (unless DryRun)
 // the pass that writes. The report is the last pass's. The backup is read a document at a
 // time by each pass; stdin and pipes, which can be read only once, are copied to a temporary

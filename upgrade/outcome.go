@@ -142,7 +142,7 @@ func (pf Preflight) kinds(of func(crd string) bool, earlierLoss bool) []plan.Kin
 // decide is the outcome of a run by the decision table: the result, the exit status and the
 // last line.
 func decide(rep *Report, err error, o Options) Outcome {
-	out := Outcome{Remaining: []string{}}
+	out := Outcome{Outcome: outcome.Done()}
 	for _, s := range rep.Steps {
 		if s.Action == plan.ActionApply && (s.State == StateDone || s.State == StateAlready) {
 			out.Applied = true
@@ -191,6 +191,11 @@ func decide(rep *Report, err error, o Options) Outcome {
 		switch {
 		case pf.Refused && pf.Incomplete:
 			out.ExitCode, out.Message = 3, fmt.Sprintf("the upgrade could not complete its preflight: %s (dry run: nothing was written)", pf.Reason)
+		case len(pf.Unread) > 0 && len(pf.BlockedCRDs) == 0:
+			// Versions stored but not served, which a dry run does not serve to read: what
+			// their objects lose is unknown, a finding (exit 1, as --yes refuses on it).
+			out.ExitCode, out.Message = 1, unreadDryRun(pf.Reason)
+			out.Refusals = o.Consent().Refusals(pf.Kinds())
 		case pf.Refused:
 			out.ExitCode, out.Message = 1, fmt.Sprintf("the upgrade would be refused: %s (dry run: nothing was written)", pf.Reason)
 			out.Refusals = o.Consent().Refusals(pf.Kinds())
@@ -251,10 +256,4 @@ func objectNames(fs []ObjectFinding) string {
 		names = append(names, f.CRD+" "+n)
 	}
 	return strings.Join(names, ", ")
-}
-
-// Ended is o as the outcome every command ends with (package outcome): its exit code, its last
-// line and what remains for the user.
-func (o Outcome) Ended() outcome.Outcome {
-	return outcome.Outcome{Remaining: o.Remaining, ExitCode: o.ExitCode, Message: o.Message}
 }

@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -52,6 +53,10 @@ func TestDecide(t *testing.T) {
 		{name: "preflight incomplete", rep: Report{Preflight: Preflight{Refused: true, Incomplete: true}}, err: refused, result: ResultRefused, code: 3},
 		{name: "dry run, preflight incomplete", rep: Report{Preflight: Preflight{Refused: true, Incomplete: true, Reason: "listing failed"}}, o: Options{DryRun: true},
 			result: ResultDryRun, code: 3, message: "could not complete its preflight: listing failed"},
+		// Versions stored but not served, not read by a dry run: what their objects lose is
+		// unknown, a finding (exit 1), not a preflight that could not complete.
+		{name: "dry run, versions not read", rep: Report{Preflight: Preflight{Refused: true, Unread: []string{"things.example.com v1alpha1"}, Reason: "objects may be stored at versions the live CRDs do not serve"}}, o: Options{DryRun: true},
+			result: ResultDryRun, code: 1, message: "the preflight is not complete: objects may be stored at versions the live CRDs do not serve (--dry-run: nothing was written); run the upgrade without --dry-run"},
 		{name: "the apply left to Helm", rep: Report{Steps: []StepResult{{RunbookStep: plan.RunbookStep{Action: plan.ActionToolApply, Why: `let Helm (release "eso" in namespace "x", annotations …) apply the new CRDs`}, State: StateManual, Detail: `let Helm (release "eso" in namespace "x", annotations …) apply the new CRDs`}}},
 			result: ResultNotApplied, code: 1, message: `the storage steps are done; the release was not applied by this command: let Helm (release "eso"`},
 		{name: "not asked to apply", rep: Report{Steps: notApplied}, o: Options{NoApply: true}, result: ResultNotApplied, code: 0},
@@ -98,5 +103,19 @@ func TestKindsOf(t *testing.T) {
 	}
 	if got := len(pf.Kinds()); got != 5 {
 		t.Errorf("Kinds() has %d kinds, want the 5 of every CRD: %v", got, pf.Kinds())
+	}
+}
+
+// TestOutcomeJSON: the outcome's JSON is the documented shape (docs/decision-table.md:
+// outcome.result … outcome.message), the embedded outcome.Outcome's fields at its level.
+func TestOutcomeJSON(t *testing.T) {
+	out := decide(&Report{Preflight: Preflight{DataLoss: []ObjectFinding{{CRD: "a.example.com", Name: "x"}}, Refused: true}}, fmt.Errorf("%w: x would lose fields", ErrRefused), Options{})
+	b, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"result":"refused","applied":false,"verified":false,"refusals":["data-loss"],"remaining":[],"exitCode":1,"message":"refused: x would lose fields"}`
+	if string(b) != want {
+		t.Errorf("outcome JSON\n%s\nwant\n%s", b, want)
 	}
 }

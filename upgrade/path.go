@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/preview"
 )
@@ -295,7 +296,7 @@ func (p *pathRun) refusal() error {
 		}
 	}
 	err := fmt.Errorf("%w: %s; nothing was written", ErrRefused, why)
-	out.Outcome = Outcome{Result: ResultRefused, ExitCode: 1, Message: err.Error(), Remaining: []string{}}
+	out.Outcome = Outcome{Result: ResultRefused, Outcome: outcome.New(outcome.Findings, "%v", err)}
 	if out.Path.Reachable {
 		var kinds []plan.Kind
 		for _, hp := range out.Preflight {
@@ -401,7 +402,8 @@ func (p *pathRun) stopBefore(index int, rel plan.PathRelease, in string) error {
 	out := p.out
 	out.StoppedBefore, out.Instruction = index, fmt.Sprintf("before hop %d (%s): %s; then run the same command again", index, rel.Name, in)
 	p.st.Instruction = out.Instruction
-	out.Outcome = Outcome{Result: ResultNotApplied, ExitCode: 1, Message: out.Instruction, Remaining: []string{out.Instruction}}
+	out.Outcome = Outcome{Result: ResultNotApplied, Outcome: outcome.New(outcome.Findings, "%s", out.Instruction)}
+	out.Outcome.Remaining = []string{out.Instruction}
 	if err := p.save(); err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/migrate"
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
@@ -349,12 +350,9 @@ type Outcome struct {
 	// Refusals are the finding kinds the preflight refused for (plan.Kind values), or, on a
 	// dry run, would refuse for.
 	Refusals []plan.Kind `json:"refusals,omitempty"`
-	// Remaining: what the user must still do, one sentence each, with the command to see it.
-	Remaining []string `json:"remaining"`
-	// ExitCode is the command's exit status: 0 complete, 1 the user must act, 3 stopped.
-	ExitCode int `json:"exitCode"`
-	// Message is the command's last line.
-	Message string `json:"message"`
+	// Outcome: what remains for the user, the exit code (0 complete, 1 the user must act, 3
+	// stopped) and the command's last line, as every command ends (package outcome).
+	outcome.Outcome
 }
 
 // VerifyCRD is the state of one CRD after the upgrade.

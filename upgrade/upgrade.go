@@ -313,6 +313,12 @@ func (r *runner) preflight(ctx context.Context) {
 	}
 }
 
+// unreadDryRun is the line a dry run ends with when objects may be stored at versions it did
+// not serve again to read (Preflight.Unread): the preflight's reason, and how to complete it.
+func unreadDryRun(reason string) string {
+	return fmt.Sprintf("the preflight is not complete: %s (--dry-run: nothing was written); run the upgrade without --dry-run: it asks before serving them", reason)
+}
+
 // addFindings adds to pf what the deeper check found (deepCheck, or Options.Preflight), each
 // object once: its fields merged with plan's, an unread version's note said once.
 func (r *runner) addFindings(pf *Preflight, more []ObjectFinding) {
