@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/crdver/kubectl-crdver/outcome"
@@ -32,4 +33,27 @@ func (r *Report) Outcome(failOnStricter bool) outcome.Outcome {
 	out := outcome.New(outcome.Findings, "%s (see above)", strings.Join(parts, "; "))
 	out.ExitCode = r.ExitCode(failOnStricter) // the decision table's
 	return out
+}
+
+// Outcome is how plan of the path ended: its exit code (ExitCode) and the line that ends the
+// run: the verdict when the target is not reachable, else what to do before each hop and the
+// findings of each hop whose plan exits 1.
+func (r *PathReport) Outcome() outcome.Outcome {
+	if r.ExitCode == 0 {
+		return outcome.Done()
+	}
+	if !r.Reachable {
+		return outcome.New(outcome.Findings, "%s", r.Verdict)
+	}
+	var why []string
+	for i := range r.Hops {
+		h := &r.Hops[i]
+		if in := h.Instruction(); in != "" {
+			why = append(why, fmt.Sprintf("before hop %d (%s): %s", h.Index, h.Release, in))
+		}
+		if h.Plan != nil && h.Plan.ExitCode(false) != 0 {
+			why = append(why, fmt.Sprintf("hop %d (%s): %s", h.Index, h.Release, h.Plan.Outcome(false).Message))
+		}
+	}
+	return outcome.New(outcome.Findings, "%s", strings.Join(why, "; "))
 }

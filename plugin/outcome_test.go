@@ -24,6 +24,7 @@ var endsOfRuns = map[string][]string{
 	"convert.go":       {"ConvertOptions.Run", "ConvertOptions.convert"},
 	"convert_write.go": {"ConvertOptions.runWrite", "interruptedWrite"},
 	"convert_load.go":  {"ConvertOptions.runLoad", "webhookUnreachable"},
+	"path.go":          {"PlanOptions.runPath", "UpgradeOptions.runPath"},
 }
 
 // One home for how a run ends: for migrate, migrate --all, retire, plan, upgrade, restore and

@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -80,23 +79,7 @@ func (o *PlanOptions) runPath(ctx context.Context, rc plan.ReleaseClients, ro pl
 	if err := o.printer.PrintReport(o.g.Out, printers.PlanPath(rep)); err != nil {
 		return err
 	}
-	if rep.ExitCode == 0 {
-		return nil
-	}
-	if !rep.Reachable {
-		return ProblemsFound("%s", rep.Verdict)
-	}
-	var why []string
-	for i := range rep.Hops {
-		h := &rep.Hops[i]
-		if in := h.Instruction(); in != "" {
-			why = append(why, fmt.Sprintf("before hop %d (%s): %s", h.Index, h.Release, in))
-		}
-		if h.Plan != nil && h.Plan.ExitCode(false) != 0 {
-			why = append(why, fmt.Sprintf("hop %d (%s): %s", h.Index, h.Release, h.Plan.Outcome(false).Message))
-		}
-	}
-	return ProblemsFound("%s", strings.Join(why, "; "))
+	return end(rep.Outcome(), nil)
 }
 
 // holdsCRDs reports whether a release folder of --releases holds a CRD (a folder of samples
@@ -133,23 +116,19 @@ func (o *UpgradeOptions) runPath(ctx context.Context, c *migrate.Clients, uo upg
 		}
 	}
 	switch {
+	case rep == nil:
+		return o.runError(ctx, err, nil)
 	case errors.Is(err, upgrade.ErrNeedsPerson):
-		return ProblemsFound("%s", rep.Instruction)
+		return end(rep.Outcome.Outcome, nil) // the instruction
 	case err != nil:
 		var last *upgrade.Report
-		if rep != nil && len(rep.Hops) > 0 {
+		if len(rep.Hops) > 0 {
 			last = rep.Hops[len(rep.Hops)-1]
 		}
-		return o.runError(ctx, err, last)
+		return end(rep.Outcome.Outcome, o.runError(ctx, err, last)) // the words with the flags; the code, the outcome's
 	}
 	if o.DryRun && rep.Outcome.ExitCode == 0 {
 		return o.printer.PrintPart(o.g.Out, printers.DryRunNote())
 	}
-	if rep.Outcome.ExitCode != 0 {
-		return &ExitError{Code: rep.Outcome.ExitCode, Err: errors.New(rep.Outcome.Message)}
-	}
-	if !rep.Outcome.Applied {
-		return ProblemsFound("the path stopped at a hop whose release this command did not apply: %s; run the same command again once it is applied", rep.Outcome.Message)
-	}
-	return nil
+	return end(rep.Outcome.Outcome, nil)
 }

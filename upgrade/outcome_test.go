@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
@@ -117,5 +118,40 @@ func TestOutcomeJSON(t *testing.T) {
 	want := `{"result":"refused","applied":false,"verified":false,"refusals":["data-loss"],"remaining":[],"exitCode":1,"message":"refused: x would lose fields"}`
 	if string(b) != want {
 		t.Errorf("outcome JSON\n%s\nwant\n%s", b, want)
+	}
+}
+
+// TestPathOutcome: how a path ends (pathRun.ended, pure logic): the outcome of the step whose
+// error stopped it, could not complete for an error no step judged, and findings when it stopped
+// at a hop whose release it did not apply (the apply is left to the user), except on a dry run.
+func TestPathOutcome(t *testing.T) {
+	notApplied := Outcome{Result: ResultNotApplied, Outcome: outcome.Outcome{Message: "the release was not applied by this command: not asked", Remaining: []string{"one object"}}}
+	refused := Outcome{Result: ResultRefused, Outcome: outcome.New(outcome.Findings, "refused")}
+	complete := Outcome{Result: ResultComplete, Applied: true, Outcome: outcome.New(outcome.OK, "Upgrade complete")}
+	for _, c := range []struct {
+		name   string
+		last   Outcome
+		err    error
+		judged bool
+		dryRun bool
+		result string
+		code   int
+		line   string
+	}{
+		{name: "complete", last: complete, result: ResultComplete, code: 0, line: "Upgrade complete"},
+		{name: "a hop not applied", last: notApplied, result: ResultNotApplied, code: 1, line: "the path stopped at a hop whose release this command did not apply: the release was not applied by this command: not asked; run the same command again"},
+		{name: "dry run", last: Outcome{Result: ResultDryRun}, dryRun: true, result: ResultDryRun, code: 0},
+		{name: "judged", last: refused, err: ErrRefused, judged: true, result: ResultRefused, code: 1, line: "refused"},
+		{name: "not judged, after an applied hop", last: complete, err: errors.New("saving the path's checkpoint: disk full"), result: ResultStopped, code: 3, line: "saving the path's checkpoint: disk full"},
+	} {
+		p := &pathRun{o: PathOptions{Options: Options{DryRun: c.dryRun}}, out: &PathReport{Outcome: c.last}, judged: c.judged}
+		p.ended(c.err)
+		got := p.out.Outcome
+		if got.Result != c.result || got.ExitCode != c.code || !strings.HasPrefix(got.Message, c.line) {
+			t.Errorf("%s: %s, exit %d, %q; want %s, exit %d, %q…", c.name, got.Result, got.ExitCode, got.Message, c.result, c.code, c.line)
+		}
+		if c.name == "a hop not applied" && !slices.Equal(got.Remaining, c.last.Remaining) {
+			t.Errorf("%s: remaining %v, want the hop's %v", c.name, got.Remaining, c.last.Remaining)
+		}
 	}
 }

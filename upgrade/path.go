@@ -199,16 +199,25 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 		o.Notify(fmt.Sprintf("the path's checkpoint %s is not used (%s): starting afresh", rec.file, rec.why))
 	}
 	p := newPathRun(c, o, rec, out)
+	err = p.run(ctx)
+	p.ended(err)
+	return out, err
+}
+
+// run plans the path, preflights it and carries out its hops (only the first hop's preflight
+// on a dry run), under one lease.
+func (p *pathRun) run(ctx context.Context) error {
+	c, o := p.c, p.o
 	if err := p.plan(ctx); err != nil {
-		return out, err
+		return err
 	}
 	if err := p.refusal(); err != nil {
-		return out, err
+		return err
 	}
 	if o.DryRun {
 		// The first hop's preflight (nothing is written); the later hops are planned above.
 		_, err := p.hop(ctx, p.hopOptions(p.hops[0], 1, len(p.hops)))
-		return out, err
+		return err
 	}
 	// One run at a time on the path's CRDs, held from before the first hop's first write to
 	// the end of the last hop: no other run slips in between two hops (each hop's upgrade
@@ -219,13 +228,30 @@ func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathRepor
 	}
 	lease, note, err := holdLease(ctx, c, "kubectl crdver upgrade (a release path)", crds...)
 	if err != nil {
-		return out, err
+		return err
 	}
 	defer lease.Release(ctx)
 	if note != "" && o.Notify != nil {
 		o.Notify(note)
 	}
-	return out, p.carryOut(ctx)
+	return p.carryOut(ctx)
+}
+
+// ended makes the path's outcome how the run ended, as every command's (package outcome):
+// the outcome of the step whose error stopped it (the refusal, the stop before a hop, the
+// hop's upgrade), else, for an error no step judged, could not complete (exit 3); with no
+// error, the last hop's, except that a path that stopped at a hop whose release this run did
+// not apply leaves that apply to the user (exit 1).
+func (p *pathRun) ended(err error) {
+	out := &p.out.Outcome
+	switch {
+	case err != nil && !p.judged:
+		*out = Outcome{Result: ResultStopped, Outcome: outcome.OfError(err, outcome.Incomplete)}
+	case err == nil && !p.o.DryRun && out.ExitCode == 0 && !out.Applied:
+		left := out.Remaining
+		out.Outcome = outcome.New(outcome.Findings, "the path stopped at a hop whose release this command did not apply: %s; run the same command again once it is applied", out.Message)
+		out.Remaining = left
+	}
 }
 
 // pathRun is one run of RunPath.
@@ -240,6 +266,8 @@ type pathRun struct {
 	st   *pathState
 	hops []plan.PathRelease
 	out  *PathReport
+	// judged: the error the run returns is one whose outcome the path's already is (ended).
+	judged bool
 }
 
 func newPathRun(c *migrate.Clients, o PathOptions, rec *recordedPath, out *PathReport) *pathRun {
@@ -304,6 +332,7 @@ func (p *pathRun) refusal() error {
 		}
 		out.Outcome.Refusals = p.o.Consent().Refusals(kinds)
 	}
+	p.judged = true
 	return err
 }
 
@@ -323,6 +352,7 @@ func (p *pathRun) hop(ctx context.Context, uo Options) (*Report, error) {
 	if rep != nil {
 		rep.Hop = uo.Hop
 		p.out.Hops, p.out.Outcome = append(p.out.Hops, rep), rep.Outcome
+		p.judged = err != nil // Run's outcome judges its error
 	}
 	return rep, err
 }
@@ -407,6 +437,7 @@ func (p *pathRun) stopBefore(index int, rel plan.PathRelease, in string) error {
 	if err := p.save(); err != nil {
 		return err
 	}
+	p.judged = true
 	return fmt.Errorf("%w: %s", ErrNeedsPerson, out.Instruction)
 }
 
