@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
@@ -49,6 +51,22 @@ func childMain(mode string) {
 		fmt.Println(`{"items": []}`)
 		fmt.Fprintln(os.Stderr, "note: judged as Kubernetes 1.37\nerror: something is wrong")
 		os.Exit(1)
+	case "kubeconfig":
+		// The cluster a run's flags (--context, --kubeconfig) reach, as kubectl loads it.
+		cf := genericclioptions.NewConfigFlags(true)
+		fs := pflag.NewFlagSet("child", pflag.ContinueOnError)
+		cf.AddFlags(fs)
+		if err := fs.Parse(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "error:", err)
+			os.Exit(2)
+		}
+		cfg, err := cf.ToRESTConfig()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "error:", err)
+			os.Exit(2)
+		}
+		fmt.Println(cfg.Host)
+		os.Exit(0)
 	case "stops", "stubborn":
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
@@ -497,4 +515,124 @@ func TestSummarize(t *testing.T) {
 	if err := Summarize(&Row{}, Kind("other"), 0, []byte("{}")); err == nil {
 		t.Error("an unknown kind: no error")
 	}
+}
+
+// TestContextsOfMergedKubeconfig: KUBECONFIG naming two files, contexts split across them (a
+// context of one file using a cluster the other defines), is loaded as kubectl merges it
+// (plugin's fleetFlags.clusters: ConfigFlags' loader): --all-contexts and --contexts select every
+// context of both files, each cluster with no kubeconfig file of its own, so its run (a child
+// process given --context alone, with the fleet's environment, as plugin's clusterArgs and
+// fleet.Exec pass them) reaches the server the merged config names. A --kubeconfig given
+// explicitly is kept for every child (kubectl's rule: that file alone, KUBECONFIG ignored).
+func TestContextsOfMergedKubeconfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, clusters map[string]string, contexts map[string]string, current string) string {
+		cfg := clientcmdapi.NewConfig()
+		for n, server := range clusters {
+			cfg.Clusters[n] = &clientcmdapi.Cluster{Server: server}
+			cfg.AuthInfos[n] = &clientcmdapi.AuthInfo{Token: "t-" + n}
+		}
+		for ctx, cluster := range contexts {
+			cfg.Contexts[ctx] = &clientcmdapi.Context{Cluster: cluster, AuthInfo: cluster}
+		}
+		cfg.CurrentContext = current
+		file := filepath.Join(dir, name)
+		if err := clientcmd.WriteToFile(*cfg, file); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	a := write("a.yaml", map[string]string{"east": "https://127.0.0.1:6441"}, map[string]string{"a-east": "east", "a-east-admin": "east"}, "a-east")
+	// b's second context uses a's cluster and user: it is whole only in the merged config.
+	b := write("b.yaml", map[string]string{"west": "https://127.0.0.1:6442"}, map[string]string{"b-west": "west", "b-east": "east"}, "")
+	server := map[string]string{"a-east": "https://127.0.0.1:6441", "a-east-admin": "https://127.0.0.1:6441", "b-west": "https://127.0.0.1:6442", "b-east": "https://127.0.0.1:6441"}
+	t.Setenv("KUBECONFIG", a+string(filepath.ListSeparator)+b)
+	t.Setenv(childEnv, "kubeconfig") // the children are this binary, reading their flags as kubectl does
+
+	load := func(args ...string) (clientcmdapi.Config, string) {
+		cf := genericclioptions.NewConfigFlags(true)
+		fs := pflag.NewFlagSet("fleet", pflag.ContinueOnError)
+		cf.AddFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := cf.ToRawKubeConfigLoader().RawConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg, *cf.KubeConfig
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// reach is the server each cluster's run reaches (its flags as plugin's clusterArgs).
+	reach := func(t *testing.T, cs []Cluster) map[string]string {
+		got := map[string]string{}
+		for _, c := range cs {
+			var args []string
+			if c.Kubeconfig != "" {
+				args = append(args, "--kubeconfig="+c.Kubeconfig)
+			}
+			if c.Context != "" {
+				args = append(args, "--context="+c.Context)
+			}
+			res := Exec(context.Background(), Command{Path: exe, Args: args})
+			if res.ExitCode != 0 {
+				t.Fatalf("%s: the child's run exited %d: %s", c.Name, res.ExitCode, res.ErrorLine)
+			}
+			got[c.Name] = strings.TrimSpace(string(res.Stdout))
+		}
+		return got
+	}
+
+	cfg, _ := load()
+	t.Run("all-contexts", func(t *testing.T) {
+		cs, err := AllContexts(&cfg, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Cluster{{Name: "a-east", Context: "a-east"}, {Name: "a-east-admin", Context: "a-east-admin"}, {Name: "b-east", Context: "b-east"}, {Name: "b-west", Context: "b-west"}}
+		if diff := cmp.Diff(want, cs); diff != "" {
+			t.Fatalf("clusters (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(server, reach(t, cs)); diff != "" {
+			t.Errorf("servers the runs reach (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("contexts", func(t *testing.T) {
+		cs, err := Contexts(&cfg, []string{"b-*", "a-east"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Cluster{{Name: "b-east", Context: "b-east"}, {Name: "b-west", Context: "b-west"}, {Name: "a-east", Context: "a-east"}}
+		if diff := cmp.Diff(want, cs); diff != "" {
+			t.Fatalf("clusters (-want +got):\n%s", diff)
+		}
+		got := reach(t, cs)
+		for _, c := range cs {
+			if got[c.Name] != server[c.Name] {
+				t.Errorf("%s: the run reaches %q, want %q", c.Name, got[c.Name], server[c.Name])
+			}
+		}
+	})
+	// --kubeconfig b.yaml: that file alone; b-east's cluster is not in it, so its run does not
+	// reach a.yaml's server (client-go falls back to its default).
+	t.Run("kubeconfig given", func(t *testing.T) {
+		cfg, file := load("--kubeconfig", b)
+		cs, err := AllContexts(&cfg, file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Cluster{{Name: "b-east", Context: "b-east", Kubeconfig: b}, {Name: "b-west", Context: "b-west", Kubeconfig: b}}
+		if diff := cmp.Diff(want, cs); diff != "" {
+			t.Fatalf("clusters (-want +got):\n%s", diff)
+		}
+		if got := reach(t, cs[1:]); got["b-west"] != server["b-west"] {
+			t.Errorf("b-west: the run reaches %q, want %q", got["b-west"], server["b-west"])
+		}
+		if got := reach(t, cs[:1]); got["b-east"] == server["b-east"] {
+			t.Errorf("b-east through %s alone reached %s, a server only a.yaml names: the explicit file was merged with KUBECONFIG", b, got["b-east"])
+		}
+	})
 }
