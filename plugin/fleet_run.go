@@ -33,8 +33,9 @@ type fleetRunner struct {
 	f      *fleetFlags
 	engine string
 	// args is the command path and its flags as given, without the fleet's, -o and the
-	// cluster's; statusArgs is `upgrade status` of the same release (plan, upgrade).
-	args, statusArgs []string
+	// cluster's; statusArgs is `upgrade status` of the same release (plan, upgrade); operands
+	// are the command's arguments (doctor's CRD names), which each run takes after every flag.
+	args, statusArgs, operands []string
 	// conn are the connection flags given (--as, --token, …), for the probe's client.
 	conn []string
 	kind fleet.Kind
@@ -103,7 +104,7 @@ func (f *fleetFlags) newRunner(ctx context.Context) (*fleetRunner, error) {
 		return nil, inputError(spoolErr)
 	}
 	if args := f.cmd.Flags().Args(); len(args) > 0 {
-		r.args = append(append(r.args, "--"), args...)
+		r.operands = args
 		shown = append(shown, args...)
 	}
 	r.display = strings.Join(append(path, shown...), " ")
@@ -158,9 +159,14 @@ func (r *fleetRunner) command(c fleet.Cluster) string {
 	return cmd
 }
 
-// exec runs the engine with args on c.
-func (r *fleetRunner) exec(ctx context.Context, args []string, c fleet.Cluster) fleet.ExecResult {
-	return fleet.Exec(ctx, fleet.Command{Path: r.engine, Args: append(append([]string{}, args...), clusterArgs(c)...)})
+// exec runs the engine with args on c: args, the flags that choose c, then the operands after
+// "--" (after every flag: what follows "--" is an operand, never a flag).
+func (r *fleetRunner) exec(ctx context.Context, args []string, c fleet.Cluster, operands ...string) fleet.ExecResult {
+	all := append(append([]string{}, args...), clusterArgs(c)...)
+	if len(operands) > 0 {
+		all = append(append(all, "--"), operands...)
+	}
+	return fleet.Exec(ctx, fleet.Command{Path: r.engine, Args: all})
 }
 
 // probeTimeout bounds the probe of a cluster (its /version and identity).
@@ -234,7 +240,7 @@ func (r *fleetRunner) run(ctx context.Context, c fleet.Cluster) fleet.Row {
 			row.InPlace = st.InPlace
 		}
 	}
-	r.summarize(&row, r.kind, r.exec(ctx, r.args, c))
+	r.summarize(&row, r.kind, r.exec(ctx, r.args, c, r.operands...))
 	return row
 }
 
@@ -267,7 +273,7 @@ func (r *fleetRunner) upgrade(ctx context.Context, c fleet.Cluster) fleet.Row {
 		return row
 	}
 	args := append(append([]string{}, r.args...), "--yes", "--backup="+r.f.backupFile(c, r.stamp))
-	r.summarize(&row, r.kind, r.exec(ctx, args, c))
+	r.summarize(&row, r.kind, r.exec(ctx, args, c, r.operands...))
 	return row
 }
 
