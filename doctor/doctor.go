@@ -260,6 +260,7 @@ func checkCRD(ctx context.Context, opts Options, c clients, crd *apiextensionsv1
 	k := &checker{ctx: ctx, opts: opts, c: c, crd: crd, res: crdResult{objects: -1}}
 	k.checkSchema()
 	census := k.checkStorage()
+	k.checkNoneReads()
 	k.checkVersions(census, preferred)
 	k.checkWebhook()
 	return k.res

@@ -599,3 +599,79 @@ func TestDroppedConversionStalls(t *testing.T) {
 		"v1 is the preferred version", "the garbage collector cannot collect CronTab objects", "deleting a namespace that holds one stays Terminating")
 	expect(t, fs, CheckWebhook, SeverityError, "no caBundle", "which do not sign dropped-webhook.default.svc")
 }
+
+// TestDroppedConversionApplied: the CronTab CRD updated without its conversion block (strategy
+// None) while objects are stored at v1beta1, one with spec.hostPort, which v1's schema lacks.
+// Storage switched to v1 (storedVersions [v1beta1, v1]): the pending migration's data-loss
+// check names the object and the field. Storage still v1beta1, v1 preferred: the None-read
+// check names them at v1, where the API server's own read has already dropped the field.
+func TestDroppedConversionApplied(t *testing.T) {
+	ctx := context.Background()
+	for _, storage := range []string{"v1", "v1beta1"} {
+		t.Run("storage "+storage, func(t *testing.T) {
+			crd := cronTabCRD(t, "applied-"+storage+".doctor.test", "", nil)
+			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+			for i := range crd.Spec.Versions {
+				crd.Spec.Versions[i].Storage = crd.Spec.Versions[i].Name == "v1beta1"
+			}
+			crd.Status.StoredVersions = []string{"v1beta1"}
+			create(t, crd)
+			ri := dynClient(t).Resource(crdinfo.GVR(crd, "v1beta1")).Namespace("default")
+			for name, spec := range map[string]map[string]any{
+				"stored-old": {"cronSpec": "* * * * */5", "hostPort": "db:5432"},
+				"no-loss":    {"cronSpec": "* * * * */5"},
+			} {
+				obj := &unstructured.Unstructured{Object: map[string]any{
+					"apiVersion": crd.Spec.Group + "/v1beta1", "kind": "CronTab",
+					"metadata": map[string]any{"name": name, "namespace": "default"}, "spec": spec,
+				}}
+				if _, err := ri.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if storage == "v1" {
+				updateCRD(t, crd.Name, func(c *apiextensionsv1.CustomResourceDefinition) {
+					for i := range c.Spec.Versions {
+						c.Spec.Versions[i].Storage = c.Spec.Versions[i].Name == "v1"
+					}
+				})
+			}
+			// The API server's read at v1 has lost the field: what the finding is about.
+			got, err := dynClient(t).Resource(crdinfo.GVR(crd, "v1")).Namespace("default").Get(ctx, "stored-old", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok, _ := unstructured.NestedString(got.Object, "spec", "hostPort"); ok {
+				t.Fatalf("the API server kept spec.hostPort at v1: %v", got.Object["spec"])
+			}
+
+			r := doctorOf(t, Options{}, crd.Name)
+			fs := findingsOf(r, crd.Name)
+			if len(r.Summary.Incomplete) != 0 {
+				t.Errorf("incomplete: %+v", r.Summary.Incomplete)
+			}
+			var loss []Finding
+			for _, f := range fs {
+				if f.Check == CheckDataLoss {
+					loss = append(loss, f)
+				}
+			}
+			if len(loss) != 1 || strings.Contains(loss[0].Message, "no-loss") {
+				t.Fatalf("want one data-loss finding naming only stored-old, got:\n%s", dump(fs))
+			}
+			if storage == "v1" {
+				expect(t, fs, CheckDataLoss, SeverityError, "1 objects lose fields when read at the storage version v1", "default/stored-old (.spec.hostPort)")
+				return
+			}
+			expect(t, fs, CheckDataLoss, SeverityError, "conversion is None: 1 objects lose fields when read at the preferred version v1",
+				"relabels them from v1beta1", "default/stored-old (.spec.hostPort)")
+			for _, want := range []string{"restore its spec.conversion: kubectl edit crd " + crd.Name,
+				"kubectl get crontabs.v1beta1." + crd.Spec.Group + " -A -o yaml",
+				"kubectl crdver migrate " + crd.Name + " --to v1 --allow-data-loss"} {
+				if !strings.Contains(loss[0].Fix, want) {
+					t.Errorf("fix %q lacks %q", loss[0].Fix, want)
+				}
+			}
+		})
+	}
+}

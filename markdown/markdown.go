@@ -234,7 +234,7 @@ func markdownPlan(m *mdDoc, r *plan.Report) {
 			}
 		}
 		for _, c := range it.Stricter {
-			m.Line("- **stricter:** %s %s: %s", c.Version, mdCode(c.Path), mdCell(c.Change))
+			m.Line("- **stricter:** %s %s: %s", c.Versions(), mdCode(c.Path), mdCell(c.Change))
 		}
 		m.Line("")
 	}

@@ -109,3 +109,25 @@ func TestMarkdownRendersEveryFindingKind(t *testing.T) {
 		}
 	}
 }
+
+// The stricter changes of a CRD compared at two live versions (v1 with v1, and v1beta1 with
+// v1) are labelled as the table labels them: the same path twice reads as two changes, not one
+// repeated (issue 39: both were labelled v1).
+func TestMarkdownLabelsStricterChangesByVersions(t *testing.T) {
+	changes := []plan.SchemaChange{
+		{Version: "v1", Path: "spec.replicas", Change: "maximum 10 added", Effect: plan.EffectStricter},
+		{Version: "v1", From: "v1beta1", Path: "spec.replicas", Change: "maximum 10 added", Effect: plan.EffectStricter},
+	}
+	it := plan.Item{CRD: "x.example.com", Operation: plan.OperationUpdate, Verdict: plan.VerdictStricter, Apply: plan.Apply{Allowed: true}, Stricter: changes}
+	r := &plan.Report{Items: []plan.Item{it}}
+	r.Summarize()
+	var b bytes.Buffer
+	if err := writeString(&b, Plan(r, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"- **stricter:** v1 `spec.replicas`", "- **stricter:** v1beta1 → v1 `spec.replicas`"} {
+		if strings.Count(b.String(), want) != 1 {
+			t.Errorf("want %q once:\n%s", want, b.String())
+		}
+	}
+}

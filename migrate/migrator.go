@@ -199,7 +199,7 @@ func (m *Migrator) run(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 			return nil, fail(StepPlan, err)
 		}
 		if plan.Budget != nil && o.Engine == EngineCluster {
-			plan.Budget.Unknown = append(plan.Budget.Unknown, "the cluster engine's rate: kube-controller-manager writes the objects, at the rate its own client allows (its QPS setting), which is not measured here; the rate above is this client's")
+			plan.Budget.Unknown = append(plan.Budget.Unknown, "the cluster engine's rate: kube-controller-manager writes the objects one at a time, and only once its garbage collector's cache has seen the migration's revision (seconds after a storage switch, a minute or more on a resource nobody writes, up to tens of minutes without the API server's watch cache), which is not measured here; the rate above is this client's")
 		}
 	}
 	report := &Report{Plan: plan, DryRun: o.DryRun, Engine: o.Engine}

@@ -212,6 +212,15 @@ type SchemaChange struct {
 	Effect string `json:"effect"`
 }
 
+// Versions labels the change: its version, or "FROM → VERSION" when the live version compared
+// is another (the one label of the table, the human report and -o markdown).
+func (c SchemaChange) Versions() string {
+	if c.From != "" {
+		return c.From + " → " + c.Version
+	}
+	return c.Version
+}
+
 // Effects of a SchemaChange.
 const (
 	EffectLossy      = "lossy"

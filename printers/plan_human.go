@@ -391,10 +391,7 @@ func (p *planPrinter) schemaChanges(it *plan.Item) error {
 				continue
 			}
 		}
-		v := c.Version
-		if c.From != "" {
-			v = c.From + " → " + c.Version
-		}
+		v := c.Versions()
 		path := Dash(c.Path)
 		if !p.wide {
 			path = wrapPath(path, 48)

@@ -72,10 +72,10 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 
 // StartStorageVersionMigrator starts kube-controller-manager with only what the
 // storagemigration.k8s.io controller needs: its feature gate, and the storage-version-migrator
-// and garbage-collector controllers.
-func (e *Env) StartStorageVersionMigrator() (*ControllerManager, error) {
-	return e.StartControllerManager(
+// and garbage-collector controllers, plus args (e.g. "--v=4").
+func (e *Env) StartStorageVersionMigrator(args ...string) (*ControllerManager, error) {
+	return e.StartControllerManager(append([]string{
 		"--feature-gates=StorageVersionMigrator=true",
 		"--controllers=storage-version-migrator-controller,garbage-collector-controller",
-	)
+	}, args...)...)
 }

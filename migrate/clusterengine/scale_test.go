@@ -22,7 +22,11 @@ package clusterengine_test
 //	                       the built plugin, with a CPU profile of the whole step and a heap
 //	                       profile every 20 s (no RSS: the process is the benchmark's)
 //	CRDVER_SCALE_GOGC      GOGC of the commands run (not of the API server)
-//	CRDVER_SCALE_LOGS      a folder: each command's stderr (its progress lines), time-stamped
+//	CRDVER_SCALE_LOGS      a folder: each command's stderr (its progress lines), time-stamped,
+//	                       and kube-controller-manager's log of the migrate-cluster-engine step
+//	CRDVER_SCALE_CONTROLLER_V  kube-controller-manager's --v (4: each retry of the
+//	                       StorageVersionMigration controller and each object it migrated)
+//	CRDVER_SCALE_CLUSTER_ARGS  more arguments of the migrate-cluster-engine step's command
 //	CRDVER_BENCH_BIN       the kubectl-crdver binary to time (default: built from this tree)
 //
 // BenchmarkScaleRelease: one CRD whose release (testdata written here) makes v1 the storage
@@ -298,7 +302,7 @@ func (r *scaleRun) command(step string, exits []int, args ...string) *scaleResul
 			b.Fatalf("%s: exit %d\nstderr:\n%s\nstdout:\n%s", strings.Join(args, " "), exit, tail(stderr.String(), 4000), tail(stdout.String(), 4000))
 		}
 		res = &scaleResult{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), exit: exit, stdout: []byte(stdout.String()), rssKiB: rss}
-		r.report(b, step, res.wall, res.cpu, res.rssKiB, fmt.Sprintf("exit %d; %s; load %s → %s", exit, r.perObject(before, r.requests()), load0, loadAvg()))
+		r.report(b, step, res.wall, res.cpu, res.rssKiB, fmt.Sprintf("exit %d; %s; load %s → %s%s", exit, r.perObject(before, r.requests()), load0, loadAvg(), scaleSetting()))
 	})
 	return res
 }
@@ -600,7 +604,7 @@ func (r *scaleRun) listFloor(step, plural, version string, decoded bool, limit i
 			b.Fatalf("listed %d objects, want %d", n, r.n)
 		}
 		cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
-		r.report(b, step, wall, cpu, 0, fmt.Sprintf("in-process client; load %s → %s", load0, loadAvg()))
+		r.report(b, step, wall, cpu, 0, fmt.Sprintf("in-process client; load %s → %s%s", load0, loadAvg(), scaleSetting()))
 	})
 }
 
@@ -609,6 +613,16 @@ func unlimited(c *rest.Config) *rest.Config {
 	cfg := rest.CopyConfig(c)
 	cfg.QPS, cfg.Burst = -1, 0
 	return cfg
+}
+
+// scaleSetting words the control plane's settings that change the figures, for each row:
+// "; watch cache off" (nothing with the watch cache on). Without the watch cache a
+// StorageVersionMigration can wait many minutes before its first write (docs/benchmarks.md).
+func scaleSetting() string {
+	if os.Getenv("CRDVER_SCALE_WATCH_CACHE") == "off" {
+		return "; watch cache off"
+	}
+	return ""
 }
 
 func loadAvg() string {
@@ -701,12 +715,24 @@ func BenchmarkScaleMigrate(b *testing.B) {
 		check("v1beta1")
 	}
 	if r.on("migrate-cluster-engine") {
-		cm, err := e.StartStorageVersionMigrator()
+		var cmArgs []string
+		if v := os.Getenv("CRDVER_SCALE_CONTROLLER_V"); v != "" {
+			cmArgs = append(cmArgs, "--v="+v)
+		}
+		cm, err := e.StartStorageVersionMigrator(cmArgs...)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer cm.Stop()
-		if r.command("migrate-cluster-engine", nil, "migrate", crd.Name, "--to", "v1", "--engine", "cluster", "--yes", "--quiet", "-o", "json") != nil {
+		if dir := os.Getenv("CRDVER_SCALE_LOGS"); dir != "" {
+			// kube-controller-manager's log: when the StorageVersionMigration controller
+			// started, retried (and why) and finished.
+			defer func() {
+				_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("kube-controller-manager-%d.log", n)), []byte(cm.Logs()), 0o644)
+			}()
+		}
+		args := append([]string{"migrate", crd.Name, "--to", "v1", "--engine", "cluster", "--yes", "-o", "json", "--progress-interval", "10s"}, strings.Fields(os.Getenv("CRDVER_SCALE_CLUSTER_ARGS"))...)
+		if r.command("migrate-cluster-engine", nil, args...) != nil {
 			check("v1")
 		}
 	}
