@@ -7,12 +7,10 @@
 package fleet
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -352,46 +350,38 @@ func create(t testing.TB, e *testenv.Env, plural string, objs ...map[string]any)
 	}
 }
 
-// runKilled runs the plugin and kills it with SIGKILL once kill says so (called with each line
-// of its stderr); it returns what it printed.
-func (r *runner) runKilled(kill func(line string) bool, args ...string) (result, bool) {
+// runKilled runs the plugin and kills it with SIGKILL as soon as ready says so (asked every
+// 5 ms while it runs); it returns what it printed, and whether it was killed.
+func (r *runner) runKilled(ready func() bool, args ...string) (result, bool) {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := r.command(ctx, args...)
-	var out bytes.Buffer
-	pr, pw := io.Pipe()
-	var errb bytes.Buffer
-	var mu sync.Mutex
-	cmd.Stdout = &out
-	cmd.Stderr = pw
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)
 	}
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
 	killed := false
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			mu.Lock()
-			errb.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			if !killed && kill(sc.Text()) {
+	var err error
+	for tick := time.NewTicker(5 * time.Millisecond); ; {
+		select {
+		case err = <-ended:
+			tick.Stop()
+			res := result{stdout: out.String(), stderr: errb.String()}
+			if ee, ok := err.(*exec.ExitError); ok {
+				res.code = ee.ExitCode()
+			}
+			return res, killed
+		case <-tick.C:
+			if !killed && ready() {
 				killed = true
 				_ = cmd.Process.Signal(syscall.SIGKILL)
 			}
 		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	err := cmd.Wait()
-	pw.Close()
-	<-scanned
-	res := result{stdout: out.String(), stderr: errb.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		res.code = ee.ExitCode()
 	}
-	return res, killed
 }
 
 // waitNoProcess waits until no process's command line holds marker (the children of a fleet

@@ -16,6 +16,7 @@ import (
 	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/internal/docblock"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
+	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
@@ -198,45 +199,141 @@ func TestFleetUpgradeInWaves(t *testing.T) {
 	}
 }
 
+// resourceVersions are the resourceVersions of e's Gadgets of group, by name (read at v1, which
+// both releases serve).
+func resourceVersions(t *testing.T, e *testenv.Env, group string) map[string]string {
+	t.Helper()
+	list, err := clientsOf(t, e).dyn.Resource(schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gadgets"}).Namespace("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rvs := map[string]string{}
+	for _, o := range list.Items {
+		rvs[o.GetName()] = o.GetResourceVersion()
+	}
+	return rvs
+}
+
+// rewriteOf is the checkpoint of the storage migration (the rewrite of the objects) of crd on
+// the cluster at host, as runs with the cache folder cache keep it; nil when there is none.
+func rewriteOf(cache, host, crd string) *migrate.Checkpoint {
+	files, _ := filepath.Glob(filepath.Join(cache, "kubectl-crdver", "migrate", crd+"-*.json"))
+	for _, f := range files {
+		cp, err := migrate.LoadCheckpoint(f)
+		if err == nil && cp != nil && strings.TrimSuffix(cp.Server, "/") == strings.TrimSuffix(host, "/") {
+			return cp
+		}
+	}
+	return nil
+}
+
 // TestFleetUpgradeSurvivesSIGKILL: the fleet run is killed with SIGKILL in the middle of its
-// second wave (its child upgrading a cluster is sent SIGTERM by the kernel and stops as on
-// Ctrl-C); the same command run again finishes: every cluster ends with the release applied
-// and verified, the canary upgraded once (skipped by the second run), one backup file each
-// except where the killed child's backup was not yet recorded.
+// second wave, while b's objects are being rewritten (its child has recorded a first page of
+// the rewrite, of ten objects; the kernel sends the child SIGTERM and it stops as on Ctrl-C).
+// Before the same command runs again, upgrade status says b's run is to be continued; the
+// same command finishes: every cluster ends with the release applied and verified, the canary
+// upgraded once (skipped by the second run), b's upgrade resumed (its rewrite the one begun
+// before the kill, its first backup kept, the objects rewritten before the kill not written
+// again), one backup file each. 200 objects a cluster, pages of ten: the child stops within a
+// few pages of the kill, long before its rewrite's end.
 func TestFleetUpgradeSurvivesSIGKILL(t *testing.T) {
-	const group = "killed.example.com"
-	release, kubeconfig, byName := gadgetFleet(t, t.TempDir(), group, 50)
+	const group, n = "killed.example.com", 200
+	release, kubeconfig, byName := gadgetFleet(t, t.TempDir(), group, n)
 	r := newRunner(t)
 	backups := t.TempDir()
-	args := []string{"upgrade", "-f", release, "--kubeconfig", kubeconfig, "--contexts", "a,b,c", "--waves", "1,rest", "--parallel", "1", "--yes", "--backup-dir", backups, "-o", "json"}
+	args := []string{"upgrade", "-f", release, "--kubeconfig", kubeconfig, "--contexts", "a,b,c", "--waves", "1,rest", "--parallel", "1", "--yes", "--backup-dir", backups, "--chunk-size", "10", "-o", "json"}
 
-	res, killed := r.runKilled(func(line string) bool { return strings.HasPrefix(line, "fleet: a: complete") }, args...)
+	before := resourceVersions(t, byName["b"], group)
+	bHost := byName["b"].Config.Host
+	var seen *migrate.Checkpoint // b's rewrite when the kill was sent
+	res, killed := r.runKilled(func() bool {
+		cp := rewriteOf(r.cache, bHost, "gadgets."+group)
+		if cp != nil && cp.State == migrate.StateRunning && cp.Pages >= 1 {
+			seen = cp
+			return true
+		}
+		return false
+	}, args...)
 	if !killed {
-		t.Fatalf("the run ended before the kill: exit %d\n%s", res.code, res.stderr)
+		t.Fatalf("the run ended before b's rewrite was caught under way: exit %d\n%s", res.code, res.stderr)
 	}
 	waitNoProcess(t, kubeconfig)
 	upgraded(t, byName["a"], "a", group)
 
+	// The kill landed in the middle of b's upgrade: some of its objects rewritten, not all,
+	// the release not applied.
+	killedAt := resourceVersions(t, byName["b"], group)
+	var rewritten []string
+	for name, rv := range killedAt {
+		if rv != before[name] {
+			rewritten = append(rewritten, name)
+		}
+	}
+	t.Logf("killed with b's rewrite at page %d (%d objects); %d of %d objects rewritten when b's child stopped", seen.Pages, seen.Counts.Total(), len(rewritten), n)
+	if len(rewritten) == 0 || len(rewritten) == n {
+		t.Errorf("%d of %d of b's objects rewritten when the run was killed: the kill did not land in the middle of b's upgrade", len(rewritten), n)
+	}
+	crd, err := clientsOf(t, byName["b"]).crds.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), "gadgets."+group, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(crd.Spec.Versions) != 2 {
+		t.Errorf("b: the release was applied before the kill (versions %d, storedVersions %v)", len(crd.Spec.Versions), crd.Status.StoredVersions)
+	}
+	st := r.run("upgrade", "status", "-f", release, "--kubeconfig", kubeconfig, "--contexts", "b", "-o", "json")
+	srep := report(t, st)
+	if b := srep.Row("b"); b == nil || b.Verdict != upgrade.NextContinue {
+		t.Errorf("upgrade status of b after the kill (exit %d): %+v, want %s\n%s", st.code, b, upgrade.NextContinue, st.stderr)
+	} else {
+		t.Logf("upgrade status of b after the kill: %s (%s)", b.Verdict, b.Blocker)
+	}
+	bBackups, _ := filepath.Glob(filepath.Join(backups, "crdver-backup-b-*.yaml"))
+	if len(bBackups) != 1 {
+		t.Errorf("b's backups after the kill: %v, want the one its rewrite began after", bBackups)
+	}
+
 	res = r.run(args...)
 	rep := report(t, res)
 	t.Logf("after the kill: exit %d; %s", res.code, lastLine(res.stderr))
-	for _, row := range rep.Rows {
-		t.Logf("%s: %s %s resumed?%v", row.Name, row.State, row.Verdict, row.Blocker)
-	}
 	if res.code != 0 {
 		t.Fatalf("exit %d\n%s", res.code, res.stderr)
 	}
 	if a := rep.Row("a"); a.State != fleet.StateSkipped {
 		t.Errorf("a was upgraded again: %+v", a)
 	}
+	for _, name := range []string{"b", "c"} {
+		if row := rep.Row(name); row.State != fleet.StateDone || !row.Upgraded || row.Verdict != upgrade.ResultComplete {
+			t.Errorf("%s: %+v", name, row)
+		}
+	}
 	for name, e := range byName {
 		upgraded(t, e, name, group)
 		files, _ := filepath.Glob(filepath.Join(backups, "crdver-backup-"+name+"-*.yaml"))
-		if len(files) == 0 || name != "b" && len(files) != 1 {
-			t.Errorf("%s's backups: %v", name, files)
+		if len(files) != 1 {
+			t.Errorf("%s's backups: %v, want one", name, files)
+		}
+	}
+	// b's upgrade was resumed, not begun afresh: its first backup is the only one (a new run
+	// would have taken one in the file this run named), and the objects rewritten before the
+	// kill were not written again; the others were rewritten by this run.
+	if files, _ := filepath.Glob(filepath.Join(backups, "crdver-backup-b-*.yaml")); len(bBackups) == 1 && !slices.Equal(files, bBackups) {
+		t.Errorf("b's backups: %v, want the first run's %v alone (the run was resumed)", files, bBackups)
+	}
+	if cp := rewriteOf(r.cache, bHost, "gadgets."+group); cp == nil || cp.State != migrate.StateComplete || !cp.StartedAt.Equal(seen.StartedAt) || cp.Counts.Total() != n {
+		t.Errorf("b's rewrite after the second run: %+v; want the one begun before the kill (started %s), complete, %d objects", cp, seen.StartedAt, n)
+	} else {
+		t.Logf("b's rewrite, begun before the kill and resumed: %d pages, %+v", cp.Pages, cp.Counts)
+	}
+	after := resourceVersions(t, byName["b"], group)
+	for name, rv := range after {
+		switch {
+		case killedAt[name] != before[name] && rv != killedAt[name]:
+			t.Errorf("b's %s was rewritten before the kill and written again after it (resourceVersion %s, %s, %s)", name, before[name], killedAt[name], rv)
+		case killedAt[name] == before[name] && rv == before[name]:
+			t.Errorf("b's %s was never rewritten (resourceVersion %s)", name, rv)
 		}
 	}
 	if leftovers, _ := filepath.Glob(filepath.Join(backups, "*.partial")); len(leftovers) > 0 {
-		t.Logf("temporary files of the killed backup: %v", leftovers)
+		t.Errorf("temporary files of a backup left: %v", leftovers)
 	}
 }
