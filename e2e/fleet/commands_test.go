@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"maps"
 	"testing"
 
 	"github.com/crdver/kubectl-crdver/fleet"
@@ -61,18 +62,12 @@ func TestFleetDoctorAndDryRunAgreeWithSingleRuns(t *testing.T) {
 			if res.code != worst || rep.ExitCode != worst {
 				t.Errorf("fleet exit %d, report's %d: want the worst single run's, %d\n%s", res.code, rep.ExitCode, worst, res.stderr)
 			}
-			if len(rep.Rows) != len(byName) {
-				t.Fatalf("rows: %+v", rep.Rows)
+			rows := map[string]single{}
+			for _, row := range rep.Rows {
+				rows[row.Name] = single{row.ExitCode, row.Verdict}
 			}
-			for name, s := range singles {
-				row := rep.Row(name)
-				if row == nil {
-					t.Errorf("no row for %s", name)
-					continue
-				}
-				if row.ExitCode != s.code || row.Verdict != s.verdict {
-					t.Errorf("%s: fleet row exit %d, verdict %q; alone exit %d, verdict %q (%s)", name, row.ExitCode, row.Verdict, s.code, s.verdict, row.Error)
-				}
+			if !maps.Equal(rows, singles) {
+				t.Errorf("the fleet's rows (exit, verdict) %+v, the single runs' %+v\n%s", rows, singles, res.stderr)
 			}
 			for name, e := range byName {
 				if got := liveState(t, e, group); got != before[name] {
