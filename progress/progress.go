@@ -200,7 +200,8 @@ func roundSeconds(d time.Duration) string { return d.Round(time.Second).String()
 
 // lines prints "<prefix>: 300/1000 objects (detail), 120 objects/s, ETA 6s" every interval
 // until done is closed, and then a last line when an earlier one was printed and anything was
-// done since: a run shorter than the interval prints nothing.
+// done since, or when none was but the run lasted the interval (its tick lost the race with
+// done): a run shorter than the interval prints nothing.
 func (p *streamProgress) lines(t Task, done <-chan struct{}, start time.Time, first int64) {
 	last, printed := first, false
 	tick, stop := p.clock.ticker(p.interval)
@@ -208,8 +209,9 @@ func (p *streamProgress) lines(t Task, done <-chan struct{}, start time.Time, fi
 	for {
 		select {
 		case <-done:
-			if printed && t.Done() != last {
-				p.line(t, start, first, p.clock.now())
+			now := p.clock.now()
+			if printed && t.Done() != last || !printed && now.Sub(start) >= p.interval {
+				p.line(t, start, first, now)
 			}
 			return
 		case now := <-tick:

@@ -167,6 +167,22 @@ func TestProgressPlainLinesAndQuiet(t *testing.T) {
 			t.Errorf("a run shorter than the interval printed %q", out.String())
 		}
 	})
+	t.Run("the interval passed, its tick not taken", func(t *testing.T) {
+		// A run that lasted the interval prints its line even when done closed before the
+		// display took the tick (CI flaked on convert's 1ms progress test so).
+		var out bytes.Buffer
+		c := newFakeClock()
+		var n atomic.Int64
+		stop := (&streamProgress{w: &out, interval: time.Second, clock: c.clock()}).Start(Task{Name: "x", Unit: "objects", Done: n.Load, Total: 3})
+		n.Store(3)
+		c.mu.Lock()
+		c.now = c.now.Add(time.Second)
+		c.mu.Unlock()
+		stop()
+		if got, want := out.String(), "x: 3/3 objects, 3 objects/s, ETA 0s\n"; got != want {
+			t.Errorf("stderr = %q, want %q", got, want)
+		}
+	})
 	var out bytes.Buffer
 	p := New(&out, true, time.Millisecond)
 	stop := p.Start(Task{Name: "x", Unit: "objects", Done: func() int64 { return 3 }, Total: 3})
