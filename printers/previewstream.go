@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/preview"
 )
@@ -145,19 +144,9 @@ func (s *PreviewPrinter) format(item PreviewItem, input []byte) ([]byte, error) 
 		b.WriteString("    ")
 		b.Write(js)
 	case "yaml":
-		y, err := yaml.Marshal(item)
-		if err != nil {
+		if err := writeYAMLItem(&b, item); err != nil {
 			return nil, err
 		}
-		for i, line := range strings.SplitAfter(strings.TrimSuffix(string(y), "\n"), "\n") {
-			if i == 0 {
-				b.WriteString("- ")
-			} else if line != "\n" {
-				b.WriteString("  ")
-			}
-			b.WriteString(line)
-		}
-		b.WriteString("\n")
 	case "name":
 		b.WriteString(nameLine(item))
 	default:

@@ -31,19 +31,9 @@ func (s *listStream) Item(v any) error {
 		if s.items == 0 {
 			fmt.Fprintf(&b, "%s:\n", s.key)
 		}
-		y, err := yaml.Marshal(v)
-		if err != nil {
+		if err := writeYAMLItem(&b, v); err != nil {
 			return err
 		}
-		for i, line := range strings.SplitAfter(strings.TrimSuffix(string(y), "\n"), "\n") {
-			if i == 0 {
-				b.WriteString("- ")
-			} else if line != "\n" {
-				b.WriteString("  ")
-			}
-			b.WriteString(line)
-		}
-		b.WriteString("\n")
 	} else {
 		if s.items == 0 {
 			fmt.Fprintf(&b, "{\n  %q: [\n    ", s.key)
@@ -59,6 +49,25 @@ func (s *listStream) Item(v any) error {
 	s.items++
 	_, err := s.w.Write(b.Bytes())
 	return err
+}
+
+// writeYAMLItem writes v as one item of a YAML list ("- " before its first line, its other
+// lines indented, blank lines of block scalars left blank).
+func writeYAMLItem(b *bytes.Buffer, v any) error {
+	y, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	for i, line := range strings.SplitAfter(strings.TrimSuffix(string(y), "\n"), "\n") {
+		if i == 0 {
+			b.WriteString("- ")
+		} else if line != "\n" {
+			b.WriteString("  ")
+		}
+		b.WriteString(line)
+	}
+	b.WriteString("\n")
+	return nil
 }
 
 // Finish writes the rest of report: every field but the list's (which must be empty in it: its
