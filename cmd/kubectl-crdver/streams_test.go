@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
 var cronTabCRD = filepath.Join("..", "..", "testdata", "crds", "crontab.yaml")
@@ -174,17 +176,11 @@ func interrupt(t *testing.T, cmd *exec.Cmd, waitErr <-chan error, sig syscall.Si
 
 // peakRSSSoFar is the process's peak resident set so far (VmHWM, KiB), 0 without /proc.
 func peakRSSSoFar(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	kib, err := testenv.HWM(pid)
 	if err != nil {
 		return 0
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			return n
-		}
-	}
-	return 0
+	return kib
 }
 
 func tail(s string) string {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crdver/kubectl-crdver/internal/proc"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
@@ -209,14 +210,7 @@ func treeMemory(pid int) (parent int64, children []int64, total int64) {
 		if err != nil || child == pid {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …: comm may hold spaces; the fields after its ')' do not.
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fields) < 2 || fields[1] != strconv.Itoa(pid) {
+		if st, err := proc.ReadStat(child); err != nil || st.PPID != pid {
 			continue
 		}
 		h, r := procMemory(child)
@@ -228,25 +222,9 @@ func treeMemory(pid int) (parent int64, children []int64, total int64) {
 
 // procMemory reads a process's VmHWM and VmRSS, in bytes (0 when it is gone).
 func procMemory(pid int) (hwm, rss int64) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	m, err := proc.ReadMemory(pid)
 	if err != nil {
 		return 0, 0
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		var target *int64
-		switch {
-		case strings.HasPrefix(l, "VmHWM:"):
-			target = &hwm
-		case strings.HasPrefix(l, "VmRSS:"):
-			target = &rss
-		default:
-			continue
-		}
-		f := strings.Fields(l)
-		if len(f) >= 2 {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			*target = kb << 10
-		}
-	}
-	return hwm, rss
+	return m.HWM << 10, m.RSS << 10
 }

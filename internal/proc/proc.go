@@ -1,7 +1,8 @@
 // Package proc reads what kubectl-crdver and its tests need of a Linux process from
 // /proc/PID/stat: its state (a zombie is killed, not yet reaped), its start time (tells a
-// process from another that got the same PID since), its parent and the CPU time it used. The
-// one reader of that file. Standard library only.
+// process from another that got the same PID since), its parent and the CPU time it used; and
+// from /proc/PID/status its resident memory, peak and current. The one reader of those files.
+// Standard library only.
 package proc
 
 import (
@@ -10,6 +11,51 @@ import (
 	"os"
 	"strconv"
 )
+
+// Memory is a process's resident memory as /proc/PID/status says it, in KiB.
+type Memory struct {
+	// HWM is VmHWM, the peak resident set so far (it restarts at each exec).
+	HWM int64
+	// RSS is VmRSS, the resident set now.
+	RSS int64
+}
+
+// ReadMemory reads VmHWM and VmRSS of /proc/PID/status (pid 0: this process); an error when
+// the process is gone, there is no /proc, or the file has no VmHWM (a kernel thread).
+func ReadMemory(pid int) (Memory, error) {
+	path := "/proc/self/status"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/status", pid)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Memory{}, err
+	}
+	var m Memory
+	found := false
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		f := bytes.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		var target *int64
+		switch string(f[0]) {
+		case "VmHWM:":
+			target, found = &m.HWM, true
+		case "VmRSS:":
+			target = &m.RSS
+		default:
+			continue
+		}
+		if *target, err = strconv.ParseInt(string(f[1]), 10, 64); err != nil {
+			return Memory{}, fmt.Errorf("%s: %s: %w", path, l, err)
+		}
+	}
+	if !found {
+		return Memory{}, fmt.Errorf("no VmHWM in %s", path)
+	}
+	return m, nil
+}
 
 // Stat is what /proc/PID/stat says of a process.
 type Stat struct {

@@ -54,3 +54,23 @@ func TestReadStat(t *testing.T) {
 		t.Errorf("ReadStat(no such process): %v; want fs.ErrNotExist", err)
 	}
 }
+
+// This process's memory: a peak and a current resident set, the peak never below the current;
+// a process that does not exist is an error, not zeros.
+func TestReadMemory(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc")
+	}
+	for _, pid := range []int{0, os.Getpid()} {
+		m, err := ReadMemory(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.HWM <= 0 || m.RSS <= 0 || m.HWM < m.RSS {
+			t.Errorf("pid %d: %+v, want 0 < RSS <= HWM", pid, m)
+		}
+	}
+	if m, err := ReadMemory(1 << 30); err == nil {
+		t.Errorf("a process that does not exist: %+v, no error", m)
+	}
+}

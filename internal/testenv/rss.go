@@ -1,14 +1,11 @@
 package testenv
 
 import (
-	"bufio"
-	"fmt"
-	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/crdver/kubectl-crdver/internal/proc"
 )
 
 // PeakRSS follows the peak resident set (VmHWM) of a started process until it exits: call it
@@ -56,20 +53,6 @@ func PeakRSS(cmd *exec.Cmd) func() int64 {
 // HWM is the peak resident set (VmHWM of /proc/PID/status) of process pid in KiB; pid 0 is
 // this process.
 func HWM(pid int) (int64, error) {
-	path := "/proc/self/status"
-	if pid != 0 {
-		path = fmt.Sprintf("/proc/%d/status", pid)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in %s", path)
+	m, err := proc.ReadMemory(pid)
+	return m.HWM, err
 }
