@@ -22,6 +22,8 @@ package clusterengine_test
 //	                       the built plugin, with a CPU profile of the whole step and a heap
 //	                       profile every 20 s (no RSS: the process is the benchmark's)
 //	CRDVER_SCALE_GOGC      GOGC of the commands run (not of the API server)
+//	CRDVER_SCALE_GODEBUG   GODEBUG of the commands run (gctrace=1: their live heap after each
+//	                       collection, in their stderr and so in CRDVER_SCALE_LOGS)
 //	CRDVER_SCALE_LOGS      a folder: each command's stderr (its progress lines), time-stamped,
 //	                       and kube-controller-manager's log of the migrate-cluster-engine step
 //	CRDVER_SCALE_CONTROLLER_V  kube-controller-manager's --v (4: each retry of the
@@ -264,6 +266,9 @@ func (r *scaleRun) command(step string, exits []int, args ...string) *scaleResul
 		env := append(os.Environ(), "XDG_CACHE_HOME="+r.cache, "HOME="+r.cache)
 		if g := os.Getenv("CRDVER_SCALE_GOGC"); g != "" {
 			env = append(env, "GOGC="+g) // the command's only (not the API server's)
+		}
+		if g := os.Getenv("CRDVER_SCALE_GODEBUG"); g != "" {
+			env = append(env, "GODEBUG="+g) // e.g. gctrace=1: the live heap after each collection, in the command's stderr
 		}
 		before := r.requests()
 		stopProfile := r.serverProfile(step)
