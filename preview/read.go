@@ -81,9 +81,7 @@ func (p *Previewer) Read(stored []byte, read string) (*ReadResult, error) {
 	if before != nil {
 		r.DroppedNulls = droppedNulls(before, u.Object, "")
 	}
-	beforeDefault := runtime.DeepCopyJSON(u.Object)
-	structuraldefaulting.Default(u.Object, p.schemas[enc].Structural)
-	r.Defaulted = defaultedPaths(beforeDefault, u.Object, "")
+	r.Defaulted = p.defaultTracked(u.Object, enc)
 	if read != enc {
 		if p.webhook {
 			r.Converted, r.ReadVersion = false, enc
@@ -210,9 +208,7 @@ func (p *Previewer) storageRoundTrip(u *unstructured.Unstructured, read string) 
 // defaultOnRead is the storage decoder's defaulting in the storage version; it records what it
 // set in lastReadDefaults.
 func (p *Previewer) defaultOnRead(u *unstructured.Unstructured) {
-	before := runtime.DeepCopyJSON(u.Object)
-	structuraldefaulting.Default(u.Object, p.schemas[p.storage].Structural)
-	p.lastReadDefaults = defaultedPaths(before, u.Object, "")
+	p.lastReadDefaults = p.defaultTracked(u.Object, p.storage)
 }
 
 // readAt is the storage decoder: stored is an object at the storage version.
