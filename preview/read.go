@@ -152,6 +152,7 @@ func (p *Previewer) readOld(data []byte, gvk schema.GroupVersionKind, ns string)
 // dropInvalidMetadata and repairGeneration, defaulting in the storage version, conversion to
 // the read version and the coercer there. With conversion strategy None, conversion only sets
 // apiVersion. With a webhook, preview cannot convert: it stops before storage and says so.
+// u is changed: the caller keeps only the result.
 func (p *Previewer) storageRoundTrip(u *unstructured.Unstructured, read string) (*unstructured.Unstructured, []string, []string, error) {
 	var notes, pruned []string
 	cur := u.GetObjectKind().GroupVersionKind().Version
@@ -174,7 +175,9 @@ func (p *Previewer) storageRoundTrip(u *unstructured.Unstructured, read string) 
 		p.defaultOnRead(u)
 		return u, nil, nil, nil
 	}
-	stored := u.DeepCopy()
+	// The request's object is not used after its round trip (run keeps what this returns), so
+	// it is changed in place, as in the branch above, rather than copied.
+	stored := u
 	if cur != p.storage {
 		if _, err := p.usable(p.storage); err != nil {
 			return nil, nil, nil, err
@@ -211,9 +214,10 @@ func (p *Previewer) defaultOnRead(u *unstructured.Unstructured) {
 	p.lastReadDefaults = p.defaultTracked(u.Object, p.storage)
 }
 
-// readAt is the storage decoder: stored is an object at the storage version.
+// readAt is the storage decoder: stored is an object at the storage version, freshly decoded
+// from its JSON; it is changed in place and returned.
 func (p *Previewer) readAt(stored *unstructured.Unstructured, read string) (*unstructured.Unstructured, []string, error) {
-	out := stored.DeepCopy()
+	out := stored
 	if _, err := p.coerce(out, true, true); err != nil {
 		return nil, nil, err
 	}
