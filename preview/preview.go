@@ -496,7 +496,7 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 			return p.reject(r, rec, err), nil
 		}
 	} else {
-		old, err := p.readOld(oldData, gvk, ns)
+		old, err := p.readOld(oldData, data, gvk, ns)
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 
@@ -105,10 +106,15 @@ func (p *Previewer) Read(stored []byte, read string) (*ReadResult, error) {
 
 // readOld turns the old object into what the API server would hold: coerced and defaulted in
 // its version (the read path), converted to the request version, with system metadata filled.
-func (p *Previewer) readOld(data []byte, gvk schema.GroupVersionKind, ns string) (*unstructured.Unstructured, error) {
-	oldGVK, err := head(data)
-	if err != nil {
-		return nil, &InputError{Err: fmt.Errorf("old object: %w", err)}
+// gvk is the request's, head(newData): when the old object is the same JSON (a no-op
+// update), its head is the same too.
+func (p *Previewer) readOld(data, newData []byte, gvk schema.GroupVersionKind, ns string) (*unstructured.Unstructured, error) {
+	oldGVK := gvk
+	if !bytes.Equal(data, newData) {
+		var err error
+		if oldGVK, err = head(data); err != nil {
+			return nil, &InputError{Err: fmt.Errorf("old object: %w", err)}
+		}
 	}
 	if err := p.checkObjectKind(oldGVK); err != nil {
 		return nil, &InputError{Err: fmt.Errorf("old object: %w", err)}
