@@ -40,8 +40,8 @@ type HopOptions struct {
 // PathOptions of an upgrade along a release path.
 type PathOptions struct {
 	// Options is the template of each hop's upgrade (Next and ApplyFile are set per hop;
-	// Confirm is asked before the first write only; Checkpoint, when set, is the path's state
-	// and each hop's is beside it).
+	// Confirm is asked before the first write only; Checkpoint, when set, is the run's one
+	// checkpoint, which holds the path and the steps of the hop it is at).
 	Options
 	// Via are the releases between the cluster and Target, oldest first; the path takes
 	// only those it needs (plan.Path).
