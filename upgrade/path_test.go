@@ -405,3 +405,36 @@ func TestAPathOfOneHopIsTheReleaseRun(t *testing.T) {
 		t.Errorf("the path's status: %+v, next %s, hop checkpoint %s; want complete, nothing, %s", ps.Path, ps.Next, ps.Checkpoint, st.Checkpoint)
 	}
 }
+
+// TestAPathOfOneReleaseFromAnEarlierBuild: an earlier build gave a path of one release a key of
+// its own (chainKey) and kept its hop's steps in CHECKPOINT.hop1; that path is now the
+// release's run, keyed as the release: its status reads the hop's steps from the hop's file.
+func TestAPathOfOneReleaseFromAnEarlierBuild(t *testing.T) {
+	group := "oldonehop.run.example.com"
+	live := widgetCRD(group, version{"v1", true, true, true})
+	next := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, true})
+	f := newRunFx(t, live, next, map[string]map[string]any{"w-one": {"size": int64(1)}})
+	target := plan.PathRelease{Name: "v0.2.0", File: "v0.2.0/", CRDs: []*apiextensionsv1.CustomResourceDefinition{next}}
+	cluster := f.c.ClusterID(context.Background())
+	uids := map[string]string{next.Name: string(f.live(t).UID)}
+	done := []string{plan.ActionBackup + "|" + next.Name + "||"}
+	path := state{binding: binding{Release: chainKey(f.c.Server, []plan.PathRelease{target}), Cluster: cluster, Server: f.c.Server, CRDs: uids, BackupFile: f.backup},
+		Hops: []string{target.Name}, steps: steps{Done: []string{}}}
+	hop := state{binding: binding{Release: releaseKey(f.c.Server, target.CRDs), Cluster: cluster, Server: f.c.Server, CRDs: uids, BackupFile: f.backup}, steps: steps{Done: done}}
+	for file, s := range map[string]*state{f.cp: &path, f.cp + ".hop1": &hop} {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := GetPathStatus(context.Background(), f.c, nil, target, f.cp, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Path == nil || !st.Path.Found || st.Path.NotThisCluster != "" || st.Path.Hop != 1 || !slices.Equal(st.Done, done) || st.Next != NextContinue {
+		t.Errorf("status of an earlier build's path of one release: path %+v, done %v, next %s; want found, at hop 1, done %v, continue", st.Path, st.Done, st.Next, done)
+	}
+}
