@@ -15,15 +15,17 @@ import (
 
 // User runs the built plugin (BuildPlugin) as one user does, each run a process of its own:
 // HOME and XDG_CACHE_HOME in a folder of the user's own (where checkpoints, leases and the
-// default backups live, so that two users do not share them), NO_COLOR set, then Env. A run
-// that takes more than 5 minutes is killed.
+// default backups live, so that two users do not share them), NO_COLOR set, then Env; in Dir
+// when set. A run that takes more than 5 minutes is killed.
 type User struct {
 	// Bin is the plugin's kubectl-crdver.
 	Bin string
 	// Home is the user's HOME and XDG_CACHE_HOME.
 	Home string
-	// Env is added to the environment after the rest ("VAR=value").
+	// Env is added to the environment after the rest ("VAR=value"; a later one wins).
 	Env []string
+	// Dir is the working folder of each run ("": the test's own).
+	Dir string
 
 	t testing.TB
 }
@@ -46,19 +48,36 @@ func (u *User) Command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, u.Bin, args...)
 	cmd.Env = append(append(os.Environ(), "XDG_CACHE_HOME="+u.Home, "HOME="+u.Home, "NO_COLOR=1"), u.Env...)
 	cmd.Cancel = func() error { return cmd.Process.Kill() }
+	cmd.Dir = u.Dir
 	return cmd
 }
 
 // Run runs the plugin to its end; the test fails if it cannot be started.
 func (u *User) Run(args ...string) Result {
 	u.t.Helper()
+	var out, errb bytes.Buffer
+	return u.runTo(&out, &errb, args...)
+}
+
+// RunCombined is Run with standard output and standard error on one pipe, in the order a
+// terminal shows them: the result's Stdout holds both, its Stderr is empty.
+func (u *User) RunCombined(args ...string) Result {
+	u.t.Helper()
+	var both bytes.Buffer
+	return u.runTo(&both, &both, args...)
+}
+
+func (u *User) runTo(out, errb *bytes.Buffer, args ...string) Result {
+	u.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := u.Command(ctx, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdout, cmd.Stderr = out, errb
 	err := cmd.Run()
-	res := Result{Stdout: out.String(), Stderr: errb.String()}
+	res := Result{Stdout: out.String()}
+	if errb != out {
+		res.Stderr = errb.String()
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		res.Code = ee.ExitCode()
 	} else if err != nil {
