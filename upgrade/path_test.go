@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
 )
@@ -28,9 +29,9 @@ import (
 // then, lose legacy all the same.
 func lossAtHop2(t *testing.T, group string) (*runFx, PathOptions) {
 	t.Helper()
-	live := widgetCRD(group, version{"v1", true, true, true})
-	mid := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, true})
-	target := widgetCRD(group, version{"v2", true, true, false})
+	live := testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(true)))
+	mid := testcrd.New(group, "Widget", testcrd.Version("v1", true, false, widgetSchema(true)), testcrd.Version("v2", true, true, widgetSchema(true)))
+	target := testcrd.New(group, "Widget", testcrd.Version("v2", true, true, widgetSchema(false)))
 	f := newRunFx(t, live, target, map[string]map[string]any{
 		"w-legacy": {"size": int64(1), "legacy": "keep-me"},
 		"w-plain":  {"size": int64(2)},
@@ -247,8 +248,8 @@ func TestGetPathStatus(t *testing.T) {
 // in place and is complete, as its status says.
 func TestAPathOfOneHopIsTheReleaseRun(t *testing.T) {
 	group := "onehop.run.example.com"
-	live := widgetCRD(group, version{"v1", true, true, true})
-	next := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, true})
+	live := testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(true)))
+	next := testcrd.New(group, "Widget", testcrd.Version("v1", true, false, widgetSchema(true)), testcrd.Version("v2", true, true, widgetSchema(true)))
 	f := newRunFx(t, live, next, map[string]map[string]any{"w-one": {"size": int64(1)}, "w-two": {"size": int64(2)}})
 	target := plan.PathRelease{Name: "v0.2.0", File: "v0.2.0/", CRDs: []*apiextensionsv1.CustomResourceDefinition{next}}
 	o := PathOptions{Options: Options{ApplyFile: target.File, BackupFile: f.backup}, Target: target}

@@ -88,6 +88,14 @@ func Versions(names ...string) Option {
 	}
 }
 
+// Version adds one version as given: served or not, the storage version or not, with schema
+// (nil: none).
+func Version(name string, served, storage bool, schema *apiextensionsv1.CustomResourceValidation) Option {
+	return func(c *apiextensionsv1.CustomResourceDefinition) {
+		c.Spec.Versions = append(c.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: name, Served: served, Storage: storage, Schema: schema})
+	}
+}
+
 // Storage makes version the storage version, and no other.
 func Storage(version string) Option {
 	return func(c *apiextensionsv1.CustomResourceDefinition) {
