@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -166,9 +165,7 @@ func TestKillRestore(t *testing.T) {
 		t.Fatalf("upgrade: exit %d\n%s", res.Code, res.Stderr)
 	}
 	// Back to the old release, whose v1alpha1 holds spec.legacy again.
-	old := gadgetCRD(group,
-		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1alpha1", Served: true, Storage: true, Schema: gadgetSchema(true)},
-		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Schema: gadgetSchema(false)})
+	old := oldGadgets(group)
 	b, err := yaml.Marshal(old)
 	if err != nil {
 		t.Fatal(err)
