@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/internal/atomicfile"
 )
@@ -165,15 +164,7 @@ func TestKillRestore(t *testing.T) {
 		t.Fatalf("upgrade: exit %d\n%s", res.Code, res.Stderr)
 	}
 	// Back to the old release, whose v1alpha1 holds spec.legacy again.
-	old := oldGadgets(group)
-	b, err := yaml.Marshal(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	oldFile := filepath.Join(t.TempDir(), "old.yaml")
-	if err := os.WriteFile(oldFile, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	oldFile := writeRelease(t, "old.yaml", oldGadgets(group))
 	if res := user.Run("upgrade", "-f", oldFile, "--yes", "--backup", filepath.Join(t.TempDir(), "back.yaml"), "--kubeconfig", envB.Kubeconfig); res.Code != 0 {
 		t.Fatalf("upgrade back: exit %d\n%s", res.Code, res.Stderr)
 	}

@@ -163,12 +163,8 @@ func newReleaseMax(t *testing.T, group string, maxSize float64) string {
 // writeRelease writes a release's CRD into a file named name in a folder of its own.
 func writeRelease(t *testing.T, name string, crd *apiextensionsv1.CustomResourceDefinition) string {
 	t.Helper()
-	b, err := yaml.Marshal(crd)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, b, 0o644); err != nil {
+	if err := os.WriteFile(p, testcrd.YAML(t, crd), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
