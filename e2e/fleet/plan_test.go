@@ -13,6 +13,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/internal/docblock"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -25,8 +26,7 @@ import (
 func crontabRelease(t testing.TB, url string, caBundle []byte, maxImage int64, versions ...string) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
 	src := testenv.LoadCRD(t, "crontab-webhook.yaml")
-	crd := testenv.ForServer(src)
-	crd.Name, crd.Spec.Group = "crontabs.fleet.example.com", "fleet.example.com"
+	crd := testcrd.With(testenv.ForServer(src), testcrd.Group("fleet.example.com"))
 	byName := map[string]apiextensionsv1.CustomResourceDefinitionVersion{}
 	for _, v := range src.Spec.Versions {
 		byName[v.Name] = v
@@ -49,11 +49,8 @@ func crontabRelease(t testing.TB, url string, caBundle []byte, maxImage int64, v
 		}
 		crd.Spec.Versions = append(crd.Spec.Versions, v)
 	}
-	crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
-	if url != "" {
-		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
-			Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},
-				ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: caBundle}}}
+	if url != "" { // ForServer left conversion None
+		return testcrd.With(crd, testcrd.Webhook(url, caBundle))
 	}
 	return crd
 }

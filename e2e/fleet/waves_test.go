@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/internal/docblock"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/upgrade"
@@ -24,30 +24,12 @@ import (
 // gadgets is a release of Gadgets in group: with legacy, v1alpha1 (the storage version, with
 // spec.legacy) and v1 (served); without, v1 alone (storage), which has no spec.legacy.
 func gadgets(group string, legacy bool) *apiextensionsv1.CustomResourceDefinition {
-	schemaOf := func(legacy bool) *apiextensionsv1.CustomResourceValidation {
-		spec := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}}
-		if legacy {
-			spec.Properties["legacy"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
-		}
-		return &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
-			Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": spec}}}
+	size := map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}
+	if !legacy {
+		return testcrd.New(group, "Gadget", testcrd.Versions("v1"), testcrd.Storage("v1"), testcrd.Spec(size))
 	}
-	versions := []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true, Schema: schemaOf(false)}}
-	if legacy {
-		versions = []apiextensionsv1.CustomResourceDefinitionVersion{
-			{Name: "v1alpha1", Served: true, Storage: true, Schema: schemaOf(true)},
-			{Name: "v1", Served: true, Schema: schemaOf(false)},
-		}
-	}
-	return &apiextensionsv1.CustomResourceDefinition{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
-		ObjectMeta: metav1.ObjectMeta{Name: "gadgets." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
-			Versions: versions,
-		},
-	}
+	return testcrd.New(group, "Gadget", testcrd.Versions("v1alpha1", "v1"), testcrd.Storage("v1alpha1"),
+		testcrd.Spec(map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}, "legacy": {Type: "string"}}, "v1alpha1"), testcrd.Spec(size, "v1"))
 }
 
 // gadgetFleet installs the old release of group on three servers, named a (1.37), b (1.34) and
@@ -247,9 +229,9 @@ func TestFleetUpgradeSurvivesSIGKILL(t *testing.T) {
 	before := resourceVersions(t, byName["b"], group)
 	bHost := byName["b"].Config.Host
 	var seen *migrate.Checkpoint // b's rewrite when the kill was sent
-	res := r.RunKilled(func(line string, _ *os.Process) bool {
-		if line != "" || seen != nil { // polled only: the lines come on another goroutine
-			return seen != nil
+	res := r.RunKilledWhen(func() bool {
+		if seen != nil { // killed: keep what was seen then
+			return true
 		}
 		cp := rewriteOf(r.Home, bHost, "gadgets."+group)
 		if cp != nil && cp.State == migrate.StateRunning && cp.Pages >= 1 {

@@ -90,6 +90,20 @@ func (u *User) runTo(out, errb *bytes.Buffer, args ...string) Result {
 // with each line of stderr, and every 10 ms with "", and the process), or lets it end.
 func (u *User) RunKilled(kill func(line string, p *os.Process) bool, args ...string) Result {
 	u.t.Helper()
+	return u.runKilled(kill, func(p *os.Process) bool { return kill("", p) }, args...)
+}
+
+// RunKilledWhen runs the plugin and kills it with SIGKILL as soon as ready says so (asked every
+// 10 ms, always on the caller's goroutine), or lets it end.
+func (u *User) RunKilledWhen(ready func() bool, args ...string) Result {
+	u.t.Helper()
+	return u.runKilled(nil, func(*os.Process) bool { return ready() }, args...)
+}
+
+// runKilled runs the plugin, asks onLine (when not nil) about each line of stderr and poll
+// every 10 ms, and kills the plugin with SIGKILL as soon as one says so.
+func (u *User) runKilled(onLine func(line string, p *os.Process) bool, poll func(p *os.Process) bool, args ...string) Result {
+	u.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := u.Command(ctx, args...)
@@ -112,7 +126,7 @@ func (u *User) RunKilled(kill func(line string, p *os.Process) bool, args ...str
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			if kill(sc.Text(), cmd.Process) {
+			if onLine != nil && onLine(sc.Text(), cmd.Process) {
 				doKill()
 			}
 		}
@@ -129,7 +143,7 @@ loop:
 		case err = <-done:
 			break loop
 		case <-tick.C:
-			if kill("", cmd.Process) {
+			if poll(cmd.Process) {
 				doKill()
 			}
 		}
