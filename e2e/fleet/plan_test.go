@@ -25,29 +25,16 @@ import (
 // (None when ""), and spec.image at most maxImage characters in v1 and v2 when maxImage > 0.
 func crontabRelease(t testing.TB, url string, caBundle []byte, maxImage int64, versions ...string) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	src := testenv.LoadCRD(t, "crontab-webhook.yaml")
-	crd := testcrd.With(testenv.ForServer(src), testcrd.Group("fleet.example.com"))
-	byName := map[string]apiextensionsv1.CustomResourceDefinitionVersion{}
-	for _, v := range src.Spec.Versions {
-		byName[v.Name] = v
-	}
-	v1 := byName["v1"]
-	v2 := *v1.DeepCopy()
-	v2.Name = "v2"
-	byName["v2"] = v2
-	crd.Spec.Versions = nil
-	for i, n := range versions {
-		src := byName[n]
-		v := *src.DeepCopy()
-		v.Served, v.Storage, v.Deprecated, v.DeprecationWarning = true, i == len(versions)-1, false, nil
-		if maxImage > 0 && n != "v1beta1" {
+	crd := testcrd.With(testenv.ForServer(testenv.LoadCRD(t, "crontab-webhook.yaml")), testcrd.Group("fleet.example.com"),
+		testcrd.CopyVersion("v1", "v2"), testcrd.Keep(versions...))
+	for i := range crd.Spec.Versions {
+		if v := &crd.Spec.Versions[i]; maxImage > 0 && v.Name != "v1beta1" {
 			spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
 			img := spec.Properties["image"]
 			img.MaxLength = &maxImage
 			spec.Properties["image"] = img
 			v.Schema.OpenAPIV3Schema.Properties["spec"] = spec
 		}
-		crd.Spec.Versions = append(crd.Spec.Versions, v)
 	}
 	if url != "" { // ForServer left conversion None
 		return testcrd.With(crd, testcrd.Webhook(url, caBundle))

@@ -96,6 +96,40 @@ func Version(name string, served, storage bool, schema *apiextensionsv1.CustomRe
 	}
 }
 
+// CopyVersion adds version to, a copy of version from under another name (a release that adds
+// a version with the same schema).
+func CopyVersion(from, to string) Option {
+	return func(c *apiextensionsv1.CustomResourceDefinition) {
+		for _, v := range c.Spec.Versions {
+			if v.Name == from {
+				cp := *v.DeepCopy()
+				cp.Name = to
+				c.Spec.Versions = append(c.Spec.Versions, cp)
+				return
+			}
+		}
+	}
+}
+
+// Keep keeps only versions, in this order (a name the CRD lacks is left out), each served and
+// not deprecated, the last one the storage version: a release made of some versions of a CRD.
+func Keep(versions ...string) Option {
+	return func(c *apiextensionsv1.CustomResourceDefinition) {
+		var kept []apiextensionsv1.CustomResourceDefinitionVersion
+		for _, n := range versions {
+			for _, v := range c.Spec.Versions {
+				if v.Name == n {
+					v := *v.DeepCopy()
+					v.Served, v.Storage, v.Deprecated, v.DeprecationWarning = true, n == versions[len(versions)-1], false, nil
+					kept = append(kept, v)
+					break
+				}
+			}
+		}
+		c.Spec.Versions = kept
+	}
+}
+
 // Storage makes version the storage version, and no other.
 func Storage(version string) Option {
 	return func(c *apiextensionsv1.CustomResourceDefinition) {

@@ -64,3 +64,20 @@ func TestYAMLIsOneDocumentEach(t *testing.T) {
 		t.Errorf("YAML:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+func TestKeepPicksARelease(t *testing.T) {
+	warning := "old"
+	src := New("example.com", "Widget", Versions("v1beta1", "v1"), Storage("v1beta1"), Deprecated("v1beta1", warning), Unserved("v1"),
+		Spec(map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}))
+	got := With(src, CopyVersion("v1", "v2"), Keep("v1beta1", "v2"))
+	want := []apiextensionsv1.CustomResourceDefinitionVersion{
+		{Name: "v1beta1", Served: true, Schema: src.Spec.Versions[0].Schema},
+		{Name: "v2", Served: true, Storage: true, Schema: src.Spec.Versions[1].Schema},
+	}
+	if diff := cmp.Diff(want, got.Spec.Versions); diff != "" {
+		t.Errorf("versions (-want +got):\n%s", diff)
+	}
+	if !src.Spec.Versions[0].Deprecated || len(src.Spec.Versions) != 2 {
+		t.Error("With changed the source CRD")
+	}
+}
