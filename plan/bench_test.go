@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
@@ -189,7 +190,7 @@ func BenchmarkPlanConversionCheck10k(b *testing.B) {
 	}
 	defer old.Close()
 	ctx := context.Background()
-	live := regroup(readCRD(b, filepath.Join("..", "testdata", "crds", "crontab-webhook.yaml")), "bench.conv.plan.example.com")
+	live := testcrd.With(readCRD(b, filepath.Join("..", "testdata", "crds", "crontab-webhook.yaml")), testcrd.Group("bench.conv.plan.example.com"))
 	live.Spec.Versions = live.Spec.Versions[:2] // v1beta1, v1
 	live.Spec.Versions[0].Storage, live.Spec.Versions[1].Storage = true, false
 	live.Spec.Conversion = old.WebhookConversion("v1", "v1beta1")
