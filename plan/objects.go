@@ -197,7 +197,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 	// The rewrite's field managers (ownershiploss.go). Values that do not fit are the
 	// type-mismatch finding's: its fix-values step converts them, keeping every manager.
 	if primary != nil && primary.Converted && len(f.TypeMismatches) == 0 {
-		f.ManagersLost = e.owners.predict(u, primary.Object)
+		f.ManagersLost = e.owners.predict(ctx, p, u, primary.Object)
 	}
 
 	// A re-create from a backup or a GitOps repository: the object as listed.

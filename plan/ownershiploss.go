@@ -12,6 +12,7 @@ package plan
 // consent before the runbook's first write.
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -106,14 +107,36 @@ func (o *ownersAtRewrite) concerns(u *unstructured.Unstructured) bool {
 	return o != nil && ownership.NamesOtherVersion(u.GetManagedFields(), o.group, o.to)
 }
 
-// predict is what the rewrite of u, written as target (u read at the rewrite's version), does
-// to its managers; nil when it keeps them all.
-func (o *ownersAtRewrite) predict(u *unstructured.Unstructured, target map[string]any) *ManagersLost {
+// predict is what the rewrite of u (target: u read at the rewrite's version) does to its
+// managers; nil when it keeps them all. p previews the write under the new CRD: the object the
+// field manager converts is the one the API server decodes from the request, with the
+// defaults of the version written (a default that a read of an object encoded at another
+// version does not show: Flux's spec.provider at v1), made only when an entry is left.
+func (o *ownersAtRewrite) predict(ctx context.Context, p *preview.Previewer, u *unstructured.Unstructured, target map[string]any) *ManagersLost {
 	if !o.concerns(u) {
 		return nil
 	}
+	var written map[string]any
+	rejected := false
+	fails := func(v string) (string, bool) {
+		if written == nil && !rejected {
+			body, err := (&unstructured.Unstructured{Object: target}).MarshalJSON()
+			if err != nil {
+				return err.Error(), false
+			}
+			ur, err := p.Update(ctx, body, body, preview.PreviewOptions{FieldValidation: preview.FieldValidationWarn})
+			if err != nil {
+				return err.Error(), false
+			}
+			written, rejected = ur.Object, !ur.Accepted()
+		}
+		if rejected {
+			return "", true // the write is rejected (rejected-write): it changes nothing
+		}
+		return o.fails(written, v)
+	}
 	entries := u.GetManagedFields()
-	r := ownership.PredictRewrite(entries, o.group, o.to, target, func(v string) (map[string]any, bool) { return o.read(u, v) }, func(v string) (string, bool) { return o.fails(target, v) }, true)
+	r := ownership.PredictRewrite(entries, o.group, o.to, target, func(v string) (map[string]any, bool) { return o.read(u, v) }, fails, true)
 	switch {
 	case r.Unknown != "":
 		return &ManagersLost{Unknown: r.Unknown}
@@ -153,9 +176,9 @@ func (o *ownersAtRewrite) read(u *unstructured.Unstructured, v string) (map[stri
 	return rr.Object, true
 }
 
-// fails says why the API server's field manager cannot convert the written object (target, at
-// the rewrite's version) to version v for an entry of v (known false: plan cannot tell).
-func (o *ownersAtRewrite) fails(target map[string]any, v string) (string, bool) {
+// fails says why the API server's field manager cannot convert the written object (at the
+// rewrite's version) to version v for an entry of v (known false: plan cannot tell).
+func (o *ownersAtRewrite) fails(written map[string]any, v string) (string, bool) {
 	if _, err := crdinfo.Lookup(o.crd, v); err != nil {
 		return fmt.Sprintf("an entry of %s is left, which is not a version of the CRD: the field manager cannot convert the object to it", v), true
 	}
@@ -164,7 +187,7 @@ func (o *ownersAtRewrite) fails(target map[string]any, v string) (string, bool) 
 	}
 	// With conversion None the object converts by its apiVersion; the field manager types it
 	// as Check does (without AllowDuplicates, which only duplicate list items tell apart).
-	if tm := o.types.Check(target, v); len(tm) > 0 {
+	if tm := o.types.Check(written, v); len(tm) > 0 {
 		return fmt.Sprintf("an entry of %s is left, and the object written at %s does not fit %s's typed schema (%s)", v, o.to, v, tm[0].Error), true
 	}
 	return "", true
