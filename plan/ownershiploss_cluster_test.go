@@ -2,6 +2,8 @@ package plan
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -20,116 +22,79 @@ import (
 	"github.com/crdver/kubectl-crdver/preflight"
 )
 
-// ownershipLossCRD: v1alpha1 (served) and v1 (storage), both with spec.a and spec.gone.
-// Conversion None.
-const ownershipLossCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gadgets.ownloss.plan.example.com
-spec:
-  group: ownloss.plan.example.com
-  scope: Namespaced
-  names: {plural: gadgets, singular: gadget, kind: Gadget, listKind: GadgetList}
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: false
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              a: {type: string}
-              gone: {type: string}
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              a: {type: string}
-              gone: {type: string}
-`
-
-// TestPlanOwnershipLossMatchesPreflight (issue 40, item 8): on kube-apiserver 1.34, objects
-// applied at v1alpha1 by gitops, then the CRD changed for real: v1alpha1 removed (never
-// stored), spec.gone removed from v1's schema. The new release adds v2 (storage):
-//
-//   - stale: gitops's v1alpha1 entry owns spec.gone, which the object no longer shows, so the
-//     rewrite at v2 must read the object at v1alpha1 to move it (ownership.NeedsSource) and
-//     cannot (not a version of the CRD): the entry is left, the field manager cannot convert
-//     the object to v1alpha1 and 1.34 drops every entry (editor's, at v1, too);
-//   - movable: gitops's v1alpha1 entry owns spec.a only: the rewrite moves it to v2.
-//
-// Plan names stale and both its managers as ownership-loss, nothing for movable; the preflight
-// of the rewrite at v2 (the API server's dry run of the write, once the release's CRD is
-// applied) lists exactly the same; the runbook's rewrite step carries --allow-ownership-loss
-// naming stale. Judged as 1.37 (which keeps the live entries of a failed update), plan
-// predicts no loss.
-func TestPlanOwnershipLossMatchesPreflight(t *testing.T) {
-	older := testenv.StartBuiltMinor(t, "1.34")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	initial, err := crdinfo.Decode([]byte(ownershipLossCRD))
+// gadgetsCRD is a CRD of kind Gadget in group, conversion None, with the given versions
+// (name: the spec's string fields), the first of storage its storage version.
+func gadgetsCRD(t *testing.T, group, storage string, versions [][2]string) *apiextensionsv1.CustomResourceDefinition {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gadgets.%s}\nspec:\n  group: %s\n  scope: Namespaced\n  names: {plural: gadgets, singular: gadget, kind: Gadget, listKind: GadgetList}\n  versions:\n", group, group)
+	for _, v := range versions {
+		fmt.Fprintf(&b, "  - name: %s\n    served: true\n    storage: %v\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n", v[0], v[0] == storage)
+		for _, f := range strings.Fields(v[1]) {
+			fmt.Fprintf(&b, "              %s: {type: string}\n", f)
+		}
+	}
+	crd, err := crdinfo.Decode([]byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := older.CreateCRD(ctx, initial); err != nil {
+	return crd
+}
+
+// ownershipLossCase is one CRD on an API server: objects written (write), the CRD changed for
+// real (change; nil: none), then plan of next (the release) against the live CRD, the
+// release's CRD applied and the preflight of the rewrite at target.
+type ownershipLossCase struct {
+	group    string
+	initial  *apiextensionsv1.CustomResourceDefinition
+	write    func(ctx context.Context, at func(v string) dynamic.ResourceInterface) error
+	change   func(*apiextensionsv1.CustomResourceDefinition)
+	next     func(live *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition
+	listAt   string
+	target   string
+	wantLost map[string][]string
+}
+
+// run returns plan's item (judged as 1.34) and asserts plan and the preflight agree.
+func (c ownershipLossCase) run(t *testing.T, e *testenv.Env) *Item {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := e.CreateCRD(ctx, c.initial); err != nil {
 		t.Fatal(err)
 	}
-	dyn := dynamic.NewForConfigOrDie(older.Config)
+	dyn := dynamic.NewForConfigOrDie(e.Config)
 	gvr := func(v string) schema.GroupVersionResource {
-		return schema.GroupVersionResource{Group: initial.Spec.Group, Version: v, Resource: "gadgets"}
+		return schema.GroupVersionResource{Group: c.group, Version: v, Resource: "gadgets"}
 	}
 	at := func(v string) dynamic.ResourceInterface { return dyn.Resource(gvr(v)).Namespace("default") }
-	for name, spec := range map[string]string{"stale": `{"a":"1","gone":"g"}`, "movable": `{"a":"1"}`} {
-		body := `{"apiVersion":"ownloss.plan.example.com/v1alpha1","kind":"Gadget","metadata":{"name":"` + name + `","namespace":"default"},"spec":` + spec + `}`
-		if _, err := at("v1alpha1").Patch(ctx, name, types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: "gitops"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := at("v1").Patch(ctx, "stale", types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"data"}}}`), metav1.PatchOptions{FieldManager: "editor"}); err != nil {
+	if err := c.write(ctx, at); err != nil {
 		t.Fatal(err)
 	}
-	crds := apiextensionsclient.NewForConfigOrDie(older.Config).ApiextensionsV1().CustomResourceDefinitions()
+	crds := apiextensionsclient.NewForConfigOrDie(e.Config).ApiextensionsV1().CustomResourceDefinitions()
 	update := func(change func(*apiextensionsv1.CustomResourceDefinition)) *apiextensionsv1.CustomResourceDefinition {
-		cur, err := crds.Get(ctx, initial.Name, metav1.GetOptions{})
+		cur, err := crds.Get(ctx, c.initial.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		change(cur)
-		if _, err := crds.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
+		if change != nil {
+			change(cur)
+			if _, err := crds.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
-		cur, err = older.WaitEstablished(ctx, initial.Name)
-		if err != nil {
+		if cur, err = e.WaitEstablished(ctx, c.initial.Name); err != nil {
 			t.Fatal(err)
 		}
 		return cur
 	}
-	live := update(func(c *apiextensionsv1.CustomResourceDefinition) {
-		c.Spec.Versions = c.Spec.Versions[1:]
-		delete(c.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "gone")
-	})
-	next := live.DeepCopy()
-	v2 := *next.Spec.Versions[0].DeepCopy()
-	v2.Name = "v2"
-	next.Spec.Versions[0].Storage = false
-	next.Spec.Versions = append(next.Spec.Versions, v2)
-
+	live := update(c.change)
+	next := c.next(live)
 	planAs := func(v kubeversion.Version) *Item {
 		release, err := kubeversion.Use(v)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer release()
-		it, err := Plan(ctx, live, next, NewClusterSource(dyn, gvr("v1"), 0), Options{KubeVersion: v})
+		it, err := Plan(ctx, live, next, NewClusterSource(dyn, gvr(c.listAt), 0), Options{KubeVersion: v})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,27 +110,12 @@ func TestPlanOwnershipLossMatchesPreflight(t *testing.T) {
 			planned[f.Name] = slices.Sorted(slices.Values(f.ManagersLost.Lost))
 		}
 	}
-	want := []string{"editor (Update at ownloss.plan.example.com/v1)", "gitops (Apply at ownloss.plan.example.com/v1alpha1)"}
-	if !slices.Equal(planned["stale"], want) || len(planned) != 1 {
-		t.Errorf("plan predicts lost managers %v, want stale: %v", planned, want)
+	if !reflect.DeepEqual(planned, c.wantLost) {
+		t.Errorf("plan predicts lost managers %v, want %v", planned, c.wantLost)
 	}
-	if !slices.Contains(it.Kinds, KindOwnershipLoss) || it.Verdict != VerdictBreaking {
-		t.Errorf("kinds %v verdict %s", it.Kinds, it.Verdict)
-	}
-	steps := Runbook([]Item{*it}, RunbookOptions{})
-	var consented []RunbookStep
-	for _, s := range steps {
-		if slices.ContainsFunc(s.Commands, func(c string) bool { return strings.Contains(c, "--allow-ownership-loss") }) {
-			consented = append(consented, s)
-		}
-	}
-	if len(consented) == 0 || consented[0].Action != ActionMigrate || !strings.Contains(consented[0].Why, "default/stale (gitops (Apply at ownloss.plan.example.com/v1alpha1), editor (Update at") {
-		t.Errorf("the rewrite step does not carry the consent naming stale: %+v", steps)
-	}
-
-	// The release's CRD applied (v2 the storage version), the preflight of the rewrite at v2.
+	// The release's CRD applied, the preflight of the rewrite at the target.
 	applied := update(func(c *apiextensionsv1.CustomResourceDefinition) { c.Spec.Versions = next.Spec.Versions })
-	pf, err := preflight.Check(ctx, dyn, applied, preflight.Options{Target: "v2"})
+	pf, err := preflight.Check(ctx, dyn, applied, preflight.Options{Target: c.target})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,11 +124,123 @@ func TestPlanOwnershipLossMatchesPreflight(t *testing.T) {
 		refused[l.Name] = slices.Sorted(slices.Values(l.Lost))
 	}
 	t.Logf("plan: %v; preflight: %v", planned, refused)
-	if len(refused) != len(planned) || !slices.Equal(refused["stale"], planned["stale"]) {
+	if !reflect.DeepEqual(refused, planned) {
 		t.Errorf("the preflight's dry run loses %v, plan predicts %v", refused, planned)
 	}
-
 	if it := planAs(kubeversion.Newest); slices.Contains(it.Kinds, KindOwnershipLoss) {
 		t.Errorf("judged as %s (which keeps the live entries of a failed update), plan predicts ownership loss: %v", kubeversion.Newest, it.BreakingReasons)
 	}
+	return it
+}
+
+// writes applies (manager gitops, Apply) or merge-patches (any other manager, Update) each
+// object at a version.
+type objectWrite struct{ name, version, manager, spec string }
+
+func writeAll(group string, ws []objectWrite) func(ctx context.Context, at func(v string) dynamic.ResourceInterface) error {
+	return func(ctx context.Context, at func(v string) dynamic.ResourceInterface) error {
+		for _, w := range ws {
+			var err error
+			if w.manager == "gitops" {
+				body := `{"apiVersion":"` + group + `/` + w.version + `","kind":"Gadget","metadata":{"name":"` + w.name + `","namespace":"default"},"spec":` + w.spec + `}`
+				_, err = at(w.version).Patch(ctx, w.name, types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: w.manager})
+			} else {
+				_, err = at(w.version).Patch(ctx, w.name, types.MergePatchType, []byte(`{"spec":`+w.spec+`}`), metav1.PatchOptions{FieldManager: w.manager})
+			}
+			if err != nil {
+				return fmt.Errorf("%s at %s by %s: %w", w.name, w.version, w.manager, err)
+			}
+		}
+		return nil
+	}
+}
+
+// withStorage is crd with version v added (fields) as its storage version.
+func withStorage(crd *apiextensionsv1.CustomResourceDefinition, from, v string, drop ...string) *apiextensionsv1.CustomResourceDefinition {
+	next := crd.DeepCopy()
+	i := slices.IndexFunc(next.Spec.Versions, func(x apiextensionsv1.CustomResourceDefinitionVersion) bool { return x.Name == from })
+	nv := *next.Spec.Versions[i].DeepCopy()
+	nv.Name = v
+	for _, f := range drop {
+		delete(nv.Schema.OpenAPIV3Schema.Properties["spec"].Properties, f)
+	}
+	for j := range next.Spec.Versions {
+		next.Spec.Versions[j].Storage = false
+	}
+	nv.Storage = true
+	next.Spec.Versions = append(next.Spec.Versions, nv)
+	return next
+}
+
+// TestPlanOwnershipLossMatchesPreflight (issue 40, item 8): on kube-apiserver 1.34, objects
+// whose managedFields entries the rewrite at the release's storage version cannot all move;
+// for each, plan names the objects and managers as ownership-loss exactly as the preflight of
+// that rewrite (the API server's dry run of the write, once the release's CRD is applied)
+// lists them; an object whose entries move is named by neither; judged as 1.37 (which keeps
+// the live entries of a failed update) plan predicts no loss. The runbook's rewrite step
+// carries --allow-ownership-loss naming the object.
+//
+//   - removed version: objects applied at v1alpha1, then v1alpha1 removed (never stored) and
+//     spec.gone removed from v1's schema. stale's v1alpha1 entry owns spec.gone, which the
+//     object no longer shows: moving it needs a read at v1alpha1 (ownership.NeedsSource), which
+//     is not a version of the CRD; the entry is left, the field manager cannot convert the
+//     object to v1alpha1, and 1.34 drops every entry (editor's, at v1, too). movable's entry
+//     owns spec.a only: it is moved.
+//   - does not type: stored at v1beta2 (old1, old2, new); gitops (Apply) owns old1 and editor
+//     (Update) old2 at v1, whose schema then loses new (a write at v1beta2 after that would
+//     already drop every entry on 1.34); v2 has new and neither old field. The
+//     rewrite at v2 cannot tell whose new is (ownership.Move: unresolved) and leaves the v1
+//     entries; the written object, converted to v1 for them, does not fit v1's typed schema
+//     (.spec.new): 1.34 drops every entry (writer's, at v1beta2, too). apart has only gitops's
+//     old1: attributable, moved.
+func TestPlanOwnershipLossMatchesPreflight(t *testing.T) {
+	older := testenv.StartBuiltMinor(t, "1.34")
+	t.Run("removed version", func(t *testing.T) {
+		const group = "ownloss1.plan.example.com"
+		it := ownershipLossCase{group: group,
+			initial: gadgetsCRD(t, group, "v1", [][2]string{{"v1alpha1", "a gone"}, {"v1", "a gone"}}),
+			write: writeAll(group, []objectWrite{
+				{"stale", "v1alpha1", "gitops", `{"a":"1","gone":"g"}`},
+				{"movable", "v1alpha1", "gitops", `{"a":"1"}`},
+				{"stale", "v1", "editor", `{"a":"2"}`},
+			}),
+			change: func(c *apiextensionsv1.CustomResourceDefinition) {
+				c.Spec.Versions = c.Spec.Versions[1:]
+				delete(c.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "gone")
+			},
+			next: func(live *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
+				return withStorage(live, "v1", "v2")
+			},
+			listAt: "v1", target: "v2",
+			wantLost: map[string][]string{"stale": {"editor (Update at " + group + "/v1)", "gitops (Apply at " + group + "/v1alpha1)"}},
+		}.run(t, older)
+		steps := Runbook([]Item{*it}, RunbookOptions{})
+		i := slices.IndexFunc(steps, func(s RunbookStep) bool {
+			return slices.ContainsFunc(s.Commands, func(c string) bool { return strings.Contains(c, "--allow-ownership-loss") })
+		})
+		if i < 0 || steps[i].Action != ActionMigrate || !strings.Contains(steps[i].Why, "default/stale (gitops (Apply at "+group+"/v1alpha1), editor (Update at") {
+			t.Errorf("the rewrite step does not carry the consent naming stale: %+v", steps)
+		}
+	})
+	t.Run("does not type", func(t *testing.T) {
+		const group = "ownloss2.plan.example.com"
+		ownershipLossCase{group: group,
+			initial: gadgetsCRD(t, group, "v1beta2", [][2]string{{"v1", "old1 old2 new"}, {"v1beta2", "old1 old2 new"}}),
+			write: writeAll(group, []objectWrite{
+				{"split", "v1", "gitops", `{"old1":"a"}`},
+				{"split", "v1", "editor", `{"old2":"b"}`},
+				{"split", "v1beta2", "writer", `{"new":"c"}`},
+				{"apart", "v1", "gitops", `{"old1":"a"}`},
+				{"apart", "v1beta2", "writer", `{"new":"c"}`},
+			}),
+			change: func(c *apiextensionsv1.CustomResourceDefinition) {
+				delete(c.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "new")
+			},
+			next: func(live *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
+				return withStorage(live, "v1beta2", "v2", "old1", "old2")
+			},
+			listAt: "v1beta2", target: "v2",
+			wantLost: map[string][]string{"split": {"editor (Update at " + group + "/v1)", "gitops (Apply at " + group + "/v1)", "writer (Update at " + group + "/v1beta2)"}},
+		}.run(t, older)
+	})
 }
