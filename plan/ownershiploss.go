@@ -13,7 +13,9 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -58,7 +60,7 @@ type ownersAtRewrite struct {
 // objects on kube-apiserver kube, nil when none is needed or it cannot be made (then note says
 // why, for the item's notes).
 func newOwnersAtRewrite(live, next *apiextensionsv1.CustomResourceDefinition, to string, encodings []string, kube kubeversion.Version) (o *ownersAtRewrite, note string) {
-	if live == nil || to == "" || !ownership.FailedUpdateDropsAll(kube) {
+	if live == nil || to == "" || !ownership.FailedUpdateDropsAll(kube) || !rewrites(live, next, to) {
 		return nil, ""
 	}
 	crd := rewriteCRD(live, next, to)
@@ -75,6 +77,21 @@ func newOwnersAtRewrite(live, next *apiextensionsv1.CustomResourceDefinition, to
 		}
 	}
 	return o, ""
+}
+
+// rewrites reports whether the runbook writes every object at to: the storage version
+// changes or status.storedVersions lists another (migrate, retire of a stored version), or a
+// version the live CRD serves is removed or unserved (retire moves its entries).
+func rewrites(live, next *apiextensionsv1.CustomResourceDefinition, to string) bool {
+	if crdinfo.StorageVersion(live) != to || slices.ContainsFunc(live.Status.StoredVersions, func(v string) bool { return v != to }) {
+		return true
+	}
+	for i := range live.Spec.Versions {
+		if v, err := crdinfo.Lookup(next, live.Spec.Versions[i].Name); err != nil || !v.Served && live.Spec.Versions[i].Served {
+			return true
+		}
+	}
+	return false
 }
 
 // rewriteCRD is the CRD the runbook's rewrite at to writes under: live when it serves to and
@@ -117,26 +134,27 @@ func (o *ownersAtRewrite) predict(ctx context.Context, p *preview.Previewer, u *
 		return nil
 	}
 	var written map[string]any
-	rejected := false
-	fails := func(v string) (string, bool) {
-		if written == nil && !rejected {
+	var writeErr error
+	write := func() (map[string]any, error) {
+		if written == nil && writeErr == nil {
 			body, err := (&unstructured.Unstructured{Object: target}).MarshalJSON()
 			if err != nil {
-				return err.Error(), false
+				return nil, err
 			}
 			ur, err := p.Update(ctx, body, body, preview.PreviewOptions{FieldValidation: preview.FieldValidationWarn})
-			if err != nil {
-				return err.Error(), false
+			switch {
+			case err != nil:
+				writeErr = err
+			case !ur.Accepted():
+				writeErr = errRejected
+			default:
+				written = ur.Object
 			}
-			written, rejected = ur.Object, !ur.Accepted()
 		}
-		if rejected {
-			return "", true // the write is rejected (rejected-write): it changes nothing
-		}
-		return o.fails(written, v)
+		return written, writeErr
 	}
 	entries := u.GetManagedFields()
-	r := ownership.PredictRewrite(entries, o.group, o.to, target, func(v string) (map[string]any, bool) { return o.read(u, v) }, fails, true)
+	r := ownership.PredictRewrite(entries, o.group, o.to, target, func(v string) (map[string]any, bool) { return o.read(u, v) }, func(v string) (string, bool) { return o.fails(write, v) }, true)
 	switch {
 	case r.Unknown != "":
 		return &ManagersLost{Unknown: r.Unknown}
@@ -176,9 +194,14 @@ func (o *ownersAtRewrite) read(u *unstructured.Unstructured, v string) (map[stri
 	return rr.Object, true
 }
 
-// fails says why the API server's field manager cannot convert the written object (at the
-// rewrite's version) to version v for an entry of v (known false: plan cannot tell).
-func (o *ownersAtRewrite) fails(written map[string]any, v string) (string, bool) {
+// errRejected: the rewrite's write is rejected (the rejected-write finding): it changes no
+// field manager.
+var errRejected = errors.New("rejected")
+
+// fails says why the API server's field manager cannot convert the object written (write: the
+// write previewed at the rewrite's version) to version v for an entry of v (known false: plan
+// cannot tell).
+func (o *ownersAtRewrite) fails(write func() (map[string]any, error), v string) (string, bool) {
 	if _, err := crdinfo.Lookup(o.crd, v); err != nil {
 		return fmt.Sprintf("an entry of %s is left, which is not a version of the CRD: the field manager cannot convert the object to it", v), true
 	}
@@ -187,6 +210,13 @@ func (o *ownersAtRewrite) fails(written map[string]any, v string) (string, bool)
 	}
 	// With conversion None the object converts by its apiVersion; the field manager types it
 	// as Check does (without AllowDuplicates, which only duplicate list items tell apart).
+	written, err := write()
+	switch {
+	case errors.Is(err, errRejected):
+		return "", true
+	case err != nil:
+		return fmt.Sprintf("the rewrite's write at %s could not be previewed: %v", o.to, err), false
+	}
 	if tm := o.types.Check(written, v); len(tm) > 0 {
 		return fmt.Sprintf("an entry of %s is left, and the object written at %s does not fit %s's typed schema (%s)", v, o.to, v, tm[0].Error), true
 	}
