@@ -288,7 +288,7 @@ type Finding struct {
 	// read version (the values that do not fit are rejected there).
 	TypeRecreateErrors []string `json:"typeRecreateErrors,omitempty"`
 	// Kinds are the finding's kinds (decision table): data-loss, unknown, rejected-write,
-	// type-mismatch, invalid-on-recreate.
+	// type-mismatch, ownership-loss, invalid-on-recreate.
 	Kinds []Kind `json:"kinds,omitempty"`
 }
 
