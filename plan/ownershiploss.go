@@ -180,10 +180,7 @@ func (o *ownersAtRewrite) read(u *unstructured.Unstructured, v string) (map[stri
 		}
 	}
 	defer o.prevs.Put(p)
-	stored := &unstructured.Unstructured{Object: u.Object}
-	stored = stored.DeepCopy()
-	stored.SetAPIVersion(schema.GroupVersion{Group: o.group, Version: o.encoding}.String())
-	b, err := stored.MarshalJSON()
+	b, err := (&unstructured.Unstructured{Object: relabelled(u.Object, schema.GroupVersion{Group: o.group, Version: o.encoding}.String())}).MarshalJSON()
 	if err != nil {
 		return nil, false
 	}
