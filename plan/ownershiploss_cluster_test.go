@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/kubeversion"
 	"github.com/crdver/kubectl-crdver/preflight"
@@ -25,19 +25,15 @@ import (
 // gadgetsCRD is a CRD of kind Gadget in group, conversion None, with the given versions
 // (name: the spec's string fields), the first of storage its storage version.
 func gadgetsCRD(t *testing.T, group, storage string, versions [][2]string) *apiextensionsv1.CustomResourceDefinition {
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gadgets.%s}\nspec:\n  group: %s\n  scope: Namespaced\n  names: {plural: gadgets, singular: gadget, kind: Gadget, listKind: GadgetList}\n  versions:\n", group, group)
+	var opts []testcrd.Option
 	for _, v := range versions {
-		fmt.Fprintf(&b, "  - name: %s\n    served: true\n    storage: %v\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n", v[0], v[0] == storage)
+		props := map[string]apiextensionsv1.JSONSchemaProps{}
 		for _, f := range strings.Fields(v[1]) {
-			fmt.Fprintf(&b, "              %s: {type: string}\n", f)
+			props[f] = apiextensionsv1.JSONSchemaProps{Type: "string"}
 		}
+		opts = append(opts, testcrd.Version(v[0], true, v[0] == storage, nil), testcrd.Spec(props, v[0]))
 	}
-	crd, err := crdinfo.Decode([]byte(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return crd
+	return testcrd.New(group, "Gadget", opts...)
 }
 
 // ownershipLossCase is one CRD on an API server: objects written (write), the CRD changed for
