@@ -349,7 +349,16 @@ func (r *runner) addFindings(pf *Preflight, more []ObjectFinding) {
 			}
 		}
 		if len(m.Managers) > 0 {
-			if !r.fixesValuesOf(m) {
+			if r.fixesValuesOf(m) {
+				continue
+			}
+			if i := slices.IndexFunc(pf.OwnershipLoss, sameObject(m)); i >= 0 {
+				for _, mg := range m.Managers {
+					if !slices.Contains(pf.OwnershipLoss[i].Managers, mg) {
+						pf.OwnershipLoss[i].Managers = append(pf.OwnershipLoss[i].Managers, mg)
+					}
+				}
+			} else {
 				pf.OwnershipLoss = append(pf.OwnershipLoss, m)
 			}
 			continue
@@ -382,6 +391,12 @@ func planFindings(it *plan.Item, runbook []plan.RunbookStep, pf *Preflight) {
 		}
 		if f.InvalidOnRecreate() {
 			pf.InvalidOnRecreate = append(pf.InvalidOnRecreate, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: f.RecreateErrors()})
+		}
+		// plan's prediction of the rewrite's field managers stands in where the deeper check
+		// cannot send the dry run (under the intermediate CRD); where it can, addFindings
+		// merges the dry run's answer into the same object's row.
+		if slices.Contains(f.Kinds, plan.KindOwnershipLoss) && len(f.ManagersLost.Lost) > 0 {
+			pf.OwnershipLoss = append(pf.OwnershipLoss, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Managers: slices.Clone(f.ManagersLost.Lost)})
 		}
 	}
 }
@@ -619,20 +634,14 @@ func (r *runner) run(ctx context.Context) error {
 	return nil
 }
 
-// recordDone saves a step done (or found done) in the checkpoint; the backup step's backup is
-// then told to a path (Options.onBackup) before the next step writes.
+// recordDone saves a step done (or found done) in the checkpoint (a path's hop: the path's,
+// whose backup, the first hop's, is then recorded for every hop).
 func (r *runner) recordDone(s *StepResult) error {
 	if s.State != StateDone && s.State != StateAlready {
 		return nil
 	}
 	r.cp.Done = append(r.cp.Done, stepKey(s.RunbookStep))
-	if err := r.save(); err != nil {
-		return err
-	}
-	if s.Action == plan.ActionBackup && r.rep.Backup != nil && r.o.onBackup != nil {
-		return r.o.onBackup(r.rep.Backup)
-	}
-	return nil
+	return r.save()
 }
 
 func (r *runner) retire(ctx context.Context, s *StepResult) error {
