@@ -687,7 +687,17 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 	if errors.Is(err, retire.ErrInterrupted) {
 		return fmt.Errorf("%w: %w", ErrInterrupted, err)
 	}
+	detached(s, err)
 	return err
+}
+
+// detached marks s as left running in the cluster when err says its StorageVersionMigration
+// was (migrate.DetachedError).
+func detached(s *StepResult, err error) {
+	var de *migrate.DetachedError
+	if errors.As(err, &de) {
+		s.State, s.Detail = StateDetached, fmt.Sprintf("StorageVersionMigration %s rewrites the objects in the cluster (detached); recorded in %s", de.Name, de.Checkpoint)
+	}
 }
 
 func (r *runner) migrate(ctx context.Context, s *StepResult) error {
@@ -732,6 +742,7 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 	if rep != nil && (rep.Result != nil || rep.Cluster != nil) {
 		s.Engine, s.Cluster = rep.Engine, rep.Cluster
 	}
+	detached(s, err)
 	if err != nil {
 		var ie *migrate.InterruptedError
 		if errors.As(err, &ie) {
