@@ -112,7 +112,7 @@ func newClusterResult(crd *apiextensionsv1.CustomResourceDefinition, name string
 // errStillRunning: followCluster was asked to look once, and the migration has not ended.
 var errStillRunning = errors.New("the StorageVersionMigration is still running")
 
-// followCluster polls the migration out.Name (created at created) until it ends (out says how:
+// followCluster polls the migration out.Name (its wait for a controller counted from created) until it ends (out says how:
 // Succeeded, Failed, or Gone when it no longer exists) or ctx ends; once, it looks a single
 // time and returns errStillRunning when it has not ended. deleted says that it was deleted
 // here because no controller set a condition within startTimeout of its creation.
@@ -139,7 +139,7 @@ func followCluster(ctx context.Context, c *Clients, gvr schema.GroupVersionResou
 		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
 		if len(conds) == 0 && time.Since(created) > startTimeout {
 			_ = c.Dynamic.Resource(gvr).Delete(context.WithoutCancel(ctx), out.Name, metav1.DeleteOptions{})
-			return true, clusterUnavailablef("StorageVersionMigration %s had no status %s after its creation: no controller is processing it (kube-controller-manager needs the StorageVersionMigrator feature gate and its --controllers to include storage-version-migrator-controller); it was deleted again", out.Name, startTimeout)
+			return true, clusterUnavailablef("StorageVersionMigration %s had no status after %s: no controller is processing it (kube-controller-manager needs the StorageVersionMigrator feature gate and its --controllers to include storage-version-migrator-controller); it was deleted again", out.Name, startTimeout)
 		}
 		for _, raw := range conds {
 			cond, _ := raw.(map[string]any)

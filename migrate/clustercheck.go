@@ -119,11 +119,9 @@ func RewriteCluster(ctx context.Context, c *Clients, crd *apiextensionsv1.Custom
 			return out, err
 		}
 	}
-	created := time.Now()
-	if rec.CreatedAt != nil {
-		created = *rec.CreatedAt
-	}
-	deleted, err := followCluster(ctx, c, gvr, out, created, startTimeout, opts.Detach, onChange)
+	// The wait for a controller counts from this run's look at it: one that re-attaches to a
+	// migration created long ago (detached) gives a controller just started its time too.
+	deleted, err := followCluster(ctx, c, gvr, out, time.Now(), startTimeout, opts.Detach, onChange)
 	switch {
 	case errors.Is(err, errStillRunning):
 		now := time.Now().UTC().Truncate(time.Second)
