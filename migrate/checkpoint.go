@@ -160,3 +160,21 @@ func (cp *Checkpoint) ResumableFor(server string, crd *apiextensionsv1.CustomRes
 	ok, _ := cp.matches(server, crd.Name, string(crd.UID), crdinfo.StorageVersion(crd), crd.Generation)
 	return ok
 }
+
+// UncheckedClusterMigration is the StorageVersionMigration recorded in the checkpoint at path
+// for crd as it is now on server (its UID, storage version and generation) that was created
+// and not yet checked object by object (RewriteCluster re-attaches to it); nil when there is
+// none. A workflow that decides from status.storedVersions that nothing is left to rewrite
+// asks it first: the controller trims status.storedVersions itself once its migration
+// succeeds (from Kubernetes 1.36), before a run that was detached or stopped has checked
+// every object.
+func UncheckedClusterMigration(server string, crd *apiextensionsv1.CustomResourceDefinition, path string) (*ClusterMigration, error) {
+	cp, err := LoadCheckpoint(path)
+	if err != nil || cp == nil || cp.State != StateRunning || cp.ClusterMigration == nil || !cp.ClusterMigration.Created {
+		return nil, err
+	}
+	if ok, _ := cp.matches(server, crd.Name, string(crd.UID), crdinfo.StorageVersion(crd), crd.Generation); !ok {
+		return nil, nil
+	}
+	return cp.ClusterMigration, nil
+}
