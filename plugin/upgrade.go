@@ -342,7 +342,7 @@ func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.R
 	var de *migrate.DetachedError
 	switch {
 	case errors.As(err, &de):
-		return Unavailable(fmt.Errorf("%w; re-attach with the same command again (without --detach it follows the migration to its end; with it, it looks once and goes on only if it has ended), or see kubectl crdver upgrade status -f %s", de, plan.JoinFiles(o.Files)))
+		return Unavailable(fmt.Errorf("%w; re-attach by running the same command again: it follows the migration to its end (with --detach, it looks once and goes on only if the migration has ended)", de))
 	case errors.Is(err, upgrade.ErrRefused) && rep != nil && rep.Preflight.Incomplete && ctx.Err() != nil:
 		return Unavailable(fmt.Errorf("%w: %w; run the same command again", upgrade.ErrInterrupted, err))
 	case errors.Is(err, upgrade.ErrRefused) && rep != nil && rep.Preflight.Incomplete:

@@ -100,21 +100,30 @@ func trimmed(t *testing.T, c *migrate.Clients, name string) []string {
 	return live.Status.StoredVersions
 }
 
-// --detach and a run killed while it follows, then the same commands again, with one
-// controller: (1) migrate --engine cluster --detach exits 3 once its StorageVersionMigration is
+// --detach and a run killed while it follows, then the same commands again: (1) migrate --engine cluster --detach exits 3 once its StorageVersionMigration is
 // created and recorded, says how to re-attach, and migrate status says it runs in the cluster;
-// (2) a migrate following its migration is SIGKILLed (no controller yet: it is still waiting);
+// (2) a migrate following its migration is SIGKILLed while it waits;
 // (3) upgrade --engine cluster --detach stops at its rewrite step the same way, and upgrade
-// status says so. Then, with the controller running, the same commands again each re-attach to
+// status says so. Then the same commands again each re-attach to
 // the migration recorded — none creates a second one — check every object, trim and go on:
 // etcd holds every object at v1 and status.storedVersions is [v1].
 func TestClusterEngineDetachAndResume(t *testing.T) {
+	began := time.Now()
 	cache := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", cache) // the checkpoints (migrate's, upgrade's): in the user's cache folder
 	c, err := migrate.NewClients(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The controller runs from the start, as in a cluster: it takes seconds before its first
+	// write (its garbage collector's cache must see the migration's revision), so the runs
+	// below detach, or are killed, while their migrations run; starting it first lets that
+	// wait overlap theirs.
+	cm, err := env.StartStorageVersionMigrator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Stop()
 	const n = 20
 	detached := fixture(t, "detach.cluster.example.com", n)
 	killed := fixture(t, "killed.cluster.example.com", n)
@@ -138,6 +147,7 @@ func TestClusterEngineDetachAndResume(t *testing.T) {
 		t.Errorf("migrate status: exit %d, want 1 and the migration running in the cluster:\n%s", code, out)
 	}
 
+	t.Logf("%s: detached", time.Since(began).Round(time.Second))
 	// (2) SIGKILL while following.
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childArgsEnv+"="+strings.Join([]string{"migrate", killed.Name, "--engine", "cluster", "--kubeconfig", env.Kubeconfig}, "\x1f"))
@@ -163,6 +173,7 @@ func TestClusterEngineDetachAndResume(t *testing.T) {
 	_ = cmd.Wait()
 	killedName := record(t, cache, killed.Name).ClusterMigration.Name
 
+	t.Logf("%s: killed", time.Since(began).Round(time.Second))
 	// (3) upgrade --detach: the release removes v1beta1; its rewrite step is left in the cluster.
 	next := up.DeepCopy()
 	next.TypeMeta = metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"}
@@ -189,12 +200,8 @@ func TestClusterEngineDetachAndResume(t *testing.T) {
 		t.Errorf("upgrade status: next %s, in the cluster %+v; want continue, with %s", st.Next, st.InCluster, de.Name)
 	}
 
-	// The controller, then the same commands again.
-	cm, err := env.StartStorageVersionMigrator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cm.Stop()
+	t.Logf("%s: upgrade detached", time.Since(began).Round(time.Second))
+	// The same commands again.
 	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{detached, killed} {
 		out, errOut, code := run(t, "migrate", crd.Name, "--engine", "cluster", "-o", "json")
 		if code != 0 {
@@ -208,6 +215,7 @@ func TestClusterEngineDetachAndResume(t *testing.T) {
 		if rep.Cluster == nil || !rep.Cluster.Reattached || !rep.Cluster.Succeeded || rep.Cluster.Check == nil || rep.Cluster.Check.Objects != n || rep.Trim == nil || !rep.Trim.Safe {
 			t.Errorf("%s: re-attached run's report:\n%s", crd.Name, out)
 		}
+		t.Logf("%s: %s re-attached", time.Since(began).Round(time.Second), crd.Name)
 		if got := migrations(t, c, group); len(got) != 1 {
 			t.Errorf("%s: StorageVersionMigrations %v, want the one the first run created", crd.Name, got)
 		}
