@@ -343,3 +343,57 @@ func TestClusterEngineRecordOfAnotherCRD(t *testing.T) {
 }
 
 func errorsAs(err error, target **migrate.DetachedError) bool { return errors.As(err, target) }
+
+// From 1.36 the controller trims status.storedVersions itself once its migration succeeds, so
+// a retire after a detached run finds v1beta1 gone from storedVersions before any object was
+// checked: it must still re-attach to the recorded migration and check every object (here the
+// migration was deleted after the controller's trim, as if its controller's word were all
+// there was: the objects are still stored at v1beta1), not call the rewrite done.
+func TestRetireReattachesAfterTheControllersTrim(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	c, err := migrate.NewClients(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	group := "retire-trimmed.cluster.example.com"
+	crd := fixture(t, group, n)
+	if _, errOut, code := run(t, "migrate", crd.Name, "--engine", "cluster", "--detach"); code != 3 {
+		t.Fatalf("migrate --detach: exit %d\n%s", code, errOut)
+	}
+	ctx := context.Background()
+	live, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.Status.StoredVersions = []string{"v1"} // what the controller does when its migration succeeds
+	if _, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().UpdateStatus(ctx, live, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Group: migrate.ClusterMigrationGroup, Version: "v1beta1", Resource: "storageversionmigrations"}
+	for _, name := range migrations(t, c, group) {
+		if err := c.Dynamic.Resource(gvr).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := stored(t, group); got[group+"/v1beta1"] != n {
+		t.Fatalf("etcd = %v before the retire, want all %d still at v1beta1", got, n)
+	}
+	out, errOut, code := run(t, "retire", crd.Name, "v1beta1", "--yes", "-o", "json")
+	if code != 0 {
+		t.Fatalf("retire: exit %d\n%s%s", code, out, errOut)
+	}
+	var rep struct {
+		Cluster *migrate.ClusterResult `json:"clusterMigration"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if rep.Cluster == nil || !rep.Cluster.Gone || rep.Cluster.Check == nil || rep.Cluster.Check.WrittenHere.Rewritten != n {
+		t.Errorf("retire did not re-attach to the recorded migration and write back what it left:\n%s", out)
+	}
+	if got := stored(t, group); len(got) != 1 || got[group+"/v1"] != n {
+		t.Errorf("etcd = %v after the retire, want all %d at v1", got, n)
+	}
+}
