@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -148,4 +149,66 @@ func BenchmarkWrite10k(b *testing.B) {
 		}
 		b.ReportMetric(float64(10000*b.N)/b.Elapsed().Seconds(), "objects/s")
 	})
+}
+
+// BenchmarkWriteOneFile: convert --write of one file of CronTabs (~175 bytes each, v1beta1 →
+// v1, strategy None: only the apiVersion lines change) of 2 MB and 20 MB (CRDVER_BENCH_WRITE_MB
+// sets another size, e.g. 200), its results read back as the plugin prints them (every
+// object's row and the diff, to io.Discard). peak-heap-MB is the heap in use at its highest:
+// the same at every size (a batch of documents; the results and the diff go to a spill).
+//
+//	go test ./convert/ -run '^$' -bench WriteOneFile -benchtime 1x
+func BenchmarkWriteOneFile(b *testing.B) {
+	crd := loadCRD(b, "crontab.yaml")
+	sizes := []int{2, 20}
+	if s := os.Getenv("CRDVER_BENCH_WRITE_MB"); s != "" {
+		var mb int
+		if _, err := fmt.Sscan(s, &mb); err != nil || mb <= 0 {
+			b.Fatalf("CRDVER_BENCH_WRITE_MB=%q: a number of MB", s)
+		}
+		sizes = []int{mb}
+	}
+	for _, mb := range sizes {
+		b.Run(fmt.Sprintf("MB=%d", mb), func(b *testing.B) {
+			var s strings.Builder
+			n := 0
+			for ; s.Len() < mb<<20; n++ {
+				fmt.Fprintf(&s, "---\n# backup %d\napiVersion: stable.example.com/v1beta1\nkind: CronTab\nmetadata:\n  name: ct-%07d\n  namespace: default\nspec:\n  cronSpec: \"* * * * */5\"\n  image: my-cron-image\n", n, n)
+			}
+			orig := []byte(s.String())
+			s = strings.Builder{}
+			path := filepath.Join(b.TempDir(), "crontabs.yaml")
+			printed := func(_ *WriteReport, f FileResult) error {
+				if err := f.EachObject(func(ObjectResult) error { return nil }); err != nil {
+					return err
+				}
+				return f.WriteDiff(io.Discard)
+			}
+			var peak uint64
+			var busy time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				if err := os.WriteFile(path, orig, 0o644); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				start := time.Now()
+				var rep *WriteReport
+				var err error
+				h := peakHeap(func() {
+					rep, err = Write(context.Background(), WriteOptions{Options: Options{CRD: crd, To: "v1"}, Files: []string{path}, File: printed})
+				})
+				busy += time.Since(start)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if rep.Converted != n || rep.Written() != 1 {
+					b.Fatalf("converted %d of %d, written %d", rep.Converted, n, rep.Written())
+				}
+				peak = max(peak, h)
+			}
+			b.ReportMetric(float64(n*b.N)/busy.Seconds(), "objects/s")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+		})
+	}
 }
