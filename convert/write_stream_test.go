@@ -172,7 +172,7 @@ func (c *cancelAt) Post(ctx context.Context, body []byte) (*HTTPResponse, error)
 }
 
 // TestWriteInterruptedInsideFile: interrupted inside a file whose new content is half
-// written (its third batch's request), the run stops: that file is left as it was, byte for
+// written (its second batch's request), the run stops: that file is left as it was, byte for
 // byte, with no temporary file, and the file before it, done, is rewritten whole.
 func TestWriteInterruptedInsideFile(t *testing.T) {
 	srv := testwebhook.StartForTest(t, testwebhook.Options{})
@@ -186,9 +186,10 @@ func TestWriteInterruptedInsideFile(t *testing.T) {
 	second, text := cronTabFile(t, dir, "b.yaml", 12)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// a.yaml: one batch, there and back (2 requests); b.yaml: 2 a batch: its 3rd batch is
-	// the 5th and 6th request after a.yaml's.
-	c := &cancelAt{Transport: tr, n: 2 + 5, cancel: cancel, path: second}
+	// Batches of 2 documents, each object there and back: a.yaml is 4 requests (the
+	// ConfigMap and ct-0, then ct-1); b.yaml's first batch (the ConfigMap and ct-0) is the 5th
+	// and 6th, written to its new file; the 7th is its second batch's.
+	c := &cancelAt{Transport: tr, n: 7, cancel: cancel, path: second}
 	var done []string
 	rep, err := Write(ctx, WriteOptions{Options: Options{CRD: crd, To: "v1", Transport: c, BatchSize: 2}, Files: []string{first, second},
 		File: func(_ *WriteReport, f FileResult) error { done = append(done, f.Path+": "+f.Status); return nil }})

@@ -245,7 +245,9 @@ func (f *fileRun) run(ctx context.Context) error {
 		if f.unparsable != nil {
 			return f.w.notData(f.path, "", f.unparsable)
 		}
-		if f.pending >= f.batchSize() {
+		// A batch is --batch-size documents: objects to convert, or others (a file of other
+		// kinds, or of objects at their target, is not held whole either).
+		if len(f.batch) >= f.batchSize() {
 			if err := f.flush(ctx); err != nil {
 				return err
 			}

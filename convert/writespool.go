@@ -30,6 +30,9 @@ type spill struct {
 	f   *os.File
 	n   int64
 	err error // the first write error: every later write fails with it
+	// leftover is the temporary file's name where the system cannot remove an open file
+	// (Windows): close removes it.
+	leftover string
 }
 
 // Write appends p.
@@ -47,7 +50,9 @@ func (s *spill) Write(p []byte) (int, error) {
 			s.err = err
 			return 0, err
 		}
-		_ = os.Remove(f.Name()) // unlinked: its space is freed when it is closed, or the process ends
+		if os.Remove(f.Name()) != nil { // unlinked: freed when closed, or when the process ends
+			s.leftover = f.Name()
+		}
 		s.f = f
 		if _, err := f.Write(s.mem.Bytes()); err != nil {
 			s.err = err
@@ -112,6 +117,10 @@ func (s *spill) close() {
 	if s.f != nil {
 		s.f.Close()
 		s.f = nil
+	}
+	if s.leftover != "" {
+		_ = os.Remove(s.leftover)
+		s.leftover = ""
 	}
 	s.mem, s.n = bytes.Buffer{}, 0
 }
