@@ -210,3 +210,41 @@ func TestWriteInterruptedInsideFile(t *testing.T) {
 		t.Errorf("%s not rewritten whole:\n%s", first, got)
 	}
 }
+
+// TestCheckWritesNothing: --check of a file whose results are spilled (past 64 bytes) lists
+// every object to convert and writes nothing beside the file: while its result is given, and
+// after, the folder holds the file alone, as it was.
+func TestCheckWritesNothing(t *testing.T) {
+	defer lowerSpillLimit(64)()
+	crd := loadCRD(t, "crontab.yaml")
+	dir := t.TempDir()
+	path, text := cronTabFile(t, dir, "crontabs.yaml", 12, 8)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	only := func(when string) {
+		entries, err := os.ReadDir(dir)
+		if err != nil || len(entries) != 1 || entries[0].Name() != "crontabs.yaml" {
+			t.Errorf("%s: the folder holds %v (%v), want crontabs.yaml alone", when, entries, err)
+		}
+	}
+	var n int
+	var status string
+	rep, err := Check(context.Background(), WriteOptions{Options: Options{CRD: crd, To: "v1", BatchSize: 2}, Files: []string{path},
+		File: func(_ *WriteReport, f FileResult) error {
+			only("while the result is given")
+			status, n = f.Status, f.Len()
+			return f.EachObject(func(ObjectResult) error { return nil })
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != FileStillOld || n != 12 || rep.Converted != 12 {
+		t.Errorf("status %q, %d objects listed, %d to convert; want %q, 12, 12", status, n, rep.Converted, FileStillOld)
+	}
+	only("after")
+	if got, err := os.Stat(path); err != nil || readFile(t, path) != text || !got.ModTime().Equal(st.ModTime()) {
+		t.Errorf("the file changed (%v)", err)
+	}
+}
