@@ -81,13 +81,13 @@ func TestPathPreflightPrinter(t *testing.T) {
 	}
 }
 
-// upgrade status along a path: the hops, the hop it is at and its checkpoint, what a person
-// must do first, before the hop's own status.
+// upgrade status along a path: the hops and their one checkpoint, the hop it is at, what a
+// person must do first, before the hop's own status (its steps, in the same checkpoint).
 func TestUpgradeStatusPath(t *testing.T) {
-	st := &upgrade.Status{Checkpoint: "/tmp/cp.json.hop2", Found: true, Done: []string{"backup|widgets.example.com||"}, Next: upgrade.NextContinue,
+	st := &upgrade.Status{Checkpoint: "/tmp/cp.json", Found: true, Done: []string{"backup|widgets.example.com||"}, Next: upgrade.NextContinue,
 		CRDs:    []upgrade.StatusCRD{{CRD: "widgets.example.com", Exists: true, StorageVersion: "v2", StoredVersions: []string{"v2"}, Extra: []string{"v1"}}},
 		Command: "kubectl crdver upgrade -f v0.3.0/ --via v0.2.0/ --yes",
-		Path: &upgrade.PathStatus{Checkpoint: "/tmp/cp.json", Found: true, Hops: []string{"v0.2.0", "v0.3.0"}, Hop: 2, Release: "v0.3.0", HopCheckpoint: "/tmp/cp.json.hop2",
+		Path: &upgrade.PathStatus{Checkpoint: "/tmp/cp.json", Found: true, Hops: []string{"v0.2.0", "v0.3.0"}, Hop: 2, Release: "v0.3.0", HopCheckpoint: "/tmp/cp.json",
 			Instruction: "before hop 2 (v0.3.0): deploy its operator"}}
 	var b bytes.Buffer
 	if err := UpgradeStatus(st).PrintHuman(&b, Human{}); err != nil {
@@ -95,8 +95,8 @@ func TestUpgradeStatusPath(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"path: v0.2.0 → v0.3.0 (checkpoint /tmp/cp.json)\nhop: 2 of 2, v0.3.0 (its steps below, checkpoint /tmp/cp.json.hop2)\nwaiting: before hop 2 (v0.3.0): deploy its operator\n",
-		"checkpoint: /tmp/cp.json.hop2: the recorded run stopped before its end; 1 steps done\n  done: backup widgets.example.com",
+		"path: v0.2.0 → v0.3.0 (checkpoint /tmp/cp.json)\nhop: 2 of 2, v0.3.0 (its steps below)\nwaiting: before hop 2 (v0.3.0): deploy its operator\n",
+		"checkpoint: /tmp/cp.json: the recorded run stopped before its end; 1 steps done\n  done: backup widgets.example.com",
 		"next: run the same command again to continue\n  kubectl crdver upgrade -f v0.3.0/ --via v0.2.0/ --yes",
 	} {
 		if !strings.Contains(out, want) {

@@ -111,7 +111,7 @@ func pathStatusLines(p *upgrade.PathStatus) string {
 			}
 			lines = append(lines, "hop: "+at+"; the release below is the last")
 		default:
-			lines = append(lines, fmt.Sprintf("hop: %d of %d, %s (its steps below, checkpoint %s)", p.Hop, len(p.Hops), p.Release, p.HopCheckpoint))
+			lines = append(lines, fmt.Sprintf("hop: %d of %d, %s (its steps below)", p.Hop, len(p.Hops), p.Release))
 		}
 		if p.Instruction != "" {
 			lines = append(lines, "waiting: "+p.Instruction)

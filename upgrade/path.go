@@ -40,8 +40,8 @@ type HopOptions struct {
 // PathOptions of an upgrade along a release path.
 type PathOptions struct {
 	// Options is the template of each hop's upgrade (Next and ApplyFile are set per hop;
-	// Confirm is asked before the first write only; Checkpoint, when set, is the path's state
-	// and each hop's is beside it).
+	// Confirm is asked before the first write only; Checkpoint, when set, is the run's one
+	// checkpoint, which holds the path and the steps of the hop it is at).
 	Options
 	// Via are the releases between the cluster and Target, oldest first; the path takes
 	// only those it needs (plan.Path).
@@ -73,8 +73,18 @@ type PathReport struct {
 	Outcome Outcome `json:"outcome"`
 }
 
-// pathKey identifies a path (its releases, in order) on a server.
+// pathKey identifies a path (its releases, in order) on a server; a path of one release is
+// that release (releaseKey): its run is the release's.
 func pathKey(server string, rels []plan.PathRelease) string {
+	if len(rels) == 1 {
+		return releaseKey(server, rels[0].CRDs)
+	}
+	return chainKey(server, rels)
+}
+
+// chainKey is the key of a path of several releases, and the one an earlier build gave a path
+// of one release too.
+func chainKey(server string, rels []plan.PathRelease) string {
 	h := sha256.New()
 	for _, r := range rels {
 		h.Write([]byte(releaseKey(server, r.CRDs) + "\x00"))
@@ -83,11 +93,16 @@ func pathKey(server string, rels []plan.PathRelease) string {
 }
 
 // pathStateFile is the key of the path through all (its releases, in order) on server and
-// its state file: checkpoint when given, else one in the cache folder per path and cluster.
+// its checkpoint: checkpoint when given, else one in the cache folder per path and cluster (a
+// path of one release: the release's, DefaultCheckpointPath).
 func pathStateFile(server, cluster string, all []plan.PathRelease, checkpoint string) (key, path string, err error) {
 	key = pathKey(server, all)
 	if checkpoint != "" {
 		return key, checkpoint, nil
+	}
+	if len(all) == 1 {
+		path, err = DefaultCheckpointPath(server, cluster, all[0].CRDs)
+		return key, path, err
 	}
 	dir, err := os.UserCacheDir()
 	if err != nil {
@@ -97,26 +112,21 @@ func pathStateFile(server, cluster string, all []plan.PathRelease, checkpoint st
 	return key, filepath.Join(dir, "kubectl-crdver", "upgrade", "path-"+hex.EncodeToString(sum[:])[:16]+".json"), nil
 }
 
-// hopCheckpoint is the checkpoint of hop index (1-based) of a path whose state is checkpoint:
-// beside it, or "" (the release's own default, DefaultCheckpointPath) when none was given.
-func hopCheckpoint(checkpoint string, index int) string {
-	if checkpoint == "" {
-		return ""
-	}
-	return fmt.Sprintf("%s.hop%d", checkpoint, index)
+// pathCheckpoint is the checkpoint of a path (its file and state) as a hop's upgrade keeps
+// its steps in it (Options.inPath).
+type pathCheckpoint struct {
+	file string
+	st   *state
 }
 
-// pathState is a path's checkpoint (state.go): its binding — the path (pathKey), the cluster,
-// the CRDs of all its releases, the backup its first hop took for every hop, whether every hop
-// was applied — and the hops the run chose and the one it is at. Each hop's steps are in that
-// hop's own checkpoint (a release's, hopCheckpoint), which its upgrade resumes.
-type pathState struct {
-	binding
-	// Hops are the releases the run goes through, Hop the index (0-based) of the hop it is at.
-	Hops []string `json:"hops,omitempty"`
-	Hop  int      `json:"hop,omitempty"`
-	// Instruction: the path stopped before hop Hop+1 because a person must act first.
-	Instruction string `json:"instruction,omitempty"`
+// oldHopFile is where an earlier build kept the steps of hop index (1-based) to rel, in a
+// file of their own (a checkpoint without Layout): beside the path's given checkpoint as
+// CHECKPOINT.hopN, else the release's own (DefaultCheckpointPath).
+func oldHopFile(server, cluster, checkpoint string, rel plan.PathRelease, index int) (string, error) {
+	if checkpoint != "" {
+		return fmt.Sprintf("%s.hop%d", checkpoint, index), nil
+	}
+	return DefaultCheckpointPath(server, cluster, rel.CRDs)
 }
 
 // recordedPath is where an upgrade along a path stands, as RunPath resumes it and
@@ -132,7 +142,7 @@ type recordedPath struct {
 	found bool
 	why   string
 	// st is the state, nil when none is found or it may not be used.
-	st *pathState
+	st *state
 }
 
 // openPath reads the state of an upgrade along the path via → target on the cluster c
@@ -150,14 +160,60 @@ func openPath(ctx context.Context, c *migrate.Clients, via []plan.PathRelease, t
 	if p.key, p.file, err = pathStateFile(c.Server, p.cluster, p.all, checkpoint); err != nil {
 		return nil, err
 	}
-	st := &pathState{}
+	st := &state{}
 	if p.found, p.why, err = openCheckpoint(p.file, st, p.key, p.cluster, p.live); err != nil {
 		return nil, err
 	}
-	if p.found && p.why == "" {
-		p.st = st
+	if p.found && p.why != "" && len(p.all) == 1 && st.Release == chainKey(c.Server, p.all) {
+		// An earlier build's checkpoint of a path of this one release, keyed as a chain then.
+		st.Release = p.key
+		_, p.why = st.belongs(p.key, p.cluster, p.live)
+	}
+	if !p.found || p.why != "" {
+		return p, nil
+	}
+	p.st = st
+	if st.Layout == 0 && len(st.Hops) > 0 {
+		return p, p.oldLayout(c.Server, checkpoint)
+	}
+	if len(st.Hops) == 0 && len(p.all) == 1 {
+		// The release's own run (Run) wrote it: the path of that one release, at its hop.
+		st.Hops = []string{p.all[0].Name}
+		if st.Complete {
+			st.Hop = 1
+		}
 	}
 	return p, nil
+}
+
+// oldLayout reads into the path's state, written by an earlier build (no Layout), the steps
+// of the hop it is at from that hop's own file (oldHopFile), when that file is this hop's on
+// this cluster and its upgrade is not complete; none otherwise (the path's file never held
+// steps). Nothing is written: the next save writes the one file, in this build's layout.
+func (p *recordedPath) oldLayout(server, checkpoint string) error {
+	st := p.st
+	st.steps = steps{}
+	if st.Complete || st.Hop >= len(st.Hops) {
+		return nil
+	}
+	rel, err := p.release(st.Hop)
+	if err != nil {
+		return err
+	}
+	file, err := oldHopFile(server, p.cluster, checkpoint, rel, st.Hop+1)
+	if err != nil {
+		return err
+	}
+	hop := &state{}
+	found, why, err := openCheckpoint(file, hop, releaseKey(server, rel.CRDs), p.cluster, p.live)
+	if err != nil || !found || why != "" || hop.Complete {
+		return err
+	}
+	st.steps = hop.steps
+	if st.Backup == nil && hop.Backup != nil {
+		st.Backup, st.BackupFile = hop.Backup, hop.BackupFile
+	}
+	return nil
 }
 
 // release is the release the recorded path takes at hop i (0-based), among those given.
@@ -172,7 +228,7 @@ func (p *recordedPath) release(i int) (plan.PathRelease, error) {
 
 // unfinished is the recorded state when a run continues it: nil when there is none or every
 // hop was applied (the next run plans the path afresh).
-func (p *recordedPath) unfinished() *pathState {
+func (p *recordedPath) unfinished() *state {
 	if p.st == nil || p.st.Complete || p.st.Hop >= len(p.st.Hops) {
 		return nil
 	}
@@ -181,13 +237,13 @@ func (p *recordedPath) unfinished() *pathState {
 
 // RunPath upgrades the cluster along the release path to o.Target: one plan of the path
 // (plan.Path, from the live state) whose refusals stop it before any write, one backup (the
-// first hop's), each hop's upgrade (storage steps and apply: Run, the one runner of a release,
-// with its own checkpoint), one verify (the last hop's). It is a thin layer over Run: its own
-// state is which hops and the hop it is at (pathState), read and written as a release's
-// checkpoint is and bound, as that is, to the cluster and the CRDs' UIDs, so running it again
-// resumes at the hop, and that hop's upgrade at its step; and one lease over every hop's CRDs,
-// which each hop's upgrade finds held by this run. Before a hop whose conversion webhook does
-// not answer it stops (ErrNeedsPerson) with the instruction.
+// first hop's), each hop's upgrade (storage steps and apply: Run, the one runner of a release),
+// one verify (the last hop's). It is a thin layer over Run, a release being a path of one hop:
+// one checkpoint (state.go) holds the hops, the hop it is at and that hop's steps, which the
+// hop's upgrade reads and writes as its own (Options.inPath), bound to the cluster and the
+// CRDs' UIDs, so running it again resumes at the hop, and that hop's upgrade at its step; and
+// one lease over every hop's CRDs, which each hop's upgrade finds held by this run. Before a
+// hop whose conversion webhook does not answer it stops (ErrNeedsPerson) with the instruction.
 func RunPath(ctx context.Context, c *migrate.Clients, o PathOptions) (*PathReport, error) {
 	out := &PathReport{Hops: []*Report{}, Preflight: []HopPreflight{}}
 	rec, err := openPath(ctx, c, o.Via, o.Target, o.Checkpoint)
@@ -261,9 +317,9 @@ type pathRun struct {
 	rc  plan.ReleaseClients
 	po  plan.PathOptions // the template of the path's plans (Via and Target set per plan)
 	rec *recordedPath
-	// st is the path's state (the recorded one when resumed); hops the releases this run
+	// st is the path's checkpoint (the recorded one when resumed); hops the releases this run
 	// takes, from the hop it starts at.
-	st   *pathState
+	st   *state
 	hops []plan.PathRelease
 	out  *PathReport
 	// judged: the error the run returns is one whose outcome the path's already is (ended).
@@ -357,12 +413,12 @@ func (p *pathRun) hop(ctx context.Context, uo Options) (*Report, error) {
 	return rep, err
 }
 
-// carryOut takes the hops in order, from the one the path is at, saving the path's state
-// before and after each; it ends at the last, or at the first that stops or is not applied
-// (running again goes on there).
+// carryOut takes the hops in order, from the one the path is at, saving the checkpoint before
+// each and once it is applied (the path then at the next hop, in the same write); it ends at
+// the last, or at the first that stops or is not applied (running again goes on there).
 func (p *pathRun) carryOut(ctx context.Context) error {
 	if p.st == nil {
-		p.st = &pathState{binding: binding{Release: p.rec.key, Cluster: p.rec.cluster, Server: p.c.Server, CRDs: p.rec.live, BackupFile: p.o.BackupFile}}
+		p.st = &state{binding: binding{Release: p.rec.key, Cluster: p.rec.cluster, Server: p.c.Server, CRDs: p.rec.live, BackupFile: p.o.BackupFile}}
 		for _, h := range p.hops {
 			p.st.Hops = append(p.st.Hops, h.Name)
 		}
@@ -387,7 +443,7 @@ func (p *pathRun) carryOut(ctx context.Context) error {
 			return p.stopBefore(index, rel, in)
 		}
 		uo := p.hopOptions(rel, index, len(st.Hops))
-		uo.BackupFile, uo.Confirm, uo.Checkpoint = backup, confirm, hopCheckpoint(p.o.Checkpoint, index)
+		uo.BackupFile, uo.Confirm, uo.inPath = backup, confirm, &pathCheckpoint{file: p.rec.file, st: st}
 		uo.Hop.BackupTaken = st.Backup != nil
 		st.Instruction = ""
 		if p.o.Notify != nil {
@@ -396,7 +452,6 @@ func (p *pathRun) carryOut(ctx context.Context) error {
 		if err := p.save(); err != nil {
 			return err
 		}
-		uo.onBackup = p.recordBackup
 		rep, err := p.hop(ctx, uo)
 		if err != nil || !rep.Outcome.Applied {
 			// Stopped, or the hop's release is not applied (a deployment tool applies it,
@@ -405,25 +460,12 @@ func (p *pathRun) carryOut(ctx context.Context) error {
 			return err
 		}
 		confirm = nil
-		if st.Hop++; st.Hop == len(st.Hops) {
-			st.complete()
-		}
+		st.nextHop()
 		if err := p.save(); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// recordBackup records in the path's state the backup a hop's upgrade took (the first hop's,
-// the path's for every hop), as soon as that hop has recorded it: a run killed after it, even
-// after that hop's apply and before the path recorded the hop, leaves it to the later hops.
-func (p *pathRun) recordBackup(b *Backup) error {
-	if p.st.Backup != nil {
-		return nil
-	}
-	p.st.Backup, p.st.BackupFile = b, b.File
-	return p.save()
 }
 
 // stopBefore stops the path before hop index (rel) because a person must act first (in):
@@ -441,7 +483,7 @@ func (p *pathRun) stopBefore(index int, rel plan.PathRelease, in string) error {
 	return fmt.Errorf("%w: %s", ErrNeedsPerson, out.Instruction)
 }
 
-// save writes the path's state.
+// save writes the path's checkpoint.
 func (p *pathRun) save() error {
 	return writeCheckpoint(p.rec.file, "the path's checkpoint", p.st)
 }

@@ -2,8 +2,10 @@ package upgrade
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +30,7 @@ import (
 // then, lose legacy all the same.
 func lossAtHop2(t *testing.T, group string) (*runFx, PathOptions) {
 	t.Helper()
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // migrate's checkpoints
 	live := widgetCRD(group, version{"v1", true, true, true})
 	mid := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, true})
 	target := widgetCRD(group, version{"v2", true, true, false})
@@ -188,12 +191,10 @@ func TestRunPathHoldsOneLease(t *testing.T) {
 	}
 }
 
-// TestGetPathStatus: a path interrupted in its second hop, after that hop's backup step: the
-// status names the path's hops, the hop it is at (2 of 2, v0.3.0) and the step done in it,
-// and says to continue; once the path is run again to its end, nothing is left.
-func TestGetPathStatus(t *testing.T) {
-	f, o := lossAtHop2(t, "hop2status.run.example.com")
-	o.AllowDataLoss = true
+// interruptInHop2 runs the path o until its second hop has done its backup step (the path's,
+// already taken), then cancels it.
+func interruptInHop2(t *testing.T, f *runFx, o PathOptions) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	inHop2 := false
@@ -202,13 +203,42 @@ func TestGetPathStatus(t *testing.T) {
 		case strings.HasPrefix(line, "hop 2/2"):
 			inHop2 = true
 		case inHop2 && strings.HasPrefix(line, "step 2/"):
-			cancel() // the hop stops after its backup step (the path's, already taken)
+			cancel()
 		}
 	}
-	_, err := RunPath(ctx, f.c, o)
-	if !errors.Is(err, ErrInterrupted) {
+	if _, err := RunPath(ctx, f.c, o); !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("RunPath cancelled in hop 2: %v, want ErrInterrupted", err)
 	}
+}
+
+// onlyFile checks that the run's checkpoint is the one file of its folder besides the backup:
+// no file per hop beside it.
+func onlyFile(t *testing.T, f *runFx, checkpoint string) {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Dir(checkpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Name() != filepath.Base(f.backup) {
+			names = append(names, e.Name())
+		}
+	}
+	if !slices.Equal(names, []string{filepath.Base(checkpoint)}) {
+		t.Errorf("beside the backup: %v, want the one checkpoint %s", names, filepath.Base(checkpoint))
+	}
+}
+
+// TestGetPathStatus: a path interrupted in its second hop, after that hop's backup step: the
+// status names the path's hops, the hop it is at (2 of 2, v0.3.0) and the step done in it,
+// read from the one checkpoint (no file per hop), and says to continue; once the path is run
+// again to its end, nothing is left.
+func TestGetPathStatus(t *testing.T) {
+	f, o := lossAtHop2(t, "hop2status.run.example.com")
+	o.AllowDataLoss = true
+	interruptInHop2(t, f, o)
+	onlyFile(t, f, o.Checkpoint)
 
 	st, err := GetPathStatus(context.Background(), f.c, o.Via, o.Target, o.Checkpoint, "")
 	if err != nil {
@@ -218,8 +248,8 @@ func TestGetPathStatus(t *testing.T) {
 	if p == nil || !p.Found || p.NotThisCluster != "" || !slices.Equal(p.Hops, []string{"v0.2.0", "v0.3.0"}) || p.Hop != 2 || p.Release != "v0.3.0" || p.Complete {
 		t.Fatalf("path status %+v, want found, hops [v0.2.0 v0.3.0], at hop 2 (v0.3.0)", p)
 	}
-	if p.HopCheckpoint != o.Checkpoint+".hop2" || st.Checkpoint != p.HopCheckpoint || !st.Found {
-		t.Errorf("hop checkpoint %q (status %q, found %v), want %s.hop2", p.HopCheckpoint, st.Checkpoint, st.Found, o.Checkpoint)
+	if p.Checkpoint != o.Checkpoint || p.HopCheckpoint != o.Checkpoint || st.Checkpoint != o.Checkpoint || !st.Found {
+		t.Errorf("checkpoints: path %q, hop %q, status %q (found %v), want %s for each", p.Checkpoint, p.HopCheckpoint, st.Checkpoint, st.Found, o.Checkpoint)
 	}
 	if len(st.Done) != 1 || !strings.HasPrefix(st.Done[0], plan.ActionBackup+"|") || st.Next != NextContinue {
 		t.Errorf("hop 2: done %v, next %s; want its backup step done and continue", st.Done, st.Next)
@@ -239,13 +269,90 @@ func TestGetPathStatus(t *testing.T) {
 	if !st.Path.Complete || st.Path.Hop != 0 || st.Next != NextNothing {
 		t.Errorf("after the path: %+v, next %s; want complete, nothing", st.Path, st.Next)
 	}
+	onlyFile(t, f, o.Checkpoint)
 }
 
-// TestAPathOfOneHopIsTheReleaseRun: a path of one hop is the release's own run: interrupted in
-// its hop, the release's status (no path) reads the hop's steps from the same checkpoint, and
-// the release's own upgrade resumes it to its end; the path run again then finds its one hop
-// in place and is complete, as its status says.
+// TestRunPathResumesTheLayoutOfEarlierBuilds: a path interrupted in its second hop, its
+// checkpoint then written as an earlier build kept it — the path's file (its binding and hops,
+// "done": [], no layout) and hop 2's steps in CHECKPOINT.hop2, bound to that hop's release —:
+// the status reads hop 2's steps from the hop's file, the same command resumes hop 2 with them
+// and ends complete, writing the one file in this build's layout and leaving the hop's file as
+// it was.
+func TestRunPathResumesTheLayoutOfEarlierBuilds(t *testing.T) {
+	f, o := lossAtHop2(t, "oldlayout.run.example.com")
+	o.AllowDataLoss = true
+	interruptInHop2(t, f, o)
+	var now state
+	if b, err := os.ReadFile(o.Checkpoint); err != nil || json.Unmarshal(b, &now) != nil {
+		t.Fatalf("reading %s: %v", o.Checkpoint, err)
+	}
+	if now.Layout != layoutOneFile || now.Hop != 1 || len(now.Done) != 1 || now.Backup == nil {
+		t.Fatalf("the checkpoint in hop 2: layout %d, hop %d, done %v, backup %v; want %d, 1, its backup step, the path's backup", now.Layout, now.Hop, now.Done, now.Backup, layoutOneFile)
+	}
+	crd := o.Target.CRDs[0].Name
+	old := now
+	old.Layout, old.steps = 0, steps{Done: []string{}}
+	hop := state{binding: binding{Release: releaseKey(f.c.Server, o.Target.CRDs), Cluster: now.Cluster, Server: now.Server,
+		CRDs: map[string]string{crd: now.CRDs[crd]}, BackupFile: now.BackupFile}, steps: now.steps}
+	hopFile := o.Checkpoint + ".hop2"
+	var hopBody []byte
+	for file, s := range map[string]*state{o.Checkpoint: &old, hopFile: &hop} {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), `"layout"`) {
+			t.Fatalf("the earlier layout has no layout field: %s", b)
+		}
+		if err := os.WriteFile(file, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if file == hopFile {
+			hopBody = b
+		}
+	}
+
+	st, err := GetPathStatus(context.Background(), f.c, o.Via, o.Target, o.Checkpoint, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Path == nil || st.Path.Hop != 2 || !slices.Equal(st.Done, now.Done) || st.Next != NextContinue || st.Backup == nil {
+		t.Errorf("status of the earlier layout: path %+v, done %v, next %s, backup %v; want hop 2, done %v (from %s), continue, the path's backup", st.Path, st.Done, st.Next, st.Backup, now.Done, hopFile)
+	}
+
+	rep, err := RunPath(context.Background(), f.c, o)
+	if err != nil {
+		t.Fatalf("RunPath from the earlier layout: %v", err)
+	}
+	if !rep.Resumed || rep.StartHop != 2 || len(rep.Hops) != 1 || !rep.Hops[0].Resumed || rep.Outcome.Result != ResultComplete {
+		t.Errorf("resumed %v at hop %d, %d hops (the hop resumed: %v), outcome %+v; want hop 2 resumed with its steps, complete", rep.Resumed, rep.StartHop, len(rep.Hops), len(rep.Hops) > 0 && rep.Hops[0].Resumed, rep.Outcome)
+	}
+	live := f.live(t)
+	if !slices.Equal(versionNames(live), []string{"v2"}) || !slices.Equal(live.Status.StoredVersions, []string{"v2"}) {
+		t.Errorf("live: versions %v storedVersions %v, want [v2] and [v2]", versionNames(live), live.Status.StoredVersions)
+	}
+	var after state
+	if b, err := os.ReadFile(o.Checkpoint); err != nil || json.Unmarshal(b, &after) != nil {
+		t.Fatalf("reading %s: %v", o.Checkpoint, err)
+	}
+	if after.Layout != layoutOneFile || !after.Complete || !slices.Equal(after.Hops, []string{"v0.2.0", "v0.3.0"}) {
+		t.Errorf("the checkpoint after: layout %d, complete %v, hops %v; want %d, complete, both hops", after.Layout, after.Complete, after.Hops, layoutOneFile)
+	}
+	if b, err := os.ReadFile(hopFile); err != nil || string(b) != string(hopBody) {
+		t.Errorf("the earlier build's %s was changed (%v): %s", hopFile, err, b)
+	}
+	if b, err := os.ReadFile(f.backup); err != nil || !strings.Contains(string(b), "legacy: keep-me") {
+		t.Errorf("the path's backup lacks spec.legacy (%v)", err)
+	}
+}
+
+// TestAPathOfOneHopIsTheReleaseRun: a path of one hop is the release's own run, with one
+// checkpoint: interrupted in its hop, the release's status (no path) reads the hop's steps from
+// it, and the release's own upgrade resumes it to its end, which ends the path too: run again,
+// the path has nothing to resume, finds its one hop in place and is complete, as its status
+// says.
 func TestAPathOfOneHopIsTheReleaseRun(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // the default checkpoints
 	group := "onehop.run.example.com"
 	live := widgetCRD(group, version{"v1", true, true, true})
 	next := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, true})
@@ -287,8 +394,8 @@ func TestAPathOfOneHopIsTheReleaseRun(t *testing.T) {
 	if len(prep.Hops) != 1 {
 		t.Fatalf("RunPath again: %d hops, want 1", len(prep.Hops))
 	}
-	if !prep.Resumed || prep.Hops[0].AlreadyInPlace == "" || !prep.Outcome.Applied {
-		t.Errorf("RunPath again: resumed %v, in place %q, outcome %+v; want its one hop found in place", prep.Resumed, prep.Hops[0].AlreadyInPlace, prep.Outcome)
+	if prep.Resumed || prep.Checkpoint != st.Checkpoint || prep.Hops[0].AlreadyInPlace == "" || !prep.Outcome.Applied {
+		t.Errorf("RunPath again: resumed %v from %s, in place %q, outcome %+v; want nothing to resume in %s (the release's run completed it), its one hop found in place", prep.Resumed, prep.Checkpoint, prep.Hops[0].AlreadyInPlace, prep.Outcome, st.Checkpoint)
 	}
 	ps, err := GetPathStatus(context.Background(), f.c, nil, target, "", "")
 	if err != nil {
@@ -296,5 +403,38 @@ func TestAPathOfOneHopIsTheReleaseRun(t *testing.T) {
 	}
 	if ps.Path == nil || !ps.Path.Complete || ps.Next != NextNothing || ps.Checkpoint != st.Checkpoint {
 		t.Errorf("the path's status: %+v, next %s, hop checkpoint %s; want complete, nothing, %s", ps.Path, ps.Next, ps.Checkpoint, st.Checkpoint)
+	}
+}
+
+// TestAPathOfOneReleaseFromAnEarlierBuild: an earlier build gave a path of one release a key of
+// its own (chainKey) and kept its hop's steps in CHECKPOINT.hop1; that path is now the
+// release's run, keyed as the release: its status reads the hop's steps from the hop's file.
+func TestAPathOfOneReleaseFromAnEarlierBuild(t *testing.T) {
+	group := "oldonehop.run.example.com"
+	live := widgetCRD(group, version{"v1", true, true, true})
+	next := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, true})
+	f := newRunFx(t, live, next, map[string]map[string]any{"w-one": {"size": int64(1)}})
+	target := plan.PathRelease{Name: "v0.2.0", File: "v0.2.0/", CRDs: []*apiextensionsv1.CustomResourceDefinition{next}}
+	cluster := f.c.ClusterID(context.Background())
+	uids := map[string]string{next.Name: string(f.live(t).UID)}
+	done := []string{plan.ActionBackup + "|" + next.Name + "||"}
+	path := state{binding: binding{Release: chainKey(f.c.Server, []plan.PathRelease{target}), Cluster: cluster, Server: f.c.Server, CRDs: uids, BackupFile: f.backup},
+		Hops: []string{target.Name}, steps: steps{Done: []string{}}}
+	hop := state{binding: binding{Release: releaseKey(f.c.Server, target.CRDs), Cluster: cluster, Server: f.c.Server, CRDs: uids, BackupFile: f.backup}, steps: steps{Done: done}}
+	for file, s := range map[string]*state{f.cp: &path, f.cp + ".hop1": &hop} {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := GetPathStatus(context.Background(), f.c, nil, target, f.cp, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Path == nil || !st.Path.Found || st.Path.NotThisCluster != "" || st.Path.Hop != 1 || !slices.Equal(st.Done, done) || st.Next != NextContinue {
+		t.Errorf("status of an earlier build's path of one release: path %+v, done %v, next %s; want found, at hop 1, done %v, continue", st.Path, st.Done, st.Next, done)
 	}
 }

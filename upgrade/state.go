@@ -26,16 +26,18 @@ import (
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
-// A checkpoint is a run's state file, of one of two kinds: a release's (state: its steps)
-// and a path's (pathState, path.go: its hops). Both are bound (binding) to the release or path
-// they were written for, on one cluster, to its CRD objects, and both are read, judged and
-// written here: openCheckpoint, writeCheckpoint.
+// A checkpoint is a run's state file, one per run: a release is a path of one hop, and the
+// file of a path holds the path's binding (the hops, the hop it is at, what a person must do
+// first) and the steps of the hop it is at (the release's, for a release), which that hop's
+// upgrade (Run) reads and writes as its own. It is bound (binding) to the release or path it
+// was written for, on one cluster, to its CRD objects; it is read, judged and written here
+// (openCheckpoint, writeCheckpoint, through internal/atomicfile).
 
-// binding is what both kinds of checkpoint hold: what they were written for, and may be used
-// for only (belongs); the backup, which a path's first hop takes for every hop; and whether the
-// run ran to its end.
+// binding is what a checkpoint was written for, and may be used for only (belongs); the
+// backup, which a path's first hop takes for every hop; and whether the run ran to its end.
 type binding struct {
-	// Release identifies the release (releaseKey) or the path (pathKey).
+	// Release identifies the release (releaseKey) or the path (pathKey; a path of one release
+	// is that release: the same key).
 	Release string `json:"release"`
 	// Cluster is the cluster's identity (migrate.Clients.ClusterID: its kube-system namespace's
 	// UID; "" when it could not be read) and Server the address it was reached at.
@@ -52,18 +54,39 @@ type binding struct {
 	CompletedAt *time.Time `json:"completedAt,omitempty"`
 }
 
-func (b *binding) bound() *binding { return b }
-
 // complete records that the run ran to its end (now).
 func (b *binding) complete() {
 	now := time.Now().UTC().Truncate(time.Second)
 	b.Complete, b.CompletedAt = true, &now
 }
 
-// state is a release's checkpoint: its binding, the steps done. It is trusted only for the
-// cluster and the CRD objects it was written for (belongs).
+// layoutOneFile is the layout of a checkpoint that holds a path's hops and its hop's steps in
+// one file (state.Layout). A checkpoint with hops and no layout was written by an earlier
+// build, which kept each hop's steps in a file of their own (oldHopFile).
+const layoutOneFile = 2
+
+// state is a run's checkpoint: its binding, the path (Hops, Hop, Instruction; none for a
+// release run alone: a path of one hop, at it) and the steps of the hop it is at. It is
+// trusted only for the cluster and the CRD objects it was written for (belongs).
 type state struct {
 	binding
+	// Layout is layoutOneFile when this build wrote it (writeCheckpoint).
+	Layout int `json:"layout,omitempty"`
+	// Hops are the releases a path's run goes through, Hop the index (0-based) of the hop it is
+	// at (len(Hops) once every hop is applied).
+	Hops []string `json:"hops,omitempty"`
+	Hop  int      `json:"hop,omitempty"`
+	// Instruction: the path stopped before hop Hop+1 because a person must act first.
+	Instruction string `json:"instruction,omitempty"`
+	steps
+}
+
+// steps are what the upgrade of the hop a run is at (a release's, for a release) did: the
+// steps done, the step it began last, the versions it serves again, what its preflight found.
+// A path's next hop starts with none (state.nextHop).
+type steps struct {
+	// Done are the steps done; nil until the hop's upgrade first records its steps (a path's
+	// hop not begun).
 	Done []string `json:"done"`
 	// Started is the step that writes to the cluster which the run began last (saved before
 	// its first write): from then on the objects may have lost what the backup holds.
@@ -77,8 +100,15 @@ type state struct {
 	FixValues bool `json:"fixValues,omitempty"`
 }
 
-// checkpoint is either kind of checkpoint.
-type checkpoint interface{ bound() *binding }
+// nextHop records that the hop the path is at was applied: the path is at the next, whose
+// steps start afresh, or, after its last, complete (the last hop's steps kept, as a release's).
+func (s *state) nextHop() {
+	if s.Hop++; s.Hop < len(s.Hops) {
+		s.steps = steps{}
+		return
+	}
+	s.complete()
+}
 
 // belongs reports whether s may be used on the cluster now reached (cluster: its identity,
 // live: the UIDs of the release's CRDs it has now, by name); why says in a few words why not.
@@ -108,11 +138,11 @@ func (s *binding) belongs(release, cluster string, live map[string]string) (bool
 	return true, ""
 }
 
-// openCheckpoint reads the checkpoint at path into s, the one way both kinds are resumed:
+// openCheckpoint reads the checkpoint at path into s, the one way a checkpoint is resumed:
 // found says whether the file exists; why, when it does, why it may not be used (it was
 // written for another release than key, another cluster than cluster, or CRD objects other
 // than live: belongs), "" when it may.
-func openCheckpoint(path string, s checkpoint, key, cluster string, live map[string]string) (found bool, why string, err error) {
+func openCheckpoint(path string, s *state, key, cluster string, live map[string]string) (found bool, why string, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, "", nil
@@ -123,13 +153,15 @@ func openCheckpoint(path string, s checkpoint, key, cluster string, live map[str
 	if err := json.Unmarshal(b, s); err != nil {
 		return true, "", fmt.Errorf("the upgrade checkpoint %s is not valid (%v): remove it to start over", path, err)
 	}
-	_, why = s.bound().belongs(key, cluster, live)
+	_, why = s.belongs(key, cluster, live)
 	return true, why, nil
 }
 
-// writeCheckpoint replaces the checkpoint at path with s (migrate.WriteJSONAtomic: synced
-// before and after the rename); what names it in the error.
-func writeCheckpoint(path, what string, s checkpoint) error {
+// writeCheckpoint replaces the checkpoint at path with s, in this build's layout
+// (migrate.WriteJSONAtomic: internal/atomicfile, synced before and after the rename); what
+// names it in the error.
+func writeCheckpoint(path, what string, s *state) error {
+	s.Layout = layoutOneFile
 	if err := migrate.WriteJSONAtomic(path, s); err != nil {
 		return fmt.Errorf("writing %s %s: %w", what, path, err)
 	}
@@ -200,12 +232,16 @@ func (r *runner) loadCheckpoint(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if pc := o.inPath; pc != nil {
+		r.resumeHop(pc, live)
+		return nil
+	}
 	path, cp, why, err := openRelease(c, cluster, o.Next, live, o.Checkpoint)
 	if err != nil {
 		return err
 	}
 	r.cpPath, r.rep.Checkpoint = path, path
-	r.cp = &state{binding: binding{Release: releaseKey(c.Server, o.Next), Cluster: cluster, Server: c.Server, CRDs: live}, Done: []string{}}
+	r.cp = &state{binding: binding{Release: releaseKey(c.Server, o.Next), Cluster: cluster, Server: c.Server, CRDs: live}, steps: steps{Done: []string{}}}
 	switch {
 	case cp == nil:
 		return nil
@@ -233,12 +269,33 @@ func (r *runner) loadCheckpoint(ctx context.Context) error {
 	return nil
 }
 
-// save writes the release's checkpoint (none when the run has no file: a dry run).
+// resumeHop takes as the run's checkpoint the one of the path this release is a hop of (pc):
+// its steps are the hop's, resumed when a run of the hop recorded them; live are the UIDs of
+// the hop's CRDs the cluster has (those the path's earlier hops created, once they exist).
+func (r *runner) resumeHop(pc *pathCheckpoint, live map[string]string) {
+	r.cpPath, r.rep.Checkpoint, r.cp = pc.file, pc.file, pc.st
+	r.rep.Resumed = r.cp.Done != nil
+	if r.cp.CRDs == nil {
+		r.cp.CRDs = map[string]string{}
+	}
+	for n, uid := range live {
+		r.cp.CRDs[n] = uid
+	}
+	if r.o.BackupFile == "" {
+		r.o.BackupFile = r.cp.BackupFile
+	}
+}
+
+// save writes the run's checkpoint (none when the run has no file: a dry run); a path's hop
+// writes the path's, with its steps.
 func (r *runner) save() error {
 	if r.cpPath == "" {
 		return nil
 	}
 	r.cp.BackupFile = r.o.BackupFile
+	if r.cp.Done == nil {
+		r.cp.Done = []string{} // the hop's steps are recorded (resumeHop)
+	}
 	return writeCheckpoint(r.cpPath, "the upgrade checkpoint", r.cp)
 }
 
@@ -336,6 +393,11 @@ func (r *runner) finished(ctx context.Context, why string) error {
 // markComplete records that the release was applied and the run ran to its end: nothing is
 // left to resume, and the next run of the release is a new upgrade with a backup of its own.
 func (r *runner) markComplete() error {
+	if r.o.inPath != nil {
+		// A path's hop: the path records it applied (state.nextHop) once the hop ends, and is
+		// complete after its last.
+		return nil
+	}
 	r.cp.complete()
 	return r.save()
 }

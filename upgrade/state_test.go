@@ -8,8 +8,7 @@ import (
 )
 
 // Checkpoints as the single state struct of earlier versions wrote them (every field of both
-// kinds in one object; a path's with "done": []), which a run after the split into a release's
-// state and a path's pathState must resume as they are.
+// kinds in one object; a path's with "done": []), which the one state must resume as they are.
 const (
 	oldPathCheckpoint = `{"release":"pathkey","cluster":"uid-kube-system","server":"https://127.0.0.1:6443",` +
 		`"crds":{"widgets.example.com":"uid-w"},"backupFile":"/tmp/b.yaml",` +
@@ -23,12 +22,12 @@ const (
 )
 
 // TestCheckpointsOfEarlierVersionsAreResumed: both kinds of checkpoint, in the format of the one
-// state struct before, are read into their own kind whole, belong to what they were written
-// for (and not to another release or CRD object), and are written back as read.
+// state struct before, are read whole, belong to what they were written for (and not to
+// another release or CRD object), and are written back as read, in this build's layout.
 func TestCheckpointsOfEarlierVersionsAreResumed(t *testing.T) {
 	dir := t.TempDir()
 	live := map[string]string{"widgets.example.com": "uid-w"}
-	open := func(name, body, key string, s checkpoint) string {
+	open := func(name, body, key string, s *state) string {
 		t.Helper()
 		file := filepath.Join(dir, name)
 		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
@@ -41,9 +40,9 @@ func TestCheckpointsOfEarlierVersionsAreResumed(t *testing.T) {
 		return file
 	}
 
-	var p pathState
+	var p state
 	file := open("path.json", oldPathCheckpoint, "pathkey", &p)
-	check := func(p pathState) {
+	check := func(p state) {
 		t.Helper()
 		if !slices.Equal(p.Hops, []string{"v0.2.0", "v0.3.0"}) || p.Hop != 1 || p.Instruction == "" || p.Complete {
 			t.Errorf("path: hops %v at %d, instruction %q, complete %v; want [v0.2.0 v0.3.0] at 1, waiting", p.Hops, p.Hop, p.Instruction, p.Complete)
@@ -56,11 +55,14 @@ func TestCheckpointsOfEarlierVersionsAreResumed(t *testing.T) {
 	if err := writeCheckpoint(file, "the path's checkpoint", &p); err != nil {
 		t.Fatal(err)
 	}
-	var again pathState
+	var again state
 	if found, why, err := openCheckpoint(file, &again, "pathkey", "uid-kube-system", live); err != nil || !found || why != "" {
 		t.Fatalf("the path's checkpoint written again: found %v, not used because %q, %v", found, why, err)
 	}
 	check(again)
+	if again.Layout != layoutOneFile {
+		t.Errorf("written again in layout %d, want %d", again.Layout, layoutOneFile)
+	}
 
 	var s state
 	open("release.json", oldReleaseCheckpoint, "relkey", &s)

@@ -61,8 +61,9 @@ type Status struct {
 
 // PathStatus is where an upgrade along a release path stands.
 type PathStatus struct {
-	// Checkpoint is the path's state file; Found whether it exists; NotThisCluster why it
-	// is not this cluster's, or is for other releases ("" when it is).
+	// Checkpoint is the path's checkpoint (the one file of its run: the hops and the steps of
+	// the hop it is at); Found whether it exists; NotThisCluster why it is not this cluster's,
+	// or is for other releases ("" when it is).
 	Checkpoint     string `json:"checkpoint"`
 	Found          bool   `json:"found"`
 	NotThisCluster string `json:"notThisCluster,omitempty"`
@@ -77,14 +78,16 @@ type PathStatus struct {
 	CompletedAt *time.Time `json:"completedAt,omitempty"`
 	// Instruction: the run stopped before Hop because a person must act first.
 	Instruction string `json:"instruction,omitempty"`
-	// HopCheckpoint is the checkpoint of hop Hop's upgrade (its steps: Status.Done).
+	// HopCheckpoint is where the steps of hop Hop's upgrade are (Status.Done): Checkpoint, the
+	// same file (kept for the readers of earlier builds' JSON, where each hop had its own).
 	HopCheckpoint string `json:"hopCheckpoint,omitempty"`
 }
 
 // GetPathStatus reads the state of an upgrade along the release path via → target (as given
-// to RunPath) on the cluster c reaches, as RunPath resumes it (openPath): the hops the recorded
-// run chose, the hop it is at and, as GetStatus says it, that hop's release and steps.
-// checkpoint is the path's, as given to RunPath ("" is the default). It writes nothing.
+// to RunPath) on the cluster c reaches, as RunPath resumes it (openPath), from its one
+// checkpoint: the hops the recorded run chose, the hop it is at and, as GetStatus says it,
+// that hop's release and steps. checkpoint is the path's, as given to RunPath ("" is the
+// default). It writes nothing.
 func GetPathStatus(ctx context.Context, c *migrate.Clients, via []plan.PathRelease, target plan.PathRelease, checkpoint, fieldManager string) (*Status, error) {
 	rec, err := openPath(ctx, c, via, target, checkpoint)
 	if err != nil {
@@ -92,7 +95,7 @@ func GetPathStatus(ctx context.Context, c *migrate.Clients, via []plan.PathRelea
 	}
 	ps := &PathStatus{Checkpoint: rec.file, Found: rec.found, NotThisCluster: rec.why, Hops: []string{}}
 	// The release the status is about: the hop the run is at, else the target.
-	rel, hopCP := target, hopCheckpoint(checkpoint, len(rec.all))
+	rel := target
 	cp := rec.st
 	if cp != nil {
 		ps.Hops = append(ps.Hops, cp.Hops...)
@@ -107,23 +110,18 @@ func GetPathStatus(ctx context.Context, c *migrate.Clients, via []plan.PathRelea
 			if rel, err = rec.release(at); err != nil {
 				return nil, err
 			}
-			hopCP = hopCheckpoint(checkpoint, at+1)
 		}
 	}
 	if ps.Hop > 0 {
 		ps.Release = rel.Name
 	}
-	st, err := GetStatus(ctx, c, rel.CRDs, hopCP, fieldManager)
+	st, pairs, err := liveStatus(ctx, c, rel.CRDs)
 	if err != nil {
 		return nil, err
 	}
-	ps.HopCheckpoint = st.Checkpoint
+	st.Checkpoint, ps.HopCheckpoint = rec.file, rec.file
 	st.Path = ps
-	if cp != nil && st.Backup == nil && st.BackupFile == "" {
-		// The path's backup (its first hop's), which the hop's own checkpoint, not written
-		// yet, does not name.
-		st.backupOf(&cp.binding)
-	}
+	st.recorded(rec.found, rec.why, cp)
 	switch {
 	case st.Next == NextWait:
 	case cp != nil && cp.Complete:
@@ -131,6 +129,8 @@ func GetPathStatus(ctx context.Context, c *migrate.Clients, via []plan.PathRelea
 	case cp != nil:
 		// The hop's release may be in place (applied, not yet recorded): the path goes on.
 		st.Next = NextContinue
+	case releaseInPlace(ctx, c, fieldManager, pairs):
+		st.Next = NextNothing
 	}
 	return st, nil
 }
@@ -163,8 +163,36 @@ type StatusCRD struct {
 // server-side dry-run apply that tells whether the release is in place. It writes nothing.
 func GetStatus(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.CustomResourceDefinition, checkpoint, fieldManager string) (*Status, error) {
 	cluster := c.ClusterID(ctx)
-	st := &Status{Done: []string{}, CRDs: []StatusCRD{}, Next: NextStart}
+	st, pairs, err := liveStatus(ctx, c, next)
+	if err != nil {
+		return nil, err
+	}
 	live := map[string]string{}
+	for _, p := range pairs {
+		if p[0] != nil {
+			live[p[0].Name] = string(p[0].UID)
+		}
+	}
+	path, cp, why, err := openRelease(c, cluster, next, live, checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	st.Checkpoint = path
+	found := cp != nil
+	if why != "" {
+		cp = nil
+	}
+	st.recorded(found, why, cp)
+	if (st.Next == NextStart || st.Next == NextContinue) && releaseInPlace(ctx, c, fieldManager, pairs) {
+		st.Next = NextNothing
+	}
+	return st, nil
+}
+
+// liveStatus is the status of the release next as the cluster has it: each CRD, the run that
+// holds them; pairs are each CRD's live copy (nil when absent) and next's.
+func liveStatus(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.CustomResourceDefinition) (*Status, [][2]*apiextensionsv1.CustomResourceDefinition, error) {
+	st := &Status{Done: []string{}, CRDs: []StatusCRD{}, Next: NextStart}
 	var pairs [][2]*apiextensionsv1.CustomResourceDefinition
 	for _, n := range next {
 		sc := StatusCRD{CRD: n.Name}
@@ -173,9 +201,8 @@ func GetStatus(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.
 		case apierrors.IsNotFound(err):
 			pairs = append(pairs, [2]*apiextensionsv1.CustomResourceDefinition{nil, n})
 		case err != nil:
-			return nil, fmt.Errorf("getting CustomResourceDefinition %q: %w", n.Name, err)
+			return nil, nil, fmt.Errorf("getting CustomResourceDefinition %q: %w", n.Name, err)
 		default:
-			live[n.Name] = string(crd.UID)
 			pairs = append(pairs, [2]*apiextensionsv1.CustomResourceDefinition{crd, n})
 			sc.Exists, sc.StorageVersion, sc.StoredVersions = true, crdinfo.StorageVersion(crd), crd.Status.StoredVersions
 			for _, v := range crdinfo.VersionNames(n) {
@@ -194,21 +221,21 @@ func GetStatus(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.
 		}
 		st.CRDs = append(st.CRDs, sc)
 	}
-	path, cp, why, err := openRelease(c, cluster, next, live, checkpoint)
-	if err != nil {
-		return nil, err
-	}
-	st.Checkpoint = path
+	return st, pairs, nil
+}
+
+// recorded fills in what the checkpoint says (found: it exists; why: why it is not this
+// cluster's; cp: its state when it is) and the next step it implies, unless another run holds
+// the CRDs.
+func (st *Status) recorded(found bool, why string, cp *state) {
 	switch {
 	case st.HeldBy != "":
 		st.Next = NextWait
-	case cp == nil:
-	default:
+	case !found:
+	case why != "":
+		st.Found, st.NotThisCluster = true, why
+	case cp != nil:
 		st.Found = true
-		if why != "" {
-			st.NotThisCluster = why
-			break
-		}
 		st.Complete, st.CompletedAt, st.Done, st.Started, st.DataLossAccepted = cp.Complete, cp.CompletedAt, cp.Done, cp.Started, cp.DataLossAccepted
 		st.FixValues = cp.FixValues
 		if st.Done == nil {
@@ -220,8 +247,4 @@ func GetStatus(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.
 			st.Next = NextNothing
 		}
 	}
-	if (st.Next == NextStart || st.Next == NextContinue) && releaseInPlace(ctx, c, fieldManager, pairs) {
-		st.Next = NextNothing
-	}
-	return st, nil
 }

@@ -123,10 +123,9 @@ type Options struct {
 
 	// Hop is set when the release is one hop of a release path (RunPath).
 	Hop *HopOptions
-	// onBackup is told the backup once the backup step has recorded it in the checkpoint
-	// (taken, reused or adopted), before the next step writes: RunPath records it in the
-	// path's state then, so that a hop killed anywhere after it leaves the path its backup.
-	onBackup func(*Backup) error
+	// inPath is the checkpoint of the path this release is a hop of (RunPath): the run keeps
+	// its steps there, as the hop's, and Checkpoint is not read (one file per run).
+	inPath *pathCheckpoint
 
 	// Memo carries what the first plan found clean to the verify step's plan, which then
 	// does not evaluate those objects again when they have not changed (plan.ObjectMemo).

@@ -619,20 +619,14 @@ func (r *runner) run(ctx context.Context) error {
 	return nil
 }
 
-// recordDone saves a step done (or found done) in the checkpoint; the backup step's backup is
-// then told to a path (Options.onBackup) before the next step writes.
+// recordDone saves a step done (or found done) in the checkpoint (a path's hop: the path's,
+// whose backup, the first hop's, is then recorded for every hop).
 func (r *runner) recordDone(s *StepResult) error {
 	if s.State != StateDone && s.State != StateAlready {
 		return nil
 	}
 	r.cp.Done = append(r.cp.Done, stepKey(s.RunbookStep))
-	if err := r.save(); err != nil {
-		return err
-	}
-	if s.Action == plan.ActionBackup && r.rep.Backup != nil && r.o.onBackup != nil {
-		return r.o.onBackup(r.rep.Backup)
-	}
-	return nil
+	return r.save()
 }
 
 func (r *runner) retire(ctx context.Context, s *StepResult) error {

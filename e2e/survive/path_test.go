@@ -17,11 +17,14 @@ import (
 // cluster stores gadgets at v1alpha1 (with spec.legacy) and has no v1; release mid adds v1 (with
 // legacy) as the storage version; the target (newRelease) keeps v1 alone, without legacy. The
 // direct jump would relabel v1alpha1 objects as v1, so the path goes through mid: two hops,
-// each the release's own upgrade. The run is killed with SIGKILL where the path's own state
-// and a hop's meet — as a hop starts, inside hop 1, after a hop's apply before the path
+// each the release's own upgrade. The run is killed with SIGKILL where the path and a hop meet
+// in their one checkpoint — as a hop starts, inside hop 1, after a hop's apply before the path
 // records it, inside hop 2 — then the very same command is run again: it must end applied and
 // verified (every object at v1, storedVersions [v1], both managers kept, the backup — hop 1's,
-// for the path — holding every object's consented field), and upgrade status must say so.
+// for the path — holding every object's consented field), and upgrade status must say so. The
+// run keeps one checkpoint, for the path and its hops alike: the cache folder holds that one
+// file after the run again (and none or that one after the kill: a run killed as hop 1 starts
+// may not have written it yet).
 func TestKillAlongAPathThenRunAgain(t *testing.T) {
 	// nth is a kill point: the n-th stderr line that contains marker.
 	nth := func(marker string, n int) func(string) bool {
@@ -58,6 +61,7 @@ func TestKillAlongAPathThenRunAgain(t *testing.T) {
 			if !first.Killed {
 				t.Fatalf("the run ended (exit %d) before the kill point:\n%s", first.Code, first.Stderr)
 			}
+			oneCheckpoint(t, user.Home, true)
 			st := user.Run("upgrade", "status", "--via", mid, "-f", next, "--kubeconfig", envB.Kubeconfig, "-o", "json")
 			var got struct {
 				Next string `json:"next"`
@@ -94,10 +98,27 @@ func TestKillAlongAPathThenRunAgain(t *testing.T) {
 			}
 			c.checkUpgraded(t)
 			c.checkBackup(t, backup)
+			oneCheckpoint(t, user.Home, false)
 			if st := user.Run("upgrade", "status", "--via", mid, "-f", next, "--kubeconfig", envB.Kubeconfig); st.Code != 0 || !strings.Contains(st.Stdout, "every hop applied") {
 				t.Errorf("upgrade status after the path: exit %d\n%s%s", st.Code, st.Stdout, st.Stderr)
 			}
 		})
+	}
+}
+
+// oneCheckpoint checks that the upgrade's cache folder under home holds one checkpoint, the
+// path's (path-….json), and no file per hop; orNone: or none yet.
+func oneCheckpoint(t *testing.T, home string, orNone bool) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(home, "kubectl-crdver", "upgrade", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if orNone && len(files) == 0 {
+		return
+	}
+	if len(files) != 1 || !strings.HasPrefix(filepath.Base(files[0]), "path-") {
+		t.Errorf("the upgrade's checkpoints: %v, want the path's one file", files)
 	}
 }
 
