@@ -1,8 +1,10 @@
 package convert
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -170,14 +172,22 @@ func BenchmarkWriteOneFile(b *testing.B) {
 	}
 	for _, mb := range sizes {
 		b.Run(fmt.Sprintf("MB=%d", mb), func(b *testing.B) {
-			var s strings.Builder
-			n := 0
-			for ; s.Len() < mb<<20; n++ {
-				fmt.Fprintf(&s, "---\n# backup %d\napiVersion: stable.example.com/v1beta1\nkind: CronTab\nmetadata:\n  name: ct-%07d\n  namespace: default\nspec:\n  cronSpec: \"* * * * */5\"\n  image: my-cron-image\n", n, n)
+			// The input is made on disk and copied before each run: the heap holds none of it.
+			dir := b.TempDir()
+			src, path := filepath.Join(dir, "input"), filepath.Join(dir, "crontabs.yaml")
+			out, err := os.Create(src)
+			if err != nil {
+				b.Fatal(err)
 			}
-			orig := []byte(s.String())
-			s = strings.Builder{}
-			path := filepath.Join(b.TempDir(), "crontabs.yaml")
+			bw := bufio.NewWriter(out)
+			n := 0
+			for size := 0; size < mb<<20; n++ {
+				k, _ := fmt.Fprintf(bw, "---\n# backup %d\napiVersion: stable.example.com/v1beta1\nkind: CronTab\nmetadata:\n  name: ct-%07d\n  namespace: default\nspec:\n  cronSpec: \"* * * * */5\"\n  image: my-cron-image\n", n, n)
+				size += k
+			}
+			if err := errors.Join(bw.Flush(), out.Close()); err != nil {
+				b.Fatal(err)
+			}
 			printed := func(_ *WriteReport, f FileResult) error {
 				if err := f.EachObject(func(ObjectResult) error { return nil }); err != nil {
 					return err
@@ -188,13 +198,12 @@ func BenchmarkWriteOneFile(b *testing.B) {
 			var busy time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				if err := os.WriteFile(path, orig, 0o644); err != nil {
+				if err := copyFile(src, path); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
 				start := time.Now()
 				var rep *WriteReport
-				var err error
 				h := peakHeap(func() {
 					rep, err = Write(context.Background(), WriteOptions{Options: Options{CRD: crd, To: "v1"}, Files: []string{path}, File: printed})
 				})
@@ -211,4 +220,18 @@ func BenchmarkWriteOneFile(b *testing.B) {
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
 		})
 	}
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	return errors.Join(err, out.Close())
 }
