@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"runtime"
 	"slices"
 	"sort"
@@ -99,9 +100,8 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 			res.ruledOut = true
 			continue
 		}
-		stored := u.DeepCopy()
-		stored.SetAPIVersion(schema.GroupVersion{Group: group, Version: enc}.String())
-		b, err := stored.MarshalJSON()
+		// Relabelled, not changed: a shallow copy with another apiVersion encodes the same.
+		b, err := (&unstructured.Unstructured{Object: relabelled(u.Object, schema.GroupVersion{Group: group, Version: enc}.String())}).MarshalJSON()
 		if err != nil {
 			res.err = fmt.Errorf("%s: %w", where, err)
 			return res
@@ -166,7 +166,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 	if primary != nil && primary.Converted && e.types != nil {
 		if tm := e.types.Check(primary.Object, e.readVersion); len(tm) > 0 {
 			f.TypeMismatches = tm
-			hr, err := e.recreate(ctx, p, (&unstructured.Unstructured{Object: primary.Object}).DeepCopy(), u.GetNamespace())
+			hr, err := e.recreate(ctx, p, primary.Object, u.GetNamespace())
 			if err != nil {
 				res.err = fmt.Errorf("%s: re-create as read under the new CRD: %w", where, err)
 				return res
@@ -197,8 +197,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 	if createVersion != listed && e.viaWebhook {
 		f.Notes = append(f.Notes, fmt.Sprintf("re-create not evaluated: %s is not served by the new CRD and converting the object needs the conversion webhook", listed))
 	} else {
-		c := u.DeepCopy()
-		c.SetAPIVersion(schema.GroupVersion{Group: group, Version: createVersion}.String())
+		c := relabelled(u.Object, schema.GroupVersion{Group: group, Version: createVersion}.String())
 		cr, err := e.recreate(ctx, p, c, u.GetNamespace())
 		if err != nil {
 			res.err = fmt.Errorf("%s: re-create under the new CRD: %w", where, err)
@@ -225,7 +224,7 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 			asStored = primary
 		}
 		if asStored != nil && (len(f.CreateErrors) == 0 || onlyUnknownFields(f.CreateErrors)) {
-			hr, err := e.recreate(ctx, p, (&unstructured.Unstructured{Object: asStored.Object}).DeepCopy(), u.GetNamespace())
+			hr, err := e.recreate(ctx, p, asStored.Object, u.GetNamespace())
 			if err != nil {
 				res.err = fmt.Errorf("%s: re-create under the new CRD as stored at %s: %w", where, e.readVersion, err)
 				return res
@@ -285,16 +284,31 @@ func (e *evaluator) convertedRejected(ctx context.Context, p *preview.Previewer,
 }
 
 // recreate previews a create of obj under the new CRD as a user re-creates it (from a backup or
-// a GitOps repository), in namespace ns: without the metadata the server sets. It changes obj.
-func (e *evaluator) recreate(ctx context.Context, p *preview.Previewer, obj *unstructured.Unstructured, ns string) (*preview.PreviewResult, error) {
-	for _, k := range serverMetadata {
-		unstructured.RemoveNestedField(obj.Object, "metadata", k)
+// a GitOps repository), in namespace ns: without the metadata the server sets. obj is not
+// changed: the body is encoded from a copy of its top level and metadata without those fields
+// (nothing below them changes, so nothing below is copied).
+func (e *evaluator) recreate(ctx context.Context, p *preview.Previewer, obj map[string]any, ns string) (*preview.PreviewResult, error) {
+	c := maps.Clone(obj)
+	if md, ok := c["metadata"].(map[string]any); ok {
+		md = maps.Clone(md)
+		for _, k := range serverMetadata {
+			delete(md, k)
+		}
+		c["metadata"] = md
 	}
-	body, err := obj.MarshalJSON()
+	body, err := (&unstructured.Unstructured{Object: c}).MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
 	return p.Create(ctx, body, preview.PreviewOptions{FieldValidation: e.fv, Namespace: ns})
+}
+
+// relabelled is obj with apiVersion set to apiVersion, sharing everything else with obj.
+func relabelled(obj map[string]any, apiVersion string) map[string]any {
+	c := make(map[string]any, len(obj)+1)
+	maps.Copy(c, obj)
+	c["apiVersion"] = apiVersion
+	return c
 }
 
 // judgedApart are the versions crd serves besides read whose schema or subresources differ

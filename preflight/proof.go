@@ -19,6 +19,7 @@ package preflight
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -139,9 +140,15 @@ func anyOf(v any, f func(string) bool) bool {
 // (the preview engine, in this process): a create is validated without ratcheting, so an
 // object it accepts passes the update's validation too.
 func validIn(ctx context.Context, p *preview.Previewer, u *unstructured.Unstructured) bool {
-	c := u.DeepCopy()
-	unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
-	body, err := c.MarshalJSON()
+	// u without metadata.resourceVersion: a copy of the top level and of metadata (nothing
+	// below them changes, so nothing below is copied).
+	c := maps.Clone(u.Object)
+	if md, ok := c["metadata"].(map[string]any); ok {
+		md = maps.Clone(md)
+		delete(md, "resourceVersion")
+		c["metadata"] = md
+	}
+	body, err := (&unstructured.Unstructured{Object: c}).MarshalJSON()
 	if err != nil {
 		return false
 	}

@@ -110,7 +110,12 @@ func BenchmarkServerValidationHTTPRoute(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := p.decode([]byte(fmt.Sprintf(httpRoute, "route")), FieldValidationWarn)
+	data := []byte(fmt.Sprintf(httpRoute, "route"))
+	gvk, err := head(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := p.decode(data, gvk, FieldValidationWarn)
 	if err != nil || d.obj == nil {
 		b.Fatalf("%v %+v", err, d)
 	}

@@ -61,6 +61,8 @@ type Previewer struct {
 	schemas  map[string]*crdschema.VersionSchema
 	strategy map[string]strategy
 	decoder  map[FieldValidation]runtime.Decoder
+	// defaults are the versions' default trees (defaults.go), built as versions are used.
+	defaults map[string]*defaultTree
 
 	lastReadDefaults []string
 
@@ -109,6 +111,7 @@ func NewPreviewer(crd *apiextensionsv1.CustomResourceDefinition, opts ...Option)
 		schemas:  map[string]*crdschema.VersionSchema{},
 		strategy: map[string]strategy{},
 		decoder:  map[FieldValidation]runtime.Decoder{},
+		defaults: map[string]*defaultTree{},
 	}
 	for _, o := range opts {
 		o(p)
@@ -335,11 +338,8 @@ type decoded struct {
 
 // decode runs what the API server's request decoder does: JSON decoding (strict for Warn and
 // Strict: duplicate fields), the schema coercer of the object's version, then defaulting.
-func (p *Previewer) decode(data []byte, fv FieldValidation) (*decoded, error) {
-	gvk, err := head(data)
-	if err != nil {
-		return nil, &InputError{Err: err}
-	}
+// gvk is head(data).
+func (p *Previewer) decode(data []byte, gvk schema.GroupVersionKind, fv FieldValidation) (*decoded, error) {
 	if err := p.checkObjectKind(gvk); err != nil {
 		return nil, err
 	}
@@ -384,9 +384,7 @@ func (p *Previewer) decode(data []byte, fv FieldValidation) (*decoded, error) {
 		d.warnings = nil
 		return d, nil
 	}
-	beforeDefault := runtime.DeepCopyJSON(u.Object)
-	structuraldefaulting.Default(u.Object, p.schemas[gvk.Version].Structural)
-	d.defaulted = defaultedPaths(beforeDefault, u.Object, "")
+	d.defaulted = p.defaultTracked(u.Object, gvk.Version)
 	d.obj = u
 	return d, nil
 }
@@ -426,11 +424,14 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 	if err := p.inUse(); err != nil {
 		return nil, err
 	}
-	d, err := p.decode(data, fv)
+	gvk, err := head(data)
+	if err != nil {
+		return nil, &InputError{Err: err}
+	}
+	d, err := p.decode(data, gvk, fv)
 	if err != nil {
 		return nil, err
 	}
-	gvk, _ := head(data)
 	r := &PreviewResult{
 		Operation: "create", APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind,
 		Version: gvk.Version, ReadVersion: gvk.Version, StorageVersion: p.storage,
@@ -495,7 +496,7 @@ func (p *Previewer) run(ctx context.Context, data, oldData []byte, opts PreviewO
 			return p.reject(r, rec, err), nil
 		}
 	} else {
-		old, err := p.readOld(oldData, gvk, ns)
+		old, err := p.readOld(oldData, data, gvk, ns)
 		if err != nil {
 			return nil, err
 		}

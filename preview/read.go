@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 
@@ -81,9 +82,7 @@ func (p *Previewer) Read(stored []byte, read string) (*ReadResult, error) {
 	if before != nil {
 		r.DroppedNulls = droppedNulls(before, u.Object, "")
 	}
-	beforeDefault := runtime.DeepCopyJSON(u.Object)
-	structuraldefaulting.Default(u.Object, p.schemas[enc].Structural)
-	r.Defaulted = defaultedPaths(beforeDefault, u.Object, "")
+	r.Defaulted = p.defaultTracked(u.Object, enc)
 	if read != enc {
 		if p.webhook {
 			r.Converted, r.ReadVersion = false, enc
@@ -107,10 +106,15 @@ func (p *Previewer) Read(stored []byte, read string) (*ReadResult, error) {
 
 // readOld turns the old object into what the API server would hold: coerced and defaulted in
 // its version (the read path), converted to the request version, with system metadata filled.
-func (p *Previewer) readOld(data []byte, gvk schema.GroupVersionKind, ns string) (*unstructured.Unstructured, error) {
-	oldGVK, err := head(data)
-	if err != nil {
-		return nil, &InputError{Err: fmt.Errorf("old object: %w", err)}
+// gvk is the request's, head(newData): when the old object is the same JSON (a no-op
+// update), its head is the same too.
+func (p *Previewer) readOld(data, newData []byte, gvk schema.GroupVersionKind, ns string) (*unstructured.Unstructured, error) {
+	oldGVK := gvk
+	if !bytes.Equal(data, newData) {
+		var err error
+		if oldGVK, err = head(data); err != nil {
+			return nil, &InputError{Err: fmt.Errorf("old object: %w", err)}
+		}
 	}
 	if err := p.checkObjectKind(oldGVK); err != nil {
 		return nil, &InputError{Err: fmt.Errorf("old object: %w", err)}
@@ -154,6 +158,7 @@ func (p *Previewer) readOld(data []byte, gvk schema.GroupVersionKind, ns string)
 // dropInvalidMetadata and repairGeneration, defaulting in the storage version, conversion to
 // the read version and the coercer there. With conversion strategy None, conversion only sets
 // apiVersion. With a webhook, preview cannot convert: it stops before storage and says so.
+// u is changed: the caller keeps only the result.
 func (p *Previewer) storageRoundTrip(u *unstructured.Unstructured, read string) (*unstructured.Unstructured, []string, []string, error) {
 	var notes, pruned []string
 	cur := u.GetObjectKind().GroupVersionKind().Version
@@ -176,7 +181,9 @@ func (p *Previewer) storageRoundTrip(u *unstructured.Unstructured, read string) 
 		p.defaultOnRead(u)
 		return u, nil, nil, nil
 	}
-	stored := u.DeepCopy()
+	// The request's object is not used after its round trip (run keeps what this returns), so
+	// it is changed in place, as in the branch above, rather than copied.
+	stored := u
 	if cur != p.storage {
 		if _, err := p.usable(p.storage); err != nil {
 			return nil, nil, nil, err
@@ -210,14 +217,13 @@ func (p *Previewer) storageRoundTrip(u *unstructured.Unstructured, read string) 
 // defaultOnRead is the storage decoder's defaulting in the storage version; it records what it
 // set in lastReadDefaults.
 func (p *Previewer) defaultOnRead(u *unstructured.Unstructured) {
-	before := runtime.DeepCopyJSON(u.Object)
-	structuraldefaulting.Default(u.Object, p.schemas[p.storage].Structural)
-	p.lastReadDefaults = defaultedPaths(before, u.Object, "")
+	p.lastReadDefaults = p.defaultTracked(u.Object, p.storage)
 }
 
-// readAt is the storage decoder: stored is an object at the storage version.
+// readAt is the storage decoder: stored is an object at the storage version, freshly decoded
+// from its JSON; it is changed in place and returned.
 func (p *Previewer) readAt(stored *unstructured.Unstructured, read string) (*unstructured.Unstructured, []string, error) {
-	out := stored.DeepCopy()
+	out := stored
 	if _, err := p.coerce(out, true, true); err != nil {
 		return nil, nil, err
 	}
