@@ -5,33 +5,19 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
 // defaultCRD is a CRD whose v1beta1 defaults spec.mode and whose v1 does not have it.
 func defaultCRD() *apiextensionsv1.CustomResourceDefinition {
-	version := func(name string, storage bool, props map[string]apiextensionsv1.JSONSchemaProps) apiextensionsv1.CustomResourceDefinitionVersion {
-		return apiextensionsv1.CustomResourceDefinitionVersion{Name: name, Served: true, Storage: storage,
-			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
-				Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: "object", Properties: props}}}}}
-	}
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "repos.default.example.com"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "default.example.com", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "repos", Singular: "repo", Kind: "Repo", ListKind: "RepoList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
-				version("v1beta1", false, map[string]apiextensionsv1.JSONSchemaProps{
-					"url":  {Type: "string"},
-					"mode": {Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"go-git"`)}},
-				}),
-				version("v1", true, map[string]apiextensionsv1.JSONSchemaProps{"url": {Type: "string"}}),
-			},
-			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
-		},
-	}
+	return testcrd.New("default.example.com", "Repo", testcrd.Versions("v1beta1", "v1"), testcrd.Storage("v1"),
+		testcrd.Spec(map[string]apiextensionsv1.JSONSchemaProps{
+			"url":  {Type: "string"},
+			"mode": {Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"go-git"`)}},
+		}, "v1beta1"),
+		testcrd.Spec(map[string]apiextensionsv1.JSONSchemaProps{"url": {Type: "string"}}, "v1"))
 }
 
 // TestDefaultIsNotALoss: a field the input does not set, which only v1beta1's default puts

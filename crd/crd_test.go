@@ -10,22 +10,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
-
-func crd(group string, storedVersions []string, versions ...apiextensionsv1.CustomResourceDefinitionVersion) *apiextensionsv1.CustomResourceDefinition {
-	c := &apiextensionsv1.CustomResourceDefinition{}
-	c.Name = "things." + group
-	c.Spec.Group = group
-	c.Spec.Names.Kind = "Thing"
-	c.Spec.Names.Plural = "things"
-	c.Spec.Versions = versions
-	c.Status.StoredVersions = storedVersions
-	return c
-}
-
-func ver(name string, served, storage bool) apiextensionsv1.CustomResourceDefinitionVersion {
-	return apiextensionsv1.CustomResourceDefinitionVersion{Name: name, Served: served, Storage: storage}
-}
 
 func TestSortByPriorityIssueExample(t *testing.T) {
 	want := strings.Fields("v10 v2 v1 v11beta2 v10beta3 v3beta1 v12alpha1 v11alpha2 foo1 foo10")
@@ -52,9 +39,9 @@ func TestStabilityOf(t *testing.T) {
 }
 
 func TestPreferredVersionsIgnoresUnservedAndStorage(t *testing.T) {
-	a := crd("g.example.com", nil, ver("v1beta1", true, true), ver("v2", false, false))
-	b := crd("g.example.com", nil, ver("v1alpha1", true, true), ver("foo", true, false))
-	other := crd("h.example.com", nil, ver("foo2", true, true), ver("bar10", true, false))
+	a := testcrd.New("g.example.com", "Thing", testcrd.Versions("v1beta1", "v2"), testcrd.Storage("v1beta1"), testcrd.Unserved("v2"))
+	b := testcrd.New("g.example.com", "Thing", testcrd.Versions("v1alpha1", "foo"), testcrd.Storage("v1alpha1"))
+	other := testcrd.New("h.example.com", "Thing", testcrd.Versions("foo2", "bar10"), testcrd.Storage("foo2"))
 	got := PreferredVersions([]*apiextensionsv1.CustomResourceDefinition{a, b, other})
 	want := map[string]string{"g.example.com": "v1beta1", "h.example.com": "bar10"}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -100,7 +87,7 @@ func TestDecodeCRDErrors(t *testing.T) {
 }
 
 func TestLookupVersionError(t *testing.T) {
-	c := crd("stable.example.com", nil, ver("v1beta1", true, false), ver("v1", true, true))
+	c := testcrd.New("stable.example.com", "Thing", testcrd.Versions("v1beta1", "v1"), testcrd.Storage("v1"))
 	c.Name = "crontabs.stable.example.com"
 	_, err := Lookup(c, "v3")
 	want := `crontabs.stable.example.com: version "v3" is not in spec.versions (have: v1, v1beta1)`
@@ -116,10 +103,10 @@ func TestVersionNotFoundWording(t *testing.T) {
 		version string
 		want    string
 	}{
-		"priority order": {crd("g.example.com", nil, ver("v1alpha1", true, false), ver("v2", true, true), ver("v1beta1", true, false)), "v3",
+		"priority order": {testcrd.New("g.example.com", "Thing", testcrd.Versions("v1alpha1", "v2", "v1beta1"), testcrd.Storage("v2")), "v3",
 			`things.g.example.com: version "v3" is not in spec.versions (have: v2, v1beta1, v1alpha1)`},
-		"no versions":      {crd("g.example.com", nil), "v1", `things.g.example.com: spec.versions is empty: the CustomResourceDefinition defines no version`},
-		"no version given": {crd("g.example.com", nil, ver("v1", true, true)), "", `things.g.example.com: no version given (have: v1)`},
+		"no versions":      {testcrd.New("g.example.com", "Thing"), "v1", `things.g.example.com: spec.versions is empty: the CustomResourceDefinition defines no version`},
+		"no version given": {testcrd.New("g.example.com", "Thing", testcrd.Versions("v1"), testcrd.Storage("v1")), "", `things.g.example.com: no version given (have: v1)`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Lookup(tc.c, tc.version)
@@ -132,7 +119,7 @@ func TestVersionNotFoundWording(t *testing.T) {
 }
 
 func TestStorageServedAndAccessVersion(t *testing.T) {
-	c := crd("g.example.com", []string{"v1beta1"}, ver("v1beta1", false, false), ver("v1", true, false), ver("v2", true, true))
+	c := testcrd.New("g.example.com", "Thing", testcrd.Versions("v1beta1", "v1", "v2"), testcrd.Storage("v2"), testcrd.Unserved("v1beta1"), testcrd.Stored("v1beta1"))
 	if got := StorageVersion(c); got != "v2" {
 		t.Errorf("StorageVersion = %q, want v2", got)
 	}
@@ -152,12 +139,12 @@ func TestStorageServedAndAccessVersion(t *testing.T) {
 	if v, err := AccessVersion(c); err != nil || v != "v1" {
 		t.Errorf("AccessVersion with the storage version unserved = %q, %v; want v1", v, err)
 	}
-	none := crd("g.example.com", nil, ver("v1", false, true))
+	none := testcrd.New("g.example.com", "Thing", testcrd.Versions("v1"), testcrd.Storage("v1"), testcrd.Unserved("v1"))
 	var ns *NoServedVersionError
 	if _, err := AccessVersion(none); !errors.As(err, &ns) {
 		t.Errorf("AccessVersion of a CRD serving nothing: error %v, want *NoServedVersionError", err)
 	}
-	if got := StorageVersion(crd("g.example.com", nil, ver("v1", true, false))); got != "" {
+	if got := StorageVersion(testcrd.New("g.example.com", "Thing", testcrd.Versions("v1"))); got != "" {
 		t.Errorf("StorageVersion with none marked = %q, want empty", got)
 	}
 	if got := GVR(c, "v1").String(); got != "g.example.com/v1, Resource=things" {
@@ -166,17 +153,17 @@ func TestStorageServedAndAccessVersion(t *testing.T) {
 }
 
 func TestDefaultSource(t *testing.T) {
-	c := crd("g.example.com", nil, ver("v1alpha1", true, false), ver("v1", true, true), ver("v2beta1", false, false))
+	c := testcrd.New("g.example.com", "Thing", testcrd.Versions("v1alpha1", "v1", "v2beta1"), testcrd.Storage("v1"), testcrd.Unserved("v2beta1"))
 	for to, want := range map[string]string{"v1": "v1alpha1", "v1alpha1": "v1", "v2beta1": "v1"} {
 		if got := DefaultSource(c, to); got != want {
 			t.Errorf("DefaultSource(%s) = %s, want %s (highest-priority served other version)", to, got, want)
 		}
 	}
-	only := crd("g.example.com", nil, ver("v1", true, true), ver("v2", false, false))
+	only := testcrd.New("g.example.com", "Thing", testcrd.Versions("v1", "v2"), testcrd.Storage("v1"), testcrd.Unserved("v2"))
 	if got := DefaultSource(only, "v1"); got != "v2" {
 		t.Errorf("DefaultSource with no other served version = %s, want the other version v2", got)
 	}
-	if got := DefaultSource(crd("g.example.com", nil, ver("v1", true, true)), "v1"); got != "v1" {
+	if got := DefaultSource(testcrd.New("g.example.com", "Thing", testcrd.Versions("v1"), testcrd.Storage("v1")), "v1"); got != "v1" {
 		t.Errorf("DefaultSource with one version = %s, want v1", got)
 	}
 }

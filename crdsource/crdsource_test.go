@@ -10,22 +10,15 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/manifest"
 )
 
-func crdOf(group, kind, plural string, short ...string) *apiextensionsv1.CustomResourceDefinition {
-	c := &apiextensionsv1.CustomResourceDefinition{}
-	c.Name = plural + "." + group
-	c.Spec.Group = group
-	c.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, Plural: plural, Singular: strings.ToLower(kind), ShortNames: short}
-	return c
-}
-
 func TestMatch(t *testing.T) {
 	crds := []*apiextensionsv1.CustomResourceDefinition{
-		crdOf("stable.example.com", "CronTab", "crontabs", "ct"),
-		crdOf("other.example.com", "CronTab", "crontabs"),
-		crdOf("stable.example.com", "Widget", "widgets", "wd"),
+		testcrd.New("stable.example.com", "CronTab", testcrd.ShortNames("ct")),
+		testcrd.New("other.example.com", "CronTab"),
+		testcrd.New("stable.example.com", "Widget", testcrd.ShortNames("wd")),
 	}
 	for _, tc := range []struct {
 		name, want, err string

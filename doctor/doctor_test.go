@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +25,7 @@ import (
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testca"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
@@ -165,13 +164,6 @@ func specSchema() apiextensionsv1.JSONSchemaProps {
 	return apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}}
 }
 
-func oneVersionCRD(group string) *apiextensionsv1.CustomResourceDefinition {
-	crd := testenv.TwoVersionCRD(group, "widgets", "Widget", specSchema())
-	crd.Spec.Versions = crd.Spec.Versions[1:]
-	crd.Spec.Versions[0].Storage = true
-	return crd
-}
-
 func TestStorageAndVersions(t *testing.T) {
 	ctx := context.Background()
 	// Trips: storage switched from v1beta1 to v1 with objects stored at v1beta1 (pending), the
@@ -187,7 +179,7 @@ func TestStorageAndVersions(t *testing.T) {
 		c.Spec.Versions[0].Served = false
 	})
 	// Passes: one version, nothing pending.
-	clean := oneVersionCRD("clean.doctor.test")
+	clean := testcrd.New("clean.doctor.test", "Widget", testcrd.Versions("v1"), testcrd.Storage("v1"), testcrd.Spec(specSchema().Properties))
 	create(t, clean)
 	if err := env.CreateObjects(ctx, clean, []string{"default"}, 2); err != nil {
 		t.Fatal(err)
@@ -281,7 +273,7 @@ func TestStaleManagedFields(t *testing.T) {
 	expect(t, fs, CheckStorage, SeverityError, "3 of 4 objects hold managedFields entries of v1beta1, which is not in spec.versions", "last written by old-tool")
 
 	// Passes: objects applied only at the version in spec.
-	fresh := oneVersionCRD("fresh.doctor.test")
+	fresh := testcrd.New("fresh.doctor.test", "Widget", testcrd.Versions("v1"), testcrd.Storage("v1"), testcrd.Spec(specSchema().Properties))
 	create(t, fresh)
 	if err := apply(t, fresh, "v1", "a", "new-tool", 1); err != nil {
 		t.Fatal(err)
@@ -314,25 +306,6 @@ func front(t *testing.T, backend *testwebhook.Server, certPEM, keyPEM []byte) (s
 	stop := func() { _ = srv.Close(); _ = l.Close() }
 	t.Cleanup(stop)
 	return "https://" + l.Addr().String() + "/convert", stop
-}
-
-// cronTabCRD is the CronTab webhook CRD in its own group, pointed at url with caBundle.
-func cronTabCRD(t *testing.T, group, url string, caBundle []byte) *apiextensionsv1.CustomResourceDefinition {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "crds", "crontab-webhook.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd, err := crdinfo.Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd.Name = "crontabs." + group
-	crd.Spec.Group = group
-	crd.Spec.Names.ShortNames = nil
-	crd.Spec.Conversion.Webhook.ClientConfig.URL = &url
-	crd.Spec.Conversion.Webhook.ClientConfig.CABundle = caBundle
-	return crd
 }
 
 func createCronTab(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, name string) {
@@ -406,7 +379,7 @@ func TestConversionWebhook(t *testing.T) {
 	}
 	var names []string
 	for _, tc := range cases {
-		crd := cronTabCRD(t, tc.group, tc.url, tc.caBundle)
+		crd := testcrd.With(testenv.LoadCRD(t, "crontab-webhook.yaml"), testcrd.Group(tc.group), testcrd.ShortNames(), testcrd.Webhook(tc.url, tc.caBundle, "v1", "v1beta1"))
 		create(t, crd)
 		if tc.name == "down" {
 			// Stopped before any object exists: once the API server has called a webhook it
@@ -439,14 +412,14 @@ func TestConversionWebhook(t *testing.T) {
 	lossyBackend := testwebhook.StartForTest(t, testwebhook.Options{})
 	lossyBackend.Set(testwebhook.Lossy)
 	lossyURL, _ := front(t, lossyBackend, goodCert, goodKey)
-	lossy := cronTabCRD(t, "lossy.doctor.test", lossyURL, ca.CertPEM)
+	lossy := testcrd.With(testenv.LoadCRD(t, "crontab-webhook.yaml"), testcrd.Group("lossy.doctor.test"), testcrd.ShortNames(), testcrd.Webhook(lossyURL, ca.CertPEM, "v1", "v1beta1"))
 	create(t, lossy)
 	createCronTab(t, lossy, "one")
 	r = doctorOf(t, Options{}, lossy.Name)
 	expect(t, findingsOf(r, lossy.Name), CheckWebhook, SeverityError, "round trip v1 -> v1beta1 -> v1 of default/one", "spec.port")
 
 	// Two CRDs sharing one webhook: what breaks covers both.
-	shared := cronTabCRD(t, "shared.doctor.test", goodURL, ca.CertPEM)
+	shared := testcrd.With(testenv.LoadCRD(t, "crontab-webhook.yaml"), testcrd.Group("shared.doctor.test"), testcrd.ShortNames(), testcrd.Webhook(goodURL, ca.CertPEM, "v1", "v1beta1"))
 	create(t, shared)
 	r = doctorOf(t, Options{SkipRoundTrip: true}, shared.Name, names[0])
 	expect(t, findingsOf(r, shared.Name), CheckWebhook, SeverityInfo, "converts 2 CRDs", "1 objects of all of them")
@@ -454,7 +427,7 @@ func TestConversionWebhook(t *testing.T) {
 
 func TestServiceWebhook(t *testing.T) {
 	ctx := context.Background()
-	crd := cronTabCRD(t, "svc.doctor.test", "", nil)
+	crd := testcrd.With(testenv.LoadCRD(t, "crontab-webhook.yaml"), testcrd.Group("svc.doctor.test"), testcrd.ShortNames(), testcrd.Webhook("", nil, "v1", "v1beta1"))
 	port := int32(443)
 	crd.Spec.Conversion.Webhook.ClientConfig = &apiextensionsv1.WebhookClientConfig{
 		Service: &apiextensionsv1.ServiceReference{Namespace: "default", Name: "crontab-conversion", Port: &port},
@@ -523,7 +496,7 @@ func TestSchema(t *testing.T) {
 	if _, err := crdClient(t).ApiextensionsV1().CustomResourceDefinitions().Create(ctx, tooCostly, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "estimated rule cost exceeds budget") {
 		t.Fatalf("creating a CRD with a rule over the cost limit: %v", err)
 	}
-	root := oneVersionCRD("root.doctor.test")
+	root := testcrd.New("root.doctor.test", "Widget", testcrd.Versions("v1"), testcrd.Storage("v1"), testcrd.Spec(specSchema().Properties))
 	yes := true
 	root.Spec.Versions[0].Schema.OpenAPIV3Schema.XPreserveUnknownFields = &yes
 	create(t, root)
@@ -576,7 +549,7 @@ func TestOneTimeCreateIsNotAWriter(t *testing.T) {
 // converts them a Service that does not exist. doctor names the Service, the reads that fail,
 // and what stalls with them.
 func TestDroppedConversionStalls(t *testing.T) {
-	crd := cronTabCRD(t, "dropped.doctor.test", "", nil)
+	crd := testcrd.With(testenv.LoadCRD(t, "crontab-webhook.yaml"), testcrd.Group("dropped.doctor.test"), testcrd.ShortNames(), testcrd.Webhook("", nil, "v1", "v1beta1"))
 	for i := range crd.Spec.Versions {
 		crd.Spec.Versions[i].Storage = crd.Spec.Versions[i].Name == "v1beta1"
 	}
@@ -609,7 +582,7 @@ func TestDroppedConversionApplied(t *testing.T) {
 	ctx := context.Background()
 	for _, storage := range []string{"v1", "v1beta1"} {
 		t.Run("storage "+storage, func(t *testing.T) {
-			crd := cronTabCRD(t, "applied-"+storage+".doctor.test", "", nil)
+			crd := testcrd.With(testenv.LoadCRD(t, "crontab-webhook.yaml"), testcrd.Group("applied-"+storage+".doctor.test"), testcrd.ShortNames(), testcrd.Webhook("", nil, "v1", "v1beta1"))
 			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
 			for i := range crd.Spec.Versions {
 				crd.Spec.Versions[i].Storage = crd.Spec.Versions[i].Name == "v1beta1"

@@ -6,20 +6,15 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/crdver/kubectl-crdver/crdsource"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
 func TestSelect(t *testing.T) {
-	crd := func(plural, group, kind string, short ...string) *apiextensionsv1.CustomResourceDefinition {
-		return &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
-			Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: group,
-				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind, ShortNames: short}}}
-	}
 	all := []*apiextensionsv1.CustomResourceDefinition{
-		crd("crontabs", "stable.example.com", "CronTab", "ct"),
-		crd("widgets", "example.org", "Widget"),
+		testcrd.New("stable.example.com", "CronTab", testcrd.ShortNames("ct")),
+		testcrd.New("example.org", "Widget"),
 	}
 	for _, tc := range []struct {
 		name    string

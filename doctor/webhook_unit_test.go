@@ -6,6 +6,8 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
 // Webhook configurations the API server's CRD validation no longer accepts (but older
@@ -13,15 +15,7 @@ import (
 func TestWebhookConfigChecks(t *testing.T) {
 	url := "https://127.0.0.1:1/convert"
 	mk := func(reviewVersions []string, caBundle []byte) *apiextensionsv1.CustomResourceDefinition {
-		return &apiextensionsv1.CustomResourceDefinition{
-			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-				Group:    "x.test",
-				Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: "things", Kind: "Thing"},
-				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true}},
-				Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter, Webhook: &apiextensionsv1.WebhookConversion{
-					ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: caBundle}, ConversionReviewVersions: reviewVersions}},
-			},
-		}
+		return testcrd.New("x.test", "Thing", testcrd.Versions("v1"), testcrd.Storage("v1"), testcrd.Webhook(url, caBundle, reviewVersions...))
 	}
 	run := func(crd *apiextensionsv1.CustomResourceDefinition) []Finding {
 		k := &checker{ctx: context.Background(), opts: Options{Now: time.Now, WebhookTimeout: time.Second}, crd: crd, res: crdResult{objects: -1}}

@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/docblock"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -29,37 +28,16 @@ import (
 // (v1beta1 ↔ v1 converts hostPort, other pairs relabel), else None.
 func pathRelease(t *testing.T, dir, name string, wh *testwebhook.Server, versions ...string) string {
 	t.Helper()
-	src := testenv.LoadCRD(t, "crontab-webhook.yaml")
-	crd := testenv.ForServer(src)
-	crd.Name, crd.Spec.Group = "crontabs.path.example.com", "path.example.com"
-	byName := map[string]apiextensionsv1.CustomResourceDefinitionVersion{}
-	for _, v := range src.Spec.Versions {
-		byName[v.Name] = v
-	}
-	v1 := byName["v1"]
-	v2 := *v1.DeepCopy()
-	v2.Name = "v2"
-	byName["v2"] = v2
-	crd.Spec.Versions = nil
-	for i, n := range versions {
-		src := byName[n]
-		v := *src.DeepCopy()
-		v.Served, v.Storage, v.Deprecated, v.DeprecationWarning = true, i == len(versions)-1, false, nil
-		crd.Spec.Versions = append(crd.Spec.Versions, v)
-	}
-	crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
-	if wh != nil {
+	crd := testcrd.With(testenv.ForServer(testenv.LoadCRD(t, "crontab-webhook.yaml")), testcrd.Group("path.example.com"),
+		testcrd.CopyVersion("v1", "v2"), testcrd.Keep(versions...))
+	if wh != nil { // ForServer left conversion None
 		crd.Spec.Conversion = wh.WebhookConversion("v1")
-	}
-	b, err := yaml.Marshal(crd)
-	if err != nil {
-		t.Fatal(err)
 	}
 	d := filepath.Join(dir, name)
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(d, "crontabs.yaml"), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(d, "crontabs.yaml"), testcrd.YAML(t, crd), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return d

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/ownership"
 )
 
@@ -11,7 +12,7 @@ import (
 // census counted no object with managedFields entries of it; entries make it not safe (with the
 // retire command), and a census that could not be taken makes it unknown, never safe.
 func TestManagedFieldsSafety(t *testing.T) {
-	c := crd("g.example.com", []string{"v1"}, ver("v1alpha1", true, false), ver("v1beta1", false, false), ver("v1", true, true))
+	c := testcrd.New("g.example.com", "Thing", testcrd.Versions("v1alpha1", "v1beta1", "v1"), testcrd.Storage("v1"), testcrd.Unserved("v1beta1"), testcrd.Stored("v1"))
 	verdict := func(r VersionsReport, name string) (bool, string) {
 		for _, v := range r.Versions {
 			if v.Name == name {
@@ -52,7 +53,7 @@ func TestManagedFieldsSafety(t *testing.T) {
 // TestManagedFieldsNotes: the census line, then a note for each version on its way out that
 // still has entries, and for entries of a version no longer in spec.versions.
 func TestManagedFieldsNotes(t *testing.T) {
-	c := crd("g.example.com", []string{"v1"}, ver("v1alpha1", true, false), ver("v1", true, true))
+	c := testcrd.New("g.example.com", "Thing", testcrd.Versions("v1alpha1", "v1"), testcrd.Storage("v1"), testcrd.Stored("v1"))
 	notes := ManagedFieldsNotes(c, &ownership.Census{Objects: 4, Versions: []ownership.VersionCount{
 		{Version: "v0", Objects: 1}, {Version: "v1", Objects: 4}, {Version: "v1alpha1", Objects: 3},
 	}})

@@ -6,25 +6,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
-func crd(group string, storedVersions []string, versions ...apiextensionsv1.CustomResourceDefinitionVersion) *apiextensionsv1.CustomResourceDefinition {
-	c := &apiextensionsv1.CustomResourceDefinition{}
-	c.Name = "things." + group
-	c.Spec.Group = group
-	c.Spec.Names.Kind = "Thing"
-	c.Spec.Versions = versions
-	c.Status.StoredVersions = storedVersions
-	return c
-}
-
-func ver(name string, served, storage bool) apiextensionsv1.CustomResourceDefinitionVersion {
-	return apiextensionsv1.CustomResourceDefinitionVersion{Name: name, Served: served, Storage: storage}
-}
-
 func TestAnalyzeVersionsSafeToRemove(t *testing.T) {
-	c := crd("g.example.com", []string{"v1beta1", "v1"},
-		ver("v1beta1", true, false), ver("v1", true, true), ver("v1alpha1", false, false), ver("v0alpha1", false, false))
+	c := testcrd.New("g.example.com", "Thing", testcrd.Versions("v1beta1", "v1", "v1alpha1", "v0alpha1"), testcrd.Storage("v1"), testcrd.Unserved("v1alpha1", "v0alpha1"), testcrd.Stored("v1beta1", "v1"))
 	c.Spec.Versions[0].Deprecated = true
 	r := AnalyzeVersions(c, "")
 	type row struct {
@@ -52,7 +39,7 @@ func TestAnalyzeVersionsSafeToRemove(t *testing.T) {
 }
 
 func TestAnalyzeVersionsOnlyServedAndStoredNotServed(t *testing.T) {
-	c := crd("g.example.com", []string{"v1alpha1", "v1"}, ver("v1", false, true), ver("v1beta1", true, false), ver("v1alpha1", false, false))
+	c := testcrd.New("g.example.com", "Thing", testcrd.Versions("v1", "v1beta1", "v1alpha1"), testcrd.Storage("v1"), testcrd.Unserved("v1", "v1alpha1"), testcrd.Stored("v1alpha1", "v1"))
 	c.Spec.Versions[0].Deprecated = true
 	r := AnalyzeVersions(c, "")
 	notes := map[string]string{}
@@ -73,7 +60,7 @@ func TestAnalyzeVersionsOnlyServedAndStoredNotServed(t *testing.T) {
 }
 
 func TestAnalyzeVersionsPreferredFromAnotherCRD(t *testing.T) {
-	c := crd("g.example.com", []string{"v1beta1"}, ver("v1beta1", true, true), ver("v1", false, false))
+	c := testcrd.New("g.example.com", "Thing", testcrd.Versions("v1beta1", "v1"), testcrd.Storage("v1beta1"), testcrd.Unserved("v1"), testcrd.Stored("v1beta1"))
 	r := AnalyzeVersions(c, "v1")
 	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "kubectl uses v1beta1 for this resource") {
 		t.Errorf("notes = %q, want one saying kubectl uses v1beta1", r.Notes)
@@ -83,7 +70,7 @@ func TestAnalyzeVersionsPreferredFromAnotherCRD(t *testing.T) {
 // Without status.storedVersions (a CRD from a release manifest) nothing is called safe to remove
 // on the assumption that only the storage version was ever stored.
 func TestAnalyzeVersionsStoredVersionsUnknown(t *testing.T) {
-	c := crd("g.example.com", nil, ver("v1", true, true), ver("v1beta1", true, false), ver("v1alpha1", false, false))
+	c := testcrd.New("g.example.com", "Thing", testcrd.Versions("v1", "v1beta1", "v1alpha1"), testcrd.Storage("v1"), testcrd.Unserved("v1alpha1"))
 	r := AnalyzeVersions(c, "")
 	if r.StoredVersionsKnown || r.StoredVersions != nil || r.MigrationPending != nil {
 		t.Errorf("known=%v stored=%v pending=%v, want false, nil, nil", r.StoredVersionsKnown, r.StoredVersions, r.MigrationPending)

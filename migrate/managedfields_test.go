@@ -13,36 +13,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
 // helmRepositoryCRD is modelled on Flux's HelmRepository (source.toolkit.fluxcd.io): v1beta1
 // knows spec.url only; v1 adds spec.provider with a default, which appears on read once an
 // object is encoded at v1. Conversion None.
 func helmRepositoryCRD(group string) *apiextensionsv1.CustomResourceDefinition {
-	v1beta1 := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-		Type: "object",
-		Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-			"url":      {Type: "string"},
-			"interval": {Type: "string"},
-		}}},
-	}}
-	v1 := v1beta1.DeepCopy()
-	spec := v1.OpenAPIV3Schema.Properties["spec"]
-	spec.Properties["provider"] = apiextensionsv1.JSONSchemaProps{Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"generic"`)}}
-	v1.OpenAPIV3Schema.Properties["spec"] = spec
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "helmrepositories." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group,
-			Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "helmrepositories", Singular: "helmrepository", Kind: "HelmRepository", ListKind: "HelmRepositoryList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
-				{Name: "v1beta1", Served: true, Storage: true, Schema: v1beta1},
-				{Name: "v1", Served: true, Storage: false, Schema: v1},
-			},
-			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
-		},
-	}
+	props := map[string]apiextensionsv1.JSONSchemaProps{"url": {Type: "string"}, "interval": {Type: "string"}}
+	return testcrd.New(group, "HelmRepository", testcrd.Versions("v1beta1", "v1"), testcrd.Storage("v1beta1"), testcrd.Spec(props),
+		testcrd.Spec(map[string]apiextensionsv1.JSONSchemaProps{"url": props["url"], "interval": props["interval"],
+			"provider": {Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"generic"`)}}}, "v1"))
 }
 
 // managerIDs names an object's field managers (manager/operation/subresource), sorted.

@@ -15,35 +15,24 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
 // topologyCRD is a small Cluster API-like pair (ClusterClass 1.10 → 1.11): v1beta1 has
 // spec.controlPlane.ref; v1beta2 has spec.controlPlane.templateRef instead, required. The
 // release keeps v1beta1 served and makes v1beta2 the storage version (conversion None).
 func topologyCRD(group string, withV1beta2 bool) *apiextensionsv1.CustomResourceDefinition {
-	schemaOf := func(cp apiextensionsv1.JSONSchemaProps) *apiextensionsv1.CustomResourceValidation {
-		return &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-			"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-				"controlPlane": cp,
-				"canary":       {Type: "string"},
-			}},
-		}}}
+	spec := func(cp apiextensionsv1.JSONSchemaProps) map[string]apiextensionsv1.JSONSchemaProps {
+		return map[string]apiextensionsv1.JSONSchemaProps{"controlPlane": cp, "canary": {Type: "string"}}
 	}
-	v1beta1 := schemaOf(apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"ref": {Type: "string"}}})
-	v1beta2 := schemaOf(apiextensionsv1.JSONSchemaProps{Type: "object", Required: []string{"templateRef"}, Properties: map[string]apiextensionsv1.JSONSchemaProps{"templateRef": {Type: "string"}}})
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "topologies." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names:      apiextensionsv1.CustomResourceDefinitionNames{Plural: "topologies", Singular: "topology", Kind: "Topology", ListKind: "TopologyList"},
-			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
-			Versions:   []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1beta1", Served: true, Storage: !withV1beta2, Schema: v1beta1}},
-		},
-	}
+	opts := []testcrd.Option{testcrd.Versions("v1beta1"), testcrd.Storage("v1beta1"),
+		testcrd.Spec(spec(apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"ref": {Type: "string"}}}))}
 	if withV1beta2 {
-		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1beta2", Served: true, Storage: true, Schema: v1beta2})
+		opts = append(opts, testcrd.Versions("v1beta2"), testcrd.Storage("v1beta2"),
+			testcrd.Spec(spec(apiextensionsv1.JSONSchemaProps{Type: "object", Required: []string{"templateRef"}, Properties: map[string]apiextensionsv1.JSONSchemaProps{"templateRef": {Type: "string"}}}), "v1beta2"))
 	}
-	return crd
+	return testcrd.New(group, "Topology", opts...)
 }
 
 // TestPlanJudgesObjectsAfterTheConsentedLoss: an object that loses spec.controlPlane.ref

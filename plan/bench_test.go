@@ -21,14 +21,20 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
+	"github.com/crdver/kubectl-crdver/kubeversion"
 )
 
 // genSource generates n Widgets a page at a time (nothing is held beyond a page): a third
 // keep a removed field, some exceed the new maximum, some lack the field a new default fills.
 type genSource struct {
 	n, pos, page int
+	// entries is the version of every object's managedFields entry ("" v1); of every other
+	// object it then owns a field the object no longer holds (the rewrite must read the
+	// object at that version to move it).
+	entries string
 }
 
 func (s *genSource) Total() int64 { return int64(s.n) }
@@ -51,9 +57,8 @@ func (s *genSource) Next(ctx context.Context) ([]unstructured.Unstructured, erro
 			"apiVersion": "plan.example.com/v1", "kind": "Widget",
 			"metadata": map[string]any{"name": fmt.Sprintf("w-%06d", i), "namespace": "ns-" + strconv.Itoa(i%10),
 				"uid": fmt.Sprintf("00000000-0000-4000-8000-%012d", i), "resourceVersion": strconv.Itoa(1000 + i), "generation": int64(1),
-				"labels": map[string]any{"app": "bench"},
-				"managedFields": []any{map[string]any{"manager": "widget-controller", "operation": "Update", "apiVersion": "plan.example.com/v1",
-					"fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:spec": map[string]any{"f:size": map[string]any{}}}}}},
+				"labels":        map[string]any{"app": "bench"},
+				"managedFields": s.managedFields(i)},
 			"spec":   spec,
 			"status": map[string]any{"phase": "Ready"},
 		}})
@@ -62,31 +67,64 @@ func (s *genSource) Next(ctx context.Context) ([]unstructured.Unstructured, erro
 	return out, nil
 }
 
+func (s *genSource) managedFields(i int) []any {
+	v, owned := "v1", map[string]any{"f:spec": map[string]any{"f:size": map[string]any{}}}
+	if s.entries != "" {
+		v = s.entries
+		if i%2 == 0 {
+			owned = map[string]any{"f:spec": map[string]any{"f:gone": map[string]any{}}}
+		}
+	}
+	return []any{map[string]any{"manager": "widget-controller", "operation": "Update", "apiVersion": "plan.example.com/" + v,
+		"fieldsType": "FieldsV1", "fieldsV1": owned}}
+}
+
 // BenchmarkEvaluate evaluates the same 2,000 objects with one worker (the single-core preview
 // rate) and with one worker per core. Compare the objects/s metrics (docs/benchmarks.md#plan).
 func BenchmarkEvaluate(b *testing.B) {
 	live := readCRD(b, filepath.Join("testdata", "widgets-old.yaml"))
 	next := readCRD(b, filepath.Join("testdata", "widgets-new.yaml"))
 	const n = 2000
-	for _, workers := range []int{1, runtime.GOMAXPROCS(0)} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			var evaluated int64
-			cpu0 := cpuTime()
-			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				it, err := Plan(context.Background(), live, next, &genSource{n: n, page: 500}, Options{Workers: workers})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if it.Objects.Evaluated != n || len(it.Objects.Findings) == 0 {
-					b.Fatalf("evaluated %d, %d findings", it.Objects.Evaluated, len(it.Objects.Findings))
-				}
-				evaluated += it.Objects.Evaluated
+	run := func(b *testing.B, workers int, kube kubeversion.Version, entries string) {
+		var evaluated int64
+		cpu0 := cpuTime()
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			it, err := Plan(context.Background(), live, next, &genSource{n: n, page: 500, entries: entries}, Options{Workers: workers, KubeVersion: kube})
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(float64(evaluated)/time.Since(start).Seconds(), "objects/s")
-			// CPU seconds (user+system, this process) per 1,000 objects: equal figures for 1
-			// and N workers mean the pool adds no overhead, whatever else runs on the machine.
-			b.ReportMetric((cpuTime()-cpu0).Seconds()*1000/float64(evaluated), "cpu-s/1000obj")
+			if it.Objects.Evaluated != n || len(it.Objects.Findings) == 0 {
+				b.Fatalf("evaluated %d, %d findings", it.Objects.Evaluated, len(it.Objects.Findings))
+			}
+			evaluated += it.Objects.Evaluated
+		}
+		b.ReportMetric(float64(evaluated)/time.Since(start).Seconds(), "objects/s")
+		// CPU seconds (user+system, this process) per 1,000 objects: equal figures for 1
+		// and N workers mean the pool adds no overhead, whatever else runs on the machine.
+		b.ReportMetric((cpuTime()-cpu0).Seconds()*1000/float64(evaluated), "cpu-s/1000obj")
+	}
+	for _, workers := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) { run(b, workers, kubeversion.Version{}, "") })
+	}
+	// A release that adds v2 as the storage version (a rewrite), every object's managedFields
+	// entry at v1beta1 (which the CRD does not have): judged as 1.34 the rewrite's field
+	// managers are predicted for each (ownershiploss.go: half are moved, half left and lost);
+	// judged as 1.37 none need be. The difference is the prediction's cost.
+	v2 := next.DeepCopy()
+	nv := *v2.Spec.Versions[0].DeepCopy()
+	nv.Name, v2.Spec.Versions[0].Storage = "v2", false
+	v2.Spec.Versions = append(v2.Spec.Versions, nv)
+	next = v2
+	for _, minor := range []int{34, 37} {
+		b.Run(fmt.Sprintf("workers=1/storage=v2/kube=1.%d", minor), func(b *testing.B) {
+			v := kubeversion.Version{Major: 1, Minor: minor}
+			release, err := kubeversion.Use(v)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer release()
+			run(b, 1, v, "v1beta1")
 		})
 	}
 }
@@ -189,7 +227,7 @@ func BenchmarkPlanConversionCheck10k(b *testing.B) {
 	}
 	defer old.Close()
 	ctx := context.Background()
-	live := regroup(readCRD(b, filepath.Join("..", "testdata", "crds", "crontab-webhook.yaml")), "bench.conv.plan.example.com")
+	live := testcrd.With(readCRD(b, filepath.Join("..", "testdata", "crds", "crontab-webhook.yaml")), testcrd.Group("bench.conv.plan.example.com"))
 	live.Spec.Versions = live.Spec.Versions[:2] // v1beta1, v1
 	live.Spec.Versions[0].Storage, live.Spec.Versions[1].Storage = true, false
 	live.Spec.Conversion = old.WebhookConversion("v1", "v1beta1")

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/preview"
 )
@@ -47,14 +48,7 @@ type scenario struct {
 	setup func(t *testing.T, ctx context.Context, dyn dynamic.Interface)
 }
 
-// regroup renames a CRD's group (one group per scenario: no CRD deletions between them).
-func regroup(crd *apiextensionsv1.CustomResourceDefinition, group string) *apiextensionsv1.CustomResourceDefinition {
-	c := crd.DeepCopy()
-	c.Spec.Group = group
-	c.Name = c.Spec.Names.Plural + "." + group
-	return c
-}
-
+// regroupObjects moves objects to group (one group per scenario: no CRD deletions between them).
 func regroupObjects(objs []unstructured.Unstructured, group string) []unstructured.Unstructured {
 	out := make([]unstructured.Unstructured, len(objs))
 	for i, o := range objs {
@@ -311,8 +305,8 @@ func waitNewSchema(t *testing.T, ctx context.Context, crd *apiextensionsv1.Custo
 }
 
 func loadScenarioFiles(t *testing.T, group string) (old, next *apiextensionsv1.CustomResourceDefinition, objs []unstructured.Unstructured) {
-	old = regroup(readCRD(t, filepath.Join("testdata", "widgets-old.yaml")), group)
-	next = regroup(readCRD(t, filepath.Join("testdata", "widgets-new.yaml")), group)
+	old = testcrd.With(readCRD(t, filepath.Join("testdata", "widgets-old.yaml")), testcrd.Group(group))
+	next = testcrd.With(readCRD(t, filepath.Join("testdata", "widgets-new.yaml")), testcrd.Group(group))
 	objs = regroupObjects(readObjects(t, filepath.Join("testdata", "widgets-objects.yaml")), group)
 	return
 }
@@ -351,7 +345,7 @@ func TestPlanMatchesServerClusterScoped(t *testing.T) {
 }
 
 func betaAndV1(t *testing.T, group string, storage string) (*apiextensionsv1.CustomResourceDefinition, []unstructured.Unstructured) {
-	crd := regroup(readCRD(t, filepath.Join("testdata", "widgets-old.yaml")), group)
+	crd := testcrd.With(readCRD(t, filepath.Join("testdata", "widgets-old.yaml")), testcrd.Group(group))
 	beta := *crd.Spec.Versions[0].DeepCopy()
 	beta.Name = "v1beta1"
 	crd.Spec.Versions = append([]apiextensionsv1.CustomResourceDefinitionVersion{beta}, crd.Spec.Versions...)
@@ -463,7 +457,7 @@ func TestPlanMatchesServerManagers(t *testing.T) {
 }
 
 func TestPlanMatchesServerCreate(t *testing.T) {
-	next := regroup(readCRD(t, filepath.Join("testdata", "widgets-new.yaml")), "fresh.plan.example.com")
+	next := testcrd.With(readCRD(t, filepath.Join("testdata", "widgets-new.yaml")), testcrd.Group("fresh.plan.example.com"))
 	it := runScenario(t, scenario{next: next})
 	if it.Operation != OperationCreate || !it.Apply.Allowed {
 		t.Errorf("%+v", it)
@@ -557,8 +551,8 @@ func TestPlanMatchesServerSSAOnRemovedVersion(t *testing.T) {
 // rejected, so the rule is indeed stricter.
 func TestPlanMatchesServerStricterNotBreaking(t *testing.T) {
 	group := "stricter.plan.example.com"
-	old := regroup(readCRD(t, filepath.Join("testdata", "widgets-old.yaml")), group)
-	next := regroup(readCRD(t, filepath.Join("testdata", "widgets-stricter.yaml")), group)
+	old := testcrd.With(readCRD(t, filepath.Join("testdata", "widgets-old.yaml")), testcrd.Group(group))
+	next := testcrd.With(readCRD(t, filepath.Join("testdata", "widgets-stricter.yaml")), testcrd.Group(group))
 	objs := regroupObjects(readObjects(t, filepath.Join("testdata", "widgets-objects.yaml")), group)
 	for i := range objs {
 		unstructured.RemoveNestedField(objs[i].Object, "spec", "tier")
@@ -594,8 +588,8 @@ func TestPlanMatchesServerStricterNotBreaking(t *testing.T) {
 // step for a person naming the object with the server's errors and how to look at and edit it.
 func TestPlanMatchesServerInvalidOnRecreate(t *testing.T) {
 	group := "recreate.plan.example.com"
-	old := regroup(readCRD(t, filepath.Join("testdata", "widgets-old.yaml")), group)
-	next := regroup(readCRD(t, filepath.Join("testdata", "widgets-stricter.yaml")), group)
+	old := testcrd.With(readCRD(t, filepath.Join("testdata", "widgets-old.yaml")), testcrd.Group(group))
+	next := testcrd.With(readCRD(t, filepath.Join("testdata", "widgets-stricter.yaml")), testcrd.Group(group))
 	objs := regroupObjects(readObjects(t, filepath.Join("testdata", "widgets-objects.yaml")), group)[:2]
 	for i := range objs {
 		unstructured.RemoveNestedField(objs[i].Object, "spec", "tier")

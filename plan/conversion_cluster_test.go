@@ -27,6 +27,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/webhookcheck"
 )
@@ -46,7 +47,7 @@ func newConversionRelease(t *testing.T, group, service string, rel *testwebhook.
 	t.Helper()
 	ctx := context.Background()
 	old := testwebhook.StartForTest(t, testwebhook.Options{})
-	live := regroup(readCRD(t, filepath.Join("..", "testdata", "crds", "crontab-webhook.yaml")), group)
+	live := testcrd.With(readCRD(t, filepath.Join("..", "testdata", "crds", "crontab-webhook.yaml")), testcrd.Group(group))
 	live.Spec.Versions = slices.DeleteFunc(live.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == "v1alpha1" })
 	for i := range live.Spec.Versions {
 		live.Spec.Versions[i].Storage = live.Spec.Versions[i].Name == "v1beta1"

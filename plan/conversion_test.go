@@ -6,23 +6,21 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
 // pairsCRD is a CRD of group pairs.example.com with versions "name" (served), "name*"
 // (served, storage), "name-" (not served) and "name*-" (storage, not served), the given
 // stored versions, converting through a webhook at url.
 func pairsCRD(url string, stored []string, versions ...string) *apiextensionsv1.CustomResourceDefinition {
-	crd := &apiextensionsv1.CustomResourceDefinition{Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "pairs.example.com",
-		Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter, Webhook: &apiextensionsv1.WebhookConversion{
-			ConversionReviewVersions: []string{"v1"}, ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: &url}}}}}
-	crd.Name = "widgets.pairs.example.com"
+	opts := []testcrd.Option{testcrd.Webhook(url, nil), testcrd.Stored(stored...)}
 	for _, v := range versions {
 		name, unserved := strings.CutSuffix(v, "-")
 		name, storage := strings.CutSuffix(name, "*")
-		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: name, Served: !unserved, Storage: storage})
+		opts = append(opts, testcrd.Version(name, !unserved, storage, nil))
 	}
-	crd.Status.StoredVersions = stored
-	return crd
+	return testcrd.New("pairs.example.com", "Widget", opts...)
 }
 
 // Each trigger of a conversion check other than the storage switch, alone: the pairs the

@@ -34,9 +34,11 @@ const (
 	// KindManagedFields: server-side apply fails on objects whose managedFields name a version
 	// the release removes, or an applier (GitOps) still writes a version that goes away.
 	KindManagedFields Kind = "managed-fields"
-	// KindOwnershipLoss: the preflight's server dry run of a rewrite drops field managers of
-	// objects. Plan does not make this finding (it sends no dry run): migrate, retire and
-	// upgrade do, before their first write.
+	// KindOwnershipLoss: the rewrite drops field managers of objects: plan predicts it from
+	// their managedFields (entries the rewrite cannot move, whose version the API server
+	// cannot convert the object to, on servers before 1.37: ownershiploss.go), and the
+	// preflight of migrate, retire and upgrade finds it by a server dry run of the rewrite,
+	// before their first write.
 	KindOwnershipLoss Kind = "ownership-loss"
 	// KindUnknown: the plan cannot tell whether something live breaks (status.storedVersions
 	// not known, objects not evaluated, a webhook unreachable, the encoding version unknown).
@@ -158,8 +160,8 @@ var decisions = []Decision{
 		Upgrade: UpgradeRefuses, Override: OverrideFixValues, UpgradeExit: 1, UpgradeExitOverridden: 0},
 	{Kind: KindManagedFields, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionRetire, ActionChangeWriters},
 		Upgrade: UpgradeCarriesOut, UpgradeExit: 0},
-	{Kind: KindOwnershipLoss, Verdict: VerdictBreaking, PlanExit: 1,
-		Upgrade: UpgradeRefuses, Override: OverrideAllowOwnershipLoss, UpgradeExit: 1, UpgradeExitOverridden: 0},
+	{Kind: KindOwnershipLoss, Verdict: VerdictBreaking, PlanExit: 1, Runbook: []string{ActionRetire, ActionMigrate},
+		Upgrade: UpgradeRefuses, Override: OverrideAllowOwnershipLoss, UpgradeExit: 1, UpgradeExitOverridden: 0, Consent: OverrideAllowOwnershipLoss},
 	{Kind: KindUnknown, Verdict: VerdictUnknown, PlanExit: 1, Runbook: []string{ActionBackup},
 		Upgrade: UpgradeRefuses, Override: OverrideAllowDataLoss, UpgradeExit: 1, UpgradeExitOverridden: 0, Consent: OverrideAllowDataLoss},
 	{Kind: KindInvalidOnRecreate, Verdict: VerdictInvalidOnRecreate, PlanExit: 1, Runbook: []string{ActionFixRecreate}, Manual: true,
@@ -248,6 +250,9 @@ func (f *Finding) kinds() []Kind {
 	}
 	if len(f.TypeMismatches) > 0 {
 		out = append(out, KindTypeMismatch)
+	}
+	if f.ManagersLost != nil && f.ManagersLost.Unknown == "" {
+		out = append(out, KindOwnershipLoss)
 	}
 	switch {
 	case len(f.UpdateErrors) > 0:

@@ -9,6 +9,7 @@ package plan
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // DefaultMaxFindings is how many findings an item lists when Options.MaxFindings is 0: enough
@@ -26,6 +27,9 @@ type objectTally struct {
 	// lossy counts the objects with a data-loss or an unknown finding (the runbook's
 	// convert-objects step).
 	lossy int64
+	// ownersUnknown tallies the objects whose rewrite may drop field managers, which plan
+	// cannot tell (ManagersLost.Unknown: a conversion webhook's answer is needed).
+	ownersUnknown kindTally
 }
 
 // kindTally is one kind's part of the tally.
@@ -52,6 +56,15 @@ func (t *objectTally) add(f *Finding) {
 	if slices.Contains(kinds, KindDataLoss) || slices.Contains(kinds, KindUnknown) {
 		t.lossy++
 	}
+	if f.ManagersLost != nil && f.ManagersLost.Unknown != "" {
+		t.ownersUnknown.count++
+		if len(t.ownersUnknown.names) < namesShown {
+			t.ownersUnknown.names = append(t.ownersUnknown.names, name)
+		}
+		if t.ownersUnknown.first == "" {
+			t.ownersUnknown.first = f.ManagersLost.Unknown
+		}
+	}
 	for _, k := range kinds {
 		kt := t.kinds[k]
 		if kt == nil {
@@ -60,13 +73,21 @@ func (t *objectTally) add(f *Finding) {
 		}
 		kt.count++
 		if len(kt.names) < namesShown {
-			kt.names = append(kt.names, name)
+			if k == KindOwnershipLoss { // the managers it loses with its name
+				kt.names = append(kt.names, name+" ("+strings.Join(f.ManagersLost.Lost, ", ")+")")
+			} else {
+				kt.names = append(kt.names, name)
+			}
 		}
 		switch k {
 		case KindDataLoss:
 			kt.addPaths(f.PrunedOnRead)
 		case KindUnknown:
 			kt.addPaths(f.PossiblyPrunedOnRead)
+		case KindOwnershipLoss:
+			if kt.first == "" {
+				kt.first = f.ManagersLost.Because
+			}
 		case KindTypeMismatch:
 			if kt.first == "" && len(f.TypeMismatches) > 0 {
 				kt.first = f.TypeMismatches[0].Error

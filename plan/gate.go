@@ -128,6 +128,15 @@ func judge(live *apiextensionsv1.CustomResourceDefinition, it *Item) {
 		add(KindTypeMismatch, fmt.Sprintf("%s %s values whose type does not fit the typed schema of %s (%s): server-side apply fails on %s (the API server: failed to create typed live object …: %s), a rewrite cannot record %s field ownership (servers before 1.37 drop all of %s managedFields), and a re-create as read is rejected: %s",
 			objectsCount(n), agree(n, "holds", "hold"), it.Objects.ReadVersion, kt.pathList(), agree(n, "it", "them"), kt.first, agree(n, "its", "their"), agree(n, "its", "their"), kt.nameList()))
 	}
+	if kt := t.of(KindOwnershipLoss); kt.count > 0 {
+		n := int(kt.count)
+		add(KindOwnershipLoss, fmt.Sprintf("the rewrite at %s drops every field manager of %s (kube-apiserver before 1.37 drops all managedFields of an object whose entries of another version it cannot convert: %s): %s; its preflight refuses unless the rewrite is given consent",
+			it.StorageVersion.After, objectsCount(n), kt.first, kt.nameList()))
+	}
+	if kt := t.ownersUnknown; kt.count > 0 {
+		add(KindUnknown, fmt.Sprintf("the rewrite at %s may drop every field manager of %s, which plan cannot tell (%s): %s; the preflight of the rewrite tells, before it writes",
+			it.StorageVersion.After, objectsCount(int(kt.count)), kt.first, kt.nameList()))
+	}
 	if kt := t.of(KindInvalidOnRecreate); kt.count > 0 {
 		n := int(kt.count)
 		add(KindInvalidOnRecreate, fmt.Sprintf("%s %s the new schema: writes are accepted (the API server ratchets unchanged fields), but a re-create as listed (a restore, a GitOps replace) is rejected: %s",

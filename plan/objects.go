@@ -47,6 +47,8 @@ type evaluator struct {
 	readDeprecated bool
 	// types types objects as the API server does for server-side apply (nil: not checked).
 	types *preflight.TypeChecker
+	// owners predicts the managers the rewrite drops (nil: none can be).
+	owners *ownersAtRewrite
 	// recreateAsRead: the served versions of the new CRD (other than readVersion) whose schema
 	// or subresources differ from readVersion's, so that an object re-created as listed at one
 	// of them may be judged otherwise than re-created as the new storage version holds it.
@@ -190,6 +192,12 @@ func (e *evaluator) evaluate(ctx context.Context, p *preview.Previewer, u *unstr
 					strings.Join(paths, ", "), e.readVersion, strings.Join(errs, "; ")))
 			}
 		}
+	}
+
+	// The rewrite's field managers (ownershiploss.go). Values that do not fit are the
+	// type-mismatch finding's: its fix-values step converts them, keeping every manager.
+	if primary != nil && primary.Converted && len(f.TypeMismatches) == 0 {
+		f.ManagersLost = e.owners.predict(ctx, p, u, primary.Object)
 	}
 
 	// A re-create from a backup or a GitOps repository: the object as listed.
@@ -447,7 +455,7 @@ func (e *evaluator) evaluateAll(ctx context.Context, src ObjectSource, o evalOpt
 					}
 					if sums != nil {
 						sums[i] = contentDigest(&items[i], e.createVersionOf(items[i].GroupVersionKind().Version))
-						if recorded != nil && recorded[i] != "" && recorded[i] == sums[i] {
+						if recorded != nil && recorded[i] != "" && recorded[i] == sums[i] && !e.owners.concerns(&items[i]) {
 							// Evaluated clean by an earlier pass, unchanged since: the same answer.
 							results[i] = objResult{finding: Finding{Namespace: items[i].GetNamespace(), Name: items[i].GetName()}}
 							if o.reused != nil {

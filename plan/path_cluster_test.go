@@ -16,29 +16,25 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
 // legacyCRD is gadgets.<group> with versions (name, storage, whether its schema has
 // spec.legacy beside spec.size), conversion None.
 func legacyCRD(group string, versions ...[3]any) *apiextensionsv1.CustomResourceDefinition {
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "gadgets." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names:      apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
-			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
-		},
-	}
+	var opts []testcrd.Option
 	for _, v := range versions {
 		props := map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}
 		if v[2].(bool) {
 			props["legacy"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
 		}
-		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: v[0].(string), Served: true, Storage: v[1].(bool),
-			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-				"spec": {Type: "object", Properties: props}}}}})
+		opts = append(opts, testcrd.Versions(v[0].(string)), testcrd.Spec(props, v[0].(string)))
+		if v[1].(bool) {
+			opts = append(opts, testcrd.Storage(v[0].(string)))
+		}
 	}
-	return crd
+	return testcrd.New(group, "Gadget", opts...)
 }
 
 // TestPathJudgesObjectsAtEveryHop (real API server): the cluster stores v1 with spec.legacy;

@@ -6,34 +6,21 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
 // pathCRD is widgets.example.com with the given versions (the last is the storage version),
 // each with a schema holding the field named after it, and a webhook conversion when hook.
 func pathCRD(hook string, stored []string, versions ...string) *apiextensionsv1.CustomResourceDefinition {
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "example.com", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-		},
-		Status: apiextensionsv1.CustomResourceDefinitionStatus{StoredVersions: stored},
-	}
-	for i, v := range versions {
-		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
-			Name: v, Served: true, Storage: i == len(versions)-1,
-			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-				Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-					"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"f" + v: {Type: "string"}}}}}},
-		})
+	opts := []testcrd.Option{testcrd.Versions(versions...), testcrd.Storage(versions[len(versions)-1]), testcrd.Stored(stored...), testcrd.Conversion(nil)}
+	for _, v := range versions {
+		opts = append(opts, testcrd.Spec(map[string]apiextensionsv1.JSONSchemaProps{"f" + v: {Type: "string"}}, v))
 	}
 	if hook != "" {
-		u := "https://127.0.0.1:9443/" + hook
-		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
-			Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"}, ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: &u}}}
+		opts = append(opts, testcrd.Webhook("https://127.0.0.1:9443/"+hook, nil))
 	}
-	return crd
+	return testcrd.New("example.com", "Widget", opts...)
 }
 
 func rel(name string, crd *apiextensionsv1.CustomResourceDefinition) PathRelease {

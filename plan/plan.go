@@ -224,6 +224,12 @@ func evaluateObjects(ctx context.Context, live, next *apiextensionsv1.CustomReso
 	} else {
 		it.Objects.Notes = append(it.Objects.Notes, fmt.Sprintf("whether the objects fit the typed schema server-side apply uses was not evaluated: %v", err))
 	}
+	if e.readVersion == it.StorageVersion.After {
+		var note string
+		if e.owners, note = newOwnersAtRewrite(live, next, e.readVersion, e.encodings, opts.KubeVersion); note != "" {
+			it.Objects.Notes = append(it.Objects.Notes, note)
+		}
+	}
 	if v, _ := crdinfo.Lookup(next, e.readVersion); v != nil && v.Deprecated {
 		e.readDeprecated = true
 	}

@@ -280,17 +280,21 @@ type Finding struct {
 	// field ownership (servers before 1.37 drop all of its managedFields), and a re-create as
 	// read is rejected (TypeRecreateErrors).
 	TypeMismatches []preflight.TypeMismatch `json:"typeMismatches,omitempty"`
+	// ManagersLost: the field managers the runbook's rewrite at the new storage version drops
+	// (ownership-loss), or why that cannot be told (its Unknown), as the preflight of that
+	// rewrite finds them (ownershiploss.go).
+	ManagersLost *ManagersLost `json:"managersLost,omitempty"`
 	// TypeRecreateErrors: the API server's errors for a create of the object as read at the
 	// read version (the values that do not fit are rejected there).
 	TypeRecreateErrors []string `json:"typeRecreateErrors,omitempty"`
 	// Kinds are the finding's kinds (decision table): data-loss, unknown, rejected-write,
-	// type-mismatch, invalid-on-recreate.
+	// type-mismatch, ownership-loss, invalid-on-recreate.
 	Kinds []Kind `json:"kinds,omitempty"`
 }
 
 // losesOrRejected reports whether the finding is breaking.
 func (f *Finding) losesOrRejected() bool {
-	return len(f.PrunedOnRead) > 0 || len(f.PossiblyPrunedOnRead) > 0 || len(f.CreateErrors) > 0 || len(f.UpdateErrors) > 0 || len(f.TypeMismatches) > 0
+	return len(f.PrunedOnRead) > 0 || len(f.PossiblyPrunedOnRead) > 0 || len(f.CreateErrors) > 0 || len(f.UpdateErrors) > 0 || len(f.TypeMismatches) > 0 || f.ManagersLost != nil
 }
 
 func (f *Finding) empty() bool {

@@ -410,7 +410,10 @@ func (b *runbook) storage() {
 			continue
 		}
 		name, s := p.next.Name, p.storage
-		flag, consentWhy := p.consent(b.backedUp[p.live.Name], b.backupFile)
+		dataFlag, consentWhy := p.consent(b.backedUp[p.live.Name], b.backupFile)
+		ownersFlag, ownersWhy := p.ownershipConsent()
+		flag := dataFlag + ownersFlag
+		consentWhy += ownersWhy
 		if p.fixAt() == fixInStorage && len(p.removedStored) > 0 {
 			// The retire steps below rewrite as well, but have no --fix-values: the values are
 			// converted, and the objects rewritten, first.
@@ -442,7 +445,7 @@ func (b *runbook) storage() {
 				Commands: []string{p.retireCommand(v) + flag},
 				Why:      fmt.Sprintf("move any managedFields entries of %s in %s to %s (the release removes %s, after which server-side apply fails on objects keeping them)%s", v, name, s, v, p.removeWhy(v)) + consentWhy})
 		}
-		b.pointConvertToConsent(name, flag)
+		b.pointConvertToConsent(name, dataFlag)
 	}
 }
 
@@ -535,6 +538,21 @@ func (p *crdPlan) consent(backedUp bool, backupFile string) (flag, why string) {
 		return "", ""
 	}
 	return " --" + d.Consent, fmt.Sprintf(". --%s is your consent to the loss: %s; the backup step above keeps them, and kubectl crdver restore -f %s puts them back once a release whose CRDs hold them is applied again. Leave --%s out if nothing is to be lost: the command then refuses, listing any loss, before it writes", d.Consent, what, backupFile, d.Consent)
+}
+
+// ownershipConsent is the consent the CRD's retire and migrate commands carry when plan
+// predicts that the rewrite drops field managers (decision table: ownership-loss's Consent),
+// and what the step then says: the objects and managers, named before the runbook's first
+// write, so that the user decides there (the command's preflight refuses without it).
+func (p *crdPlan) ownershipConsent() (flag, why string) {
+	kt := p.it.tally().of(KindOwnershipLoss)
+	d := DecisionFor(KindOwnershipLoss)
+	if kt.count == 0 || d.Consent == "" {
+		return "", ""
+	}
+	n := int(kt.count)
+	return " --" + d.Consent, fmt.Sprintf(". --%s is your consent to losing field managers: the rewrite at %s drops every manager of %s (%s): %s. The backup does not keep managedFields: each manager takes its fields back by applying again (its next server-side apply from its source). Leave --%s out to keep them: the command then refuses, listing them, before it writes",
+		d.Consent, p.storage, objects(n), kt.first, kt.nameList(), d.Consent)
 }
 
 // unreadStored are the versions in the live status.storedVersions, other than the new storage
@@ -884,7 +902,9 @@ func (p *crdPlan) removeWhy(v string) string {
 func itemSteps(steps []RunbookStep) []string {
 	out := []string{}
 	for _, s := range steps {
-		consent := slices.ContainsFunc(s.Commands, func(c string) bool { return strings.Contains(c, " --"+OverrideAllowDataLoss) })
+		consent := slices.ContainsFunc(s.Commands, func(c string) bool {
+			return strings.Contains(c, " --"+OverrideAllowDataLoss) || strings.Contains(c, " --"+OverrideAllowOwnershipLoss)
+		})
 		if len(s.Commands) == 0 || consent || s.Action == ActionFixObjects || s.Action == ActionConvertObjects || s.Action == ActionFixRecreate || s.Action == ActionChangeWriters {
 			out = append(out, "# "+s.Why)
 		}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
 func installCRDFile(t *testing.T, ctx context.Context, parts ...string) {
@@ -61,18 +62,8 @@ func TestRunbookConvertsGitOpsManifests(t *testing.T) {
 	installCRDFile(t, ctx, "gitops", "argo-cd-v3.5.1-application-crd.yaml")
 
 	const group = "gitops.plan.example.com"
-	version := func(name string, storage bool) apiextensionsv1.CustomResourceDefinitionVersion {
-		return apiextensionsv1.CustomResourceDefinitionVersion{Name: name, Served: true, Storage: storage, Schema: &apiextensionsv1.CustomResourceValidation{
-			OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-				"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}},
-			}}}}
-	}
-	live := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{version("v1beta1", true), version("v1", false)}},
-	}
+	size := testcrd.Spec(map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}})
+	live := testcrd.New(group, "Widget", testcrd.Versions("v1beta1", "v1"), testcrd.Storage("v1beta1"), testcrd.Conversion(nil), size)
 	if _, err := env.CreateCRD(ctx, live); err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +100,7 @@ func TestRunbookConvertsGitOpsManifests(t *testing.T) {
 	createObject(t, ctx, dyn, appGVR, "test", app("widgets", "envs/prod widgets", "Widget"))
 	createObject(t, ctx, dyn, appGVR, "test", app("gadgets", "gadgets", "Gadget"))
 
-	next := live.DeepCopy()
-	next.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{version("v1", true)}
+	next := testcrd.New(group, "Widget", testcrd.Versions("v1"), testcrd.Storage("v1"), testcrd.Conversion(nil), size)
 	rep, err := Release(ctx, ReleaseClients{CRDs: crds, Dynamic: dyn}, ReleaseOptions{Next: []*apiextensionsv1.CustomResourceDefinition{next}, Runbook: RunbookOptions{ApplyFile: JoinFiles([]string{"crds/base.yaml", "widgets-v2.yaml"})}})
 	if err != nil {
 		t.Fatal(err)

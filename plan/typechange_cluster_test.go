@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
 // managerNames lists an object's managedFields entries as manager/operation@version.
@@ -35,8 +37,8 @@ func managerNames(u *unstructured.Unstructured) []string {
 func TestPlanTypeMismatchMatchesServer(t *testing.T) {
 	const group = "typechange.plan.example.com"
 	dir := filepath.Join("..", "testdata", "typechange")
-	old := regroup(readCRD(t, filepath.Join(dir, "live.yaml")), group)
-	next := regroup(readCRD(t, filepath.Join(dir, "new.yaml")), group)
+	old := testcrd.With(readCRD(t, filepath.Join(dir, "live.yaml")), testcrd.Group(group))
+	next := testcrd.With(readCRD(t, filepath.Join(dir, "new.yaml")), testcrd.Group(group))
 	objs := regroupObjects(readObjects(t, filepath.Join(dir, "objects.yaml")), group)
 	apply := func(ctx context.Context, dyn dynamic.Interface, version, name string) error {
 		body := `{"apiVersion":"` + group + `/` + version + `","kind":"Broker","metadata":{"name":"` + name + `","namespace":"default","labels":{"team":"data"}}}`

@@ -13,7 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/convert"
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
+	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
@@ -21,20 +22,12 @@ import (
 // renames its group (so that cluster tests do not collide with other tests' CronTabs).
 func webhookCRD(t *testing.T, srv *testwebhook.Server, group string) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	b, err := os.ReadFile(repoFile("testdata", "crds", "crontab-webhook.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd, err := crdinfo.Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	crd := testenv.LoadCRD(t, "crontab-webhook.yaml")
 	if srv != nil {
 		crd.Spec.Conversion = srv.WebhookConversion("v1", "v1beta1")
 	}
 	if group != "" {
-		crd.Spec.Group = group
-		crd.Name = crd.Spec.Names.Plural + "." + group
+		crd = testcrd.With(crd, testcrd.Group(group))
 	}
 	return crd
 }

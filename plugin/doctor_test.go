@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/kubeversion"
@@ -31,16 +32,6 @@ import (
 
 func doctorSpec() apiextensionsv1.JSONSchemaProps {
 	return apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}}
-}
-
-// doctorWebhookCRD is the CronTab webhook CRD (convert_test.go's webhookCRD) renamed into
-// group, pointed at url.
-func doctorWebhookCRD(t *testing.T, group, url string, caBundle []byte) *apiextensionsv1.CustomResourceDefinition {
-	t.Helper()
-	crd := webhookCRD(t, nil, group)
-	crd.Spec.Conversion.Webhook.ClientConfig.URL = &url
-	crd.Spec.Conversion.Webhook.ClientConfig.CABundle = caBundle
-	return crd
 }
 
 func TestDoctorCommand(t *testing.T) {
@@ -79,7 +70,7 @@ func TestDoctorCommand(t *testing.T) {
 	}
 	deadURL := "https://" + l.Addr().String() + "/convert"
 	l.Close()
-	dead := doctorWebhookCRD(t, "dead.doctorcmd.test", deadURL, nil)
+	dead := testcrd.With(webhookCRD(t, nil, "dead.doctorcmd.test"), testcrd.Webhook(deadURL, nil, "v1", "v1beta1"))
 	registerCRD(t, dead)
 
 	t.Run("clean", func(t *testing.T) {
@@ -175,7 +166,7 @@ func keys(m map[string]any) []string {
 // ends the run within a second, exit 3, nothing printed on stdout.
 func TestDoctorInterrupt(t *testing.T) {
 	srv := testwebhook.StartForTest(t, testwebhook.Options{})
-	crd := doctorWebhookCRD(t, "slow.doctorcmd.test", srv.URL, srv.CABundle)
+	crd := testcrd.With(webhookCRD(t, nil, "slow.doctorcmd.test"), testcrd.Webhook(srv.URL, srv.CABundle, "v1", "v1beta1"))
 	registerCRD(t, crd)
 	dyn, err := dynamic.NewForConfig(env.Config)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/preview"
 	"github.com/crdver/kubectl-crdver/upgrade"
@@ -74,8 +75,8 @@ func TestInvalidOnRecreateFromPlanToVerify(t *testing.T) {
 	group := "recreate.upgrade.example.com"
 	// Live: v1beta1 storage, v1 served, both loose. The release: v1 storage and v1beta1 served,
 	// both strict: a storage migration, nothing removed.
-	old := upgradeCRD(group, "sources", "Source", ver("v1beta1", true, true, sourceSchema(false)), ver("v1", true, false, sourceSchema(false)))
-	next := upgradeCRD(group, "sources", "Source", ver("v1beta1", true, false, sourceSchema(true)), ver("v1", true, true, sourceSchema(true)))
+	old := testcrd.New(group, "Source", testcrd.Version("v1beta1", true, true, sourceSchema(false)), testcrd.Version("v1", true, false, sourceSchema(false)))
+	next := testcrd.New(group, "Source", testcrd.Version("v1beta1", true, false, sourceSchema(true)), testcrd.Version("v1", true, true, sourceSchema(true)))
 	if _, err := env.CreateCRD(ctx, old.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/restore"
@@ -57,8 +58,8 @@ func setupRestoreCase(t *testing.T, group string) *restoreCase {
 	t.Helper()
 	ctx := context.Background()
 	rc := &restoreCase{group: group, ns: "default"}
-	old := upgradeCRD(group, "widgets", "Widget", ver("v1beta1", true, true, upgradeSchema(true, 0, "")))
-	next := upgradeCRD(group, "widgets", "Widget", ver("v1", true, true, upgradeSchema(false, 0, "")))
+	old := testcrd.New(group, "Widget", testcrd.Version("v1beta1", true, true, upgradeSchema(true, 0, "")))
+	next := testcrd.New(group, "Widget", testcrd.Version("v1", true, true, upgradeSchema(false, 0, "")))
 	rc.oldDir, rc.newDir = writeRelease(t, old), writeRelease(t, next)
 	if _, err := env.CreateCRD(ctx, old.DeepCopy()); err != nil {
 		t.Fatal(err)
@@ -454,7 +455,7 @@ func TestRestoreWebhookCRD(t *testing.T) {
 	srv := testwebhook.StartForTest(t, testwebhook.Options{})
 	srv.Set(testwebhook.Identity)
 	group := "hook.restore.example.com"
-	crd := upgradeCRD(group, "sprockets", "Sprocket", ver("v1beta1", true, true, upgradeSchema(true, 0, "")), ver("v1", true, false, upgradeSchema(false, 0, "")))
+	crd := testcrd.New(group, "Sprocket", testcrd.Version("v1beta1", true, true, upgradeSchema(true, 0, "")), testcrd.Version("v1", true, false, upgradeSchema(false, 0, "")))
 	crd.Spec.Conversion = srv.WebhookConversion()
 	if _, err := env.CreateCRD(ctx, crd); err != nil {
 		t.Fatal(err)
@@ -555,8 +556,8 @@ func TestUpgradeBackRefusesLoss(t *testing.T) {
 	isolateCache(t)
 	ctx := context.Background()
 	group := "guard.restore.example.com"
-	old := upgradeCRD(group, "widgets", "Widget", ver("v1beta1", true, true, upgradeSchema(false, 0, "")))
-	next := upgradeCRD(group, "widgets", "Widget", ver("v1", true, true, upgradeSchema(true, 0, "")))
+	old := testcrd.New(group, "Widget", testcrd.Version("v1beta1", true, true, upgradeSchema(false, 0, "")))
+	next := testcrd.New(group, "Widget", testcrd.Version("v1", true, true, upgradeSchema(true, 0, "")))
 	oldDir, newDir := writeRelease(t, old), writeRelease(t, next)
 	if _, err := env.CreateCRD(ctx, old.DeepCopy()); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,26 +19,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/plan"
 )
-
-// typechangeCRD reads testdata/typechange/name with its group renamed.
-func typechangeCRD(t *testing.T, name, group string) *apiextensionsv1.CustomResourceDefinition {
-	t.Helper()
-	b, err := os.ReadFile(td("typechange", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd, err := crdinfo.Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd.Spec.Group = group
-	crd.Name = crd.Spec.Names.Plural + "." + group
-	return crd
-}
 
 func managersOf(u *unstructured.Unstructured) []string {
 	var out []string
@@ -62,8 +45,8 @@ func TestTypeChangeFromPlanToFix(t *testing.T) {
 	isolateCache(t)
 	ctx := context.Background()
 	const group = "typechange.plugin.example.com"
-	live := typechangeCRD(t, "live.yaml", group)
-	next := typechangeCRD(t, "new.yaml", group)
+	live := testcrd.With(testenv.ReadCRDs(t, td("typechange", "live.yaml"))[0], testcrd.Group(group))
+	next := testcrd.With(testenv.ReadCRDs(t, td("typechange", "new.yaml"))[0], testcrd.Group(group))
 	registerCRD(t, live)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	ri := func(v string) dynamic.ResourceInterface {
@@ -247,8 +230,8 @@ func olderServer(t *testing.T) {
 // function: resourceVersion and managers per object.
 func typechangeApplied(t *testing.T, group string) (string, func() (map[string]string, map[string][]string)) {
 	ctx := context.Background()
-	live := typechangeCRD(t, "live.yaml", group)
-	next := typechangeCRD(t, "new.yaml", group)
+	live := testcrd.With(testenv.ReadCRDs(t, td("typechange", "live.yaml"))[0], testcrd.Group(group))
+	next := testcrd.With(testenv.ReadCRDs(t, td("typechange", "new.yaml"))[0], testcrd.Group(group))
 	registerCRD(t, live)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	ri := func(v string) dynamic.ResourceInterface {

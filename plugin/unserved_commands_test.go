@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
 // patchBody is the JSON patch of a `kubectl patch … -p '…'` command.
@@ -138,7 +140,7 @@ func TestCommandsWithServedNotStoredVersion(t *testing.T) {
 	isolateCache(t)
 	ctx := context.Background()
 	group := "served.unserved.example.com"
-	crd := upgradeCRD(group, "gadgets", "Gadget", ver("v1beta1", true, false, thingSchema(false)), ver("v1", true, true, thingSchema(false)))
+	crd := testcrd.New(group, "Gadget", testcrd.Version("v1beta1", true, false, thingSchema(false)), testcrd.Version("v1", true, true, thingSchema(false)))
 	if _, err := env.CreateCRD(ctx, crd.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
 	"github.com/crdver/kubectl-crdver/explain"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
 	"github.com/crdver/kubectl-crdver/upgrade"
@@ -66,22 +67,6 @@ func upgradeSchema(legacy bool, maxSize int64, cel string) *apiextensionsv1.Cust
 
 func ptrFloat(f float64) *float64 { return &f }
 
-func upgradeCRD(group, plural, kind string, versions ...apiextensionsv1.CustomResourceDefinitionVersion) *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.TrimSuffix(plural, "s"), Kind: kind, ListKind: kind + "List"},
-			Versions: versions,
-		},
-	}
-}
-
-func ver(name string, served, storage bool, s *apiextensionsv1.CustomResourceValidation) apiextensionsv1.CustomResourceDefinitionVersion {
-	return apiextensionsv1.CustomResourceDefinitionVersion{Name: name, Served: served, Storage: storage, Schema: s}
-}
-
 type release struct {
 	group            string
 	oldCRDs, newCRDs []*apiextensionsv1.CustomResourceDefinition
@@ -106,12 +91,12 @@ func setupReleaseWith(t *testing.T, group string, withLegacy, requireSize bool) 
 	ctx := context.Background()
 	r := &release{group: group, ns: "default"}
 	r.oldCRDs = []*apiextensionsv1.CustomResourceDefinition{
-		upgradeCRD(group, "widgets", "Widget", ver("v1beta1", true, true, upgradeSchema(true, 0, ""))),
-		upgradeCRD(group, "gadgets", "Gadget", ver("v1beta1", true, true, upgradeSchema(false, 0, "")), ver("v1", true, false, upgradeSchema(false, 0, ""))),
+		testcrd.New(group, "Widget", testcrd.Version("v1beta1", true, true, upgradeSchema(true, 0, ""))),
+		testcrd.New(group, "Gadget", testcrd.Version("v1beta1", true, true, upgradeSchema(false, 0, "")), testcrd.Version("v1", true, false, upgradeSchema(false, 0, ""))),
 	}
 	r.newCRDs = []*apiextensionsv1.CustomResourceDefinition{
-		upgradeCRD(group, "widgets", "Widget", ver("v1", true, true, upgradeSchema(false, 10, ""))),
-		upgradeCRD(group, "gadgets", "Gadget", ver("v1", true, true, upgradeSchema(false, 0, "!has(self.color) || self.color != 'forbidden'"))),
+		testcrd.New(group, "Widget", testcrd.Version("v1", true, true, upgradeSchema(false, 10, ""))),
+		testcrd.New(group, "Gadget", testcrd.Version("v1", true, true, upgradeSchema(false, 0, "!has(self.color) || self.color != 'forbidden'"))),
 	}
 	if requireSize {
 		r.oldCRDs[1].Spec.Versions[1].Schema = upgradeSchema(false, 0, "required:size")
@@ -567,8 +552,8 @@ func mapsEqual(a, b map[string]string) bool {
 // version (Gateway API v0.5: storage v1alpha2, v1beta1 served — retire would move entries back
 // to v1alpha2); an older version is retired to the newest one, named with --to.
 func TestRetireAdviceNeverPointsForward(t *testing.T) {
-	crd := upgradeCRD("advice.example.com", "gateways", "Gateway",
-		ver("v1alpha2", true, true, upgradeSchema(false, 0, "")), ver("v1beta1", true, false, upgradeSchema(false, 0, "")))
+	crd := testcrd.New("advice.example.com", "Gateway",
+		testcrd.Version("v1alpha2", true, true, upgradeSchema(false, 0, "")), testcrd.Version("v1beta1", true, false, upgradeSchema(false, 0, "")))
 	if got := explain.RetireAdvice(crd, "v1beta1"); got != "" {
 		t.Errorf("advice for the newest served version: %q, want none", got)
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -73,7 +74,7 @@ func setupUnservedHistory(t *testing.T, group string, lossy bool) *unservedHisto
 	ctx := context.Background()
 	h := setupClients(t)
 	h.group, h.name = group, "things."+group
-	old := upgradeCRD(group, "things", "Thing", ver("v1alpha1", true, true, thingSchema(true)), ver("v1beta1", true, false, thingSchema(!lossy)))
+	old := testcrd.New(group, "Thing", testcrd.Version("v1alpha1", true, true, thingSchema(true)), testcrd.Version("v1beta1", true, false, thingSchema(!lossy)))
 	if _, err := env.CreateCRD(ctx, old.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func setupUnservedHistory(t *testing.T, group string, lossy bool) *unservedHisto
 			t.Fatalf("history: %s stored at %s, want %s/v1alpha1", n, got, group)
 		}
 	}
-	next := upgradeCRD(group, "things", "Thing", ver("v1beta1", true, false, thingSchema(!lossy)), ver("v1", true, true, thingSchema(!lossy)))
+	next := testcrd.New(group, "Thing", testcrd.Version("v1beta1", true, false, thingSchema(!lossy)), testcrd.Version("v1", true, true, thingSchema(!lossy)))
 	h.dir = t.TempDir()
 	y, err := yaml.Marshal(next)
 	if err != nil {
@@ -395,7 +396,7 @@ func TestUpgradeStoredUnservedRunbookByHand(t *testing.T) {
 func TestUpgradeStoredUnservedKeptUnserved(t *testing.T) {
 	isolateCache(t)
 	h := setupUnservedHistory(t, "kept.unserved.example.com", false)
-	next := upgradeCRD(h.group, "things", "Thing", ver("v1alpha1", false, false, thingSchema(true)), ver("v1beta1", true, false, thingSchema(true)), ver("v1", true, true, thingSchema(true)))
+	next := testcrd.New(h.group, "Thing", testcrd.Version("v1alpha1", false, false, thingSchema(true)), testcrd.Version("v1beta1", true, false, thingSchema(true)), testcrd.Version("v1", true, true, thingSchema(true)))
 	y, err := yaml.Marshal(next)
 	if err != nil {
 		t.Fatal(err)
@@ -475,7 +476,7 @@ func TestUpgradeStoredUnservedRunbookNoIntermediate(t *testing.T) {
 	}
 	isolateCache(t)
 	h := setupUnservedHistory(t, "nointer.unserved.example.com", false)
-	next := upgradeCRD(h.group, "things", "Thing", ver("v1beta1", true, true, thingSchema(true)))
+	next := testcrd.New(h.group, "Thing", testcrd.Version("v1beta1", true, true, thingSchema(true)))
 	y, err := yaml.Marshal(next)
 	if err != nil {
 		t.Fatal(err)
@@ -520,7 +521,7 @@ func TestUpgradeBackToUnservedStorage(t *testing.T) {
 	h := setupClients(t)
 	h.group = "back.unserved.example.com"
 	h.name = "things." + h.group
-	live := upgradeCRD(h.group, "things", "Thing", ver("v1alpha1", false, false, thingSchema(true)), ver("v1beta1", true, true, thingSchema(true)))
+	live := testcrd.New(h.group, "Thing", testcrd.Version("v1alpha1", false, false, thingSchema(true)), testcrd.Version("v1beta1", true, true, thingSchema(true)))
 	if _, err := env.CreateCRD(ctx, live.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
@@ -534,7 +535,7 @@ func TestUpgradeBackToUnservedStorage(t *testing.T) {
 		t.Fatalf("storedVersions %v, want [v1beta1]", crd.Status.StoredVersions)
 	}
 	h.dir = t.TempDir()
-	prev := upgradeCRD(h.group, "things", "Thing", ver("v1alpha1", true, true, thingSchema(true)), ver("v1beta1", true, false, thingSchema(true)))
+	prev := testcrd.New(h.group, "Thing", testcrd.Version("v1alpha1", true, true, thingSchema(true)), testcrd.Version("v1beta1", true, false, thingSchema(true)))
 	y, err := yaml.Marshal(prev)
 	if err != nil {
 		t.Fatal(err)

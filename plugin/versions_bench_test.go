@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
 // benchCRD is a CRD of typical size: three versions, each with a schema of 40 fields.
@@ -20,27 +22,14 @@ func benchCRD(i int) *apiextensionsv1.CustomResourceDefinition {
 			Type: "string", Description: "A field of the benchmark CRD, with a description of ordinary length.", MaxLength: ptr.To[int64](253),
 		}
 	}
-	schema := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+	schema := apiextensionsv1.JSONSchemaProps{
 		Type: "object",
 		Properties: map[string]apiextensionsv1.JSONSchemaProps{
 			"spec":   {Type: "object", Properties: props},
 			"status": {Type: "object", XPreserveUnknownFields: ptr.To(true)},
 		},
-	}}
-	c := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "things." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group,
-			Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "things", Singular: "thing", Kind: "Thing"},
-		},
 	}
-	for j, v := range []string{"v1alpha1", "v1beta1", "v1"} {
-		c.Spec.Versions = append(c.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
-			Name: v, Served: true, Storage: j == 2, Schema: schema.DeepCopy(),
-		})
-	}
-	return c
+	return testcrd.New(group, "Thing", testcrd.Versions("v1alpha1", "v1beta1", "v1"), testcrd.Storage("v1"), testcrd.Schema(schema))
 }
 
 // BenchmarkVersionsAll200 runs `versions --all` against the local API server holding 200 CRDs

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 )
@@ -101,8 +102,8 @@ func ownershipCases(t *testing.T, prefix string) map[string][]string {
 	var typeChange map[string][]string
 	t.Run("type change", func(t *testing.T) {
 		group, ns := prefix+"1.preflight.example.com", "pf-"+prefix+"1"
-		live := renamed(loadTypechangeCRD(t, "live.yaml"), group)
-		next := renamed(loadTypechangeCRD(t, "new.yaml"), group)
+		live := testcrd.With(loadTypechangeCRD(t, "live.yaml"), testcrd.Group(group))
+		next := testcrd.With(loadTypechangeCRD(t, "new.yaml"), testcrd.Group(group))
 		dyn := setup(t, live, ns)
 		create(t, dyn, live, "v1", ns, "text-config", map[string]any{"config": "a: 1\n", "hosts": "h", "port": int64(1)})
 		create(t, dyn, live, "v1", ns, "plain", map[string]any{"replicas": int64(1)})
@@ -133,7 +134,7 @@ func ownershipCases(t *testing.T, prefix string) map[string][]string {
 	})
 	t.Run("entry of a removed version", func(t *testing.T) {
 		group, ns := prefix+"2.preflight.example.com", "pf-"+prefix+"2"
-		crd := renamed(loadTypechangeCRD(t, "live.yaml"), group)
+		crd := testcrd.With(loadTypechangeCRD(t, "live.yaml"), testcrd.Group(group))
 		v0 := crd.Spec.Versions[0].DeepCopy()
 		v0.Name, v0.Storage = "v1alpha1", false
 		crd.Spec.Versions = append(crd.Spec.Versions, *v0)

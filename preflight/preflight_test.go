@@ -17,6 +17,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
@@ -38,13 +39,6 @@ func setup(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, ns strin
 		t.Fatal(err)
 	}
 	return dynamic.NewForConfigOrDie(env.Config)
-}
-
-func renamed(crd *apiextensionsv1.CustomResourceDefinition, group string) *apiextensionsv1.CustomResourceDefinition {
-	c := crd.DeepCopy()
-	c.Spec.Group = group
-	c.Name = c.Spec.Names.Plural + "." + group
-	return c
 }
 
 func create(t *testing.T, dyn dynamic.Interface, crd *apiextensionsv1.CustomResourceDefinition, v, ns, name string, spec map[string]any) {
@@ -80,7 +74,7 @@ func acl(op string) map[string]any {
 // field is gone when read at v1beta2.
 func TestNoneLosses(t *testing.T) {
 	ctx := context.Background()
-	crd := renamed(testenv.LoadCRD(t, "kafkausers.yaml"), "none.preflight.example.com")
+	crd := testcrd.With(testenv.LoadCRD(t, "kafkausers.yaml"), testcrd.Group("none.preflight.example.com"))
 	dyn := setup(t, crd, "pf-none")
 	create(t, dyn, crd, "v1beta2", "pf-none", "alice", acl("Read"))
 	create(t, dyn, crd, "v1beta2", "pf-none", "bob", acl("Write"))
@@ -153,7 +147,7 @@ func TestNoneLosses(t *testing.T) {
 // fail on is reported, none that is valid.
 func TestRejections(t *testing.T) {
 	ctx := context.Background()
-	crd := renamed(testenv.LoadCRD(t, "kafkaconnects.yaml"), "reject.preflight.example.com")
+	crd := testcrd.With(testenv.LoadCRD(t, "kafkaconnects.yaml"), testcrd.Group("reject.preflight.example.com"))
 	dyn := setup(t, crd, "pf-reject")
 	create(t, dyn, crd, "v1beta2", "pf-reject", "good", map[string]any{"bootstrapServers": "kafka:9092", "groupId": "connect"})
 	create(t, dyn, crd, "v1beta2", "pf-reject", "nogroup", map[string]any{"bootstrapServers": "kafka:9092"})
@@ -214,7 +208,7 @@ func TestRejections(t *testing.T) {
 func TestWebhookLosses(t *testing.T) {
 	ctx := context.Background()
 	srv := testwebhook.StartForTest(t, testwebhook.Options{})
-	crd := renamed(testenv.LoadCRD(t, "crontab-webhook.yaml"), "hook.preflight.example.com")
+	crd := testcrd.With(testenv.LoadCRD(t, "crontab-webhook.yaml"), testcrd.Group("hook.preflight.example.com"))
 	crd.Spec.Conversion = srv.WebhookConversion("v1", "v1beta1")
 	dyn := setup(t, crd, "pf-hook")
 	for i := 0; i < 3; i++ {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 )
@@ -21,7 +22,7 @@ import (
 // all. KafkaConnect stored at v1beta2 with v1 the storage version: spec.logging is lost.
 func TestCheckRewrite(t *testing.T) {
 	ctx := context.Background()
-	crd := renamed(testenv.LoadCRD(t, "kafkaconnects.yaml"), "rewrite.preflight.example.com")
+	crd := testcrd.With(testenv.LoadCRD(t, "kafkaconnects.yaml"), testcrd.Group("rewrite.preflight.example.com"))
 	dyn := setup(t, crd, "pf-rw")
 	for _, name := range []string{"a-logging", "z-logging"} {
 		create(t, dyn, crd, "v1beta2", "pf-rw", name, map[string]any{"bootstrapServers": "kafka:9092", "groupId": "connect", "logging": "debug"})

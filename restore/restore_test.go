@@ -13,6 +13,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/convert"
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/migrate"
 )
@@ -92,15 +93,11 @@ func TestPrunedFrom(t *testing.T) {
 // schema (in the live CRD) is a default, not data; another value, or a version the live CRD
 // no longer lists, stays not held.
 func TestSplitDefaults(t *testing.T) {
-	crd := &apiextensionsv1.CustomResourceDefinition{Spec: apiextensionsv1.CustomResourceDefinitionSpec{Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
-		{Name: "v1beta1", Served: false, Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-			Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-				"gitImplementation": {Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"go-git"`)}},
-				"timeout":           {Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"60s"`)}},
-				"legacy":            {Type: "string"},
-			}}},
-		}}},
-	}}}
+	crd := testcrd.New("x.test", "Thing", testcrd.Versions("v1beta1"), testcrd.Unserved("v1beta1"), testcrd.Spec(map[string]apiextensionsv1.JSONSchemaProps{
+		"gitImplementation": {Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"go-git"`)}},
+		"timeout":           {Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"60s"`)}},
+		"legacy":            {Type: "string"},
+	}))
 	backup := map[string]any{"spec": map[string]any{"gitImplementation": "go-git", "timeout": "20s", "legacy": "x"}}
 	notHeld := []string{"spec.gitImplementation", "spec.legacy", "spec.timeout"}
 	held, defaults := splitDefaults(crd, "v1beta1", backup, notHeld)

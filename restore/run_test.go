@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 )
@@ -26,28 +27,6 @@ var env *testenv.Env
 func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.Options{}) }
 
 const runNS = "default"
-
-func specSchema(fields ...string) *apiextensionsv1.CustomResourceValidation {
-	props := map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}
-	for _, f := range fields {
-		props[f] = apiextensionsv1.JSONSchemaProps{Type: "string"}
-	}
-	return &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-		"spec": {Type: "object", Properties: props},
-	}}}
-}
-
-// oneVersionCRD is plural.group with v1 only (storage), its spec holding size and fields.
-func oneVersionCRD(group, plural, kind string, fields ...string) *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true, Schema: specSchema(fields...)}},
-		},
-	}
-}
 
 type restoreFx struct {
 	group  string
@@ -70,7 +49,11 @@ func newRestoreFx(t *testing.T, name string) *restoreFx {
 	ctx := context.Background()
 	group := name + ".restore.example.com"
 	f := &restoreFx{group: group, dyn: dynamic.NewForConfigOrDie(env.Config), backup: filepath.Join(t.TempDir(), "backup.yaml")}
-	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{oneVersionCRD(group, "widgets", "Widget", "legacy"), oneVersionCRD(group, "gadgets", "Gadget")} {
+	size := apiextensionsv1.JSONSchemaProps{Type: "integer"}
+	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{
+		testcrd.New(group, "Widget", testcrd.Versions("v1"), testcrd.Storage("v1"), testcrd.Spec(map[string]apiextensionsv1.JSONSchemaProps{"size": size, "legacy": {Type: "string"}})),
+		testcrd.New(group, "Gadget", testcrd.Versions("v1"), testcrd.Storage("v1"), testcrd.Spec(map[string]apiextensionsv1.JSONSchemaProps{"size": size})),
+	} {
 		if _, err := env.CreateCRD(ctx, crd); err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -255,12 +256,12 @@ func TestRunRefusesEveryRejectedWrite(t *testing.T) {
 // exit 1), with verify's finding marked as reported before the first write.
 func TestRunNamesInvalidAfterTheConsentedLoss(t *testing.T) {
 	group := "afterloss.run.example.com"
-	next := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, false})
+	next := testcrd.New(group, "Widget", testcrd.Version("v1", true, false, widgetSchema(true)), testcrd.Version("v2", true, true, widgetSchema(false)))
 	v2 := next.Spec.Versions[1].Schema.OpenAPIV3Schema
 	spec := v2.Properties["spec"]
 	spec.Required = []string{"size"}
 	v2.Properties["spec"] = spec
-	f := newRunFx(t, widgetCRD(group, version{"v1", true, true, true}), next,
+	f := newRunFx(t, testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(true))), next,
 		map[string]map[string]any{"w-legacy": {"legacy": "keep-me"}, "w-sized": {"size": int64(1), "legacy": "x"}, "w-plain": {"size": int64(2)}})
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	ctx := context.Background()

@@ -155,3 +155,34 @@ func TestPathOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanOwnershipLossJoinsTheDryRun: plan's prediction of the managers a rewrite drops is a
+// preflight finding of its own (it stands in where the deeper check cannot send the dry run,
+// under the intermediate CRD), and the dry run's answer for the same object joins its row
+// instead of counting the object twice; the run is then refused for ownership-loss.
+func TestPlanOwnershipLossJoinsTheDryRun(t *testing.T) {
+	it := &plan.Item{CRD: "gadgets.example.com"}
+	it.Objects.Findings = []plan.Finding{
+		{Namespace: "default", Name: "a", Kinds: []plan.Kind{plan.KindOwnershipLoss},
+			ManagersLost: &plan.ManagersLost{Lost: []string{"kubectl (Apply at example.com/v1beta1)"}, Reset: true}},
+		{Namespace: "default", Name: "b", Kinds: []plan.Kind{plan.KindOwnershipLoss},
+			ManagersLost: &plan.ManagersLost{Unknown: "the conversion webhook's answer is needed"}},
+	}
+	var pf Preflight
+	planFindings(it, nil, &pf)
+	if len(pf.OwnershipLoss) != 1 || pf.OwnershipLoss[0].Name != "a" {
+		t.Fatalf("plan's prediction gave %+v, want object default/a alone (b's answer is unknown)", pf.OwnershipLoss)
+	}
+	r := &runner{}
+	r.addFindings(&pf, []ObjectFinding{{CRD: it.CRD, Namespace: "default", Name: "a",
+		Managers: []string{"kubectl (Apply at example.com/v1beta1)", "ctl (Update at example.com/v1beta1)"}}})
+	if len(pf.OwnershipLoss) != 1 {
+		t.Fatalf("the dry run's answer for default/a made %d rows, want 1: %+v", len(pf.OwnershipLoss), pf.OwnershipLoss)
+	}
+	if got := pf.OwnershipLoss[0].Managers; !slices.Equal(got, []string{"kubectl (Apply at example.com/v1beta1)", "ctl (Update at example.com/v1beta1)"}) {
+		t.Errorf("managers of default/a = %q, want plan's and the dry run's, each once", got)
+	}
+	if n := pf.Count(plan.KindOwnershipLoss); n != 1 {
+		t.Errorf("Count(ownership-loss) = %d, want 1", n)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/plan"
 )
 
@@ -26,9 +27,9 @@ import (
 func TestRunPathJudgesTheSecondHopAsTheServer(t *testing.T) {
 	ctx := context.Background()
 	group := "hop2reject.run.example.com"
-	live := widgetCRD(group, version{"v1", true, true, true})
-	mid := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, true})
-	target := widgetCRD(group, version{"v2", true, true, false})
+	live := testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(true)))
+	mid := testcrd.New(group, "Widget", testcrd.Version("v1", true, false, widgetSchema(true)), testcrd.Version("v2", true, true, widgetSchema(true)))
+	target := testcrd.New(group, "Widget", testcrd.Version("v2", true, true, widgetSchema(false)))
 	spec := target.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
 	spec.Required = []string{"color"}
 	target.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec

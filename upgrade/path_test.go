@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
 )
@@ -31,9 +32,9 @@ import (
 func lossAtHop2(t *testing.T, group string) (*runFx, PathOptions) {
 	t.Helper()
 	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // migrate's checkpoints
-	live := widgetCRD(group, version{"v1", true, true, true})
-	mid := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, true})
-	target := widgetCRD(group, version{"v2", true, true, false})
+	live := testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(true)))
+	mid := testcrd.New(group, "Widget", testcrd.Version("v1", true, false, widgetSchema(true)), testcrd.Version("v2", true, true, widgetSchema(true)))
+	target := testcrd.New(group, "Widget", testcrd.Version("v2", true, true, widgetSchema(false)))
 	f := newRunFx(t, live, target, map[string]map[string]any{
 		"w-legacy": {"size": int64(1), "legacy": "keep-me"},
 		"w-plain":  {"size": int64(2)},
@@ -354,8 +355,8 @@ func TestRunPathResumesTheLayoutOfEarlierBuilds(t *testing.T) {
 func TestAPathOfOneHopIsTheReleaseRun(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // the default checkpoints
 	group := "onehop.run.example.com"
-	live := widgetCRD(group, version{"v1", true, true, true})
-	next := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, true})
+	live := testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(true)))
+	next := testcrd.New(group, "Widget", testcrd.Version("v1", true, false, widgetSchema(true)), testcrd.Version("v2", true, true, widgetSchema(true)))
 	f := newRunFx(t, live, next, map[string]map[string]any{"w-one": {"size": int64(1)}, "w-two": {"size": int64(2)}})
 	target := plan.PathRelease{Name: "v0.2.0", File: "v0.2.0/", CRDs: []*apiextensionsv1.CustomResourceDefinition{next}}
 	o := PathOptions{Options: Options{ApplyFile: target.File, BackupFile: f.backup}, Target: target}
@@ -411,8 +412,8 @@ func TestAPathOfOneHopIsTheReleaseRun(t *testing.T) {
 // release's run, keyed as the release: its status reads the hop's steps from the hop's file.
 func TestAPathOfOneReleaseFromAnEarlierBuild(t *testing.T) {
 	group := "oldonehop.run.example.com"
-	live := widgetCRD(group, version{"v1", true, true, true})
-	next := widgetCRD(group, version{"v1", true, false, true}, version{"v2", true, true, true})
+	live := testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(true)))
+	next := testcrd.New(group, "Widget", testcrd.Version("v1", true, false, widgetSchema(true)), testcrd.Version("v2", true, true, widgetSchema(true)))
 	f := newRunFx(t, live, next, map[string]map[string]any{"w-one": {"size": int64(1)}})
 	target := plan.PathRelease{Name: "v0.2.0", File: "v0.2.0/", CRDs: []*apiextensionsv1.CustomResourceDefinition{next}}
 	cluster := f.c.ClusterID(context.Background())

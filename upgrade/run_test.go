@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -38,28 +39,6 @@ func widgetSchema(legacy bool) *apiextensionsv1.CustomResourceValidation {
 		spec.Properties["legacy"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
 	}
 	return &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": spec}}}
-}
-
-type version struct {
-	name            string
-	served, storage bool
-	legacy          bool
-}
-
-func widgetCRD(group string, versions ...version) *apiextensionsv1.CustomResourceDefinition {
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names:      apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
-		},
-	}
-	for _, v := range versions {
-		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: v.name, Served: v.served, Storage: v.storage, Schema: widgetSchema(v.legacy)})
-	}
-	return crd
 }
 
 // runFx is a live CRD with objects, and the files of a run.
@@ -160,8 +139,8 @@ func checkOutcome(t *testing.T, rep *Report, result string, code int, applied bo
 // the objects stay where they are stored.
 func TestRunAddsVersion(t *testing.T) {
 	group := "adds.run.example.com"
-	f := newRunFx(t, widgetCRD(group, version{"v1", true, true, false}),
-		widgetCRD(group, version{"v1", true, true, false}, version{"v2", true, false, false}),
+	f := newRunFx(t, testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(false))),
+		testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(false)), testcrd.Version("v2", true, false, widgetSchema(false))),
 		map[string]map[string]any{"w-a": {"size": int64(1)}, "w-b": {"size": int64(2)}})
 	before, _ := f.stored(t)
 	rep, err := Run(context.Background(), f.c, f.opts())
@@ -193,8 +172,8 @@ func TestRunAddsVersion(t *testing.T) {
 // rewrite and the trim), apply; every object is stored at the new version and storedVersions is the new one only.
 func TestRunMovesStorage(t *testing.T) {
 	group := "moves.run.example.com"
-	f := newRunFx(t, widgetCRD(group, version{"v1beta1", true, true, false}, version{"v1", true, false, false}),
-		widgetCRD(group, version{"v1", true, true, false}),
+	f := newRunFx(t, testcrd.New(group, "Widget", testcrd.Version("v1beta1", true, true, widgetSchema(false)), testcrd.Version("v1", true, false, widgetSchema(false))),
+		testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(false))),
 		map[string]map[string]any{"w-a": {"size": int64(1)}, "w-b": {"size": int64(2), "color": "red"}})
 	if got, _ := f.stored(t); got[group+"/v1beta1"] != 2 {
 		t.Fatalf("fixture: stored %v, want 2 at v1beta1", got)
@@ -233,8 +212,8 @@ func TestRunMovesStorage(t *testing.T) {
 // backup, nothing in etcd changed); with it, completed, the backup holding the field.
 func TestRunDataLoss(t *testing.T) {
 	group := "loss.run.example.com"
-	f := newRunFx(t, widgetCRD(group, version{"v1beta1", true, true, true}, version{"v1", true, false, false}),
-		widgetCRD(group, version{"v1", true, true, false}),
+	f := newRunFx(t, testcrd.New(group, "Widget", testcrd.Version("v1beta1", true, true, widgetSchema(true)), testcrd.Version("v1", true, false, widgetSchema(false))),
+		testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(false))),
 		map[string]map[string]any{"w-legacy": {"size": int64(1), "legacy": "keep-me"}, "w-plain": {"size": int64(2)}})
 	_, revBefore := f.stored(t)
 
@@ -285,8 +264,8 @@ func TestRunDataLoss(t *testing.T) {
 // A dry run plans and preflights only: nothing written to the cluster or to files.
 func TestRunDryRun(t *testing.T) {
 	group := "dry.run.example.com"
-	f := newRunFx(t, widgetCRD(group, version{"v1beta1", true, true, false}, version{"v1", true, false, false}),
-		widgetCRD(group, version{"v1", true, true, false}),
+	f := newRunFx(t, testcrd.New(group, "Widget", testcrd.Version("v1beta1", true, true, widgetSchema(false)), testcrd.Version("v1", true, false, widgetSchema(false))),
+		testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(false))),
 		map[string]map[string]any{"w-a": {"size": int64(1)}})
 	_, revBefore := f.stored(t)
 	o := f.opts()
@@ -309,8 +288,8 @@ func TestRunDryRun(t *testing.T) {
 	}
 	// With a loss, the dry run says the run would be refused (exit 1), without an error.
 	group = "dryloss.run.example.com"
-	f = newRunFx(t, widgetCRD(group, version{"v1beta1", true, true, true}),
-		widgetCRD(group, version{"v1", true, true, false}),
+	f = newRunFx(t, testcrd.New(group, "Widget", testcrd.Version("v1beta1", true, true, widgetSchema(true))),
+		testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(false))),
 		map[string]map[string]any{"w-legacy": {"legacy": "x"}})
 	o = f.opts()
 	o.DryRun = true
@@ -329,8 +308,8 @@ func TestRunDryRun(t *testing.T) {
 func TestRunResumes(t *testing.T) {
 	group := "resume.run.example.com"
 	// The live CRD lacks v1: an intermediate CRD adds it before the rewrite.
-	f := newRunFx(t, widgetCRD(group, version{"v1beta1", true, true, false}),
-		widgetCRD(group, version{"v1", true, true, false}),
+	f := newRunFx(t, testcrd.New(group, "Widget", testcrd.Version("v1beta1", true, true, widgetSchema(false))),
+		testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(false))),
 		map[string]map[string]any{"w-a": {"size": int64(1)}, "w-b": {"size": int64(2)}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -376,8 +355,8 @@ func TestRunResumes(t *testing.T) {
 // not-applied (exit 0) and the live CRD is not the release's.
 func TestRunNoApply(t *testing.T) {
 	group := "noapply.run.example.com"
-	f := newRunFx(t, widgetCRD(group, version{"v1beta1", true, true, false}, version{"v1", true, false, false}),
-		widgetCRD(group, version{"v1", true, true, false}, version{"v2", true, false, false}),
+	f := newRunFx(t, testcrd.New(group, "Widget", testcrd.Version("v1beta1", true, true, widgetSchema(false)), testcrd.Version("v1", true, false, widgetSchema(false))),
+		testcrd.New(group, "Widget", testcrd.Version("v1", true, true, widgetSchema(false)), testcrd.Version("v2", true, false, widgetSchema(false))),
 		map[string]map[string]any{"w-a": {"size": int64(1)}})
 	o := f.opts()
 	o.NoApply = true

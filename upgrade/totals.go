@@ -64,6 +64,7 @@ func (r *runner) totals() {
 			plan.KindRejectedWrite:     it.CountObjects(plan.KindRejectedWrite),
 			plan.KindTypeMismatch:      it.CountObjects(plan.KindTypeMismatch),
 			plan.KindInvalidOnRecreate: it.CountObjects(plan.KindInvalidOnRecreate),
+			plan.KindOwnershipLoss:     it.CountObjects(plan.KindOwnershipLoss),
 		}
 		for k, n := range r.checked[it.CRD] {
 			per[k] = max(per[k], n)

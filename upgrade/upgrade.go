@@ -349,7 +349,16 @@ func (r *runner) addFindings(pf *Preflight, more []ObjectFinding) {
 			}
 		}
 		if len(m.Managers) > 0 {
-			if !r.fixesValuesOf(m) {
+			if r.fixesValuesOf(m) {
+				continue
+			}
+			if i := slices.IndexFunc(pf.OwnershipLoss, sameObject(m)); i >= 0 {
+				for _, mg := range m.Managers {
+					if !slices.Contains(pf.OwnershipLoss[i].Managers, mg) {
+						pf.OwnershipLoss[i].Managers = append(pf.OwnershipLoss[i].Managers, mg)
+					}
+				}
+			} else {
 				pf.OwnershipLoss = append(pf.OwnershipLoss, m)
 			}
 			continue
@@ -382,6 +391,12 @@ func planFindings(it *plan.Item, runbook []plan.RunbookStep, pf *Preflight) {
 		}
 		if f.InvalidOnRecreate() {
 			pf.InvalidOnRecreate = append(pf.InvalidOnRecreate, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Errors: f.RecreateErrors()})
+		}
+		// plan's prediction of the rewrite's field managers stands in where the deeper check
+		// cannot send the dry run (under the intermediate CRD); where it can, addFindings
+		// merges the dry run's answer into the same object's row.
+		if slices.Contains(f.Kinds, plan.KindOwnershipLoss) && len(f.ManagersLost.Lost) > 0 {
+			pf.OwnershipLoss = append(pf.OwnershipLoss, ObjectFinding{CRD: it.CRD, Namespace: f.Namespace, Name: f.Name, Managers: slices.Clone(f.ManagersLost.Lost)})
 		}
 	}
 }

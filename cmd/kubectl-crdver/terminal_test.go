@@ -19,6 +19,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
 
@@ -232,10 +233,7 @@ func webhookCRDFor(t *testing.T, srv *testwebhook.Server, group string) *apiexte
 	if err := yaml.UnmarshalStrict(b, crd); err != nil {
 		t.Fatal(err)
 	}
-	crd.Spec.Conversion = srv.WebhookConversion("v1", "v1beta1")
-	crd.Spec.Group = group
-	crd.Name = crd.Spec.Names.Plural + "." + group
-	return crd
+	return testcrd.With(crd, testcrd.Conversion(srv.WebhookConversion("v1", "v1beta1")), testcrd.Group(group))
 }
 
 // writeWebhookCRD writes a webhook CRD converted by srv to a file and returns its path.

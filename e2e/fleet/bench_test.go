@@ -82,7 +82,7 @@ func BenchmarkFleetPlan(b *testing.B) {
 			var cpu time.Duration
 			start := time.Now()
 			for i := range fleetSize {
-				cmd := r.command(context.Background(), "plan", "-f", release, "--kubeconfig", filepath.Join(dir, fmt.Sprintf("cluster-%02d.kubeconfig", i)), "-o", "json")
+				cmd := r.Command(context.Background(), "plan", "-f", release, "--kubeconfig", filepath.Join(dir, fmt.Sprintf("cluster-%02d.kubeconfig", i)), "-o", "json")
 				m := runMeasured(b, cmd)
 				peak, cpu = max(peak, m.child), cpu+m.cpu
 			}
@@ -95,7 +95,7 @@ func BenchmarkFleetPlan(b *testing.B) {
 		b.Run(fmt.Sprintf("parallel=%d", p), func(b *testing.B) {
 			for range b.N {
 				start := time.Now()
-				cmd := r.command(context.Background(), "plan", "-f", release, "--kubeconfigs", dir, "--parallel", strconv.Itoa(p), "-o", "json", "-q")
+				cmd := r.Command(context.Background(), "plan", "-f", release, "--kubeconfigs", dir, "--parallel", strconv.Itoa(p), "-o", "json", "-q")
 				m := runMeasured(b, cmd)
 				b.ReportMetric(time.Since(start).Seconds(), "s/fleet")
 				b.ReportMetric(m.cpu.Seconds(), "cpu-s/fleet")
@@ -110,7 +110,7 @@ func BenchmarkFleetPlan(b *testing.B) {
 	}
 	b.Run("ctrl-c", func(b *testing.B) {
 		for range b.N {
-			cmd := r.command(context.Background(), "plan", "-f", release, "--kubeconfigs", dir, "--parallel", "4", "-o", "json")
+			cmd := r.Command(context.Background(), "plan", "-f", release, "--kubeconfigs", dir, "--parallel", "4", "-o", "json")
 			var out bytes.Buffer
 			cmd.Stdout = &out
 			stderr, err := cmd.StderrPipe()

@@ -44,30 +44,30 @@ func TestFleetDoctorAndDryRunAgreeWithSingleRuns(t *testing.T) {
 			singles := map[string]single{}
 			worst := 0
 			for name := range byName {
-				res := r.run(append(append([]string{}, c.args...), "--kubeconfig", kubeconfig, "--context", name, "-o", "json")...)
+				res := r.Run(append(append([]string{}, c.args...), "--kubeconfig", kubeconfig, "--context", name, "-o", "json")...)
 				row := fleet.Row{}
-				if err := fleet.Summarize(&row, c.kind, res.code, []byte(res.stdout)); err != nil {
-					t.Fatalf("%s alone (exit %d): %v\n%s", name, res.code, err, res.stderr)
+				if err := fleet.Summarize(&row, c.kind, res.Code, []byte(res.Stdout)); err != nil {
+					t.Fatalf("%s alone (exit %d): %v\n%s", name, res.Code, err, res.Stderr)
 				}
-				singles[name] = single{res.code, row.Verdict}
-				worst = max(worst, res.code)
-				t.Logf("%s alone: exit %d, verdict %q, %q; %s", name, res.code, row.Verdict, row.Blocker, lastLine(res.stderr))
+				singles[name] = single{res.Code, row.Verdict}
+				worst = max(worst, res.Code)
+				t.Logf("%s alone: exit %d, verdict %q, %q; %s", name, res.Code, row.Verdict, row.Blocker, lastLine(res.Stderr))
 			}
 			// b's objects lose spec.legacy at v1: doctor finds it, the dry run would refuse.
 			if singles["b"].code != 1 || singles["a"].code != 0 || singles["c"].code != 0 {
 				t.Errorf("the single runs: %+v (want b exit 1; a and c exit 0)", singles)
 			}
-			res := r.run(append(append(append([]string{}, c.args...), "--kubeconfig", kubeconfig, "-o", "json"), c.fleet...)...)
+			res := r.Run(append(append(append([]string{}, c.args...), "--kubeconfig", kubeconfig, "-o", "json"), c.fleet...)...)
 			rep := report(t, res)
-			if res.code != worst || rep.ExitCode != worst {
-				t.Errorf("fleet exit %d, report's %d: want the worst single run's, %d\n%s", res.code, rep.ExitCode, worst, res.stderr)
+			if res.Code != worst || rep.ExitCode != worst {
+				t.Errorf("fleet exit %d, report's %d: want the worst single run's, %d\n%s", res.Code, rep.ExitCode, worst, res.Stderr)
 			}
 			rows := map[string]single{}
 			for _, row := range rep.Rows {
 				rows[row.Name] = single{row.ExitCode, row.Verdict}
 			}
 			if !maps.Equal(rows, singles) {
-				t.Errorf("the fleet's rows (exit, verdict) %+v, the single runs' %+v\n%s", rows, singles, res.stderr)
+				t.Errorf("the fleet's rows (exit, verdict) %+v, the single runs' %+v\n%s", rows, singles, res.Stderr)
 			}
 			for name, e := range byName {
 				if got := liveState(t, e, group); got != before[name] {

@@ -13,11 +13,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -173,71 +171,18 @@ func kubeconfigs(t testing.TB, clusters map[string]*testenv.Env, elsewhere map[s
 	return dir, merged
 }
 
-// result is one run of the plugin.
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-// runner runs the built plugin with a user's cache folder of its own (upgrade's checkpoints),
-// in dir (the test's working folder when set).
-type runner struct {
-	t     testing.TB
-	cache string
-	env   []string
-	dir   string
-}
-
-func newRunner(t testing.TB, env ...string) *runner {
-	return &runner{t: t, cache: t.TempDir(), env: env}
-}
-
-func (r *runner) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, plugin, args...)
-	cmd.Env = append(append(os.Environ(), "XDG_CACHE_HOME="+r.cache, "HOME="+r.cache, "NO_COLOR=1", "KUBECONFIG="), r.env...)
-	cmd.Dir = r.dir
-	return cmd
-}
-
-func (r *runner) run(args ...string) result {
-	r.t.Helper()
-	var out, errb bytes.Buffer
-	return r.runTo(&out, &errb, args...)
-}
-
-// runOnScreen is run with standard output and standard error on one pipe, in the order a
-// terminal shows them: the result's stdout holds both.
-func (r *runner) runOnScreen(args ...string) result {
-	r.t.Helper()
-	var both bytes.Buffer
-	return r.runTo(&both, &both, args...)
-}
-
-func (r *runner) runTo(out, errb *bytes.Buffer, args ...string) result {
-	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := r.command(ctx, args...)
-	cmd.Stdout, cmd.Stderr = out, errb
-	err := cmd.Run()
-	res := result{stdout: out.String()}
-	if errb != out {
-		res.stderr = errb.String()
-	}
-	if ee, ok := err.(*exec.ExitError); ok {
-		res.code = ee.ExitCode()
-	} else if err != nil {
-		r.t.Fatalf("running %v: %v", args, err)
-	}
-	return res
+// newRunner is a user of the built plugin with a cache folder of its own (upgrade's
+// checkpoints) and no KUBECONFIG but what env says.
+func newRunner(t testing.TB, env ...string) *testenv.User {
+	return testenv.NewUser(t, plugin, append([]string{"KUBECONFIG="}, env...)...)
 }
 
 // report reads a fleet report (-o json).
-func report(t testing.TB, res result) *fleet.Report {
+func report(t testing.TB, res testenv.Result) *fleet.Report {
 	t.Helper()
 	var rep fleet.Report
-	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
-		t.Fatalf("the fleet report (exit %d): %v\nstdout:\n%s\nstderr:\n%s", res.code, err, res.stdout, res.stderr)
+	if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil {
+		t.Fatalf("the fleet report (exit %d): %v\nstdout:\n%s\nstderr:\n%s", res.Code, err, res.Stdout, res.Stderr)
 	}
 	return &rep
 }
@@ -246,7 +191,7 @@ func report(t testing.TB, res result) *fleet.Report {
 // the waves (rollout: the --waves it was given, "" for another command) before the clusters
 // run, the progress lines of its standard error, the report printed for people (as the plugin
 // prints it), then its last line, the error.
-func forPeople(t testing.TB, res result, rep *fleet.Report, waves string) string {
+func forPeople(t testing.TB, res testenv.Result, rep *fleet.Report, waves string) string {
 	t.Helper()
 	var b strings.Builder
 	h := printers.Human{AllListed: "-o json", WideListed: "-o wide"}
@@ -255,7 +200,7 @@ func forPeople(t testing.TB, res result, rep *fleet.Report, waves string) string
 			t.Fatal(err)
 		}
 	}
-	progress, last := res.stderr, ""
+	progress, last := res.Stderr, ""
 	if i := strings.LastIndex("\n"+progress, "\nerror: "); i >= 0 {
 		progress, last = progress[:i], progress[i:]
 	}
@@ -346,40 +291,6 @@ func create(t testing.TB, e *testenv.Env, plural string, objs ...map[string]any)
 		gvr := gv.WithResource(plural)
 		if _, err := c.dyn.Resource(gvr).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
 			t.Fatalf("creating %s %s on %s: %v", gvr, u.GetName(), e.Config.Host, err)
-		}
-	}
-}
-
-// runKilled runs the plugin and kills it with SIGKILL as soon as ready says so (asked every
-// 5 ms while it runs); it returns what it printed, and whether it was killed.
-func (r *runner) runKilled(ready func() bool, args ...string) (result, bool) {
-	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := r.command(ctx, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	ended := make(chan error, 1)
-	go func() { ended <- cmd.Wait() }()
-	killed := false
-	var err error
-	for tick := time.NewTicker(5 * time.Millisecond); ; {
-		select {
-		case err = <-ended:
-			tick.Stop()
-			res := result{stdout: out.String(), stderr: errb.String()}
-			if ee, ok := err.(*exec.ExitError); ok {
-				res.code = ee.ExitCode()
-			}
-			return res, killed
-		case <-tick.C:
-			if !killed && ready() {
-				killed = true
-				_ = cmd.Process.Signal(syscall.SIGKILL)
-			}
 		}
 	}
 }

@@ -56,10 +56,10 @@ func TestFleetSlowClusterAndCtrlC(t *testing.T) {
 	_, kubeconfig := kubeconfigs(t, map[string]*testenv.Env{"a": servers["new-a"], "b": servers["old-a"]}, map[string]string{"slow": blackhole(t)})
 	r := newRunner(t, "KUBECONFIG="+kubeconfig)
 
-	res := r.run("versions", "--all", "--all-contexts", "--cluster-timeout", "3s", "-o", "json")
+	res := r.Run("versions", "--all", "--all-contexts", "--cluster-timeout", "3s", "-o", "json")
 	rep := report(t, res)
-	if res.code != 3 || rep.ExitCode != 3 {
-		t.Errorf("exit %d, report's %d\n%s", res.code, rep.ExitCode, res.stderr)
+	if res.Code != 3 || rep.ExitCode != 3 {
+		t.Errorf("exit %d, report's %d\n%s", res.Code, rep.ExitCode, res.Stderr)
 	}
 	if s := rep.Row("slow"); s.State != fleet.StateTimedOut || s.ExitCode != 3 || !strings.Contains(s.Error, "timed out after 3s") {
 		t.Errorf("slow: %+v", s)
@@ -73,7 +73,7 @@ func TestFleetSlowClusterAndCtrlC(t *testing.T) {
 	// Ctrl-C once a and b finished, while slow hangs.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := r.command(ctx, "versions", "--all", "--all-contexts", "-o", "json")
+	cmd := r.Command(ctx, "versions", "--all", "--all-contexts", "-o", "json")
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	pr, pw := io.Pipe()
@@ -111,7 +111,7 @@ func TestFleetSlowClusterAndCtrlC(t *testing.T) {
 	if stopped >= time.Second {
 		t.Errorf("the run stopped %v after SIGINT: want within a second", stopped.Round(time.Millisecond))
 	}
-	rep = report(t, result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: stderr.String()})
+	rep = report(t, testenv.Result{Code: cmd.ProcessState.ExitCode(), Stdout: out.String(), Stderr: stderr.String()})
 	if cmd.ProcessState.ExitCode() != 3 || !rep.Interrupted || !slices.Equal(rep.Finished, []string{"a", "b"}) {
 		t.Errorf("exit %d, interrupted %v, finished %v", cmd.ProcessState.ExitCode(), rep.Interrupted, rep.Finished)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/internal/docblock"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 	"github.com/crdver/kubectl-crdver/plan"
@@ -24,36 +25,19 @@ import (
 // (None when ""), and spec.image at most maxImage characters in v1 and v2 when maxImage > 0.
 func crontabRelease(t testing.TB, url string, caBundle []byte, maxImage int64, versions ...string) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	src := testenv.LoadCRD(t, "crontab-webhook.yaml")
-	crd := testenv.ForServer(src)
-	crd.Name, crd.Spec.Group = "crontabs.fleet.example.com", "fleet.example.com"
-	byName := map[string]apiextensionsv1.CustomResourceDefinitionVersion{}
-	for _, v := range src.Spec.Versions {
-		byName[v.Name] = v
-	}
-	v1 := byName["v1"]
-	v2 := *v1.DeepCopy()
-	v2.Name = "v2"
-	byName["v2"] = v2
-	crd.Spec.Versions = nil
-	for i, n := range versions {
-		src := byName[n]
-		v := *src.DeepCopy()
-		v.Served, v.Storage, v.Deprecated, v.DeprecationWarning = true, i == len(versions)-1, false, nil
-		if maxImage > 0 && n != "v1beta1" {
+	crd := testcrd.With(testenv.ForServer(testenv.LoadCRD(t, "crontab-webhook.yaml")), testcrd.Group("fleet.example.com"),
+		testcrd.CopyVersion("v1", "v2"), testcrd.Keep(versions...))
+	for i := range crd.Spec.Versions {
+		if v := &crd.Spec.Versions[i]; maxImage > 0 && v.Name != "v1beta1" {
 			spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
 			img := spec.Properties["image"]
 			img.MaxLength = &maxImage
 			spec.Properties["image"] = img
 			v.Schema.OpenAPIV3Schema.Properties["spec"] = spec
 		}
-		crd.Spec.Versions = append(crd.Spec.Versions, v)
 	}
-	crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
-	if url != "" {
-		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
-			Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},
-				ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: caBundle}}}
+	if url != "" { // ForServer left conversion None
+		return testcrd.With(crd, testcrd.Webhook(url, caBundle))
 	}
 	return crd
 }
@@ -112,7 +96,7 @@ func TestFleetPlanAgreesWithSingleRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newRunner(t)
-	r.dir = work
+	r.Dir = work
 	args := []string{"plan", "-f", "releases/v0.3.0", "--via", "releases/v0.2.0"}
 
 	// Each cluster alone.
@@ -123,21 +107,21 @@ func TestFleetPlanAgreesWithSingleRuns(t *testing.T) {
 	}
 	singles := map[string]single{}
 	for _, name := range []string{"ready", "path", "fix", "hook", "gone"} {
-		res := r.run(append(args, "--kubeconfig", filepath.Join(dir, name+".kubeconfig"), "-o", "json")...)
-		s := single{code: res.code}
-		if res.code <= 1 {
+		res := r.Run(append(args, "--kubeconfig", filepath.Join(dir, name+".kubeconfig"), "-o", "json")...)
+		s := single{code: res.Code}
+		if res.Code <= 1 {
 			var p plan.PathReport
-			if err := json.Unmarshal([]byte(res.stdout), &p); err != nil {
-				t.Fatalf("%s: plan -o json (exit %d): %v\n%s\n%s", name, res.code, err, res.stdout, res.stderr)
+			if err := json.Unmarshal([]byte(res.Stdout), &p); err != nil {
+				t.Fatalf("%s: plan -o json (exit %d): %v\n%s\n%s", name, res.Code, err, res.Stdout, res.Stderr)
 			}
 			row := fleet.Row{}
-			if err := fleet.Summarize(&row, fleet.KindPlanPath, res.code, []byte(res.stdout)); err != nil {
+			if err := fleet.Summarize(&row, fleet.KindPlanPath, res.Code, []byte(res.Stdout)); err != nil {
 				t.Fatal(err)
 			}
 			s.verdict, s.path = row.Verdict, row.Path
 		}
 		singles[name] = s
-		t.Logf("%s alone: exit %d, verdict %s, path %v; %s", name, res.code, s.verdict, s.path, lastLine(res.stderr))
+		t.Logf("%s alone: exit %d, verdict %s, path %v; %s", name, res.Code, s.verdict, s.path, lastLine(res.Stderr))
 	}
 	// What the clusters are, as their single runs say.
 	switch {
@@ -155,10 +139,10 @@ func TestFleetPlanAgreesWithSingleRuns(t *testing.T) {
 
 	for _, how := range [][]string{{"--kubeconfigs", dir}, {"--kubeconfig", merged, "--contexts", "ready,path,fix,hook,gone"}} {
 		t.Run(how[len(how)-2], func(t *testing.T) {
-			res := r.run(append(append(args, how...), "-o", "json", "--parallel", "5")...)
+			res := r.Run(append(append(args, how...), "-o", "json", "--parallel", "5")...)
 			rep := report(t, res)
-			if res.code != 3 || rep.ExitCode != 3 {
-				t.Errorf("fleet exit %d, report's %d: want the worst, 3\n%s", res.code, rep.ExitCode, res.stderr)
+			if res.Code != 3 || rep.ExitCode != 3 {
+				t.Errorf("fleet exit %d, report's %d: want the worst, 3\n%s", res.Code, rep.ExitCode, res.Stderr)
 			}
 			if len(rep.Rows) != 5 {
 				t.Fatalf("rows: %+v", rep.Rows)
@@ -212,26 +196,26 @@ func TestFleetPlanAgreesWithSingleRuns(t *testing.T) {
 	// For people and for a pull request: one row per cluster, the groups, the waves; as the
 	// page shows them.
 	humanArgs := append(slices.Clip(args), "--kubeconfigs", "kubeconfigs/")
-	human := r.runOnScreen(humanArgs...)
-	t.Logf("plan --kubeconfigs:\n%s", human.stdout)
+	human := r.RunCombined(humanArgs...)
+	t.Logf("plan --kubeconfigs:\n%s", human.Stdout)
 	for _, want := range []string{"CLUSTER", "KUBERNETES", "v0.2.0 → v0.3.0", "unreachable", "wave 1: ready", "What the clusters need:", "\nerror: 4 of 5 clusters need something"} {
-		if !strings.Contains(human.stdout, want) {
-			t.Errorf("the table lacks %q:\n%s", want, human.stdout)
+		if !strings.Contains(human.Stdout, want) {
+			t.Errorf("the table lacks %q:\n%s", want, human.Stdout)
 		}
 	}
-	if human.code != 3 {
-		t.Errorf("exit %d:\n%s", human.code, human.stdout)
+	if human.Code != 3 {
+		t.Errorf("exit %d:\n%s", human.Code, human.Stdout)
 	}
-	pages.Check(humanArgs, human.stdout, human.code)
+	pages.Check(humanArgs, human.Stdout, human.Code)
 	mdArgs := append(slices.Clip(humanArgs), "-o", "markdown")
-	md := r.run(mdArgs...)
-	t.Logf("plan --kubeconfigs -o markdown:\n%s", md.stdout)
+	md := r.Run(mdArgs...)
+	t.Logf("plan --kubeconfigs -o markdown:\n%s", md.Stdout)
 	for _, want := range []string{"**4 of 5 need something**", "type: RollingSync", "- key: crdver.io/cluster", "| `gone` |"} {
-		if !strings.Contains(md.stdout, want) {
-			t.Errorf("the markdown lacks %q:\n%s", want, md.stdout)
+		if !strings.Contains(md.Stdout, want) {
+			t.Errorf("the markdown lacks %q:\n%s", want, md.Stdout)
 		}
 	}
-	pages.Check(mdArgs, md.stdout, md.code)
+	pages.Check(mdArgs, md.Stdout, md.Code)
 }
 
 func lastLine(s string) string {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/fleet"
 	"github.com/crdver/kubectl-crdver/internal/docblock"
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/upgrade"
@@ -23,30 +24,12 @@ import (
 // gadgets is a release of Gadgets in group: with legacy, v1alpha1 (the storage version, with
 // spec.legacy) and v1 (served); without, v1 alone (storage), which has no spec.legacy.
 func gadgets(group string, legacy bool) *apiextensionsv1.CustomResourceDefinition {
-	schemaOf := func(legacy bool) *apiextensionsv1.CustomResourceValidation {
-		spec := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}}
-		if legacy {
-			spec.Properties["legacy"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
-		}
-		return &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
-			Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": spec}}}
+	size := map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}
+	if !legacy {
+		return testcrd.New(group, "Gadget", testcrd.Versions("v1"), testcrd.Storage("v1"), testcrd.Spec(size))
 	}
-	versions := []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true, Schema: schemaOf(false)}}
-	if legacy {
-		versions = []apiextensionsv1.CustomResourceDefinitionVersion{
-			{Name: "v1alpha1", Served: true, Storage: true, Schema: schemaOf(true)},
-			{Name: "v1", Served: true, Schema: schemaOf(false)},
-		}
-	}
-	return &apiextensionsv1.CustomResourceDefinition{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
-		ObjectMeta: metav1.ObjectMeta{Name: "gadgets." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
-			Versions: versions,
-		},
-	}
+	return testcrd.New(group, "Gadget", testcrd.Versions("v1alpha1", "v1"), testcrd.Storage("v1alpha1"),
+		testcrd.Spec(map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}, "legacy": {Type: "string"}}, "v1alpha1"), testcrd.Spec(size, "v1"))
 }
 
 // gadgetFleet installs the old release of group on three servers, named a (1.37), b (1.34) and
@@ -119,17 +102,17 @@ func TestFleetUpgradeInWaves(t *testing.T) {
 	backups := t.TempDir() // the working folder
 	_, kubeconfig, byName := gadgetFleet(t, backups, group, 3, "b")
 	r := newRunner(t, "KUBECONFIG="+kubeconfig) // the contexts through KUBECONFIG, as kubectl reads it
-	r.dir = backups
+	r.Dir = backups
 	shown := []string{"upgrade", "-f", "releases/v2.0.0", "--contexts", "a,b,c", "--waves", "1,rest", "--parallel", "1", "--yes"}
 	args := append(slices.Clip(shown), "-o", "json")
 
 	before := liveState(t, byName["c"], group)
-	res := r.run(args...)
+	res := r.Run(args...)
 	rep := report(t, res)
-	t.Logf("first run: exit %d; %s", res.code, lastLine(res.stderr))
-	pages.Check(shown, forPeople(t, res, rep, "--waves 1,rest"), res.code)
-	if res.code != 1 || !strings.Contains(rep.Stopped, "wave 2 of 2 at b") {
-		t.Errorf("exit %d, stopped %q: want 1, stopped at b", res.code, rep.Stopped)
+	t.Logf("first run: exit %d; %s", res.Code, lastLine(res.Stderr))
+	pages.Check(shown, forPeople(t, res, rep, "--waves 1,rest"), res.Code)
+	if res.Code != 1 || !strings.Contains(rep.Stopped, "wave 2 of 2 at b") {
+		t.Errorf("exit %d, stopped %q: want 1, stopped at b", res.Code, rep.Stopped)
 	}
 	if !slices.Equal(rep.Waves[0], []string{"a"}) || !slices.Equal(rep.Waves[1], []string{"b", "c"}) {
 		t.Errorf("waves: %v", rep.Waves)
@@ -163,13 +146,13 @@ func TestFleetUpgradeInWaves(t *testing.T) {
 	// From a machine that never ran it (a cache folder of its own, no local checkpoint): the
 	// canary is recognised as done from the cluster itself.
 	fresh := newRunner(t, "KUBECONFIG="+kubeconfig)
-	fresh.dir = backups
-	res = fresh.run(args...)
+	fresh.Dir = backups
+	res = fresh.Run(args...)
 	rep = report(t, res)
-	t.Logf("second run, a fresh cache folder: exit %d; %s", res.code, lastLine(res.stderr))
-	pages.Check(shown, forPeople(t, res, rep, "--waves 1,rest"), res.code)
-	if res.code != 0 || rep.Stopped != "" {
-		t.Fatalf("exit %d, stopped %q\n%s", res.code, rep.Stopped, res.stderr)
+	t.Logf("second run, a fresh cache folder: exit %d; %s", res.Code, lastLine(res.Stderr))
+	pages.Check(shown, forPeople(t, res, rep, "--waves 1,rest"), res.Code)
+	if res.Code != 0 || rep.Stopped != "" {
+		t.Fatalf("exit %d, stopped %q\n%s", res.Code, rep.Stopped, res.Stderr)
 	}
 	if a := rep.Row("a"); a.State != fleet.StateSkipped || a.InPlace == nil || !*a.InPlace {
 		t.Errorf("a, upgraded before: %+v", a)
@@ -186,11 +169,11 @@ func TestFleetUpgradeInWaves(t *testing.T) {
 	}
 
 	status := []string{"upgrade", "status", "-f", "releases/v2.0.0", "--all-contexts"}
-	st := r.run(append(slices.Clip(status), "-o", "json")...)
+	st := r.Run(append(slices.Clip(status), "-o", "json")...)
 	srep := report(t, st)
-	pages.Check(status, forPeople(t, st, srep, ""), st.code)
-	if st.code != 0 {
-		t.Errorf("upgrade status of the fleet: exit %d\n%s", st.code, st.stderr)
+	pages.Check(status, forPeople(t, st, srep, ""), st.Code)
+	if st.Code != 0 {
+		t.Errorf("upgrade status of the fleet: exit %d\n%s", st.Code, st.Stderr)
 	}
 	for _, row := range srep.Rows {
 		if row.Verdict != upgrade.NextNothing || row.InPlace == nil || !*row.InPlace {
@@ -246,16 +229,19 @@ func TestFleetUpgradeSurvivesSIGKILL(t *testing.T) {
 	before := resourceVersions(t, byName["b"], group)
 	bHost := byName["b"].Config.Host
 	var seen *migrate.Checkpoint // b's rewrite when the kill was sent
-	res, killed := r.runKilled(func() bool {
-		cp := rewriteOf(r.cache, bHost, "gadgets."+group)
+	res := r.RunKilledWhen(func() bool {
+		if seen != nil { // killed: keep what was seen then
+			return true
+		}
+		cp := rewriteOf(r.Home, bHost, "gadgets."+group)
 		if cp != nil && cp.State == migrate.StateRunning && cp.Pages >= 1 {
 			seen = cp
 			return true
 		}
 		return false
 	}, args...)
-	if !killed {
-		t.Fatalf("the run ended before b's rewrite was caught under way: exit %d\n%s", res.code, res.stderr)
+	if !res.Killed {
+		t.Fatalf("the run ended before b's rewrite was caught under way: exit %d\n%s", res.Code, res.Stderr)
 	}
 	waitNoProcess(t, kubeconfig)
 	upgraded(t, byName["a"], "a", group)
@@ -280,10 +266,10 @@ func TestFleetUpgradeSurvivesSIGKILL(t *testing.T) {
 	if len(crd.Spec.Versions) != 2 {
 		t.Errorf("b: the release was applied before the kill (versions %d, storedVersions %v)", len(crd.Spec.Versions), crd.Status.StoredVersions)
 	}
-	st := r.run("upgrade", "status", "-f", release, "--kubeconfig", kubeconfig, "--contexts", "b", "-o", "json")
+	st := r.Run("upgrade", "status", "-f", release, "--kubeconfig", kubeconfig, "--contexts", "b", "-o", "json")
 	srep := report(t, st)
 	if b := srep.Row("b"); b == nil || b.Verdict != upgrade.NextContinue {
-		t.Errorf("upgrade status of b after the kill (exit %d): %+v, want %s\n%s", st.code, b, upgrade.NextContinue, st.stderr)
+		t.Errorf("upgrade status of b after the kill (exit %d): %+v, want %s\n%s", st.Code, b, upgrade.NextContinue, st.Stderr)
 	} else {
 		t.Logf("upgrade status of b after the kill: %s (%s)", b.Verdict, b.Blocker)
 	}
@@ -292,11 +278,11 @@ func TestFleetUpgradeSurvivesSIGKILL(t *testing.T) {
 		t.Errorf("b's backups after the kill: %v, want the one its rewrite began after", bBackups)
 	}
 
-	res = r.run(args...)
+	res = r.Run(args...)
 	rep := report(t, res)
-	t.Logf("after the kill: exit %d; %s", res.code, lastLine(res.stderr))
-	if res.code != 0 {
-		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	t.Logf("after the kill: exit %d; %s", res.Code, lastLine(res.Stderr))
+	if res.Code != 0 {
+		t.Fatalf("exit %d\n%s", res.Code, res.Stderr)
 	}
 	if a := rep.Row("a"); a.State != fleet.StateSkipped {
 		t.Errorf("a was upgraded again: %+v", a)
@@ -319,7 +305,7 @@ func TestFleetUpgradeSurvivesSIGKILL(t *testing.T) {
 	if files, _ := filepath.Glob(filepath.Join(backups, "crdver-backup-b-*.yaml")); len(bBackups) == 1 && !slices.Equal(files, bBackups) {
 		t.Errorf("b's backups: %v, want the first run's %v alone (the run was resumed)", files, bBackups)
 	}
-	if cp := rewriteOf(r.cache, bHost, "gadgets."+group); cp == nil || cp.State != migrate.StateComplete || !cp.StartedAt.Equal(seen.StartedAt) || cp.Counts.Total() != n {
+	if cp := rewriteOf(r.Home, bHost, "gadgets."+group); cp == nil || cp.State != migrate.StateComplete || !cp.StartedAt.Equal(seen.StartedAt) || cp.Counts.Total() != n {
 		t.Errorf("b's rewrite after the second run: %+v; want the one begun before the kill (started %s), complete, %d objects", cp, seen.StartedAt, n)
 	} else {
 		t.Logf("b's rewrite, begun before the kill and resumed: %d pages, %+v", cp.Pages, cp.Counts)

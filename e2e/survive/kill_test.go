@@ -11,11 +11,9 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/internal/atomicfile"
 )
@@ -166,17 +164,7 @@ func TestKillRestore(t *testing.T) {
 		t.Fatalf("upgrade: exit %d\n%s", res.Code, res.Stderr)
 	}
 	// Back to the old release, whose v1alpha1 holds spec.legacy again.
-	old := gadgetCRD(group,
-		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1alpha1", Served: true, Storage: true, Schema: gadgetSchema(true)},
-		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Schema: gadgetSchema(false)})
-	b, err := yaml.Marshal(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	oldFile := filepath.Join(t.TempDir(), "old.yaml")
-	if err := os.WriteFile(oldFile, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	oldFile := writeRelease(t, "old.yaml", oldGadgets(group))
 	if res := user.Run("upgrade", "-f", oldFile, "--yes", "--backup", filepath.Join(t.TempDir(), "back.yaml"), "--kubeconfig", envB.Kubeconfig); res.Code != 0 {
 		t.Fatalf("upgrade back: exit %d\n%s", res.Code, res.Stderr)
 	}

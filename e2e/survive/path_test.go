@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
 // TestKillAlongAPathThenRunAgain is the crash matrix of an upgrade along a release path: the
@@ -140,8 +141,6 @@ func (c *cluster) dropV1(t *testing.T) {
 // midRelease writes release mid: v1alpha1 served, v1 the storage version, both with legacy.
 func midRelease(t *testing.T, group string) string {
 	t.Helper()
-	mid := gadgetCRD(group,
-		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1alpha1", Served: true, Schema: gadgetSchema(true)},
-		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Storage: true, Schema: gadgetSchema(true)})
+	mid := testcrd.New(group, "Gadget", testcrd.Versions("v1alpha1", "v1"), testcrd.Storage("v1"), testcrd.Spec(gadgetSpec(true)))
 	return writeRelease(t, "mid.yaml", mid)
 }

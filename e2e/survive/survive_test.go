@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 )
 
@@ -72,36 +73,27 @@ func TestMain(m *testing.M) {
 
 // The release of the issue: gadgets with v1alpha1 (storage, has spec.legacy) and v1 (served);
 // the new release makes v1 the storage version, drops v1alpha1 and spec.legacy.
-func gadgetSchema(legacy bool) *apiextensionsv1.CustomResourceValidation {
-	return gadgetSchemaMax(legacy, 0)
+func gadgetSpec(legacy bool) map[string]apiextensionsv1.JSONSchemaProps {
+	return gadgetSpecMax(legacy, 0)
 }
 
-// gadgetSchemaMax: maxSize > 0 sets spec.size's maximum (stricter: an object above it is
+// gadgetSpecMax: maxSize > 0 sets spec.size's maximum (stricter: an object above it is
 // accepted on write, as ratcheting allows, and rejected on re-create).
-func gadgetSchemaMax(legacy bool, maxSize float64) *apiextensionsv1.CustomResourceValidation {
-	spec := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-		"size": {Type: "integer"},
-	}}
+func gadgetSpecMax(legacy bool, maxSize float64) map[string]apiextensionsv1.JSONSchemaProps {
+	props := map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}
 	if maxSize > 0 {
-		spec.Properties["size"] = apiextensionsv1.JSONSchemaProps{Type: "integer", Maximum: &maxSize}
+		props["size"] = apiextensionsv1.JSONSchemaProps{Type: "integer", Maximum: &maxSize}
 	}
 	if legacy {
-		spec.Properties["legacy"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+		props["legacy"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
 	}
-	return &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
-		Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": spec}}}
+	return props
 }
 
-func gadgetCRD(group string, versions ...apiextensionsv1.CustomResourceDefinitionVersion) *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
-		ObjectMeta: metav1.ObjectMeta{Name: "gadgets." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
-			Versions: versions,
-		},
-	}
+// oldGadgets is the old release: v1alpha1 the storage version, with spec.legacy; v1 served.
+func oldGadgets(group string) *apiextensionsv1.CustomResourceDefinition {
+	return testcrd.New(group, "Gadget", testcrd.Versions("v1alpha1", "v1"), testcrd.Storage("v1alpha1"),
+		testcrd.Spec(gadgetSpec(true), "v1alpha1"), testcrd.Spec(gadgetSpec(false), "v1"))
 }
 
 // cluster is one cluster with the old release and its objects.
@@ -126,9 +118,7 @@ func setup(t *testing.T, env *testenv.Env, group, prefix string, n int) *cluster
 	if err := env.DeleteCRD(ctx, "gadgets."+group); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatalf("deleting gadgets.%s of an earlier run: %v", group, err)
 	}
-	old := gadgetCRD(group,
-		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1alpha1", Served: true, Storage: true, Schema: gadgetSchema(true)},
-		apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Schema: gadgetSchema(false)})
+	old := oldGadgets(group)
 	if _, err := env.CreateCRD(ctx, old); err != nil {
 		t.Fatal(err)
 	}
@@ -166,19 +156,15 @@ func newRelease(t *testing.T, group string) string {
 
 func newReleaseMax(t *testing.T, group string, maxSize float64) string {
 	t.Helper()
-	next := gadgetCRD(group, apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Storage: true, Schema: gadgetSchemaMax(false, maxSize)})
+	next := testcrd.New(group, "Gadget", testcrd.Versions("v1"), testcrd.Storage("v1"), testcrd.Spec(gadgetSpecMax(false, maxSize)))
 	return writeRelease(t, "new.yaml", next)
 }
 
 // writeRelease writes a release's CRD into a file named name in a folder of its own.
 func writeRelease(t *testing.T, name string, crd *apiextensionsv1.CustomResourceDefinition) string {
 	t.Helper()
-	b, err := yaml.Marshal(crd)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, b, 0o644); err != nil {
+	if err := os.WriteFile(p, testcrd.YAML(t, crd), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p

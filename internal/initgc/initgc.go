@@ -13,6 +13,7 @@
 package initgc
 
 import (
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -57,6 +58,24 @@ func Resume(headroom uint64) {
 		sink = nil
 		debug.SetMemoryLimit(first)
 	})
+}
+
+// Default makes percent and limit (bytes) the collector's settings when the user set neither
+// GOGC nor GOMEMLIMIT: a larger GOGC spends memory to save collections, and the soft limit
+// keeps that memory bounded (the collector runs more often as the heap nears it). Called
+// before Resume, which then restores these instead of Go's defaults. With either variable
+// set it does nothing: the user's settings are kept as asked.
+func Default(percent, limit int) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	setDefault(percent, limit)
+}
+
+// setDefault is Default without reading the environment (tests).
+func setDefault(p, limit int) {
+	percent = p
+	debug.SetMemoryLimit(int64(limit))
 }
 
 // Percent is the percentage GOGC asked for (-1 for off), whatever the collector's state now.

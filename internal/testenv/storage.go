@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -13,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 )
 
 // StoredAPIVersions reads the objects of group/plural straight from etcd (bypassing the API
@@ -73,23 +74,8 @@ func (e *Env) StoredAPIVersions(ctx context.Context, group, plural string) (map[
 // served with the same schema ({spec: specSchema}) and conversion None: objects written now are
 // stored at v1beta1, the starting point of a storage-version migration.
 func TwoVersionCRD(group, plural, kind string, specSchema apiextensionsv1.JSONSchemaProps) *apiextensionsv1.CustomResourceDefinition {
-	schema := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-		Type:       "object",
-		Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": specSchema},
-	}}
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group,
-			Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
-				{Name: "v1beta1", Served: true, Storage: true, Schema: schema},
-				{Name: "v1", Served: true, Storage: false, Schema: schema.DeepCopy()},
-			},
-			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
-		},
-	}
+	return testcrd.New(group, kind, testcrd.Plural(plural), testcrd.Versions("v1beta1", "v1"), testcrd.Storage("v1beta1"),
+		testcrd.Schema(apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": specSchema}}))
 }
 
 // CreateObjects creates n objects of crd (namespaced) at its storage version, named

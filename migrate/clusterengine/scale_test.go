@@ -112,9 +112,7 @@ func scaleSchema(withLegacy bool) *apiextensionsv1.CustomResourceValidation {
 // scaleCRD is the CRD as it is live: v1beta1 the storage version, v1 served, one schema
 // (with spec.legacy).
 func scaleCRD(plural, kind string) *apiextensionsv1.CustomResourceDefinition {
-	crd := testenv.TwoVersionCRD(scaleGroup, plural, kind, scaleSchema(true).OpenAPIV3Schema.Properties["spec"])
-	crd.TypeMeta = metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"}
-	return crd
+	return testenv.TwoVersionCRD(scaleGroup, plural, kind, scaleSchema(true).OpenAPIV3Schema.Properties["spec"])
 }
 
 // scaleRelease writes the release of crd into a new folder: v1 the storage version and only

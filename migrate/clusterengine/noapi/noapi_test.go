@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/plugin"
 )
@@ -26,18 +27,8 @@ func TestMain(m *testing.M) {
 
 func TestClusterEngineWithoutTheAPI(t *testing.T) {
 	ctx := context.Background()
-	schema := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}
-	crd, err := env.CreateCRD(ctx, &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "things.noapi.example.com"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "noapi.example.com", Scope: apiextensionsv1.ClusterScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "things", Singular: "thing", Kind: "Thing", ListKind: "ThingList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
-				{Name: "v1beta1", Served: true, Storage: true, Schema: schema},
-				{Name: "v1", Served: true, Schema: schema.DeepCopy()},
-			},
-		},
-	})
+	crd, err := env.CreateCRD(ctx, testcrd.New("noapi.example.com", "Thing", testcrd.Cluster(), testcrd.Versions("v1beta1", "v1"), testcrd.Storage("v1beta1"),
+		testcrd.Schema(apiextensionsv1.JSONSchemaProps{Type: "object"})))
 	if err != nil {
 		t.Fatal(err)
 	}
