@@ -4,10 +4,10 @@ package convert
 // time: what go-difflib's unified diff of the whole file gives (3 lines of context, hunks
 // closer than 6 lines merged, its SplitLines' extra last line), with each changed document
 // matched on its own — so that time is linear in the file and memory holds the diff and the
-// last lines of context, never the file.
+// last lines of context, never the file; the diff itself and its open hunk are spills (in
+// memory up to a size, past it in a temporary file: writespool.go).
 
 import (
-	"bytes"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -35,7 +35,7 @@ func diffName(prefix, path string) string {
 // pieces, in the file's order, each of whole lines (but the file's last).
 type diffStream struct {
 	path string
-	out  strings.Builder
+	out  *spill
 	// a, b are the lines of the old and the new file seen so far.
 	a, b int
 	// before are the last unchanged lines (at most diffContext) when no hunk is open.
@@ -43,7 +43,7 @@ type diffStream struct {
 	// hunk is the open hunk's lines (written as they come: a file whose every document
 	// changes is one hunk); after the unchanged lines since its last change.
 	open              bool
-	hunk              bytes.Buffer
+	hunk              *spill
 	hunkA, hunkB      int // first line (0-based) of the hunk in a and b
 	hunkLenA, hunkLen int
 	after             []string
@@ -51,7 +51,9 @@ type diffStream struct {
 	ends bool
 }
 
-func newDiffStream(path string) *diffStream { return &diffStream{path: path, ends: true} }
+func newDiffStream(path string) *diffStream {
+	return &diffStream{path: path, ends: true, out: &spill{}, hunk: &spill{}}
+}
 
 // splitLines splits text after each newline; a last line without one is given one (as
 // difflib.SplitLines does).
@@ -144,17 +146,21 @@ func (s *diffStream) close() {
 	tail := s.after[:min(len(s.after), diffContext)]
 	s.lines(' ', tail)
 	if s.out.Len() == 0 {
-		fmt.Fprintf(&s.out, "--- %s\n+++ %s\n", diffName("a/", s.path), diffName("b/", s.path))
+		fmt.Fprintf(s.out, "--- %s\n+++ %s\n", diffName("a/", s.path), diffName("b/", s.path))
 	}
-	fmt.Fprintf(&s.out, "@@ -%s +%s @@\n", diffRange(s.hunkA, s.hunkLenA+len(tail)), diffRange(s.hunkB, s.hunkLen+len(tail)))
-	s.out.Write(s.hunk.Bytes())
-	s.open, s.hunk = false, bytes.Buffer{}
+	fmt.Fprintf(s.out, "@@ -%s +%s @@\n", diffRange(s.hunkA, s.hunkLenA+len(tail)), diffRange(s.hunkB, s.hunkLen+len(tail)))
+	if _, err := s.hunk.WriteTo(s.out); err != nil && s.out.err == nil {
+		s.out.err = err
+	}
+	s.hunk.close()
+	s.open = false
 }
 
 // lines adds lines to the open hunk, each after mark.
 func (s *diffStream) lines(mark byte, lines []string) {
+	m := string(mark)
 	for _, l := range lines {
-		s.hunk.WriteByte(mark)
+		s.hunk.WriteString(m)
 		s.hunk.WriteString(l)
 	}
 }
@@ -171,12 +177,21 @@ func diffRange(start, n int) string {
 	return fmt.Sprintf("%d,%d", start+1, n)
 }
 
-// finish is the diff ("" when nothing changed). difflib.SplitLines gives a file that ends
-// with a newline one more, empty line: it is context here too.
-func (s *diffStream) finish() string {
+// finish is the diff (empty when nothing changed), or the error of writing it.
+// difflib.SplitLines gives a file that ends with a newline one more, empty line: it is context
+// here too.
+func (s *diffStream) finish() (*spill, error) {
 	if s.ends {
 		s.equal([]string{"\n"})
 	}
 	s.close()
-	return s.out.String()
+	return s.out, s.out.err
+}
+
+// discard throws the diff away.
+func (s *diffStream) discard() {
+	if s != nil {
+		s.out.close()
+		s.hunk.close()
+	}
 }

@@ -36,43 +36,62 @@ func TestDiffStreamIsDifflibs(t *testing.T) {
 		{name: "lines added", changed: []bool{true, false, true}, extra: []int{2, 1, 4}, newOnly: []int{2, 0, 1}},
 		{name: "comment separators", changed: []bool{true, true}, extra: []int{0, 0}, sep: "--- # the next\n"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			sep := c.sep
-			if sep == "" {
-				sep = "---\n"
-			}
-			var old, new bytes.Buffer
-			s := newDiffStream("dir/f.yaml")
-			for i, ch := range c.changed {
-				o := doc(i, "v1beta1", c.extra[i])
-				n := o
-				if ch {
-					n = doc(i, "v1", c.extra[i])
-					if c.newOnly != nil {
-						n += strings.Repeat("  added: x\n", c.newOnly[i])
+		for _, limit := range []int{1 << 20, 7} { // in memory; on disk past 7 bytes
+			t.Run(fmt.Sprintf("%s/spill=%d", c.name, limit), func(t *testing.T) {
+				defer lowerSpillLimit(limit)()
+				sep := c.sep
+				if sep == "" {
+					sep = "---\n"
+				}
+				var old, new bytes.Buffer
+				s := newDiffStream("dir/f.yaml")
+				for i, ch := range c.changed {
+					o := doc(i, "v1beta1", c.extra[i])
+					n := o
+					if ch {
+						n = doc(i, "v1", c.extra[i])
+						if c.newOnly != nil {
+							n += strings.Repeat("  added: x\n", c.newOnly[i])
+						}
+					}
+					last := i == len(c.changed)-1
+					if last && c.noEOL {
+						o, n = strings.TrimSuffix(o, "\n"), strings.TrimSuffix(n, "\n")
+					}
+					if ch {
+						s.changed([]byte(o), []byte(n))
+					} else {
+						s.same([]byte(o))
+					}
+					old.WriteString(o)
+					new.WriteString(n)
+					if !last {
+						s.same([]byte(sep))
+						old.WriteString(sep)
+						new.WriteString(sep)
 					}
 				}
-				last := i == len(c.changed)-1
-				if last && c.noEOL {
-					o, n = strings.TrimSuffix(o, "\n"), strings.TrimSuffix(n, "\n")
+				want := unifiedDiff("dir/f.yaml", old.Bytes(), new.Bytes())
+				out, err := s.finish()
+				if err != nil {
+					t.Fatal(err)
 				}
-				if ch {
-					s.changed([]byte(o), []byte(n))
-				} else {
-					s.same([]byte(o))
+				var got strings.Builder
+				if _, err := out.WriteTo(&got); err != nil {
+					t.Fatal(err)
 				}
-				old.WriteString(o)
-				new.WriteString(n)
-				if !last {
-					s.same([]byte(sep))
-					old.WriteString(sep)
-					new.WriteString(sep)
+				if got.String() != want {
+					t.Errorf("streamed diff (spilled to disk past %d bytes):\n%s\nwant (difflib of the whole file):\n%s", spillLimit, got.String(), want)
 				}
-			}
-			want := unifiedDiff("dir/f.yaml", old.Bytes(), new.Bytes())
-			if got := s.finish(); got != want {
-				t.Errorf("streamed diff:\n%s\nwant (difflib of the whole file):\n%s", got, want)
-			}
-		})
+				s.discard()
+			})
+		}
 	}
+}
+
+// lowerSpillLimit sets spillLimit for a test, and returns what puts it back.
+func lowerSpillLimit(n int) func() {
+	old := spillLimit
+	spillLimit = n
+	return func() { spillLimit = old }
 }

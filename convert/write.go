@@ -51,12 +51,14 @@ type WriteOptions struct {
 	TransportFor func(*apiextensionsv1.CustomResourceDefinition) (Transport, error)
 	// Files are the manifest files (directories are walked for .yaml, .yml and .json, and
 	// report .jsonnet, .libsonnet and .cue files as templates). They are read, converted and
-	// written one at a time: memory is bounded by the largest file.
+	// written one at a time, each a batch of documents at a time: memory is bounded by a batch.
 	Files []string
 	// File, when set, gets each file's result as soon as the file is done, in the order of
 	// Files, with the report so far (its counts, and what it says of the run); the report's
-	// Files then stay empty, so that memory holds one file's result whatever the number of
-	// files. Its error stops the run.
+	// Files then stay empty. The result's objects and diff are read back from a spill
+	// (FileResult.EachObject, WriteDiff, WriteJSON; Loaded to keep them) while File runs,
+	// so that memory holds a batch of documents whatever the size or number of files. Its
+	// error stops the run.
 	File func(*WriteReport, FileResult) error
 	// DryRun computes the diff of each file and writes nothing.
 	DryRun bool
@@ -165,6 +167,11 @@ type FileResult struct {
 	// Diff is the unified diff of the file (dry run, and what was written).
 	Diff   string `json:"diff,omitempty"`
 	Reason string `json:"reason,omitempty"`
+
+	// spool holds the objects' results and the diff instead of Objects and Diff, for a file
+	// given to WriteOptions.File (memory bounded by a document: writespool.go); read them with
+	// Len, EachObject, WriteDiff, WriteJSON or Loaded.
+	spool *fileSpool
 }
 
 // ObjectResult is one object of a CRD below its target version in a file.
@@ -388,7 +395,11 @@ type writer struct {
 // add adds a file's result to the report, or gives it to WriteOptions.File.
 func (w *writer) add(res FileResult) error {
 	if w.opts.File == nil {
-		w.rep.Files = append(w.rep.Files, res)
+		l, err := res.Loaded()
+		if err != nil {
+			return err
+		}
+		w.rep.Files = append(w.rep.Files, l)
 		return nil
 	}
 	w.rep.given.add(res)

@@ -4,8 +4,9 @@ package convert
 // says whether it is a template or does not parse (each document parsed and let go); the
 // second converts its objects a batch at a time, proves them, and writes the new file as it
 // goes (to a temporary file beside it, put in place only once every object is proven) with the
-// unified diff made a changed document at a time. Memory holds one batch of documents, the
-// file's results (one per object to convert) and its diff — never the file.
+// unified diff made a changed document at a time. Memory holds one batch of documents and
+// their results; the file's results and diff go to spills (writespool.go) as each batch is
+// done: memory is bounded by a batch of documents, never by the file.
 
 import (
 	"bufio"
@@ -132,7 +133,7 @@ func (w *writer) file(ctx context.Context, path string) error {
 	if template != "" || parseErr != nil {
 		return w.notData(path, template, parseErr)
 	}
-	f := &fileRun{w: w, path: path, mode: st.Mode().Perm(), res: FileResult{Path: path}, ok: true}
+	f := &fileRun{w: w, path: path, mode: st.Mode().Perm(), res: FileResult{Path: path}, ok: true, spool: &fileSpool{}}
 	if !w.check {
 		f.diff = newDiffStream(path)
 	}
@@ -187,9 +188,12 @@ type fileRun struct {
 	parsed                  int
 	ok, lossy               bool
 	// batch are the documents read and not yet written, in order; pending how many of them
-	// are objects to convert.
+	// are objects to convert; results the results of those objects (document.result).
 	batch   []*document
 	pending int
+	results []ObjectResult
+	// spool has the results of the batches done, and (at the end) the diff.
+	spool *fileSpool
 	// out is the new file (made at the first converted document, with what came before it
 	// copied from the file); offset is how much of the file has been written to it.
 	out    *atomicfile.File
@@ -199,10 +203,14 @@ type fileRun struct {
 	unparsable error
 }
 
+// discard throws away what the file run holds on disk: the new file unless committed, the
+// results and the diff (once the file's result was given to the report).
 func (f *fileRun) discard() {
 	if f.out != nil {
 		f.out.Close()
 	}
+	f.spool.close()
+	f.diff.discard()
 }
 
 func (f *fileRun) batchSize() int {
@@ -237,7 +245,9 @@ func (f *fileRun) run(ctx context.Context) error {
 		if f.unparsable != nil {
 			return f.w.notData(f.path, "", f.unparsable)
 		}
-		if f.pending >= f.batchSize() {
+		// A batch is --batch-size documents: objects to convert, or others (a file of other
+		// kinds, or of objects at their target, is not held whole either).
+		if len(f.batch) >= f.batchSize() {
 			if err := f.flush(ctx); err != nil {
 				return err
 			}
@@ -298,8 +308,8 @@ func (f *fileRun) read(d *document) error {
 	case !served:
 		state = VersionNotServed
 	}
-	d.result = len(f.res.Objects)
-	f.res.Objects = append(f.res.Objects, ObjectResult{Document: d.index, Line: d.line, Kind: t.Kind, Name: objectName(nestedString(m, "metadata", "namespace"), nestedString(m, "metadata", "name")), From: v, To: t.To, Served: state})
+	d.result = len(f.results)
+	f.results = append(f.results, ObjectResult{Document: d.index, Line: d.line, Kind: t.Kind, Name: objectName(nestedString(m, "metadata", "namespace"), nestedString(m, "metadata", "name")), From: v, To: t.To, Served: state})
 	return nil
 }
 
@@ -318,6 +328,12 @@ func (f *fileRun) flush(ctx context.Context) error {
 	}
 	clear(f.batch)
 	f.batch, f.pending = f.batch[:0], 0
+	// The batch's results are final: to the spool.
+	if err := f.spool.addObjects(f.results); err != nil {
+		return fmt.Errorf("keeping the results of %s: %w", f.path, err)
+	}
+	clear(f.results)
+	f.results = f.results[:0]
 	return nil
 }
 
@@ -333,7 +349,7 @@ func (f *fileRun) prove(ctx context.Context) error {
 			continue
 		}
 		todo = append(todo, d)
-		if f.res.Objects[d.result].Served == VersionRemoved {
+		if f.results[d.result].Served == VersionRemoved {
 			continue
 		}
 		t := d.target
@@ -357,7 +373,7 @@ func (f *fileRun) prove(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		or := &f.res.Objects[d.result]
+		or := &f.results[d.result]
 		t := d.target
 		if or.Served == VersionRemoved {
 			or.Problems = append(or.Problems, Finding{Object: d.source, Check: CheckAPIVersion, Detail: fmt.Sprintf("%s is not a version of %s: convert with the CRD of a release that still has it (--crd-file)", d.version, t.CRD), Severity: SeverityError})
@@ -475,6 +491,7 @@ func (f *fileRun) end(ctx context.Context) error {
 		return nil
 	}
 	res := f.res
+	res.spool = f.spool
 	if w.check {
 		res.Status = FileStillOld
 		rep.Converted += f.todo
@@ -484,7 +501,11 @@ func (f *fileRun) end(ctx context.Context) error {
 		res.Status = FileNotProven
 		return w.add(res)
 	}
-	res.Diff = f.diff.finish()
+	diff, err := f.diff.finish()
+	if err != nil {
+		return fmt.Errorf("keeping the diff of %s: %w", f.path, err)
+	}
+	res.spool.diff = diff
 	rep.Converted += f.todo
 	switch {
 	case w.opts.DryRun:

@@ -49,6 +49,31 @@ type Checkpoint struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	// TrimmedTo is status.storedVersions as a trim based on this completed run left it (Trim).
 	TrimmedTo []string `json:"trimmedTo,omitempty"`
+	// ClusterMigration is the StorageVersionMigration of the cluster engine (RewriteCluster):
+	// recorded before it is created, so that a run killed, interrupted or detached while it
+	// runs is resumed by re-attaching to it, never by creating a second one. It is bound like
+	// the rest of the checkpoint: to the cluster, the CRD object, its storage version and
+	// generation (matches, SameCluster).
+	ClusterMigration *ClusterMigration `json:"clusterMigration,omitempty"`
+}
+
+// ClusterMigration is the record of a StorageVersionMigration in a checkpoint.
+type ClusterMigration struct {
+	// Name and APIVersion (storagemigration.k8s.io/VERSION) of the StorageVersionMigration.
+	// The name is chosen before it is created (clusterMigrationName).
+	Name       string `json:"name"`
+	APIVersion string `json:"apiVersion"`
+	// Since is the resourceVersion of the first read (ClusterCheck.Since): an object written
+	// after it is stored at the storage version. Managers are the field managers' entries
+	// counted by that read (countManagers), compared with the second read's.
+	Since    string           `json:"since"`
+	Managers map[string]int64 `json:"managers,omitempty"`
+	// Created: the API server accepted it (at CreatedAt, this machine's clock). A record
+	// not yet created is created by the next run, under the same name.
+	Created   bool       `json:"created"`
+	CreatedAt *time.Time `json:"createdAt,omitempty"`
+	// Detached: a run left it running in the cluster on purpose (at DetachedAt).
+	DetachedAt *time.Time `json:"detachedAt,omitempty"`
 }
 
 // DefaultCheckpointPath is the checkpoint file for a CRD of the cluster at server, in the
@@ -134,4 +159,22 @@ func (cp *Checkpoint) ResumableFor(server string, crd *apiextensionsv1.CustomRes
 	}
 	ok, _ := cp.matches(server, crd.Name, string(crd.UID), crdinfo.StorageVersion(crd), crd.Generation)
 	return ok
+}
+
+// UncheckedClusterMigration is the StorageVersionMigration recorded in the checkpoint at path
+// for crd as it is now on server (its UID, storage version and generation) that was created
+// and not yet checked object by object (RewriteCluster re-attaches to it); nil when there is
+// none. A workflow that decides from status.storedVersions that nothing is left to rewrite
+// asks it first: the controller trims status.storedVersions itself once its migration
+// succeeds (from Kubernetes 1.36), before a run that was detached or stopped has checked
+// every object.
+func UncheckedClusterMigration(server string, crd *apiextensionsv1.CustomResourceDefinition, path string) (*ClusterMigration, error) {
+	cp, err := LoadCheckpoint(path)
+	if err != nil || cp == nil || cp.State != StateRunning || cp.ClusterMigration == nil || !cp.ClusterMigration.Created {
+		return nil, err
+	}
+	if ok, _ := cp.matches(server, crd.Name, string(crd.UID), crdinfo.StorageVersion(crd), crd.Generation); !ok {
+		return nil, nil
+	}
+	return cp.ClusterMigration, nil
 }

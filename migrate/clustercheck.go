@@ -13,6 +13,8 @@ package migrate
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +26,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
@@ -57,45 +60,169 @@ type ManagerLoss struct {
 }
 
 // RewriteCluster rewrites every object of crd with the cluster's StorageVersionMigration
-// (RunCluster, apiVersion storagemigration.k8s.io/version) and checks it object by object (see
-// above), writing back with opts (this process's engine) what the migration left. crd must be
-// fresh, and the API server must already encode writes at its storage version
-// (WaitStorageVersion). The result's Evidence is the check's.
+// (apiVersion storagemigration.k8s.io/version) and checks it object by object (see above),
+// writing back with opts (this process's engine) what the migration left. crd must be fresh,
+// and the API server must already encode writes at its storage version (WaitStorageVersion).
+// The result's Evidence is the check's.
+//
+// The migration is recorded in the checkpoint opts.Checkpoint ("" records nothing) before it
+// is created, under a name chosen then, and the first read's revision and managers with it: a
+// run stopped at any moment (Ctrl-C, SIGKILL, opts.Detach) and started again re-attaches to
+// the same migration, never creates a second one. A record is used only for the cluster, the
+// CRD object, the storage version and the generation it was written for; otherwise the run
+// says so (ClusterResult.Notes) and starts a migration of its own. A recorded migration that
+// no longer exists, or that failed, is said so, and the check writes back every object it did
+// not rewrite.
 func RewriteCluster(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, version string, startTimeout time.Duration, opts RewriteOptions, onChange func(cond, message string)) (*ClusterResult, error) {
-	read, err := crdinfo.AccessVersion(crd)
+	cp, notes, err := clusterCheckpoint(ctx, c, crd, opts.Checkpoint)
 	if err != nil {
 		return nil, err
 	}
-	md := c.Metadata.Resource(crdinfo.GVR(crd, read))
-	before := map[string]int64{}
-	since := ""
-	pg := pager.Metadata(md, pager.Options{Limit: opts.ChunkSize})
-	err = pager.Each(ctx, pg, func(l *metav1.PartialObjectMetadataList) error {
-		if since == "" {
-			since = l.ResourceVersion // every page of a list is of its first page's snapshot
+	save := func() error {
+		if opts.Checkpoint == "" {
+			return nil
 		}
-		for i := range l.Items {
-			countManagers(before, l.Items[i].ManagedFields)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading the objects of %s before the migration: %w", crd.Name, err)
+		cp.UpdatedAt = time.Now().UTC()
+		return cp.Save(opts.Checkpoint)
 	}
-	out, err := RunCluster(ctx, c, crd, version, startTimeout, onChange)
+	rec := cp.ClusterMigration
+	if rec == nil {
+		rec = &ClusterMigration{APIVersion: ClusterMigrationGroup + "/" + version, Managers: map[string]int64{}}
+		if rec.Since, err = firstRead(ctx, c, crd, rec.Managers, opts.ChunkSize); err != nil {
+			return nil, err
+		}
+		rec.Name = clusterMigrationName(crd, rec.Since)
+		cp.ClusterMigration = rec
+		if err := save(); err != nil { // before the creation: a run killed after it finds the name
+			return nil, err
+		}
+	}
+	gv, err := schema.ParseGroupVersion(rec.APIVersion)
 	if err != nil {
+		return nil, fmt.Errorf("the checkpoint %s records StorageVersionMigration %s at apiVersion %q: %w", opts.Checkpoint, rec.Name, rec.APIVersion, err)
+	}
+	gvr := clusterGVR(gv.Version)
+	out := newClusterResult(crd, rec.Name, gvr)
+	out.Notes = notes
+	if rec.Created {
+		out.Reattached = true
+	} else {
+		svm := clusterMigrationObject(crd, gv.Version)
+		svm.SetName(rec.Name)
+		// AlreadyExists: an earlier run created it and was killed before recording so.
+		if _, err := c.Dynamic.Resource(gvr).Create(ctx, svm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return out, fmt.Errorf("creating StorageVersionMigration %s for %s: %w", rec.Name, crd.Name, err)
+		}
+		now := time.Now().UTC().Truncate(time.Second)
+		rec.Created, rec.CreatedAt = true, &now
+		if err := save(); err != nil {
+			return out, err
+		}
+	}
+	// The wait for a controller counts from this run's look at it: one that re-attaches to a
+	// migration created long ago (detached) gives a controller just started its time too.
+	deleted, err := followCluster(ctx, c, gvr, out, time.Now(), startTimeout, opts.Detach, onChange)
+	switch {
+	case errors.Is(err, errStillRunning):
+		now := time.Now().UTC().Truncate(time.Second)
+		rec.DetachedAt, out.Detached = &now, true
+		if err := save(); err != nil {
+			return out, err
+		}
+		return out, &DetachedError{CRD: crd.Name, Name: rec.Name, APIVersion: rec.APIVersion, Checkpoint: opts.Checkpoint}
+	case deleted:
+		// Nobody processes it: the next run starts afresh (a new first read, a new migration).
+		cp.ClusterMigration = nil
+		if serr := save(); serr != nil {
+			return out, serr
+		}
 		return out, err
+	case err != nil && ctx.Err() != nil && opts.Checkpoint != "":
+		return out, fmt.Errorf("%w; recorded in %s: the same run started again re-attaches to it", err, opts.Checkpoint)
+	case err != nil:
+		return out, err
+	case out.Gone:
+		out.Notes = append(out.Notes, fmt.Sprintf("StorageVersionMigration %s, recorded in %s, no longer exists: every object it did not rewrite is written back by this run", rec.Name, opts.Checkpoint))
+	case !out.Succeeded:
+		out.Notes = append(out.Notes, fmt.Sprintf("StorageVersionMigration %s failed: every object it did not rewrite is written back by this run", rec.Name))
 	}
 	ev := out.Evidence
-	check, err := checkRewritten(ctx, c, crd, since, before, opts)
+	check, err := checkRewritten(ctx, c, crd, rec.Since, rec.Managers, opts)
 	out.Check = check
 	if err != nil {
 		return out, err
 	}
 	ev.Complete, ev.Failed = true, check.WrittenHere.Failed
 	ev.Engine = fmt.Sprintf("StorageVersionMigration %s, checked object by object by this run", out.Name)
+	ev.Checkpoint = opts.Checkpoint
 	out.Evidence = ev
-	return out, nil
+	h := check.WrittenHere
+	cp.State, cp.Counts = StateComplete, Counts{Rewritten: h.Rewritten, Current: check.WrittenSince + h.Current, Deleted: h.Deleted, Failed: h.Failed}
+	cp.Failures = check.Failures
+	return out, save()
+}
+
+// clusterCheckpoint is the checkpoint at path a run of the cluster engine on crd starts from:
+// the one found when it records a migration of this cluster's crd as it is now (its UID,
+// storage version and generation) that has not been checked yet; else a new one, and a note
+// saying why a recorded migration is not used.
+func clusterCheckpoint(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, path string) (*Checkpoint, []string, error) {
+	cluster := c.ClusterID(ctx)
+	fresh := &Checkpoint{Server: c.Server, Cluster: cluster, CRD: crd.Name, UID: string(crd.UID), StorageVersion: crdinfo.StorageVersion(crd),
+		Generation: crd.Generation, State: StateRunning, StartedAt: time.Now().UTC()}
+	if path == "" {
+		return fresh, nil, nil
+	}
+	cp, err := LoadCheckpoint(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cp == nil || cp.ClusterMigration == nil || cp.State != StateRunning {
+		return fresh, nil, nil
+	}
+	ok, why := cp.matches(c.Server, crd.Name, string(crd.UID), crdinfo.StorageVersion(crd), crd.Generation)
+	if ok {
+		ok, why = SameCluster(cp.Cluster, cluster)
+	}
+	if !ok {
+		return fresh, []string{fmt.Sprintf("StorageVersionMigration %s, recorded in %s, is not followed (%s): this run starts a migration of its own", cp.ClusterMigration.Name, path, why)}, nil
+	}
+	return cp, nil, nil
+}
+
+// firstRead is the read before the migration (see above): the revision it is of, and the
+// managers' entries counted into managers.
+func firstRead(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, managers map[string]int64, chunk int64) (string, error) {
+	read, err := crdinfo.AccessVersion(crd)
+	if err != nil {
+		return "", err
+	}
+	since := ""
+	pg := pager.Metadata(c.Metadata.Resource(crdinfo.GVR(crd, read)), pager.Options{Limit: chunk})
+	err = pager.Each(ctx, pg, func(l *metav1.PartialObjectMetadataList) error {
+		if since == "" {
+			since = l.ResourceVersion // every page of a list is of its first page's snapshot
+		}
+		for i := range l.Items {
+			countManagers(managers, l.Items[i].ManagedFields)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("reading the objects of %s before the migration: %w", crd.Name, err)
+	}
+	return since, nil
+}
+
+// clusterMigrationName is the name of the migration of crd from the revision since: chosen
+// before it is created, the same for every run that resumes the record.
+func clusterMigrationName(crd *apiextensionsv1.CustomResourceDefinition, since string) string {
+	sum := sha256.Sum256([]byte(string(crd.UID) + "\x00" + crdinfo.StorageVersion(crd) + "\x00" + strconv.FormatInt(crd.Generation, 10) + "\x00" + since))
+	prefix := crd.Spec.Names.Plural
+	if len(prefix) > 40 {
+		prefix = prefix[:40]
+	}
+	return prefix + "-crdver-" + hex.EncodeToString(sum[:5])
 }
 
 // checkRewritten is the second read (see above).
@@ -207,8 +334,16 @@ func countManagers(m map[string]int64, entries []metav1.ManagedFieldsEntry) {
 // wrote back after it.
 func (r *ClusterResult) Summary() string {
 	said := "succeeded"
-	if !r.Succeeded {
+	switch {
+	case r.Detached:
+		said = "runs in the cluster (detached)"
+	case r.Gone:
+		said = "no longer exists"
+	case !r.Succeeded:
 		said = "failed (" + r.Message + ")"
+	}
+	if r.Reattached {
+		said = "(re-attached) " + said
 	}
 	c := r.Check
 	if c == nil {

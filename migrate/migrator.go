@@ -283,10 +283,20 @@ func (m *Migrator) run(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 	var ev Evidence
 	if o.Engine == EngineCluster {
 		start := time.Now()
+		if o.Rewrite.Checkpoint == "" {
+			// The migration's record: a run stopped or detached re-attaches to it.
+			if o.Rewrite.Checkpoint, err = DefaultCheckpointPath(c.Server, crd.Name); err != nil {
+				return report, fail(StepCheckpoint, err)
+			}
+		}
 		cr, err := RewriteCluster(ctx, c, crd, clusterAPI, o.ClusterStartTimeout, o.Rewrite, func(cond, msg string) {
 			m.event(Event{Kind: EventClusterCondition, CRD: crd.Name, Condition: cond, Message: msg, Elapsed: time.Since(start)})
 		})
 		report.Cluster = cr
+		var ce *CheckpointError
+		if errors.As(err, &ce) {
+			return report, fail(StepCheckpoint, err)
+		}
 		if err != nil {
 			return report, fail(StepCluster, err)
 		}

@@ -60,6 +60,10 @@ type RewriteOptions struct {
 	Checkpoint string
 	// MaxAttempts bounds the writes of one object on conflicts and on 429/5xx (default 8).
 	MaxAttempts int
+	// Detach is for the cluster engine (RewriteCluster): once the StorageVersionMigration is
+	// created and recorded in Checkpoint, the run leaves it running in the cluster and stops
+	// with a *DetachedError instead of following it; a run that finds it ended goes on.
+	Detach bool
 }
 
 // Result is what a rewrite did.

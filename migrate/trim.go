@@ -170,6 +170,9 @@ const (
 	NextMigrate NextStep = "migrate" // no record of a migration: run one
 	NextResume  NextStep = "resume"  // the last run was interrupted: run again with its checkpoint
 	NextTrim    NextStep = "trim"    // a complete run proves it safe: a run trims after a re-check
+	// NextAttach: a StorageVersionMigration created by the last run rewrites the objects in
+	// the cluster: run the same migration again to re-attach (check, trim).
+	NextAttach NextStep = "attach"
 )
 
 // RunRecord summarises a checkpoint.
@@ -179,6 +182,8 @@ type RunRecord struct {
 	Counts         Counts    `json:"counts"`
 	UpdatedAt      time.Time `json:"updatedAt"`
 	Checkpoint     string    `json:"checkpoint"`
+	// ClusterMigration is the StorageVersionMigration of the cluster engine it recorded.
+	ClusterMigration *ClusterMigration `json:"clusterMigration,omitempty"`
 }
 
 // GetStatus reports the storage state of crd, using the checkpoint at checkpointPath (if any)
@@ -200,14 +205,23 @@ func GetStatus(crd *apiextensionsv1.CustomResourceDefinition, server, checkpoint
 	// A record is this CRD's only when it was written for this CRD object: another cluster
 	// reached at the same address, or the CRD deleted and created again, has another UID.
 	if cp != nil && cp.CRD == crd.Name && cp.Server == server && cp.UID == string(crd.UID) {
-		st.LastRun = &RunRecord{State: cp.State, StorageVersion: cp.StorageVersion, Counts: cp.Counts, UpdatedAt: cp.UpdatedAt, Checkpoint: checkpointPath}
+		st.LastRun = &RunRecord{State: cp.State, StorageVersion: cp.StorageVersion, Counts: cp.Counts, UpdatedAt: cp.UpdatedAt, Checkpoint: checkpointPath, ClusterMigration: cp.ClusterMigration}
 	}
+	running := st.LastRun != nil && cp.State == StateRunning && cp.ClusterMigration != nil && cp.ClusterMigration.Created
 	switch {
 	case !st.Pending:
 		st.Reason = fmt.Sprintf("status.storedVersions is [%s], only the storage version", strings.Join(st.StoredVersions, " "))
 	case cp == nil || st.LastRun == nil:
 		st.Reason = fmt.Sprintf("no record of a migration: objects may still be stored at %s", strings.Join(older(st), ", "))
 		st.Next = NextMigrate
+	case running:
+		m := cp.ClusterMigration
+		how := "was interrupted while following it"
+		if m.DetachedAt != nil {
+			how = "left it running (detached) at " + m.DetachedAt.Format(time.RFC3339)
+		}
+		st.Reason = fmt.Sprintf("the StorageVersionMigration %s (%s), created by the last run at %s, rewrites the objects in the cluster; that run %s; the next run re-attaches to it, checks every object and trims", m.Name, m.APIVersion, m.CreatedAt.Format(time.RFC3339), how)
+		st.Next = NextAttach
 	case cp.State != StateComplete:
 		st.Reason = fmt.Sprintf("the last run was interrupted (%d objects done)", cp.Counts.Total())
 		st.Next = NextResume

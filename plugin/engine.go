@@ -20,3 +20,20 @@ func validateEngine(engine string) error {
 	}
 	return nil
 }
+
+// addDetachFlag adds --detach (leave the StorageVersionMigration running in the cluster) to
+// cmd, stored in detach.
+func addDetachFlag(cmd *cobra.Command, detach *bool) {
+	cmd.Flags().BoolVar(detach, "detach", false, "With --engine cluster: once the StorageVersionMigration is created (after the preflight and the backup) and recorded in the checkpoint, leave it rewriting the objects in the cluster and exit (code 3: not done); the same command run again re-attaches to it, checks every object and goes on (if it has not ended, --detach leaves it again)")
+}
+
+// validateDetach checks --detach against --engine and --dry-run.
+func validateDetach(detach bool, engine string, dryRun bool) error {
+	switch {
+	case detach && engine != engineCluster:
+		return UsageErrorf("--detach is for --engine cluster: the client engine rewrites the objects itself (Ctrl-C saves its progress; the same command resumes it)")
+	case detach && dryRun:
+		return UsageErrorf("--detach does not apply to --dry-run: nothing is created to leave running")
+	}
+	return nil
+}

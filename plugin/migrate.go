@@ -54,6 +54,8 @@ type MigrateOptions struct {
 	RewriteFlags
 	NoTrim bool
 	Engine string
+	// Detach leaves the StorageVersionMigration running in the cluster (--engine cluster).
+	Detach bool
 	Yes    bool
 	All    bool // every CRD with a pending migration (migrate_all.go)
 	// FixValues converts the values that do not fit the storage version's typed schema before
@@ -134,6 +136,7 @@ message says how to resume).`,
 	f.BoolVar(&o.NoTrim, "no-trim", false, "Do not trim status.storedVersions after the rewrite")
 	f.BoolVar(&o.FixValues, "fix-values", false, "Before the rewrite, convert each value whose type does not fit the storage version's typed schema where the conversion is lossless (YAML text to the object or list it spells, a scalar to a one-element list, a number to its string), keeping every field manager (their managedFields entries moved to the new values' paths)")
 	addEngineFlag(cmd, &o.Engine, "Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration, checked object by object by this command)")
+	addDetachFlag(cmd, &o.Detach)
 	f.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask before switching the storage version")
 	f.BoolVar(&o.All, "all", false, "Migrate every CRD whose status.storedVersions lists a version other than its storage version: one plan, one question, one progress display")
 	o.progressFlags = addProgressFlags(cmd)
@@ -179,6 +182,11 @@ func (o *MigrateOptions) Validate() error {
 		return UsageErrorf("--fix-values is for one CRD: run kubectl crdver migrate CRD --fix-values for each")
 	case o.Engine == engineCluster && o.Checkpoint != "":
 		return UsageErrorf("--checkpoint is for --engine client: the cluster's StorageVersionMigration keeps its own progress")
+	case o.Detach && o.All:
+		return UsageErrorf("--detach is for one CRD: run kubectl crdver migrate CRD --engine cluster --detach for each")
+	}
+	if err := validateDetach(o.Detach, o.Engine, o.DryRun); err != nil {
+		return err
 	}
 	return nil
 }
@@ -246,6 +254,7 @@ func (o *MigrateOptions) newMigrator(c *migrate.Clients) *migrate.Migrator {
 		}
 		return rep, o.refusal([]*preflight.Report{rep}, cmd)
 	}
+	m.Options.Rewrite.Detach = o.Detach
 	m.OwnershipLossConsented = func(res *migrate.Result) bool { return o.ownershipLossConsented(pre, res) }
 	if o.FixValues {
 		m.BeforeRewrite = func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
@@ -265,7 +274,11 @@ func (o *MigrateOptions) newMigrator(c *migrate.Clients) *migrate.Migrator {
 func (o *MigrateOptions) migrateOutcome(name string, report *migrate.Report, err error) error {
 	var se *migrate.StepError
 	var ie *migrate.InterruptedError
+	var de *migrate.DetachedError
 	switch {
+	case errors.As(err, &de):
+		_ = o.printer.PrintReport(o.g.Out, migrateView(report))
+		return end(report.Outcome, fmt.Errorf("%w; re-attach with: %s", de, o.resumeCommand(name, "")))
 	case errors.As(err, &se) && se.Step == migrate.StepPreWrite && report.Outcome.Kind() == outcome.Findings:
 		// Refused before any write: the findings are printed; the report when it is the answer.
 		if report.DryRun || printsData(o.printer) {
@@ -374,7 +387,7 @@ func (o *MigrateOptions) confirm(question string) (bool, error) { return o.g.con
 // --to, --yes and --dry-run: the storage switch is done), the same checkpoint.
 func (o *MigrateOptions) resumeCommand(name, checkpoint string) string {
 	parts := []string{"kubectl", "crdver", "migrate", name}
-	skip := map[string]bool{"to": true, "yes": true, "dry-run": true, "checkpoint": true, "progress-interval": true}
+	skip := map[string]bool{"to": true, "yes": true, "dry-run": true, "checkpoint": true, "progress-interval": true, "detach": true}
 	if o.cmd != nil {
 		o.cmd.Flags().Visit(func(f *pflag.Flag) {
 			if skip[f.Name] {
@@ -391,7 +404,9 @@ func (o *MigrateOptions) resumeCommand(name, checkpoint string) string {
 			parts = append(parts, "--"+f.Name+"="+shellQuote(f.Value.String()))
 		})
 	}
-	parts = append(parts, "--checkpoint="+shellQuote(checkpoint))
+	if checkpoint != "" {
+		parts = append(parts, "--checkpoint="+shellQuote(checkpoint))
+	}
 	return strings.Join(parts, " ")
 }
 

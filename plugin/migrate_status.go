@@ -115,6 +115,8 @@ func statusReason(st *migrate.Status) string {
 		return fmt.Sprintf("%s: run kubectl crdver migrate %s to resume it", st.Reason, st.CRD)
 	case migrate.NextTrim:
 		return fmt.Sprintf("%s (kubectl crdver migrate %s does it after a quick re-check)", st.Reason, st.CRD)
+	case migrate.NextAttach:
+		return fmt.Sprintf("%s: re-attach with kubectl crdver migrate %s --engine cluster (or the upgrade that started it: the same command again; add --detach to look once and leave it running)", st.Reason, st.CRD)
 	}
 	return st.Reason
 }

@@ -346,6 +346,10 @@ func TestMigrateValidate(t *testing.T) {
 		{"qps", func(o *MigrateOptions) { o.QPS = -1 }, "--qps must be 0 (no limit) or more"},
 		{"chunk", func(o *MigrateOptions) { o.ChunkSize = 0 }, "--chunk-size must be at least 1"},
 		{"checkpoint with cluster", func(o *MigrateOptions) { o.Engine = engineCluster; o.Checkpoint = "x" }, "--checkpoint is for --engine client"},
+		{"detach with cluster", func(o *MigrateOptions) { o.Engine = engineCluster; o.Detach = true }, ""},
+		{"detach with client", func(o *MigrateOptions) { o.Detach = true }, "--detach is for --engine cluster"},
+		{"detach dry run", func(o *MigrateOptions) { o.Engine = engineCluster; o.Detach = true; o.DryRun = true }, "--detach does not apply to --dry-run"},
+		{"detach all", func(o *MigrateOptions) { o.Engine = engineCluster; o.Detach = true; o.All = true }, "--detach is for one CRD"},
 		{"output", func(o *MigrateOptions) { o.out.format = "wide" }, `--output "wide" is not supported`},
 		{"progress interval", func(o *MigrateOptions) { o.progressFlags.interval = 0 }, "--progress-interval must be positive"},
 	} {

@@ -45,6 +45,7 @@ type UpgradeOptions struct {
 	SkipInvalid, NoApply, IntermediateCRDs bool
 	Backup, FieldManager, Checkpoint       string
 	Engine                                 string
+	Detach                                 bool
 	ChunkSize                              int64
 	Webhook                                string
 	webhook                                *webhookcheck.Target
@@ -124,6 +125,7 @@ unreachable, interrupted: run it again to resume).`,
 	f.StringVar(&o.Checkpoint, "checkpoint", "", "The upgrade's checkpoint file (default: in your cache folder, per cluster and release)")
 	f.Int64Var(&o.ChunkSize, "chunk-size", 500, "Objects per list page")
 	addEngineFlag(cmd, &o.Engine, "Who rewrites the objects of each CRD: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration per CRD, in the runbook's order, each checked object by object by this command)")
+	addDetachFlag(cmd, &o.Detach)
 	f.StringVar(&o.Webhook, "webhook", "", "Judge the conversion the release's CRDs rely on through this webhook instead of the one they name (as plan --webhook): https://HOST:PORT[/PATH] or NAMESPACE/SERVICE[:PORT]")
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	o.progressFlags = addProgressFlags(cmd)
@@ -133,6 +135,7 @@ unreachable, interrupted: run it again to resume).`,
 		"backup":            "each cluster has its own backup file, named after it (--backup-dir)",
 		"checkpoint":        "each cluster has its own (the default, in your cache folder)",
 		"intermediate-crds": "it prints the CRDs of one cluster",
+		"detach":            "a wave goes on only after its clusters are upgraded",
 	}})
 	cmd.AddCommand(newCmdUpgradeStatus(g))
 	return cmd
@@ -154,6 +157,9 @@ func (o *UpgradeOptions) Validate() error {
 		return err
 	}
 	if err := validateEngine(o.Engine); err != nil {
+		return err
+	}
+	if err := validateDetach(o.Detach, o.Engine, o.DryRun); err != nil {
 		return err
 	}
 	switch {
@@ -249,6 +255,7 @@ func (o *UpgradeOptions) upgradeOptions(next []*apiextensionsv1.CustomResourceDe
 		Next: next, ApplyFile: applyFile, DryRun: o.DryRun, AllowDataLoss: o.AllowDataLoss, SkipInvalid: o.SkipInvalid, AllowOwnershipLoss: o.AllowOwnershipLoss, FixValues: o.FixValues,
 		NoApply: o.NoApply, FieldManager: o.FieldManager, BackupFile: backup, Checkpoint: o.Checkpoint, ChunkSize: o.ChunkSize,
 		KubeVersion: judged.Version, ServerDryRun: o.kube.v.IsZero(), Engine: migrate.Engine(o.Engine),
+		Rewrite: migrate.RewriteOptions{Detach: o.Detach},
 		OnEvaluate: func(crd string, done *atomic.Int64, total func() int64) func() {
 			return o.progress.Start(Task{Name: "preflight " + crd, Prefix: "upgrade", Unit: "objects", Verb: "evaluated", Done: done.Load, TotalFunc: total})
 		},
@@ -332,7 +339,10 @@ func (o *UpgradeOptions) finish(ctx context.Context, rep *upgrade.Report, err er
 }
 
 func (o *UpgradeOptions) runError(ctx context.Context, err error, rep *upgrade.Report) error {
+	var de *migrate.DetachedError
 	switch {
+	case errors.As(err, &de):
+		return Unavailable(fmt.Errorf("%w; re-attach by running the same command again: it follows the migration to its end (with --detach, it looks once and goes on only if the migration has ended)", de))
 	case errors.Is(err, upgrade.ErrRefused) && rep != nil && rep.Preflight.Incomplete && ctx.Err() != nil:
 		return Unavailable(fmt.Errorf("%w: %w; run the same command again", upgrade.ErrInterrupted, err))
 	case errors.Is(err, upgrade.ErrRefused) && rep != nil && rep.Preflight.Incomplete:

@@ -118,6 +118,9 @@ func notInPlace(release string, st *upgrade.Status) error {
 	case upgrade.NextStart:
 		return ProblemsFound("the release %s is not in place and nothing has run yet: no upgrade of it is recorded on this cluster; start with %s", release, st.Command)
 	case upgrade.NextContinue:
+		if len(st.InCluster) > 0 {
+			return ProblemsFound("the release %s is not in place: the StorageVersionMigration %s rewrites the objects of %s in the cluster; re-attach and continue with %s", release, st.InCluster[0].Name, st.InCluster[0].CRD, st.Command)
+		}
 		return ProblemsFound("the release %s is not in place: an upgrade of it stopped before its end; continue it with %s", release, st.Command)
 	case upgrade.NextWait:
 		return ProblemsFound("the release %s is not in place: another run holds its CRDs now; wait for it to end", release)
@@ -150,6 +153,9 @@ func (o *UpgradeStatusOptions) nextCommand(st *upgrade.Status) string {
 		}
 		if st.FixValues {
 			cmd += " --fix-values"
+		}
+		if len(st.InCluster) > 0 {
+			cmd += " --engine cluster" // re-attaches (--detach: looks once, leaves it running)
 		}
 		switch {
 		case st.Backup != nil && st.BackupProblem == "":

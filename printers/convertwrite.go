@@ -17,7 +17,9 @@ import (
 func printWriteReport(w io.Writer, r *convert.WriteReport, noHeaders bool) error {
 	s := &ConvertWriteStream{w: w, human: &Human{NoHeaders: noHeaders}}
 	for _, f := range r.Files {
-		s.widen(writeRows(f)) // every file's rows known: one table's widths
+		if err := s.widenFile(f); err != nil { // every file's rows known: one table's widths
+			return err
+		}
 	}
 	for _, f := range r.Files {
 		if err := s.File(r, f); err != nil {
@@ -33,9 +35,10 @@ func printWriteReport(w io.Writer, r *convert.WriteReport, noHeaders bool) error
 // files are done (convert.WriteOptions.File): for people, what the objects are checked as,
 // then each file's objects (one table per file, under one header), its reasons, problems and
 // diff, and the counts once the run is over; as data, the files list item by item, then the
-// rest of the report. Memory holds one file's result. Another printer (Markdown: a table of
-// the files' objects, under a title with the counts) gets the whole report at Finish, its
-// files kept without their diffs.
+// rest of the report. Memory holds one object's result (a file's are read back from its
+// spill: convert.FileResult.EachObject, WriteDiff, WriteJSON; -o yaml reads a file's whole).
+// Another printer (Markdown: a table of the files' objects, under a title with the counts)
+// gets the whole report at Finish, its files kept without their diffs.
 type ConvertWriteStream struct {
 	w     io.Writer
 	p     ReportPrinter
@@ -67,30 +70,47 @@ func (s *ConvertWriteStream) File(r *convert.WriteReport, f convert.FileResult) 
 	case s.list != nil:
 		return s.list.Item(f)
 	case s.human == nil:
-		f.Diff = ""
-		s.kept = append(s.kept, f)
-		return nil
+		k, err := f.Loaded()
+		k.Diff = ""
+		s.kept = append(s.kept, k)
+		return err
 	}
 	if err := s.printHead(r); err != nil {
 		return err
 	}
-	rows := writeRows(f)
-	s.widen(rows)
+	if err := s.widenFile(f); err != nil {
+		return err
+	}
+	// The rows a chunk at a time, each as wide as the widest of the files so far (one table
+	// to the eye); the header once.
 	t := &Table{Header: writeHeader()}
-	for _, r := range rows {
-		for i := range len(r) - 1 { // as wide as the files' before: one table to the eye
+	flush := func() error {
+		if len(t.Rows) == 0 {
+			return nil
+		}
+		err := t.Print(s.w, s.human.NoHeaders || s.rows)
+		s.rows, t.Rows = true, t.Rows[:0]
+		return err
+	}
+	err := eachWriteRow(f, func(r []string) error {
+		for i := range len(r) - 1 {
 			r[i] += strings.Repeat(" ", s.widths[i]-DisplayWidth(r[i]))
 		}
 		t.Add(r...)
+		if len(t.Rows) < 1000 {
+			return nil
+		}
+		return flush()
+	})
+	if err == nil {
+		err = flush()
 	}
-	if err := t.Print(s.w, s.human.NoHeaders || s.rows); err != nil {
-		return err
+	if err == nil {
+		err = writeFileDetails(s.w, f)
 	}
-	s.rows = true
-	if _, err := io.WriteString(s.w, writeFileDetails(f)); err != nil {
-		return err
+	if err == nil {
+		err = f.WriteDiff(s.w) // as it is read back: the diff of a large file is large
 	}
-	_, err := io.WriteString(s.w, f.Diff) // as it is: the diff of a large file is large
 	return err
 }
 
@@ -98,35 +118,35 @@ func writeHeader() []string {
 	return []string{"file", "line", "kind", "object", "from", "to", "status"}
 }
 
-// writeRows are a file's rows: one per object, or the file's status alone.
-func writeRows(f convert.FileResult) [][]string {
-	if len(f.Objects) == 0 {
-		return [][]string{{f.Path, "-", "-", "-", "-", "-", f.Status}}
+// eachWriteRow gives fn a file's rows: one per object, or the file's status alone.
+func eachWriteRow(f convert.FileResult, fn func([]string) error) error {
+	if f.Len() == 0 {
+		return fn([]string{f.Path, "-", "-", "-", "-", "-", f.Status})
 	}
-	var rows [][]string
-	for _, o := range f.Objects {
+	return f.EachObject(func(o convert.ObjectResult) error {
 		from := o.From
 		if o.Served != convert.VersionServed {
 			from += " (" + o.Served + ")"
 		}
-		rows = append(rows, []string{f.Path, fmt.Sprint(o.Line), o.Kind, o.Name, from, o.To, f.Status})
-	}
-	return rows
+		return fn([]string{f.Path, fmt.Sprint(o.Line), o.Kind, o.Name, from, o.To, f.Status})
+	})
 }
 
-// widen keeps the widest cell of each column so far (the header's first).
-func (s *ConvertWriteStream) widen(rows [][]string) {
+// widenFile keeps the widest cell of each column so far (the header's first), f's rows
+// included.
+func (s *ConvertWriteStream) widenFile(f convert.FileResult) error {
 	if s.widths == nil {
 		s.widths = make([]int, len(writeHeader()))
 		for i, h := range writeHeader() {
 			s.widths[i] = DisplayWidth(h)
 		}
 	}
-	for _, r := range rows {
+	return eachWriteRow(f, func(r []string) error {
 		for i, c := range r {
 			s.widths[i] = max(s.widths[i], DisplayWidth(c))
 		}
-	}
+		return nil
+	})
 }
 
 // printHead prints what each converted object is checked as (known before the first file).
@@ -172,9 +192,9 @@ func (s *ConvertWriteStream) Finish(r *convert.WriteReport) error {
 	return err
 }
 
-// writeFileDetails are a file's reason, the lines of a template, each object's problems,
+// writeFileDetails writes a file's reason, the lines of a template, each object's problems,
 // dropped comments, warnings, what the round trip added and what was dropped.
-func writeFileDetails(f convert.FileResult) string {
+func writeFileDetails(w io.Writer, f convert.FileResult) error {
 	var b strings.Builder
 	if f.Reason != "" {
 		fmt.Fprintf(&b, "%s: %s: %s\n", f.Path, f.Status, f.Reason)
@@ -182,7 +202,11 @@ func writeFileDetails(f convert.FileResult) string {
 	for _, l := range f.Lines {
 		fmt.Fprintf(&b, "  %s:%s\n", f.Path, l)
 	}
-	for _, o := range f.Objects {
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	return f.EachObject(func(o convert.ObjectResult) error {
+		b.Reset()
 		for _, p := range o.Problems {
 			where := p.Check
 			if p.Path != "" {
@@ -218,8 +242,12 @@ func writeFileDetails(f convert.FileResult) string {
 		for _, p := range o.Dropped {
 			fmt.Fprintf(&b, "%s:%d %s: dropped (--allow-data-loss) %s: %s\n", f.Path, o.Line, o.Name, p.Path, p.Detail)
 		}
-	}
-	return b.String()
+		if b.Len() == 0 {
+			return nil
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	})
 }
 
 // writeTargetText is the target version of a report: --to, the one CRD's storage version,

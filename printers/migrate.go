@@ -131,14 +131,29 @@ func printTrim(w io.Writer, tr *migrate.TrimResult, untrimmed string) {
 
 func printClusterResult(w io.Writer, r *migrate.ClusterResult) {
 	state := "Failed"
-	if r.Succeeded {
+	switch {
+	case r.Detached:
+		state = "running in the cluster (detached: not followed to its end)"
+	case r.Gone:
+		state = "gone"
+	case r.Succeeded:
 		state = "Succeeded"
 	}
-	fmt.Fprintf(w, "\nStorageVersionMigration %s (%s): %s in %s", r.Name, r.APIVersion, state, (time.Duration(r.ElapsedSeconds * float64(time.Second))).Round(10*time.Millisecond))
-	if r.Message != "" {
-		fmt.Fprintf(w, ": %s", r.Message)
+	if r.Reattached {
+		state = "re-attached, " + state
 	}
-	fmt.Fprintln(w)
+	if r.Detached {
+		fmt.Fprintf(w, "\nStorageVersionMigration %s (%s): %s\n", r.Name, r.APIVersion, state)
+	} else {
+		fmt.Fprintf(w, "\nStorageVersionMigration %s (%s): %s in %s", r.Name, r.APIVersion, state, (time.Duration(r.ElapsedSeconds * float64(time.Second))).Round(10*time.Millisecond))
+		if r.Message != "" {
+			fmt.Fprintf(w, ": %s", r.Message)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
 	if c := r.Check; c != nil {
 		h := c.WrittenHere
 		fmt.Fprintf(w, "Checked by this run, object by object: %d objects, %d written after the storage version was in force (resourceVersion after %s: by the migration or anyone); %d written back here (rewritten %d, already current %d, deleted meanwhile %d, failed %d)\n",

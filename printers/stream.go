@@ -40,6 +40,13 @@ func (s *listStream) Item(v any) error {
 		} else {
 			b.WriteString(",\n    ")
 		}
+		if jw, ok := v.(jsonWriter); ok { // written as it is read: a large item is not held
+			s.items++
+			if _, err := s.w.Write(b.Bytes()); err != nil {
+				return err
+			}
+			return jw.WriteJSON(s.w, "    ", "  ")
+		}
 		js, err := json.MarshalIndent(v, "    ", "  ")
 		if err != nil {
 			return err
@@ -49,6 +56,12 @@ func (s *listStream) Item(v any) error {
 	s.items++
 	_, err := s.w.Write(b.Bytes())
 	return err
+}
+
+// jsonWriter is an item that writes itself as json.MarshalIndent would, a piece at a time
+// (convert.FileResult).
+type jsonWriter interface {
+	WriteJSON(w io.Writer, prefix, indent string) error
 }
 
 // writeYAMLItem writes v as one item of a YAML list ("- " before its first line, its other

@@ -203,3 +203,29 @@ func TestConvertWriteStreamIsTheReport(t *testing.T) {
 		})
 	}
 }
+
+// TestConvertWriteRowsInChunks: a file of 2,500 objects, whose rows are printed 1,000 at a
+// time (its longest name in the last chunk), is the one table of all its rows.
+func TestConvertWriteRowsInChunks(t *testing.T) {
+	f := convert.FileResult{Path: "big.yaml", Status: convert.FileWritten}
+	want := &Table{Header: writeHeader()}
+	for i := range 2500 {
+		name := fmt.Sprintf("default/ct-%d", i)
+		if i == 2400 {
+			name += "-with-a-longer-name"
+		}
+		f.Objects = append(f.Objects, convert.ObjectResult{Document: i + 1, Line: 10*i + 1, Kind: "CronTab", Name: name, From: "v1beta1", To: "v1", Served: convert.VersionServed})
+		want.Add("big.yaml", fmt.Sprint(10*i+1), "CronTab", name, "v1beta1", "v1", convert.FileWritten)
+	}
+	var w, got bytes.Buffer
+	if err := want.Print(&w, false); err != nil {
+		t.Fatal(err)
+	}
+	s := NewConvertWriteStream(&got, Human{})
+	if err := s.File(&convert.WriteReport{}, f); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != w.String() {
+		t.Errorf("-one table +in chunks:\n%s", cmp.Diff(w.String(), got.String()))
+	}
+}

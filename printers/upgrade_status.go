@@ -58,6 +58,13 @@ func printUpgradeStatus(w io.Writer, st *upgrade.Status, noHeaders bool) error {
 	if st.HeldBy != "" {
 		lines = append(lines, "held by: "+st.HeldBy+" (running now)")
 	}
+	for _, r := range st.InCluster {
+		how := "the run following it stopped"
+		if r.DetachedAt != nil {
+			how = "detached at " + r.DetachedAt.Format("2006-01-02 15:04:05 MST")
+		}
+		lines = append(lines, fmt.Sprintf("in the cluster: StorageVersionMigration %s (%s) rewrites the objects of %s (%s; recorded in %s): the upgrade that continues re-attaches to it", r.Name, r.APIVersion, r.CRD, how, r.Checkpoint))
+	}
 	switch st.Next {
 	case upgrade.NextNothing:
 		lines = append(lines, "next: nothing: the release is in place")

@@ -169,7 +169,7 @@ func run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 	if err := preWrite(); err != nil {
 		return r.res, err
 	}
-	if o.Engine == migrate.EngineCluster && r.step(StepRewrite).State == StatePending {
+	if (o.Engine == migrate.EngineCluster || plan.Unchecked != nil) && r.step(StepRewrite).State == StatePending {
 		// Before the storage switch: fail early when the API is not there.
 		if r.clusterAPI, err = migrate.ServedClusterMigrationVersion(c); err != nil {
 			return r.res, err
@@ -220,7 +220,7 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 		return err
 	}
 	rw, tr := r.step(StepRewrite), r.step(StepTrim)
-	if slices.Contains(crd.Status.StoredVersions, o.Version) {
+	if slices.Contains(crd.Status.StoredVersions, o.Version) || plan.Unchecked != nil {
 		if err := migrate.WaitStorageVersion(ctx, r.c, crd, 30*time.Second); err != nil {
 			return err
 		}
@@ -230,7 +230,9 @@ func (r *runner) run(ctx context.Context, start time.Time) error {
 		}
 		if ev != nil {
 			rw.State, rw.Detail = StateAlready, fmt.Sprintf("a completed run is recorded in %s", o.Rewrite.Checkpoint)
-		} else if o.Engine == migrate.EngineCluster {
+		} else if o.Engine == migrate.EngineCluster || plan.Unchecked != nil {
+			// The recorded migration is followed and checked whichever engine was asked for:
+			// a client rewrite beside a migration still running would write every object twice.
 			e, err := r.rewriteCluster(ctx, crd)
 			if err != nil {
 				return err

@@ -123,6 +123,11 @@ type Plan struct {
 	// (nil when no tool manages it).
 	Manager *Manager `json:"manager,omitempty"`
 	Steps   []Step   `json:"steps"`
+	// Unchecked is the StorageVersionMigration an earlier run created for the CRD as it is now
+	// and did not check object by object (detached or stopped; migrate.UncheckedClusterMigration):
+	// the controller may have trimmed status.storedVersions already, but the rewrite step still
+	// re-attaches to it and checks every object (nil when none is recorded).
+	Unchecked *migrate.ClusterMigration `json:"unchecked,omitempty"`
 	// Budget is what the rewrite will ask of the cluster (Options.Budget, a rewrite of at least
 	// migrate.MinBudgetObjects objects; nil otherwise).
 	Budget *migrate.Budget `json:"budget,omitempty"`

@@ -3,6 +3,8 @@ package upgrade
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -52,6 +54,11 @@ type Status struct {
 	// HeldBy is the run that holds the release's CRDs now ("" when none does).
 	HeldBy string `json:"heldBy,omitempty"`
 	Next   string `json:"next"`
+	// InCluster are the StorageVersionMigrations a run of the cluster engine created for the
+	// release's CRDs and left running in the cluster (detached, interrupted or killed while
+	// following them), recorded in migrate's checkpoint of each CRD: the run that continues
+	// the upgrade re-attaches to them.
+	InCluster []ClusterRun `json:"inCluster,omitempty"`
 	// Command is what to run next, worded by the caller with its own flags ("" when nothing).
 	Command string `json:"command,omitempty"`
 	// Path is set for an upgrade along a release path (GetPathStatus): the path and the hop
@@ -147,6 +154,31 @@ func (st *Status) backupOf(b *binding) {
 	}
 }
 
+// ClusterRun is a StorageVersionMigration recorded for a CRD (Status.InCluster).
+type ClusterRun struct {
+	CRD        string `json:"crd"`
+	Checkpoint string `json:"checkpoint"`
+	migrate.ClusterMigration
+}
+
+// clusterRuns are the StorageVersionMigrations recorded, not checked yet, in migrate's
+// checkpoint of each live CRD (by name, with its object crds), for that CRD object.
+func clusterRuns(server string, crds map[string]*apiextensionsv1.CustomResourceDefinition) []ClusterRun {
+	var out []ClusterRun
+	for _, name := range slices.Sorted(maps.Keys(crds)) {
+		path, err := migrate.DefaultCheckpointPath(server, name)
+		if err != nil {
+			continue
+		}
+		cp, err := migrate.LoadCheckpoint(path)
+		if err != nil || cp == nil || cp.State != migrate.StateRunning || cp.ClusterMigration == nil || !cp.ClusterMigration.Created || cp.UID != string(crds[name].UID) {
+			continue
+		}
+		out = append(out, ClusterRun{CRD: name, Checkpoint: path, ClusterMigration: *cp.ClusterMigration})
+	}
+	return out
+}
+
 // StatusCRD is one CRD of the release as the cluster has it.
 type StatusCRD struct {
 	CRD            string   `json:"crd"`
@@ -168,9 +200,10 @@ func GetStatus(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.
 		return nil, err
 	}
 	live := map[string]string{}
+	liveCRDs := map[string]*apiextensionsv1.CustomResourceDefinition{}
 	for _, p := range pairs {
 		if p[0] != nil {
-			live[p[0].Name] = string(p[0].UID)
+			live[p[0].Name], liveCRDs[p[0].Name] = string(p[0].UID), p[0]
 		}
 	}
 	path, cp, why, err := openRelease(c, cluster, next, live, checkpoint)
@@ -185,6 +218,9 @@ func GetStatus(ctx context.Context, c *migrate.Clients, next []*apiextensionsv1.
 	st.recorded(found, why, cp)
 	if (st.Next == NextStart || st.Next == NextContinue) && releaseInPlace(ctx, c, fieldManager, pairs) {
 		st.Next = NextNothing
+	}
+	if st.Next == NextContinue {
+		st.InCluster = clusterRuns(c.Server, liveCRDs)
 	}
 	return st, nil
 }

@@ -72,7 +72,9 @@ type Options struct {
 	BackupFile string
 	// Checkpoint is the upgrade's own state file ("" is DefaultCheckpointPath).
 	Checkpoint string
-	// Rewrite tunes the rewrites (Checkpoint is ignored: migrate's default per CRD).
+	// Rewrite tunes the rewrites (Checkpoint is ignored: migrate's default per CRD). Detach,
+	// with the cluster engine, stops the run once a step's StorageVersionMigration is created
+	// and recorded (a *migrate.DetachedError): the same run started again re-attaches to it.
 	Rewrite migrate.RewriteOptions
 	// Engine is who rewrites the objects of each CRD ("" is migrate.EngineClient): with
 	// migrate.EngineCluster the cluster's StorageVersionMigration does, one CRD at a time in
@@ -142,6 +144,9 @@ const (
 	StateFailed  = "failed"
 	StateNotRun  = "not reached"
 	StateManual  = "manual"
+	// StateDetached: the step's StorageVersionMigration was left rewriting the objects in the
+	// cluster (Rewrite.Detach); the same run started again re-attaches to it.
+	StateDetached = "running in the cluster"
 )
 
 // Report is what an upgrade found and did. Its JSON form is `kubectl crdver upgrade -o json`.
@@ -337,6 +342,9 @@ const (
 	ResultDryRun = "dry-run"
 	// ResultStopped: not confirmed, interrupted, or the cluster failed (exit 3).
 	ResultStopped = "stopped"
+	// ResultDetached: a step's StorageVersionMigration was left rewriting the objects in the
+	// cluster (Rewrite.Detach): not done; the same run started again re-attaches (exit 3).
+	ResultDetached = "detached"
 )
 
 // Outcome is how an upgrade ended, by the decision table.

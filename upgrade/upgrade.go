@@ -654,6 +654,14 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 		s.State, s.Detail = StateAlready, fmt.Sprintf("%s is no longer in spec.versions", s.Version)
 		return nil
 	}
+	// A StorageVersionMigration an earlier run left running (detached, stopped) is re-attached
+	// to and checked first: its controller may have trimmed status.storedVersions already,
+	// which retire reads as nothing left to rewrite.
+	if unchecked(r.c.Server, crd) {
+		if err := r.reattach(ctx, s, crd); err != nil {
+			return err
+		}
+	}
 	ro := retire.Options{CRD: name, Version: s.Version, To: s.Target, Unserve: s.Remove, Remove: s.Remove, Rewrite: r.o.Rewrite, Notify: func(l string) { r.notify("%s: %s", name, l) },
 		Engine: r.o.Engine, ClusterStartTimeout: r.o.ClusterStartTimeout}
 	if it := r.item(name); it != nil {
@@ -685,6 +693,8 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 		}
 		if res.Cluster != nil {
 			s.Detail += "; " + res.Cluster.Summary()
+		} else if s.Cluster != nil {
+			s.Detail += "; " + s.Cluster.Summary()
 		}
 		for _, p := range res.Problems {
 			r.problem("%s: %s", name, p)
@@ -696,7 +706,17 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 	if errors.Is(err, retire.ErrInterrupted) {
 		return fmt.Errorf("%w: %w", ErrInterrupted, err)
 	}
+	detached(s, err)
 	return err
+}
+
+// detached marks s as left running in the cluster when err says its StorageVersionMigration
+// was (migrate.DetachedError).
+func detached(s *StepResult, err error) {
+	var de *migrate.DetachedError
+	if errors.As(err, &de) {
+		s.State, s.Detail = StateDetached, fmt.Sprintf("StorageVersionMigration %s rewrites the objects in the cluster (detached); recorded in %s", de.Name, de.Checkpoint)
+	}
 }
 
 func (r *runner) migrate(ctx context.Context, s *StepResult) error {
@@ -706,7 +726,7 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 		return fmt.Errorf("getting %s: %w", name, err)
 	}
 	fix := s.FixValues && r.o.FixValues
-	if crdinfo.StorageVersion(crd) == s.Target && slices.Equal(crd.Status.StoredVersions, []string{s.Target}) {
+	if crdinfo.StorageVersion(crd) == s.Target && slices.Equal(crd.Status.StoredVersions, []string{s.Target}) && !unchecked(r.c.Server, crd) {
 		if fix {
 			if err := r.fixValues(ctx, s, mustCheckpoint(r.c.Server, name)); err != nil {
 				return err
@@ -741,6 +761,7 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 	if rep != nil && (rep.Result != nil || rep.Cluster != nil) {
 		s.Engine, s.Cluster = rep.Engine, rep.Cluster
 	}
+	detached(s, err)
 	if err != nil {
 		var ie *migrate.InterruptedError
 		if errors.As(err, &ie) {
@@ -761,6 +782,42 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 		s.Detail += "; " + rep.Cluster.Summary()
 		for _, l := range rep.Cluster.Check.ManagersLost {
 			r.problem("%s: field manager %s has %d managedFields entries after the cluster's migration, %d before: re-apply from its source to restore its ownership", name, l.Manager, l.After, l.Before)
+		}
+	}
+	return nil
+}
+
+// unchecked reports whether migrate's checkpoint of crd records a StorageVersionMigration
+// created for it as it is now and not yet checked object by object.
+func unchecked(server string, crd *apiextensionsv1.CustomResourceDefinition) bool {
+	p, err := migrate.DefaultCheckpointPath(server, crd.Name)
+	if err != nil {
+		return false
+	}
+	m, _ := migrate.UncheckedClusterMigration(server, crd, p)
+	return m != nil
+}
+
+// reattach follows the StorageVersionMigration an earlier run of step s left for crd to its
+// end, checks every object and trims (migrate.Migrator with the cluster engine, which finds
+// it recorded), before the step's retire.
+func (r *runner) reattach(ctx context.Context, s *StepResult, crd *apiextensionsv1.CustomResourceDefinition) error {
+	mo := migrate.Options{Rewrite: r.o.Rewrite, Engine: migrate.EngineCluster, ClusterStartTimeout: r.o.ClusterStartTimeout}
+	mo.Rewrite.Checkpoint = ""
+	rep, err := (&migrate.Migrator{Clients: r.c, Options: mo}).Run(ctx, crd)
+	if rep != nil && rep.Cluster != nil {
+		s.Engine, s.Cluster = migrate.EngineCluster, rep.Cluster
+	}
+	detached(s, err)
+	if err != nil {
+		return err
+	}
+	if rep.Failed() > 0 {
+		r.problem("%s: %d objects could not be rewritten: status.storedVersions keeps %s, so the release cannot remove it yet", crd.Name, rep.Failed(), s.Version)
+	}
+	if rep.Cluster != nil && rep.Cluster.Check != nil {
+		for _, l := range rep.Cluster.Check.ManagersLost {
+			r.problem("%s: field manager %s has %d managedFields entries after the cluster's migration, %d before: re-apply from its source to restore its ownership", crd.Name, l.Manager, l.After, l.Before)
 		}
 	}
 	return nil

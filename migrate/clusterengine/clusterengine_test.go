@@ -3,6 +3,7 @@ package clusterengine_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +22,9 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	if args := os.Getenv(childArgsEnv); args != "" {
+		os.Exit(runChild(strings.Split(args, "\x1f"))) // a command run as its own process (detach_test.go)
+	}
 	testenv.Main(m, &env, testenv.Options{
 		APIServerArgs: []string{"--feature-gates=StorageVersionMigrator=true", "--runtime-config=storagemigration.k8s.io/v1beta1=true"},
 		ExtraBinaries: []string{"kube-controller-manager"},
