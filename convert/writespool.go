@@ -14,9 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/crdver/kubectl-crdver/internal/scratch"
 )
 
 // spillLimit is how much of a file's results (and of its diff, and of its diff's open hunk)
@@ -27,12 +28,9 @@ var spillLimit = 1 << 20
 // in memory up to spillLimit, past it in a temporary file.
 type spill struct {
 	mem bytes.Buffer
-	f   *os.File
+	f   *scratch.File
 	n   int64
 	err error // the first write error: every later write fails with it
-	// leftover is the temporary file's name where the system cannot remove an open file
-	// (Windows): close removes it.
-	leftover string
 }
 
 // Write appends p.
@@ -45,13 +43,10 @@ func (s *spill) Write(p []byte) (int, error) {
 		return s.mem.Write(p)
 	}
 	if s.f == nil {
-		f, err := os.CreateTemp("", "crdver-write-*")
+		f, err := scratch.New("crdver-write-*")
 		if err != nil {
 			s.err = err
 			return 0, err
-		}
-		if os.Remove(f.Name()) != nil { // unlinked: freed when closed, or when the process ends
-			s.leftover = f.Name()
 		}
 		s.f = f
 		if _, err := f.Write(s.mem.Bytes()); err != nil {
@@ -117,10 +112,6 @@ func (s *spill) close() {
 	if s.f != nil {
 		s.f.Close()
 		s.f = nil
-	}
-	if s.leftover != "" {
-		_ = os.Remove(s.leftover)
-		s.leftover = ""
 	}
 	s.mem, s.n = bytes.Buffer{}, 0
 }

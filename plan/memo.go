@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +27,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/crdver/kubectl-crdver/internal/scratch"
 )
 
 // ObjectMemo holds what earlier plans in this process found clean (see above). Create it with
@@ -41,10 +42,9 @@ type ObjectMemo struct {
 }
 
 type memoEntry struct {
-	rules     string   // digest of everything but the encodings
-	encodings []string // the versions objects were evaluated as encoded at
-	f         *os.File // the record, read with ReadAt by later passes
-	leftover  string   // the file's name when it could not be removed at once ("" when it was)
+	rules     string        // digest of everything but the encodings
+	encodings []string      // the versions objects were evaluated as encoded at
+	f         *scratch.File // the record, read with ReadAt by later passes
 	size      int64
 	complete  bool // the pass ended without error: every listed object was seen
 }
@@ -65,11 +65,6 @@ func (m *ObjectMemo) Close() error {
 	for _, e := range m.crds {
 		if err := e.f.Close(); err != nil && first == nil {
 			first = err
-		}
-		if e.leftover != "" {
-			if err := os.Remove(e.leftover); err != nil && first == nil {
-				first = err
-			}
 		}
 	}
 	m.crds = map[string]*memoEntry{}
@@ -109,14 +104,11 @@ func (m *ObjectMemo) start(crd string, e *evaluator) (*memoReader, *memoWriter) 
 		r.next()
 		return r, nil
 	}
-	f, err := os.CreateTemp("", "crdver-plan-memo-")
+	f, err := scratch.New("crdver-plan-memo-")
 	if err != nil {
 		return nil, nil
 	}
 	entry := &memoEntry{rules: rules, encodings: slices.Clone(e.encodings), f: f}
-	if os.Remove(f.Name()) != nil {
-		entry.leftover = f.Name()
-	}
 	m.crds[crd] = entry
 	return nil, &memoWriter{w: bufio.NewWriter(f), entry: entry}
 }

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
+	"github.com/crdver/kubectl-crdver/internal/scratch"
 	"github.com/crdver/kubectl-crdver/manifest"
 	"github.com/crdver/kubectl-crdver/outcome"
 	"github.com/crdver/kubectl-crdver/printers"
@@ -174,7 +174,7 @@ func (o *RestoreOptions) finish(ctx context.Context, p *restorePasses, rep *rest
 type restorePasses struct {
 	o     *RestoreOptions
 	dry   *printers.RestoreStream
-	spool *os.File // the dry run's output, when it is not shown at once
+	spool *scratch.File // the dry run's output, when it is not shown at once
 	write *printers.RestoreStream
 	// dryDone: the dry run's report is complete; wrote: the write pass printed its first line.
 	dryDone, wrote bool
@@ -186,7 +186,7 @@ func (o *RestoreOptions) newRestorePasses() (*restorePasses, error) {
 		p.dry = printers.NewRestoreStream(o.g.Out, o.printer)
 		return p, nil
 	}
-	f, err := os.CreateTemp("", "crdver-restore-dry-run-*.txt")
+	f, err := scratch.New("crdver-restore-dry-run-*.txt")
 	if err != nil {
 		return nil, Unavailable(fmt.Errorf("a temporary file for the dry run's report: %w", err))
 	}
@@ -240,7 +240,6 @@ func (p *restorePasses) endWrite(rep *restore.Report) error {
 func (p *restorePasses) close() {
 	if p.spool != nil {
 		_ = p.spool.Close()
-		_ = os.Remove(p.spool.Name())
 		p.spool = nil
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
+	"github.com/crdver/kubectl-crdver/internal/scratch"
 	"github.com/crdver/kubectl-crdver/manifest"
 )
 
@@ -76,7 +76,7 @@ type consentEntry struct {
 // file, in backup order: the write pass reads it in step with the backup, so memory holds one
 // entry whatever the number of objects.
 type consentLog struct {
-	f   *os.File
+	f   *scratch.File
 	w   *bufio.Writer
 	r   *json.Decoder
 	cur *consentEntry
@@ -85,7 +85,7 @@ type consentLog struct {
 
 func (c *consentLog) record(i int, key string, managers []string) error {
 	if c.f == nil {
-		f, err := os.CreateTemp("", "crdver-restore-consent-*.jsonl")
+		f, err := scratch.New("crdver-restore-consent-*.jsonl")
 		if err != nil {
 			return fmt.Errorf("recording the field managers the writes may drop: %w", err)
 		}
@@ -141,7 +141,6 @@ func (c *consentLog) consented(i int, key string) []string {
 func (c *consentLog) close() {
 	if c != nil && c.f != nil {
 		_ = c.f.Close()
-		_ = os.Remove(c.f.Name())
 		c.f = nil
 	}
 }
