@@ -57,15 +57,13 @@ func BuildPlan(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.Cus
 	if !stored && o.Rewrite.Checkpoint != "" {
 		// From 1.36 the controller trims status.storedVersions once its migration succeeds,
 		// before a detached or stopped run has checked every object: that check is still due.
-		if m, _ := migrate.UncheckedClusterMigration(c.Server, crd, o.Rewrite.Checkpoint); m != nil {
-			p.Unchecked = m
-			add(StepRewrite, StatePending, fmt.Sprintf("re-attach to the StorageVersionMigration %s an earlier run created and check that every object is stored at %s", m.Name, newStorage))
-			add(StepTrim, StatePending, fmt.Sprintf("if every object is accounted for, set status.storedVersions to [%s]", newStorage))
-		}
+		p.Unchecked, _ = migrate.UncheckedClusterMigration(c.Server, crd, o.Rewrite.Checkpoint)
 	}
-	if p.Unchecked != nil {
-		// the steps are added above
-	} else if stored {
+	switch {
+	case p.Unchecked != nil:
+		add(StepRewrite, StatePending, fmt.Sprintf("re-attach to the StorageVersionMigration %s an earlier run created and check that every object is stored at %s", p.Unchecked.Name, newStorage))
+		add(StepTrim, StatePending, fmt.Sprintf("if every object is accounted for, set status.storedVersions to [%s]", newStorage))
+	case stored:
 		detail := fmt.Sprintf("rewrite %d objects so that each is stored at %s (resumes from the checkpoint)", p.Objects, newStorage)
 		if storage != o.Version {
 			if ev, _ := migrate.CompletedEvidence(c.Server, crd, o.Rewrite.Checkpoint); ev != nil {
@@ -74,7 +72,7 @@ func BuildPlan(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.Cus
 		}
 		add(StepRewrite, StatePending, detail)
 		add(StepTrim, StatePending, fmt.Sprintf("if every object is accounted for, set status.storedVersions to [%s]", newStorage))
-	} else {
+	default:
 		add(StepRewrite, StateAlready, fmt.Sprintf("%s is not in status.storedVersions [%s]: no object is stored at it", o.Version, strings.Join(crd.Status.StoredVersions, " ")))
 		add(StepTrim, StateAlready, fmt.Sprintf("status.storedVersions is [%s]", strings.Join(crd.Status.StoredVersions, " ")))
 	}
