@@ -646,6 +646,7 @@ Flags:
       --checkpoint string      Checkpoint file (default: in your cache folder, per cluster and CRD)
       --chunk-size int         Objects per list page (memory is bounded by it) (default 500)
       --concurrency int        Writes in flight (the rewrite's, and the preflight's dry-run writes); 0 adapts them to the rate the API server completes them and to 429s
+      --detach                 With --engine cluster: once the StorageVersionMigration is created (after the preflight and the backup) and recorded in the checkpoint, leave it rewriting the objects in the cluster and exit (code 3: not done); the same command run again re-attaches to it, checks every object and goes on (if it has not ended, --detach leaves it again)
       --dry-run                Print the plan and write nothing
       --engine string          Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration, checked object by object by this command) (default "client")
       --fix-values             Before the rewrite, convert each value whose type does not fit the storage version's typed schema where the conversion is lossless (YAML text to the object or list it spells, a scalar to a one-element list, a number to its string), keeping every field manager (their managedFields entries moved to the new values' paths)
@@ -1158,6 +1159,7 @@ Flags:
       --chunk-size int             Objects per list page (default 500)
       --cluster-timeout duration   With a fleet: stop a cluster's run after this long (it is reported as timed out; 0: no limit)
       --contexts strings           Run on each of these kubeconfig contexts (comma-separated; patterns like prod-* allowed) and print one report for the fleet
+      --detach                     With --engine cluster: once the StorageVersionMigration is created (after the preflight and the backup) and recorded in the checkpoint, leave it rewriting the objects in the cluster and exit (code 3: not done); the same command run again re-attaches to it, checks every object and goes on (if it has not ended, --detach leaves it again)
       --dry-run                    Print the runbook and the preflight; write nothing
       --engine string              Who rewrites the objects of each CRD: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration per CRD, in the runbook's order, each checked object by object by this command) (default "client")
       --field-manager string       Field manager of the release's server-side apply (default "kubectl")
