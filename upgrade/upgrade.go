@@ -331,15 +331,7 @@ func (r *runner) addFindings(pf *Preflight, more []ObjectFinding) {
 			for j, f := range m.Fields {
 				m.Fields[j] = strings.TrimPrefix(f, ".") // plan's paths have no leading dot
 			}
-			if i := slices.IndexFunc(pf.DataLoss, sameObject(m)); i >= 0 {
-				for _, f := range m.Fields {
-					if !slices.Contains(pf.DataLoss[i].Fields, f) {
-						pf.DataLoss[i].Fields = append(pf.DataLoss[i].Fields, f)
-					}
-				}
-			} else {
-				pf.DataLoss = append(pf.DataLoss, m)
-			}
+			pf.DataLoss = joinObject(pf.DataLoss, m, func(f *ObjectFinding) *[]string { return &f.Fields })
 		}
 		if len(m.Unknown) > 0 {
 			for _, u := range m.Unknown {
@@ -352,15 +344,7 @@ func (r *runner) addFindings(pf *Preflight, more []ObjectFinding) {
 			if r.fixesValuesOf(m) {
 				continue
 			}
-			if i := slices.IndexFunc(pf.OwnershipLoss, sameObject(m)); i >= 0 {
-				for _, mg := range m.Managers {
-					if !slices.Contains(pf.OwnershipLoss[i].Managers, mg) {
-						pf.OwnershipLoss[i].Managers = append(pf.OwnershipLoss[i].Managers, mg)
-					}
-				}
-			} else {
-				pf.OwnershipLoss = append(pf.OwnershipLoss, m)
-			}
+			pf.OwnershipLoss = joinObject(pf.OwnershipLoss, m, func(f *ObjectFinding) *[]string { return &f.Managers })
 			continue
 		}
 		if len(m.Errors) > 0 && !slices.ContainsFunc(pf.Rejected, sameObject(m)) {
@@ -465,6 +449,22 @@ func countObjects(n int) string {
 		return "1 object"
 	}
 	return fmt.Sprintf("%d objects", n)
+}
+
+// joinObject adds m to list: to the row of the same object, the values of what (its fields,
+// its managers) it lacks, or as a row of its own.
+func joinObject(list []ObjectFinding, m ObjectFinding, what func(*ObjectFinding) *[]string) []ObjectFinding {
+	i := slices.IndexFunc(list, sameObject(m))
+	if i < 0 {
+		return append(list, m)
+	}
+	to := what(&list[i])
+	for _, v := range *what(&m) {
+		if !slices.Contains(*to, v) {
+			*to = append(*to, v)
+		}
+	}
+	return list
 }
 
 func sameObject(a ObjectFinding) func(ObjectFinding) bool {

@@ -60,20 +60,15 @@ func Resume(headroom uint64) {
 	})
 }
 
-// Default makes percent and limit (bytes) the collector's settings when the user set neither
+// Default makes p (a percentage) and limit (bytes) the collector's settings when the user set neither
 // GOGC nor GOMEMLIMIT: a larger GOGC spends memory to save collections, and the soft limit
 // keeps that memory bounded (the collector runs more often as the heap nears it). Called
 // before Resume, which then restores these instead of Go's defaults. With either variable
 // set it does nothing: the user's settings are kept as asked.
-func Default(percent, limit int) {
+func Default(p, limit int) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	setDefault(percent, limit)
-}
-
-// setDefault is Default without reading the environment (tests).
-func setDefault(p, limit int) {
 	percent = p
 	debug.SetMemoryLimit(int64(limit))
 }
