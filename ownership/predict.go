@@ -1,7 +1,6 @@
 package ownership
 
 import (
-	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,14 +63,8 @@ func PredictRewrite(entries []metav1.ManagedFieldsEntry, group, to string, targe
 		return RewriteLoss{}
 	}
 	sent, _ := ToVersion(entries, group, to, target, read)
-	var left []string
-	for _, e := range sent {
-		if v, ok := strings.CutPrefix(e.APIVersion, group+"/"); ok && v != to && !slices.Contains(left, v) {
-			left = append(left, v)
-		}
-	}
 	unknown := ""
-	for _, v := range left {
+	for _, v := range otherVersions(sent, group, to) {
 		why, known := fails(v)
 		switch {
 		case !known && unknown == "":

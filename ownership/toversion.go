@@ -15,22 +15,16 @@ import (
 // are left as they are. It returns the entries and the number moved (0: entries as given).
 func ToVersion(entries []metav1.ManagedFieldsEntry, group, to string, target map[string]any, read func(version string) (map[string]any, bool)) ([]metav1.ManagedFieldsEntry, int) {
 	toAPI := group + "/" + to
-	var from []string
-	for _, e := range entries {
-		v, ok := strings.CutPrefix(e.APIVersion, group+"/")
-		if ok && v != to && !slices.Contains(from, e.APIVersion) {
-			from = append(from, e.APIVersion)
-		}
-	}
 	total := 0
-	for _, f := range from {
+	for _, v := range otherVersions(entries, group, to) {
+		f := group + "/" + v
 		need, err := NeedsSource(entries, f, target)
 		if err != nil {
 			continue
 		}
 		var source map[string]any
 		if need {
-			s, ok := read(strings.TrimPrefix(f, group+"/"))
+			s, ok := read(v)
 			if !ok {
 				continue
 			}
@@ -43,4 +37,16 @@ func ToVersion(entries []metav1.ManagedFieldsEntry, group, to string, target map
 		entries, total = next, total+res.Moved
 	}
 	return entries, total
+}
+
+// otherVersions are the versions of group other than to that entries name, each once, in the
+// order of the entries.
+func otherVersions(entries []metav1.ManagedFieldsEntry, group, to string) []string {
+	var out []string
+	for _, e := range entries {
+		if v, ok := strings.CutPrefix(e.APIVersion, group+"/"); ok && v != to && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
