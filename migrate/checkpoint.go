@@ -1,6 +1,7 @@
 package migrate
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -162,19 +163,40 @@ func (cp *Checkpoint) ResumableFor(server string, crd *apiextensionsv1.CustomRes
 }
 
 // UncheckedClusterMigration is the StorageVersionMigration recorded in the checkpoint at path
-// for crd as it is now on server (its UID, storage version and generation) that was created
-// and not yet checked object by object (RewriteCluster re-attaches to it); nil when there is
-// none. A workflow that decides from status.storedVersions that nothing is left to rewrite
-// asks it first: the controller trims status.storedVersions itself once its migration
-// succeeds (from Kubernetes 1.36), before a run that was detached or stopped has checked
-// every object.
-func UncheckedClusterMigration(server string, crd *apiextensionsv1.CustomResourceDefinition, path string) (*ClusterMigration, error) {
+// for crd as it is now on the cluster c reaches (recordedClusterMigration) that was created and
+// not yet checked object by object (RewriteCluster re-attaches to it); nil when there is none.
+// A workflow that decides from status.storedVersions that nothing is left to rewrite asks it
+// first: the controller trims status.storedVersions itself once its migration succeeds (from
+// Kubernetes 1.36), before a run that was detached or stopped has checked every object.
+func UncheckedClusterMigration(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, path string) (*ClusterMigration, error) {
 	cp, err := LoadCheckpoint(path)
-	if err != nil || cp == nil || cp.State != StateRunning || cp.ClusterMigration == nil || !cp.ClusterMigration.Created {
+	if err != nil {
 		return nil, err
 	}
-	if ok, _ := cp.matches(server, crd.Name, string(crd.UID), crdinfo.StorageVersion(crd), crd.Generation); !ok {
+	rec, _ := cp.recordedClusterMigration(c.Server, c.ClusterID(ctx), crd)
+	if rec == nil || !rec.Created {
 		return nil, nil
 	}
-	return cp.ClusterMigration, nil
+	return rec, nil
+}
+
+// recordedClusterMigration is the one answer to "does cp record a StorageVersionMigration of
+// crd as it is now, on the cluster reached at server whose identity is cluster
+// (Clients.ClusterID), not yet checked object by object": the record (created or about to be:
+// ClusterMigration.Created) when cp is a run in progress (StateRunning) written for the same
+// server, cluster, CRD object (its UID), storage version and generation (matches,
+// SameCluster); else nil, with why when cp records a migration that is not to be followed
+// ("" when it records none).
+func (cp *Checkpoint) recordedClusterMigration(server, cluster string, crd *apiextensionsv1.CustomResourceDefinition) (rec *ClusterMigration, why string) {
+	if cp == nil || cp.ClusterMigration == nil || cp.State != StateRunning {
+		return nil, ""
+	}
+	ok, why := cp.matches(server, crd.Name, string(crd.UID), crdinfo.StorageVersion(crd), crd.Generation)
+	if ok {
+		ok, why = SameCluster(cp.Cluster, cluster)
+	}
+	if !ok {
+		return nil, why
+	}
+	return cp.ClusterMigration, ""
 }

@@ -177,15 +177,12 @@ func clusterCheckpoint(ctx context.Context, c *Clients, crd *apiextensionsv1.Cus
 	if err != nil {
 		return nil, nil, err
 	}
-	if cp == nil || cp.ClusterMigration == nil || cp.State != StateRunning {
-		return fresh, nil, nil
-	}
-	ok, why := cp.matches(c.Server, crd.Name, string(crd.UID), crdinfo.StorageVersion(crd), crd.Generation)
-	if ok {
-		ok, why = SameCluster(cp.Cluster, cluster)
-	}
-	if !ok {
+	rec, why := cp.recordedClusterMigration(c.Server, cluster, crd)
+	if why != "" {
 		return fresh, []string{fmt.Sprintf("StorageVersionMigration %s, recorded in %s, is not followed (%s): this run starts a migration of its own", cp.ClusterMigration.Name, path, why)}, nil
+	}
+	if rec == nil {
+		return fresh, nil, nil
 	}
 	return cp, nil, nil
 }

@@ -57,7 +57,7 @@ func BuildPlan(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.Cus
 	if !stored && o.Rewrite.Checkpoint != "" {
 		// From 1.36 the controller trims status.storedVersions once its migration succeeds,
 		// before a detached or stopped run has checked every object: that check is still due.
-		p.Unchecked, _ = migrate.UncheckedClusterMigration(c.Server, crd, o.Rewrite.Checkpoint)
+		p.Unchecked, _ = migrate.UncheckedClusterMigration(ctx, c, crd, o.Rewrite.Checkpoint)
 	}
 	switch {
 	case p.Unchecked != nil:

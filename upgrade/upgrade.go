@@ -657,7 +657,7 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 	// A StorageVersionMigration an earlier run left running (detached, stopped) is re-attached
 	// to and checked first: its controller may have trimmed status.storedVersions already,
 	// which retire reads as nothing left to rewrite.
-	if unchecked(r.c.Server, crd) {
+	if unchecked(ctx, r.c, crd) {
 		if err := r.reattach(ctx, s, crd); err != nil {
 			return err
 		}
@@ -726,7 +726,7 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 		return fmt.Errorf("getting %s: %w", name, err)
 	}
 	fix := s.FixValues && r.o.FixValues
-	if crdinfo.StorageVersion(crd) == s.Target && slices.Equal(crd.Status.StoredVersions, []string{s.Target}) && !unchecked(r.c.Server, crd) {
+	if crdinfo.StorageVersion(crd) == s.Target && slices.Equal(crd.Status.StoredVersions, []string{s.Target}) && !unchecked(ctx, r.c, crd) {
 		if fix {
 			if err := r.fixValues(ctx, s, mustCheckpoint(r.c.Server, name)); err != nil {
 				return err
@@ -789,12 +789,12 @@ func (r *runner) migrate(ctx context.Context, s *StepResult) error {
 
 // unchecked reports whether migrate's checkpoint of crd records a StorageVersionMigration
 // created for it as it is now and not yet checked object by object.
-func unchecked(server string, crd *apiextensionsv1.CustomResourceDefinition) bool {
-	p, err := migrate.DefaultCheckpointPath(server, crd.Name)
+func unchecked(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.CustomResourceDefinition) bool {
+	p, err := migrate.DefaultCheckpointPath(c.Server, crd.Name)
 	if err != nil {
 		return false
 	}
-	m, _ := migrate.UncheckedClusterMigration(server, crd, p)
+	m, _ := migrate.UncheckedClusterMigration(ctx, c, crd, p)
 	return m != nil
 }
 
