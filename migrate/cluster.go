@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
+	ended "github.com/crdver/kubectl-crdver/outcome"
 )
 
 // ClusterMigrationGroup is the API group of the in-cluster StorageVersionMigration.
@@ -188,4 +189,18 @@ type DetachedError struct {
 
 func (e *DetachedError) Error() string {
 	return fmt.Sprintf("%s: the StorageVersionMigration %s (%s) rewrites its objects in the cluster; recorded in %s: not followed to its end (detached)", e.CRD, e.Name, e.APIVersion, e.Checkpoint)
+}
+
+// Outcome is how a run that detached ends: not done, not failed (could not complete: the
+// cluster carries on), with what remains: the same command again, which re-attaches, checks
+// every object, trims status.storedVersions and then does what the command does after
+// (then: "" when nothing).
+func (e *DetachedError) Outcome(then string) ended.Outcome {
+	out := ended.New(ended.Incomplete, "%v", e)
+	after := "then trims status.storedVersions"
+	if then != "" {
+		after = "trims status.storedVersions and " + then
+	}
+	out.Remaining = append(out.Remaining, fmt.Sprintf("%s: the StorageVersionMigration %s rewrites the objects in the cluster: run the same command again to re-attach (it checks every object, %s)", e.CRD, e.Name, after))
+	return out
 }

@@ -2,7 +2,6 @@ package migrate
 
 import (
 	"errors"
-	"fmt"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	ended "github.com/crdver/kubectl-crdver/outcome"
@@ -21,9 +20,7 @@ func (m *Migrator) end(crd string, rep *Report, err error) ended.Outcome {
 	switch {
 	case errors.As(err, &de):
 		// Not done, not failed: the cluster carries on; the same run started again goes on.
-		out := ended.New(ended.Incomplete, "%v", de)
-		out.Remaining = append(out.Remaining, fmt.Sprintf("%s: the StorageVersionMigration %s rewrites the objects in the cluster: run the same command again to re-attach (it checks every object, then trims status.storedVersions)", crd, de.Name))
-		return out
+		return de.Outcome("")
 	case err != nil:
 		if out, ok := ended.Of(err); ok {
 			if errors.As(err, &se) && se.Step == StepPreWrite {

@@ -21,10 +21,23 @@ func validateEngine(engine string) error {
 	return nil
 }
 
+// validateEngineFlags checks --engine, and --detach and --checkpoint against it (and
+// --dry-run): the flags migrate and retire share. It does no I/O.
+func validateEngineFlags(engine string, detach, dryRun bool, checkpoint string) error {
+	if err := validateEngine(engine); err != nil {
+		return err
+	}
+	if engine == engineCluster && checkpoint != "" {
+		// The migration is recorded in migrate's own checkpoint, where every command looks.
+		return UsageErrorf("--checkpoint is for --engine client: the cluster's StorageVersionMigration keeps its own progress")
+	}
+	return validateDetach(detach, engine, dryRun)
+}
+
 // addDetachFlag adds --detach (leave the StorageVersionMigration running in the cluster) to
 // cmd, stored in detach.
 func addDetachFlag(cmd *cobra.Command, detach *bool) {
-	cmd.Flags().BoolVar(detach, "detach", false, "With --engine cluster: once the StorageVersionMigration is created (after the preflight and the backup) and recorded in the checkpoint, leave it rewriting the objects in the cluster and exit (code 3: not done); the same command run again re-attaches to it, checks every object and goes on (if it has not ended, --detach leaves it again)")
+	cmd.Flags().BoolVar(detach, "detach", false, "With --engine cluster: once the StorageVersionMigration is created (after the preflight and, in an upgrade, the backup) and recorded in the checkpoint, leave it rewriting the objects in the cluster and exit (code 3: not done); the same command run again re-attaches to it, checks every object and goes on (if it has not ended, --detach leaves it again)")
 }
 
 // validateDetach checks --detach against --engine and --dry-run.

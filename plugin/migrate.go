@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -174,19 +175,14 @@ func (o *MigrateOptions) Validate() error {
 	if err := o.validateRewriteFlags(); err != nil {
 		return err
 	}
-	if err := validateEngine(o.Engine); err != nil {
+	if err := validateEngineFlags(o.Engine, o.Detach, o.DryRun, o.Checkpoint); err != nil {
 		return err
 	}
 	switch {
 	case o.FixValues && o.All:
 		return UsageErrorf("--fix-values is for one CRD: run kubectl crdver migrate CRD --fix-values for each")
-	case o.Engine == engineCluster && o.Checkpoint != "":
-		return UsageErrorf("--checkpoint is for --engine client: the cluster's StorageVersionMigration keeps its own progress")
 	case o.Detach && o.All:
 		return UsageErrorf("--detach is for one CRD: run kubectl crdver migrate CRD --engine cluster --detach for each")
-	}
-	if err := validateDetach(o.Detach, o.Engine, o.DryRun); err != nil {
-		return err
 	}
 	return nil
 }
@@ -386,11 +382,21 @@ func (o *MigrateOptions) confirm(question string) (bool, error) { return o.g.con
 // resumeCommand is the command line that resumes an interrupted run: the same flags (but
 // --to, --yes and --dry-run: the storage switch is done), the same checkpoint.
 func (o *MigrateOptions) resumeCommand(name, checkpoint string) string {
-	parts := []string{"kubectl", "crdver", "migrate", name}
-	skip := map[string]bool{"to": true, "yes": true, "dry-run": true, "checkpoint": true, "progress-interval": true, "detach": true}
-	if o.cmd != nil {
-		o.cmd.Flags().Visit(func(f *pflag.Flag) {
-			if skip[f.Name] {
+	line := sameCommand(o.cmd, []string{"kubectl", "crdver", "migrate", name}, "to", "yes", "dry-run", "checkpoint", "progress-interval", "detach")
+	if checkpoint != "" {
+		line += " --checkpoint=" + shellQuote(checkpoint)
+	}
+	return line
+}
+
+// sameCommand is the command line words followed by the flags set on cmd (nil: none), but
+// those named in skip, each as --name=value (a bool as --name, or --name=false), quoted for a
+// shell: the command that runs again what cmd ran.
+func sameCommand(cmd *cobra.Command, words []string, skip ...string) string {
+	parts := append([]string{}, words...)
+	if cmd != nil {
+		cmd.Flags().Visit(func(f *pflag.Flag) {
+			if slices.Contains(skip, f.Name) {
 				return
 			}
 			if f.Value.Type() == "bool" {
@@ -403,9 +409,6 @@ func (o *MigrateOptions) resumeCommand(name, checkpoint string) string {
 			}
 			parts = append(parts, "--"+f.Name+"="+shellQuote(f.Value.String()))
 		})
-	}
-	if checkpoint != "" {
-		parts = append(parts, "--checkpoint="+shellQuote(checkpoint))
 	}
 	return strings.Join(parts, " ")
 }

@@ -24,7 +24,11 @@ const retireExample = `  # What would retiring v1beta1 do? (reads only)
   kubectl crdver retire crontabs.stable.example.com v1beta1 --unserve --remove
 
   # In a runbook: no question, no progress, a JSON report
-  kubectl crdver retire crontabs.stable.example.com v1beta1 --to v1 --yes --quiet -o json`
+  kubectl crdver retire crontabs.stable.example.com v1beta1 --to v1 --yes --quiet -o json
+
+  # Hand the rewrite to the cluster's StorageVersionMigration and leave it running there;
+  # the same command again re-attaches, checks every object and goes on
+  kubectl crdver retire crontabs.stable.example.com v1beta1 --engine cluster --detach --yes`
 
 // RetireOptions are the options of `kubectl crdver retire`.
 type RetireOptions struct {
@@ -32,10 +36,15 @@ type RetireOptions struct {
 	source  *crdSource
 	out     *outputFlags
 	printer ReportPrinter
+	cmd     *cobra.Command
 
 	Name, Version, To                   string
 	DryRun, Yes, Unserve, Remove, Force bool
 	RewriteFlags
+	// Engine rewrites the objects (client or cluster); Detach leaves the cluster's
+	// StorageVersionMigration running (--engine cluster).
+	Engine        string
+	Detach        bool
 	progressFlags *progressFlags
 	progress      Progress
 }
@@ -51,7 +60,9 @@ func NewCmdRetire(g *Globals) *cobra.Command {
 1. make another version the storage version, if VERSION is it (--to, or the highest-priority
    served version that stays);
 2. rewrite every object so that it is stored at the storage version (the migrate engine,
-   resumable from its checkpoint);
+   resumable from its checkpoint; with --engine cluster, the cluster's StorageVersionMigration,
+   checked object by object by this command, and --detach leaves it running there: exit 3, and
+   the same command again re-attaches to it);
 3. trim status.storedVersions (only when every object is accounted for);
 4. move every metadata.managedFields entry that names VERSION to the target version, keeping
    each manager's ownership. Without this, once VERSION is removed, server-side apply of those
@@ -73,6 +84,7 @@ Exit codes: 0 done; 1 something keeps VERSION from being dropped safely (said wh
 		ValidArgsFunction: completeCRDNames(g),
 		RunE:              runE(o),
 	}
+	o.cmd = cmd
 	o.out = addOutputFlags(cmd, outputWide, outputJSON, outputYAML)
 	f := cmd.Flags()
 	f.StringVar(&o.To, "to", "", "The version to move to (default: the highest-priority served version other than VERSION)")
@@ -84,6 +96,8 @@ Exit codes: 0 done; 1 something keeps VERSION from being dropped safely (said wh
 	f.BoolVar(&o.Remove, "remove", false, "At the end, remove VERSION from spec.versions (unserving it first)")
 	f.BoolVar(&o.Force, "force", false, "Unserve/remove even if a manager still writes VERSION, entries remain, or a deployment tool manages the CRD")
 	o.addRewriteFlags(f, "Checkpoint file of the rewrite (default: migrate's, in your cache folder, per cluster and CRD)")
+	addEngineFlag(cmd, &o.Engine, "Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration, checked object by object by this command)")
+	addDetachFlag(cmd, &o.Detach)
 	o.progressFlags = addProgressFlags(cmd)
 	cmd.Flags().Lookup("quiet").Usage = "Only the result: no progress, and no plan unless a question is asked about it"
 	return cmd
@@ -110,6 +124,9 @@ func (o *RetireOptions) Validate() error {
 		return err
 	}
 	if err := o.validateRewriteFlags(); err != nil {
+		return err
+	}
+	if err := validateEngineFlags(o.Engine, o.Detach, o.DryRun, o.Checkpoint); err != nil {
 		return err
 	}
 	if o.To != "" && o.To == o.Version {
@@ -161,9 +178,9 @@ func (o *RetireOptions) Run(ctx context.Context) error {
 // printed) and the question.
 func (o *RetireOptions) retireOptions(crd *apiextensionsv1.CustomResourceDefinition, printed *bool) retire.Options {
 	var pre *preflight.Report
-	return retire.Options{
+	ro := retire.Options{
 		CRD: crd.Name, Version: o.Version, To: o.To, DryRun: o.DryRun, Unserve: o.Unserve, Remove: o.Remove, Force: o.Force,
-		Rewrite: o.rewriteOptions(), Budget: true,
+		Rewrite: o.rewriteOptions(), Budget: true, Engine: migrate.Engine(o.Engine),
 		OnRewrite: func(r *migrate.Rewriter, total int64) func() {
 			return o.progress.Start(Task{Name: "rewriting", Prefix: "retire", Unit: "objects", Total: total,
 				Done: func() int64 { return r.Progress().Total() }})
@@ -194,12 +211,18 @@ func (o *RetireOptions) retireOptions(crd *apiextensionsv1.CustomResourceDefinit
 			return o.g.confirm(fmt.Sprintf("Carry out the pending steps on %s? [y/N]: ", p.CRD))
 		},
 	}
+	ro.Rewrite.Detach = o.Detach
+	return ro
 }
 
 // runError words retire.Run's error with this command's flags (its exit code is the result's
 // Outcome).
 func (o *RetireOptions) runError(ctx context.Context, name string, err error) error {
+	var de *migrate.DetachedError
 	switch {
+	case errors.As(err, &de):
+		// Not --detach again: the command follows the migration to its end (with it, it looks once).
+		return fmt.Errorf("%w; re-attach with: %s", de, sameCommand(o.cmd, []string{"kubectl", "crdver", "retire", name, o.Version}, "dry-run", "progress-interval", "detach"))
 	case errors.Is(err, retire.ErrUsage):
 		return errors.New(strings.TrimPrefix(err.Error(), retire.ErrUsage.Error()+": "))
 	case errors.Is(err, retire.ErrNotConfirmed):

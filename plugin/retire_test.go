@@ -206,3 +206,24 @@ func TestRetireWithoutRights(t *testing.T) {
 		t.Errorf("the CRD changed")
 	}
 }
+
+// retire's --engine and --detach are migrate's (validateEngineFlags): refused as usage (exit
+// 2) before anything is read, with the same words.
+func TestRetireEngineFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--engine", "fast"}, `--engine "fast" is not supported`},
+		{[]string{"--detach"}, "--detach is for --engine cluster"},
+		{[]string{"--engine", "client", "--detach"}, "--detach is for --engine cluster"},
+		{[]string{"--engine", "cluster", "--detach", "--dry-run"}, "--detach does not apply to --dry-run"},
+		{[]string{"--engine", "cluster", "--checkpoint", "cp.json"}, "--checkpoint is for --engine client"},
+	} {
+		// No cluster is reachable at this address: a usage error comes first, or the run fails.
+		r := run(t, "", append([]string{"retire", "things.example.com", "v1beta1", "--kubeconfig", filepath.Join(t.TempDir(), "none")}, tc.args...)...)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("retire %v: exit %d, want %d with %q\n%s", tc.args, r.code, ExitUsage, tc.want, r.stderr)
+		}
+	}
+}

@@ -54,9 +54,11 @@ func BuildPlan(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.Cus
 	if storage == o.Version {
 		newStorage = target
 	}
-	if !stored && o.Rewrite.Checkpoint != "" {
-		// From 1.36 the controller trims status.storedVersions once its migration succeeds,
-		// before a detached or stopped run has checked every object: that check is still due.
+	if o.Rewrite.Checkpoint != "" {
+		// A migration an earlier run left (detached or stopped) is re-attached to and checked,
+		// whichever engine is asked: a client rewrite beside it would write every object
+		// twice. From 1.36 its controller trims status.storedVersions once it succeeds, before
+		// that run has checked every object: the check is still due then too.
 		p.Unchecked, _ = migrate.UncheckedClusterMigration(ctx, c, crd, o.Rewrite.Checkpoint)
 	}
 	switch {

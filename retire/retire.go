@@ -11,6 +11,7 @@ package retire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -149,7 +150,7 @@ func run(ctx context.Context, c *migrate.Clients, o Options) (*Result, error) {
 	if o.Unserve || o.Remove {
 		needed = append(needed, migrate.Access{Verb: "update", Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions", Name: crd.Name})
 	}
-	if o.Engine == migrate.EngineCluster {
+	if o.Engine == migrate.EngineCluster || plan.Unchecked != nil {
 		needed = append(needed, migrate.ClusterEngineAccess()...)
 	}
 	if err := migrate.CheckAccess(ctx, c, needed); err != nil {
@@ -397,7 +398,12 @@ func (r *runner) rewriteCluster(ctx context.Context, crd *apiextensionsv1.Custom
 		r.notify("StorageVersionMigration of %s: %s after %s", crd.Name, cond, time.Since(start).Round(100*time.Millisecond))
 	})
 	r.res.Cluster = cr
-	if err != nil {
+	var de *migrate.DetachedError
+	switch {
+	case errors.As(err, &de):
+		rw.State, rw.Detail = StateDetached, fmt.Sprintf("%s; recorded in %s: the same command again re-attaches to it", cr.Summary(), de.Checkpoint)
+		return nil, err
+	case err != nil:
 		rw.State, rw.Detail = StateFailed, err.Error()
 		return nil, fmt.Errorf("rewriting the objects of %s with the cluster's StorageVersionMigration: %w", crd.Name, err)
 	}

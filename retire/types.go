@@ -44,7 +44,9 @@ type Options struct {
 	// Engine is who rewrites the objects ("" is migrate.EngineClient); with
 	// migrate.EngineCluster the cluster's StorageVersionMigration does, checked object by
 	// object by this run (migrate.RewriteCluster). ClusterStartTimeout bounds the wait for a
-	// controller to pick the migration up (0: one minute).
+	// controller to pick the migration up (0: one minute). With Rewrite.Detach, the run stops
+	// once the migration is created and recorded (a *migrate.DetachedError; the rewrite step
+	// StateDetached); the same run started again re-attaches to it, checks and goes on.
 	Engine              migrate.Engine
 	ClusterStartTimeout time.Duration
 	// Census, when set, is the managedFields census of the CRD's objects from the caller's
@@ -88,7 +90,7 @@ type Step struct {
 	Name string `json:"name"`
 	// State: "pending" (planned), "done" (by this run), "already done" (found done in the
 	// live state), "skipped" (not asked for), "refused" (a guard said no; Detail says why),
-	// "failed".
+	// "failed", "running in the cluster" (the rewrite's StorageVersionMigration, detached).
 	State  string `json:"state"`
 	Detail string `json:"detail"`
 }
@@ -102,6 +104,9 @@ const (
 	StateRefused  = "refused"
 	StateFailed   = "failed"
 	StateUnreachd = "not reached"
+	// StateDetached: the rewrite's StorageVersionMigration was left rewriting the objects in
+	// the cluster (Options.Rewrite.Detach); the same run started again re-attaches to it.
+	StateDetached = "running in the cluster"
 )
 
 // Plan is what a retirement will do, worked out from the live state before anything is written.

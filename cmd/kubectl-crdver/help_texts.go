@@ -646,7 +646,7 @@ Flags:
       --checkpoint string      Checkpoint file (default: in your cache folder, per cluster and CRD)
       --chunk-size int         Objects per list page (memory is bounded by it) (default 500)
       --concurrency int        Writes in flight (the rewrite's, and the preflight's dry-run writes); 0 adapts them to the rate the API server completes them and to 429s
-      --detach                 With --engine cluster: once the StorageVersionMigration is created (after the preflight and the backup) and recorded in the checkpoint, leave it rewriting the objects in the cluster and exit (code 3: not done); the same command run again re-attaches to it, checks every object and goes on (if it has not ended, --detach leaves it again)
+      --detach                 With --engine cluster: once the StorageVersionMigration is created (after the preflight and, in an upgrade, the backup) and recorded in the checkpoint, leave it rewriting the objects in the cluster and exit (code 3: not done); the same command run again re-attaches to it, checks every object and goes on (if it has not ended, --detach leaves it again)
       --dry-run                Print the plan and write nothing
       --engine string          Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration, checked object by object by this command) (default "client")
       --fix-values             Before the rewrite, convert each value whose type does not fit the storage version's typed schema where the conversion is lossless (YAML text to the object or list it spells, a scalar to a one-element list, a number to its string), keeping every field manager (their managedFields entries moved to the new values' paths)
@@ -1010,7 +1010,9 @@ Global Flags:
 1. make another version the storage version, if VERSION is it (--to, or the highest-priority
    served version that stays);
 2. rewrite every object so that it is stored at the storage version (the migrate engine,
-   resumable from its checkpoint);
+   resumable from its checkpoint; with --engine cluster, the cluster's StorageVersionMigration,
+   checked object by object by this command, and --detach leaves it running there: exit 3, and
+   the same command again re-attaches to it);
 3. trim status.storedVersions (only when every object is accounted for);
 4. move every metadata.managedFields entry that names VERSION to the target version, keeping
    each manager's ownership. Without this, once VERSION is removed, server-side apply of those
@@ -1042,13 +1044,19 @@ Examples:
   # In a runbook: no question, no progress, a JSON report
   kubectl crdver retire crontabs.stable.example.com v1beta1 --to v1 --yes --quiet -o json
 
+  # Hand the rewrite to the cluster's StorageVersionMigration and leave it running there;
+  # the same command again re-attaches, checks every object and goes on
+  kubectl crdver retire crontabs.stable.example.com v1beta1 --engine cluster --detach --yes
+
 Flags:
       --allow-data-loss        Rewrite even when objects would lose fields the target version's schema does not have (the preflight lists them)
       --allow-ownership-loss   Rewrite even when the API server's dry run of the rewrite drops field managers of objects (the preflight lists them; --allow-data-loss does not allow this)
       --checkpoint string      Checkpoint file of the rewrite (default: migrate's, in your cache folder, per cluster and CRD)
       --chunk-size int         Objects per list page (memory is bounded by it) (default 500)
       --concurrency int        Writes in flight (the rewrite's, and the preflight's dry-run writes); 0 adapts them to the rate the API server completes them and to 429s
+      --detach                 With --engine cluster: once the StorageVersionMigration is created (after the preflight and, in an upgrade, the backup) and recorded in the checkpoint, leave it rewriting the objects in the cluster and exit (code 3: not done); the same command run again re-attaches to it, checks every object and goes on (if it has not ended, --detach leaves it again)
       --dry-run                Print the steps and write nothing
+      --engine string          Who rewrites the objects: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration, checked object by object by this command) (default "client")
       --force                  Unserve/remove even if a manager still writes VERSION, entries remain, or a deployment tool manages the CRD
   -h, --help                   help for retire
       --no-headers             Print tables without the header row
@@ -1159,7 +1167,7 @@ Flags:
       --chunk-size int             Objects per list page (default 500)
       --cluster-timeout duration   With a fleet: stop a cluster's run after this long (it is reported as timed out; 0: no limit)
       --contexts strings           Run on each of these kubeconfig contexts (comma-separated; patterns like prod-* allowed) and print one report for the fleet
-      --detach                     With --engine cluster: once the StorageVersionMigration is created (after the preflight and the backup) and recorded in the checkpoint, leave it rewriting the objects in the cluster and exit (code 3: not done); the same command run again re-attaches to it, checks every object and goes on (if it has not ended, --detach leaves it again)
+      --detach                     With --engine cluster: once the StorageVersionMigration is created (after the preflight and, in an upgrade, the backup) and recorded in the checkpoint, leave it rewriting the objects in the cluster and exit (code 3: not done); the same command run again re-attaches to it, checks every object and goes on (if it has not ended, --detach leaves it again)
       --dry-run                    Print the runbook and the preflight; write nothing
       --engine string              Who rewrites the objects of each CRD: client (this command) or cluster (a storagemigration.k8s.io StorageVersionMigration per CRD, in the runbook's order, each checked object by object by this command) (default "client")
       --field-manager string       Field manager of the release's server-side apply (default "kubectl")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plugin"
+	"github.com/crdver/kubectl-crdver/retire"
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
@@ -47,10 +49,28 @@ func run(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errOut.String(), plugin.ExitCode(err)
 }
 
+// svmGVR is the StorageVersionMigrations' resource, at a version every API server here serves.
+var svmGVR = schema.GroupVersionResource{Group: migrate.ClusterMigrationGroup, Version: "v1beta1", Resource: "storageversionmigrations"}
+
+// detachedMigration is a fixture of group with n objects whose StorageVersionMigration
+// `migrate --engine cluster --detach` left running in the cluster (exit 3), and its name.
+func detachedMigration(t *testing.T, c *migrate.Clients, group string, n int) (*apiextensionsv1.CustomResourceDefinition, string) {
+	t.Helper()
+	crd := fixture(t, group, n)
+	if _, errOut, code := run(t, "migrate", crd.Name, "--engine", "cluster", "--detach"); code != 3 {
+		t.Fatalf("migrate --detach: exit %d\n%s", code, errOut)
+	}
+	names := migrations(t, c, group)
+	if len(names) != 1 {
+		t.Fatalf("migrations %v, want one", names)
+	}
+	return crd, names[0]
+}
+
 // migrations are the names of the StorageVersionMigrations of group's things.
 func migrations(t *testing.T, c *migrate.Clients, group string) []string {
 	t.Helper()
-	l, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: migrate.ClusterMigrationGroup, Version: "v1beta1", Resource: "storageversionmigrations"}).List(context.Background(), metav1.ListOptions{})
+	l, err := c.Dynamic.Resource(svmGVR).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +124,12 @@ func trimmed(t *testing.T, c *migrate.Clients, name string) []string {
 // created and recorded, says how to re-attach, and migrate status says it runs in the cluster;
 // (2) a migrate following its migration is SIGKILLed while it waits;
 // (3) upgrade --engine cluster --detach stops at its rewrite step the same way, and upgrade
-// status says so. Then the same commands again each re-attach to
+// status says so; (4) retire --engine cluster --detach the same, its rewrite step "running in
+// the cluster", the steps after it not reached; (5) a retire following its migration is
+// SIGKILLed. Then the same commands again each re-attach to
 // the migration recorded — none creates a second one — check every object, trim and go on:
-// etcd holds every object at v1 and status.storedVersions is [v1].
+// etcd holds every object at v1 and status.storedVersions is [v1]. Every run shares the one
+// wait for the controller's first write (its migrations are created within seconds).
 func TestClusterEngineDetachAndResume(t *testing.T) {
 	began := time.Now()
 	cache := t.TempDir()
@@ -128,6 +151,8 @@ func TestClusterEngineDetachAndResume(t *testing.T) {
 	detached := fixture(t, "detach.cluster.example.com", n)
 	killed := fixture(t, "killed.cluster.example.com", n)
 	up := fixture(t, "upgrade-detach.cluster.example.com", n)
+	retiredDetached := fixture(t, "retire-detach.cluster.example.com", n)
+	retiredKilled := fixture(t, "retire-killed.cluster.example.com", n)
 
 	// (1) Detached: exit 3, the record, the way back.
 	out, errOut, code := run(t, "migrate", detached.Name, "--engine", "cluster", "--detach")
@@ -149,29 +174,7 @@ func TestClusterEngineDetachAndResume(t *testing.T) {
 
 	t.Logf("%s: detached", time.Since(began).Round(time.Second))
 	// (2) SIGKILL while following.
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childArgsEnv+"="+strings.Join([]string{"migrate", killed.Name, "--engine", "cluster", "--kubeconfig", env.Kubeconfig}, "\x1f"))
-	var childOut strings.Builder
-	cmd.Stdout, cmd.Stderr = &childOut, &childOut
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(2 * time.Minute); ; {
-		if cp := record(t, cache, killed.Name); cp != nil && cp.ClusterMigration != nil && cp.ClusterMigration.Created {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("the run never recorded its migration:\n%s", childOut.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond) // following it now
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	killedName := record(t, cache, killed.Name).ClusterMigration.Name
+	killedName := killWhileFollowing(t, cache, killed.Name, "migrate", killed.Name, "--engine", "cluster")
 
 	t.Logf("%s: killed", time.Since(began).Round(time.Second))
 	// (3) upgrade --detach: the release removes v1beta1; its rewrite step is left in the cluster.
@@ -201,6 +204,21 @@ func TestClusterEngineDetachAndResume(t *testing.T) {
 	}
 
 	t.Logf("%s: upgrade detached", time.Since(began).Round(time.Second))
+	// (4) retire --detach: exit 3, the record, the way back; the steps after the rewrite wait.
+	out, errOut, code = run(t, "retire", retiredDetached.Name, "v1beta1", "--engine", "cluster", "--detach", "--yes")
+	if code != 3 || !strings.Contains(errOut, "re-attach with: kubectl crdver retire "+retiredDetached.Name+" v1beta1 --engine=cluster") || !strings.Contains(out, "running in the cluster") || !strings.Contains(out, "not reached") {
+		t.Fatalf("retire --detach: exit %d, want 3 and how to re-attach\n%s%s", code, out, errOut)
+	}
+	cp = record(t, cache, retiredDetached.Name)
+	names = migrations(t, c, retiredDetached.Spec.Group)
+	if cp == nil || cp.ClusterMigration == nil || !cp.ClusterMigration.Created || cp.ClusterMigration.DetachedAt == nil || len(names) != 1 || names[0] != cp.ClusterMigration.Name {
+		t.Fatalf("after retire --detach: record %+v, migrations %v; want the one created, recorded as detached", cp, names)
+	}
+	retireDetachedName := names[0]
+	// (5) A retire SIGKILLed while following.
+	retireKilledName := killWhileFollowing(t, cache, retiredKilled.Name, "retire", retiredKilled.Name, "v1beta1", "--engine", "cluster", "--yes")
+	t.Logf("%s: retire detached and killed", time.Since(began).Round(time.Second))
+
 	// The same commands again.
 	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{detached, killed} {
 		out, errOut, code := run(t, "migrate", crd.Name, "--engine", "cluster", "-o", "json")
@@ -229,6 +247,37 @@ func TestClusterEngineDetachAndResume(t *testing.T) {
 	if got := migrations(t, c, "killed.cluster.example.com"); len(got) != 1 || got[0] != killedName {
 		t.Errorf("after the SIGKILL and the resumed run: migrations %v, want only %s", got, killedName)
 	}
+	for _, tc := range []struct {
+		crd      *apiextensionsv1.CustomResourceDefinition
+		recorded string
+	}{{retiredDetached, retireDetachedName}, {retiredKilled, retireKilledName}} {
+		out, errOut, code := run(t, "retire", tc.crd.Name, "v1beta1", "--engine", "cluster", "--yes", "-o", "json")
+		if code != 0 {
+			t.Fatalf("%s: re-attached retire: exit %d\n%s%s\nkube-controller-manager logs:\n%s", tc.crd.Name, code, out, errOut, tail(cm.Logs(), 4000))
+		}
+		var rep retire.Result
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		cl := rep.Cluster
+		if cl == nil || !cl.Reattached || !cl.Succeeded || cl.Name != tc.recorded || cl.Check == nil || cl.Check.Objects != n || rep.Trim == nil || !rep.Trim.Safe || rep.Fields == nil || rep.Fields.Remaining.Objects != 0 {
+			t.Errorf("%s: re-attached retire's report:\n%s", tc.crd.Name, out)
+		}
+		if rep.Plan == nil || rep.Plan.Unchecked == nil || rep.Plan.Unchecked.Name != tc.recorded {
+			t.Errorf("%s: the plan does not name the migration it re-attaches to (%s):\n%s", tc.crd.Name, tc.recorded, out)
+		}
+		group := tc.crd.Spec.Group
+		if got := migrations(t, c, group); len(got) != 1 || got[0] != tc.recorded {
+			t.Errorf("%s: StorageVersionMigrations %v, want only %s, the one the first run created", tc.crd.Name, got, tc.recorded)
+		}
+		if got := stored(t, group); len(got) != 1 || got[group+"/v1"] != n {
+			t.Errorf("%s: etcd = %v, want all %d at v1", tc.crd.Name, got, n)
+		}
+		if got := trimmed(t, c, tc.crd.Name); len(got) != 1 || got[0] != "v1" {
+			t.Errorf("%s: storedVersions %v, want [v1]", tc.crd.Name, got)
+		}
+		t.Logf("%s: %s re-attached", time.Since(began).Round(time.Second), tc.crd.Name)
+	}
 	uo.Rewrite.Detach = false
 	rep, err = upgrade.Run(ctx, c, uo)
 	if err != nil || rep.Outcome.ExitCode != 0 {
@@ -247,6 +296,37 @@ func TestClusterEngineDetachAndResume(t *testing.T) {
 	if got := trimmed(t, c, up.Name); len(got) != 1 || got[0] != "v1" {
 		t.Errorf("upgrade: storedVersions %v, want [v1]", got)
 	}
+}
+
+// killWhileFollowing runs the plugin with args as a process of its own, SIGKILLs it once it has
+// recorded the StorageVersionMigration of crd in migrate's checkpoint (in the cache folder
+// cache) as created and follows it, and returns the migration's name.
+func killWhileFollowing(t *testing.T, cache, crd string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childArgsEnv+"="+strings.Join(append(args, "--kubeconfig", env.Kubeconfig), "\x1f"))
+	var childOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &childOut, &childOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		if cp := record(t, cache, crd); cp != nil && cp.ClusterMigration != nil && cp.ClusterMigration.Created {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("%v never recorded its migration:\n%s", args, childOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // following it now
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	return record(t, cache, crd).ClusterMigration.Name
 }
 
 func rewriteStep(rep *upgrade.Report) *upgrade.StepResult {
@@ -270,16 +350,8 @@ func TestClusterEngineReattachGone(t *testing.T) {
 	}
 	const n = 15
 	group := "gone.cluster.example.com"
-	crd := fixture(t, group, n)
-	if _, errOut, code := run(t, "migrate", crd.Name, "--engine", "cluster", "--detach"); code != 3 {
-		t.Fatalf("migrate --detach: exit %d\n%s", code, errOut)
-	}
-	names := migrations(t, c, group)
-	if len(names) != 1 {
-		t.Fatalf("migrations %v, want one", names)
-	}
-	gvr := schema.GroupVersionResource{Group: migrate.ClusterMigrationGroup, Version: "v1beta1", Resource: "storageversionmigrations"}
-	if err := c.Dynamic.Resource(gvr).Delete(context.Background(), names[0], metav1.DeleteOptions{}); err != nil {
+	crd, name := detachedMigration(t, c, group, n)
+	if err := c.Dynamic.Resource(svmGVR).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	out, errOut, code := run(t, "migrate", crd.Name, "--engine", "cluster", "-o", "json")
@@ -315,10 +387,7 @@ func TestClusterEngineRecordOfAnotherCRD(t *testing.T) {
 		t.Fatal(err)
 	}
 	group := "other.cluster.example.com"
-	crd := fixture(t, group, 5)
-	if _, errOut, code := run(t, "migrate", crd.Name, "--engine", "cluster", "--detach"); code != 3 {
-		t.Fatalf("migrate --detach: exit %d\n%s", code, errOut)
-	}
+	crd, _ := detachedMigration(t, c, group, 5)
 	files, _ := filepath.Glob(filepath.Join(cache, "kubectl-crdver", "migrate", crd.Name+"-*.json"))
 	cp := record(t, cache, crd.Name)
 	first := cp.ClusterMigration.Name
@@ -348,7 +417,9 @@ func errorsAs(err error, target **migrate.DetachedError) bool { return errors.As
 // a retire after a detached run finds v1beta1 gone from storedVersions before any object was
 // checked: it must still re-attach to the recorded migration and check every object (here the
 // migration was deleted after the controller's trim, as if its controller's word were all
-// there was: the objects are still stored at v1beta1), not call the rewrite done.
+// there was: the objects are still stored at v1beta1), not call the rewrite done. Untrimmed,
+// the retire re-attaches as well, with the client engine asked (the default): it checks the
+// migration it finds recorded rather than write every object beside it.
 func TestRetireReattachesAfterTheControllersTrim(t *testing.T) {
 	cache := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", cache)
@@ -357,43 +428,42 @@ func TestRetireReattachesAfterTheControllersTrim(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 12
-	group := "retire-trimmed.cluster.example.com"
-	crd := fixture(t, group, n)
-	if _, errOut, code := run(t, "migrate", crd.Name, "--engine", "cluster", "--detach"); code != 3 {
-		t.Fatalf("migrate --detach: exit %d\n%s", code, errOut)
-	}
-	ctx := context.Background()
-	live, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	live.Status.StoredVersions = []string{"v1"} // what the controller does when its migration succeeds
-	if _, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().UpdateStatus(ctx, live, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	gvr := schema.GroupVersionResource{Group: migrate.ClusterMigrationGroup, Version: "v1beta1", Resource: "storageversionmigrations"}
-	for _, name := range migrations(t, c, group) {
-		if err := c.Dynamic.Resource(gvr).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+	for _, trim := range []bool{true, false} {
+		group := fmt.Sprintf("retire-trimmed-%v.cluster.example.com", trim)
+		crd, name := detachedMigration(t, c, group, n)
+		ctx := context.Background()
+		if trim {
+			live, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			live.Status.StoredVersions = []string{"v1"} // what the controller does when its migration succeeds
+			if _, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().UpdateStatus(ctx, live, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.Dynamic.Resource(svmGVR).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if got := stored(t, group); got[group+"/v1beta1"] != n {
-		t.Fatalf("etcd = %v before the retire, want all %d still at v1beta1", got, n)
-	}
-	out, errOut, code := run(t, "retire", crd.Name, "v1beta1", "--yes", "-o", "json")
-	if code != 0 {
-		t.Fatalf("retire: exit %d\n%s%s", code, out, errOut)
-	}
-	var rep struct {
-		Cluster *migrate.ClusterResult `json:"clusterMigration"`
-	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if rep.Cluster == nil || !rep.Cluster.Gone || rep.Cluster.Check == nil || rep.Cluster.Check.WrittenHere.Rewritten != n {
-		t.Errorf("retire did not re-attach to the recorded migration and write back what it left:\n%s", out)
-	}
-	if got := stored(t, group); len(got) != 1 || got[group+"/v1"] != n {
-		t.Errorf("etcd = %v after the retire, want all %d at v1", got, n)
+		if got := stored(t, group); got[group+"/v1beta1"] != n {
+			t.Fatalf("etcd = %v before the retire, want all %d still at v1beta1", got, n)
+		}
+		out, errOut, code := run(t, "retire", crd.Name, "v1beta1", "--yes", "-o", "json")
+		if code != 0 {
+			t.Fatalf("trimmed %v: retire: exit %d\n%s%s", trim, code, out, errOut)
+		}
+		var rep retire.Result
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if rep.Rewrite != nil || rep.Cluster == nil || !rep.Cluster.Gone || rep.Cluster.Check == nil || rep.Cluster.Check.WrittenHere.Rewritten != n {
+			t.Errorf("trimmed %v: retire did not re-attach to the recorded migration and write back what it left:\n%s", trim, out)
+		}
+		if got := stored(t, group); len(got) != 1 || got[group+"/v1"] != n {
+			t.Errorf("trimmed %v: etcd = %v after the retire, want all %d at v1", trim, got, n)
+		}
+		if got := trimmed(t, c, crd.Name); len(got) != 1 || got[0] != "v1" {
+			t.Errorf("trimmed %v: storedVersions %v, want [v1]", trim, got)
+		}
 	}
 }
