@@ -187,6 +187,33 @@ func clusterCheckpoint(ctx context.Context, c *Clients, crd *apiextensionsv1.Cus
 	return cp, nil, nil
 }
 
+// clusterMigrationBeside is the note of a client rewrite of crd started while the
+// StorageVersionMigration recorded in the checkpoint at path (UncheckedClusterMigration) still
+// rewrites its objects in the cluster, as one look at it says: the client rewrite goes on,
+// which is safe (both write each object back unchanged) but writes every object twice, or the
+// user re-attaches to the migration instead. "" when none is recorded, or it has ended or
+// no longer exists (the client rewrite is then the whole rewrite).
+func clusterMigrationBeside(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, path string) string {
+	rec, err := UncheckedClusterMigration(ctx, c, crd, path)
+	if err != nil || rec == nil {
+		return ""
+	}
+	gv, err := schema.ParseGroupVersion(rec.APIVersion)
+	if err != nil {
+		return ""
+	}
+	state := "still rewrites the objects in the cluster"
+	_, err = followCluster(ctx, c, clusterGVR(gv.Version), &ClusterResult{Name: rec.Name}, time.Now(), 0, true, nil)
+	switch {
+	case errors.Is(err, errStillRunning):
+	case err != nil:
+		state = fmt.Sprintf("may still rewrite the objects in the cluster (unknown: %v)", err)
+	default:
+		return "" // ended or gone
+	}
+	return fmt.Sprintf("StorageVersionMigration %s, recorded in %s by an earlier run of the cluster engine, %s: this client rewrite goes on beside it, which is safe (both write each object back unchanged) but writes every object twice; to leave the rewrite to the cluster instead, stop this run and re-attach with: kubectl crdver migrate %s --engine cluster", rec.Name, path, state, crd.Name)
+}
+
 // firstRead is the read before the migration (see above): the revision it is of, and the
 // managers' entries counted into managers.
 func firstRead(ctx context.Context, c *Clients, crd *apiextensionsv1.CustomResourceDefinition, managers map[string]int64, chunk int64) (string, error) {

@@ -99,6 +99,9 @@ const (
 	// EventClusterCondition: the StorageVersionMigration reached Condition (with Message)
 	// after Elapsed.
 	EventClusterCondition EventKind = "ClusterCondition"
+	// EventNote: Message is a note the user may act on now, before the rewrite (also kept in
+	// the report).
+	EventNote EventKind = "Note"
 )
 
 // Event is a step of a migration as it happens, for a progress display.
@@ -340,12 +343,20 @@ func (m *Migrator) rewrite(ctx context.Context, crd *apiextensionsv1.CustomResou
 	if err != nil {
 		return nil, err
 	}
+	// Said before the first write, when the user can still choose, and kept with the result.
+	beside := clusterMigrationBeside(ctx, m.Clients, crd, opts.Checkpoint)
+	if beside != "" {
+		m.event(Event{Kind: EventNote, CRD: crd.Name, Message: beside})
+	}
 	stop := func() {}
 	if m.Progress != nil {
 		stop = m.Progress(total, r.Progress)
 	}
 	res, err := r.Run(ctx)
 	stop()
+	if res != nil && beside != "" {
+		res.Notes = append([]string{beside}, res.Notes...)
+	}
 	return res, err
 }
 

@@ -229,6 +229,8 @@ func (o *MigrateOptions) newMigrator(c *migrate.Clients) *migrate.Migrator {
 					line += ": " + e.Message
 				}
 				o.progress.Notef("%s", line)
+			case migrate.EventNote:
+				o.progress.Notef("note: %s", e.Message)
 			}
 		},
 	}

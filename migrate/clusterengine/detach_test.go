@@ -467,3 +467,51 @@ func TestRetireReattachesAfterTheControllersTrim(t *testing.T) {
 		}
 	}
 }
+
+// migrate --engine client beside a recorded StorageVersionMigration still running (no
+// controller here: it never ends) goes on — safe, both write each object back unchanged — and
+// says so in one line naming the migration and the choice: on stderr before the rewrite, with
+// the result (-o json: result.notes; people: a Note line). The rewrite is whole all the same.
+func TestClientEngineBesideARunningMigration(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	c, err := migrate.NewClients(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	for _, output := range []string{"json", "human"} {
+		group := "beside-" + output + ".cluster.example.com"
+		crd, name := detachedMigration(t, c, group, n)
+		t.Cleanup(func() { _ = c.Dynamic.Resource(svmGVR).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		args := []string{"migrate", crd.Name}
+		if output == "json" {
+			args = append(args, "-o", "json")
+		}
+		out, errOut, code := run(t, args...)
+		if code != 0 {
+			t.Fatalf("%s: the client run beside it: exit %d\n%s%s", output, code, out, errOut)
+		}
+		note := "StorageVersionMigration " + name + ", recorded in "
+		choice := "still rewrites the objects in the cluster: this client rewrite goes on beside it"
+		if !strings.Contains(errOut, "note: "+note) || !strings.Contains(errOut, choice) || !strings.Contains(errOut, "re-attach with: kubectl crdver migrate "+crd.Name+" --engine cluster") {
+			t.Errorf("%s: stderr does not say that the migration runs beside the rewrite, and the choice:\n%s", output, errOut)
+		}
+		if output == "json" {
+			var rep plugin.MigrateReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Result == nil || len(rep.Result.Notes) == 0 || !strings.HasPrefix(rep.Result.Notes[0], note) || !strings.Contains(rep.Result.Notes[0], choice) || rep.Result.Rewritten != n || rep.Trim == nil || !rep.Trim.Trimmed {
+				t.Errorf("-o json: want the note first in result.notes, every object rewritten and the trim:\n%s", out)
+			}
+		} else if !strings.Contains(out, "Note: "+note) || strings.Count(out, note) != 1 {
+			t.Errorf("the report does not say it once:\n%s", out)
+		}
+		if got := stored(t, group); len(got) != 1 || got[group+"/v1"] != n {
+			t.Errorf("%s: etcd = %v, want all %d at v1", output, got, n)
+		}
+		if got := migrations(t, c, group); len(got) != 1 {
+			t.Errorf("%s: migrations %v, want the one recorded: a client run creates none", output, got)
+		}
+	}
+}
