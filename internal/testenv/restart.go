@@ -66,6 +66,24 @@ func (e *Env) RestartAPIServer(ctx context.Context, down time.Duration) error {
 // apiServerProcess finds this environment's kube-apiserver among the processes (the one
 // whose etcd is this environment's) and returns its PID and command line.
 func (e *Env) apiServerProcess() (int, []string, error) {
+	return findProcess("kube-apiserver", "--etcd-servers="+e.EtcdURL)
+}
+
+// ServerPIDs returns the process IDs of this environment's kube-apiserver and etcd (the scale
+// benchmarks read the CPU time each used during a step: proc.ReadStat).
+func (e *Env) ServerPIDs() (apiserver, etcd int, err error) {
+	if apiserver, _, err = e.apiServerProcess(); err != nil {
+		return 0, 0, err
+	}
+	if etcd, _, err = findProcess("etcd", "--listen-client-urls="+e.EtcdURL); err != nil {
+		return 0, 0, err
+	}
+	return apiserver, etcd, nil
+}
+
+// findProcess finds the live process whose executable is named base and one of whose arguments
+// is arg, and returns its PID and command line.
+func findProcess(base, arg string) (int, []string, error) {
 	dirs, err := filepath.Glob("/proc/[0-9]*/cmdline")
 	if err != nil {
 		return 0, nil, err
@@ -76,11 +94,11 @@ func (e *Env) apiServerProcess() (int, []string, error) {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if filepath.Base(args[0]) != "kube-apiserver" {
+		if filepath.Base(args[0]) != base {
 			continue
 		}
 		for _, a := range args {
-			if a == "--etcd-servers="+e.EtcdURL {
+			if a == arg {
 				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
 				if st, err := proc.ReadStat(pid); err == nil && st.State != "Z" {
 					return pid, args, nil
@@ -88,5 +106,5 @@ func (e *Env) apiServerProcess() (int, []string, error) {
 			}
 		}
 	}
-	return 0, nil, fmt.Errorf("no kube-apiserver process with --etcd-servers=%s", e.EtcdURL)
+	return 0, nil, fmt.Errorf("no %s process with %s", base, arg)
 }

@@ -29,6 +29,11 @@ package clusterengine_test
 //	CRDVER_SCALE_CONTROLLER_V  kube-controller-manager's --v (4: each retry of the
 //	                       StorageVersionMigration controller and each object it migrated)
 //	CRDVER_SCALE_CLUSTER_ARGS  more arguments of the migrate-cluster-engine step's command
+//	CRDVER_SCALE_AUDIT     a folder: the API server's audit log of the requests on the objects
+//	                       (lists and gets, with their limit, resourceVersion, continue token and
+//	                       answer) and on the CRDs (when the API server's cache was rebuilt)
+//	CRDVER_SCALE_CEILING   BenchmarkScaleMigrate's write-ceiling steps' concurrencies
+//	                       (default "1,8,32")
 //	CRDVER_BENCH_BIN       the kubectl-crdver binary to time (default: built from this tree)
 //
 // BenchmarkScaleRelease: one CRD whose release (testdata written here) makes v1 the storage
@@ -38,7 +43,14 @@ package clusterengine_test
 // backup. BenchmarkScaleMigrate: a CRD of two versions with one schema whose storage version
 // is switched to v1 (untimed) before the steps, so that a migration is pending: doctor,
 // migrate --dry-run, migrate (client engine), retire --dry-run, retire (back to v1beta1),
-// migrate --engine cluster (the in-tree StorageVersionMigration).
+// migrate --engine cluster (the in-tree StorageVersionMigration). Before migrate, the
+// write-ceiling-C steps: the API server's own rewrite of the same objects (plain client-go
+// PUTs of each object unchanged at the storage version, C in flight: the request crdver's
+// rewrite sends, without crdver), the ceiling beside migrate's rate.
+//
+// Every step's row carries the API server's counters (per object: the objects listed from its
+// watch cache and from etcd, the requests by verb; counts: LIST requests, etcd lists, watch
+// cache initializations) and the CPU time kube-apiserver and etcd used during it.
 
 import (
 	"bufio"
@@ -54,6 +66,8 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -69,6 +83,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/crdver/kubectl-crdver/internal/pager"
+	"github.com/crdver/kubectl-crdver/internal/proc"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plugin"
@@ -84,6 +99,9 @@ func scaleEnv(b *testing.B, extraAPIServerArgs ...string) *testenv.Env {
 		// A million objects in the watch cache take tens of GB of the API server's memory.
 		extraAPIServerArgs = append(extraAPIServerArgs, "--watch-cache=false")
 	}
+	if dir := os.Getenv("CRDVER_SCALE_AUDIT"); dir != "" {
+		extraAPIServerArgs = append(extraAPIServerArgs, auditArgs(b, dir)...)
+	}
 	e, err := testenv.Start(testenv.Options{
 		APIServerArgs: append([]string{"--feature-gates=StorageVersionMigrator=true", "--runtime-config=storagemigration.k8s.io/v1beta1=true"}, extraAPIServerArgs...),
 		EtcdArgs:      []string{"--quota-backend-bytes=17179869184"},
@@ -94,6 +112,37 @@ func scaleEnv(b *testing.B, extraAPIServerArgs ...string) *testenv.Env {
 	}
 	b.Cleanup(e.Stop)
 	return e
+}
+
+// auditPolicy logs (metadata only) the reads of the objects and the writes of the CRDs.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["list", "get", "watch"]
+  resources: [{group: "` + scaleGroup + `"}]
+- level: Metadata
+  verbs: ["create", "update", "patch"]
+  resources: [{group: "apiextensions.k8s.io", resources: ["customresourcedefinitions"]}]
+- level: None
+`
+
+// auditArgs are kube-apiserver's flags for an audit log in dir (CRDVER_SCALE_AUDIT), one file
+// per control plane, named by when it started.
+func auditArgs(b *testing.B, dir string) []string {
+	b.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	stamp := time.Now().UTC().Format("150405")
+	policy := filepath.Join(dir, "policy-"+stamp+".yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("audit log: %s", filepath.Join(dir, "audit-"+stamp+".log"))
+	return []string{"--audit-policy-file=" + policy, "--audit-log-path=" + filepath.Join(dir, "audit-"+stamp+".log"),
+		"--audit-log-maxsize=0", "--audit-log-mode=batch"}
 }
 
 // scaleSchema is the objects' schema; withLegacy keeps spec.legacy (the field the release drops).
@@ -348,6 +397,7 @@ func (r *scaleRun) inProcess(b *testing.B, step string, exits []int, args []stri
 	}
 	defer cpuFile.Close()
 	stopServer := r.serverProfile(step)
+	before := r.requests()
 	stopHeap := make(chan struct{})
 	heapDone := make(chan struct{})
 	go func() {
@@ -388,14 +438,37 @@ func (r *scaleRun) inProcess(b *testing.B, step string, exits []int, args []stri
 		b.Fatalf("%s: exit %d (%v)\nstderr:\n%s", strings.Join(args, " "), exit, err, tail(errOut.String(), 4000))
 	}
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
-	r.report(b, step, wall, cpu, 0, fmt.Sprintf("exit %d, in-process, profiles in %s", exit, dir))
+	r.report(b, step, wall, cpu, 0, fmt.Sprintf("exit %d, in-process, profiles in %s; %s", exit, dir, r.perObject(before, r.requests())))
 	return &scaleResult{wall: wall, cpu: cpu, exit: exit, stdout: out.Bytes()}
 }
 
 // requests scrapes the API server's counters of the requests on the CRD's objects (every
 // resource of scaleGroup) and of the objects its lists returned: "LIST", "GET", "PUT",
-// "PUT dry-run", "PATCH", "APPLY", "listed" (from the watch cache and from etcd).
+// "PUT dry-run", "PATCH", "APPLY", "listed" (from the watch cache and from etcd: "listed
+// cache", "listed etcd"), "etcd lists" (the API server's list calls to etcd, a page each,
+// its watch cache's own included), "cache inits" (its watch cache of a resource (re)built);
+// and the CPU time kube-apiserver and etcd used so far: "apiserver cpu-s", "etcd cpu-s".
 func (r *scaleRun) requests() map[string]float64 {
+	out := r.counters()
+	api, etcd, err := r.e.ServerPIDs()
+	if err != nil {
+		r.b.Fatal(err)
+	}
+	for k, pid := range map[string]int{"apiserver cpu-s": api, "etcd cpu-s": etcd} {
+		st, err := proc.ReadStat(pid)
+		if err != nil {
+			r.b.Fatal(err)
+		}
+		out[k] = float64(st.CPUTicks) / clockTicks
+	}
+	return out
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's CPU times (100 on Linux).
+const clockTicks = 100
+
+// counters scrapes the API server's metrics for requests.
+func (r *scaleRun) counters() map[string]float64 {
 	hc, err := rest.HTTPClientFor(r.e.Config)
 	if err != nil {
 		r.b.Fatal(err)
@@ -431,8 +504,16 @@ func (r *scaleRun) requests() map[string]float64 {
 					out[verb+" ok"] += v
 				}
 			}
-		case "apiserver_cache_list_returned_objects_total", "apiserver_storage_list_returned_objects_total":
+		case "apiserver_cache_list_returned_objects_total":
 			out["listed"] += v
+			out["listed cache"] += v
+		case "apiserver_storage_list_returned_objects_total":
+			out["listed"] += v
+			out["listed etcd"] += v
+		case "apiserver_storage_list_total":
+			out["etcd lists"] += v
+		case "apiserver_watch_cache_initializations_total":
+			out["cache inits"] += v
 		}
 	}
 	return out
@@ -451,14 +532,19 @@ func labelOf(labels, name string) string {
 // requests, GET 0.00/object, PUT 1.00/object, …".
 func (r *scaleRun) perObject(before, after map[string]float64) string {
 	var parts []string
-	for _, k := range []string{"listed", "LIST", "GET", "PUT", "PUT dry-run", "PATCH", "APPLY", "APPLY dry-run"} {
+	for _, k := range []string{"listed", "listed cache", "listed etcd", "LIST", "etcd lists", "cache inits", "GET", "PUT", "PUT dry-run", "PATCH", "APPLY", "APPLY dry-run"} {
 		d := (after[k] - before[k]) / float64(r.n)
-		if k == "LIST" {
+		switch k {
+		case "LIST":
 			parts = append(parts, fmt.Sprintf("%s %.0f requests", k, after[k]-before[k]))
-			continue
+		case "etcd lists", "cache inits":
+			parts = append(parts, fmt.Sprintf("%s %.0f", k, after[k]-before[k]))
+		default:
+			parts = append(parts, fmt.Sprintf("%s %.2f/object", k, d))
 		}
-		parts = append(parts, fmt.Sprintf("%s %.2f/object", k, d))
 	}
+	parts = append(parts, fmt.Sprintf("server CPU: kube-apiserver %.1f s, etcd %.1f s",
+		after["apiserver cpu-s"]-before["apiserver cpu-s"], after["etcd cpu-s"]-before["etcd cpu-s"]))
 	return strings.Join(parts, ", ")
 }
 
@@ -539,6 +625,7 @@ func (r *scaleRun) listFloor(step, plural, version string, decoded bool, limit i
 		stopProfile := r.serverProfile(step)
 		defer stopProfile()
 		load0 := loadAvg()
+		before := r.requests()
 		var ru0, ru1 syscall.Rusage
 		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 		start := time.Now()
@@ -607,7 +694,67 @@ func (r *scaleRun) listFloor(step, plural, version string, decoded bool, limit i
 			b.Fatalf("listed %d objects, want %d", n, r.n)
 		}
 		cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
-		r.report(b, step, wall, cpu, 0, fmt.Sprintf("in-process client; load %s → %s%s", load0, loadAvg(), scaleSetting()))
+		r.report(b, step, wall, cpu, 0, fmt.Sprintf("in-process client; %s; load %s → %s%s", r.perObject(before, r.requests()), load0, loadAvg(), scaleSetting()))
+	})
+}
+
+// writeCeiling is step "write-ceiling-C": every object of plural, stored at another version
+// than version (the storage version), written back unchanged at version by plain client-go
+// PUTs, C in flight, as the pages of one paged list of them come (the request crdver's
+// rewrite sends, with none of its checks, its adaptive limit or its checkpoint): the rate the
+// API server and etcd write these objects at, the ceiling of migrate's. It reports whether
+// every PUT succeeded; the caller checks what etcd then holds.
+func (r *scaleRun) writeCeiling(c int, plural, version string) bool {
+	step := fmt.Sprintf("write-ceiling-%d", c)
+	if !r.on(step) {
+		return false
+	}
+	return r.b.Run(step, func(b *testing.B) {
+		ctx := context.Background()
+		stopProfile := r.serverProfile(step)
+		defer stopProfile()
+		load0 := loadAvg()
+		before := r.requests()
+		var ru0, ru1 syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+		start := time.Now()
+		res := dynamic.NewForConfigOrDie(unlimited(r.e.Config)).Resource(schema.GroupVersionResource{Group: scaleGroup, Version: version, Resource: plural})
+		objects := make(chan *unstructured.Unstructured, 2*c)
+		var written, failed atomic.Int64
+		var firstErr atomic.Value
+		var wg sync.WaitGroup
+		for i := 0; i < c; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for u := range objects {
+					if _, err := res.Namespace(u.GetNamespace()).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err.Error())
+						continue
+					}
+					written.Add(1)
+				}
+			}()
+		}
+		err := pager.Each(ctx, pager.Dynamic(res, pager.Options{}), func(l *unstructured.UnstructuredList) error {
+			for i := range l.Items {
+				objects <- &l.Items[i]
+			}
+			return nil
+		})
+		close(objects)
+		wg.Wait()
+		wall := time.Since(start)
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if written.Load() != int64(r.n) {
+			b.Fatalf("%d objects written, %d failed (first: %v), want %d written", written.Load(), failed.Load(), firstErr.Load(), r.n)
+		}
+		cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+		r.report(b, step, wall, cpu, 0, fmt.Sprintf("in-process client, %d in flight; %s; load %s → %s%s", c, r.perObject(before, r.requests()), load0, loadAvg(), scaleSetting()))
 	})
 }
 
@@ -709,6 +856,23 @@ func BenchmarkScaleMigrate(b *testing.B) {
 	}
 	r.command("doctor", []int{1}, "doctor", crd.Name, "-o", "json")
 	r.command("migrate-dry-run", nil, "migrate", crd.Name, "--to", "v1", "--dry-run", "-o", "json")
+	// The write ceiling beside migrate: each pass writes every object from v1beta1 to v1; the
+	// objects are then put back at v1beta1 in etcd (untimed), as the fixture wrote them, for
+	// the next pass and for migrate.
+	for _, f := range strings.Split(envString("CRDVER_SCALE_CEILING", "1,8,32"), ",") {
+		var c int
+		if _, err := fmt.Sscan(strings.TrimSpace(f), &c); err != nil || c < 1 {
+			b.Fatalf("CRDVER_SCALE_CEILING: %q is not a concurrency", f)
+		}
+		if !r.writeCeiling(c, "gadgets", "v1") {
+			continue
+		}
+		check("v1")
+		if err := e.PutObjects(context.Background(), scaleGroup, "gadgets", n, func(i int) (string, string, []byte) { return scaleObject("gadgets", "Gadget", i) }, nil); err != nil {
+			b.Fatal(err)
+		}
+		check("v1beta1")
+	}
 	if r.command("migrate", nil, "migrate", crd.Name, "--to", "v1", "--yes", "--progress-interval", "1m", "-o", "json",
 		"--checkpoint", filepath.Join(work, "cp-migrate")) != nil {
 		check("v1")
