@@ -237,11 +237,22 @@ func scaleFixture(b *testing.B, e *testenv.Env, crd *apiextensionsv1.CustomResou
 	if _, err := e.CreateCRD(ctx, crd); err != nil {
 		b.Fatal(err)
 	}
+	waitCache(b, e, plural, "v1beta1", n)
+	size, inUse, _ := e.EtcdSize(ctx)
+	b.Logf("%s: in the API server's watch cache %s after the start; etcd db %d MiB (%d MiB in use)", crd.Name, time.Since(start).Round(time.Second), size>>20, inUse>>20)
+}
+
+// waitCache waits until the API server's watch cache of plural at version is ready and holds
+// n objects (a watch cache is rebuilt, by a list of every object from etcd, on the first
+// request after each change of the CRD's spec).
+func waitCache(b *testing.B, e *testenv.Env, plural, version string, n int) {
+	b.Helper()
+	ctx := context.Background()
 	// A list with a label selector is never handed to etcd while the watch cache is not
 	// ready: its first answer means the cache is; then a list with a limit counts what the
 	// cache holds.
 	dyn := dynamic.NewForConfigOrDie(e.Config)
-	gvr := schema.GroupVersionResource{Group: scaleGroup, Version: "v1beta1", Resource: plural}
+	gvr := schema.GroupVersionResource{Group: scaleGroup, Version: version, Resource: plural}
 	deadline := time.Now().Add(60 * time.Minute)
 	var got int64
 	for {
@@ -259,12 +270,10 @@ func scaleFixture(b *testing.B, e *testenv.Env, crd *apiextensionsv1.CustomResou
 			}
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("the API server's watch cache does not hold the %d objects of %s after an hour (%d; last error: %v)", n, crd.Name, got, err)
+			b.Fatalf("the API server's watch cache does not hold the %d objects of %s.%s after an hour (%d; last error: %v)", n, plural, scaleGroup, got, err)
 		}
 		time.Sleep(time.Second)
 	}
-	size, inUse, _ := e.EtcdSize(ctx)
-	b.Logf("%s: in the API server's watch cache %s after the start; etcd db %d MiB (%d MiB in use)", crd.Name, time.Since(start).Round(time.Second), size>>20, inUse>>20)
 }
 
 // scaleRun is one measured step.
@@ -933,6 +942,9 @@ func BenchmarkScaleMigrate(b *testing.B) {
 			b.Fatal(err)
 		}
 		check("v1beta1")
+		// The watch caches rebuilt after the storage switch, before the pass, not during it.
+		waitCache(b, e, "gadgets", "v1beta1", n)
+		waitCache(b, e, "gadgets", "v1", n)
 	}
 	ceilings := 0
 	for _, f := range strings.Split(envString("CRDVER_SCALE_CEILING", "1,8,32"), ",") {
