@@ -457,8 +457,8 @@ func (r *scaleRun) inProcess(b *testing.B, step string, exits []int, args []stri
 // resource of scaleGroup) and of the objects its lists returned: "LIST", "GET", "PUT",
 // "PUT dry-run", "PATCH", "APPLY", "listed" (from the watch cache and from etcd: "listed
 // cache", "listed etcd": before 1.37 in two counters, from 1.37 in one by its label storage,
-// beside the older one counting the cache's again), "etcd lists" (the API server's list calls
-// to etcd, a page each, its watch cache's own included), "cache inits" (its watch cache of a
+// beside the older one counting the cache's again), "cache lists" and "etcd lists" (the API
+// server's list calls to its watch cache and to etcd, a page each, its watch cache's own included), "cache inits" (its watch cache of a
 // resource (re)built), "cache init errors" (a (re)build that failed and started again); and
 // the CPU time kube-apiserver and etcd used so far: "apiserver cpu-s", "etcd cpu-s".
 func (r *scaleRun) requests() map[string]float64 {
@@ -559,12 +559,12 @@ func labelOf(labels, name string) string {
 // requests, GET 0.00/object, PUT 1.00/object, …".
 func (r *scaleRun) perObject(before, after map[string]float64) string {
 	var parts []string
-	for _, k := range []string{"listed", "listed cache", "listed etcd", "LIST", "etcd lists", "cache inits", "cache init errors", "GET", "PUT", "PUT dry-run", "PATCH", "APPLY", "APPLY dry-run"} {
+	for _, k := range []string{"listed", "listed cache", "listed etcd", "LIST", "cache lists", "etcd lists", "cache inits", "cache init errors", "GET", "PUT", "PUT dry-run", "PATCH", "APPLY", "APPLY dry-run"} {
 		d := (after[k] - before[k]) / float64(r.n)
 		switch k {
 		case "LIST":
 			parts = append(parts, fmt.Sprintf("%s %.0f requests", k, after[k]-before[k]))
-		case "etcd lists", "cache inits", "cache init errors":
+		case "cache lists", "etcd lists", "cache inits", "cache init errors":
 			parts = append(parts, fmt.Sprintf("%s %.0f", k, after[k]-before[k]))
 		default:
 			parts = append(parts, fmt.Sprintf("%s %.2f/object", k, d))
