@@ -458,9 +458,9 @@ func (r *scaleRun) inProcess(b *testing.B, step string, exits []int, args []stri
 // "PUT dry-run", "PATCH", "APPLY", "listed" (from the watch cache and from etcd: "listed
 // cache", "listed etcd": before 1.37 in two counters, from 1.37 in one by its label storage,
 // beside the older one counting the cache's again), "cache lists" and "etcd lists" (the API
-// server's list calls to its watch cache and to etcd, a page each, its watch cache's own included), "cache inits" (its watch cache of a
-// resource (re)built), "cache init errors" (a (re)build that failed and started again); and
-// the CPU time kube-apiserver and etcd used so far: "apiserver cpu-s", "etcd cpu-s".
+// server's list calls to its watch cache and to etcd, a page each), "cache inits" (its watch
+// cache of a resource (re)built), "cache init errors" (a (re)build that failed and started
+// again); and the CPU time kube-apiserver and etcd used so far: "apiserver cpu-s", "etcd cpu-s".
 func (r *scaleRun) requests() map[string]float64 {
 	out := r.counters()
 	api, etcd, err := r.e.ServerPIDs()
