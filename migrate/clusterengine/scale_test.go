@@ -67,6 +67,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -889,9 +890,11 @@ func (r *scaleRun) checkLegacy(plural, version string) {
 		for i := range l.Items {
 			seen++
 			name := l.Items[i].GetName()
-			var k int
+			k := -1
 			if j := strings.LastIndexByte(name, '-'); j >= 0 {
-				_, _ = fmt.Sscan(name[j+1:], &k)
+				if v, err := strconv.Atoi(name[j+1:]); err == nil { // decimal: the names' zeros are padding
+					k = v
+				}
 			}
 			if v, _, _ := unstructured.NestedString(l.Items[i].Object, "spec", "legacy"); v == fmt.Sprintf("legacy-value-%d", k) {
 				held++
