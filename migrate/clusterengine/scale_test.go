@@ -560,7 +560,7 @@ func labelOf(labels, name string) string {
 // requests, GET 0.00/object, PUT 1.00/object, …".
 func (r *scaleRun) perObject(before, after map[string]float64) string {
 	var parts []string
-	for _, k := range []string{"listed", "listed cache", "listed etcd", "LIST", "cache lists", "etcd lists", "cache inits", "cache init errors", "GET", "PUT", "PUT dry-run", "PATCH", "APPLY", "APPLY dry-run"} {
+	for _, k := range []string{"listed", "listed cache", "listed etcd", "LIST", "cache lists", "etcd lists", "cache inits", "cache init errors", "GET", "PUT", "PUT dry-run", "PATCH", "PATCH dry-run", "APPLY", "APPLY dry-run"} {
 		d := (after[k] - before[k]) / float64(r.n)
 		switch k {
 		case "LIST":
