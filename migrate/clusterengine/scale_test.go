@@ -645,18 +645,8 @@ func (r *scaleRun) serverProfile(step string) func() {
 // answers it: the raw bytes are read and only the continue token is decoded (raw), or every
 // page is decoded by the dynamic client as the commands do (decoded).
 func (r *scaleRun) listFloor(step, plural, version string, decoded bool, limit int64) {
-	if !r.on(step) {
-		return
-	}
-	r.b.Run(step, func(b *testing.B) {
+	r.timed(step, func(b *testing.B) string {
 		ctx := context.Background()
-		stopProfile := r.serverProfile(step)
-		defer stopProfile()
-		load0 := loadAvg()
-		before := r.requests()
-		var ru0, ru1 syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-		start := time.Now()
 		n := 0
 		gvr := schema.GroupVersionResource{Group: scaleGroup, Version: version, Resource: plural}
 		if decoded {
@@ -716,13 +706,33 @@ func (r *scaleRun) listFloor(step, plural, version string, decoded bool, limit i
 				}
 			}
 		}
-		wall := time.Since(start)
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 		if n != r.n {
 			b.Fatalf("listed %d objects, want %d", n, r.n)
 		}
+		return "in-process client"
+	})
+}
+
+// timed runs body as the sub-benchmark step, in this process (the benchmark's own client: the
+// list floors, the write ceiling), and reports its wall and CPU time, the API server's
+// counters and CPU time during it, and the load; body returns what the row says of the client.
+func (r *scaleRun) timed(step string, body func(b *testing.B) string) bool {
+	if !r.on(step) {
+		return false
+	}
+	return r.b.Run(step, func(b *testing.B) {
+		stopProfile := r.serverProfile(step)
+		defer stopProfile()
+		load0 := loadAvg()
+		before := r.requests()
+		var ru0, ru1 syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+		start := time.Now()
+		client := body(b)
+		wall := time.Since(start)
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 		cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
-		r.report(b, step, wall, cpu, 0, fmt.Sprintf("in-process client; %s; load %s → %s%s", r.perObject(before, r.requests()), load0, loadAvg(), scaleSetting()))
+		r.report(b, step, wall, cpu, 0, fmt.Sprintf("%s; %s; load %s → %s%s", client, r.perObject(before, r.requests()), load0, loadAvg(), scaleSetting()))
 	})
 }
 
@@ -733,19 +743,8 @@ func (r *scaleRun) listFloor(step, plural, version string, decoded bool, limit i
 // API server and etcd write these objects at, the ceiling of migrate's. It reports whether
 // it ran; the caller checks what etcd then holds.
 func (r *scaleRun) writeCeiling(c int, plural, version string) bool {
-	step := fmt.Sprintf("write-ceiling-%d", c)
-	if !r.on(step) {
-		return false
-	}
-	return r.b.Run(step, func(b *testing.B) {
+	return r.timed(fmt.Sprintf("write-ceiling-%d", c), func(b *testing.B) string {
 		ctx := context.Background()
-		stopProfile := r.serverProfile(step)
-		defer stopProfile()
-		load0 := loadAvg()
-		before := r.requests()
-		var ru0, ru1 syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-		start := time.Now()
 		res := dynamic.NewForConfigOrDie(unlimited(r.e.Config)).Resource(schema.GroupVersionResource{Group: scaleGroup, Version: version, Resource: plural})
 		objects := make(chan *unstructured.Unstructured, 2*c)
 		var written, failed atomic.Int64
@@ -784,16 +783,13 @@ func (r *scaleRun) writeCeiling(c int, plural, version string) bool {
 		})
 		close(objects)
 		wg.Wait()
-		wall := time.Since(start)
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if written.Load() != int64(r.n) {
 			b.Fatalf("%d objects written, %d failed (first: %v), want %d written", written.Load(), failed.Load(), firstErr.Load(), r.n)
 		}
-		cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
-		r.report(b, step, wall, cpu, 0, fmt.Sprintf("in-process client, %d in flight; %s; load %s → %s%s", c, r.perObject(before, r.requests()), load0, loadAvg(), scaleSetting()))
+		return fmt.Sprintf("in-process client, %d in flight", c)
 	})
 }
 
