@@ -40,9 +40,10 @@ package clusterengine_test
 // version, removes v1beta1 and drops spec.legacy, which every object holds (issue 38's
 // fixture): list floors, plan, convert --from-cluster, upgrade --dry-run, upgrade
 // --yes --allow-data-loss (preflight, backup, rewrite, verify), restore --dry-run of that
-// backup, then the way back restore's docs give: upgrade-back (upgrade -f of the old release,
-// the CRD as it was) and restore (of the first backup, with writes; every object must hold
-// its spec.legacy again). BenchmarkScaleMigrate: a CRD of two versions with one schema whose storage version
+// backup, then the way back restore's docs give: rewrite-under-release (every object written
+// once under the release's CRD, which drops spec.legacy from etcd), upgrade-back (upgrade -f
+// of the old release, the CRD as it was) and restore (of the first backup, with writes; every
+// object must hold its spec.legacy again). BenchmarkScaleMigrate: a CRD of two versions with one schema whose storage version
 // is switched to v1 (untimed) before the steps, so that a migration is pending: doctor,
 // migrate --dry-run, migrate (client engine), retire --dry-run, retire (back to v1beta1),
 // migrate --engine cluster (the in-tree StorageVersionMigration). Before migrate, the
@@ -867,6 +868,12 @@ func BenchmarkScaleRelease(b *testing.B) {
 	// The backup restored with writes, the way back restore's docs and its advice give
 	// (docs/commands/restore.md: the release's CRD holds no spec.legacy, so first `upgrade -f
 	// OLD-RELEASE`, then `restore -f BACKUP`): every object must hold its spec.legacy again.
+	// The upgrade rewrote the objects while the live v1 still had spec.legacy, so etcd still
+	// holds it until each object is next written; rewrite-under-release is that write (every
+	// object once under the release's CRD, as the objects' controllers would in time), without
+	// which the old release would show the field again and restore would have nothing to write.
+	r.command("rewrite-under-release", nil, "migrate", crd.Name, "--to", "v1", "--yes", "--quiet", "-o", "json",
+		"--checkpoint", filepath.Join(work, "cp-rewrite"))
 	old := writeRelease(b, crd)
 	r.command("upgrade-back", nil, "upgrade", "-f", old, "--yes", "--backup", filepath.Join(work, "backup-back.yaml"),
 		"--checkpoint", filepath.Join(work, "cp-back"), "-o", "json", "--progress-interval", "1m")
