@@ -462,7 +462,8 @@ func (r *scaleRun) inProcess(b *testing.B, step string, exits []int, args []stri
 // beside the older one counting the cache's again), "cache lists" and "etcd lists" (the API
 // server's list calls to its watch cache and to etcd, a page each), "cache inits" (its watch
 // cache of a resource (re)built), "cache init errors" (a (re)build that failed and started
-// again); and the CPU time kube-apiserver and etcd used so far: "apiserver cpu-s", "etcd cpu-s".
+// again), "consistency checks" (its watch cache compared with etcd, a list of every object
+// from each: 1.37); and the CPU time kube-apiserver and etcd used so far: "apiserver cpu-s", "etcd cpu-s".
 func (r *scaleRun) requests() map[string]float64 {
 	out := r.counters()
 	api, etcd, err := r.e.ServerPIDs()
@@ -539,6 +540,10 @@ func (r *scaleRun) counters() map[string]float64 {
 			out["cache inits"] += v
 		case "apiserver_watch_cache_initialization_errors_total":
 			out["cache init errors"] += v
+		case "apiserver_storage_consistency_checks_total":
+			// 1.37: every 5–7.5 minutes per watch cache, a list of every object from the
+			// cache and then from etcd (pages of 10,000) to compare their digests.
+			out["consistency checks"] += v
 		}
 	}
 	if out["listed cache"] == 0 {
@@ -561,12 +566,12 @@ func labelOf(labels, name string) string {
 // requests, GET 0.00/object, PUT 1.00/object, …".
 func (r *scaleRun) perObject(before, after map[string]float64) string {
 	var parts []string
-	for _, k := range []string{"listed", "listed cache", "listed etcd", "LIST", "cache lists", "etcd lists", "cache inits", "cache init errors", "GET", "PUT", "PUT dry-run", "PATCH", "PATCH dry-run", "APPLY", "APPLY dry-run"} {
+	for _, k := range []string{"listed", "listed cache", "listed etcd", "LIST", "cache lists", "etcd lists", "cache inits", "cache init errors", "consistency checks", "GET", "PUT", "PUT dry-run", "PATCH", "PATCH dry-run", "APPLY", "APPLY dry-run"} {
 		d := (after[k] - before[k]) / float64(r.n)
 		switch k {
 		case "LIST":
 			parts = append(parts, fmt.Sprintf("%s %.0f requests", k, after[k]-before[k]))
-		case "cache lists", "etcd lists", "cache inits", "cache init errors":
+		case "cache lists", "etcd lists", "cache inits", "cache init errors", "consistency checks":
 			parts = append(parts, fmt.Sprintf("%s %.0f", k, after[k]-before[k]))
 		default:
 			parts = append(parts, fmt.Sprintf("%s %.2f/object", k, d))
