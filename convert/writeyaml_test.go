@@ -120,15 +120,16 @@ func spilledFile(t *testing.T, n, diffSize int, blank bool) FileResult {
 	return FileResult{Path: "crontabs.yaml", Status: FileWouldWrite, spool: sp}
 }
 
-// TestWriteYAMLBounded: WriteYAML of a file's results spilled to disk (6,000 objects, a diff
-// of 5 MB; written as a literal block, and double-quoted) holds less than 4 MB of heap at any
-// write, the output being over 6 MB; marshalling a third of it whole, as -o yaml did, holds more
-// than the bound (the measure sees it).
+// TestWriteYAMLBounded: WriteYAML of a file's results spilled to disk (2,000 objects, a diff
+// of 6 MB; written as a literal block, and double-quoted) holds less than 4 MB of heap at any
+// write, the output being over 6 MB; marshalling a third of it whole, as -o yaml did, holds
+// more than the bound (the measure sees it).
 func TestWriteYAMLBounded(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(20)) // garbage is collected before it counts
+	defer lowerSpillLimit(256 << 10)()
 	const bound = 4 << 20
 	for _, blank := range []bool{false, true} {
-		f := spilledFile(t, 6000, 5<<20, blank)
+		f := spilledFile(t, 2000, 6<<20, blank)
 		h := newHeapPeak()
 		if err := f.WriteYAML(h); err != nil {
 			t.Fatal(err)
@@ -138,7 +139,7 @@ func TestWriteYAMLBounded(t *testing.T) {
 		}
 		t.Logf("streamed (double-quoted diff %v): %.1f MB written, up to %.1f MB of heap held", blank, float64(h.n)/(1<<20), float64(h.peak)/(1<<20))
 	}
-	f := spilledFile(t, 3000, 1536<<10, false) // a third of the file
+	f := spilledFile(t, 1200, 2<<20, false) // a third of the file
 	h := newHeapPeak()
 	y, err := sigsyaml.Marshal(f)
 	if err != nil {
