@@ -97,13 +97,22 @@ type yamlText struct {
 	newline bool // a "\n": the emitter is asked for a literal block
 	// blockless: the emitter cannot write it as a block (a non-printable character, a space
 	// before a line break, or a space at the end): it writes it double-quoted.
-	blockless bool
-	// unusual: what writeYAMLText does not write as the emitter does (a line break other
-	// than "\n" in a block, a text that keeps its trailing line breaks, a byte order mark
-	// first): it is marshalled whole.
-	unusual    bool
+	blockless  bool
+	bom        bool // starts with a byte order mark (the emitter then escapes every character)
+	otherBreak bool // a line break other than "\n" (U+2028, U+2029: printable)
+	// nel: a U+0085, which sigs.k8s.io/yaml's reading of the JSON (where it is not escaped)
+	// folds with the spaces around it.
+	nel        bool
 	indentHint bool // starts with a space or a line break: "|2"
 	chomp      string
+}
+
+// streamed says whether writeYAMLText writes the text as the emitter does; it marshals the
+// others whole (a text without a line break, a byte order mark first, a U+0085, and in a
+// block a line break other than "\n" or trailing line breaks kept, "|+": none is a diff's
+// but the rare one with U+0085, U+2028 or U+2029 in it).
+func (t yamlText) streamed() bool {
+	return t.newline && !t.bom && !t.nel && (t.blockless || !t.otherBreak && t.chomp != "+")
 }
 
 // yamlPrintable is the emitter's is_printable, for a rune.
@@ -132,7 +141,7 @@ func analyzeYAMLText(r io.Reader) (yamlText, error) {
 		}
 		if first {
 			t.indentHint = c == ' ' || yamlBreak(c)
-			t.unusual = c == 0xFEFF
+			t.bom = c == 0xFEFF
 			first = false
 		}
 		switch {
@@ -141,8 +150,9 @@ func analyzeYAMLText(r io.Reader) (yamlText, error) {
 		case c == '\n':
 			t.newline = true
 		case yamlBreak(c):
-			t.unusual = true // U+2028, U+2029 in a block
+			t.otherBreak = true
 		}
+		t.nel = t.nel || c == 0x85
 		if yamlBreak(c) && last == ' ' {
 			t.blockless = true
 		}
@@ -155,7 +165,6 @@ func analyzeYAMLText(r io.Reader) (yamlText, error) {
 		t.chomp = "-"
 	case prev < 0 || yamlBreak(prev):
 		t.chomp = "+"
-		t.unusual = true
 	}
 	return t, nil
 }
@@ -174,9 +183,7 @@ func writeYAMLText(w *bufio.Writer, key string, open func() (io.Reader, error)) 
 	if r, err = open(); err != nil {
 		return err
 	}
-	if !t.newline || t.unusual || !t.blockless && t.chomp == "+" {
-		// Marshalled whole: no streaming for these (a diff always has a "\n", and never the
-		// rest).
+	if !t.streamed() {
 		var b strings.Builder
 		if _, err := io.Copy(&b, r); err != nil {
 			return err

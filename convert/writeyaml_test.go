@@ -35,11 +35,14 @@ func TestWriteYAMLText(t *testing.T) {
 		"ünïcode <&> line\n" + strings.Repeat("日本語 ", 30) + "\n",
 		"bad \xff utf-8\n",
 		"\ufeffbom first\n",
-		"ls \u2028 in a block\n",
+		"ls \u2028 in a block\n",               // marshalled whole
+		"ls \u2028 and tab \t double-quoted\n", // streamed
+		"nel \u0085 alone\n",                   // marshalled whole
+		"trailing breaks, double-quoted\t\n\n",
 		"no newline at all",
 	}
 	rnd := rand.New(rand.NewSource(1))
-	alphabet := []string{"a", "b", " ", " ", "\n", "\n", "\t", "\"", "é", "\u2028", "😀", "\xff", strings.Repeat("x", 30)}
+	alphabet := []string{"a", "b", " ", " ", "\n", "\n", "\t", "\"", "é", "\u2028", "\u0085", "\ufeff", "😀", "\xff", strings.Repeat("x", 30)}
 	for range 2000 {
 		var b strings.Builder
 		for n := rnd.Intn(40); n >= 0; n-- {
