@@ -18,6 +18,10 @@ TEST_BINARIES := kube-apiserver etcd kube-controller-manager
 # --kube-version answers against, besides the current one (internal/versiondiff.CIOlderMinor);
 # `make test-versions` checks every minor of hack/tools/kube-1.*.
 CI_KUBE_MINOR := 1.34
+# The minor whose kube-apiserver and kube-controller-manager `make test` runs the cluster engine
+# against where the StorageVersionMigration does not trim status.storedVersions and crdver
+# must (migrate/clusterengine's TestKube135ClusterEngine).
+SVM_KUBE_MINOR := 1.35
 
 .PHONY: install build docs docs-transcripts test test-assets test-versions bench clean
 
@@ -94,18 +98,22 @@ docs-transcripts:
 	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_UPDATE_DOCS=1 $(GO) test -count=1 -run '$(TRANSCRIPTS_FLEET)' ./e2e/fleet/
 
 ## test-assets: build kube-apiserver, etcd, kube-controller-manager and agnhost (the e2e conversion webhook) from the Go module proxy (cached),
-## the kube-apiserver of $(CI_KUBE_MINOR), and the real conversion webhooks of Cluster API (hack/tools/capi-webhook)
+## the kube-apiserver of $(CI_KUBE_MINOR), the kube-apiserver and kube-controller-manager of $(SVM_KUBE_MINOR)
+## (~10 min each on 2 cores, the first time only), and the real conversion webhooks of Cluster API (hack/tools/capi-webhook)
 ## and cert-manager (hack/tools/cm-webhook/versions)
 test-assets:
 	@hack/build-test-binaries.sh $(TEST_BINARIES) >/dev/null
 	@hack/build-test-binaries.sh agnhost >/dev/null
 	@hack/build-test-binaries.sh --kube $(CI_KUBE_MINOR) kube-apiserver etcd >/dev/null
+	@hack/build-test-binaries.sh --kube $(SVM_KUBE_MINOR) kube-apiserver etcd kube-controller-manager >/dev/null
 	@hack/build-webhook.sh capi >/dev/null
 	@hack/build-webhook.sh cert-manager >/dev/null
 	@hack/build-webhook.sh helm >/dev/null
 
 ## test: every test, unit and integration (real kube-apiserver + etcd; the version differential
-## test against the current minor and $(CI_KUBE_MINOR))
+## test against the current minor and $(CI_KUBE_MINOR); the cluster engine on $(SVM_KUBE_MINOR))
+## A test that needs the binaries of $(CI_KUBE_MINOR) or $(SVM_KUBE_MINOR) fails here when they are
+## missing (CRDVER_TEST_REQUIRED_MINORS), where `go test` alone skips it.
 ## The tests run with XDG_CACHE_HOME in a temporary folder, removed after: envtest keeps a file
 ## per port it reserves in <cache>/kubebuilder-envtest, read once when a test binary starts, so
 ## only the environment can move it. Go's build cache and the test binaries stay where they are.
@@ -117,7 +125,7 @@ test: test-assets
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && set -x && \
 	GOCACHE="$$($(GO) env GOCACHE)" CRDVER_TESTBIN="$${XDG_CACHE_HOME:-$$HOME/.cache}/kubectl-crdver/testbin" \
 	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_KUBE_MINORS=current,$(CI_KUBE_MINOR) \
-	CRDVER_TEST_PLUGIN_CACHE="$$tmp/plugin" XDG_CACHE_HOME="$$tmp" $(GO) test -count=1 -ldflags='-s -w' -timeout 45m ./...
+	CRDVER_TEST_REQUIRED_MINORS=$(CI_KUBE_MINOR),$(SVM_KUBE_MINOR) CRDVER_TEST_PLUGIN_CACHE="$$tmp/plugin" XDG_CACHE_HOME="$$tmp" $(GO) test -count=1 -ldflags='-s -w' -timeout 45m ./...
 
 ## test-versions: the version differential test against every supported minor's real
 ## kube-apiserver (builds the missing ones one at a time: ~10 min each on 2 cores, the first

@@ -33,8 +33,12 @@ func (r *WriteReport) Ended(ctx context.Context) outcome.Outcome {
 	crd, why := r.Unreachable()
 	n := r.Problems()
 	switch {
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && r.InterruptedListing != "":
+		return outcome.New(outcome.Incomplete, "interrupted while the result of %s was printed: that file was done, the files after it were left as they were", r.InterruptedListing)
+	case ctx.Err() != nil && r.Interrupted != "":
 		return outcome.New(outcome.Incomplete, "interrupted: %s was left as it was", r.Interrupted)
+	case ctx.Err() != nil:
+		return outcome.New(outcome.Incomplete, "interrupted after every file was done: the report above may be cut short")
 	case why != "":
 		return outcome.New(outcome.Incomplete, "%s: cannot reach the conversion webhook: %s: the files with its objects from there on were not written (listed above); rerun when it answers", crd, why)
 	case n > 0 && r.Mode == "check":

@@ -8,6 +8,7 @@ package convert
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -112,6 +113,10 @@ type WriteReport struct {
 	// left as it was, as were the files after it; the files before it are in Files (or were
 	// given to WriteOptions.File), each rewritten whole or not at all.
 	Interrupted string `json:"interrupted,omitempty"`
+	// InterruptedListing is the file whose result WriteOptions.File was printing when the run
+	// was interrupted: that file was done (written, unless a dry run or a check) and its
+	// listing cut short; the files after it were left as they were.
+	InterruptedListing string `json:"interruptedListing,omitempty"`
 
 	// given counts the files given to WriteOptions.File (not in Files): their problems and
 	// the files written.
@@ -356,7 +361,11 @@ func writeOrCheck(ctx context.Context, opts WriteOptions, check bool) (*WriteRep
 			err = w.file(ctx, p)
 		}
 		if err != nil && ctx.Err() != nil {
-			rep.Interrupted = p
+			if errors.Is(err, errListingInterrupted) {
+				rep.InterruptedListing = p
+			} else {
+				rep.Interrupted = p
+			}
 			rep.Conversions = finishRuns(targets)
 			return rep, ctx.Err()
 		}
@@ -393,7 +402,7 @@ type writer struct {
 }
 
 // add adds a file's result to the report, or gives it to WriteOptions.File.
-func (w *writer) add(res FileResult) error {
+func (w *writer) add(ctx context.Context, res FileResult) error {
 	if w.opts.File == nil {
 		l, err := res.Loaded()
 		if err != nil {
@@ -403,8 +412,18 @@ func (w *writer) add(res FileResult) error {
 		return nil
 	}
 	w.rep.given.add(res)
-	return w.opts.File(w.rep, res)
+	if err := w.opts.File(w.rep, res); err != nil {
+		if ctx.Err() != nil { // the file is done: only its listing was cut short
+			return fmt.Errorf("%w: %w", errListingInterrupted, err)
+		}
+		return err
+	}
+	return nil
 }
+
+// errListingInterrupted marks an error of WriteOptions.File under an ended context: the file
+// was done, its result not all printed.
+var errListingInterrupted = errors.New("interrupted while its result was printed")
 
 func (w *writer) sortedTargets() []*writeTarget {
 	out := make([]*writeTarget, 0, len(w.targets))

@@ -156,8 +156,9 @@ func BenchmarkWrite10k(b *testing.B) {
 // BenchmarkWriteOneFile: convert --write of one file of CronTabs (~175 bytes each, v1beta1 →
 // v1, strategy None: only the apiVersion lines change) of 2 MB and 20 MB (CRDVER_BENCH_WRITE_MB
 // sets another size, e.g. 200), its results read back as the plugin prints them (every
-// object's row and the diff, to io.Discard). peak-heap-MB is the heap in use at its highest:
-// the same at every size (a batch of documents; the results and the diff go to a spill).
+// object's row and the diff, to io.Discard; ",o=yaml": as -o yaml writes them, WriteYAML).
+// peak-heap-MB is the heap in use at its highest: the same at every size (a batch of
+// documents; the results and the diff go to a spill, and are printed as they are read back).
 //
 //	go test ./convert/ -run '^$' -bench WriteOneFile -benchtime 1x
 func BenchmarkWriteOneFile(b *testing.B) {
@@ -170,55 +171,62 @@ func BenchmarkWriteOneFile(b *testing.B) {
 		}
 		sizes = []int{mb}
 	}
+	rows := func(_ *WriteReport, f FileResult) error {
+		if err := f.EachObject(func(ObjectResult) error { return nil }); err != nil {
+			return err
+		}
+		return f.WriteDiff(io.Discard)
+	}
+	asYAML := func(_ *WriteReport, f FileResult) error { return f.WriteYAML(io.Discard) }
 	for _, mb := range sizes {
-		b.Run(fmt.Sprintf("MB=%d", mb), func(b *testing.B) {
-			// The input is made on disk and copied before each run: the heap holds none of it.
-			dir := b.TempDir()
-			src, path := filepath.Join(dir, "input"), filepath.Join(dir, "crontabs.yaml")
-			out, err := os.Create(src)
-			if err != nil {
-				b.Fatal(err)
-			}
-			bw := bufio.NewWriter(out)
-			n := 0
-			for size := 0; size < mb<<20; n++ {
-				k, _ := fmt.Fprintf(bw, "---\n# backup %d\napiVersion: stable.example.com/v1beta1\nkind: CronTab\nmetadata:\n  name: ct-%07d\n  namespace: default\nspec:\n  cronSpec: \"* * * * */5\"\n  image: my-cron-image\n", n, n)
-				size += k
-			}
-			if err := errors.Join(bw.Flush(), out.Close()); err != nil {
-				b.Fatal(err)
-			}
-			printed := func(_ *WriteReport, f FileResult) error {
-				if err := f.EachObject(func(ObjectResult) error { return nil }); err != nil {
-					return err
-				}
-				return f.WriteDiff(io.Discard)
-			}
-			var peak uint64
-			var busy time.Duration
-			for b.Loop() {
-				b.StopTimer()
-				if err := copyFile(src, path); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				start := time.Now()
-				var rep *WriteReport
-				h := peakHeap(func() {
-					rep, err = Write(context.Background(), WriteOptions{Options: Options{CRD: crd, To: "v1"}, Files: []string{path}, File: printed})
-				})
-				busy += time.Since(start)
+		for _, out := range []struct {
+			name    string
+			printed func(*WriteReport, FileResult) error
+		}{{"", rows}, {",o=yaml", asYAML}} {
+			printed := out.printed
+			b.Run(fmt.Sprintf("MB=%d%s", mb, out.name), func(b *testing.B) {
+				// The input is made on disk and copied before each run: the heap holds none of it.
+				dir := b.TempDir()
+				src, path := filepath.Join(dir, "input"), filepath.Join(dir, "crontabs.yaml")
+				out, err := os.Create(src)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if rep.Converted != n || rep.Written() != 1 {
-					b.Fatalf("converted %d of %d, written %d", rep.Converted, n, rep.Written())
+				bw := bufio.NewWriter(out)
+				n := 0
+				for size := 0; size < mb<<20; n++ {
+					k, _ := fmt.Fprintf(bw, "---\n# backup %d\napiVersion: stable.example.com/v1beta1\nkind: CronTab\nmetadata:\n  name: ct-%07d\n  namespace: default\nspec:\n  cronSpec: \"* * * * */5\"\n  image: my-cron-image\n", n, n)
+					size += k
 				}
-				peak = max(peak, h)
-			}
-			b.ReportMetric(float64(n*b.N)/busy.Seconds(), "objects/s")
-			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
-		})
+				if err := errors.Join(bw.Flush(), out.Close()); err != nil {
+					b.Fatal(err)
+				}
+				var peak uint64
+				var busy time.Duration
+				for b.Loop() {
+					b.StopTimer()
+					if err := copyFile(src, path); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					start := time.Now()
+					var rep *WriteReport
+					h := peakHeap(func() {
+						rep, err = Write(context.Background(), WriteOptions{Options: Options{CRD: crd, To: "v1"}, Files: []string{path}, File: printed})
+					})
+					busy += time.Since(start)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if rep.Converted != n || rep.Written() != 1 {
+						b.Fatalf("converted %d of %d, written %d", rep.Converted, n, rep.Written())
+					}
+					peak = max(peak, h)
+				}
+				b.ReportMetric(float64(n*b.N)/busy.Seconds(), "objects/s")
+				b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+			})
+		}
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	sigsyaml "sigs.k8s.io/yaml"
+
 	"github.com/crdver/kubectl-crdver/internal/atomicfile"
 	"github.com/crdver/kubectl-crdver/internal/testwebhook"
 )
@@ -48,8 +50,9 @@ func noTemporaries(t *testing.T, path string) {
 
 // TestWriteSpilledResults: a file's results and diff, spilled to disk as the file goes (a
 // spill limit of 64 bytes), read back through WriteOptions.File are the results and the diff
-// of the same run kept in memory, and WriteJSON writes what json.MarshalIndent gives; once File
-// has returned they are gone, and reading them says so.
+// of the same run kept in memory, WriteJSON writes what json.MarshalIndent gives and WriteYAML
+// what sigs.k8s.io/yaml.Marshal gives; once File has returned they are gone, and reading them
+// says so.
 func TestWriteSpilledResults(t *testing.T) {
 	crd := loadCRD(t, "crontab.yaml")
 	path, _ := cronTabFile(t, t.TempDir(), "crontabs.yaml", 23)
@@ -63,6 +66,11 @@ func TestWriteSpilledResults(t *testing.T) {
 	}
 	want := rep.Files[0]
 	wantJSON, err := json.MarshalIndent(want, "    ", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	wantYAML, err := sigsyaml.Marshal(want)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +99,10 @@ func TestWriteSpilledResults(t *testing.T) {
 		var js bytes.Buffer
 		if err := f.WriteJSON(&js, "    ", "  "); err != nil || js.String() != string(wantJSON) {
 			t.Errorf("WriteJSON (%v):\n%s\nwant json.MarshalIndent's:\n%s", err, js.String(), wantJSON)
+		}
+		var y bytes.Buffer
+		if err := f.WriteYAML(&y); err != nil || y.String() != string(wantYAML) {
+			t.Errorf("WriteYAML (%v):\n%s\nwant sigs.k8s.io/yaml.Marshal's (what -o yaml printed of the file whole):\n%s", err, y.String(), wantYAML)
 		}
 		if l, err := f.Loaded(); err != nil || !reflect.DeepEqual(l, want) {
 			t.Errorf("Loaded (%v): %+v", err, l)

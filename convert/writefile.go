@@ -131,7 +131,7 @@ func (w *writer) file(ctx context.Context, path string) error {
 		return err
 	}
 	if template != "" || parseErr != nil {
-		return w.notData(path, template, parseErr)
+		return w.notData(ctx, path, template, parseErr)
 	}
 	f := &fileRun{w: w, path: path, mode: st.Mode().Perm(), res: FileResult{Path: path}, ok: true, spool: &fileSpool{}}
 	if !w.check {
@@ -144,7 +144,7 @@ func (w *writer) file(ctx context.Context, path string) error {
 // notData is the result of a template (the lines that name a CRD's group at another version)
 // or of a file that does not parse (when it names a CRD's group). Such a file is read whole:
 // templates are small.
-func (w *writer) notData(path, template string, parseErr error) error {
+func (w *writer) notData(ctx context.Context, path, template string, parseErr error) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -154,7 +154,7 @@ func (w *writer) notData(path, template string, parseErr error) error {
 		for _, t := range w.sortedTargets() {
 			if bytes.Contains(data, []byte(t.Group+"/")) {
 				res.Status, res.Reason = FileUnparsable, parseErr.Error()
-				return w.add(res)
+				return w.add(ctx, res)
 			}
 		}
 		return nil
@@ -172,7 +172,7 @@ func (w *writer) notData(path, template string, parseErr error) error {
 	if len(res.Lines) == 0 { // a template that does not name a CRD: nothing to say
 		return nil
 	}
-	return w.add(res)
+	return w.add(ctx, res)
 }
 
 // fileRun is one data file on its way: its documents read, converted and written a batch at
@@ -243,7 +243,7 @@ func (f *fileRun) run(ctx context.Context) error {
 			return err
 		}
 		if f.unparsable != nil {
-			return f.w.notData(f.path, "", f.unparsable)
+			return f.w.notData(ctx, f.path, "", f.unparsable)
 		}
 		// A batch is --batch-size documents: objects to convert, or others (a file of other
 		// kinds, or of objects at their target, is not held whole either).
@@ -495,11 +495,11 @@ func (f *fileRun) end(ctx context.Context) error {
 	if w.check {
 		res.Status = FileStillOld
 		rep.Converted += f.todo
-		return w.add(res)
+		return w.add(ctx, res)
 	}
 	if !f.ok {
 		res.Status = FileNotProven
-		return w.add(res)
+		return w.add(ctx, res)
 	}
 	diff, err := f.diff.finish()
 	if err != nil {
@@ -522,5 +522,5 @@ func (f *fileRun) end(ctx context.Context) error {
 			res.Status = FileWrittenLoss
 		}
 	}
-	return w.add(res)
+	return w.add(ctx, res)
 }

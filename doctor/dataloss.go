@@ -28,7 +28,7 @@ func (k *checker) checkDataLoss() bool {
 		return false
 	}
 	r, err := preflight.Check(k.ctx, k.c.dyn, crd, preflight.Options{ChunkSize: k.opts.ChunkSize, SkipRejections: true,
-		Transport: k.transport(), MaxListed: shownLosses})
+		Transport: k.transport(), MaxListed: shownLosses, Progress: k.preflightRead()})
 	if err != nil {
 		k.incomplete(CheckDataLoss, fmt.Errorf("reading the objects of %s at its stored versions: %w", crd.Name, err))
 		return false
@@ -56,7 +56,8 @@ func (k *checker) checkNoneReads() {
 	if k.c.dyn == nil || webhookcheck.IsWebhook(crd) || pref == "" || pref == storage || !crdinfo.IsServed(crd, pref) {
 		return
 	}
-	r, err := preflight.Check(k.ctx, k.c.dyn, crd, preflight.Options{Target: pref, ChunkSize: k.opts.ChunkSize, SkipRejections: true, MaxListed: shownLosses})
+	r, err := preflight.Check(k.ctx, k.c.dyn, crd, preflight.Options{Target: pref, ChunkSize: k.opts.ChunkSize, SkipRejections: true, MaxListed: shownLosses,
+		Progress: k.preflightRead()})
 	if err != nil {
 		k.incomplete(CheckDataLoss, fmt.Errorf("reading the objects of %s at %s: %w", crd.Name, pref, err))
 		return

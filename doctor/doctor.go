@@ -117,6 +117,11 @@ type Options struct {
 	// Progress, when set, is called after each CRD with the number done and the total; it is
 	// called from one goroutine at a time.
 	Progress func(done, total int)
+	// Read, when set, is told how many objects the checks read since they last told it (each
+	// object of the managedFields census, each page of the data-loss reads): the count of
+	// objects read so far is the sum. It is called from the goroutines that check CRDs side by
+	// side: it must be safe for concurrent use.
+	Read func(n int64)
 	// KubeVersion is the Kubernetes version the API server's code runs as for the schema
 	// checks (the CEL environment): the process must run as it (kubeversion.Use, chosen once
 	// per run by the caller; Run refuses another with a *kubeversion.NotInUseError). Zero: the
@@ -250,6 +255,23 @@ type checker struct {
 
 func (k *checker) add(check, severity, fix, message string) {
 	k.res.findings = append(k.res.findings, Finding{Check: check, Severity: severity, Message: message, Fix: fix})
+}
+
+// read tells Options.Read that n more objects were read.
+func (k *checker) read(n int64) {
+	if k.opts.Read != nil && n > 0 {
+		k.opts.Read(n)
+	}
+}
+
+// preflightRead is a preflight.Options.Progress that tells Options.Read what the preflight
+// read since its last call.
+func (k *checker) preflightRead() func(done, total int64) {
+	var last int64
+	return func(done, _ int64) {
+		k.read(done - last)
+		last = done
+	}
 }
 
 func (k *checker) incomplete(check string, err error) {

@@ -5,10 +5,13 @@
 #
 #   hack/build-test-binaries.sh [kube-apiserver] [etcd] [kube-controller-manager]
 #   hack/build-test-binaries.sh --dir     # print the cache folder, build nothing
-#   hack/build-test-binaries.sh --kube 1.34 [--dir]
+#   hack/build-test-binaries.sh --kube 1.34 [--dir] [kube-apiserver] [etcd] [kube-controller-manager]
 #                                         # an older minor's kube-apiserver (from
 #                                         # hack/tools/kube-1.34, see hack/new-kube-module.sh),
-#                                         # with the current etcd linked beside it
+#                                         # with the current etcd linked beside it; its
+#                                         # kube-controller-manager only where that module's
+#                                         # tools.go pins it (kube-1.35, for the in-tree
+#                                         # StorageVersionMigration controller's tests)
 #   hack/build-test-binaries.sh --minors  # list the older minors that have a module
 #   hack/build-test-binaries.sh agnhost   # the Kubernetes e2e conversion webhook (agnhost's
 #                                         # crd-conversion-webhook, hack/tools/kube/agnhost) into
@@ -100,6 +103,13 @@ if [[ "$kube_module" != kube ]]; then
   for w in "${wanted[@]}"; do
     case "$w" in
       kube-apiserver) build kube-apiserver "$kube_module" k8s.io/kubernetes/cmd/kube-apiserver ;;
+      kube-controller-manager)
+        # Only a module whose tools.go imports it has its dependencies in go.sum (kube-1.35).
+        if ! grep -q 'k8s.io/kubernetes/cmd/kube-controller-manager' "$here/tools/$kube_module/tools.go"; then
+          echo "build-test-binaries.sh: hack/tools/$kube_module does not pin kube-controller-manager; add it to its tools.go and run go mod tidy there (GOSUMDB=off)" >&2
+          exit 2
+        fi
+        build kube-controller-manager "$kube_module" k8s.io/kubernetes/cmd/kube-controller-manager ;;
       etcd)
         current=$("$here/build-test-binaries.sh" etcd | tail -n 1)
         if [[ ! -x "$current/etcd" ]]; then
@@ -107,7 +117,7 @@ if [[ "$kube_module" != kube ]]; then
           exit 3
         fi
         ln -sfn "$current/etcd" "$dir/etcd" ;;
-      *) echo "build-test-binaries.sh: --kube builds kube-apiserver and etcd only, not \"$w\"" >&2; exit 2 ;;
+      *) echo "build-test-binaries.sh: --kube builds kube-apiserver, etcd and kube-controller-manager only, not \"$w\"" >&2; exit 2 ;;
     esac
   done
   echo "$dir"

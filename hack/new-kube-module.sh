@@ -62,14 +62,20 @@ staging=$(sed -n '/^replace (/,/^)/p' "$gomod" | awk '$2=="=>" && $3 ~ /^\.\/sta
   for m in $staging; do echo "	$m => $m ${override[$m]:-v0.$minor.$patch}"; done
   echo ")"
 } > "$dir/go.mod"
+# A module that pins kube-controller-manager too (kube-1.35, for the cluster engine's tests)
+# keeps it when it is written again.
+kcm=
+if grep -q 'k8s.io/kubernetes/cmd/kube-controller-manager' "$dir/tools.go" 2>/dev/null; then
+  kcm=$'\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"'
+fi
 cat > "$dir/tools.go" <<GO
 //go:build tools
 
-// Package tools pins the kube-apiserver that hack/build-test-binaries.sh --kube 1.$minor builds.
+// Package tools pins the kube-apiserver${kcm:+ and kube-controller-manager} that hack/build-test-binaries.sh --kube 1.$minor builds.
 package tools
 
 import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"$kcm
 )
 GO
 (cd "$dir" && GOFLAGS=-mod=mod go mod tidy)

@@ -138,7 +138,12 @@ func followCluster(ctx context.Context, c *Clients, gvr schema.GroupVersionResou
 			return false, fmt.Errorf("reading StorageVersionMigration %s: %w", out.Name, err)
 		}
 		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		if len(conds) == 0 && time.Since(created) > startTimeout {
+		// status.resourceVersion is set by the controller (its resource-version half) when it
+		// takes the migration up: 1.35's then waits, without a condition, until its garbage
+		// collector's informer of the resource reaches that revision — on a resource nobody
+		// writes, a watch bookmark (a minute) and its retry back-off later.
+		taken, _, _ := unstructured.NestedString(got.Object, "status", "resourceVersion")
+		if len(conds) == 0 && taken == "" && time.Since(created) > startTimeout {
 			_ = c.Dynamic.Resource(gvr).Delete(context.WithoutCancel(ctx), out.Name, metav1.DeleteOptions{})
 			return true, clusterUnavailablef("StorageVersionMigration %s had no status after %s: no controller is processing it (kube-controller-manager needs the StorageVersionMigrator feature gate and its --controllers to include storage-version-migrator-controller); it was deleted again", out.Name, startTimeout)
 		}

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"io"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -79,13 +80,21 @@ func (o *ConvertOptions) write(ctx context.Context, crds []*apiextensionsv1.Cust
 }
 
 // interruptedWrite says what an interrupted --write or --check did: the files above, each
-// rewritten whole or left as it was, and the one at hand left as it was.
+// rewritten whole or left as it was, and the one at hand left as it was (or done, when only
+// its listing was cut short).
 func interruptedWrite(ctx context.Context, rep *convert.WriteReport) error {
 	what := "nothing was written"
 	if n := rep.Written(); n > 0 {
 		what = fmt.Sprintf("%s rewritten (listed above), each whole; every other file is as it was", plural(n, "file"))
 	}
-	return fmt.Errorf("%w: %s was left as it was; %s", &manifest.InterruptedError{Cause: context.Cause(ctx)}, rep.Interrupted, what) // the exit code: rep.Ended's
+	at := rep.Interrupted + " was left as it was"
+	switch {
+	case rep.InterruptedListing != "":
+		at = "while the result of " + rep.InterruptedListing + " was printed (that file was done)"
+	case rep.Interrupted == "":
+		at = "after the last file was done"
+	}
+	return fmt.Errorf("%w: %s; %s", &manifest.InterruptedError{Cause: context.Cause(ctx)}, at, what) // the exit code: rep.Ended's
 }
 
 // runWrite is `convert -f PATH --write` (and --dry-run) and `convert -f PATH --check`, for
@@ -96,8 +105,12 @@ func (o *ConvertOptions) runWrite(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	out := printers.NewConvertWriteStream(o.g.Out, o.printer)
+	// Each file's result is printed as it is done; Ctrl-C stops a long listing at its next
+	// write (the file itself is done). The counts at the end are printed whatever.
+	listing := &untilDone{ctx: ctx, w: o.g.Out}
+	out := printers.NewConvertWriteStream(listing, o.printer)
 	rep, judged, err := o.write(ctx, crds, out.File)
+	listing.ctx = context.Background()
 	if judged != nil {
 		defer judged.printNote(o.g.ErrOut)
 	}
@@ -108,4 +121,17 @@ func (o *ConvertOptions) runWrite(ctx context.Context) error {
 		return perr
 	}
 	return end(rep.Ended(ctx), err) // err: interrupted, the report above is what was done
+}
+
+// untilDone writes to w until ctx ends, then fails every write with ctx's error.
+type untilDone struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (u *untilDone) Write(p []byte) (int, error) {
+	if err := u.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return u.w.Write(p)
 }

@@ -1,7 +1,9 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -207,4 +210,58 @@ func TestConvertWriteServerAgrees(t *testing.T) {
 			t.Errorf("%s: %s %s, the server reads %s %s", name, dry.GetAPIVersion(), dry.GetKind(), read.GetAPIVersion(), read.GetKind())
 		}
 	}
+}
+
+// Ctrl-C while a big file's result is listed (-o yaml reads it back object by object from its
+// spill): the listing stops at its next write, exit 3, and the message says that file was done
+// and the files after it left as they were. The interrupt comes from stdout's first write, so
+// the file is written by then; without the stop the whole listing (megabytes) is printed.
+func TestConvertWriteInterruptedWhileListing(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range 8000 {
+		fmt.Fprintf(&b, "---\napiVersion: stable.example.com/v1beta1\nkind: CronTab\nmetadata:\n  name: ct-%05d\n  namespace: default\nspec:\n  cronSpec: \"*/5 * * * *\"\n  image: img:%d\n  replicas: 1\n", i, i)
+	}
+	first, second := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	for _, p := range []string{first, second} {
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &cancelOnWrite{cancel: cancel}
+	errOut := &bytes.Buffer{}
+	root := NewRootCmd(genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut})
+	root.SetArgs([]string{"convert", "--crd-file", td("crds", "crontab.yaml"), "--to", "v1", "-f", dir, "--write", "-o", "yaml", "--kube-version", "1.34", "-q"})
+	err := root.ExecuteContext(ctx)
+	if ExitCode(err) != 3 || !strings.Contains(ErrorLine(err), "while the result of "+first+" was printed (that file was done); 1 file rewritten") {
+		t.Fatalf("exit %d, error %q; want 3 and the listing of %s interrupted", ExitCode(err), ErrorLine(err), first)
+	}
+	// The first file's listing alone is megabytes (8,000 objects); what was printed is its
+	// first write and the report's end.
+	if out.Len() > 64<<10 {
+		t.Errorf("%d bytes printed after Ctrl-C; want the listing stopped", out.Len())
+	}
+	a, err := os.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(a), "apiVersion: stable.example.com/v1\n"); n != 8000 {
+		t.Errorf("%s: %d objects at v1, want all 8000 (the file was done before its listing)", first, n)
+	}
+	if got, _ := os.ReadFile(second); string(got) != b.String() {
+		t.Errorf("%s was changed; want it left as it was", second)
+	}
+}
+
+// cancelOnWrite is stdout that ends the run's context at its first write.
+type cancelOnWrite struct {
+	bytes.Buffer
+	cancel func()
+}
+
+func (c *cancelOnWrite) Write(p []byte) (int, error) {
+	c.cancel()
+	return c.Buffer.Write(p)
 }

@@ -124,10 +124,13 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var done atomic.Int64
+	// The objects read, as plan and the preflight count theirs (their total is not known
+	// before the CRDs' lists end); the CRDs done beside them.
+	var done, read atomic.Int64
 	opts.Progress = func(n, _ int) { done.Store(int64(n)) }
-	stop := o.progressFlags.toProgress(o.g.ErrOut).Start(Task{Name: "checking", Prefix: "doctor", Unit: "CRDs", Verb: "checked",
-		Total: int64(len(crds)), Done: done.Load})
+	opts.Read = func(n int64) { read.Add(n) }
+	stop := o.progressFlags.toProgress(o.g.ErrOut).Start(Task{Name: "checking", Prefix: "doctor", Unit: "objects", Verb: "read",
+		TotalFunc: func() int64 { return -1 }, Done: read.Load, Detail: func() string { return fmt.Sprintf("%d/%d CRDs checked", done.Load(), len(crds)) }})
 	report, err := doctor.Run(ctx, opts, crds)
 	stop()
 	if err != nil {

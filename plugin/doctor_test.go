@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +139,23 @@ func TestDoctorCommand(t *testing.T) {
 		}
 		r = runCluster(t, "doctor", pending.Name, "-o", "yaml")
 		mustContain(t, "yaml", r.stdout, "items:\n- crd: widgets.pending.doctorcmd.test\n  findings:\n  - check: storage\n")
+	})
+	t.Run("progress counts the objects read", func(t *testing.T) {
+		// Not a terminal: plain lines, as plan's and the preflight's, with the objects read so
+		// far (the census reads each of pending's 2 objects; the data-loss check reads them
+		// again) and the CRDs checked; the last line once both CRDs are done.
+		r := runCluster(t, "doctor", pending.Name, clean.Name, "--progress-interval", "1ms")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		lines := regexp.MustCompile(`(?m)^doctor: (\d+)/\? objects read \((\d)/2 CRDs checked\), \d+ objects/s, ETA \?$`).FindAllStringSubmatch(r.stderr, -1)
+		if len(lines) == 0 {
+			t.Fatalf("no progress line counting objects:\n%s", r.stderr)
+		}
+		last := lines[len(lines)-1]
+		if n, _ := strconv.Atoi(last[1]); n < 2 || last[2] != "2" {
+			t.Errorf("last progress line %q: want at least pending's 2 objects read, both CRDs checked", last[0])
+		}
 	})
 	t.Run("usage", func(t *testing.T) {
 		for _, args := range [][]string{

@@ -36,7 +36,7 @@ func printWriteReport(w io.Writer, r *convert.WriteReport, noHeaders bool) error
 // then each file's objects (one table per file, under one header), its reasons, problems and
 // diff, and the counts once the run is over; as data, the files list item by item, then the
 // rest of the report. Memory holds one object's result (a file's are read back from its
-// spill: convert.FileResult.EachObject, WriteDiff, WriteJSON; -o yaml reads a file's whole).
+// spill: convert.FileResult.EachObject, WriteDiff, WriteJSON, WriteYAML).
 // Another printer (Markdown: a table of the files' objects, under a title with the counts)
 // gets the whole report at Finish, its files kept without their diffs.
 type ConvertWriteStream struct {

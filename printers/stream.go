@@ -31,6 +31,14 @@ func (s *listStream) Item(v any) error {
 		if s.items == 0 {
 			fmt.Fprintf(&b, "%s:\n", s.key)
 		}
+		if yw, ok := v.(yamlWriter); ok { // written as it is read: a large item is not held
+			s.items++
+			if _, err := s.w.Write(b.Bytes()); err != nil {
+				return err
+			}
+			iw := &yamlItemWriter{w: s.w}
+			return yw.WriteYAML(iw)
+		}
 		if err := writeYAMLItem(&b, v); err != nil {
 			return err
 		}
@@ -62,6 +70,46 @@ func (s *listStream) Item(v any) error {
 // (convert.FileResult).
 type jsonWriter interface {
 	WriteJSON(w io.Writer, prefix, indent string) error
+}
+
+// yamlWriter is an item that writes itself as sigs.k8s.io/yaml.Marshal would, a piece at a
+// time (convert.FileResult).
+type yamlWriter interface {
+	WriteYAML(w io.Writer) error
+}
+
+// yamlItemWriter writes the YAML written to it as one item of a YAML list, as writeYAMLItem
+// does, a line at a time: "- " before the first line, the others indented unless empty.
+type yamlItemWriter struct {
+	w       io.Writer
+	started bool // a line was begun
+	mid     bool // in the middle of a line
+}
+
+func (iw *yamlItemWriter) Write(p []byte) (int, error) {
+	var b bytes.Buffer
+	for rest := p; len(rest) > 0; {
+		if !iw.mid {
+			switch {
+			case !iw.started:
+				b.WriteString("- ")
+			case rest[0] != '\n':
+				b.WriteString("  ")
+			}
+			iw.started = true
+		}
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line = rest[:i+1]
+		}
+		b.Write(line)
+		iw.mid = line[len(line)-1] != '\n'
+		rest = rest[len(line):]
+	}
+	if _, err := iw.w.Write(b.Bytes()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // writeYAMLItem writes v as one item of a YAML list ("- " before its first line, its other

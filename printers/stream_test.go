@@ -229,3 +229,31 @@ func TestConvertWriteRowsInChunks(t *testing.T) {
 		t.Errorf("-one table +in chunks:\n%s", cmp.Diff(w.String(), got.String()))
 	}
 }
+
+// TestYAMLItemWriter: YAML written to a yamlItemWriter in pieces of any size (a line cut
+// anywhere, a block scalar's empty lines) is the item writeYAMLItem makes of it whole.
+func TestYAMLItemWriter(t *testing.T) {
+	v := map[string]any{"diff": "--- a\n+++ b\n\n@@ -1 +1 @@\n-x\n+y\n", "objects": []map[string]any{{"name": "a", "problems": []string{"p"}}, {"name": "b"}}, "path": "f.yaml"}
+	var want bytes.Buffer
+	if err := writeYAMLItem(&want, v); err != nil {
+		t.Fatal(err)
+	}
+	y, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{1, 2, 7, len(y)} {
+		var got bytes.Buffer
+		iw := &yamlItemWriter{w: &got}
+		for rest := y; len(rest) > 0; {
+			n := min(size, len(rest))
+			if _, err := iw.Write(rest[:n]); err != nil {
+				t.Fatal(err)
+			}
+			rest = rest[n:]
+		}
+		if got.String() != want.String() {
+			t.Errorf("written %d bytes at a time:\n%s\nwant:\n%s", size, got.String(), want.String())
+		}
+	}
+}

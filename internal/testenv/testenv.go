@@ -50,7 +50,8 @@ type Options struct {
 	APIServerArgs []string
 	// EtcdArgs are extra etcd flags ("--quota-backend-bytes=…").
 	EtcdArgs []string
-	// Binaries to build besides kube-apiserver and etcd (e.g. "kube-controller-manager").
+	// Binaries to build besides kube-apiserver and etcd (e.g. "kube-controller-manager"; with
+	// KubeMinor, only where hack/tools/kube-<minor> pins it).
 	ExtraBinaries []string
 	// KubeMinor, when set ("1.34"), runs that older minor's kube-apiserver, built from
 	// hack/tools/kube-<minor> (see AssetsForMinor), instead of the current one.
@@ -98,18 +99,20 @@ func Assets(extra ...string) (string, error) {
 }
 
 // AssetsForMinor returns the folder with an older minor's kube-apiserver (and the current
-// etcd), building it with hack/build-test-binaries.sh --kube <minor> when missing (minutes,
-// the first time only). KUBEBUILDER_ASSETS does not apply: it holds the current minor.
-func AssetsForMinor(minor string) (string, error) {
+// etcd, and extra: "kube-controller-manager" where that minor's module pins it), building them
+// with hack/build-test-binaries.sh --kube <minor> when missing (minutes, the first time only).
+// KUBEBUILDER_ASSETS does not apply: it holds the current minor.
+func AssetsForMinor(minor string, extra ...string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("bash", filepath.Join(root, "hack", "build-test-binaries.sh"), "--kube", minor, "kube-apiserver", "etcd")
+	args := append([]string{filepath.Join(root, "hack", "build-test-binaries.sh"), "--kube", minor, "kube-apiserver", "etcd"}, extra...)
+	cmd := exec.Command("bash", args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("building kube-apiserver %s (hack/build-test-binaries.sh --kube %s): %w", minor, minor, err)
+		return "", fmt.Errorf("building kube-apiserver %s (hack/build-test-binaries.sh --kube %s %s): %w", minor, minor, strings.Join(args[3:], " "), err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return lines[len(lines)-1], nil
@@ -134,7 +137,7 @@ func Start(opts Options) (*Env, error) {
 	var assets string
 	var err error
 	if opts.KubeMinor != "" {
-		assets, err = AssetsForMinor(opts.KubeMinor)
+		assets, err = AssetsForMinor(opts.KubeMinor, opts.ExtraBinaries...)
 	} else {
 		assets, err = Assets(opts.ExtraBinaries...)
 	}
