@@ -169,8 +169,9 @@ func decide(rep *Report, err error, o Options) Outcome {
 	switch {
 	case errors.As(err, &de):
 		// Not done, not failed: the cluster rewrites; the same run started again goes on.
-		out.Result, out.ExitCode, out.Message = ResultDetached, 3, err.Error()
-		out.Remaining = append(out.Remaining, fmt.Sprintf("%s: the StorageVersionMigration %s rewrites the objects in the cluster: run the same command again to re-attach (it checks every object, trims status.storedVersions and goes on with the next steps)", de.CRD, de.Name))
+		d := de.Outcome("goes on with the next steps")
+		out.Result, out.ExitCode, out.Message = ResultDetached, d.ExitCode, err.Error()
+		out.Remaining = append(out.Remaining, d.Remaining...)
 	case errors.Is(err, ErrRefused) && pf.Incomplete:
 		// No answer, which no option accepts: could not complete (DESIGN.md), as --dry-run says.
 		out.Result, out.ExitCode, out.Message = ResultRefused, 3, err.Error()
