@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/ownership"
@@ -63,18 +62,11 @@ func (k *checker) checkStorage() *ownership.Census {
 	if k.c.md == nil {
 		return nil
 	}
-	// ownership.Take's census, each object counted as read.
-	tally := ownership.NewTally(crd.Spec.Group)
-	err = ownership.EachObject(k.ctx, k.c.md, crdinfo.GVR(crd, lv), k.opts.ChunkSize, func(o *metav1.PartialObjectMetadata) error {
-		tally.Add(o.ManagedFields)
-		k.read(1)
-		return nil
-	})
+	census, err := ownership.Take(k.ctx, k.c.md, crdinfo.GVR(crd, lv), k.opts.ChunkSize, func() { k.read(1) })
 	if err != nil {
 		k.incomplete(CheckStorage, fmt.Errorf("counting managedFields of %s: %w", crd.Name, err))
 		return nil
 	}
-	census := tally.Census()
 	k.res.objects = census.Objects
 	for _, r := range census.Versions {
 		if r.Version == "" || strings.Contains(r.Version, "/") {

@@ -60,14 +60,18 @@ func (c *Census) Of(v string) VersionCount {
 // Take reads the managedFields of every object of gvr with a paged metadata-only list
 // (PartialObjectMetadataList, chunk objects a page; memory is bounded by a page) and counts
 // them per version. group is the API group, so that only entries of this group's versions are
-// counted by version name.
-func Take(ctx context.Context, md metadata.Interface, gvr schema.GroupVersionResource, chunk int64) (*Census, error) {
+// counted by version name. counted, when set, is called after each object is counted (a
+// progress count).
+func Take(ctx context.Context, md metadata.Interface, gvr schema.GroupVersionResource, chunk int64, counted func()) (*Census, error) {
 	if chunk <= 0 {
 		chunk = 500
 	}
 	t := NewTally(gvr.Group)
 	err := EachObject(ctx, md, gvr, chunk, func(o *metav1.PartialObjectMetadata) error {
 		t.Add(o.ManagedFields)
+		if counted != nil {
+			counted()
+		}
 		return nil
 	})
 	if err != nil {

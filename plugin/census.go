@@ -27,7 +27,7 @@ func managedFieldsCensus(ctx context.Context, g *Globals, crd *apiextensionsv1.C
 	if err != nil {
 		return nil, err
 	}
-	census, err := ownership.Take(ctx, c.Metadata, crdinfo.GVR(crd, served), 500)
+	census, err := ownership.Take(ctx, c.Metadata, crdinfo.GVR(crd, served), 500, nil)
 	if err != nil {
 		return nil, clusterError(fmt.Sprintf("reading the managedFields of %s", crd.Name), err)
 	}

@@ -33,7 +33,7 @@ func BuildPlan(ctx context.Context, c *migrate.Clients, crd *apiextensionsv1.Cus
 	census := o.Census
 	if census == nil {
 		var err error
-		if census, err = ownership.Take(ctx, c.Metadata, crdinfo.GVR(crd, target), o.Rewrite.ChunkSize); err != nil {
+		if census, err = ownership.Take(ctx, c.Metadata, crdinfo.GVR(crd, target), o.Rewrite.ChunkSize, nil); err != nil {
 			return nil, fmt.Errorf("reading the managedFields of %s: %w", crd.Name, err)
 		}
 	}
