@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"sigs.k8s.io/yaml"
 )
@@ -78,8 +77,9 @@ type yamlWriter interface {
 	WriteYAML(w io.Writer) error
 }
 
-// yamlItemWriter writes the YAML written to it as one item of a YAML list, as writeYAMLItem
-// does, a line at a time: "- " before the first line, the others indented unless empty.
+// yamlItemWriter writes the YAML written to it as one item of a YAML list, a line at a time:
+// "- " before the first line, the others indented unless empty (blank lines of block scalars
+// left blank).
 type yamlItemWriter struct {
 	w       io.Writer
 	started bool // a line was begun
@@ -112,23 +112,14 @@ func (iw *yamlItemWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// writeYAMLItem writes v as one item of a YAML list ("- " before its first line, its other
-// lines indented, blank lines of block scalars left blank).
+// writeYAMLItem writes v as one item of a YAML list (yamlItemWriter).
 func writeYAMLItem(b *bytes.Buffer, v any) error {
 	y, err := yaml.Marshal(v)
 	if err != nil {
 		return err
 	}
-	for i, line := range strings.SplitAfter(strings.TrimSuffix(string(y), "\n"), "\n") {
-		if i == 0 {
-			b.WriteString("- ")
-		} else if line != "\n" {
-			b.WriteString("  ")
-		}
-		b.WriteString(line)
-	}
-	b.WriteString("\n")
-	return nil
+	_, err = (&yamlItemWriter{w: b}).Write(y)
+	return err
 }
 
 // Finish writes the rest of report: every field but the list's (which must be empty in it: its

@@ -231,12 +231,16 @@ func TestConvertWriteRowsInChunks(t *testing.T) {
 }
 
 // TestYAMLItemWriter: YAML written to a yamlItemWriter in pieces of any size (a line cut
-// anywhere, a block scalar's empty lines) is the item writeYAMLItem makes of it whole.
+// anywhere, a block scalar's empty lines) is the same list item as written whole.
 func TestYAMLItemWriter(t *testing.T) {
 	v := map[string]any{"diff": "--- a\n+++ b\n\n@@ -1 +1 @@\n-x\n+y\n", "objects": []map[string]any{{"name": "a", "problems": []string{"p"}}, {"name": "b"}}, "path": "f.yaml"}
-	var want bytes.Buffer
-	if err := writeYAMLItem(&want, v); err != nil {
+	const want = "- diff: |\n    --- a\n    +++ b\n\n    @@ -1 +1 @@\n    -x\n    +y\n  objects:\n  - name: a\n    problems:\n    - p\n  - name: b\n  path: f.yaml\n"
+	var whole bytes.Buffer
+	if err := writeYAMLItem(&whole, v); err != nil {
 		t.Fatal(err)
+	}
+	if whole.String() != want {
+		t.Errorf("writeYAMLItem:\n%s\nwant:\n%s", whole.String(), want)
 	}
 	y, err := yaml.Marshal(v)
 	if err != nil {
@@ -252,8 +256,8 @@ func TestYAMLItemWriter(t *testing.T) {
 			}
 			rest = rest[n:]
 		}
-		if got.String() != want.String() {
-			t.Errorf("written %d bytes at a time:\n%s\nwant:\n%s", size, got.String(), want.String())
+		if got.String() != want {
+			t.Errorf("written %d bytes at a time:\n%s\nwant:\n%s", size, got.String(), want)
 		}
 	}
 }
