@@ -123,7 +123,7 @@ func (f *benchFixture) flip(b *testing.B) string {
 // check asserts that etcd holds every object at version v.
 func (f *benchFixture) check(b *testing.B, v string) {
 	b.Helper()
-	got := storedIn(b, f.group, "items")
+	got := storedOn(b, env, f.group, "items")
 	if len(got) != 1 || got[f.group+"/"+v] != f.n {
 		b.Fatalf("after the rewrite etcd holds %v, want all %d at %s", got, f.n, v)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,35 +34,45 @@ func TestMain(m *testing.M) {
 
 func fixture(t *testing.T, group string, n int) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
+	return fixtureOn(t, env, group, n)
+}
+
+// fixtureOn creates on e a two-version CRD of group with n objects stored at v1beta1 (deleted
+// when the test ends), then makes v1 its storage version (status.storedVersions [v1beta1 v1]).
+func fixtureOn(t *testing.T, e *testenv.Env, group string, n int) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
 	ctx := context.Background()
 	crd := testenv.TwoVersionCRD(group, "things", "Thing", apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)})
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
+	if _, err := e.CreateCRD(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
-	c, err := migrate.NewClients(env.Config)
+	t.Cleanup(func() { _ = e.DeleteCRD(context.Background(), crd.Name) })
+	c, err := migrate.NewClients(e.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.CreateObjects(ctx, crd, []string{"default"}, n); err != nil {
+	if err := e.CreateObjects(ctx, crd, []string{"default"}, n); err != nil {
 		t.Fatal(err)
 	}
 	got, err := migrate.SwitchStorage(ctx, c, crd.Name, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !slices.Equal(got.Status.StoredVersions, []string{"v1beta1", "v1"}) {
+		t.Fatalf("after the storage switch: storedVersions %v, want [v1beta1 v1]", got.Status.StoredVersions)
+	}
 	return got
 }
 
 func stored(t *testing.T, group string) map[string]int {
 	t.Helper()
-	return storedIn(t, group, "things")
+	return storedOn(t, env, group, "things")
 }
 
-// storedIn reads group/plural's objects straight from etcd: how many at each apiVersion.
-func storedIn(t testing.TB, group, plural string) map[string]int {
+// storedOn reads group/plural's objects straight from e's etcd: how many at each apiVersion.
+func storedOn(t testing.TB, e *testenv.Env, group, plural string) map[string]int {
 	t.Helper()
-	out, _, err := env.StoredAPIVersions(context.Background(), group, plural)
+	out, _, err := e.StoredAPIVersions(context.Background(), group, plural)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func TestKube135ClusterEngine(t *testing.T) {
 	// migrate --engine cluster: the controller rewrites, crdver checks every object and trims.
 	t.Run("migrate trims after its check", func(t *testing.T) {
 		crd, group := migrated, migrated.Spec.Group
-		if got := storedOn(t, e, group); got[group+"/v1beta1"] != n {
+		if got := storedOn(t, e, group, "things"); got[group+"/v1beta1"] != n {
 			t.Fatalf("before: etcd = %v, want %d at v1beta1", got, n)
 		}
 		stop := nudgeWhenStuck(t, c, crd)
@@ -124,10 +124,10 @@ func TestKube135ClusterEngine(t *testing.T) {
 		if tr := rep.Trim; tr == nil || !tr.Safe || !tr.Trimmed || !slices.Equal(tr.Before, []string{"v1beta1", "v1"}) || !slices.Equal(tr.After, []string{"v1"}) {
 			t.Errorf("trim = %+v, want crdver to trim [v1beta1 v1] to [v1]", rep.Trim)
 		}
-		if sv := storedVersions(t, c, crd.Name); !slices.Equal(sv, []string{"v1"}) {
+		if sv := trimmed(t, c, crd.Name); !slices.Equal(sv, []string{"v1"}) {
 			t.Errorf("status.storedVersions = %v, want [v1]", sv)
 		}
-		if got := storedOn(t, e, group); len(got) != 1 || got[group+"/v1"] != n {
+		if got := storedOn(t, e, group, "things"); len(got) != 1 || got[group+"/v1"] != n {
 			t.Errorf("after: etcd = %v, want all %d at v1", got, n)
 		}
 	})
@@ -151,12 +151,12 @@ func TestKube135ClusterEngine(t *testing.T) {
 		if !res.Succeeded {
 			t.Fatalf("migration %s failed: %s", res.Name, res.Message)
 		}
-		if got := storedOn(t, e, group); len(got) != 1 || got[group+"/v1"] != n {
+		if got := storedOn(t, e, group, "things"); len(got) != 1 || got[group+"/v1"] != n {
 			t.Errorf("etcd = %v, want all %d at v1", got, n)
 		}
 		// 1.36's controller trims right after it marks the migration Succeeded; 1.35's never.
 		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-			if sv := storedVersions(t, c, crd.Name); !slices.Equal(sv, []string{"v1beta1", "v1"}) {
+			if sv := trimmed(t, c, crd.Name); !slices.Equal(sv, []string{"v1beta1", "v1"}) {
 				t.Fatalf("status.storedVersions = %v after the migration succeeded, without crdver: want [v1beta1 v1] (does 1.35's controller trim?)", sv)
 			}
 		}
@@ -191,12 +191,7 @@ func TestKube135ClusterEngine(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("%v:\n%s", err, out)
 		}
-		var rewrite *upgrade.StepResult
-		for i := range rep.Steps {
-			if s := &rep.Steps[i]; s.Action == "retire" || s.Action == "migrate" {
-				rewrite = s
-			}
-		}
+		rewrite := rewriteStep(&rep)
 		if rewrite == nil || rewrite.Engine != migrate.EngineCluster || rewrite.Cluster == nil || !rewrite.Cluster.Succeeded ||
 			rewrite.Cluster.APIVersion != "storagemigration.k8s.io/v1beta1" || rewrite.Cluster.Check == nil || rewrite.Cluster.Check.Objects != n {
 			t.Fatalf("the rewrite step = %+v, want one by the cluster's v1beta1 migration, %d objects checked", rewrite, n)
@@ -208,7 +203,7 @@ func TestKube135ClusterEngine(t *testing.T) {
 		if len(live.Spec.Versions) != 1 || !slices.Equal(live.Status.StoredVersions, []string{"v1"}) {
 			t.Errorf("live CRD: %d versions, storedVersions %v; want only v1", len(live.Spec.Versions), live.Status.StoredVersions)
 		}
-		if got := storedOn(t, e, group); len(got) != 1 || got[group+"/v1"] != n {
+		if got := storedOn(t, e, group, "things"); len(got) != 1 || got[group+"/v1"] != n {
 			t.Errorf("etcd = %v, want all %d at v1", got, n)
 		}
 	})
@@ -224,51 +219,6 @@ func run135(ctx context.Context, e *testenv.Env, args ...string) (int, string, s
 	return plugin.ExitCode(err), out.String(), errOut.String(), err
 }
 
-// fixtureOn creates on e a two-version CRD of group with n objects stored at v1beta1, then
-// makes v1 its storage version (status.storedVersions [v1beta1 v1]).
-func fixtureOn(t *testing.T, e *testenv.Env, group string, n int) *apiextensionsv1.CustomResourceDefinition {
-	t.Helper()
-	ctx := context.Background()
-	crd := testenv.TwoVersionCRD(group, "things", "Thing", apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)})
-	if _, err := e.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.CreateObjects(ctx, crd, []string{"default"}, n); err != nil {
-		t.Fatal(err)
-	}
-	c, err := migrate.NewClients(e.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := migrate.SwitchStorage(ctx, c, crd.Name, "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(got.Status.StoredVersions, []string{"v1beta1", "v1"}) {
-		t.Fatalf("after the storage switch: storedVersions %v, want [v1beta1 v1]", got.Status.StoredVersions)
-	}
-	return got
-}
-
-// storedOn reads group's things straight from e's etcd: how many at each apiVersion.
-func storedOn(t *testing.T, e *testenv.Env, group string) map[string]int {
-	t.Helper()
-	out, _, err := e.StoredAPIVersions(context.Background(), group, "things")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func storedVersions(t *testing.T, c *migrate.Clients, name string) []string {
-	t.Helper()
-	crd, err := c.CRDs.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return crd.Status.StoredVersions
-}
-
 // nudgeWhenStuck writes one object of crd's resource (an annotation) whenever a
 // StorageVersionMigration of it has been taken up by 1.35's controller (status.resourceVersion
 // set) but not started (no condition) for 3 s, as any write to the resource in a busy cluster
@@ -279,7 +229,6 @@ func storedVersions(t *testing.T, c *migrate.Clients, name string) []string {
 func nudgeWhenStuck(t *testing.T, c *migrate.Clients, crd *apiextensionsv1.CustomResourceDefinition) (stop func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	svms := schema.GroupVersionResource{Group: migrate.ClusterMigrationGroup, Version: "v1beta1", Resource: "storageversionmigrations"}
 	things := schema.GroupVersionResource{Group: crd.Spec.Group, Version: "v1", Resource: crd.Spec.Names.Plural}
 	var nudged []string
 	go func() {
@@ -287,7 +236,7 @@ func nudgeWhenStuck(t *testing.T, c *migrate.Clients, crd *apiextensionsv1.Custo
 		since := map[string]time.Time{}
 		for ctx.Err() == nil {
 			time.Sleep(200 * time.Millisecond)
-			list, err := c.Dynamic.Resource(svms).List(ctx, metav1.ListOptions{})
+			list, err := c.Dynamic.Resource(svmGVR).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				continue
 			}

@@ -59,7 +59,7 @@ func BenchmarkSafeMigrateResume(b *testing.B) {
 		done := 0
 		for deadline := time.Now().Add(10 * time.Minute); ; {
 			time.Sleep(100 * time.Millisecond)
-			done = storedIn(b, checked.group, "items")[checked.group+"/"+to]
+			done = storedOn(b, env, checked.group, "items")[checked.group+"/"+to]
 			if done >= int(at*float64(n)) || time.Now().After(deadline) {
 				break
 			}
@@ -68,7 +68,7 @@ func BenchmarkSafeMigrateResume(b *testing.B) {
 		if err := first.Wait(); err == nil {
 			b.Fatalf("the first run ended before it was interrupted (%d of %d rewritten): raise CRDVER_BENCH_SAFE_OBJECTS", done, n)
 		}
-		done = storedIn(b, checked.group, "items")[checked.group+"/"+to]
+		done = storedOn(b, env, checked.group, "items")[checked.group+"/"+to]
 		left += n - done
 
 		resumed := exec.Command(bin, args...)
