@@ -34,6 +34,12 @@
 // (*OwnershipLossError) unless AllowOwnershipLoss. With consent, the write pass writes an
 // object only when its dry run drops no manager the first pass did not list.
 //
+// Requests: the write pass sends the very write the dry-run pass checked (its merge patch
+// carries the resourceVersion the object had then) while the object and its CRD are unchanged,
+// so a restored object costs a GET, a dry-run PATCH and a PATCH; an object changed since its
+// dry run (the API server refuses the patch: 409), or whose CRD changed, is read, compared and
+// dry-run again first, as in the first pass.
+//
 // Fields no served version can hold are reported by path (NotHeld), never dropped silently.
 // Memory holds one backup document at a time (with Options.Each; otherwise plus a short outcome
 // per document).
@@ -274,11 +280,6 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 		if !o.AllowOwnershipLoss {
 			return notes(rep), &OwnershipLossError{Objects: rep.OwnershipLosses(), Count: rep.LostOwnership}
 		}
-		// The consent is to these losses (recorded by the dry run, in backup order): the write
-		// pass writes an object only when its dry run drops no other manager.
-		if err := r.consent.rewind(); err != nil {
-			return notes(rep), err
-		}
 	}
 	if o.Confirm != nil {
 		ok, err := o.Confirm(rep)
@@ -289,8 +290,36 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 			return notes(rep), ErrNotConfirmed
 		}
 	}
+	// The consent is to the losses the dry run recorded (in backup order), and the writes it
+	// checked are sent as they are while their CRDs are unchanged.
+	if err := r.consent.rewind(); err != nil {
+		return notes(rep), err
+	}
+	if err := r.changedCRDs(ctx); err != nil {
+		return notes(rep), err
+	}
 	rep, err = r.pass(ctx, false)
 	return notes(rep), err
+}
+
+// changedCRDs reads the cluster's CRDs again, before the write pass: the writes the dry run
+// checked are sent as they are only for CRDs still as they were (the same resourceVersion).
+func (r *runner) changedCRDs(ctx context.Context) error {
+	list, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing CustomResourceDefinitions: %w", err)
+	}
+	now := map[string]string{}
+	for i := range list.Items {
+		now[list.Items[i].Name] = list.Items[i].ResourceVersion
+	}
+	r.changed = map[string]bool{}
+	for _, e := range r.crds {
+		if now[e.crd.Name] != e.crd.ResourceVersion {
+			r.changed[e.crd.Name] = true
+		}
+	}
+	return nil
 }
 
 type crdEntry struct {
@@ -304,10 +333,15 @@ type runner struct {
 	o    Options
 	crds map[schema.GroupKind]*crdEntry
 	// consent holds the managers each object's write may drop (by backup document), as the
-	// dry-run pass listed them and AllowOwnershipLoss accepted.
+	// dry-run pass listed them and AllowOwnershipLoss accepted, and the writes it checked.
 	consent *consentLog
 	// doc is the index of the backup document at hand in the pass.
 	doc int
+	// planned is the write the dry run of the document at hand checked (dry-run pass, before
+	// a write pass), for the log.
+	planned *plannedWrite
+	// changed names the CRDs changed since the dry-run pass (write pass).
+	changed map[string]bool
 }
 
 // loadCRDs lists the cluster's CRDs once.
@@ -341,14 +375,21 @@ func (r *runner) pass(ctx context.Context, dry bool) (*Report, error) {
 		if err := u.UnmarshalJSON(d.JSON); err != nil {
 			return &manifest.InputError{Err: fmt.Errorf("%s: not an object: %w", d.Where(), err)}
 		}
+		r.planned = nil
 		out, err := r.one(ctx, u, dry)
 		if err != nil {
 			return err
 		}
 		rep.add(out, r.o.Each == nil)
-		if dry && len(out.LostManagers) > 0 && r.o.AllowOwnershipLoss && !r.o.DryRun {
-			if err := r.consent.record(r.doc, out.APIVersion+" "+out.key(), out.LostManagers); err != nil {
-				return err
+		if dry && !r.o.DryRun {
+			var consented []string
+			if len(out.LostManagers) > 0 && r.o.AllowOwnershipLoss {
+				consented = out.LostManagers
+			}
+			if consented != nil || r.planned != nil {
+				if err := r.consent.record(r.doc, out.APIVersion+" "+out.key(), consented, r.planned); err != nil {
+					return err
+				}
 			}
 		}
 		if r.o.OnObject != nil {
@@ -374,6 +415,11 @@ func (r *runner) one(ctx context.Context, b *unstructured.Unstructured, dry bool
 		return out, nil
 	}
 	out.CRD = e.crd.Name
+	if !dry && !r.changed[e.crd.Name] {
+		if done, err := r.writePlanned(ctx, e.crd, b.GetNamespace(), &out); done || err != nil {
+			return out, err
+		}
+	}
 	clean := cleaned(b)
 	target, err := r.choose(ctx, e, clean, gvk.Version)
 	if ctx.Err() != nil {
@@ -390,6 +436,7 @@ func (r *runner) one(ctx context.Context, b *unstructured.Unstructured, dry bool
 		clean = target.obj
 	}
 	for attempt := 0; ; attempt++ {
+		r.planned = nil
 		err := r.write(ctx, e.crd, target, clean, &out, dry)
 		if apierrors.IsConflict(err) && attempt < 4 {
 			out.Restored, out.Overwritten, out.Conflicts, out.NotHeld = []string{}, []string{}, []string{}, target.notHeld
@@ -883,8 +930,12 @@ func (r *runner) write(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 		}
 	}
 	out.State = StateRestored
-	out.LostManagers, out.ManagersReset = lostOwners(live, res, out.Overwritten)
+	before := keptManagers(live, out.Overwritten)
+	out.LostManagers, out.ManagersReset = preflight.LostManagers(before, res.GetManagedFields())
 	if dry {
+		if !r.o.DryRun {
+			r.planned = &plannedWrite{Body: body, Before: before, Outcome: *out}
+		}
 		return nil
 	}
 	if extra := without(out.LostManagers, r.consent.consented(r.doc, out.APIVersion+" "+out.key())); len(extra) > 0 {
@@ -899,21 +950,51 @@ func (r *runner) write(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 		return err
 	}
 	// What the write itself dropped (the report says what happened, not what was expected).
-	out.LostManagers, out.ManagersReset = lostOwners(live, res, out.Overwritten)
+	out.LostManagers, out.ManagersReset = preflight.LostManagers(before, res.GetManagedFields())
 	return nil
 }
 
-// lostOwners are the managedFields entries of live that written lacks, but for an entry that
-// owned only fields the write overwrites (Force: the restore takes them, with consent, and the
-// API server drops the emptied entry).
-func lostOwners(live, written *unstructured.Unstructured, overwritten []string) ([]string, bool) {
+// writePlanned sends, in the write pass, the write the dry-run pass checked for the document
+// at hand, when there is one: done when the API server answered it (the outcome is the dry
+// run's, with the managers the write itself dropped) or refused it for a reason of its own (a
+// failed outcome; err when that stops the run). Not done when there is none, or when the object
+// changed or went since the dry run (409, 404): it is then read and compared again.
+func (r *runner) writePlanned(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, ns string, out *Outcome) (bool, error) {
+	e := r.consent.planned(r.doc, out.APIVersion+" "+out.key())
+	if e == nil || len(without(e.Plan.Outcome.LostManagers, e.Managers)) > 0 {
+		return false, nil
+	}
+	p := e.Plan
+	ri := r.resource(crd, p.Outcome.Version, ns)
+	res, err := ri.Patch(ctx, out.Name, types.MergePatchType, p.Body, metav1.PatchOptions{FieldManager: r.o.FieldManager})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		if fatal(ctx, err) {
+			return true, err
+		}
+		out.Version, out.State, out.Reason = p.Outcome.Version, StateFailed, err.Error()
+		return true, nil
+	}
+	*out = p.Outcome
+	out.LostManagers, out.ManagersReset = preflight.LostManagers(p.Before, res.GetManagedFields())
+	return true, nil
+}
+
+// keptManagers are the managedFields entries of live a write must keep (their fields emptied
+// of FieldsV1, which preflight.LostManagers does not compare): all but an entry that owned only
+// fields the write overwrites (Force: the restore takes them, with consent, and the API server
+// drops the emptied entry).
+func keptManagers(live *unstructured.Unstructured, overwritten []string) []metav1.ManagedFieldsEntry {
 	var before []metav1.ManagedFieldsEntry
 	for _, e := range live.GetManagedFields() {
 		if !ownedOnly(e, overwritten) {
+			e.FieldsV1 = nil
 			before = append(before, e)
 		}
 	}
-	return preflight.LostManagers(before, written.GetManagedFields())
+	return before
 }
 
 // ownedOnly reports whether entry e owns fields and each is one of paths (dotted, as

@@ -3,17 +3,22 @@ package restore
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/crdver/kubectl-crdver/internal/testcrd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
@@ -258,5 +263,84 @@ func TestRunNotConfirmed(t *testing.T) {
 	}
 	if after := f.state(t); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("not confirmed, and written:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// requestLog records the requests on one object's path: "GET 200", "PATCH dry 200", "PATCH 409".
+type requestLog struct {
+	rt   http.RoundTripper
+	path string
+	mu   sync.Mutex
+	seen []string
+}
+
+func (l *requestLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := l.rt.RoundTrip(r)
+	if strings.HasSuffix(r.URL.Path, l.path) {
+		s := r.Method
+		if r.URL.Query().Get("dryRun") != "" {
+			s += " dry"
+		}
+		if res != nil {
+			s += " " + strconv.Itoa(res.StatusCode)
+		}
+		l.mu.Lock()
+		l.seen = append(l.seen, s)
+		l.mu.Unlock()
+	}
+	return res, err
+}
+
+// TestRunSendsTheCheckedWrite: the write pass sends the write the dry-run pass checked (a
+// restored object costs a GET, a dry-run PATCH and a PATCH), and reads, compares and dry-runs
+// again an object changed since (its checked patch refused with 409) or whose CRD changed.
+func TestRunSendsTheCheckedWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// between the passes (Confirm)
+		between func(t *testing.T, f *restoreFx)
+		want    string
+	}{
+		{"unchanged", func(*testing.T, *restoreFx) {}, "GET 200, PATCH dry 200, PATCH 200"},
+		{"object changed", func(t *testing.T, f *restoreFx) {
+			if _, err := f.res("widgets").Patch(context.Background(), "w-lost", types.MergePatchType, []byte(`{"metadata":{"labels":{"touched":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, "GET 200, PATCH dry 200, PATCH 409, GET 200, PATCH dry 200, PATCH 200"},
+		{"CRD changed", func(t *testing.T, f *restoreFx) {
+			c := f.c.CRDs.ApiextensionsV1().CustomResourceDefinitions()
+			if _, err := c.Patch(context.Background(), "widgets."+f.group, types.MergePatchType, []byte(`{"metadata":{"annotations":{"touched":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, "GET 200, PATCH dry 200, GET 200, PATCH dry 200, PATCH 200"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newRestoreFx(t, "checked-"+strings.ReplaceAll(strings.ToLower(tc.name), " ", "-"))
+			log := &requestLog{path: "/widgets/w-lost"}
+			cfg := rest.CopyConfig(env.Config)
+			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.rt = rt; return log })
+			c, err := migrate.NewClients(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Run(context.Background(), c, Options{Files: []string{f.backup}, Confirm: func(*Report) (bool, error) {
+				tc.between(t, f)
+				return true, nil
+			}})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if got := strings.Join(log.seen, ", "); got != tc.want {
+				t.Errorf("requests on w-lost:\n%s\nwant\n%s", got, tc.want)
+			}
+			for _, o := range rep.Objects {
+				if o.Name == "w-lost" && (o.State != StateRestored || !slices.Equal(o.Restored, []string{"spec.legacy"})) {
+					t.Errorf("w-lost: %+v", o)
+				}
+			}
+			if s := f.spec(t, "widgets", "w-lost"); fmt.Sprint(s) != fmt.Sprint(map[string]any{"size": int64(1), "legacy": "keep-me"}) {
+				t.Errorf("w-lost: spec %v", s)
+			}
+		})
 	}
 }

@@ -3,8 +3,8 @@ package restore
 // stream.go: a backup of any size in bounded memory. Both passes read the backup a document at
 // a time; input that can be read only once (stdin, a pipe) is copied to a temporary file
 // first; what the dry-run pass must hand to the write pass (the field managers each object's
-// write may drop, with consent) goes through a temporary file in backup order; the reports
-// count what they do not keep.
+// write may drop, with consent, and the write its dry run checked) goes through a temporary
+// file in backup order; the reports count what they do not keep.
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/crdver/kubectl-crdver/internal/scratch"
 	"github.com/crdver/kubectl-crdver/manifest"
@@ -63,18 +65,33 @@ func spool(ctx context.Context, files []string, stdin io.Reader) (*spooled, erro
 // close removes the temporary copies.
 func (s *spooled) close() { s.Close() }
 
-// consentEntry is one object whose write may drop field managers, with consent: the index of
-// its backup document in the pass, its key (a check that both passes read the same backup),
-// and the managers.
+// consentEntry is what the dry-run pass hands the write pass for one backup document: the
+// index of the document in the pass, its key (a check that both passes read the same backup),
+// the managers its write may drop with consent, and the write its dry run checked.
 type consentEntry struct {
 	Index    int      `json:"i"`
 	Key      string   `json:"key"`
-	Managers []string `json:"managers"`
+	Managers []string `json:"managers,omitempty"`
+	// Plan is the write the dry run sent and checked (nil: none, or not for this document).
+	Plan *plannedWrite `json:"plan,omitempty"`
 }
 
-// consentLog hands the dry-run pass's ownership losses to the write pass through a temporary
-// file, in backup order: the write pass reads it in step with the backup, so memory holds one
-// entry whatever the number of objects.
+// plannedWrite is a write the dry-run pass sent as a server-side dry run and checked: the merge
+// patch, which carries the resourceVersion of the object it was computed from (so that the API
+// server refuses it, 409, once the object has changed), the field managers of that object the
+// report compares the write's answer with, and the outcome the dry run gave. The write pass
+// sends it as it is while the object and its CRD are unchanged: the same request on the same
+// object, whose answer the dry run has already checked (restored fields held, managers dropped
+// only with consent); otherwise it reads, compares and dry-runs the object again.
+type plannedWrite struct {
+	Body    json.RawMessage             `json:"body"`
+	Before  []metav1.ManagedFieldsEntry `json:"before,omitempty"`
+	Outcome Outcome                     `json:"outcome"`
+}
+
+// consentLog hands the dry-run pass's consents and checked writes to the write pass through a
+// temporary file, in backup order: the write pass reads it in step with the backup, so memory
+// holds one entry whatever the number of objects.
 type consentLog struct {
 	f   *scratch.File
 	w   *bufio.Writer
@@ -83,7 +100,7 @@ type consentLog struct {
 	n   int
 }
 
-func (c *consentLog) record(i int, key string, managers []string) error {
+func (c *consentLog) record(i int, key string, managers []string, plan *plannedWrite) error {
 	if c.f == nil {
 		f, err := scratch.New("crdver-restore-consent-*.jsonl")
 		if err != nil {
@@ -92,7 +109,7 @@ func (c *consentLog) record(i int, key string, managers []string) error {
 		c.f, c.w = f, bufio.NewWriter(f)
 	}
 	c.n++
-	js, err := json.Marshal(consentEntry{Index: i, Key: key, Managers: managers})
+	js, err := json.Marshal(consentEntry{Index: i, Key: key, Managers: managers, Plan: plan})
 	if err != nil {
 		return err
 	}
@@ -115,9 +132,25 @@ func (c *consentLog) rewind() error {
 	return nil
 }
 
-// consented are the managers the write of document i (key) may drop: the entries are read in
-// step with the backup (i never decreases; the same i may be asked again, on a retry).
+// consented are the managers the write of document i (key) may drop.
 func (c *consentLog) consented(i int, key string) []string {
+	if e := c.entry(i, key); e != nil {
+		return e.Managers
+	}
+	return nil
+}
+
+// planned is the write the dry run of document i (key) checked, or nil.
+func (c *consentLog) planned(i int, key string) *consentEntry {
+	if e := c.entry(i, key); e != nil && e.Plan != nil {
+		return e
+	}
+	return nil
+}
+
+// entry is document i's (key), or nil: the entries are read in step with the backup (i never
+// decreases; the same i may be asked again, on a retry).
+func (c *consentLog) entry(i int, key string) *consentEntry {
 	if c == nil {
 		return nil
 	}
@@ -133,7 +166,7 @@ func (c *consentLog) consented(i int, key string) []string {
 		c.cur = &e
 	}
 	if c.cur.Index == i && c.cur.Key == key {
-		return c.cur.Managers
+		return c.cur
 	}
 	return nil
 }

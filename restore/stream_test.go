@@ -22,8 +22,8 @@ func TestConsentLogInStep(t *testing.T) {
 	if got := c.consented(1, "a"); got != nil {
 		t.Errorf("empty log: %v", got)
 	}
-	for _, e := range []consentEntry{{2, "widget default/a", []string{"m1"}}, {5, "widget default/b", []string{"m2", "m3"}}, {9, "widget default/c", []string{"m4"}}} {
-		if err := c.record(e.Index, e.Key, e.Managers); err != nil {
+	for _, e := range []consentEntry{{Index: 2, Key: "widget default/a", Managers: []string{"m1"}}, {Index: 5, Key: "widget default/b", Managers: []string{"m2", "m3"}}, {Index: 9, Key: "widget default/c", Managers: []string{"m4"}}} {
+		if err := c.record(e.Index, e.Key, e.Managers, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
