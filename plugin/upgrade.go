@@ -259,6 +259,12 @@ func (o *UpgradeOptions) upgradeOptions(next []*apiextensionsv1.CustomResourceDe
 		OnEvaluate: func(crd string, done *atomic.Int64, total func() int64) func() {
 			return o.progress.Start(Task{Name: "preflight " + crd, Prefix: "upgrade", Unit: "objects", Verb: "evaluated", Done: done.Load, TotalFunc: total})
 		},
+		OnCheck: func(crd string, done, total func() int64) func() {
+			return o.progress.Start(Task{Name: "checking " + crd, Prefix: "upgrade preflight", Unit: "objects", Verb: "checked", Done: done, TotalFunc: total})
+		},
+		OnBackup: func(done func() int64) func() {
+			return o.progress.Start(Task{Name: "backup", Prefix: "upgrade backup", Unit: "objects", Verb: "backed up", Done: done, TotalFunc: func() int64 { return -1 }})
+		},
 		OnRewrite: func(crd string, total int64, done func() int64) func() {
 			return o.progress.Start(Task{Name: "rewriting " + crd, Prefix: "upgrade", Unit: "objects", Verb: "rewritten", Total: total, Done: done})
 		},

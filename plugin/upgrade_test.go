@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -487,6 +488,32 @@ func TestUpgradeDryRunWritesNothing(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("--dry-run wrote files: %v", ents)
 	}
+}
+
+// TestUpgradeProgressCountsTheCheck: the preflight's second read of the objects (its deeper
+// check of what the rewrite at the new storage version loses and which writes are refused)
+// and the backup have progress lines of their own, as the plan's evaluation and the rewrite
+// have: at a million objects each took minutes with nothing printed.
+func TestUpgradeProgressCountsTheCheck(t *testing.T) {
+	isolateCache(t)
+	r := setupRelease(t, "progress.upgrade.example.com", false)
+	backup := filepath.Join(t.TempDir(), "backup.yaml")
+	res := runCluster(t, "upgrade", "-f", r.dir, "--yes", "--backup", backup, "--progress-interval", "1ms")
+	if res.code != 0 {
+		t.Fatalf("upgrade: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	for _, re := range []string{
+		`(?m)^upgrade preflight: (\d+)/(?:\d+|\?) objects checked, .*$`,
+		`(?m)^upgrade backup: (\d+)/\? objects backed up, .*$`,
+	} {
+		lines := regexp.MustCompile(re).FindAllStringSubmatch(res.stderr, -1)
+		if len(lines) == 0 {
+			t.Errorf("no progress line %s:\n%s", re, res.stderr)
+		} else if last := lines[len(lines)-1]; last[1] == "0" {
+			t.Errorf("last progress line %q: want objects counted", last[0])
+		}
+	}
+	r.checkUpgraded(t, env.Kubeconfig)
 }
 
 // TestUpgradeResumes: an upgrade interrupted after its first storage step is resumed by

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -96,12 +97,16 @@ func (r *runner) backup(ctx context.Context, s *StepResult) error {
 	b := &Backup{File: file, Cluster: r.cp.Cluster, Release: r.cp.Release, Resources: []BackupResource{}}
 	fmt.Fprint(w, r.backupHeader())
 	var n int64
+	var done atomic.Int64
+	if r.o.OnBackup != nil {
+		defer r.o.OnBackup(done.Load)()
+	}
 	for _, res := range s.Resources {
 		gvr, ok := parseResource(res)
 		if !ok {
 			return fmt.Errorf("backup: %q is not plural.version.group", res)
 		}
-		k, err := r.backupResource(ctx, w, gvr)
+		k, err := r.backupResource(ctx, w, gvr, &done)
 		if err != nil {
 			return fmt.Errorf("backing up %s: %w", res, err)
 		}
@@ -233,7 +238,7 @@ func dropsData(action string) bool {
 	return false
 }
 
-func (r *runner) backupResource(ctx context.Context, w *bufio.Writer, gvr schema.GroupVersionResource) (int64, error) {
+func (r *runner) backupResource(ctx context.Context, w *bufio.Writer, gvr schema.GroupVersionResource, done *atomic.Int64) (int64, error) {
 	var n int64
 	fmt.Fprintf(w, "# %s.%s.%s\n", gvr.Resource, gvr.Version, gvr.Group)
 	err := pager.Each(ctx, pager.Dynamic(r.c.Dynamic.Resource(gvr), pager.Options{Limit: r.o.ChunkSize}), func(list *unstructured.UnstructuredList) error {
@@ -244,6 +249,7 @@ func (r *runner) backupResource(ctx context.Context, w *bufio.Writer, gvr schema
 			}
 			fmt.Fprintf(w, "---\n%s", y)
 			n++
+			done.Add(1)
 		}
 		return nil
 	})

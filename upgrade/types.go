@@ -118,6 +118,15 @@ type Options struct {
 	// OnEvaluate is called when the objects of a CRD are evaluated (progress); the function
 	// it returns is called when done.
 	OnEvaluate func(crd string, done *atomic.Int64, total func() int64) func()
+	// OnCheck is called when the preflight's deeper check of a CRD's objects starts (its
+	// second read of them: what the rewrite at the new storage version loses, and which writes
+	// the API server would refuse), with the objects checked so far and their number (-1 while
+	// unknown); the function it returns is called when it ends.
+	OnCheck func(crd string, done, total func() int64) func()
+	// OnBackup is called when the backup step starts writing the backup file, with the
+	// objects written to it so far (an object stored at two versions counts twice); the
+	// function it returns is called when it ends.
+	OnBackup func(done func() int64) func()
 	// OnRewrite is called when a rewrite starts; the function it returns when it ends.
 	OnRewrite func(crd string, total int64, done func() int64) func()
 	// Notify receives a line for every step taken.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -407,6 +408,12 @@ func (r *runner) deepCheck(it *plan.Item) func(ctx context.Context, live *apiext
 			crd, so.SkipRejections = inter, true
 		}
 		so.Transport = preflight.WebhookTransport(ctx, crd, r.c.Kube.CoreV1().RESTClient())
+		if r.o.OnCheck != nil {
+			var done, total atomic.Int64
+			total.Store(-1)
+			so.Progress = func(d, t int64) { done.Store(d); total.Store(t) }
+			defer r.o.OnCheck(it.CRD, done.Load, total.Load)()
+		}
 		rep, err := preflight.Check(ctx, r.c.Dynamic, crd, so)
 		if err != nil {
 			return nil, err
