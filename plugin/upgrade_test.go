@@ -493,7 +493,8 @@ func TestUpgradeDryRunWritesNothing(t *testing.T) {
 // TestUpgradeProgressCountsTheCheck: the preflight's second read of the objects (its deeper
 // check of what the rewrite at the new storage version loses and which writes are refused)
 // and the backup have progress lines of their own, as the plan's evaluation and the rewrite
-// have: at a million objects each took minutes with nothing printed.
+// have, and the verify step's evaluation has the plan's: at a million objects each took
+// minutes with nothing printed.
 func TestUpgradeProgressCountsTheCheck(t *testing.T) {
 	isolateCache(t)
 	r := setupRelease(t, "progress.upgrade.example.com", false)
@@ -512,6 +513,10 @@ func TestUpgradeProgressCountsTheCheck(t *testing.T) {
 		} else if last := lines[len(lines)-1]; last[1] == "0" {
 			t.Errorf("last progress line %q: want objects counted", last[0])
 		}
+	}
+	// The verify step's plan of the release (every object read again) counts as the first.
+	if _, after, ok := strings.Cut(res.stderr, "apply: done"); !ok || !regexp.MustCompile(`(?m)^upgrade: [1-9]\d*/\d+ objects evaluated, `).MatchString(after) {
+		t.Errorf("no progress line of the verify step's evaluation after the apply:\n%s", res.stderr)
 	}
 	r.checkUpgraded(t, env.Kubeconfig)
 }

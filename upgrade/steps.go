@@ -468,6 +468,7 @@ func (r *runner) verify(ctx context.Context, s *StepResult) error {
 	// also gives what the server-side apply check needs (their managedFields).
 	reusedBefore := r.o.Memo.Reused.Load()
 	after, err := PlanRelease(ctx, r.c, Options{Next: r.o.Next, ApplyFile: r.o.ApplyFile, ChunkSize: r.o.ChunkSize, Memo: r.o.Memo,
+		OnEvaluate: r.o.OnEvaluate, // its progress lines, as the first plan's
 		eachObject: func(crd string, u *unstructured.Unstructured) {
 			if p := probes[crd]; p != nil {
 				p.see(u.GetNamespace(), u.GetName(), u.GetManagedFields())
