@@ -262,6 +262,9 @@ func (o *UpgradeOptions) upgradeOptions(next []*apiextensionsv1.CustomResourceDe
 		OnCheck: func(crd string, done, total func() int64) func() {
 			return o.progress.Start(Task{Name: "checking " + crd, Prefix: "upgrade preflight", Unit: "objects", Verb: "checked", Done: done, TotalFunc: total})
 		},
+		OnScan: func(crd, what string, done func() int64) func() {
+			return o.progress.Start(Task{Name: "reading " + crd, Prefix: "upgrade", Unit: "objects", Verb: "read " + what, Done: done, TotalFunc: func() int64 { return -1 }})
+		},
 		OnBackup: func(done func() int64) func() {
 			return o.progress.Start(Task{Name: "backup", Prefix: "upgrade backup", Unit: "objects", Verb: "backed up", Done: done, TotalFunc: func() int64 { return -1 }})
 		},

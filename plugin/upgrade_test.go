@@ -492,9 +492,9 @@ func TestUpgradeDryRunWritesNothing(t *testing.T) {
 
 // TestUpgradeProgressCountsTheCheck: the preflight's second read of the objects (its deeper
 // check of what the rewrite at the new storage version loses and which writes are refused)
-// and the backup have progress lines of their own, as the plan's evaluation and the rewrite
-// have, and the verify step's evaluation has the plan's: at a million objects each took
-// minutes with nothing printed.
+// the backup and the retire step's read of the objects' managedFields have progress lines of
+// their own, as the plan's evaluation and the rewrite have, and the verify step's evaluation
+// has the plan's: at a million objects each took minutes with nothing printed.
 func TestUpgradeProgressCountsTheCheck(t *testing.T) {
 	isolateCache(t)
 	r := setupRelease(t, "progress.upgrade.example.com", false)
@@ -506,6 +506,8 @@ func TestUpgradeProgressCountsTheCheck(t *testing.T) {
 	for _, re := range []string{
 		`(?m)^upgrade preflight: (\d+)/(?:\d+|\?) objects checked, .*$`,
 		`(?m)^upgrade backup: (\d+)/\? objects backed up, .*$`,
+		// the retire step's reads of every object's managedFields
+		`(?m)^upgrade: (\d+)/\? objects read for managedFields entries of v1beta1, .*$`,
 	} {
 		lines := regexp.MustCompile(re).FindAllStringSubmatch(res.stderr, -1)
 		if len(lines) == 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -72,7 +73,10 @@ func (r *runner) checkWriters(ctx context.Context, crd *apiextensionsv1.CustomRe
 	gvr := crdinfo.GVR(crd, r.plan.Target)
 	// One read of every object: the writers since the move and the census of what is left.
 	tally := ownership.NewTally(gvr.Group)
+	read := r.scan("for writers of " + r.o.Version)
+	defer read.stop()
 	err := ownership.EachObject(ctx, r.c.Metadata, gvr, r.o.Rewrite.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
+		read.Add(1)
 		tally.Add(m.ManagedFields)
 		if kept[objName(migrate.Failure{Namespace: m.Namespace, Name: m.Name})] {
 			return nil
@@ -147,7 +151,9 @@ func (r *runner) moveFields(ctx context.Context, crd *apiextensionsv1.CustomReso
 		}()
 	}
 	tally, sent := ownership.NewTally(crd.Spec.Group), false
+	read := r.scan("for managedFields entries of " + r.o.Version)
 	listErr := ownership.EachObject(ctx, r.c.Metadata, crdinfo.GVR(crd, r.plan.Target), r.o.Rewrite.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
+		read.Add(1)
 		tally.Add(m.ManagedFields)
 		has := false
 		for _, e := range m.ManagedFields {
@@ -166,6 +172,7 @@ func (r *runner) moveFields(ctx context.Context, crd *apiextensionsv1.CustomReso
 	})
 	close(work)
 	wg.Wait()
+	read.stop()
 	sortFailures(fr.Unresolved)
 	sortFailures(fr.Failed)
 	if listErr != nil {
@@ -252,4 +259,24 @@ func (r *runner) tryMove(ctx context.Context, ti, oi dynamic.ResourceInterface, 
 		return none, "", err
 	}
 	return res, "", nil
+}
+
+// scanCount counts the objects a read of every object's managedFields has read, for
+// Options.OnScan's progress; stop ends it (once).
+type scanCount struct {
+	atomic.Int64
+	end func()
+}
+
+func (r *runner) scan(what string) *scanCount {
+	c := &scanCount{end: func() {}}
+	if r.o.OnScan != nil {
+		c.end = r.o.OnScan(what, c.Load)
+	}
+	return c
+}
+
+func (c *scanCount) stop() {
+	c.end()
+	c.end = func() {}
 }

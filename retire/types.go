@@ -61,6 +61,11 @@ type Options struct {
 	// OnRewrite is called when the object rewrite starts (e.g. to show progress); the
 	// function it returns is called when the rewrite ends.
 	OnRewrite func(r *migrate.Rewriter, total int64) func()
+	// OnScan is called when a read of every object's managedFields starts (the move of the
+	// retired version's entries, then the check for its writers), with what it reads them for
+	// ("for managedFields entries of v1beta1") and the objects read so far; the function it
+	// returns is called when the read ends.
+	OnScan func(what string, done func() int64) func()
 	// Notify receives a line for every step taken.
 	Notify func(string)
 	// PreWrite, when set, is called after planning and the rights check, before the question

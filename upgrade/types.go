@@ -127,6 +127,9 @@ type Options struct {
 	// objects written to it so far (an object stored at two versions counts twice); the
 	// function it returns is called when it ends.
 	OnBackup func(done func() int64) func()
+	// OnScan is called when a retire step reads every object's managedFields (retire.Options.
+	// OnScan), with the CRD's name; the function it returns is called when the read ends.
+	OnScan func(crd, what string, done func() int64) func()
 	// OnRewrite is called when a rewrite starts; the function it returns when it ends.
 	OnRewrite func(crd string, total int64, done func() int64) func()
 	// Notify receives a line for every step taken.

@@ -675,6 +675,9 @@ func (r *runner) retire(ctx context.Context, s *StepResult) error {
 		ro.Census = it.Census() // the plan read every object: retire's plan need not again
 	}
 	ro.Rewrite.Checkpoint = ""
+	if r.o.OnScan != nil {
+		ro.OnScan = func(what string, done func() int64) func() { return r.o.OnScan(name, what, done) }
+	}
 	if r.o.OnRewrite != nil {
 		ro.OnRewrite = func(rw *migrate.Rewriter, total int64) func() {
 			return r.o.OnRewrite(name, total, func() int64 { return rw.Progress().Total() })
