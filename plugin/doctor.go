@@ -130,7 +130,7 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 	opts.Progress = func(n, _ int) { done.Store(int64(n)) }
 	opts.Read = func(n int64) { read.Add(n) }
 	stop := o.progressFlags.toProgress(o.g.ErrOut).Start(Task{Name: "checking", Prefix: "doctor", Unit: "objects", Verb: "read",
-		TotalFunc: func() int64 { return -1 }, Done: read.Load, Detail: func() string { return fmt.Sprintf("%d/%d CRDs checked", done.Load(), len(crds)) }})
+		Total: -1, Done: read.Load, Detail: func() string { return fmt.Sprintf("%d/%d CRDs checked", done.Load(), len(crds)) }})
 	report, err := doctor.Run(ctx, opts, crds)
 	stop()
 	if err != nil {

@@ -258,7 +258,7 @@ func (o *RestoreOptions) restoreOptions(p *restorePasses) (ro restore.Options, s
 		OnObject: func(restore.Outcome) {
 			if !started {
 				started = true
-				e := o.progress.Start(Task{Name: "restoring", Prefix: "restore", Unit: "objects", Verb: "compared", Done: done.Load, TotalFunc: func() int64 { return -1 }})
+				e := o.progress.Start(Task{Name: "restoring", Prefix: "restore", Unit: "objects", Verb: "compared", Done: done.Load, Total: -1})
 				end = func() { e(); end = func() {} }
 			}
 			done.Add(1)

@@ -186,7 +186,7 @@ func (o *RetireOptions) retireOptions(crd *apiextensionsv1.CustomResourceDefinit
 				Done: func() int64 { return r.Progress().Total() }})
 		},
 		OnScan: func(what string, done func() int64) func() {
-			return o.progress.Start(Task{Name: "reading", Prefix: "retire", Unit: "objects", Verb: "read " + what, Done: done, TotalFunc: func() int64 { return -1 }})
+			return o.progress.Start(Task{Name: "reading", Prefix: "retire", Unit: "objects", Verb: "read " + what, Done: done, Total: -1})
 		},
 		Notify: func(s string) { o.progress.Notef("retire: %s", s) },
 		PreWrite: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string) (any, error) {

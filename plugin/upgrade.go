@@ -263,10 +263,10 @@ func (o *UpgradeOptions) upgradeOptions(next []*apiextensionsv1.CustomResourceDe
 			return o.progress.Start(Task{Name: "checking " + crd, Prefix: "upgrade preflight", Unit: "objects", Verb: "checked", Done: done, TotalFunc: total})
 		},
 		OnScan: func(crd, what string, done func() int64) func() {
-			return o.progress.Start(Task{Name: "reading " + crd, Prefix: "upgrade", Unit: "objects", Verb: "read " + what, Done: done, TotalFunc: func() int64 { return -1 }})
+			return o.progress.Start(Task{Name: "reading " + crd, Prefix: "upgrade", Unit: "objects", Verb: "read " + what, Done: done, Total: -1})
 		},
 		OnBackup: func(done func() int64) func() {
-			return o.progress.Start(Task{Name: "backup", Prefix: "upgrade backup", Unit: "objects", Verb: "backed up", Done: done, TotalFunc: func() int64 { return -1 }})
+			return o.progress.Start(Task{Name: "backup", Prefix: "upgrade backup", Unit: "objects", Verb: "backed up", Done: done, Total: -1})
 		},
 		OnRewrite: func(crd string, total int64, done func() int64) func() {
 			return o.progress.Start(Task{Name: "rewriting " + crd, Prefix: "upgrade", Unit: "objects", Verb: "rewritten", Total: total, Done: done})

@@ -38,7 +38,8 @@ type Task struct {
 	Prefix string
 	// Unit is what is counted, plural ("objects").
 	Unit string
-	// Total is the number of units expected (the bar grows when Done passes it).
+	// Total is the number of units expected (the bar grows when Done passes it); negative:
+	// unknown.
 	Total int64
 	// TotalFunc, when set, is asked for the total at each update instead (for work whose size
 	// becomes known on the way); a negative answer means unknown.
