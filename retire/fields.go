@@ -73,8 +73,8 @@ func (r *runner) checkWriters(ctx context.Context, crd *apiextensionsv1.CustomRe
 	gvr := crdinfo.GVR(crd, r.plan.Target)
 	// One read of every object: the writers since the move and the census of what is left.
 	tally := ownership.NewTally(gvr.Group)
-	read := r.scan("for writers of " + r.o.Version)
-	defer read.stop()
+	var read atomic.Int64
+	defer r.scan("for writers of "+r.o.Version, &read)()
 	err := ownership.EachObject(ctx, r.c.Metadata, gvr, r.o.Rewrite.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
 		read.Add(1)
 		tally.Add(m.ManagedFields)
@@ -151,7 +151,8 @@ func (r *runner) moveFields(ctx context.Context, crd *apiextensionsv1.CustomReso
 		}()
 	}
 	tally, sent := ownership.NewTally(crd.Spec.Group), false
-	read := r.scan("for managedFields entries of " + r.o.Version)
+	var read atomic.Int64
+	defer r.scan("for managedFields entries of "+r.o.Version, &read)()
 	listErr := ownership.EachObject(ctx, r.c.Metadata, crdinfo.GVR(crd, r.plan.Target), r.o.Rewrite.ChunkSize, func(m *metav1.PartialObjectMetadata) error {
 		read.Add(1)
 		tally.Add(m.ManagedFields)
@@ -172,7 +173,6 @@ func (r *runner) moveFields(ctx context.Context, crd *apiextensionsv1.CustomReso
 	})
 	close(work)
 	wg.Wait()
-	read.stop()
 	sortFailures(fr.Unresolved)
 	sortFailures(fr.Failed)
 	if listErr != nil {
@@ -261,22 +261,11 @@ func (r *runner) tryMove(ctx context.Context, ti, oi dynamic.ResourceInterface, 
 	return res, "", nil
 }
 
-// scanCount counts the objects a read of every object's managedFields has read, for
-// Options.OnScan's progress; stop ends it (once).
-type scanCount struct {
-	atomic.Int64
-	end func()
-}
-
-func (r *runner) scan(what string) *scanCount {
-	c := &scanCount{end: func() {}}
-	if r.o.OnScan != nil {
-		c.end = r.o.OnScan(what, c.Load)
+// scan shows (Options.OnScan) the progress of a read of every object's managedFields, the
+// objects read counted in read; the function it returns ends it.
+func (r *runner) scan(what string, read *atomic.Int64) func() {
+	if r.o.OnScan == nil {
+		return func() {}
 	}
-	return c
-}
-
-func (c *scanCount) stop() {
-	c.end()
-	c.end = func() {}
+	return r.o.OnScan(what, read.Load)
 }

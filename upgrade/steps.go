@@ -96,24 +96,22 @@ func (r *runner) backup(ctx context.Context, s *StepResult) error {
 	w := bufio.NewWriter(io.MultiWriter(f, h))
 	b := &Backup{File: file, Cluster: r.cp.Cluster, Release: r.cp.Release, Resources: []BackupResource{}}
 	fmt.Fprint(w, r.backupHeader())
-	var n int64
-	var done atomic.Int64
+	var n atomic.Int64 // objects written, for OnBackup's progress too
 	if r.o.OnBackup != nil {
-		defer r.o.OnBackup(done.Load)()
+		defer r.o.OnBackup(n.Load)()
 	}
 	for _, res := range s.Resources {
 		gvr, ok := parseResource(res)
 		if !ok {
 			return fmt.Errorf("backup: %q is not plural.version.group", res)
 		}
-		k, err := r.backupResource(ctx, w, gvr, &done)
+		k, err := r.backupResource(ctx, w, gvr, &n)
 		if err != nil {
 			return fmt.Errorf("backing up %s: %w", res, err)
 		}
-		n += k
 		b.Resources = append(b.Resources, BackupResource{Resource: res, Objects: k})
 	}
-	fmt.Fprintf(w, "%s%d objects\n", backupTrailer, n)
+	fmt.Fprintf(w, "%s%d objects\n", backupTrailer, n.Load())
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -122,7 +120,7 @@ func (r *runner) backup(ctx context.Context, s *StepResult) error {
 	}
 	b.Digest = hex.EncodeToString(h.Sum(nil))
 	r.rep.Backup, r.cp.Backup = b, b
-	s.Detail = fmt.Sprintf("%d objects at %d versions to %s", n, len(b.Resources), file)
+	s.Detail = fmt.Sprintf("%d objects at %d versions to %s", n.Load(), len(b.Resources), file)
 	return nil
 }
 
@@ -238,6 +236,8 @@ func dropsData(action string) bool {
 	return false
 }
 
+// backupResource writes every object of gvr to w and returns how many, each counted in done as
+// it is written.
 func (r *runner) backupResource(ctx context.Context, w *bufio.Writer, gvr schema.GroupVersionResource, done *atomic.Int64) (int64, error) {
 	var n int64
 	fmt.Fprintf(w, "# %s.%s.%s\n", gvr.Resource, gvr.Version, gvr.Group)
