@@ -138,7 +138,7 @@ func (r *Rewriter) migrateOne(ctx context.Context, obj *unstructured.Unstructure
 		if err := r.gate.acquire(ctx); err != nil {
 			return 0, "", false
 		}
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		wctx, cancel := WriteContext(ctx)
 		send, moved := r.moveEntries(wctx, obj)
 		sent := time.Now()
 		updated, err := ri.Update(wctx, send, metav1.UpdateOptions{})

@@ -36,6 +36,7 @@ type RestoreOptions struct {
 	AnyCluster                   bool
 	AllowOwnershipLoss           bool
 	FieldManager                 string
+	Concurrency                  int
 	progressFlags                *progressFlags
 	progress                     Progress
 }
@@ -67,7 +68,8 @@ Every write is first sent as a server-side dry run over the whole backup and sho
 stops there; without --yes it asks before writing. Fields no served version holds are listed by
 path, never dropped silently. An object deleted since the backup is re-created only with
 --recreate (without status, ownerReferences and finalizers). The backup is read one document at
-a time.
+a time; --concurrency documents are restored at once (each object's documents one after another),
+and the report keeps the backup's order.
 
 Exit codes: 0 everything in the backup is in the cluster (restored, re-created or unchanged);
 1 something is not (conflict, deleted and not re-created, fields no version holds, a write
@@ -86,6 +88,7 @@ interrupted, not confirmed).`,
 	f.BoolVar(&o.AnyCluster, "from-another-cluster", false, "Restore a backup taken on another cluster than the one reached (refused by default)")
 	f.StringVar(&o.FieldManager, "field-manager", restore.FieldManager, "Field manager of the restore's writes")
 	f.BoolVar(&o.AllowOwnershipLoss, "allow-ownership-loss", false, "Write even when the API server's dry run of a write drops field managers of the object (listed per object; refused by default, nothing written)")
+	f.IntVar(&o.Concurrency, "concurrency", restore.DefaultConcurrency, "Backup documents restored at once (each object's one after another; the report keeps the backup's order)")
 	o.out = addOutputFlags(cmd, outputJSON, outputYAML)
 	o.progressFlags = addProgressFlags(cmd)
 	return cmd
@@ -113,6 +116,8 @@ func (o *RestoreOptions) Validate() error {
 		return UsageErrorf("--field-manager must not be empty")
 	case o.DryRun && o.Yes:
 		return UsageErrorf("--dry-run writes nothing: it takes no --yes")
+	case o.Concurrency < 1 || o.Concurrency > 64:
+		return UsageErrorf("--concurrency must be between 1 and 64, got %d", o.Concurrency)
 	}
 	return nil
 }
@@ -248,17 +253,19 @@ func (p *restorePasses) close() {
 // (stop ends the current one), the outcomes printed as they come, and the question after the
 // dry run.
 func (o *RestoreOptions) restoreOptions(p *restorePasses) (ro restore.Options, stop func()) {
-	var done atomic.Int64
+	var done, total atomic.Int64
+	total.Store(-1)
 	end := func() {}
 	started := false
 	ro = restore.Options{
 		Files: o.Files, Stdin: o.g.In, DryRun: o.DryRun, Force: o.Force, Recreate: o.Recreate, AnyCluster: o.AnyCluster, FieldManager: o.FieldManager,
-		AllowOwnershipLoss: o.AllowOwnershipLoss,
-		Each:               p.each,
+		AllowOwnershipLoss: o.AllowOwnershipLoss, Concurrency: o.Concurrency,
+		Each:    p.each,
+		OnTotal: total.Store,
 		OnObject: func(restore.Outcome) {
 			if !started {
 				started = true
-				e := o.progress.Start(Task{Name: "restoring", Prefix: "restore", Unit: "objects", Verb: "compared", Done: done.Load, Total: -1})
+				e := o.progress.Start(Task{Name: "restoring", Prefix: "restore", Unit: "objects", Verb: "compared", Done: done.Load, TotalFunc: total.Load})
 				end = func() { e(); end = func() {} }
 			}
 			done.Add(1)

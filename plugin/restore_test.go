@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -193,9 +195,21 @@ func TestRestoreAfterUpgradeAndBack(t *testing.T) {
 	if after := rc.snap(t, "v1"); !mapsEqual(onNew.rv, after.rv) {
 		t.Errorf("restore onto the new release wrote: %v → %v", onNew.rv, after.rv)
 	}
-	res = runCluster(t, "restore", "-f", backup, "--dry-run")
+	res = runCluster(t, "restore", "-f", backup, "--dry-run", "--progress-interval", "1ms")
 	t.Logf("restore --dry-run onto the new release: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	mustContain(t, "human restore onto the new release", res.stdout, "Fields no served version holds", "widget default/w-1: spec.legacy")
+	// The progress line's total is the number of documents the backup's closing line names.
+	b, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trailer := regexp.MustCompile(`(?m)^# end of backup: (\d+) objects$`).FindStringSubmatch(string(b))
+	if trailer == nil || trailer[1] != strconv.Itoa(strings.Count(string(b), "\nkind: ")) {
+		t.Fatalf("backup's closing line %v, want the count of its %d documents", trailer, strings.Count(string(b), "\nkind: "))
+	}
+	if !regexp.MustCompile(`(?m)^restore: [1-9]\d*/` + trailer[1] + ` objects compared`).MatchString(res.stderr) {
+		t.Errorf("no progress line with the backup's %s documents as its total:\n%s", trailer[1], res.stderr)
+	}
 
 	// 3. Back to the old release.
 	res = runCluster(t, "upgrade", "-f", rc.oldDir, "--yes", "--backup", filepath.Join(t.TempDir(), "backup-2.yaml"))
@@ -383,7 +397,8 @@ func TestRestoreBadInput(t *testing.T) {
 }
 
 // TestRestoreInterrupted: Ctrl-C (the context cancelled) after the first object of the pass
-// that writes stops the restore there: an error, and no later object written.
+// that writes stops the restore there: an error, and no later object written (one document at
+// a time: restore's TestRunInterruptedConcurrently has the writes in flight of several).
 func TestRestoreInterrupted(t *testing.T) {
 	isolateCache(t)
 	rc := setupRestoreCase(t, "stop.restore.example.com")
@@ -401,7 +416,7 @@ func TestRestoreInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	writing := false
-	rep, err := restore.Run(ctx, c, restore.Options{Files: []string{backup},
+	rep, err := restore.Run(ctx, c, restore.Options{Files: []string{backup}, Concurrency: 1,
 		Confirm: func(*restore.Report) (bool, error) { writing = true; return true, nil },
 		OnObject: func(restore.Outcome) {
 			if writing {

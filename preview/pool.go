@@ -10,6 +10,8 @@ import (
 // Pool runs jobs (typically: preview one object) on several workers and hands the results to
 // deliver in the order the jobs were submitted. At most a few jobs per worker are in flight, so
 // memory stays bounded whatever the number of jobs; Submit blocks while the window is full.
+// Jobs submitted with the same key (SubmitKeyed: e.g. the same object) run one after another,
+// in submission order.
 type Pool[J, R any] struct {
 	ctx     context.Context
 	work    func(ctx context.Context, w *Worker, job J) R
@@ -19,6 +21,7 @@ type Pool[J, R any] struct {
 	wg      sync.WaitGroup
 
 	mu      sync.Mutex
+	keys    map[string]chan struct{} // per key, the done channel of its last job submitted
 	results map[int]poolResult[R]
 	next    int
 	seq     int
@@ -28,6 +31,10 @@ type Pool[J, R any] struct {
 type poolJob[J any] struct {
 	seq int
 	job J
+	// Keyed jobs: after is closed when the job of the same key submitted before this one is
+	// done (nil: none in flight), done when this one is.
+	key         string
+	after, done chan struct{}
 }
 
 type poolResult[R any] struct {
@@ -68,6 +75,7 @@ func NewPool[J, R any](ctx context.Context, workers int, work func(ctx context.C
 		jobs:    make(chan poolJob[J]),
 		window:  make(chan struct{}, 4*workers),
 		results: map[int]poolResult[R]{},
+		keys:    map[string]chan struct{}{},
 	}
 	for i := 0; i < workers; i++ {
 		p.wg.Add(1)
@@ -78,7 +86,15 @@ func NewPool[J, R any](ctx context.Context, workers int, work func(ctx context.C
 
 // Submit queues one job; it blocks while the window of jobs in flight is full. It returns the
 // first error so far (of deliver, or the context's).
-func (p *Pool[J, R]) Submit(job J) error {
+func (p *Pool[J, R]) Submit(job J) error { return p.submit(poolJob[J]{job: job}) }
+
+// SubmitKeyed is Submit for a job that must not start before the jobs submitted earlier with
+// the same key are done (their results are delivered in submission order all the same).
+func (p *Pool[J, R]) SubmitKeyed(key string, job J) error {
+	return p.submit(poolJob[J]{job: job, key: key, done: make(chan struct{})})
+}
+
+func (p *Pool[J, R]) submit(j poolJob[J]) error {
 	if err := p.failed(); err != nil {
 		return err
 	}
@@ -87,8 +103,14 @@ func (p *Pool[J, R]) Submit(job J) error {
 	case <-p.ctx.Done():
 		return context.Cause(p.ctx)
 	}
-	j := poolJob[J]{seq: p.seq, job: job}
+	j.seq = p.seq
 	p.seq++
+	if j.done != nil {
+		p.mu.Lock()
+		j.after = p.keys[j.key]
+		p.keys[j.key] = j.done
+		p.mu.Unlock()
+	}
 	select {
 	case p.jobs <- j:
 		return nil
@@ -117,11 +139,25 @@ func (p *Pool[J, R]) run() {
 	defer p.wg.Done()
 	w := &Worker{previewers: map[string]*Previewer{}}
 	for job := range p.jobs {
+		if job.after != nil {
+			select {
+			case <-job.after:
+			case <-p.ctx.Done():
+			}
+		}
 		var r poolResult[R]
 		if p.ctx.Err() != nil {
 			r.err = context.Cause(p.ctx)
 		} else {
 			r.r = p.work(p.ctx, w, job.job)
+		}
+		if job.done != nil {
+			p.mu.Lock()
+			if p.keys[job.key] == job.done {
+				delete(p.keys, job.key)
+			}
+			p.mu.Unlock()
+			close(job.done)
 		}
 		p.put(job.seq, r)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,5 +121,60 @@ func TestPoolErrors(t *testing.T) {
 	}
 	if err := q.Wait(); err != nil && !errors.Is(err, cause) {
 		t.Errorf("Wait after cancel: %v, want nil or the context's cause", err)
+	}
+}
+
+// TestPoolKeyed: jobs of the same key never run at once and start in submission order, while
+// jobs of other keys run beside them (more than one job in flight), and the results still come
+// in submission order.
+func TestPoolKeyed(t *testing.T) {
+	const workers, jobs, keys = 4, 300, 5
+	var mu sync.Mutex
+	running := map[int]bool{} // key → a job of it is running
+	last := map[int]int{}     // key → the last job of it started
+	var inFlight, maxInFlight atomic.Int64
+	var got []int
+	p := NewPool(context.Background(), workers, func(_ context.Context, _ *Worker, job int) int {
+		k := job % keys
+		mu.Lock()
+		if running[k] {
+			t.Errorf("job %d started while another job of key %d ran", job, k)
+		}
+		if prev, ok := last[k]; ok && prev > job {
+			t.Errorf("job %d of key %d started after job %d", job, k, prev)
+		}
+		running[k], last[k] = true, job
+		mu.Unlock()
+		n := inFlight.Add(1)
+		for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
+		}
+		time.Sleep(time.Duration(job%3) * 100 * time.Microsecond)
+		inFlight.Add(-1)
+		mu.Lock()
+		running[k] = false
+		mu.Unlock()
+		return job
+	}, func(r int) error {
+		got = append(got, r)
+		return nil
+	})
+	for i := 0; i < jobs; i++ {
+		if err := p.SubmitKeyed(strconv.Itoa(i%keys), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range got {
+		if r != i {
+			t.Fatalf("result %d delivered at position %d: out of order", r, i)
+		}
+	}
+	if len(got) != jobs {
+		t.Fatalf("%d results, want %d", len(got), jobs)
+	}
+	if maxInFlight.Load() < 2 {
+		t.Errorf("at most %d job ran at once: keys did not run beside each other", maxInFlight.Load())
 	}
 }

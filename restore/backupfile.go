@@ -26,6 +26,53 @@ func BackupHeader(cluster, server, release string) string {
 	return fmt.Sprintf("%s; cluster %s (kube-system uid), server %s, release %s\n", backupMagic, cluster, server, release)
 }
 
+// BackupTrailer is the last line of a backup of n documents (one per object and version), with
+// its newline: it says the file is whole, and how many documents a restore of it goes through.
+func BackupTrailer(n int64) string { return fmt.Sprintf("%s%d objects\n", backupTrailer, n) }
+
+const backupTrailer = "# end of backup: "
+
+// IsBackupTrailer reports whether line (without its newline) is a backup's last line.
+func IsBackupTrailer(line string) bool { return strings.HasPrefix(line, backupTrailer) }
+
+// backupDocuments is the number of documents the closing line of each backup file names (read
+// from the end of each file), or -1 when a file has none (not an upgrade's backup, not whole,
+// not a regular file).
+func backupDocuments(files []string) int64 {
+	var total int64
+	for _, f := range files {
+		n := closingCount(f)
+		if n < 0 {
+			return -1
+		}
+		total += n
+	}
+	return total
+}
+
+func closingCount(file string) int64 {
+	st, err := os.Stat(file) // before opening it: opening a FIFO waits for its writer
+	if err != nil || !st.Mode().IsRegular() {
+		return -1
+	}
+	fh, err := os.Open(file)
+	if err != nil {
+		return -1
+	}
+	defer fh.Close()
+	const tail = 256
+	buf := make([]byte, min(st.Size(), tail))
+	if _, err := fh.ReadAt(buf, st.Size()-int64(len(buf))); err != nil {
+		return -1
+	}
+	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
+	var n int64
+	if _, err := fmt.Sscanf(lines[len(lines)-1], backupTrailer+"%d objects", &n); err != nil {
+		return -1
+	}
+	return n
+}
+
 // BackupCluster is the cluster a backup's first line names ("" when it names none: an older
 // backup, or one of unknown cluster).
 func BackupCluster(first string) string {

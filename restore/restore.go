@@ -112,6 +112,9 @@ type Options struct {
 	Confirm func(*Report) (bool, error)
 	// OnObject is called after each backup document (progress).
 	OnObject func(Outcome)
+	// OnTotal, when set, is called once before the first pass with the number of documents
+	// each pass goes through, as the closing lines of the backup files say (-1: unknown).
+	OnTotal func(documents int64)
 	// Each, when set, is given every outcome as it is known, with the report of its pass (the
 	// dry run's, then the write pass's: Report.DryRun says which); the reports then keep none
 	// of them but count them (Documents, Counts, Incomplete, NotHeldObjects, LostOwnership;
@@ -124,7 +127,13 @@ type Options struct {
 	// AllowOwnershipLoss writes even when the dry run of a write drops field managers (the
 	// objects' LostManagers); without it Run returns *OwnershipLossError before the first write.
 	AllowOwnershipLoss bool
+	// Concurrency is how many backup documents are restored at once, each object's documents
+	// one after another (0: DefaultConcurrency). Either way the outcomes come in backup order.
+	Concurrency int
 }
+
+// DefaultConcurrency is how many backup documents a restore works on at once by default.
+const DefaultConcurrency = 4
 
 // OwnershipLossError: the dry runs of the writes drop field managers of these objects and
 // AllowOwnershipLoss was not given; nothing was written.
@@ -244,6 +253,9 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 	if o.FieldManager == "" {
 		o.FieldManager = FieldManager
 	}
+	if o.Concurrency < 1 {
+		o.Concurrency = DefaultConcurrency
+	}
 	in, err := spool(ctx, o.Files, o.Stdin)
 	defer in.close()
 	if err != nil {
@@ -258,6 +270,9 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 			}
 			return nil, err
 		}
+	}
+	if o.OnTotal != nil {
+		o.OnTotal(backupDocuments(o.Files))
 	}
 	r := &runner{c: c, o: o, crds: map[schema.GroupKind]*crdEntry{}}
 	defer r.consent.close()
@@ -323,9 +338,7 @@ func (r *runner) changedCRDs(ctx context.Context) error {
 }
 
 type crdEntry struct {
-	crd  *apiextensionsv1.CustomResourceDefinition
-	prev *preview.Previewer
-	err  error
+	crd *apiextensionsv1.CustomResourceDefinition
 }
 
 type runner struct {
@@ -335,11 +348,14 @@ type runner struct {
 	// consent holds the managers each object's write may drop (by backup document), as the
 	// dry-run pass listed them and AllowOwnershipLoss accepted, and the writes it checked.
 	consent *consentLog
-	// doc is the index of the backup document at hand in the pass.
-	doc int
-	// planned is the write the dry run of the document at hand checked (dry-run pass, before
-	// a write pass), for the log.
+	// The document at hand (each document's worker has its own copy of the runner): its index
+	// in the pass, what the dry-run pass recorded for it (write pass), the write its dry run
+	// checked (dry-run pass, before a write pass, for the log), and its worker (whose
+	// Previewers it uses: a Previewer is not safe for concurrent use).
+	doc     int
+	entry   *consentEntry
 	planned *plannedWrite
+	w       *preview.Worker
 	// changed names the CRDs changed since the dry-run pass (write pass).
 	changed map[string]bool
 }
@@ -357,17 +373,69 @@ func (r *runner) loadCRDs(ctx context.Context) error {
 	return nil
 }
 
+// docJob is one backup document of a pass, for a worker: its index in the pass, the object,
+// and (write pass) what the dry-run pass recorded for it.
+type docJob struct {
+	doc   int
+	obj   *unstructured.Unstructured
+	entry *consentEntry
+}
+
+// docResult is what became of a docJob: the outcome, the write its dry run checked (dry-run
+// pass, for the log), or the error that stops the run.
+type docResult struct {
+	doc     int
+	out     Outcome
+	planned *plannedWrite
+	err     error
+	skipped bool // not started: the run was stopping
+}
+
+// pass restores (dry: dry-runs) every document of the backup on Options.Concurrency workers:
+// each object's documents one after another in backup order, the outcomes handed on
+// (report, consent log, OnObject, Each) in backup order. The backup is read in order and a
+// window of a few documents per worker is in flight, so memory holds that window whatever the
+// backup's size. The first error of a document (the cluster unreachable, the credentials
+// refused, Ctrl-C) stops the run: no document starts after it, the documents already written
+// are reported, and it is returned.
 func (r *runner) pass(ctx context.Context, dry bool) (*Report, error) {
 	rep := &Report{DryRun: dry, Objects: []Outcome{}, Counts: map[string]int{}}
-	r.doc = 0
 	if dry {
 		r.consent = &consentLog{}
 	}
-	err := manifest.EachDocument(ctx, r.o.Files, manifest.Options{Stdin: r.o.Stdin}, func(d manifest.Document) error {
-		if err := ctx.Err(); err != nil {
-			return err // Ctrl-C: stop before the next object
+	wctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var failed error // the first document's error, in backup order (set by deliver)
+	// The pool never stops a job itself (its context is never cancelled): wctx does, through
+	// the documents' requests, so that every document that was written is delivered, Ctrl-C or
+	// not (a write in flight is never cut short: migrate.WriteContext).
+	pool := preview.NewPool(context.WithoutCancel(ctx), r.o.Concurrency, func(_ context.Context, w *preview.Worker, j docJob) docResult {
+		if wctx.Err() != nil {
+			return docResult{skipped: true}
 		}
-		r.doc++
+		jr := *r // this document's: its worker's previewers, its index, its entry
+		jr.w, jr.doc, jr.entry, jr.planned = w, j.doc, j.entry, nil
+		out, err := jr.one(wctx, j.obj, dry)
+		return docResult{doc: j.doc, out: out, planned: jr.planned, err: err}
+	}, func(res docResult) error {
+		switch {
+		case res.skipped:
+			return nil
+		case res.err != nil:
+			if failed == nil {
+				failed = res.err
+				stop(res.err)
+			}
+			return nil
+		}
+		return r.deliver(rep, res, dry)
+	})
+	doc := 0
+	err := manifest.EachDocument(ctx, r.o.Files, manifest.Options{Stdin: r.o.Stdin}, func(d manifest.Document) error {
+		if wctx.Err() != nil {
+			return context.Cause(wctx) // Ctrl-C, or a document's error: stop before the next
+		}
+		doc++
 		if d.Kind == "" || d.APIVersion == "" {
 			return nil
 		}
@@ -375,32 +443,46 @@ func (r *runner) pass(ctx context.Context, dry bool) (*Report, error) {
 		if err := u.UnmarshalJSON(d.JSON); err != nil {
 			return &manifest.InputError{Err: fmt.Errorf("%s: not an object: %w", d.Where(), err)}
 		}
-		r.planned = nil
-		out, err := r.one(ctx, u, dry)
-		if err != nil {
-			return err
+		j := docJob{doc: doc, obj: u}
+		if !dry {
+			j.entry = r.consent.entry(doc, u.GetAPIVersion()+" "+Outcome{Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}.key())
 		}
-		rep.add(out, r.o.Each == nil)
-		if dry && !r.o.DryRun {
-			var consented []string
-			if len(out.LostManagers) > 0 && r.o.AllowOwnershipLoss {
-				consented = out.LostManagers
-			}
-			if consented != nil || r.planned != nil {
-				if err := r.consent.record(r.doc, out.APIVersion+" "+out.key(), consented, r.planned); err != nil {
-					return err
-				}
-			}
-		}
-		if r.o.OnObject != nil {
-			r.o.OnObject(out)
-		}
-		if r.o.Each != nil {
-			return r.o.Each(rep, out)
-		}
-		return nil
+		gk := u.GroupVersionKind().GroupKind()
+		return pool.SubmitKeyed(gk.String()+"/"+objectKey(u), j)
 	})
-	return rep, err
+	werr := pool.Wait()
+	switch {
+	case failed != nil:
+		return rep, failed
+	case err != nil:
+		return rep, err
+	}
+	return rep, werr
+}
+
+// deliver hands on one document's outcome, in backup order: the report, the consent log (the
+// dry-run pass before a write pass), OnObject and Each.
+func (r *runner) deliver(rep *Report, res docResult, dry bool) error {
+	out := res.out
+	rep.add(out, r.o.Each == nil)
+	if dry && !r.o.DryRun {
+		var consented []string
+		if len(out.LostManagers) > 0 && r.o.AllowOwnershipLoss {
+			consented = out.LostManagers
+		}
+		if consented != nil || res.planned != nil {
+			if err := r.consent.record(res.doc, out.APIVersion+" "+out.key(), consented, res.planned); err != nil {
+				return err
+			}
+		}
+	}
+	if r.o.OnObject != nil {
+		r.o.OnObject(out)
+	}
+	if r.o.Each != nil {
+		return r.o.Each(rep, out)
+	}
+	return nil
 }
 
 // one restores one backup document; an error stops the run (the cluster cannot be reached,
@@ -541,11 +623,9 @@ func (r *runner) choose(ctx context.Context, e *crdEntry, clean *unstructured.Un
 		}
 		return &target{version: from, notHeld: []string{}}, nil
 	}
-	if e.prev == nil && e.err == nil {
-		e.prev, e.err = preview.NewPreviewer(crd)
-	}
-	if e.err != nil {
-		return nil, fmt.Errorf("reading the schemas of %s: %w", crd.Name, e.err)
+	prev, err := r.w.Previewer(crd)
+	if err != nil {
+		return nil, fmt.Errorf("reading the schemas of %s: %w", crd.Name, err)
 	}
 	storage := crdinfo.StorageVersion(crd)
 	order := slices.Clone(served)
@@ -563,7 +643,7 @@ func (r *runner) choose(ctx context.Context, e *crdEntry, clean *unstructured.Un
 		if err != nil {
 			return nil, err
 		}
-		res, err := e.prev.Create(ctx, data, preview.PreviewOptions{FieldValidation: preview.FieldValidationIgnore, ReadVersion: v, Namespace: clean.GetNamespace()})
+		res, err := prev.Create(ctx, data, preview.PreviewOptions{FieldValidation: preview.FieldValidationIgnore, ReadVersion: v, Namespace: clean.GetNamespace()})
 		if err != nil {
 			return nil, fmt.Errorf("previewing at %s: %w", v, err)
 		}
@@ -938,14 +1018,23 @@ func (r *runner) write(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 		}
 		return nil
 	}
-	if extra := without(out.LostManagers, r.consent.consented(r.doc, out.APIVersion+" "+out.key())); len(extra) > 0 {
+	var consented []string
+	if r.entry != nil {
+		consented = r.entry.Managers
+	}
+	if extra := without(out.LostManagers, consented); len(extra) > 0 {
 		out.State = StateFailed
 		out.Reason = fmt.Sprintf("not written: its write would now drop field managers the dry run before did not list (%s); run the restore again to see and accept them", strings.Join(extra, ", "))
 		out.Restored, out.Overwritten, out.LostManagers, out.ManagersReset = []string{}, []string{}, nil, false
 		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	po.DryRun = nil
-	res, err = ri.Patch(ctx, clean.GetName(), types.MergePatchType, body, po)
+	wctx, cancel := migrate.WriteContext(ctx)
+	res, err = ri.Patch(wctx, clean.GetName(), types.MergePatchType, body, po)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -960,13 +1049,18 @@ func (r *runner) write(ctx context.Context, crd *apiextensionsv1.CustomResourceD
 // failed outcome; err when that stops the run). Not done when there is none, or when the object
 // changed or went since the dry run (409, 404): it is then read and compared again.
 func (r *runner) writePlanned(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, ns string, out *Outcome) (bool, error) {
-	e := r.consent.planned(r.doc, out.APIVersion+" "+out.key())
-	if e == nil || len(without(e.Plan.Outcome.LostManagers, e.Managers)) > 0 {
+	e := r.entry
+	if e == nil || e.Plan == nil || len(without(e.Plan.Outcome.LostManagers, e.Managers)) > 0 {
 		return false, nil
 	}
 	p := e.Plan
 	ri := r.resource(crd, p.Outcome.Version, ns)
-	res, err := ri.Patch(ctx, out.Name, types.MergePatchType, p.Body, metav1.PatchOptions{FieldManager: r.o.FieldManager})
+	if err := ctx.Err(); err != nil {
+		return true, err
+	}
+	wctx, cancel := migrate.WriteContext(ctx)
+	res, err := ri.Patch(wctx, out.Name, types.MergePatchType, p.Body, metav1.PatchOptions{FieldManager: r.o.FieldManager})
+	cancel()
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -1133,7 +1227,12 @@ func (r *runner) recreate(ctx context.Context, ri dynamic.ResourceInterface, crd
 	if dry {
 		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	co.DryRun = nil
-	_, err = ri.Create(ctx, u, co)
+	wctx, cancel := migrate.WriteContext(ctx)
+	defer cancel()
+	_, err = ri.Create(wctx, u, co)
 	return err
 }

@@ -132,24 +132,8 @@ func (c *consentLog) rewind() error {
 	return nil
 }
 
-// consented are the managers the write of document i (key) may drop.
-func (c *consentLog) consented(i int, key string) []string {
-	if e := c.entry(i, key); e != nil {
-		return e.Managers
-	}
-	return nil
-}
-
-// planned is the write the dry run of document i (key) checked, or nil.
-func (c *consentLog) planned(i int, key string) *consentEntry {
-	if e := c.entry(i, key); e != nil && e.Plan != nil {
-		return e
-	}
-	return nil
-}
-
-// entry is document i's (key), or nil: the entries are read in step with the backup (i never
-// decreases; the same i may be asked again, on a retry).
+// entry is what the dry-run pass recorded for document i (key), or nil: the entries are read
+// in step with the backup (the write pass asks in backup order; i never decreases).
 func (c *consentLog) entry(i int, key string) *consentEntry {
 	if c == nil {
 		return nil

@@ -14,12 +14,18 @@ import (
 )
 
 // TestConsentLogInStep: the dry run's consents are read back in backup order, a document at a
-// time: the managers of document i and key, asked for again on a retry; nothing for another
+// time: the managers of document i and key, asked for again; nothing for another
 // key, a document without an entry, or a log never rewound.
 func TestConsentLogInStep(t *testing.T) {
 	c := &consentLog{}
 	defer c.close()
-	if got := c.consented(1, "a"); got != nil {
+	consented := func(i int, key string) []string {
+		if e := c.entry(i, key); e != nil {
+			return e.Managers
+		}
+		return nil
+	}
+	if got := consented(1, "a"); got != nil {
 		t.Errorf("empty log: %v", got)
 	}
 	for _, e := range []consentEntry{{Index: 2, Key: "widget default/a", Managers: []string{"m1"}}, {Index: 5, Key: "widget default/b", Managers: []string{"m2", "m3"}}, {Index: 9, Key: "widget default/c", Managers: []string{"m4"}}} {
@@ -27,7 +33,7 @@ func TestConsentLogInStep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := c.consented(2, "widget default/a"); got != nil {
+	if got := consented(2, "widget default/a"); got != nil {
 		t.Errorf("before rewind: %v", got)
 	}
 	if err := c.rewind(); err != nil {
@@ -40,13 +46,13 @@ func TestConsentLogInStep(t *testing.T) {
 	}{
 		{1, "widget default/x", ""},
 		{2, "widget default/a", "m1"},
-		{2, "widget default/a", "m1"}, // a retry of the same document
+		{2, "widget default/a", "m1"}, // asked again
 		{3, "widget default/x", ""},
 		{5, "widget default/other", ""}, // not the same object: no consent
 		{9, "widget default/c", "m4"},
 		{10, "widget default/d", ""},
 	} {
-		if got := strings.Join(c.consented(tc.i, tc.key), ","); got != tc.want {
+		if got := strings.Join(consented(tc.i, tc.key), ","); got != tc.want {
 			t.Errorf("consented(%d, %s) = %q, want %q", tc.i, tc.key, got, tc.want)
 		}
 	}
@@ -105,5 +111,39 @@ func TestSpoolReadsPipesOnce(t *testing.T) {
 	var ie *manifest.InterruptedError
 	if !errors.As(err, &ie) {
 		t.Errorf("spool of a pipe that never ends, interrupted: %v", err)
+	}
+}
+
+// TestBackupDocuments: the documents the closing lines of the backup files name, summed; -1
+// when a file has none (cut short, not an upgrade's backup) or is not a regular file.
+func TestBackupDocuments(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a := write("a.yaml", BackupHeader("uid", "https://x", "r")+"apiVersion: v1\nkind: A\n---\napiVersion: v1\nkind: A\n"+BackupTrailer(2))
+	b := write("b.yaml", "apiVersion: v1\nkind: B\n"+BackupTrailer(1)+"\n\n")
+	cut := write("cut.yaml", BackupHeader("uid", "https://x", "r")+"apiVersion: v1\nkind: A\n")
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		files []string
+		want  int64
+	}{
+		{[]string{a}, 2},
+		{[]string{a, b}, 3},
+		{[]string{a, cut}, -1},
+		{[]string{fifo}, -1},
+		{[]string{filepath.Join(dir, "none.yaml")}, -1},
+	} {
+		if got := backupDocuments(tc.files); got != tc.want {
+			t.Errorf("%v: %d, want %d", tc.files, got, tc.want)
+		}
 	}
 }

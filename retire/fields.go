@@ -7,7 +7,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -196,7 +195,7 @@ func (r *runner) moveOne(ctx context.Context, atTarget, atOld dynamic.Namespacea
 		if ctx.Err() != nil {
 			return none, "", ctx.Err()
 		}
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		wctx, cancel := migrate.WriteContext(ctx)
 		res, reason, err := r.tryMove(wctx, ti, oi, name, from, to)
 		cancel()
 		switch {

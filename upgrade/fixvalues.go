@@ -36,7 +36,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -418,7 +417,7 @@ func (f *fixer) fix(ctx context.Context, cand *fixCandidate) error {
 			}
 			// The entries are set whatever happens to ctx now (Ctrl-C leaves no object without
 			// its managers; a kill does, until the journal is read again).
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			sctx, cancel := migrate.WriteContext(ctx)
 			after, _, err := f.setEntries(sctx, written, cand.rec)
 			cancel()
 			if err != nil {

@@ -38,10 +38,8 @@ func stepKey(s plan.RunbookStep) string {
 }
 
 // The backup's first line says which cluster and release it belongs to (restore.BackupHeader);
-// its last line that it is whole. Both are YAML comments: restore and kubectl read the file as
-// plain documents.
-const backupTrailer = "# end of backup: "
-
+// its last line that it is whole (restore.BackupTrailer). Both are YAML comments: restore and
+// kubectl read the file as plain documents.
 func (r *runner) backupHeader() string {
 	return restore.BackupHeader(r.cp.Cluster, r.c.Server, r.cp.Release)
 }
@@ -111,7 +109,7 @@ func (r *runner) backup(ctx context.Context, s *StepResult) error {
 		}
 		b.Resources = append(b.Resources, BackupResource{Resource: res, Objects: k})
 	}
-	fmt.Fprintf(w, "%s%d objects\n", backupTrailer, n.Load())
+	fmt.Fprint(w, restore.BackupTrailer(n.Load()))
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -177,7 +175,7 @@ func (r *runner) adoptBackup(file string, resources []string) (*Backup, error) {
 		if first == "" {
 			first = l + "\n"
 		}
-		if strings.HasPrefix(l, "# ") && !strings.HasPrefix(l, backupTrailer) && first != l+"\n" {
+		if strings.HasPrefix(l, "# ") && !restore.IsBackupTrailer(l) && first != l+"\n" {
 			res = strings.TrimPrefix(l, "# ")
 		}
 		if l == "---" {
@@ -193,7 +191,7 @@ func (r *runner) adoptBackup(file string, resources []string) (*Backup, error) {
 	if r.cp.Cluster == "" || first != r.backupHeader() {
 		return nil, errNotOurs
 	}
-	if !strings.HasPrefix(last, backupTrailer) {
+	if !restore.IsBackupTrailer(last) {
 		return nil, fmt.Errorf("%s is not whole (no closing line)", file)
 	}
 	if r.dropStarted() {

@@ -949,7 +949,8 @@ Every write is first sent as a server-side dry run over the whole backup and sho
 stops there; without --yes it asks before writing. Fields no served version holds are listed by
 path, never dropped silently. An object deleted since the backup is re-created only with
 --recreate (without status, ownerReferences and finalizers). The backup is read one document at
-a time.
+a time; --concurrency documents are restored at once (each object's documents one after another),
+and the report keeps the backup's order.
 
 Exit codes: 0 everything in the backup is in the cluster (restored, re-created or unchanged);
 1 something is not (conflict, deleted and not re-created, fields no version holds, a write
@@ -971,6 +972,7 @@ Examples:
 
 Flags:
       --allow-ownership-loss   Write even when the API server's dry run of a write drops field managers of the object (listed per object; refused by default, nothing written)
+      --concurrency int        Backup documents restored at once (each object's one after another; the report keeps the backup's order) (default 4)
       --dry-run                Send every write as a server-side dry run only; write nothing
       --field-manager string   Field manager of the restore's writes (default "kubectl-crdver-restore")
   -f, --filename strings       The backup file of kubectl crdver upgrade (- for stdin)

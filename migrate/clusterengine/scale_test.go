@@ -29,6 +29,8 @@ package clusterengine_test
 //	CRDVER_SCALE_CONTROLLER_V  kube-controller-manager's --v (4: each retry of the
 //	                       StorageVersionMigration controller and each object it migrated)
 //	CRDVER_SCALE_CLUSTER_ARGS  more arguments of the migrate-cluster-engine step's command
+//	CRDVER_SCALE_RESTORE_ARGS  more arguments of the restore and restore-dry-run steps'
+//	                       commands (e.g. --concurrency 8)
 //	CRDVER_SCALE_AUDIT     a folder: the API server's audit log of the requests on the objects
 //	                       (lists and gets, with their limit, resourceVersion, continue token and
 //	                       answer) and on the CRDs (when the API server's cache was rebuilt)
@@ -869,7 +871,8 @@ func BenchmarkScaleRelease(b *testing.B) {
 	if _, err := os.Stat(backup); err != nil {
 		return
 	}
-	r.command("restore-dry-run", []int{1}, "restore", "-f", backup, "--dry-run", "-o", "json")
+	restoreArgs := strings.Fields(os.Getenv("CRDVER_SCALE_RESTORE_ARGS"))
+	r.command("restore-dry-run", []int{1}, append([]string{"restore", "-f", backup, "--dry-run", "-o", "json"}, restoreArgs...)...)
 	// The backup restored with writes, the way back restore's docs and its advice give
 	// (docs/commands/restore.md: the release's CRD holds no spec.legacy, so first `upgrade -f
 	// OLD-RELEASE`, then `restore -f BACKUP`): every object must hold its spec.legacy again.
@@ -882,7 +885,7 @@ func BenchmarkScaleRelease(b *testing.B) {
 	old := writeRelease(b, crd)
 	r.command("upgrade-back", nil, "upgrade", "-f", old, "--yes", "--backup", filepath.Join(work, "backup-back.yaml"),
 		"--checkpoint", filepath.Join(work, "cp-back"), "-o", "json", "--progress-interval", "1m")
-	if r.command("restore", nil, "restore", "-f", backup, "--yes", "-o", "json", "--quiet") != nil {
+	if r.command("restore", nil, append([]string{"restore", "-f", backup, "--yes", "-o", "json", "--quiet"}, restoreArgs...)...) != nil {
 		r.checkLegacy("items", "v1beta1")
 	}
 }
