@@ -45,7 +45,9 @@ package clusterengine_test
 // backup, then the way back restore's docs give: rewrite-under-release (every object written
 // once under the release's CRD, which drops spec.legacy from etcd), upgrade-back (upgrade -f
 // of the old release, the CRD as it was) and restore (of the first backup, with writes; every
-// object must hold its spec.legacy again). BenchmarkScaleMigrate: a CRD of two versions with one schema whose storage version
+// object must hold its spec.legacy again). BenchmarkScaleRestore: that restore alone, the
+// cluster and the backup as the way back leaves them written through etcd (restore-dry-run,
+// restore). BenchmarkScaleMigrate: a CRD of two versions with one schema whose storage version
 // is switched to v1 (untimed) before the steps, so that a migration is pending: doctor,
 // migrate --dry-run, migrate (client engine), retire --dry-run, retire (back to v1beta1),
 // migrate --engine cluster (the in-tree StorageVersionMigration). Before migrate, the
@@ -87,12 +89,14 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/crdver/kubectl-crdver/internal/pager"
 	"github.com/crdver/kubectl-crdver/internal/proc"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
 	"github.com/crdver/kubectl-crdver/migrate"
 	"github.com/crdver/kubectl-crdver/plugin"
+	"github.com/crdver/kubectl-crdver/restore"
 )
 
 const scaleGroup = "scale.bench.example.com"
@@ -224,6 +228,13 @@ func scaleObject(plural, kind string, i int) (ns, name string, value []byte) {
 // served by etcd instead, which is slower and would distort the first measurements).
 func scaleFixture(b *testing.B, e *testenv.Env, crd *apiextensionsv1.CustomResourceDefinition, n int) {
 	b.Helper()
+	plural, kind := crd.Spec.Names.Plural, crd.Spec.Names.Kind
+	scaleFixtureOf(b, e, crd, n, func(i int) (string, string, []byte) { return scaleObject(plural, kind, i) })
+}
+
+// scaleFixtureOf is scaleFixture with the objects object gives (scaleObject's namespaces).
+func scaleFixtureOf(b *testing.B, e *testenv.Env, crd *apiextensionsv1.CustomResourceDefinition, n int, object func(i int) (ns, name string, value []byte)) {
+	b.Helper()
 	ctx := context.Background()
 	kube := kubernetes.NewForConfigOrDie(e.Config)
 	for i := 0; i < scaleNamespaces; i++ {
@@ -233,8 +244,8 @@ func scaleFixture(b *testing.B, e *testenv.Env, crd *apiextensionsv1.CustomResou
 		}
 	}
 	start := time.Now()
-	plural, kind := crd.Spec.Names.Plural, crd.Spec.Names.Kind
-	if err := e.PutObjects(ctx, scaleGroup, plural, n, func(i int) (string, string, []byte) { return scaleObject(plural, kind, i) }, nil); err != nil {
+	plural := crd.Spec.Names.Plural
+	if err := e.PutObjects(ctx, scaleGroup, plural, n, object, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("%s: %d objects written to etcd in %s", crd.Name, n, time.Since(start).Round(time.Second))
@@ -887,6 +898,88 @@ func BenchmarkScaleRelease(b *testing.B) {
 		"--checkpoint", filepath.Join(work, "cp-back"), "-o", "json", "--progress-interval", "1m")
 	if r.command("restore", nil, append([]string{"restore", "-f", backup, "--yes", "-o", "json", "--quiet"}, restoreArgs...)...) != nil {
 		r.checkLegacy("items", "v1beta1")
+	}
+}
+
+// BenchmarkScaleRestore: restore with writes at any size, set up through etcd as
+// BenchmarkScaleRelease's way back leaves the cluster (upgrade --allow-data-loss, every object
+// written under the release, upgrade -f OLD-RELEASE: three commands over every object first,
+// about two hours at a million here): the old release's CRD live, every object stored at
+// v1beta1 without its spec.legacy, and the backup that upgrade writes (each object at v1beta1
+// with its spec.legacy and its metadata as the API server answered it, the header naming this
+// cluster, the closing line counting the documents). Steps restore-dry-run and restore; then
+// every object must hold its spec.legacy again.
+func BenchmarkScaleRestore(b *testing.B) {
+	n := scaleObjects(b)
+	e := scaleEnv(b)
+	crd := scaleCRD("items", "Item")
+	plural, kind := crd.Spec.Names.Plural, crd.Spec.Names.Kind
+	scaleFixtureOf(b, e, crd, n, func(i int) (string, string, []byte) {
+		ns, name, value := scaleObject(plural, kind, i)
+		var obj map[string]any
+		if err := json.Unmarshal(value, &obj); err != nil {
+			panic(err)
+		}
+		unstructured.RemoveNestedField(obj, "spec", "legacy")
+		mf, _, _ := unstructured.NestedSlice(obj, "metadata", "managedFields")
+		unstructured.RemoveNestedField(mf[0].(map[string]any), "fieldsV1", "f:spec", "f:legacy")
+		_ = unstructured.SetNestedSlice(obj, mf, "metadata", "managedFields")
+		value, err := json.Marshal(obj)
+		if err != nil {
+			panic(err)
+		}
+		return ns, name, value
+	})
+	backup := filepath.Join(b.TempDir(), "backup.yaml")
+	start := time.Now()
+	writeScaleBackup(b, e, backup, plural, kind, n)
+	if st, err := os.Stat(backup); err == nil {
+		b.Logf("backup of %d objects written in %s: %d MiB", n, time.Since(start).Round(time.Second), st.Size()>>20)
+	}
+	r := newScaleRun(b, e, n)
+	restoreArgs := strings.Fields(os.Getenv("CRDVER_SCALE_RESTORE_ARGS"))
+	r.command("restore-dry-run", nil, append([]string{"restore", "-f", backup, "--dry-run", "-o", "json", "--progress-interval", "1m"}, restoreArgs...)...)
+	if r.command("restore", nil, append([]string{"restore", "-f", backup, "--yes", "-o", "json", "--progress-interval", "1m"}, restoreArgs...)...) != nil {
+		r.checkLegacy(plural, "v1beta1")
+	}
+}
+
+// writeScaleBackup writes the backup an upgrade of the n objects of BenchmarkScaleRestore's CRD
+// would have written (upgrade's backup step: header, "# plural.version.group", one YAML
+// document per object as the API server answers it, closing line).
+func writeScaleBackup(b *testing.B, e *testenv.Env, file, plural, kind string, n int) {
+	b.Helper()
+	ks, err := kubernetes.NewForConfigOrDie(e.Config).CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	fmt.Fprint(w, restore.BackupHeader(string(ks.UID), e.Config.Host, "scale-restore-bench"))
+	fmt.Fprintf(w, "# %s.v1beta1.%s\n", plural, scaleGroup)
+	for i := 0; i < n; i++ {
+		_, _, value := scaleObject(plural, kind, i)
+		var obj map[string]any
+		if err := json.Unmarshal(value, &obj); err != nil {
+			b.Fatal(err)
+		}
+		_ = unstructured.SetNestedField(obj, strconv.Itoa(1000+i), "metadata", "resourceVersion")
+		y, err := yaml.Marshal(obj)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(w, "---\n%s", y)
+	}
+	fmt.Fprint(w, restore.BackupTrailer(int64(n)))
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
 	}
 }
 
