@@ -386,6 +386,7 @@ func TestRestoreBadInput(t *testing.T) {
 	}{
 		{[]string{"restore"}, 2, "give the backup with -f FILE"},
 		{[]string{"restore", "-f", bad, "--dry-run", "--yes"}, 2, "--dry-run writes nothing"},
+		{[]string{"restore", "-f", bad, "--concurrency", "0"}, 2, "--concurrency must be between 1 and 64"},
 		{[]string{"restore", "-f", bad, "--dry-run"}, 2, "bad.yaml"},
 		{[]string{"restore", "-f", filepath.Join(dir, "none.yaml"), "--dry-run"}, 2, "none.yaml"},
 	} {
