@@ -274,7 +274,7 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 	if o.OnTotal != nil {
 		o.OnTotal(backupDocuments(o.Files))
 	}
-	r := &runner{c: c, o: o, crds: map[schema.GroupKind]*crdEntry{}}
+	r := &runner{c: c, o: o, crds: map[schema.GroupKind]*apiextensionsv1.CustomResourceDefinition{}}
 	defer r.consent.close()
 	if err := r.loadCRDs(ctx); err != nil {
 		return nil, err
@@ -329,22 +329,18 @@ func (r *runner) changedCRDs(ctx context.Context) error {
 		now[list.Items[i].Name] = list.Items[i].ResourceVersion
 	}
 	r.changed = map[string]bool{}
-	for _, e := range r.crds {
-		if now[e.crd.Name] != e.crd.ResourceVersion {
-			r.changed[e.crd.Name] = true
+	for _, crd := range r.crds {
+		if now[crd.Name] != crd.ResourceVersion {
+			r.changed[crd.Name] = true
 		}
 	}
 	return nil
 }
 
-type crdEntry struct {
-	crd *apiextensionsv1.CustomResourceDefinition
-}
-
 type runner struct {
 	c    *migrate.Clients
 	o    Options
-	crds map[schema.GroupKind]*crdEntry
+	crds map[schema.GroupKind]*apiextensionsv1.CustomResourceDefinition
 	// consent holds the managers each object's write may drop (by backup document), as the
 	// dry-run pass listed them and AllowOwnershipLoss accepted, and the writes it checked.
 	consent *consentLog
@@ -368,7 +364,7 @@ func (r *runner) loadCRDs(ctx context.Context) error {
 	}
 	for i := range list.Items {
 		crd := &list.Items[i]
-		r.crds[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = &crdEntry{crd: crd}
+		r.crds[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = crd
 	}
 	return nil
 }
@@ -491,19 +487,19 @@ func (r *runner) one(ctx context.Context, b *unstructured.Unstructured, dry bool
 	gvk := b.GroupVersionKind()
 	out := Outcome{APIVersion: b.GetAPIVersion(), Kind: gvk.Kind, Namespace: b.GetNamespace(), Name: b.GetName(),
 		Restored: []string{}, Overwritten: []string{}, Conflicts: []string{}, NotHeld: []string{}}
-	e := r.crds[gvk.GroupKind()]
-	if e == nil {
+	crd := r.crds[gvk.GroupKind()]
+	if crd == nil {
 		out.State, out.Reason = StateFailed, fmt.Sprintf("no CustomResourceDefinition of the cluster has kind %s in group %s", gvk.Kind, gvk.Group)
 		return out, nil
 	}
-	out.CRD = e.crd.Name
-	if !dry && !r.changed[e.crd.Name] {
-		if done, err := r.writePlanned(ctx, e.crd, b.GetNamespace(), &out); done || err != nil {
+	out.CRD = crd.Name
+	if !dry && !r.changed[crd.Name] {
+		if done, err := r.writePlanned(ctx, crd, b.GetNamespace(), &out); done || err != nil {
 			return out, err
 		}
 	}
 	clean := cleaned(b)
-	target, err := r.choose(ctx, e, clean, gvk.Version)
+	target, err := r.choose(ctx, crd, clean, gvk.Version)
 	if ctx.Err() != nil {
 		return out, ctx.Err()
 	}
@@ -512,14 +508,14 @@ func (r *runner) one(ctx context.Context, b *unstructured.Unstructured, dry bool
 		return out, nil
 	}
 	out.Version = target.version
-	out.NotHeld, out.Defaults = splitDefaults(e.crd, gvk.Version, clean.Object, target.notHeld)
+	out.NotHeld, out.Defaults = splitDefaults(crd, gvk.Version, clean.Object, target.notHeld)
 	target.notHeld = out.NotHeld
 	if target.obj != nil {
 		clean = target.obj
 	}
 	for attempt := 0; ; attempt++ {
 		r.planned = nil
-		err := r.write(ctx, e.crd, target, clean, &out, dry)
+		err := r.write(ctx, crd, target, clean, &out, dry)
 		if apierrors.IsConflict(err) && attempt < 4 {
 			out.Restored, out.Overwritten, out.Conflicts, out.NotHeld = []string{}, []string{}, []string{}, target.notHeld
 			out.LostManagers, out.ManagersReset = nil, false
@@ -537,7 +533,7 @@ func (r *runner) one(ctx context.Context, b *unstructured.Unstructured, dry bool
 		out.State = StateNotHeld
 	}
 	if len(out.NotHeld) > 0 && out.Reason == "" {
-		out.Reason = fmt.Sprintf("no served version of %s holds %s", e.crd.Name, strings.Join(out.NotHeld, ", "))
+		out.Reason = fmt.Sprintf("no served version of %s holds %s", crd.Name, strings.Join(out.NotHeld, ", "))
 	}
 	return out, nil
 }
@@ -598,8 +594,7 @@ func toAny(m map[string]string) map[string]any {
 }
 
 // choose picks the served version that keeps the most of the object.
-func (r *runner) choose(ctx context.Context, e *crdEntry, clean *unstructured.Unstructured, from string) (*target, error) {
-	crd := e.crd
+func (r *runner) choose(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, clean *unstructured.Unstructured, from string) (*target, error) {
 	served := crdinfo.ServedVersions(crd)
 	if len(served) == 0 {
 		return nil, fmt.Errorf("%s serves no version", crd.Name)
