@@ -11,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	crdinfo "github.com/crdver/kubectl-crdver/crd"
 	"github.com/crdver/kubectl-crdver/internal/testenv"
@@ -87,5 +88,52 @@ func TestAdmissionDenials(t *testing.T) {
 	}
 	if r.RejectedCount != 0 || r.Safe() || !slices.ContainsFunc(r.Unknown, func(u string) bool { return strings.Contains(u, "needs update rights") }) {
 		t.Errorf("without update rights: rejected %d, safe %v, unknown %q; want unknown, no rejection", r.RejectedCount, r.Safe(), r.Unknown)
+	}
+}
+
+// TestReadAdmission: the fingerprint of the cluster's admission configuration changes when a
+// policy is added and again when a binding switches it on (a binding alone changes what is
+// refused); Matches is the policy's match, Read names the configurations, not the bindings.
+func TestReadAdmission(t *testing.T) {
+	ctx := context.Background()
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	kube := kubernetes.NewForConfigOrDie(env.Config).AdmissionregistrationV1()
+	before := ReadAdmission(ctx, dyn, nil)
+	if !before.OK || before.Fingerprint == "" {
+		t.Fatalf("before: %+v", before)
+	}
+	const name = "pf-read-admission"
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"read.example.com"}, APIVersions: []string{"*"}, Resources: []string{"widgets"}},
+			}}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "true"}},
+		}}
+	if _, err := kube.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	withPolicy := ReadAdmission(ctx, dyn, nil)
+	if !withPolicy.OK || withPolicy.Fingerprint == before.Fingerprint {
+		t.Errorf("a policy added: fingerprint %q, as before", withPolicy.Fingerprint)
+	}
+	if !withPolicy.Matches("read.example.com", "widgets") || withPolicy.Matches("other.example.com", "widgets") {
+		t.Errorf("Matches: widgets of read.example.com %v, of other.example.com %v; want true, false",
+			withPolicy.Matches("read.example.com", "widgets"), withPolicy.Matches("other.example.com", "widgets"))
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
+	if _, err := kube.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	bound := ReadAdmission(ctx, dyn, nil)
+	if !bound.OK || bound.Fingerprint == withPolicy.Fingerprint {
+		t.Errorf("a binding added: fingerprint %q, as with the policy alone", bound.Fingerprint)
+	}
+	if bound.Read != withPolicy.Read || !strings.Contains(bound.Read, "validatingadmissionpolicies") || strings.Contains(bound.Read, "bindings") {
+		t.Errorf("Read %q (with the policy alone %q): want the configurations named, the same", bound.Read, withPolicy.Read)
 	}
 }

@@ -16,16 +16,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crdver/kubectl-crdver/internal/atomicfile"
 )
@@ -52,43 +47,16 @@ type admissionState struct {
 	ok          bool   // every kind could be read (or is not served)
 	matches     bool   // a webhook or policy may match updates of the CRD's objects
 	read        string // what was read, for the report
-	fingerprint string // digest of every configuration's kind, name and resourceVersion
+	fingerprint string // Admission.Fingerprint
 }
 
 // admission reads the webhook configurations and admission policies of the cluster.
 func (e *evaluation) admission(ctx context.Context) admissionState {
-	group, plural := e.crd.Spec.Group, e.crd.Spec.Names.Plural
-	var counts, ids []string
-	st := admissionState{ok: true}
-	for _, k := range admissionKinds {
-		for _, v := range k.versions {
-			if err := e.wait(ctx); err != nil {
-				return admissionState{}
-			}
-			list, err := e.dyn.Resource(schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: v, Resource: k.resource}).List(ctx, metav1.ListOptions{})
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return admissionState{}
-			}
-			for i := range list.Items {
-				u := &list.Items[i]
-				if admissionMatches(u, k.policy, group, plural) {
-					st.matches = true
-				}
-				ids = append(ids, k.resource+"/"+u.GetName()+"@"+u.GetResourceVersion())
-			}
-			counts = append(counts, fmt.Sprintf("%d %s", len(list.Items), k.resource))
-			break
-		}
+	a := ReadAdmission(ctx, e.dyn, e.wait)
+	if !a.OK {
+		return admissionState{}
 	}
-	sort.Strings(ids)
-	st.read, st.fingerprint = strings.Join(counts, ", "), digest(ids)
-	if len(ids) == 0 {
-		st.read = "the cluster has none"
-	}
-	return st
+	return admissionState{ok: true, matches: a.Matches(e.crd.Spec.Group, e.crd.Spec.Names.Plural), read: a.Read, fingerprint: a.Fingerprint}
 }
 
 // evidenceReader streams an evidence file in list order.

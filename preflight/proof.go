@@ -56,18 +56,6 @@ func hasTransitionRule(crd *apiextensionsv1.CustomResourceDefinition, target str
 	return err != nil || strings.Contains(string(b), "oldSelf")
 }
 
-// admissionKinds are the configurations whose webhooks or policies can refuse a write.
-var admissionKinds = []struct {
-	resource string
-	versions []string // tried in order; none served means none can exist
-	policy   bool
-}{
-	{"validatingwebhookconfigurations", []string{"v1"}, false},
-	{"mutatingwebhookconfigurations", []string{"v1"}, false},
-	{"validatingadmissionpolicies", []string{"v1", "v1beta1"}, true},
-	{"mutatingadmissionpolicies", []string{"v1", "v1beta1", "v1alpha1"}, true},
-}
-
 // admissionMatches reports whether a webhook configuration or policy may match an UPDATE of
 // group/plural. It errs on the side of matching: selectors, match conditions and bindings are
 // not evaluated, and a shape it does not know matches.

@@ -35,9 +35,10 @@
 // object only when its dry run drops no manager the first pass did not list.
 //
 // Requests: the write pass sends the very write the dry-run pass checked (its merge patch
-// carries the resourceVersion the object had then) while the object and its CRD are unchanged,
-// so a restored object costs a GET, a dry-run PATCH and a PATCH; an object changed since its
-// dry run (the API server refuses the patch: 409), or whose CRD changed, is read, compared and
+// carries the resourceVersion the object had then) while the object, its CRD and the cluster's
+// admission webhooks, policies and bindings are unchanged, so a restored object costs a GET, a
+// dry-run PATCH and a PATCH; an object changed since its dry run (the API server refuses the
+// patch: 409), or whose CRD or the admission configuration changed, is read, compared and
 // dry-run again first, as in the first pass.
 //
 // Fields no served version can hold are reported by path (NotHeld), never dropped silently.
@@ -279,12 +280,18 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 	if err := r.loadCRDs(ctx); err != nil {
 		return nil, err
 	}
+	if !o.DryRun {
+		// What the dry-run pass's checks ran under; the write pass sends them as they are only
+		// when it is the same then (changedCRDs).
+		r.admission = preflight.ReadAdmission(ctx, c.Dynamic, nil)
+	}
 	rep, err := r.pass(ctx, true)
 	notes := func(rep *Report) *Report {
 		if rep != nil {
 			for _, n := range in.copied {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%s was copied to a temporary file (removed since), for the restore reads the backup twice", n))
 			}
+			rep.Notes = append(rep.Notes, r.notes...)
 		}
 		return rep
 	}
@@ -317,8 +324,12 @@ func Run(ctx context.Context, c *migrate.Clients, o Options) (*Report, error) {
 	return notes(rep), err
 }
 
-// changedCRDs reads the cluster's CRDs again, before the write pass: the writes the dry run
-// checked are sent as they are only for CRDs still as they were (the same resourceVersion).
+// changedCRDs reads the cluster's CRDs and its admission configuration again, before the
+// write pass: the writes the dry run checked are sent as they are only for CRDs still as they
+// were (the same resourceVersion), and only while the webhooks, admission policies and their
+// bindings are the ones the dry runs went through (a webhook added between the passes may
+// refuse or change a write, and drop what the consent did not cover). Otherwise each object
+// is read, compared and dry-run again before its write, as in the first pass.
 func (r *runner) changedCRDs(ctx context.Context) error {
 	list, err := r.c.CRDs.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -328,9 +339,19 @@ func (r *runner) changedCRDs(ctx context.Context) error {
 	for i := range list.Items {
 		now[list.Items[i].Name] = list.Items[i].ResourceVersion
 	}
+	adm := preflight.ReadAdmission(ctx, r.c.Dynamic, nil)
+	all := false
+	switch {
+	case !adm.OK || !r.admission.OK:
+		all = true
+		r.notes = append(r.notes, "the cluster's admission webhooks and policies could not be read, so every object's write was dry-run again just before it was sent")
+	case adm.Fingerprint != r.admission.Fingerprint:
+		all = true
+		r.notes = append(r.notes, "the cluster's admission webhooks, policies or bindings changed between the dry-run pass and the writes, so every object's write was dry-run again just before it was sent")
+	}
 	r.changed = map[string]bool{}
 	for _, crd := range r.crds {
-		if now[crd.Name] != crd.ResourceVersion {
+		if all || now[crd.Name] != crd.ResourceVersion {
 			r.changed[crd.Name] = true
 		}
 	}
@@ -352,8 +373,12 @@ type runner struct {
 	entry   *consentEntry
 	planned *plannedWrite
 	w       *preview.Worker
-	// changed names the CRDs changed since the dry-run pass (write pass).
-	changed map[string]bool
+	// changed names the CRDs changed since the dry-run pass (write pass); every CRD when the
+	// admission configuration (read before that pass: admission) changed.
+	changed   map[string]bool
+	admission preflight.Admission
+	// notes are said at the end (Report.Notes).
+	notes []string
 }
 
 // loadCRDs lists the cluster's CRDs once.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -471,5 +472,54 @@ func TestRunInterruptedConcurrently(t *testing.T) {
 	}
 	if len(held) == 0 || len(held) >= objects {
 		t.Errorf("%d of %d objects restored: want the interruption to stop the run after the first and before the end", len(held), objects)
+	}
+}
+
+// TestRunAdmissionChangedBetweenPasses: a ValidatingAdmissionPolicy added between the passes
+// (while Confirm asks) refuses w-lost's restore. The write pass does not send the write the
+// dry-run pass checked under the admission configuration of then: the cluster's webhooks,
+// policies and bindings are not the same, so it reads, compares and dry-runs w-lost again
+// first, which the policy refuses, and writes nothing to it; the report says why every write
+// was checked again. (Sending the checked write, as while nothing changed, meets the policy
+// only with the write itself.)
+func TestRunAdmissionChangedBetweenPasses(t *testing.T) {
+	ctx := context.Background()
+	f := newRestoreFx(t, "admission-changed")
+	log := &requestLog{path: "/widgets/w-lost"}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.rt = rt; return log })
+	c, err := migrate.NewClients(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{f.group}, APIVersions: []string{"*"}, Resources: []string{"widgets"}},
+	}
+	rep, err := Run(ctx, c, Options{Files: []string{f.backup}, Confirm: func(*Report) (bool, error) {
+		env.DenyByPolicy(t, testenv.Denial{Name: "restore-admission-changed", Rule: rule, Message: "spec.legacy is frozen",
+			Refuse: "object.metadata.name == 'w-lost' && has(object.spec.legacy)",
+			Probe: func(ctx context.Context) error {
+				_, err := f.res("widgets").Patch(ctx, "w-lost", types.MergePatchType, []byte(`{"spec":{"legacy":"probe"}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+				return err
+			}})
+		return true, nil
+	}})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got, want := strings.Join(log.seen, ", "), "GET 200, PATCH dry 200, GET 200, PATCH dry 422"; got != want {
+		t.Errorf("requests on w-lost:\n%s\nwant\n%s", got, want)
+	}
+	for _, o := range rep.Objects {
+		if o.Name == "w-lost" && (o.State != StateFailed || !strings.Contains(o.Reason, "spec.legacy is frozen")) {
+			t.Errorf("w-lost: %+v; want failed, refused by the policy", o)
+		}
+	}
+	if s := f.spec(t, "widgets", "w-lost"); fmt.Sprint(s) != fmt.Sprint(map[string]any{"size": int64(1)}) {
+		t.Errorf("w-lost: spec %v, want it unchanged", s)
+	}
+	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "admission webhooks, policies or bindings changed") }) {
+		t.Errorf("notes %q: want the admission change said", rep.Notes)
 	}
 }
