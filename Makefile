@@ -23,7 +23,7 @@ CI_KUBE_MINOR := 1.34
 # must (migrate/clusterengine's TestKube135ClusterEngine).
 SVM_KUBE_MINOR := 1.35
 
-.PHONY: install build docs docs-transcripts test test-assets test-versions bench clean
+.PHONY: install build docs docs-transcripts test test-assets test-versions test-svm-minors bench clean
 
 ## install: install kubectl-crdver and crdver-engine, the executable it runs for every command but
 ## `versions --sort` and `version` (and kubectl_complete-crdver for shell completion) into GOBIN,
@@ -135,6 +135,16 @@ test-versions: test-assets
 	@mkdir -p bin
 	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_KUBE_MINORS=all CRDVER_AGREEMENT_OUT=$(CURDIR)/bin/kube-versions-agreement.md \
 		$(GO) test -count=1 -timeout 90m -run TestAgreementWithAPIServers -v ./internal/versiondiff/
+
+## test-svm-minors: the cluster engine's tests on each minor whose StorageVersionMigration is
+## beta and off by default: $(SVM_KUBE_MINOR) (its controller never trims status.storedVersions:
+## crdver does) and 1.36 (its controller trims), building 1.36's kube-apiserver and
+## kube-controller-manager first (~30 min on 2 cores, the first time only; make test runs the
+## 1.36 case only where they are built)
+test-svm-minors: test-assets
+	@hack/build-test-binaries.sh --kube 1.36 kube-apiserver etcd kube-controller-manager >/dev/null
+	KUBEBUILDER_ASSETS="$$(hack/build-test-binaries.sh $(TEST_BINARIES))" CRDVER_TEST_REQUIRED_MINORS=$(SVM_KUBE_MINOR),1.36 \
+		$(GO) test -count=1 -timeout 30m -run 'TestKube13[56]ClusterEngine' -v ./migrate/clusterengine/
 
 ## bench: the performance figures recorded in docs/benchmarks.md
 bench: test-assets

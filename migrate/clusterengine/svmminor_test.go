@@ -1,13 +1,15 @@
 package clusterengine_test
 
-// kube135_test.go: the cluster engine on Kubernetes 1.35, whose StorageVersionMigration
-// (storagemigration.k8s.io/v1beta1, beta and off by default: the StorageVersionMigrator
-// feature gate and --runtime-config) rewrites the objects but never trims
-// status.storedVersions — its controller (pkg/controller/storageversionmigrator at v1.35.4)
-// does not touch the CRD; 1.36's does. crdver trims it, after its own check of every object.
-// One 1.35 control plane (kube-apiserver and kube-controller-manager built by
-// hack/build-test-binaries.sh --kube 1.35) serves every case, restarted once to switch the
-// gate on.
+// svmminor_test.go: the cluster engine on the minors whose StorageVersionMigration
+// (storagemigration.k8s.io/v1beta1) is beta and off by default (the StorageVersionMigrator
+// feature gate and --runtime-config): 1.35, whose controller (pkg/controller/storageversionmigrator
+// at v1.35.4) rewrites the objects but never trims status.storedVersions — it does not touch the
+// CRD, so crdver trims, after its own check of every object — and 1.36, whose controller trims
+// right after it marks the migration Succeeded (as 1.37's does, where the API is GA and on:
+// clusterengine_test.go). One control plane of the minor (kube-apiserver and
+// kube-controller-manager built by hack/build-test-binaries.sh --kube <minor>) serves every
+// case, restarted once to switch the gate on. make test requires 1.35's binaries; 1.36's run
+// where they are built (make test-svm-minors builds and requires them).
 
 import (
 	"context"
@@ -34,15 +36,22 @@ import (
 	"github.com/crdver/kubectl-crdver/upgrade"
 )
 
-// svmGate and svmAPI switch 1.35's StorageVersionMigration on in kube-apiserver.
+// svmGate and svmAPI switch the beta StorageVersionMigration on in kube-apiserver (1.35, 1.36).
 const (
 	svmGate = "--feature-gates=StorageVersionMigrator=true"
 	svmAPI  = "--runtime-config=storagemigration.k8s.io/v1beta1=true"
 )
 
-func TestKube135ClusterEngine(t *testing.T) {
+func TestKube135ClusterEngine(t *testing.T) { testSVMMinor(t, "1.35", false) }
+
+func TestKube136ClusterEngine(t *testing.T) { testSVMMinor(t, "1.36", true) }
+
+// testSVMMinor runs the cases on minor, whose controller trims status.storedVersions itself
+// when controllerTrims.
+func testSVMMinor(t *testing.T, minor string, controllerTrims bool) {
 	// The API switched on, its feature gate not: the API server installs no storage for it.
-	e := testenv.StartBuiltMinorWith(t, testenv.Options{KubeMinor: "1.35", ExtraBinaries: []string{"kube-controller-manager"}, APIServerArgs: []string{svmAPI}})
+	e := testenv.StartBuiltMinorWith(t, testenv.Options{KubeMinor: minor, ExtraBinaries: []string{"kube-controller-manager"}, APIServerArgs: []string{svmAPI}})
+	domain := "k" + strings.ReplaceAll(minor, ".", "") + ".example.com" // k135.example.com
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c, err := migrate.NewClients(e.Config)
@@ -51,11 +60,11 @@ func TestKube135ClusterEngine(t *testing.T) {
 	}
 
 	t.Run("without the feature gate", func(t *testing.T) {
-		crd, err := e.CreateCRD(ctx, testenv.TwoVersionCRD("nogate.k135.example.com", "things", "Thing", apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}))
+		crd, err := e.CreateCRD(ctx, testenv.TwoVersionCRD("nogate."+domain, "things", "Thing", apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		code, out, errOut, err := run135(ctx, e, "migrate", crd.Name, "--to", "v1", "--engine", "cluster", "--yes")
+		code, out, errOut, err := runOn(ctx, e, "migrate", crd.Name, "--to", "v1", "--engine", "cluster", "--yes")
 		if code != plugin.ExitUnavailable || err == nil || !strings.Contains(err.Error(), "the cluster does not serve the storagemigration.k8s.io API (StorageVersionMigration)") ||
 			!strings.Contains(err.Error(), "StorageVersionMigrator feature gate") {
 			t.Fatalf("exit %d, err %v; want %d and the clear error:\n%s%s", code, err, plugin.ExitUnavailable, out, errOut)
@@ -70,10 +79,10 @@ func TestKube135ClusterEngine(t *testing.T) {
 	})
 
 	// The CRDs of the cases below, created before kube-controller-manager starts: its garbage
-	// collector, whose informers the 1.35 controller reads, sees a CRD created later only at
+	// collector, whose informers the controller reads, sees a CRD created later only at
 	// its next discovery (every 30 s).
 	const n = 20
-	alone, migrated, upgraded := fixtureOn(t, e, "alone.k135.example.com", n), fixtureOn(t, e, "migrate.k135.example.com", n), fixtureOn(t, e, "upgrade.k135.example.com", n)
+	alone, migrated, upgraded := fixtureOn(t, e, "alone."+domain, n), fixtureOn(t, e, "migrate."+domain, n), fixtureOn(t, e, "upgrade."+domain, n)
 
 	if err := e.RestartAPIServerWith(ctx, svmGate, svmAPI); err != nil {
 		t.Fatal(err)
@@ -88,7 +97,7 @@ func TestKube135ClusterEngine(t *testing.T) {
 		t.Fatalf("with the gate on: %v", err)
 	}
 	if version != "v1beta1" {
-		t.Fatalf("storagemigration.k8s.io served at %s, want v1beta1 (1.35)", version)
+		t.Fatalf("storagemigration.k8s.io served at %s, want v1beta1 (%s)", version, minor)
 	}
 	cm, err := e.StartStorageVersionMigrator()
 	if err != nil {
@@ -96,14 +105,15 @@ func TestKube135ClusterEngine(t *testing.T) {
 	}
 	defer cm.Stop()
 
-	// migrate --engine cluster: the controller rewrites, crdver checks every object and trims.
+	// migrate --engine cluster: the controller rewrites, crdver checks every object and trims
+	// (1.35), or finds status.storedVersions trimmed by the controller (1.36).
 	t.Run("migrate trims after its check", func(t *testing.T) {
 		crd, group := migrated, migrated.Spec.Group
 		if got := storedOn(t, e, group, "things"); got[group+"/v1beta1"] != n {
 			t.Fatalf("before: etcd = %v, want %d at v1beta1", got, n)
 		}
 		stop := nudgeWhenStuck(t, c, crd)
-		code, out, errOut, err := run135(ctx, e, "migrate", crd.Name, "--engine", "cluster", "-o", "json")
+		code, out, errOut, err := runOn(ctx, e, "migrate", crd.Name, "--engine", "cluster", "-o", "json")
 		_ = stop()
 		if err != nil || code != 0 {
 			t.Fatalf("exit %d: %v\n%s%s\nkube-controller-manager logs:\n%s", code, err, out, errOut, tail(cm.Logs(), 4000))
@@ -119,10 +129,26 @@ func TestKube135ClusterEngine(t *testing.T) {
 		if ch := cl.Check; ch.Objects != n || ch.WrittenSince != n || ch.WrittenHere.Total() != 0 {
 			t.Errorf("check = %+v, want all %d objects checked, all written by the migration", ch, n)
 		}
-		// crdver read [v1beta1 v1] after the migration had succeeded and its check had
-		// passed, and wrote [v1]: the controller had not trimmed.
-		if tr := rep.Trim; tr == nil || !tr.Safe || !tr.Trimmed || !slices.Equal(tr.Before, []string{"v1beta1", "v1"}) || !slices.Equal(tr.After, []string{"v1"}) {
-			t.Errorf("trim = %+v, want crdver to trim [v1beta1 v1] to [v1]", rep.Trim)
+		switch tr := rep.Trim; {
+		case !controllerTrims:
+			// crdver read [v1beta1 v1] after the migration had succeeded and its check had
+			// passed, and wrote [v1]: the controller had not trimmed.
+			if tr == nil || !tr.Safe || !tr.Trimmed || !slices.Equal(tr.Before, []string{"v1beta1", "v1"}) || !slices.Equal(tr.After, []string{"v1"}) {
+				t.Errorf("trim = %+v, want crdver to trim [v1beta1 v1] to [v1]", rep.Trim)
+			}
+		case tr != nil && tr.Trimmed:
+			// The controller trims as it marks the migration Succeeded; crdver's check of 20
+			// objects may end first, and then crdver trims as on 1.35 (its report says so).
+			if !tr.Safe || !slices.Equal(tr.Before, []string{"v1beta1", "v1"}) || !slices.Equal(tr.After, []string{"v1"}) {
+				t.Errorf("trim = %+v, want [v1beta1 v1] trimmed to [v1]", tr)
+			}
+			t.Log("crdver's check ended before the controller trimmed: crdver trimmed")
+		default:
+			// The usual order: crdver finds [v1], trimmed by the controller, writes nothing,
+			// and its report says so.
+			if tr == nil || !tr.Safe || !slices.Equal(tr.After, []string{"v1"}) {
+				t.Errorf("trim = %+v, want status.storedVersions found trimmed to [v1] by the controller", rep.Trim)
+			}
 		}
 		if sv := trimmed(t, c, crd.Name); !slices.Equal(sv, []string{"v1"}) {
 			t.Errorf("status.storedVersions = %v, want [v1]", sv)
@@ -132,11 +158,11 @@ func TestKube135ClusterEngine(t *testing.T) {
 		}
 	})
 
-	// The control: 1.35's controller alone rewrites every object and leaves
-	// status.storedVersions as it was. (After the case above, the garbage collector's
-	// informer of this resource is behind the cluster's revision: the controller takes the
-	// migration up and waits for it.)
-	t.Run("the controller does not trim", func(t *testing.T) {
+	// The control: the controller alone rewrites every object and leaves
+	// status.storedVersions as it was (1.35) or trims it (1.36). (After the case above, the
+	// garbage collector's informer of this resource is behind the cluster's revision: the
+	// controller takes the migration up and waits for it.)
+	t.Run(map[bool]string{false: "the controller does not trim", true: "the controller trims"}[controllerTrims], func(t *testing.T) {
 		crd, group := alone, alone.Spec.Group
 		// A start timeout shorter than the nudge's 3 s: a migration the controller has taken
 		// up (status.resourceVersion) but not started is not one "no controller processes".
@@ -155,15 +181,25 @@ func TestKube135ClusterEngine(t *testing.T) {
 			t.Errorf("etcd = %v, want all %d at v1", got, n)
 		}
 		// 1.36's controller trims right after it marks the migration Succeeded; 1.35's never.
+		if controllerTrims {
+			sv := trimmed(t, c, crd.Name)
+			for deadline := time.Now().Add(10 * time.Second); !slices.Equal(sv, []string{"v1"}) && time.Now().Before(deadline); sv = trimmed(t, c, crd.Name) {
+				time.Sleep(200 * time.Millisecond)
+			}
+			if !slices.Equal(sv, []string{"v1"}) {
+				t.Fatalf("status.storedVersions = %v 10 s after the migration succeeded, without crdver: want [v1] (does %s's controller not trim?)", sv, minor)
+			}
+			return
+		}
 		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 			if sv := trimmed(t, c, crd.Name); !slices.Equal(sv, []string{"v1beta1", "v1"}) {
-				t.Fatalf("status.storedVersions = %v after the migration succeeded, without crdver: want [v1beta1 v1] (does 1.35's controller trim?)", sv)
+				t.Fatalf("status.storedVersions = %v after the migration succeeded, without crdver: want [v1beta1 v1] (does %s's controller trim?)", sv, minor)
 			}
 		}
 	})
 
 	// upgrade --engine cluster: a release without v1beta1 applies only once storedVersions no
-	// longer holds it, which on 1.35 only crdver's trim does.
+	// longer holds it, which on 1.35 only crdver's trim does (on 1.36 the controller's).
 	t.Run("upgrade", func(t *testing.T) {
 		crd, group := upgraded, upgraded.Spec.Group
 		next := crd.DeepCopy()
@@ -182,7 +218,7 @@ func TestKube135ClusterEngine(t *testing.T) {
 		}
 		stop := nudgeWhenStuck(t, c, crd)
 		defer func() { _ = stop() }()
-		code, out, errOut, err := run135(ctx, e, "upgrade", "-f", release, "--engine", "cluster", "--yes", "-o", "json",
+		code, out, errOut, err := runOn(ctx, e, "upgrade", "-f", release, "--engine", "cluster", "--yes", "-o", "json",
 			"--backup", filepath.Join(dir, "backup.yaml"), "--checkpoint", filepath.Join(dir, "cp.json"))
 		if err != nil || code != 0 {
 			t.Fatalf("exit %d: %v\n%s%s\nkube-controller-manager logs:\n%s", code, err, out, errOut, tail(cm.Logs(), 4000))
@@ -209,9 +245,9 @@ func TestKube135ClusterEngine(t *testing.T) {
 	})
 }
 
-// run135 runs kubectl crdver with args against e, as a user would: its exit code, stdout,
+// runOn runs kubectl crdver with args against e, as a user would: its exit code, stdout,
 // stderr and error.
-func run135(ctx context.Context, e *testenv.Env, args ...string) (int, string, string, error) {
+func runOn(ctx context.Context, e *testenv.Env, args ...string) (int, string, string, error) {
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 	root := plugin.NewRootCmd(streams)
 	root.SetArgs(append(args, "--kubeconfig", e.Kubeconfig))
@@ -220,7 +256,7 @@ func run135(ctx context.Context, e *testenv.Env, args ...string) (int, string, s
 }
 
 // nudgeWhenStuck writes one object of crd's resource (an annotation) whenever a
-// StorageVersionMigration of it has been taken up by 1.35's controller (status.resourceVersion
+// StorageVersionMigration of it has been taken up by the controller (status.resourceVersion
 // set) but not started (no condition) for 3 s, as any write to the resource in a busy cluster
 // would: that controller starts only once its garbage collector's informer of the resource has
 // reached the migration's revision, which on a resource nobody writes takes a watch bookmark
