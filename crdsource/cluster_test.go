@@ -36,10 +36,7 @@ func unreachable() (apiextensionsclient.Interface, error) {
 func TestSourceCluster(t *testing.T) {
 	ctx := context.Background()
 	crd := testenv.LoadCRD(t, "crontab.yaml")
-	if _, err := env.CreateCRD(ctx, testenv.ForServer(crd)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	env.CreateCRDForTest(t, testenv.ForServer(crd))
 
 	for _, tc := range []struct{ name, want, err string }{
 		{"crontabs.stable.example.com", "crontabs.stable.example.com", ""}, // one GET

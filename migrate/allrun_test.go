@@ -33,10 +33,7 @@ func allFixture(t *testing.T, name string, n int, legacy, clean bool) *apiextens
 		"size": {Type: "integer"}, "legacy": {Type: "string"},
 	}})
 	delete(crd.Spec.Versions[1].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "legacy")
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	env.CreateCRDForTest(t, crd)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	gvr := schema.GroupVersionResource{Group: group, Version: "v1beta1", Resource: "gizmos"}
 	for i := 0; i < n; i++ {

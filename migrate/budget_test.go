@@ -23,10 +23,7 @@ func TestEstimateBudget(t *testing.T) {
 	ctx := context.Background()
 	const n = 1200
 	crd := twoVersionCRD("budget.migrate.example.com", "widgets", "Widget")
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	env.CreateCRDForTest(t, crd)
 	var size int64
 	err := env.PutObjects(ctx, crd.Spec.Group, "widgets", n, func(i int) (string, string, []byte) {
 		b, _ := json.Marshal(map[string]any{"apiVersion": crd.Spec.Group + "/v1beta1", "kind": "Widget",

@@ -52,10 +52,7 @@ func newFixture(t *testing.T, name string, n int, keepStorage bool) *fixture {
 	ctx := context.Background()
 	group := name + ".migrate.example.com"
 	crd := twoVersionCRD(group, "widgets", "Widget")
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	env.CreateCRDForTest(t, crd)
 	c, err := NewClients(env.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -51,10 +51,7 @@ func TestRewriteKeepsManagedFieldsOfOtherVersions(t *testing.T) {
 	ctx := context.Background()
 	group := "mf.source.example.com"
 	crd := helmRepositoryCRD(group)
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	env.CreateCRDForTest(t, crd)
 	c, err := NewClients(env.Config)
 	if err != nil {
 		t.Fatal(err)

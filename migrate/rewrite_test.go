@@ -356,10 +356,7 @@ func TestRewriteClusterScoped(t *testing.T) {
 	const n = 25
 	crd := twoVersionCRD("scoped.migrate.example.com", "gizmos", "Gizmo")
 	crd.Spec.Scope = apiextensionsv1.ClusterScoped
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	env.CreateCRDForTest(t, crd)
 	c, err := NewClients(env.Config)
 	if err != nil {
 		t.Fatal(err)

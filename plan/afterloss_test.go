@@ -46,10 +46,7 @@ func TestPlanJudgesObjectsAfterTheConsentedLoss(t *testing.T) {
 	defer cancel()
 	group := "afterloss.plan.example.com"
 	old, next := topologyCRD(group, false), topologyCRD(group, true)
-	if _, err := env.CreateCRD(ctx, old.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), old.Name) })
+	env.CreateCRDForTest(t, old.DeepCopy())
 	crds := apiextensionsclient.NewForConfigOrDie(env.Config)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	at := func(v string) dynamic.ResourceInterface {

@@ -54,10 +54,7 @@ func newConversionRelease(t *testing.T, group, service string, rel *testwebhook.
 	}
 	live.Spec.Conversion = old.WebhookConversion("v1", "v1beta1")
 	live.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
-	if _, err := env.CreateCRD(ctx, live.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), live.Name) })
+	env.CreateCRDForTest(t, live.DeepCopy())
 	r := &conversionRelease{dyn: dynamic.NewForConfigOrDie(env.Config), crds: apiextensionsclient.NewForConfigOrDie(env.Config)}
 	r.c = ReleaseClients{CRDs: r.crds, Dynamic: r.dyn, Kube: kubernetes.NewForConfigOrDie(env.Config)}
 	for i := 0; i < n; i++ {

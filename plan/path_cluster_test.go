@@ -50,10 +50,7 @@ func TestPathJudgesObjectsAtEveryHop(t *testing.T) {
 	live := legacyCRD(group, [3]any{"v1", true, true})
 	mid := legacyCRD(group, [3]any{"v1", false, true}, [3]any{"v2", true, true})
 	target := legacyCRD(group, [3]any{"v2", true, false})
-	if _, err := env.CreateCRD(ctx, live.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), live.Name) })
+	env.CreateCRDForTest(t, live.DeepCopy())
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	res := dyn.Resource(schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gadgets"}).Namespace("default")
 	for name, spec := range map[string]map[string]any{"g-legacy": {"size": int64(1), "legacy": "keep-me"}, "g-plain": {"size": int64(2)}} {

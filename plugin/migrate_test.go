@@ -29,10 +29,7 @@ func migrateFixture(t *testing.T, name string, n int) (crdName, group string, ns
 	ctx := context.Background()
 	group = name + ".example.com"
 	crd := testenv.TwoVersionCRD(group, "gadgets", "Gadget", apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}})
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	env.CreateCRDForTest(t, crd)
 	kube := kubernetes.NewForConfigOrDie(env.Config)
 	nss = []string{name + "-a", name + "-b"}
 	for _, ns := range nss {

@@ -31,10 +31,7 @@ func preflightFixture(t *testing.T, file, group, v string, objects map[string]ma
 	crd := testenv.LoadCRD(t, file)
 	crd.Spec.Group = group
 	crd.Name = crd.Spec.Names.Plural + "." + group
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	env.CreateCRDForTest(t, crd)
 	ns := strings.Split(group, ".")[0]
 	if _, err := kubernetes.NewForConfigOrDie(env.Config).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -114,7 +114,9 @@ func TestReadAdmission(t *testing.T) {
 	if _, err := kube.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = kube.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = kube.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	withPolicy := ReadAdmission(ctx, dyn, nil)
 	if !withPolicy.OK || withPolicy.Fingerprint == before.Fingerprint {
 		t.Errorf("a policy added: fingerprint %q, as before", withPolicy.Fingerprint)
@@ -128,7 +130,9 @@ func TestReadAdmission(t *testing.T) {
 	if _, err := kube.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = kube.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = kube.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	bound := ReadAdmission(ctx, dyn, nil)
 	if !bound.OK || bound.Fingerprint == withPolicy.Fingerprint {
 		t.Errorf("a binding added: fingerprint %q, as with the policy alone", bound.Fingerprint)

@@ -30,10 +30,7 @@ func TestMain(m *testing.M) { testenv.Main(m, &env, testenv.Options{}) }
 func setup(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, ns string) dynamic.Interface {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	env.CreateCRDForTest(t, crd)
 	kube := kubernetes.NewForConfigOrDie(env.Config)
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

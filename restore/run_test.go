@@ -61,10 +61,7 @@ func newRestoreFx(t *testing.T, name string) *restoreFx {
 		testcrd.New(group, "Widget", testcrd.Versions("v1"), testcrd.Storage("v1"), testcrd.Spec(map[string]apiextensionsv1.JSONSchemaProps{"size": size, "legacy": {Type: "string"}})),
 		testcrd.New(group, "Gadget", testcrd.Versions("v1"), testcrd.Storage("v1"), testcrd.Spec(map[string]apiextensionsv1.JSONSchemaProps{"size": size})),
 	} {
-		if _, err := env.CreateCRD(ctx, crd); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+		env.CreateCRDForTest(t, crd)
 	}
 	var err error
 	if f.c, err = migrate.NewClients(env.Config); err != nil {
@@ -355,10 +352,7 @@ func widgetsFx(t *testing.T, group string, n int, legacies ...string) (*migrate.
 	ctx := context.Background()
 	crd := testcrd.New(group, "Widget", testcrd.Versions("v1"), testcrd.Storage("v1"),
 		testcrd.Spec(map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}, "legacy": {Type: "string"}}))
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	env.CreateCRDForTest(t, crd)
 	c, err := migrate.NewClients(env.Config)
 	if err != nil {
 		t.Fatal(err)

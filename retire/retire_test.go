@@ -55,11 +55,7 @@ func newFx(t *testing.T, name string) *fx {
 
 func createFx(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) *fx {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	env.CreateCRDForTest(t, crd)
 	c, err := migrate.NewClients(env.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -65,10 +65,7 @@ func newCMFx(t *testing.T) *cmFx {
 	ctx := context.Background()
 	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // migrate's checkpoints and evidence
 	for _, crd := range certManager(t, "v1.5.5", "certificates", "issuers") {
-		if _, err := env.CreateCRD(ctx, crd); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+		env.CreateCRDForTest(t, crd)
 	}
 	c, err := migrate.NewClients(env.Config)
 	if err != nil {

@@ -48,10 +48,7 @@ func typechangeLive(t *testing.T, group string) (*migrate.Clients, func(name str
 	}
 	live.Spec.Group, next.Spec.Group = group, group
 	live.Name, next.Name = "brokers."+group, "brokers."+group
-	if _, err := env.CreateCRD(ctx, live); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), live.Name) })
+	env.CreateCRDForTest(t, live)
 	c, err := migrate.NewClients(env.Config)
 	if err != nil {
 		t.Fatal(err)

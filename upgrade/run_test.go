@@ -56,10 +56,7 @@ type runFx struct {
 func newRunFx(t *testing.T, live, next *apiextensionsv1.CustomResourceDefinition, specs map[string]map[string]any) *runFx {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := env.CreateCRD(ctx, live.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), live.Name) })
+	env.CreateCRDForTest(t, live.DeepCopy())
 	c, err := migrate.NewClients(env.Config)
 	if err != nil {
 		t.Fatal(err)

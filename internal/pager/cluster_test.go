@@ -38,10 +38,7 @@ func fixture(t *testing.T, n int) []string {
 	t.Helper()
 	ctx := context.Background()
 	crd := testenv.TwoVersionCRD(group, "widgets", "Widget", apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)})
-	if _, err := env.CreateCRD(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+	env.CreateCRDForTest(t, crd)
 	var keys []string
 	err := env.PutObjects(ctx, group, "widgets", n, func(i int) (string, string, []byte) {
 		name := fmt.Sprintf("w-%03d", i)

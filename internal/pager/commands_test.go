@@ -150,10 +150,7 @@ func TestCommandsCompleteUnderCompaction(t *testing.T) {
 	t.Run("migrate", func(t *testing.T) {
 		// Back to v1beta1 (the release removed it): a CRD of its own.
 		crd := testenv.TwoVersionCRD("migrate."+group, "widgets", "Widget", live.Spec.Versions[1].Schema.OpenAPIV3Schema.Properties["spec"])
-		if _, err := env.CreateCRD(ctx, crd); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.DeleteCRD(context.Background(), crd.Name) })
+		env.CreateCRDForTest(t, crd)
 		err := env.PutObjects(ctx, "migrate."+group, "widgets", n, func(i int) (string, string, []byte) {
 			b, _ := json.Marshal(map[string]any{"apiVersion": "migrate." + group + "/v1beta1", "kind": "Widget",
 				"metadata": map[string]any{"name": fmt.Sprintf("w-%03d", i), "namespace": "default", "uid": fmt.Sprintf("m-%d", i), "creationTimestamp": "2026-01-01T00:00:00Z"}})

@@ -312,6 +312,19 @@ func (e *Env) WaitServed(ctx context.Context, gvr schema.GroupVersionResource) e
 	return nil
 }
 
+// CreateCRDForTest is CreateCRD for a test: it fails t when the CRD cannot be created, and
+// deletes it when t ends (DeleteCRD).
+func (e *Env) CreateCRDForTest(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	created, err := e.CreateCRD(context.Background(), crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := crd.Name
+	t.Cleanup(func() { _ = e.DeleteCRD(context.Background(), name) })
+	return created
+}
+
 // DeleteCRD deletes the named CRD and waits until it is gone: until ctx ends, or for at most
 // 3 minutes when ctx has no deadline. The API server's CRD finalizer deletes the objects first
 // and waits up to a minute for each attempt to empty the list, then tries again, so a loaded
