@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,10 +73,49 @@ func sameText(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// feed is a process's standard input written in parts, with a pause before each later part.
+// feed is a process's standard input (or a FIFO it reads) written in parts, with a pause
+// before each later part.
 type feed struct {
 	parts []string
 	pause time.Duration
+	// fifo, when set, is a named pipe the parts are written to, once per run (the command
+	// reads it as a file it is given), instead of standard input.
+	fifo string
+}
+
+// toFIFO writes in's parts to its FIFO once, for one run, in the background: the writer's
+// open waits for the command's. The function it returns waits for the writer, after the run;
+// a command that never opened (or stopped reading) the FIFO is stood in for by a reader here.
+func (in *feed) toFIFO() (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f, err := os.OpenFile(in.fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		for i, p := range in.parts {
+			if i > 0 {
+				time.Sleep(in.pause)
+			}
+			if _, err := io.WriteString(f, p); err != nil {
+				return
+			}
+		}
+	}()
+	return func() {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if r, err := os.OpenFile(in.fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			_, _ = io.Copy(io.Discard, r)
+			_ = r.Close()
+		}
+		<-done
+	}
 }
 
 // onTerminalAndPipe runs the built binary with args twice: with stdout and stderr on one
@@ -88,7 +128,10 @@ func onTerminalAndPipe(t *testing.T, in *feed, args ...string) string {
 	bin := filepath.Join(binDir, "kubectl-crdver")
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = filepath.Join("..", "..")
-	if in != nil {
+	fed := func() {}
+	if in != nil && in.fifo != "" {
+		fed = in.toFIFO()
+	} else if in != nil {
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -104,15 +147,20 @@ func onTerminalAndPipe(t *testing.T, in *feed, args ...string) string {
 		}()
 	}
 	raw, _ := runOnTerminal(t, cmd, func(tty *os.File) { cmd.Stdout, cmd.Stderr = tty, tty }, 3*time.Minute)
+	fed() // the FIFO's writer for this run is done before the next run's starts
 
 	piped := exec.Command(bin, append(args, "--progress-interval", "1h")...)
 	piped.Dir = cmd.Dir
-	if in != nil {
+	fed = func() {}
+	if in != nil && in.fifo != "" {
+		fed = in.toFIFO()
+	} else if in != nil {
 		piped.Stdin = strings.NewReader(strings.Join(in.parts, ""))
 	}
 	var both bytes.Buffer
 	piped.Stdout, piped.Stderr = &both, &both
 	_ = piped.Run()
+	fed()
 
 	screen := replayTerminal(raw)
 	if strings.Contains(screen, "% |") || barFrame.MatchString("\r"+screen) {
@@ -147,20 +195,28 @@ func TestProgressOnTerminal(t *testing.T) {
 		}
 	})
 	t.Run("plan", func(t *testing.T) {
-		var objects strings.Builder
-		// Enough objects to keep one worker busy well past the bar's one-second delay on an
-		// idle machine (1,500 took under a second).
-		for i := 0; i < 6000; i++ {
-			fmt.Fprintf(&objects, "---\napiVersion: plan.example.com/v1\nkind: Widget\nmetadata: {name: w-%d, namespace: default}\nspec: {size: 4, mode: a, owner: x, tier: gold}\n", i)
+		// The objects come from a FIFO, half of them 2.5 s after the other half: plan is at
+		// work past the bar's one-second delay however fast the machine evaluates them (6,000
+		// objects in a file took under a second on an idle one).
+		var first, second strings.Builder
+		for i := 0; i < 2000; i++ {
+			half := &first
+			if i >= 1000 {
+				half = &second
+			}
+			fmt.Fprintf(half, "---\napiVersion: plan.example.com/v1\nkind: Widget\nmetadata: {name: w-%d, namespace: default}\nspec: {size: 4, mode: a, owner: x, tier: gold}\n", i)
 		}
-		path := filepath.Join(t.TempDir(), "objects.yaml")
-		if err := os.WriteFile(path, []byte(objects.String()), 0o600); err != nil {
+		in := &feed{parts: []string{first.String(), second.String()}, pause: 2500 * time.Millisecond, fifo: filepath.Join(t.TempDir(), "objects.fifo")}
+		if err := syscall.Mkfifo(in.fifo, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		raw := onTerminalAndPipe(t, nil, "plan", "-f", repo("plan", "testdata", "widgets-new.yaml"), "--old-file", repo("plan", "testdata", "widgets-old.yaml"),
-			"--objects", path, "--workers", "1")
+		raw := onTerminalAndPipe(t, in, "plan", "-f", repo("plan", "testdata", "widgets-new.yaml"), "--old-file", repo("plan", "testdata", "widgets-old.yaml"),
+			"--objects", in.fifo, "--workers", "1")
 		if !barFrame.MatchString(raw) {
-			t.Errorf("no bar while plan evaluated 6000 objects on one worker:\n%q", raw)
+			t.Errorf("no bar while plan waited 2.5 s for half of its objects:\n%q", raw)
+		}
+		if !strings.Contains(raw, "2000/2000") {
+			t.Errorf("plan did not evaluate the 2,000 objects of the FIFO once:\n%q", raw)
 		}
 	})
 	t.Run("convert", func(t *testing.T) {
