@@ -290,6 +290,20 @@ func (l *requestLog) RoundTrip(r *http.Request) (*http.Response, error) {
 	return res, err
 }
 
+// loggedClients are clients of env whose requests on the path ending in path are recorded in
+// the log returned.
+func loggedClients(t *testing.T, path string) (*migrate.Clients, *requestLog) {
+	t.Helper()
+	log := &requestLog{path: path}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.rt = rt; return log })
+	c, err := migrate.NewClients(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, log
+}
+
 // TestRunSendsTheCheckedWrite: the write pass sends the write the dry-run pass checked (a
 // restored object costs a GET, a dry-run PATCH and a PATCH), and reads, compares and dry-runs
 // again an object changed since (its checked patch refused with 409) or whose CRD changed.
@@ -315,13 +329,7 @@ func TestRunSendsTheCheckedWrite(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newRestoreFx(t, "checked-"+strings.ReplaceAll(strings.ToLower(tc.name), " ", "-"))
-			log := &requestLog{path: "/widgets/w-lost"}
-			cfg := rest.CopyConfig(env.Config)
-			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.rt = rt; return log })
-			c, err := migrate.NewClients(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, log := loggedClients(t, "/widgets/w-lost")
 			rep, err := Run(context.Background(), c, Options{Files: []string{f.backup}, Confirm: func(*Report) (bool, error) {
 				tc.between(t, f)
 				return true, nil
@@ -479,13 +487,7 @@ func TestRunInterruptedConcurrently(t *testing.T) {
 func TestRunAdmissionChangedBetweenPasses(t *testing.T) {
 	ctx := context.Background()
 	f := newRestoreFx(t, "admission-changed")
-	log := &requestLog{path: "/widgets/w-lost"}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.rt = rt; return log })
-	c, err := migrate.NewClients(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, log := loggedClients(t, "/widgets/w-lost")
 	rule := admissionregistrationv1.RuleWithOperations{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{f.group}, APIVersions: []string{"*"}, Resources: []string{"widgets"}},
