@@ -12,7 +12,6 @@ package preflight
 
 import (
 	"bufio"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -40,23 +39,6 @@ func digest(v any) string {
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
-}
-
-// admissionState is what the cluster's admission configuration is, read once per check.
-type admissionState struct {
-	ok          bool   // every kind could be read (or is not served)
-	matches     bool   // a webhook or policy may match updates of the CRD's objects
-	read        string // what was read, for the report
-	fingerprint string // Admission.Fingerprint
-}
-
-// admission reads the webhook configurations and admission policies of the cluster.
-func (e *evaluation) admission(ctx context.Context) admissionState {
-	a := ReadAdmission(ctx, e.dyn, e.wait)
-	if !a.OK {
-		return admissionState{}
-	}
-	return admissionState{ok: true, matches: a.Matches(e.crd.Spec.Group, e.crd.Spec.Names.Plural), read: a.Read, fingerprint: a.Fingerprint}
 }
 
 // evidenceReader streams an evidence file in list order.
@@ -161,7 +143,8 @@ func (w *evidenceWriter) commit() {
 	w.f.Close()
 }
 
-// evidenceHeaderFor is the header of a check of crd at target under the admission state adm.
-func evidenceHeaderFor(next *apiextensionsv1.CustomResourceDefinition, target string, adm admissionState) evidenceHeader {
-	return evidenceHeader{Format: evidenceFormat, CRD: next.Name, UID: string(next.UID), Target: target, Spec: digest(next.Spec), Admission: adm.fingerprint}
+// evidenceHeaderFor is the header of a check of crd at target under the admission
+// configuration adm.
+func evidenceHeaderFor(next *apiextensionsv1.CustomResourceDefinition, target string, adm Admission) evidenceHeader {
+	return evidenceHeader{Format: evidenceFormat, CRD: next.Name, UID: string(next.UID), Target: target, Spec: digest(next.Spec), Admission: adm.Fingerprint}
 }

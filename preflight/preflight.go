@@ -322,12 +322,12 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 	if o.QPS > 0 {
 		e.lim = rate.NewLimiter(rate.Limit(o.QPS), max(1, int(o.QPS)))
 	}
-	var adm admissionState
+	var adm Admission // the zero value: not read (OK false)
 	if !o.SkipRejections && len(r.Unknown) == 0 {
 		if o.Evidence != "" || r.Strategy == string(apiextensionsv1.NoneConverter) {
-			adm = e.admission(ctx)
+			adm = ReadAdmission(ctx, e.dyn, e.wait)
 		}
-		if o.Evidence != "" && adm.ok && r.Strategy == string(apiextensionsv1.NoneConverter) {
+		if o.Evidence != "" && adm.OK && r.Strategy == string(apiextensionsv1.NoneConverter) {
 			// With a conversion webhook the verdicts depend on the webhook's code too, which no
 			// resourceVersion tracks: no evidence is kept.
 			h := evidenceHeaderFor(next, target, adm)
@@ -342,8 +342,8 @@ func Check(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 		r.NotNeeded = append(r.NotNeeded, fmt.Sprintf("the loss comparison: conversion is None and %s %s %s's schema, so an object reads the same at each: a rewrite at %s drops nothing readable",
 			strings.Join(r.Compared, ", "), map[bool]string{true: "has", false: "have"}[len(r.Compared) == 1], target, target))
 	}
-	if none && !o.SkipRejections && len(r.Unknown) == 0 && adm.ok && !adm.matches && !hasTransitionRule(crd, target) {
-		e.proven, e.admRead = true, adm.read
+	if none && !o.SkipRejections && len(r.Unknown) == 0 && adm.OK && !adm.Matches(crd.Spec.Group, crd.Spec.Names.Plural) && !hasTransitionRule(crd, target) {
+		e.proven, e.admRead = true, adm.Read
 	}
 
 	// The passes run side by side, each with its own LIST (one per version): the dry runs are
