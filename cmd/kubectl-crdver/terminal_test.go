@@ -83,6 +83,19 @@ type feed struct {
 	fifo string
 }
 
+// writeTo writes the parts to w, pausing before each later one; it stops at the first error
+// (the reader is gone).
+func (in *feed) writeTo(w io.Writer) {
+	for i, p := range in.parts {
+		if i > 0 {
+			time.Sleep(in.pause)
+		}
+		if _, err := io.WriteString(w, p); err != nil {
+			return
+		}
+	}
+}
+
 // toFIFO writes in's parts to its FIFO once, for one run, in the background: the writer's
 // open waits for the command's. The function it returns waits for the writer, after the run;
 // a command that never opened (or stopped reading) the FIFO is stood in for by a reader here.
@@ -95,14 +108,7 @@ func (in *feed) toFIFO() (wait func()) {
 			return
 		}
 		defer f.Close()
-		for i, p := range in.parts {
-			if i > 0 {
-				time.Sleep(in.pause)
-			}
-			if _, err := io.WriteString(f, p); err != nil {
-				return
-			}
-		}
+		in.writeTo(f)
 	}()
 	return func() {
 		select {
@@ -138,12 +144,7 @@ func onTerminalAndPipe(t *testing.T, in *feed, args ...string) string {
 		}
 		go func() {
 			defer stdin.Close()
-			for i, p := range in.parts {
-				if i > 0 {
-					time.Sleep(in.pause)
-				}
-				_, _ = io.WriteString(stdin, p)
-			}
+			in.writeTo(stdin)
 		}()
 	}
 	raw, _ := runOnTerminal(t, cmd, func(tty *os.File) { cmd.Stdout, cmd.Stderr = tty, tty }, 3*time.Minute)
